@@ -1,0 +1,33 @@
+# The two commands a newcomer needs:
+#   make run    set up .venv, prepare the default model, open the playground on http://127.0.0.1:7860
+#   make test   set up .venv with the test tools and run the whole test suite
+# Extra arguments: make run ARGS="--max-n 8"   make test PYTEST_ARGS="-k sampler"
+.PHONY: run test bench setup setup-test clean
+
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+
+run: $(VENV)/.ready-run
+	$(PY) app.py $(ARGS)
+
+test: $(VENV)/.ready-test
+	$(PY) -m pytest $(PYTEST_ARGS)
+
+bench: $(VENV)/.ready-test
+	$(PY) -m playground.bench $(ARGS)
+
+setup: $(VENV)/.ready-run
+setup-test: $(VENV)/.ready-test
+
+# Stamps: the install runs again only when what it installs from has changed.
+$(VENV)/.ready-run: scripts/setup.sh requirements.txt
+	PYTHON=$(PYTHON) scripts/setup.sh
+	touch $@
+
+$(VENV)/.ready-test: $(VENV)/.ready-run requirements-test.txt
+	PYTHON=$(PYTHON) scripts/setup.sh --test
+	touch $@
+
+clean:
+	rm -rf $(VENV) .pytest_cache artifacts

@@ -1,0 +1,173 @@
+"""Build the embedded vLLM engine, and give it one home event loop.
+
+``create_engine()`` is all a script needs (behind an ``if __name__ == "__main__":`` guard: the
+engine core runs in a spawned process). ``EngineHost`` is what the app uses: AsyncLLM binds its
+output handler to the event loop of its first request, and the playground has several callers on
+different loops (Gradio's server, pytest, the benchmark). The host runs the engine on a thread of
+its own and lets any loop stream from it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import threading
+import time
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+from playground.model import resolve_model
+
+
+def platform_defaults() -> dict[str, Any]:
+    """Defaults that make a small model start fast and fit beside other engines.
+
+    On the CPU: eager mode starts in ~35 s instead of ~130 s with torch.compile, and the CPU
+    backend reads ``gpu_memory_utilization`` as its share of the NUMA node's memory (0.92 fails).
+    """
+    from vllm.platforms import current_platform
+
+    defaults: dict[str, Any] = {"max_model_len": 2048, "enable_prefix_caching": True}
+    if current_platform.is_cpu():
+        defaults |= {"enforce_eager": True, "gpu_memory_utilization": 0.5}
+    return defaults
+
+
+def engine_args(model: str | None = None, **engine_kwargs: Any):
+    """AsyncEngineArgs for ``model`` (None: the default model); explicit kwargs win over defaults.
+
+    Stats logging stays on because per-request metrics (queue, first-token and last-token times)
+    are only filled in when it is.
+    """
+    from vllm.engine.arg_utils import AsyncEngineArgs
+
+    kwargs = platform_defaults() | {"disable_log_stats": False} | engine_kwargs
+    kwargs["model"] = resolve_model(model)
+    return AsyncEngineArgs(**kwargs)
+
+
+def create_engine(model: str | None = None, **engine_kwargs: Any):
+    """Start and return a running ``AsyncLLM`` (about 35 s on the CPU for the default model)."""
+    from vllm.v1.engine.async_llm import AsyncLLM
+
+    return AsyncLLM.from_engine_args(engine_args(model, **engine_kwargs))
+
+
+def engine_kwargs_from_cli(explicit: dict[str, Any]) -> dict[str, Any]:
+    """Keep the parsed CLI values that are AsyncEngineArgs fields (``explicit``: flags given)."""
+    from vllm.engine.arg_utils import AsyncEngineArgs
+
+    names = {f.name for f in dataclasses.fields(AsyncEngineArgs)}
+    return {k: v for k, v in explicit.items() if k in names and k != "model"}
+
+
+def describe_engine(engine) -> dict[str, Any]:
+    """What the UI's status line and every run bundle say about the engine."""
+    import vllm
+    from vllm.platforms import current_platform
+
+    config = engine.vllm_config
+    return {
+        "backend": "embedded",
+        "model": config.model_config.model,
+        "served_model_name": config.model_config.served_model_name,
+        "vllm_version": vllm.__version__,
+        "device": "CPU" if current_platform.is_cpu() else current_platform.device_name.upper(),
+        "max_model_len": config.model_config.max_model_len,
+        "max_logprobs": config.model_config.max_logprobs,
+        "block_size": config.cache_config.block_size,
+        "prefix_caching": bool(config.cache_config.enable_prefix_caching),
+        "enforce_eager": config.model_config.enforce_eager,
+    }
+
+
+class EngineHost:
+    """One AsyncLLM on a dedicated event-loop thread, shared by callers on any loop.
+
+    ``stream()`` runs an async generator on the engine's loop and hands its items to the caller's
+    loop. Closing or cancelling the caller's iterator cancels the generator on the engine's loop
+    and waits for it, so its ``finally`` (aborting engine requests) has run when the caller goes on.
+    """
+
+    def __init__(self, factory: Callable[[], Any]):
+        self._factory = factory
+        self.loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self.loop.run_forever, name="engine-loop", daemon=True)
+        self._thread.start()
+        self.engine = None
+        self.started_at: float | None = None
+
+    @classmethod
+    def start(cls, model: str | None = None, **engine_kwargs: Any) -> EngineHost:
+        host = cls(lambda: create_engine(model, **engine_kwargs))
+        host.restart()
+        return host
+
+    def restart(self) -> None:
+        """(Re)build the engine on the host loop; the old one, if any, is shut down first."""
+
+        async def build():
+            if self.engine is not None:
+                self.engine.shutdown()
+            self.engine = self._factory()
+
+        self.run(build())
+        self.started_at = time.time()
+
+    def run(self, coro, timeout: float | None = None):
+        """Run a coroutine on the engine's loop from any thread that is not that loop."""
+        return asyncio.run_coroutine_threadsafe(coro, self.loop).result(timeout)
+
+    async def call(self, coro):
+        """Await a coroutine on the engine's loop from another loop."""
+        return await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(coro, self.loop))
+
+    async def stream(self, make_items: Callable[[], AsyncIterator[Any]]) -> AsyncIterator[Any]:
+        """Iterate ``make_items()`` on the engine's loop, yielding its items on the caller's loop."""
+        caller = asyncio.get_running_loop()
+        inbox: asyncio.Queue = asyncio.Queue()
+        settled = asyncio.Event()
+
+        def send(message):
+            caller.call_soon_threadsafe(inbox.put_nowait, message)
+
+        async def pump():
+            try:
+                async for item in make_items():
+                    send(("item", item))
+                send(("end", None))
+            except asyncio.CancelledError:
+                raise
+            except BaseException as e:  # re-raised on the caller's side
+                send(("error", e))
+
+        async def start():
+            task = asyncio.get_running_loop().create_task(pump())
+            # A done-callback fires even for a task cancelled before it ever ran.
+            task.add_done_callback(lambda _: caller.call_soon_threadsafe(settled.set))
+            return task
+
+        task = await self.call(start())
+        try:
+            while True:
+                kind, item = await inbox.get()
+                if kind == "item":
+                    yield item
+                elif kind == "end":
+                    return
+                else:
+                    raise item
+        finally:
+            self.loop.call_soon_threadsafe(task.cancel)
+            await settled.wait()  # the engine-side finally (aborts) has run
+
+    def shutdown(self) -> None:
+        if self.engine is not None:
+            engine, self.engine = self.engine, None
+            self.run(_call_sync(engine.shutdown))
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self._thread.join(timeout=10)
+
+
+async def _call_sync(fn):
+    fn()

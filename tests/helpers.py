@@ -1,0 +1,25 @@
+"""Small helpers for tests that drive the real engine."""
+
+from __future__ import annotations
+
+from playground.run import Event, observation_from_output
+
+
+async def collect(generator) -> list[Event]:
+    """Every output of a generate() call, copied as it arrives (CUMULATIVE lists are live)."""
+    events = []
+    async for output in generator:
+        events.append(observation_from_output(output, 0.0).event)
+    return events
+
+
+def final_token_ids(events: list[Event], output_kind: str) -> dict[int, list[int]]:
+    """Each index's final token ids, assembled the way a consumer of that output_kind must."""
+    final: dict[int, list[int]] = {}
+    for event in events:
+        for out in event.outputs:
+            if output_kind == "DELTA":
+                final.setdefault(out.index, []).extend(out.token_ids)
+            else:
+                final[out.index] = list(out.token_ids)
+    return final
