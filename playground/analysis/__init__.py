@@ -1,0 +1,39 @@
+"""Analysis of one Run: where and why the n samples diverge, how sure the model was, and when
+tokens arrived. Pure functions over the run record: pandas tables and plotly figures, no vLLM
+and no Gradio, so a saved bundle can be analysed anywhere."""
+
+from playground.analysis.diff import (
+    DIFF_COLORS,
+    common_prefix,
+    diff_against,
+    diff_html,
+    first_divergence,
+    identical_groups,
+    pairwise_frame,
+    pairwise_heatmap,
+    similarity,
+)
+from playground.analysis.events import event_outputs_frame, events_figure
+from playground.analysis.summary import summary_frame
+from playground.analysis.timing import itl_figure, itl_frame, timing_frame, tokens_over_time_figure, ttft_figure
+from playground.analysis.tokens import PARTIAL, pieces, visible
+from playground.analysis.tree import Branch, divergence_tree, tree_figure, tree_frame
+from playground.analysis.uncertainty import (
+    agreement_figure,
+    agreement_frame,
+    entropy_lower_bound,
+    uncertainty_figure,
+    uncertainty_frame,
+)
+
+__all__ = [
+    "DIFF_COLORS", "PARTIAL", "Branch",
+    "visible", "pieces",
+    "first_divergence", "similarity", "common_prefix", "identical_groups", "pairwise_frame", "diff_against",
+    "diff_html", "pairwise_heatmap",
+    "divergence_tree", "tree_frame", "tree_figure",
+    "entropy_lower_bound", "uncertainty_frame", "agreement_frame", "uncertainty_figure", "agreement_figure",
+    "itl_frame", "timing_frame", "tokens_over_time_figure", "itl_figure", "ttft_figure",
+    "event_outputs_frame", "events_figure",
+    "summary_frame",
+]

@@ -1,0 +1,140 @@
+"""Where samples stop agreeing, measured on token ids.
+
+Texts can look alike while token ids differ (" the" vs " th"+"e"), and a seed replay is only
+reproduced if the ids match, so every comparison here is over ids; text is only for display.
+"""
+
+from __future__ import annotations
+
+import html
+from collections.abc import Sequence
+from difflib import SequenceMatcher
+from functools import lru_cache
+from itertools import takewhile
+
+import pandas as pd
+import plotly.graph_objects as go
+
+from playground.analysis.figures import height_for
+from playground.analysis.tokens import pieces, visible
+from playground.run import Run
+
+# Labels of diff_against, and colours that fit gr.HighlightedText(color_map=DIFF_COLORS).
+DIFF_COLORS = {"equal": "#e5e7eb", "insert": "#bbf7d0", "replace": "#fde68a", "delete": "#fecaca"}
+
+
+def first_divergence(a: Sequence[int], b: Sequence[int]) -> int | None:
+    """First position where ``a`` and ``b`` differ; None when identical.
+
+    When one is a prefix of the other, they diverge where the shorter one ends.
+    """
+    for pos, (x, y) in enumerate(zip(a, b)):
+        if x != y:
+            return pos
+    return None if len(a) == len(b) else min(len(a), len(b))
+
+
+def similarity(a: Sequence[int], b: Sequence[int]) -> float:
+    """difflib's ratio over token ids (1.0 for two empty samples). autojunk is off: it would
+    treat frequent tokens (spaces, 'the') as junk in samples over 200 tokens."""
+    return _ratio(tuple(a), tuple(b))
+
+
+@lru_cache(maxsize=2048)
+def _ratio(a: tuple[int, ...], b: tuple[int, ...]) -> float:
+    # Cached: with autojunk off a pair of long samples costs up to a second, and the table, the
+    # heatmap and every UI refresh of a finished run ask for the same pairs again.
+    if a == b:
+        return 1.0
+    return SequenceMatcher(None, a, b, autojunk=False).ratio()
+
+
+def common_prefix(run: Run) -> int:
+    """How many leading tokens all n samples share."""
+    columns = zip(*(s.token_ids for s in run.samples))
+    return sum(1 for _ in takewhile(lambda col: len(set(col)) == 1, columns)) if run.samples else 0
+
+
+def identical_groups(run: Run) -> list[list[int]]:
+    """Groups of two or more samples with exactly the same token ids (so far, if still running)."""
+    groups: dict[tuple[int, ...], list[int]] = {}
+    for s in run.samples:
+        groups.setdefault(tuple(s.token_ids), []).append(s.index)
+    return [g for g in groups.values() if len(g) > 1]
+
+
+def pairwise_frame(run: Run) -> pd.DataFrame:
+    """One row per pair i < j: first divergence (None when identical) and similarity."""
+    rows = []
+    for a in run.samples:
+        for b in run.samples:
+            if a.index < b.index:
+                rows.append({
+                    "i": a.index,
+                    "j": b.index,
+                    "first_divergence": first_divergence(a.token_ids, b.token_ids),
+                    "similarity": similarity(a.token_ids, b.token_ids),
+                })
+    frame = pd.DataFrame(rows, columns=["i", "j", "first_divergence", "similarity"])
+    return frame.astype({"first_divergence": "Int64"})
+
+
+def diff_against(run: Run, reference: int, index: int, deleted: bool = False) -> list[tuple[str, str]]:
+    """Sample ``index`` token by token against sample ``reference``, as (visible text, label).
+
+    Labels: 'equal', 'insert' (not in the reference), 'replace' (stands where the reference has
+    other tokens). Every label is a string, so equal tokens get a colour too: use
+    ``gr.HighlightedText(color_map=DIFF_COLORS, combine_adjacent=False)`` to keep token
+    boundaries. With ``deleted=True`` the reference's missing tokens are shown as 'delete'.
+    """
+    ref, sample = run.samples[reference], run.samples[index]
+    ref_pieces, sample_pieces = pieces(ref), pieces(sample)
+    matcher = SequenceMatcher(None, ref.token_ids, sample.token_ids, autojunk=False)
+    out = []
+    for tag, i1, i2, j1, j2 in matcher.get_opcodes():
+        if deleted and tag in ("delete", "replace"):
+            out += [(visible(p), "delete") for p in ref_pieces[i1:i2]]
+        out += [(visible(p), tag) for p in sample_pieces[j1:j2]]  # 'delete' has no sample tokens
+    return out
+
+
+def diff_html(pairs: list[tuple[str, str | None]]) -> str:
+    """diff_against's pairs as escaped HTML: one boxed span per token, coloured by label."""
+    spans = []
+    for text, label in pairs:
+        label = label or "equal"
+        style = f"background:{DIFF_COLORS.get(label, '#ffffff')};border:1px solid #9ca3af;border-radius:2px;margin:0 1px"
+        if label == "delete":
+            style += ";text-decoration:line-through"
+        spans.append(f'<span class="tok tok-{html.escape(label)}" title="{html.escape(label)}" '
+                     f'style="{style}">{html.escape(text)}</span>')
+    return ('<div class="token-diff" style="font-family:monospace;white-space:pre-wrap;line-height:1.8">'
+            + "".join(spans) + "</div>")
+
+
+def pairwise_heatmap(run: Run) -> go.Figure:
+    """Similarity of every pair of samples; each cell is labelled with the first divergence
+    position ('=' for identical samples)."""
+    names = [f"sample {s.index}" for s in run.samples]
+    n = len(names)
+    z = [[1.0] * n for _ in range(n)]
+    text = [[""] * n for _ in range(n)]
+    hover = [[f"{names[k]}: itself" for _ in range(n)] for k in range(n)]
+    for row in pairwise_frame(run).itertuples():
+        where = row.first_divergence
+        label = "=" if pd.isna(where) else str(where)
+        said = "identical" if pd.isna(where) else f"first divergence at token {where}"
+        for a, b in ((row.i, row.j), (row.j, row.i)):
+            z[a][b] = row.similarity
+            text[a][b] = label
+            hover[a][b] = f"{names[a]} vs {names[b]}<br>similarity {row.similarity:.3f}<br>{said}"
+    fig = go.Figure(go.Heatmap(
+        z=z, x=names, y=names, text=text, texttemplate="%{text}" if n <= 16 else None,
+        hovertext=hover, hoverinfo="text",
+        zmin=0, zmax=1, colorscale="Viridis", colorbar={"title": "similarity"},
+    ))
+    fig.update_layout(
+        title="Pairwise similarity (cell text: first divergent token position)",
+        height=height_for(n, per_row=22, minimum=360), yaxis_autorange="reversed",
+    )
+    return fig

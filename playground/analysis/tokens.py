@@ -1,0 +1,62 @@
+"""Token pieces made visible.
+
+Samples usually differ by one token, and that token is often whitespace: a space, a newline, or
+half of a multibyte character. Every token view goes through ``visible`` so that a person can see
+where one token ends and what an "invisible" token actually was.
+"""
+
+from __future__ import annotations
+
+import html
+
+from playground.run import Sample
+
+# A token that ends inside a multibyte UTF-8 character decodes to '' (the next token carries the
+# character); it still is a token and must take up room in every view.
+PARTIAL = "⟨…⟩"
+_MARKS = {" ": "·", "\t": "→", "\r": "␍"}
+
+
+def visible(piece: str, multiline: bool = True) -> str:
+    """``piece`` with whitespace drawn: space '·', tab '→', CR '␍', newline '↵'.
+
+    ``multiline`` keeps a real line break after '↵' (text views); labels and hovers want one line.
+    Other control characters are shown as their code point.
+    """
+    if piece == "":
+        return PARTIAL
+    out = []
+    for ch in piece:
+        if ch == "\n":
+            out.append("↵\n" if multiline else "↵")
+        elif ch in _MARKS:
+            out.append(_MARKS[ch])
+        elif ord(ch) < 32 or ord(ch) == 127:
+            out.append(f"⟨U+{ord(ch):04X}⟩")
+        else:
+            out.append(ch)
+    return "".join(out)
+
+
+def pieces(sample: Sample) -> list[str]:
+    """One text piece per token id, even when the record has fewer (no decoder, or a run caught
+    mid-event): the logprob's decoded token, or else the token id, fills the gap."""
+    texts = list(sample.token_texts[: len(sample.token_ids)])
+    for pos in range(len(texts), len(sample.token_ids)):
+        lp = sample.logprobs[pos] if sample.logprobs and pos < len(sample.logprobs) else None
+        texts.append(lp.text if lp is not None and lp.text else f"⟨id {sample.token_ids[pos]}⟩")
+    return texts
+
+
+def joined(texts: list[str], sep: str = "│") -> str:
+    """Pieces on one line with their boundaries marked, for hovers and table cells."""
+    return sep.join(visible(t, multiline=False) for t in texts)
+
+
+def truncate(text: str, width: int) -> str:
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def for_hover(text: str) -> str:
+    """Plotly hover labels read a little HTML: escape, and keep line breaks as <br>."""
+    return html.escape(text).replace("\n", "<br>")

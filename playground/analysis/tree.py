@@ -1,0 +1,160 @@
+"""The divergence tree: the prefix trie of the n token sequences, single-child chains collapsed.
+
+Read from the root, it answers "where did the samples part, how many went each way, and how
+likely was the token that split them": each branch is a run of tokens some samples shared, and a
+new branch starts exactly where their token ids first differ.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import pandas as pd
+import plotly.graph_objects as go
+
+from playground.analysis.figures import height_for
+from playground.analysis.tokens import for_hover, joined, pieces, truncate, visible
+from playground.run import Run
+
+LABEL_WIDTH = 24  # characters of a branch's text shown in the figure; the hover has it all
+
+
+@dataclass
+class Branch:
+    """A run of tokens taken by ``samples``; ``start`` is the position of its first token.
+
+    ``prob`` is the probability of the branching (first) token and ``alternatives`` the top-k
+    at that position, as (visible text, probability): both None/empty without logprobs. An
+    ``end`` branch has no tokens: it holds samples that stopped where others went on.
+    """
+
+    key: str
+    parent: str | None
+    start: int
+    token_ids: list[int]
+    texts: list[str]
+    samples: list[int]
+    end: bool = False
+    prob: float | None = None
+    alternatives: list[tuple[str, float]] = field(default_factory=list)
+    children: list[Branch] = field(default_factory=list)
+
+    @property
+    def count(self) -> int:
+        return len(self.samples)
+
+    @property
+    def text(self) -> str:
+        return "".join(self.texts)
+
+    def walk(self):
+        yield self
+        for child in self.children:
+            yield from child.walk()
+
+    def leaves(self) -> list[Branch]:
+        return [b for b in self.walk() if not b.children]
+
+
+def divergence_tree(run: Run) -> Branch:
+    """The root (the prompt, taken by every sample) with the samples' branches below it."""
+    root = Branch("root", None, 0, [], [], [s.index for s in run.samples])
+    _grow(root, run, 0)
+    return root
+
+
+def _grow(branch: Branch, run: Run, pos: int) -> None:
+    """Split ``branch``'s samples (who share every token before ``pos``) by their token at ``pos``."""
+    ids = {i: run.samples[i].token_ids for i in branch.samples}
+    ended = [i for i in branch.samples if len(ids[i]) == pos]
+    groups: dict[int, list[int]] = {}
+    for i in branch.samples:
+        if len(ids[i]) > pos:
+            groups.setdefault(ids[i][pos], []).append(i)
+    if not groups:
+        return  # everyone stopped here: a leaf
+    if ended:
+        branch.children.append(Branch(f"{branch.key}/end", branch.key, pos, [], [], ended, end=True))
+    for token_id, group in groups.items():
+        stop = pos + 1  # extend while the whole group agrees and nobody stops
+        while all(len(ids[i]) > stop for i in group) and len({ids[i][stop] for i in group}) == 1:
+            stop += 1
+        first = run.samples[group[0]]
+        child = Branch(f"{branch.key}/{token_id}", branch.key, pos, first.token_ids[pos:stop],
+                       pieces(first)[pos:stop], group)
+        child.prob, child.alternatives = _branch_point(run, group, pos)
+        branch.children.append(child)
+        _grow(child, run, stop)
+
+
+def _branch_point(run: Run, group: list[int], pos: int) -> tuple[float | None, list[tuple[str, float]]]:
+    """Probability of the token at ``pos`` and the top-k there, from the first sample in the
+    group that recorded logprobs (all of them saw the same context)."""
+    for i in group:
+        logprobs = run.samples[i].logprobs
+        if logprobs and pos < len(logprobs) and logprobs[pos].logprob is not None:
+            lp = logprobs[pos]
+            alternatives = [(visible(text or f"⟨id {tid}⟩", multiline=False), math.exp(value))
+                            for tid, value, text in lp.top]
+            return math.exp(lp.logprob), alternatives
+    return None, []
+
+
+def tree_frame(run: Run) -> pd.DataFrame:
+    """The tree as a table, parents before children: one row per branch."""
+    rows = []
+    for b in divergence_tree(run).walk():
+        rows.append({
+            "key": b.key, "parent": b.parent, "start": b.start, "tokens": len(b.token_ids),
+            "text": joined(b.texts) if b.texts else "", "count": b.count, "samples": b.samples,
+            "end": b.end, "leaf": not b.children, "prob": b.prob,
+            "alternatives": ", ".join(f"{t} {p:.2f}" for t, p in b.alternatives),
+        })
+    columns = ["key", "parent", "start", "tokens", "text", "count", "samples", "end", "leaf", "prob",
+               "alternatives"]
+    return pd.DataFrame(rows, columns=columns)
+
+
+def tree_figure(run: Run, maxdepth: int = 8) -> go.Figure:
+    """The tree as a left-to-right icicle: width of a box = samples that took the branch.
+
+    Labels are cut to LABEL_WIDTH characters; the hover shows the full text with token
+    boundaries, the samples, and the branching token's probability and alternatives. Deeper
+    levels than ``maxdepth`` appear when a branch is clicked. Colour is the branching token's
+    probability when logprobs were recorded; the prompt and 'end' boxes, which have no branching
+    token, are coloured as certain.
+    """
+    root = divergence_tree(run)
+    branches = list(root.walk())
+    labels, hovers = [], []
+    for b in branches:
+        if b is root:
+            labels.append("prompt")
+            hovers.append(f"prompt: {b.count} sample(s)")
+            continue
+        if b.end:
+            labels.append("⏹ end")
+            hovers.append(f"stopped after token {b.start - 1}<br>samples {b.samples}")
+            continue
+        labels.append(for_hover(truncate(visible(b.text, multiline=False), LABEL_WIDTH)))
+        hover = (f"<b>{for_hover(truncate(joined(b.texts), 600))}</b><br>tokens {b.start}–{b.start + len(b.token_ids) - 1}"
+                 f"<br>{b.count} sample(s): {b.samples}")
+        if b.prob is not None:
+            hover += f"<br>p(branch token) = {b.prob:.3f}<br>top-k: " + for_hover(
+                ", ".join(f"{t} {p:.3f}" for t, p in b.alternatives))
+        hovers.append(hover)
+    icicle = go.Icicle(
+        ids=[b.key for b in branches], parents=[b.parent or "" for b in branches], labels=labels,
+        values=[b.count for b in branches], branchvalues="total", hovertext=hovers, hoverinfo="text",
+        textinfo="label+value", tiling={"orientation": "h"}, maxdepth=maxdepth, sort=False,
+    )
+    probs = [b.prob for b in branches]
+    if any(p is not None for p in probs):
+        icicle.marker = {"colors": [1.0 if p is None else p for p in probs], "colorscale": "RdYlGn",
+                         "cmin": 0, "cmax": 1, "showscale": True, "colorbar": {"title": "p(branch)"}}
+    fig = go.Figure(icicle)
+    fig.update_layout(title="Divergence tree (box width = samples that took the branch)",
+                      height=height_for(len(root.leaves()), per_row=28, minimum=360),
+                      margin={"l": 10, "r": 10, "t": 50, "b": 10})
+    return fig

@@ -1,0 +1,135 @@
+"""How sure the model was at each token, and how much the n samples agree there.
+
+vLLM returns only the top-k logprobs (plus the sampled token), so the entropy cannot be computed
+exactly; what is computed is a lower bound, named so (``entropy_lb_topk``) wherever it appears.
+These are the distributions as vLLM reports them (by default the raw model's, before
+temperature, top-p and penalties).
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+
+import pandas as pd
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+from playground.analysis.figures import message_figure, sample_color
+from playground.analysis.tokens import for_hover, pieces, visible
+from playground.run import Run, TokenLogprob
+
+UNCERTAINTY_COLUMNS = ["sample", "position", "token_id", "token", "prob", "logprob", "rank",
+                       "entropy_lb_topk", "topk_mass", "residual_mass", "alternatives"]
+
+
+def entropy_lower_bound(lp: TokenLogprob) -> tuple[float, float, float]:
+    """(entropy lower bound in nats, mass of the returned tokens, residual mass) at one position.
+
+    The returned tokens contribute -sum(p log p) exactly. Every token not returned ranks below
+    the top-k, so its p is at most the smallest top-k probability p_k; hence the residual mass r
+    contributes at least r * -log(p_k). Both parts only undercount: the sum is a lower bound.
+    """
+    listed = [(tid, math.exp(v)) for tid, v, _ in lp.top if v is not None]
+    if not listed and lp.logprob is not None:
+        listed = [(lp.token_id, math.exp(lp.logprob))]
+    probs = [p for _, p in listed]
+    mass = sum(probs)
+    residual = max(0.0, 1.0 - mass)
+    entropy = -sum(p * math.log(p) for p in probs if p > 0)
+    # The sampled token is listed even when it ranks below the top-k; unless its rank shows it is
+    # among the listed ranks 1..m, leave it out of p_k (which only makes the bound more cautious).
+    inside = lp.rank is not None and lp.rank <= len(listed)
+    ranked = [p for tid, p in listed if inside or tid != lp.token_id]
+    if residual > 0 and ranked and min(ranked) > 0:
+        entropy += residual * -math.log(min(ranked))
+    return entropy, mass, residual
+
+
+def uncertainty_frame(run: Run) -> pd.DataFrame:
+    """One row per sample x position: the sampled token's probability and the entropy bound.
+
+    Samples without logprobs get rows with empty (NaN) values, so positions still line up.
+    """
+    rows = []
+    for s in run.samples:
+        texts = pieces(s)
+        for pos, token_id in enumerate(s.token_ids):
+            lp = s.logprobs[pos] if s.logprobs and pos < len(s.logprobs) else None
+            row = {"sample": s.index, "position": pos, "token_id": token_id, "token": visible(texts[pos], False)}
+            if lp is not None and lp.logprob is not None:
+                entropy, mass, residual = entropy_lower_bound(lp)
+                row.update(prob=math.exp(lp.logprob), logprob=lp.logprob, rank=lp.rank, entropy_lb_topk=entropy,
+                           topk_mass=mass, residual_mass=residual, alternatives=_alternatives(lp))
+            rows.append(row)
+    return pd.DataFrame(rows, columns=UNCERTAINTY_COLUMNS)
+
+
+def _alternatives(lp: TokenLogprob) -> str:
+    return ", ".join(f"{visible(text or f'⟨id {tid}⟩', False)} {math.exp(v):.3f}" for tid, v, text in lp.top)
+
+
+def agreement_frame(run: Run) -> pd.DataFrame:
+    """Per position: among the samples that reached it, the share holding the most common token.
+
+    Positions are absolute: once samples diverge, the same position may hold tokens written in
+    different contexts (the tree shows contexts). Agreement is 1.0 up to the common prefix.
+    """
+    length = max((len(s.token_ids) for s in run.samples), default=0)
+    texts = [pieces(s) for s in run.samples]
+    rows = []
+    for pos in range(length):
+        held = [(s.token_ids[pos], t[pos]) for s, t in zip(run.samples, texts) if len(s.token_ids) > pos]
+        counts = Counter(token_id for token_id, _ in held)
+        text = dict(reversed(held))  # token id -> its piece
+        top_id, top_count = counts.most_common(1)[0]
+        rows.append({
+            "position": pos, "reached": len(held), "distinct": len(counts), "top_token_id": top_id,
+            "top_token": visible(text[top_id], False), "top_count": top_count,
+            "agreement": top_count / len(held),
+            "tokens": ", ".join(f"{visible(text[t], False)} ×{c}" for t, c in counts.most_common()),
+        })
+    columns = ["position", "reached", "distinct", "top_token_id", "top_token", "top_count", "agreement", "tokens"]
+    return pd.DataFrame(rows, columns=columns)
+
+
+def uncertainty_figure(run: Run) -> go.Figure:
+    """Two panels, one line per sample: the sampled token's probability, and the entropy lower
+    bound from the top-k. The hover shows the token and the top-k alternatives."""
+    frame = uncertainty_frame(run).dropna(subset=["prob"])
+    if frame.empty:
+        return message_figure("Per-token uncertainty", "no logprobs recorded: ask for logprobs (e.g. 5) to see this")
+    fig = make_subplots(rows=2, cols=1, shared_xaxes=True, vertical_spacing=0.08,
+                        subplot_titles=("p(sampled token)", "entropy lower bound from top-k (nats)"))
+    for sample, rows in frame.groupby("sample", sort=True):
+        hover = [f"sample {sample}, token {r.position}: <b>{for_hover(r.token)}</b><br>p = {r.prob:.3f}, "
+                 f"rank {r.rank}<br>entropy ≥ {r.entropy_lb_topk:.3f} nats (top-k mass {r.topk_mass:.3f})"
+                 f"<br>top-k: {for_hover(r.alternatives)}" for r in rows.itertuples()]
+        common = {"x": rows["position"], "mode": "lines+markers", "name": f"sample {sample}",
+                  "legendgroup": str(sample), "hovertext": hover, "hoverinfo": "text",
+                  "line": {"color": sample_color(sample)}}
+        fig.add_trace(go.Scatter(y=rows["prob"], **common), row=1, col=1)
+        fig.add_trace(go.Scatter(y=rows["entropy_lb_topk"], showlegend=False, **common), row=2, col=1)
+    fig.update_yaxes(range=[0, 1.02], row=1, col=1)
+    fig.update_yaxes(rangemode="tozero", row=2, col=1)
+    fig.update_xaxes(title="token position", row=2, col=1)
+    fig.update_layout(title="Per-token uncertainty", height=560)
+    return fig
+
+
+def agreement_figure(run: Run) -> go.Figure:
+    """Agreement per position as bars, with how many samples reached each position."""
+    frame = agreement_frame(run)
+    if frame.empty:
+        return message_figure("Agreement across samples", "no tokens yet")
+    hover = [f"token {r.position}: {r.top_count}/{r.reached} hold <b>{for_hover(r.top_token)}</b>"
+             f"<br>{for_hover(r.tokens)}" for r in frame.itertuples()]
+    fig = make_subplots(specs=[[{"secondary_y": True}]])
+    fig.add_trace(go.Bar(x=frame["position"], y=frame["agreement"], name="agreement",
+                         hovertext=hover, hoverinfo="text"))
+    fig.add_trace(go.Scatter(x=frame["position"], y=frame["reached"], name="samples that reached it",
+                             mode="lines", line={"shape": "hv", "dash": "dot"}), secondary_y=True)
+    fig.update_yaxes(title="share holding the most common token", range=[0, 1.02], secondary_y=False)
+    fig.update_yaxes(title="samples", range=[0, run.n * 1.02], secondary_y=True)  # n level with 1.0
+    fig.update_layout(title="Agreement across samples per position", xaxis_title="token position", height=380)
+    return fig

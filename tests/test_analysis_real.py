@@ -1,0 +1,98 @@
+"""One real round trip: record a small run with the engine, then every analysis must agree with it."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pandas as pd
+import plotly.graph_objects as go
+import pytest
+
+from playground import analysis as A
+from playground.backend import record
+from playground.request import SampleRequest
+from playground.run import Run
+
+N, MAX_TOKENS, TOP_K = 4, 12, 3
+
+
+@pytest.fixture(scope="module")
+def real_run(host) -> Run:
+    from playground.embedded import EmbeddedBackend
+
+    backend = EmbeddedBackend(host)
+    request = SampleRequest(prompt="Write a short poem about the sea:", n=N, seed=11, max_tokens=MAX_TOKENS,
+                            logprobs=TOP_K, output_kind="DELTA", mode="wrapper")
+
+    async def last():
+        run = None
+        async for run in record(backend, request):
+            pass
+        return run
+
+    return asyncio.run(last())  # EngineHost.stream hands items to any caller loop
+
+
+def test_the_record_is_complete(real_run):
+    assert real_run.status == "finished" and real_run.n == N
+    for s in real_run.samples:
+        assert 0 < len(s.token_ids) <= MAX_TOKENS
+        assert len(s.token_texts) == len(s.token_ids) == len(s.token_times) == len(s.logprobs)
+
+
+def test_diff_and_tree_agree_with_the_token_ids(real_run):
+    samples = real_run.samples
+    pairs = A.pairwise_frame(real_run)
+    assert len(pairs) == N * (N - 1) // 2
+    prefix = A.common_prefix(real_run)
+    for row in pairs.itertuples():
+        a, b = samples[row.i].token_ids, samples[row.j].token_ids
+        if pd.isna(row.first_divergence):
+            assert a == b and row.similarity == 1.0
+        else:
+            assert row.first_divergence >= prefix and a[:row.first_divergence] == b[:row.first_divergence]
+    for s in samples:
+        diff = A.diff_against(real_run, 0, s.index)
+        assert len(diff) == len(s.token_ids)
+        assert all(label == "equal" for _, label in diff[:prefix])
+
+    root = A.divergence_tree(real_run)
+    assert sum(b.count for b in root.leaves()) == N
+    for leaf in root.leaves():  # the path to a leaf spells its samples' token ids
+        path, key = [], leaf
+        branches = {b.key: b for b in root.walk()}
+        while key is not None:
+            path = key.token_ids + path
+            key = branches.get(key.parent)
+        assert all(samples[i].token_ids == path for i in leaf.samples)
+    for b in root.walk():
+        if b.parent is not None and not b.end:
+            assert b.prob is not None and 0 < b.prob <= 1 and len(b.alternatives) >= TOP_K
+
+
+def test_uncertainty_and_timing_cover_every_token(real_run):
+    tokens = sum(len(s.token_ids) for s in real_run.samples)
+    frame = A.uncertainty_frame(real_run)
+    assert len(frame) == tokens and frame["prob"].notna().all()
+    assert (frame["entropy_lb_topk"] >= 0).all() and (frame["topk_mass"] <= 1 + 1e-6).all()
+    agreement = A.agreement_frame(real_run)
+    assert (agreement["agreement"].iloc[:A.common_prefix(real_run)] == 1.0).all()
+    timing = A.timing_frame(real_run)
+    assert len(timing) == N and (timing["ttft"] > 0).all()
+    assert (timing["total_time"] <= real_run.wall_time).all()
+    assert len(A.itl_frame(real_run)) == tokens - N
+    events = A.event_outputs_frame(real_run)
+    assert events.groupby("index")["new_tokens"].sum().tolist() == [len(s.token_ids) for s in real_run.samples]
+    summary = A.summary_frame(real_run).iloc[0]
+    assert summary["tokens"] == tokens and summary["n"] == N and summary["output_kind"] == "DELTA"
+
+
+def test_every_figure_builds_on_the_real_run(real_run):
+    figures = [A.pairwise_heatmap, A.tree_figure, A.uncertainty_figure, A.agreement_figure,
+               A.tokens_over_time_figure, A.itl_figure, A.ttft_figure, A.events_figure]
+    for figure in figures:
+        fig = figure(real_run)
+        assert isinstance(fig, go.Figure) and fig.layout.height and fig.data, figure.__name__
+    assert len(A.uncertainty_figure(real_run).data) == 2 * N
+    assert len(A.tokens_over_time_figure(real_run).data) == N
+    assert len(A.events_figure(real_run).data[1].x) == N  # every sample's finish is marked
