@@ -6,6 +6,7 @@ a live Run. The UI, the benchmark and the QA matrix only ever talk to this seam.
 
 from __future__ import annotations
 
+import contextlib
 import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -78,9 +79,12 @@ async def record(backend: Backend, request: SampleRequest) -> AsyncIterator[Run]
     recorder = RunRecorder(prepared.record_header(), prepared.seeds, backend.info(), backend.decode)
     run = recorder.run
     try:
-        async for observation in backend.stream(prepared):
-            if recorder.observe(observation) is not None:
-                yield run
+        # aclosing: when we are closed, the backend's cleanup (aborting children) runs now,
+        # not whenever the garbage collector gets to its generator.
+        async with contextlib.aclosing(backend.stream(prepared)) as observations:
+            async for observation in observations:
+                if recorder.observe(observation) is not None:
+                    yield run
     except EngineUnavailable as e:
         recorder.finish("error", str(e))
         raise

@@ -36,3 +36,38 @@ def host(model_path):
 @pytest.fixture(scope="session")
 def engine(host):
     return host.engine
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="session")
+def backend(host):
+    from playground.embedded import EmbeddedBackend
+
+    return EmbeddedBackend(host, max_n=32)
+
+
+@pytest.fixture(scope="session")
+def app_url(backend):
+    """The real Gradio app, in this process, on the session's engine."""
+    from playground.ui import build_app, launch_app
+
+    demo = build_app(backend)
+    _, url, _ = launch_app(demo, prevent_thread_lock=True, server_name="127.0.0.1", server_port=free_port(),
+                           quiet=True)
+    yield url
+    demo.close()
+
+
+@pytest.fixture()
+def client(app_url):
+    from gradio_client import Client
+
+    return Client(app_url, verbose=False)
+

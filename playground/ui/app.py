@@ -1,24 +1,164 @@
-"""A first UI: a prompt box that streams one completion. The full playground replaces it."""
+"""The playground page: declared top to bottom, with the handlers in handlers.py beside it.
+
+Sample columns are prebuilt up to max-n and shown or hidden by n: one async generator can then
+feed them all, and the API endpoints stay static for gradio_client (listeners made inside
+gr.render are invisible to it).
+"""
 
 from __future__ import annotations
 
+import math
+from pathlib import Path
+
 import gradio as gr
 
-from playground.backend import record
-from playground.errors import PlaygroundError
-from playground.request import SampleRequest
+from playground.request import MODES, OUTPUT_KINDS, SampleRequest
+from playground.ui import views
+from playground.ui.handlers import Handlers
+
+ASSETS = Path(__file__).resolve().parents[2] / "assets"
+COLUMNS_PER_ROW = 4
+EXAMPLES = [
+    # Open-ended starts: seeded samples diverge within a few tokens, and the tree shows where.
+    ["Once upon a time, in a village at the edge of the sea,", False, 4, 1.0],
+    ["Give me a name for a pet dragon and say why.", True, 8, 0.9],
+    ["The three most surprising facts about octopuses are", False, 6, 1.0],
+    ["Write a haiku about autumn rain.", True, 4, 0.8],
+    ["def fibonacci(n):", False, 4, 0.7],
+]
+MODE_INFO = ("wrapper: our fan-out, sample i seeded seed+i · native: n handed to vLLM · "
+             "same-seed: every sample gets the same seed (the old bug, on purpose)")
 
 
-def build_app(backend) -> gr.Blocks:
-    async def sample(prompt: str):
-        try:
-            async for run in record(backend, SampleRequest.from_user(prompt=prompt, n=1)):
-                yield run.samples[0].text
-        except PlaygroundError as e:
-            raise gr.Error(str(e)) from None
+def build_app(backend, max_n: int | None = None) -> gr.Blocks:
+    limits = backend.limits
+    max_n = max_n or limits.max_n
+    defaults = SampleRequest(prompt="")
+    h = Handlers(backend)
 
     with gr.Blocks(title="vLLM parallel-sampling playground") as demo:
-        prompt = gr.Textbox(label="Prompt")
-        output = gr.Textbox(label="Completion")
-        gr.Button("Run").click(sample, prompt, output, api_name="sample")
+        gr.Markdown("# vLLM parallel-sampling playground\n"
+                    "One prompt, n samples: watch them stream side by side, then see **where** and "
+                    "**why** they diverge.", elem_id="title")
+        status = gr.Markdown(views.engine_status(backend.info()), elem_id="engine-status")
+
+        with gr.Row():
+            with gr.Column(scale=3):
+                prompt = gr.Textbox(label="Prompt", lines=4, elem_id="prompt",
+                                    placeholder="Type a prompt, or pick an example below")
+                with gr.Row():
+                    use_chat = gr.Checkbox(label="Apply the chat template", value=False, elem_id="chat-template")
+                    run_btn = gr.Button("Run", variant="primary", elem_id="run")
+                    stop_btn = gr.Button("Stop", variant="stop", elem_id="stop")
+                with gr.Accordion("Rendered prompt", open=False):
+                    rendered = gr.Markdown(elem_id="rendered-prompt")
+            with gr.Column(scale=2):
+                n = gr.Slider(1, max_n, value=min(4, max_n), step=1, label="n (samples)", elem_id="n")
+                seed = gr.Textbox(label="Seed", placeholder="blank = random (shown after the run)",
+                                  elem_id="seed")
+                output_kind = gr.Radio(list(OUTPUT_KINDS), value=defaults.output_kind, label="output_kind",
+                                       elem_id="output-kind")
+                mode = gr.Radio(list(MODES), value=defaults.mode, label="mode", info=MODE_INFO, elem_id="mode")
+                with gr.Accordion("Sampler settings", open=False):
+                    temperature = gr.Slider(0, 2, value=defaults.temperature, step=0.05, label="temperature")
+                    top_p = gr.Slider(0.01, 1, value=defaults.top_p, step=0.01, label="top_p")
+                    top_k = gr.Number(value=defaults.top_k, precision=0, label="top_k (0 or -1: off)")
+                    min_p = gr.Slider(0, 1, value=defaults.min_p, step=0.01, label="min_p")
+                    max_tokens = gr.Slider(1, limits.max_model_len - 1, value=defaults.max_tokens, step=1,
+                                           label="max_tokens", elem_id="max-tokens")
+                    presence = gr.Slider(-2, 2, value=0, step=0.1, label="presence_penalty")
+                    frequency = gr.Slider(-2, 2, value=0, step=0.1, label="frequency_penalty")
+                    repetition = gr.Slider(0.1, 2, value=1, step=0.05, label="repetition_penalty")
+                    stop = gr.Textbox(label="Stop strings", lines=2, elem_id="stop-strings",
+                                      placeholder="one per line; \\n stands for a newline")
+                    logprobs = gr.Slider(0, limits.max_logprobs, value=5, step=1, label="logprobs top-k (0: off)")
+                    ignore_eos = gr.Checkbox(value=False, label="ignore_eos (always run to max_tokens)",
+                                             elem_id="ignore-eos")
+
+        gr.Examples(EXAMPLES, [prompt, use_chat, n, temperature], label="Examples that show seeded diversity")
+        summary = gr.Markdown(elem_id="run-summary")
+
+        groups, headers, texts = [], [], []
+        for row in range(math.ceil(max_n / COLUMNS_PER_ROW)):
+            with gr.Row(equal_height=False):
+                for i in range(row * COLUMNS_PER_ROW, min(max_n, (row + 1) * COLUMNS_PER_ROW)):
+                    with gr.Column(visible=i < n.value, min_width=220, elem_classes="sample") as group:
+                        headers.append(gr.Markdown(f"**#{i}**", elem_id=f"sample-{i}-header"))
+                        texts.append(gr.Textbox(show_label=False, lines=5, max_lines=14, interactive=False,
+                                                elem_id=f"sample-{i}-text", elem_classes="sample-text"))
+                    groups.append(group)
+
+        with gr.Tabs(elem_id="panels"):
+            with gr.Tab("Diff", id="diff", elem_id="tab-diff"):
+                reference = gr.Dropdown(choices=[0], value=0, label="Reference sample", elem_id="reference")
+                diff_view = gr.HTML(elem_id="diff-view")
+                pairwise = gr.Plot(label="Pairwise similarity and divergence")
+            with gr.Tab("Tree", id="tree"):
+                tree = gr.Plot(label="Divergence tree")
+            with gr.Tab("Timing", id="timing"):
+                tokens_over_time = gr.Plot(label="Tokens over time")
+                with gr.Row():
+                    itl = gr.Plot(label="Inter-token latency")
+                    ttft = gr.Plot(label="Time to first token")
+                timing_table = gr.Dataframe(label="Per sample", interactive=False)
+            with gr.Tab("Logprobs", id="logprobs"):
+                uncertainty = gr.Plot(label="Chosen-token probability and entropy (lower bound from top-k)")
+                agreement = gr.Plot(label="Agreement across samples")
+            with gr.Tab("Inspector", id="inspector", elem_id="tab-inspector"):
+                inspector_note = gr.Markdown(elem_id="inspector-note")
+                timeline = gr.Plot(label="Raw events")
+                events_table = gr.Dataframe(label="Every raw event the engine yielded", interactive=False,
+                                            elem_id="events-table")
+            with gr.Tab("Reproducibility", id="repro"):
+                with gr.Row():
+                    replay_index = gr.Number(value=0, precision=0, label="Sample i", minimum=0)
+                    replay_btn = gr.Button("Replay sample i alone (seed+i, n=1)")
+                    compare_btn = gr.Button("Compare wrapper vs native")
+                repro_verdict = gr.Markdown(elem_id="repro-verdict")
+                repro_table = gr.Dataframe(interactive=False)
+            with gr.Tab("Export", id="export"):
+                gr.Markdown("The run bundle holds the request, every raw event and the samples; every view "
+                            "on this page is computed from it.")
+                with gr.Row():
+                    bundle_file = gr.DownloadButton("Run bundle (JSON)", value=None, elem_id="download-json")
+                    tokens_file = gr.DownloadButton("Tokens (CSV)", value=None, elem_id="download-csv")
+            with gr.Tab("History", id="history"):
+                history_pick = gr.Dropdown(choices=[], label="Runs of this browser session", type="index")
+                reopen_btn = gr.Button("Open")
+
+        current = gr.State(None)
+        history = gr.State([])
+
+        settings = [prompt, use_chat, n, seed, output_kind, mode, temperature, top_p, top_k, min_p, max_tokens,
+                    presence, frequency, repetition, stop, logprobs, ignore_eos]
+        panel_outputs = dict(reference=reference, diff_view=diff_view, pairwise=pairwise, tree=tree,
+                             tokens_over_time=tokens_over_time, itl=itl, ttft=ttft, timing_table=timing_table,
+                             uncertainty=uncertainty, agreement=agreement, inspector_note=inspector_note,
+                             timeline=timeline, events_table=events_table)
+        h.bind(status=status, summary=summary, groups=groups, headers=headers, texts=texts, current=current,
+               history=history, history_pick=history_pick, bundle_file=bundle_file, tokens_file=tokens_file,
+               **panel_outputs)
+        everything = h.outputs()
+
+        for trigger in (prompt.change, use_chat.change):
+            trigger(h.render_prompt, [prompt, use_chat], rendered, show_progress="hidden",
+                    trigger_mode="always_last", api_visibility="private")
+        n.change(h.show_columns, n, groups, show_progress="hidden", api_visibility="private")
+        run_event = run_btn.click(h.run, [*settings, history], everything, api_visibility="undocumented",
+                                  api_name="run", concurrency_id="sampling")
+        # Cancel first (no server function, so nothing waits on the run), then show the partial run.
+        stop_btn.click(None, None, None, cancels=[run_event], api_visibility="private").then(
+            h.stop, [current, history], everything, api_visibility="private")
+        reference.change(h.rediff, [current, reference], [diff_view], api_visibility="private")
+        replay_btn.click(h.replay, [current, replay_index], [repro_verdict, repro_table], api_visibility="private")
+        compare_btn.click(h.compare, [current], [repro_verdict, repro_table], api_visibility="private")
+        reopen_btn.click(h.reopen, [history, history_pick], everything, api_visibility="private")
+        demo.load(h.refresh_status, None, status, api_visibility="private")
+        gr.api(h.sample_api, api_name="sample", concurrency_id="sampling")
     return demo
+
+
+def launch_app(demo: gr.Blocks, *, concurrency: int = 8, queue_size: int = 64, **launch_kwargs):
+    """Launch with the playground's styles and queue settings (shared by app.py and the tests)."""
+    demo.queue(default_concurrency_limit=concurrency, max_size=queue_size)
+    return demo.launch(css_paths=[ASSETS / "style.css"], **launch_kwargs)

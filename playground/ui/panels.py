@@ -1,0 +1,93 @@
+"""The analysis panels: one Run in, component values out, all computed by playground.analysis."""
+
+from __future__ import annotations
+
+import html
+
+import gradio as gr
+import pandas as pd
+
+from playground import analysis
+from playground.run import Run
+
+MAX_EVENT_ROWS = 1000  # the table stays responsive; the JSON bundle has every event
+
+KIND_NOTES = {
+    "CUMULATIVE": "each event carries the **full text so far** of the samples that advanced, so the last "
+                  "event does not hold all n: a consumer keeps the latest value per index.",
+    "DELTA": "each event carries only the **new tokens** of the samples that advanced; when the consumer "
+             "falls behind, queued pieces of the same index are concatenated into one event.",
+    "FINAL_ONLY": "the engine yields **nothing until every sample has finished**, then one event with all n "
+                  "samples in index order. That is why the columns filled only at the end.",
+}
+
+
+def components(c) -> list:
+    return [c.reference, c.diff_view, c.pairwise, c.tree, c.tokens_over_time, c.itl, c.ttft, c.timing_table,
+            c.uncertainty, c.agreement, c.inspector_note, c.timeline, c.events_table]
+
+
+def live(c, run: Run) -> dict:
+    """What is worth redrawing while samples stream (about once a second)."""
+    return {c.tokens_over_time: analysis.tokens_over_time_figure(run), c.timeline: analysis.events_figure(run)}
+
+
+def final(c, run: Run, reference: int = 0) -> dict:
+    reference = min(reference, run.n - 1)
+    return {
+        c.reference: gr.update(choices=list(range(run.n)), value=reference),
+        c.diff_view: diff_view(run, reference),
+        c.pairwise: analysis.pairwise_heatmap(run),
+        c.tree: analysis.tree_figure(run),
+        c.tokens_over_time: analysis.tokens_over_time_figure(run),
+        c.itl: analysis.itl_figure(run),
+        c.ttft: analysis.ttft_figure(run),
+        c.timing_table: analysis.timing_frame(run).round(3),
+        c.uncertainty: analysis.uncertainty_figure(run),
+        c.agreement: analysis.agreement_figure(run),
+        c.inspector_note: inspector_note(run),
+        c.timeline: analysis.events_figure(run),
+        c.events_table: events_table(run),
+    }
+
+
+def diff_view(run: Run, reference: int) -> str:
+    """Every sample against the reference, token by token, with where it first diverges."""
+    if not run.samples:
+        return ""
+    ref = run.samples[reference]
+    shared = analysis.common_prefix(run)
+    parts = [f"<p><b>All {run.n} samples share their first {shared} tokens.</b> Compared with sample "
+             f"{reference} (seed {ref.seed}): <span class='tok tok-insert'>inserted</span> and "
+             f"<span class='tok tok-replace'>replaced</span> tokens are highlighted; each box is one "
+             f"token, · a space, ↵ a newline.</p>"]
+    for s in run.samples:
+        where = analysis.first_divergence(ref.token_ids, s.token_ids)
+        said = ("the reference" if s.index == reference else
+                "identical" if where is None else f"diverges at token {where}")
+        similarity = analysis.similarity(ref.token_ids, s.token_ids)
+        parts.append(f"<div class='diff-row' id='diff-sample-{s.index}'><b>#{s.index}</b> · seed {s.seed} · "
+                     f"{html.escape(said)} · similarity {similarity:.2f}"
+                     + analysis.diff_html(analysis.diff_against(run, reference, s.index)) + "</div>")
+    return "\n".join(parts)
+
+
+def inspector_note(run: Run) -> str:
+    kind = run.output_kind
+    finishes = sum(1 for e in run.events for o in e.outputs if o.finish_reason is not None)
+    first = f"{run.events[0].t:.2f} s" if run.events else "never"
+    note = (f"**{len(run.events)} raw events** for n={run.n} in {kind} mode (first at {first}, "
+            f"{finishes} finish marks). In {kind} mode {KIND_NOTES.get(kind, '')}")
+    source = run.engine.get("output_kind_source")
+    if source:
+        note += f"\n\nOn this backend the {kind} view is built {source}."
+    return note
+
+
+def events_table(run: Run) -> pd.DataFrame:
+    """One row per raw event: number, time, indices carried, finished flags, text as yielded."""
+    frame = run.events_frame().head(MAX_EVENT_ROWS)
+    frame["indices"] = frame["indices"].map(lambda xs: ", ".join(map(str, xs)))
+    frame["finished_indices"] = frame["finished_indices"].map(lambda xs: ", ".join(map(str, xs)))
+    frame["texts"] = frame["texts"].map(lambda d: " | ".join(f"{i}: {t!r}" for i, t in d.items()))
+    return frame.rename(columns={"finished": "parent finished", "texts": "text as yielded"})

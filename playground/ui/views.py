@@ -1,0 +1,95 @@
+"""Run record -> what the page shows. Pure formatting: no engine calls, no Gradio events."""
+
+from __future__ import annotations
+
+import html
+
+from playground.run import Run, Sample
+
+
+def column_header(sample: Sample, run: Run) -> str:
+    """Index, seed, tokens so far, time to first token, tokens per second, finish reason."""
+    parts = [f"**#{sample.index}**", f"seed {sample.seed}" if sample.seed is not None else "unseeded",
+             f"{len(sample.token_ids)} tok"]
+    if sample.ttft is not None:
+        parts.append(f"TTFT {sample.ttft:.2f} s")
+        last = sample.token_times[-1]
+        if len(sample.token_times) > 1 and last > sample.ttft:
+            parts.append(f"{(len(sample.token_times) - 1) / (last - sample.ttft):.1f} tok/s")
+    if sample.finish_reason:
+        reason = sample.finish_reason
+        if sample.stop_reason is not None and reason == "stop":
+            reason += f" ({sample.stop_reason!r})"
+        parts.append(f"■ {reason}")
+    elif run.status == "aborted":
+        parts.append("■ stopped")
+    return " · ".join(parts)
+
+
+def run_summary(run: Run) -> str:
+    """One line under the controls: what ran, how it went, which seeds were used."""
+    req = run.request
+    tokens = sum(len(s.token_ids) for s in run.samples)
+    elapsed = run.wall_time if run.wall_time is not None else (run.events[-1].t if run.events else 0.0)
+    state = {"running": "● running", "finished": "✔ finished", "aborted": "■ stopped",
+             "error": "✖ error"}.get(run.status, run.status)
+    seeds = _seed_note(run)
+    text = (f"{state} · `{req.get('request_id', '')}` · n={run.n} · {req.get('mode')} · "
+            f"{req.get('output_kind')} · {tokens} tokens in {elapsed:.2f} s"
+            f"{f' ({tokens / elapsed:.1f} tok/s)' if elapsed > 0 else ''} · {len(run.events)} events · {seeds}")
+    if run.status == "error" and run.error:
+        text += f"\n\n{run.error}"
+    return text
+
+
+def _seed_note(run: Run) -> str:
+    seed = run.request.get("seed")
+    if seed is None:
+        return "unseeded"
+    if run.request.get("mode") == "same-seed":
+        return f"every sample seed {seed} (same-seed mode)"
+    return f"seeds {seed}…{seed + run.n - 1} (sample i uses seed+i)"
+
+
+def engine_status(info: dict, last_run: Run | None = None) -> str:
+    """The model, the device, whether the engine is up, and the last run's prefix-cache hits."""
+    up = "● engine up" if info.get("up", True) else "✖ engine down"
+    where = info.get("base_url") or info.get("device", "")
+    parts = [f"**{info.get('model_name') or _short(info.get('model', '?'))}**", where,
+             f"vLLM {info.get('vllm_version', '?')}", up]
+    if info.get("output_kind_source"):
+        parts.append(info["output_kind_source"])
+    if last_run is not None and last_run.n > 1:
+        parts.append(_cache_note(last_run, info.get("block_size")))
+    return " · ".join(p for p in parts if p)
+
+
+def _cache_note(run: Run, block_size: int | None) -> str:
+    """Prefix-cache hits of children 1..n-1: only whole blocks of the prompt can be shared."""
+    prompt = run.request.get("num_prompt_tokens", 0)
+    if block_size and prompt < block_size:
+        return f"last run: prompt of {prompt} tokens is shorter than one {block_size}-token cache block"
+    cached = [s.num_cached_tokens for s in run.samples[1:] if s.num_cached_tokens is not None]
+    if not cached:
+        return "last run: prefix-cache hits not reported per child in this mode"
+    return (f"last run: children 1..n-1 read {min(cached)}–{max(cached)} of {prompt} prompt tokens "
+            f"from the prefix cache")
+
+
+
+
+def _short(model: str) -> str:
+    return model.rstrip("/").rsplit("/", 1)[-1]
+
+
+def rendered_prompt(rendered: str, num_tokens: int) -> str:
+    """The exact string the model sees, whitespace shown, with its token count."""
+    return (f"**{num_tokens} prompt tokens.** The exact string the model receives:\n\n"
+            f"<pre class='rendered-prompt'>{html.escape(rendered)}</pre>")
+
+
+def history_label(run: Run) -> str:
+    prompt = " ".join(run.request.get("prompt", "").split())
+    prompt = prompt[:40] + ("…" if len(prompt) > 40 else "")
+    return (f"{run.request.get('request_id')} · n={run.n} · {run.request.get('mode')} · "
+            f"{run.request.get('output_kind')} · {run.status} · “{prompt}”")

@@ -1,0 +1,50 @@
+"""The /sample API through gradio_client, against the launched app and the real engine."""
+
+from __future__ import annotations
+
+import json
+import time
+
+from playground.run import Run
+
+PROMPT = "Once upon a time, in a village at the edge of the sea,"
+
+
+def wait_for_idle(backend, host, timeout=2.0) -> int:
+    deadline = time.monotonic() + timeout
+    while True:
+        unfinished = host.run(backend.num_unfinished())
+        if unfinished == 0 or time.monotonic() > deadline:
+            return unfinished
+        time.sleep(0.02)
+
+
+def test_sample_streams_updates_then_returns_the_bundle(client):
+    job = client.submit(prompt=PROMPT, n=4, seed=11, output_kind="DELTA", max_tokens=24, api_name="/sample")
+    values = list(job)
+    final = Run.from_json(job.result())
+    progress = [json.loads(v) for v in values[:-1]]
+    assert any(p["status"] == "running" and any(s["num_tokens"] for s in p["samples"]) for p in progress), \
+        "no streamed update carried tokens before the end"
+    assert final.status == "finished" and final.n == 4
+    assert [s.seed for s in final.samples] == [11, 12, 13, 14]
+    assert all(s.token_ids and s.finish_reason for s in final.samples)
+    assert final.events and final.events[-1].finished
+
+
+def test_same_seed_twice_gives_identical_token_ids(client):
+    kwargs = dict(prompt=PROMPT, n=3, seed=5, output_kind="FINAL_ONLY", max_tokens=16, api_name="/sample")
+    first = Run.from_json(client.predict(**kwargs))
+    second = Run.from_json(client.predict(**kwargs))
+    assert [s.token_ids for s in first.samples] == [s.token_ids for s in second.samples]
+
+
+def test_cancelling_the_job_aborts_every_child(client, backend, host):
+    job = client.submit(prompt=PROMPT, n=8, seed=3, output_kind="DELTA", max_tokens=1500, ignore_eos=True,
+                        api_name="/sample")
+    deadline = time.monotonic() + 120
+    while host.run(backend.num_unfinished()) < 8:
+        assert time.monotonic() < deadline and not job.done(), "the run never started"
+        time.sleep(0.05)
+    job.cancel()
+    assert wait_for_idle(backend, host) == 0
