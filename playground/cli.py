@@ -14,7 +14,7 @@ MAX_N_CEILING = 256
 class PlaygroundParser:
     """Builds vLLM's parser with the playground's flags on top, and tells given flags apart."""
 
-    def __init__(self, prog: str, description: str, add_own):
+    def __init__(self, prog: str, description: str, add_own, sampling: bool = False):
         from vllm.engine.arg_utils import AsyncEngineArgs
         from vllm.utils.argparse_utils import FlexibleArgumentParser
 
@@ -29,6 +29,8 @@ class PlaygroundParser:
             if action.dest == "model":
                 action.default = None
                 action.help = "Hugging Face id or local folder (default: SmolLM2-135M-Instruct, prepared offline)."
+        if sampling:
+            _add_sampling_flags(self.parser)
 
     def parse(self, argv: list[str]) -> tuple[argparse.Namespace, dict]:
         """Return all values, and the engine kwargs the user gave explicitly (our defaults apply
@@ -45,6 +47,55 @@ class PlaygroundParser:
             for action, default in saved.items():
                 action.default = default
         return args, engine_kwargs_from_cli(given)
+
+
+    @staticmethod
+    def sampling_settings(args: argparse.Namespace) -> dict:
+        """The sampling settings given on the command line, coerced and checked like any request's
+        (InvalidRequest); the ones not given are left out, so request defaults still apply."""
+        from playground.request import SampleRequest
+
+        raw = {dest: getattr(args, dest) for _, dest, _ in SAMPLING_FLAGS}
+        raw |= {"seed": args.sample_seed, "stop": args.stop, "use_chat_template": args.use_chat_template,
+                "ignore_eos": args.ignore_eos}
+        given = {k: v for k, v in raw.items() if v is not None}
+        request = SampleRequest.from_user(prompt="", **given)
+        return {k: getattr(request, k) for k in given}
+
+
+# Commands that sample (batch, qa) take every SampleRequest setting as a flag (dest = field name).
+SAMPLING_FLAGS = [
+    ("--n", "n", "Samples per prompt (default 4)."),
+    ("--output-kind", "output_kind", "CUMULATIVE, DELTA or FINAL_ONLY."),
+    ("--mode", "mode", "wrapper, native or same-seed (default wrapper)."),
+    ("--temperature", "temperature", "Default 1.0; 0 (greedy) needs --n 1."),
+    ("--top-p", "top_p", None),
+    ("--top-k", "top_k", None),
+    ("--min-p", "min_p", None),
+    ("--max-tokens", "max_tokens", "Most tokens per sample (default 64)."),
+    ("--presence-penalty", "presence_penalty", None),
+    ("--frequency-penalty", "frequency_penalty", None),
+    ("--repetition-penalty", "repetition_penalty", None),
+    ("--logprobs", "logprobs", "Top-k logprobs to record per token."),
+]
+
+
+def _add_sampling_flags(parser: argparse.ArgumentParser) -> None:
+    """Add the sampling group. vLLM's engine-wide --seed would take the name a person expects for
+    the sampling seed: the engine's becomes --engine-seed, and --seed is the samples' base seed."""
+    action = parser._option_string_actions.pop("--seed")  # argparse has no public rename
+    action.option_strings = ["--engine-seed" if s == "--seed" else s for s in action.option_strings]
+    parser._option_string_actions["--engine-seed"] = action
+    action.help = "vLLM's engine-wide random seed (vLLM's own --seed)."
+
+    group = parser.add_argument_group("sampling")
+    for flag, dest, help_text in SAMPLING_FLAGS:
+        group.add_argument(flag, dest=dest, help=help_text)
+    group.add_argument("--seed", dest="sample_seed", metavar="SEED",
+                       help="Base seed: sample i uses seed + i (default: a random seed, recorded).")
+    group.add_argument("--stop", action="append", help="A stop string (repeat for more).")
+    group.add_argument("--use-chat-template", action=argparse.BooleanOptionalAction, default=None)
+    group.add_argument("--ignore-eos", action=argparse.BooleanOptionalAction, default=None)
 
 
 def positive_int(name: str, ceiling: int):

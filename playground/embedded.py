@@ -1,28 +1,54 @@
-"""The embedded backend: ParallelSampler over an AsyncLLM that runs in this process."""
+"""The embedded backend: ParallelSampler over an AsyncLLM that runs in this process.
+
+It also keeps the engine alive: if the engine core process dies (EngineDeadError), requests are
+told so at once, the engine is rebuilt in the background, and if that fails the app exits with a
+clear message rather than hang.
+"""
 
 from __future__ import annotations
 
+import logging
+import os
+import sys
+import threading
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 from vllm import TokensPrompt
 from vllm.v1.engine.exceptions import EngineDeadError
 
-from playground import fanout
+from playground import fanout, prompts
 from playground.backend import Prepared
 from playground.engine import EngineHost, describe_engine
 from playground.errors import EngineUnavailable
 from playground.request import Limits
-from playground.run import Observation, metrics_snapshot, observation_from_output
+from playground.run import Observation, child_observation, observation_from_output
 from playground.sampler import ParallelSampler
+
+log = logging.getLogger(__name__)
+DEAD = "the vLLM engine core has died; the playground is restarting it, try again in a minute"
+RESTARTING = "the vLLM engine is restarting after a failure; try again in a minute"
+
+
+def _exit(message: str) -> None:
+    print(f"error: {message}", file=sys.stderr, flush=True)
+    os._exit(3)
 
 
 class EmbeddedBackend:
-    def __init__(self, host: EngineHost, max_n: int = 32):
+    def __init__(self, host: EngineHost, max_n: int = 32, on_restart_failure: Callable[[str], None] = _exit,
+                 watch_every: float = 1.0):
         self.host = host
         self.max_n = max_n
+        self.on_restart_failure = on_restart_failure
+        self.restarting = False
+        self.restarts = 0
+        self._lock = threading.Lock()
         self._describe()
+        # A dead engine is noticed even when nobody is sampling, so the status line is right and
+        # the restart is under way before the next request.
+        threading.Thread(target=self._watch, args=(watch_every,), name="engine-watchdog", daemon=True).start()
 
     def _describe(self) -> None:
         engine = self.host.engine
@@ -35,39 +61,39 @@ class EmbeddedBackend:
         self.tokenizer = engine.tokenizer
 
     def info(self) -> dict[str, Any]:
-        return {**self._info, "up": self.host.engine is not None and not self.host.engine.errored}
+        return {**self._info, "up": not self.restarting and not self._dead(), "restarting": self.restarting,
+                "restarts": self.restarts}
+
+    def _dead(self) -> bool:
+        engine = self.host.engine
+        return engine is None or engine.errored
 
     def render_prompt(self, prompt: str, use_chat_template: bool) -> tuple[str, list[int]]:
-        """The exact string the model sees, and its token ids."""
-        if use_chat_template:
-            rendered = self.tokenizer.apply_chat_template(
-                [{"role": "user", "content": prompt}], tokenize=False, add_generation_prompt=True
-            )
-            return rendered, self.tokenizer.encode(rendered, add_special_tokens=False)
-        return prompt, self.tokenizer.encode(prompt)
+        return prompts.render(self.tokenizer, prompt, use_chat_template)
 
     def decode(self, token_ids: list[int]) -> str:
-        return self.tokenizer.decode(token_ids, skip_special_tokens=False)
+        return prompts.decode(self.tokenizer, token_ids)
 
     async def stream(self, prepared: Prepared) -> AsyncIterator[Observation]:
+        if self.restarting:
+            raise EngineUnavailable(RESTARTING)
+        if self._dead():
+            self.restart()
+            raise EngineUnavailable(DEAD)
         request = prepared.request
         params = fanout.sampling_params(request)
         tokens = TokensPrompt(prompt_token_ids=prepared.prompt_token_ids, prompt=prepared.rendered_prompt)
         # Native FINAL_ONLY builds its one output from the last child to finish, so the output's
         # engine facts cannot be attributed to outputs[0]; the wrapper reports them per child.
         attribute = request.mode == "native" and (request.output_kind != "FINAL_ONLY" or request.n == 1)
+        engine = self.host.engine
 
         async def produce():
-            sampler = ParallelSampler(self.host.engine, self.max_n)
+            sampler = ParallelSampler(engine, self.max_n)
             children: list[Observation] = []
 
             def on_child(index, output):
-                facts = Observation()
-                if output.num_cached_tokens is not None:
-                    facts.num_cached_tokens[index] = output.num_cached_tokens
-                if output.metrics is not None:
-                    facts.metrics[index] = metrics_snapshot(output.metrics)
-                children.append(facts)
+                children.append(child_observation(index, output))
 
             generator = sampler.generate(tokens, params, prepared.request_id, request.mode, on_child=on_child)
             async for output in generator:
@@ -80,12 +106,43 @@ class EmbeddedBackend:
             async for observation in self.host.stream(produce):
                 yield observation
         except EngineDeadError as e:
-            raise EngineUnavailable(
-                "the vLLM engine core has died; the playground is restarting it, try again in a minute"
-            ) from e
+            self.restart()
+            raise EngineUnavailable(DEAD) from e
 
     async def num_unfinished(self) -> int:
+        engine = self.host.engine
+        if self.restarting or engine is None:
+            return 0
+
         async def count():
-            return self.host.engine.get_num_unfinished_requests()
+            return engine.get_num_unfinished_requests()
 
         return await self.host.call(count())
+
+    # --- keeping the engine alive ---------------------------------------------------------------
+
+    def restart(self) -> None:
+        """Rebuild a dead engine in the background (once at a time)."""
+        with self._lock:
+            if self.restarting:
+                return
+            self.restarting = True
+        threading.Thread(target=self._restart, name="engine-restart", daemon=True).start()
+
+    def _restart(self) -> None:
+        log.warning("The vLLM engine core died; starting a new engine.")
+        try:
+            self.host.restart()
+            self._describe()
+            self.restarts += 1
+            log.warning("The vLLM engine is back up.")
+        except Exception as e:  # the app cannot work without an engine: say why, and exit
+            self.on_restart_failure(f"the vLLM engine died and could not be restarted: {e}")
+        finally:
+            self.restarting = False
+
+    def _watch(self, every: float) -> None:
+        while True:
+            time.sleep(every)
+            if not self.restarting and self.host.engine is not None and self.host.engine.errored:
+                self.restart()

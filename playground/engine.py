@@ -53,6 +53,18 @@ def create_engine(model: str | None = None, **engine_kwargs: Any):
     return AsyncLLM.from_engine_args(engine_args(model, **engine_kwargs))
 
 
+def create_sync_engine(model: str | None = None, **engine_kwargs: Any):
+    """Start and return a V1 ``LLMEngine`` (add_request + step), with the same defaults as
+    ``create_engine``, so the batch path and the app sample from the same engine setup.
+
+    ``AsyncEngineArgs`` is an ``EngineArgs`` with one extra logging flag, which LLMEngine ignores.
+    The engine core runs in a spawned process: stop it with ``engine.engine_core.shutdown()``.
+    """
+    from vllm.v1.engine.llm_engine import LLMEngine
+
+    return LLMEngine.from_engine_args(engine_args(model, **engine_kwargs))
+
+
 def engine_kwargs_from_cli(explicit: dict[str, Any]) -> dict[str, Any]:
     """Keep the parsed CLI values that are AsyncEngineArgs fields (``explicit``: flags given)."""
     from vllm.engine.arg_utils import AsyncEngineArgs
@@ -104,14 +116,16 @@ class EngineHost:
         return host
 
     def restart(self) -> None:
-        """(Re)build the engine on the host loop; the old one, if any, is shut down first."""
+        """(Re)build the engine; the old one, if any, is shut down first.
 
-        async def build():
-            if self.engine is not None:
-                self.engine.shutdown()
-            self.engine = self._factory()
-
-        self.run(build())
+        The new engine is built on the calling thread, not on the host loop, so the loop keeps
+        answering (and callers get a clear "restarting" rather than a hang) meanwhile. AsyncLLM
+        starts its output handler on the loop of its first request, which is the host loop.
+        """
+        old, self.engine = self.engine, None
+        if old is not None:
+            old.shutdown()
+        self.engine = self._factory()
         self.started_at = time.time()
 
     def run(self, coro, timeout: float | None = None):

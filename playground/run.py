@@ -328,6 +328,16 @@ def observation_from_output(output: Any, t: float, child_facts: bool = True) -> 
     return observation
 
 
+def child_observation(index: int, output: Any) -> Observation:
+    """What one child's own output (before merging) says about that child alone: no event."""
+    facts = Observation()
+    if output.num_cached_tokens is not None:
+        facts.num_cached_tokens[index] = output.num_cached_tokens
+    if output.metrics is not None:
+        facts.metrics[index] = metrics_snapshot(output.metrics)
+    return facts
+
+
 def logprobs_from_vllm(token_ids, positions) -> list[TokenLogprob]:
     """vLLM's per-position {token_id: Logprob} dicts as TokenLogprobs (sampled token first)."""
     result = []

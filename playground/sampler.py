@@ -11,7 +11,7 @@ from collections.abc import AsyncIterator, Callable
 
 from vllm import RequestOutput, SamplingParams, TokensPrompt
 
-from playground import fanout
+from playground import fanout, prompts
 
 # Called with (index, child's RequestOutput) before it is merged: per-child facts such as
 # num_cached_tokens that a merged parent output cannot carry for every child.
@@ -30,10 +30,7 @@ class ParallelSampler:
         It also lets the wrapper add its children back to back: tokenizing between them would let
         the engine start child 0 alone and change the batch (and so, seeded results).
         """
-        if isinstance(prompt, dict):
-            return prompt
-        ids = self.engine.tokenizer.encode(prompt)
-        return TokensPrompt(prompt_token_ids=ids, prompt=prompt)
+        return prompts.tokenize(self.engine.tokenizer, prompt)
 
     async def generate(
         self,

@@ -71,3 +71,22 @@ def client(app_url):
 
     return Client(app_url, verbose=False)
 
+
+@pytest.fixture(scope="session")
+def sync_engine(model_path):
+    """A V1 LLMEngine (the synchronous front end, add_request + step) for the session."""
+    from playground.engine import create_sync_engine
+
+    # A smaller share of the node's memory: it may start beside the AsyncLLM one.
+    engine = create_sync_engine(model_path, gpu_memory_utilization=0.3)
+    yield engine
+    engine.engine_core.shutdown()  # its engine core runs in a process of its own
+
+
+def pytest_collection_modifyitems(items):
+    """Tests marked `destructive` (they kill the session's engine core) run last."""
+    items.sort(key=lambda item: item.get_closest_marker("destructive") is not None)
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "destructive: kills the shared engine; runs after every other test")

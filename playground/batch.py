@@ -1,0 +1,266 @@
+"""Sample a file of prompts with no browser: ``python app.py batch INPUT.jsonl [--out runs.jsonl] ...``
+
+Each input line is a JSON object with a "prompt" and, optionally, any SampleRequest setting
+(n, seed, output_kind, mode, temperature, top_p, top_k, min_p, max_tokens, presence_penalty,
+frequency_penalty, repetition_penalty, stop, logprobs, use_chat_template, ignore_eos). The
+command-line settings are the defaults; a line's own settings win. Blank lines are skipped.
+
+    {"prompt": "Write a haiku about rain.", "n": 8, "seed": 1}
+    {"prompt": "Name a colour.", "temperature": 0.7, "output_kind": "FINAL_ONLY"}
+
+Each output line is a run bundle (``Run.to_json()``), in input order, the same record the browser
+exports; its ``request.batch_line`` is the input line it came from. Without ``--out`` the bundles
+go to stdout (vLLM's log is sent to stderr, so stdout carries bundles only).
+
+One request at a time, by default: each prompt runs alone on an otherwise idle engine, the
+conditions of the UI and of a replay, so seeded results reproduce. ``--max-in-flight K`` keeps K
+prompts in the engine at once for better throughput, but the batch a request shares changes its
+seeded results (floating-point order; there is no batch-invariant mode on the CPU), so the same
+file can give other tokens at another K.
+
+A bad line (not JSON, no prompt, an invalid setting) is reported with its line number and skipped;
+the rest go on. Ctrl-C aborts what is running and writes the runs that finished.
+
+Exit status: 0 every line ran; 1 a line was skipped or the engine failed (the runs that finished
+are still written); 2 a usage error (bad flag, unreadable input); 130 interrupted by Ctrl-C.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import sys
+import tempfile
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from playground import analysis
+from playground.cli import MAX_N_CEILING, PlaygroundParser, positive_int
+from playground.errors import EngineUnavailable, InvalidRequest
+from playground.request import Limits, SampleRequest
+from playground.run import Run
+
+EXIT_OK, EXIT_LINE_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
+
+@dataclass
+class Line:
+    number: int  # 1-based line number in the input file
+    request: SampleRequest
+
+
+@dataclass
+class LineError:
+    number: int
+    message: str
+
+    def __str__(self) -> str:
+        return f"line {self.number}: {self.message}"
+
+
+@dataclass
+class BatchResult:
+    runs: dict[int, Run] = field(default_factory=dict)  # line number -> finished Run
+    errors: list[LineError] = field(default_factory=list)
+    interrupted: bool = False
+    failure: str | None = None  # the engine failed; the rest did not run
+
+
+def build_parser() -> PlaygroundParser:
+    def add_own(group) -> None:
+        group.add_argument("input", metavar="INPUT.jsonl", help="One JSON object per line, each with a \"prompt\".")
+        group.add_argument("--out", type=Path, metavar="PATH",
+                           help="Write the run bundles here (atomically), not to stdout.")
+        group.add_argument("--summary", action="store_true",
+                           help="Print a table: per prompt, n, tokens, tokens per second, identical samples.")
+        group.add_argument("--max-in-flight", type=positive_int("--max-in-flight", 1024), default=1, metavar="K",
+                           help="Prompts in the engine at once (default 1: each alone, so seeded results "
+                                "reproduce; more is faster but changes seeded results).")
+        group.add_argument("--max-n", type=positive_int("--max-n", MAX_N_CEILING), default=32,
+                           help="Most samples per prompt (default 32).")
+
+    parser = PlaygroundParser("python app.py batch", __doc__, add_own, sampling=True)
+    parser.parser.formatter_class = argparse.RawDescriptionHelpFormatter  # keep the doc's layout
+    return parser
+
+
+def read_lines(path: Path, defaults: dict, max_n: int) -> tuple[list[Line], list[LineError]]:
+    """Parse and check every line before an engine starts, so a typo costs no engine start.
+
+    Checks that need the engine (the context length, the logprobs cap) run again at submission.
+    """
+    relaxed = Limits(max_n=max_n, max_model_len=2**31, max_logprobs=2**31)
+    lines, errors = [], []
+    with open(path, encoding="utf-8", errors="surrogateescape") as f:
+        for number, text in enumerate(f, 1):
+            if not text.strip():
+                continue
+            text = text.rstrip("\r\n")
+            try:
+                data = json.loads(text)
+            except json.JSONDecodeError as e:
+                errors.append(LineError(number, f"not valid JSON ({e.msg} at column {e.pos + 1})"))
+                continue
+            if not isinstance(data, dict):
+                errors.append(LineError(number, f'must be a JSON object with a "prompt", got {type(data).__name__}'))
+                continue
+            try:
+                request = SampleRequest.from_user(**{**defaults, **data})
+                request.check(relaxed)
+            except InvalidRequest as e:
+                errors.append(LineError(number, str(e)))
+                continue
+            lines.append(Line(number, request))
+    return lines, errors
+
+
+def run_batch(runner, lines: list[Line], max_in_flight: int = 1, progress: bool = True) -> BatchResult:
+    """Run every line on a SyncRunner; Ctrl-C or an engine failure ends it with what finished.
+
+    Whatever ends it, no request is left running in the engine (the runner aborts them).
+    """
+    from tqdm import tqdm
+
+    result = BatchResult()
+    tokens = 0
+    bar = tqdm(total=len(lines), unit="prompt", desc="batch", file=sys.stderr, disable=not progress)
+    outcomes = runner.record_all([line.request for line in lines], max_in_flight)
+    try:
+        with contextlib.closing(outcomes):  # closing the generator aborts what is in flight
+            for position, outcome in outcomes:
+                number = lines[position].number
+                if isinstance(outcome, InvalidRequest):
+                    result.errors.append(error := LineError(number, str(outcome)))
+                    bar.write(f"skipping {error}", file=sys.stderr)
+                else:
+                    outcome.request["batch_line"] = number
+                    result.runs[number] = outcome
+                    tokens += sum(len(s.token_ids) for s in outcome.samples)
+                    bar.set_postfix(tokens=tokens, refresh=False)
+                bar.update()
+    except KeyboardInterrupt:
+        result.interrupted = True
+    except EngineUnavailable as e:
+        result.failure = str(e)
+    finally:
+        bar.close()
+    return result
+
+
+def write_atomically(path: Path, lines: Iterable[str]) -> None:
+    """Write a temp file beside ``path``, then rename it over ``path``: a reader sees the old file
+    or the whole new one, never half of it, and a failure leaves no temp file behind."""
+    path = Path(path)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            for line in lines:
+                f.write(line + "\n")
+            f.flush()
+            os.fsync(f.fileno())
+        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes it private; give it a normal file's mode
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+def summary_frame(runs: dict[int, Run]):
+    """Per prompt: n, tokens, tokens per second, and which samples came out identical."""
+    import pandas as pd
+
+    rows = []
+    for number, run in sorted(runs.items()):
+        tokens = sum(len(s.token_ids) for s in run.samples)
+        groups = analysis.identical_groups(run)
+        prompt = run.request["prompt"]
+        rows.append({
+            "line": number,
+            "prompt": prompt if len(prompt) <= 40 else prompt[:39] + "…",
+            "mode": run.request["mode"],
+            "n": run.n,
+            "tokens": tokens,
+            "seconds": round(run.wall_time or 0.0, 2),
+            "tokens_per_s": round(tokens / run.wall_time, 1) if run.wall_time else None,
+            "identical": bool(groups),
+            "identical_samples": ", ".join("=".join(map(str, g)) for g in groups),
+        })
+    columns = ["line", "prompt", "mode", "n", "tokens", "seconds", "tokens_per_s", "identical", "identical_samples"]
+    return pd.DataFrame(rows, columns=columns)
+
+
+def execute(runner, lines: list[Line], errors: list[LineError], out: Path | None = None,
+            summary: bool = False, max_in_flight: int = 1, progress: bool = True) -> int:
+    """Run the lines, write the bundles (what finished, in input order), print the summary, and
+    return the exit status."""
+    result = run_batch(runner, lines, max_in_flight, progress)
+    bundles = (result.runs[number].to_json() for number in sorted(result.runs))
+    if out is not None:
+        write_atomically(out, bundles)
+    else:
+        for bundle in bundles:
+            print(bundle)
+        sys.stdout.flush()
+    # Each bad line was reported as it was found; the recap names them again, for long runs.
+    skipped = sorted(e.number for e in errors + result.errors)
+    where = f" to {out}" if out is not None else ""
+    recap = f"; skipped line(s) {', '.join(map(str, skipped))}" if skipped else ""
+    print(f"wrote {len(result.runs)} run(s){where}{recap}", file=sys.stderr)
+    if summary and result.runs:
+        # Beside bundles on stdout the table would break the JSONL, so it goes to stderr then.
+        print(summary_frame(result.runs).to_string(index=False), file=sys.stdout if out else sys.stderr)
+    if result.interrupted:
+        print(f"interrupted: {len(lines) - len(result.runs) - len(result.errors)} prompt(s) did not run or were "
+              "aborted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    if result.failure:
+        print(f"error: {result.failure}", file=sys.stderr)
+        return EXIT_LINE_FAILED
+    return EXIT_LINE_FAILED if skipped else EXIT_OK
+
+
+def main(argv: list[str] | None = None) -> int:
+    # Before vLLM is imported (by the parser): its log goes to stdout by default, where bundles go.
+    os.environ.setdefault("VLLM_LOGGING_STREAM", "ext://sys.stderr")
+    try:
+        parser = build_parser()
+        args, engine_kwargs = parser.parse(list(sys.argv[1:] if argv is None else argv))
+        try:
+            defaults = parser.sampling_settings(args)
+        except InvalidRequest as e:
+            parser.parser.error(str(e))
+        if args.out is not None and not args.out.parent.resolve().is_dir():
+            parser.parser.error(f"--out: the folder {args.out.parent} does not exist")
+        try:
+            lines, errors = read_lines(Path(args.input), defaults, args.max_n)
+        except OSError as e:
+            parser.parser.error(f"cannot read {args.input}: {e.strerror or e}")
+        for error in errors:
+            print(f"skipping {error}", file=sys.stderr)
+        if not lines:
+            print("no line to run", file=sys.stderr)
+            if args.out is not None:
+                write_atomically(args.out, [])
+            return EXIT_LINE_FAILED if errors else EXIT_OK
+
+        from playground.engine import create_sync_engine
+        from playground.sync_sampler import SyncRunner
+
+        engine = create_sync_engine(args.model, **engine_kwargs)
+        try:
+            runner = SyncRunner(engine, max_n=args.max_n)
+            return execute(runner, lines, errors, args.out, args.summary, args.max_in_flight)
+        finally:
+            engine.engine_core.shutdown()  # the engine core runs in a process of its own
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
