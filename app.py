@@ -18,6 +18,7 @@ from playground.cli import MAX_N_CEILING, PlaygroundParser, positive_int
 from playground.remote import add_remote_flags
 
 COMMANDS = ("batch", "qa")
+LOOPBACK = ("127.0.0.1", "localhost", "::1")
 
 
 def add_serve_flags(group) -> None:
@@ -51,9 +52,9 @@ def serve(argv: list[str]) -> int:
     parser = PlaygroundParser("python app.py", "Parallel-sampling playground for vLLM.", add_serve_flags)
     args, engine_kwargs = parser.parse(argv)
     auth = parse_auth(args.auth)
-    if args.host not in ("127.0.0.1", "localhost", "::1") and auth is None:
+    if args.host not in LOOPBACK and auth is None:
         print(f"WARNING: binding to {args.host} without --auth: anyone who can reach this port can use the "
-              "engine. Pass --auth user:password.", file=sys.stderr)
+              "engine. Pass --auth user:password (or set PLAYGROUND_AUTH).", file=sys.stderr)
 
     from playground.ui import build_app, launch_app
 

@@ -53,7 +53,8 @@ def _seed_note(run: Run) -> str:
 
 def engine_status(info: dict, last_run: Run | None = None) -> str:
     """The model, the device, whether the engine is up, and the last run's prefix-cache hits."""
-    up = "● engine up" if info.get("up", True) else "✖ engine down"
+    up = ("● restarting the engine" if info.get("restarting") else
+          "● engine up" if info.get("up", True) else "✖ engine down")
     where = info.get("base_url") or info.get("device", "")
     parts = [f"**{info.get('model_name') or _short(info.get('model', '?'))}**", where,
              f"vLLM {info.get('vllm_version', '?')}", up]

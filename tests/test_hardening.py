@@ -1,0 +1,188 @@
+"""Hardening through the real app: bad input, fuzzing, concurrency, auth, and a dying engine."""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+import time
+
+import pytest
+from gradio_client import Client
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from playground.run import Run
+from tests.conftest import free_port
+
+PROMPT = "The lighthouse keeper opened his logbook and wrote"
+VALID = dict(prompt=PROMPT, n=2, seed=1, max_tokens=3, output_kind="FINAL_ONLY", api_name="/sample")
+
+
+def wait_until(condition, timeout: float, every: float = 0.05):
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(every)
+    return True
+
+
+def assert_valid_request_works(client) -> Run:
+    run = Run.from_json(client.predict(**VALID))
+    assert run.status == "finished" and run.n == 2 and all(s.token_ids for s in run.samples)
+    return run
+
+
+BAD_INPUT = [
+    (dict(prompt=""), "the prompt is empty"),
+    (dict(prompt="  \n\t "), "the prompt is empty"),
+    (dict(prompt="word " * 3000), "longer than the context of 2048 tokens"),
+    (dict(n=0), "n must be between 1 and 32"),
+    (dict(n=-3), "n must be between 1 and 32"),
+    (dict(n=33), "n must be between 1 and 32"),
+    (dict(n=2.5), "n must be a whole number"),
+    (dict(n="four"), "n must be a whole number"),
+    (dict(seed=-1), "seed must be between 0 and 2**63-1"),
+    (dict(seed=2**63), "seed must be between 0 and 2**63-1"),
+    (dict(seed=2**63 - 2, n=4), "too large for n=4"),
+    (dict(max_tokens=0), "max_tokens must be at least 1"),
+    (dict(max_tokens=-5), "max_tokens must be at least 1"),
+    (dict(max_tokens=5000), "does not fit the context of 2048 tokens"),
+    (dict(prompt="word " * 1500, max_tokens=1000), "max_tokens=1000 is too big"),
+    (dict(temperature=-0.5), "temperature must be 0 or more"),
+    (dict(temperature=0, n=2), "greedy sampling"),
+    (dict(top_p=0), "top_p must be in (0, 1]"),
+    (dict(top_p=1.5), "top_p must be in (0, 1]"),
+    (dict(top_k=-2), "top_k must be -1 or 0"),
+    (dict(stop=[""]), "stop string #1 is empty"),
+    (dict(stop=["x"] * 9), "at most 8 stop strings"),
+    (dict(logprobs=21), "the engine's limit of 20"),
+    (dict(output_kind="EVERYTHING"), "output_kind must be one of CUMULATIVE, DELTA, FINAL_ONLY"),
+    (dict(mode="turbo"), "mode must be one of wrapper, native, same-seed"),
+    (dict(prompt="hello\x00world"), "NUL character"),
+]
+
+
+@pytest.mark.parametrize("bad, message", BAD_INPUT, ids=[m.split()[0] + str(i) for i, (_, m) in enumerate(BAD_INPUT)])
+def test_bad_input_is_refused_clearly_and_the_next_request_works(client, bad, message):
+    with pytest.raises(Exception) as refused:
+        client.predict(**{**VALID, **bad})
+    assert message in str(refused.value)
+    assert_valid_request_works(client)
+
+
+def test_a_prompt_that_is_not_valid_utf8_is_refused(app_url, client):
+    """gradio_client cannot even encode a lone surrogate, so send the JSON escape by hand."""
+    import httpx
+
+    body = '{"data": ["bad \\ud800 half", 2, 1, "FINAL_ONLY", "wrapper", 1.0, 1.0, 0, 3, null, null, false, false]}'
+    base = app_url.rstrip("/") + "/gradio_api/call/sample"
+    event_id = httpx.post(base, content=body, headers={"content-type": "application/json"}).json()["event_id"]
+    answer = httpx.get(f"{base}/{event_id}", timeout=60).text
+    assert "event: error" in answer and "not valid UTF-8" in answer, answer
+    assert_valid_request_works(client)
+
+
+JUNK = st.sampled_from([None, "", "x", -1, 0, 2.5, 10**20, [], {"a": 1}, True, "\x00"])
+
+
+@settings(max_examples=20, deadline=None, derandomize=True,
+          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@given(
+    prompt=st.one_of(st.text(max_size=40), JUNK),
+    n=st.one_of(st.integers(-2, 4), JUNK),
+    seed=st.one_of(st.none(), st.integers(-5, 2**64), JUNK),
+    max_tokens=st.one_of(st.integers(-2, 4), JUNK),
+    temperature=st.one_of(st.floats(-1, 3), JUNK),  # NaN cannot even leave the client (JSON)
+    output_kind=st.one_of(st.sampled_from(["CUMULATIVE", "DELTA", "FINAL_ONLY", "delta"]), JUNK),
+    mode=st.one_of(st.sampled_from(["wrapper", "native", "same-seed"]), JUNK),
+    stop=st.one_of(st.none(), st.lists(st.text(max_size=3), max_size=3), JUNK),
+)
+def test_fuzzed_sample_calls_never_crash_or_hang(client, prompt, n, seed, max_tokens, temperature, output_kind,
+                                                 mode, stop):
+    kwargs = dict(prompt=prompt, n=n, seed=seed, max_tokens=max_tokens, temperature=temperature,
+                  output_kind=output_kind, mode=mode, stop=stop, api_name="/sample")
+    job = client.submit(**kwargs)
+    assert wait_until(job.done, timeout=120), f"no answer for {kwargs}"
+    try:
+        run = Run.from_json(job.result())
+    except Exception as e:  # a refusal must be one of ours: a sentence naming the problem
+        assert "must" in str(e) or "empty" in str(e) or "too" in str(e) or "not valid" in str(e) \
+            or "NUL" in str(e) or "missing" in str(e) or "unknown" in str(e) or "greedy" in str(e) \
+            or "longer" in str(e) or "context" in str(e), f"unclear refusal for {kwargs}: {e}"
+    else:
+        assert run.status == "finished"
+
+
+def test_after_fuzzing_the_engine_is_idle_and_healthy(client, backend, host):
+    assert wait_until(lambda: host.run(backend.num_unfinished()) == 0, timeout=5)
+    assert_valid_request_works(client)
+
+
+PROMPTS = ["The capital of France is", "1, 2, 3, 4,", "def main():", "Dear Sir or Madam,",
+           "Q: What colour is the sky?\nA:", "<html>\n<head>", "Roses are red,", "import numpy as"]
+
+
+def test_eight_clients_with_n8_at_once_all_finish_without_cross_talk(app_url, backend, host):
+    # Near-greedy sampling: each prompt's continuation starts the same way whatever the batch,
+    # so a sample that carried another request's tokens would show it.
+    reference = {p: Run.from_json(Client(app_url, verbose=False).predict(
+        prompt=p, n=1, temperature=0, max_tokens=2, api_name="/sample")).samples[0].token_ids for p in PROMPTS}
+    results: dict[str, Run] = {}
+    errors: list[BaseException] = []
+
+    def one_client(k: int, prompt: str) -> None:
+        try:
+            client = Client(app_url, verbose=False)
+            results[prompt] = Run.from_json(client.predict(
+                prompt=prompt, n=8, seed=100 * k, temperature=0.01, max_tokens=4, output_kind="DELTA",
+                api_name="/sample"))
+        except BaseException as e:  # reported below
+            errors.append(e)
+
+    threads = [threading.Thread(target=one_client, args=(k, p)) for k, p in enumerate(PROMPTS)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=300)
+    assert not errors, errors
+    assert sorted(results) == sorted(PROMPTS)
+    for k, prompt in enumerate(PROMPTS):
+        run = results[prompt]
+        assert run.status == "finished" and run.request["prompt"] == prompt
+        assert [s.seed for s in run.samples] == [100 * k + i for i in range(8)]
+        assert {i for e in run.events for i in (o.index for o in e.outputs)} == set(range(8))
+        for s in run.samples:
+            assert s.token_ids[:2] == reference[prompt], f"sample {s.index} of {prompt!r} carries other tokens"
+    assert wait_until(lambda: host.run(backend.num_unfinished()) == 0, timeout=2)
+
+
+def test_an_auth_protected_app_refuses_a_client_without_credentials(backend):
+    from playground.ui import build_app, launch_app
+
+    demo = build_app(backend)
+    _, url, _ = launch_app(demo, prevent_thread_lock=True, server_name="127.0.0.1", server_port=free_port(),
+                           quiet=True, auth=("alice", "wonderland"))
+    try:
+        with pytest.raises(Exception):
+            Client(url, verbose=False)
+        client = Client(url, auth=("alice", "wonderland"), verbose=False)
+        assert_valid_request_works(client)
+    finally:
+        demo.close()
+
+
+@pytest.mark.destructive
+def test_a_dead_engine_core_is_reported_and_replaced(client, backend, host):
+    """Kill the engine core mid-run: the API says so, the app stays up, the engine comes back."""
+    job = client.submit(prompt=PROMPT, n=2, seed=3, max_tokens=1000, ignore_eos=True, output_kind="DELTA",
+                        api_name="/sample")
+    assert wait_until(lambda: host.run(backend.num_unfinished()) == 2, timeout=120)
+    core = host.engine.engine_core.resources.engine_manager.processes[0]
+    os.kill(core.pid, signal.SIGKILL)
+    with pytest.raises(Exception, match="engine core has died"):
+        job.result(timeout=60)
+    assert wait_until(lambda: backend.info()["up"], timeout=600, every=0.5), "the engine did not come back"
+    assert backend.restarts == 1
+    assert_valid_request_works(client)
