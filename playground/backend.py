@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from playground.errors import EngineUnavailable
-from playground.request import Limits, SampleRequest, check_context
+from playground.request import Limits, SampleRequest, check_context, child_seeds
 from playground.run import Observation, Run, RunRecorder
 
 
@@ -65,7 +65,7 @@ def prepare(backend: Backend, request: SampleRequest, seed_source=None) -> Prepa
     check_context(len(token_ids), request.max_tokens, backend.limits.max_model_len)
     if request.seed is None:
         request.seed = (seed_source or secrets.randbelow)(2**31)
-    seeds = [request.seed] * request.n if request.mode == "same-seed" else [request.seed + i for i in range(request.n)]
+    seeds = child_seeds(request.seed, request.n, request.mode)
     return Prepared(request, f"run-{uuid.uuid4().hex[:8]}", rendered, token_ids, seeds)
 
 

@@ -15,7 +15,7 @@ from vllm import RequestOutput, SamplingParams
 from vllm.sampling_params import RequestOutputKind
 
 from playground.errors import InvalidRequest
-from playground.request import MAX_SEED, SampleRequest, check_context, check_greedy, check_n
+from playground.request import MAX_SEED, SampleRequest, check_context, check_greedy, check_n, child_seeds
 
 MODES = ("wrapper", "native", "same-seed")
 
@@ -32,12 +32,6 @@ def base_seed(params: SamplingParams) -> int:
     every sample it returns can be replayed alone with seed + i.
     """
     return params.seed if params.seed is not None else secrets.randbelow(2**31)
-
-
-def child_seeds(seed: int, n: int, mode: str) -> list[int]:
-    """Child i gets seed + i. In "same-seed" mode every child gets the same seed on purpose: that
-    is the V0 bug the seed + i rule fixed (all n samples came out identical)."""
-    return [seed] * n if mode == "same-seed" else [seed + i for i in range(n)]
 
 
 def child_params(params: SamplingParams, mode: str) -> list[SamplingParams]:

@@ -121,6 +121,13 @@ class SampleRequest:
         return dataclasses.asdict(self)
 
 
+def child_seeds(seed: int, n: int, mode: str) -> list[int]:
+    """Child i gets seed + i. In "same-seed" mode every child gets the same seed on purpose: that
+    is the V0 bug the seed + i rule fixed (all n samples came out identical). Both the fan-out
+    and the run record use this one rule, so a record's seeds are the seeds the engine got."""
+    return [seed] * n if mode == "same-seed" else [seed + i for i in range(n)]
+
+
 def check_n(n: int, max_n: int) -> None:
     if not 1 <= n <= max_n:
         raise InvalidRequest(f"n must be between 1 and {max_n} (--max-n), got {n}")
