@@ -84,3 +84,24 @@ def test_stop_keeps_the_partial_text(page, backend, host):
     assert len(partial.split()) > 6
     assert host.run(backend.num_unfinished()) == 0
     page.screenshot(path=ARTIFACTS / "stopped.png", full_page=True)
+
+
+def test_closing_the_tab_aborts_every_child(browser, app_url, backend, host):
+    import time
+
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    page.goto(app_url)
+    page.locator("#prompt textarea").fill("Write a long story about a lighthouse keeper.")
+    set_slider(page, "n", 4)
+    open_sampler_settings(page)
+    set_slider(page, "max-tokens", 1500)
+    page.locator("#ignore-eos input").check()
+    page.locator("#run").click()
+    page.wait_for_function("() => (document.querySelector('#sample-0-text textarea')?.value || '').length > 0",
+                           timeout=120_000)
+    assert host.run(backend.num_unfinished()) == 4
+    page.close()
+    closed = time.monotonic()
+    while host.run(backend.num_unfinished()) and time.monotonic() - closed < 2:
+        time.sleep(0.05)
+    assert host.run(backend.num_unfinished()) == 0, "children still running 2 s after the tab closed"
