@@ -23,3 +23,15 @@ def final_token_ids(events: list[Event], output_kind: str) -> dict[int, list[int
             else:
                 final[out.index] = list(out.token_ids)
     return final
+
+
+def assert_finishes_once_at_the_end(events: list[Event], n: int) -> None:
+    """Only the last output is finished; every index finishes, and never appears after that."""
+    assert [e.finished for e in events] == [False] * (len(events) - 1) + [True]
+    finished_at: dict[int, int] = {}
+    for number, event in enumerate(events):
+        for out in event.outputs:
+            assert out.index not in finished_at, f"index {out.index} appeared after its finish"
+            if out.finish_reason is not None:
+                finished_at[out.index] = number
+    assert sorted(finished_at) == list(range(n))

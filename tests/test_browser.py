@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import time
 from pathlib import Path
 
 import pytest
@@ -48,6 +49,16 @@ def open_sampler_settings(page) -> None:
     page.get_by_text("Sampler settings").click()
 
 
+def start_long_run(page) -> None:
+    """n=4 samples that run to 1500 tokens unless stopped."""
+    page.locator("#prompt textarea").fill("Write a long story about a lighthouse keeper.")
+    set_slider(page, "n", 4)
+    open_sampler_settings(page)
+    set_slider(page, "max-tokens", 1500)
+    page.locator("#ignore-eos input").check()
+    page.locator("#run").click()
+
+
 def test_four_columns_fill_and_the_diff_highlights_tokens(page):
     page.locator("#prompt textarea").fill("Once upon a time, in a village at the edge of the sea,")
     set_slider(page, "n", 4)
@@ -69,12 +80,7 @@ def test_four_columns_fill_and_the_diff_highlights_tokens(page):
 
 
 def test_stop_keeps_the_partial_text(page, backend, host):
-    page.locator("#prompt textarea").fill("Write a long story about a lighthouse keeper.")
-    set_slider(page, "n", 4)
-    open_sampler_settings(page)
-    set_slider(page, "max-tokens", 1500)
-    page.locator("#ignore-eos input").check()
-    page.locator("#run").click()
+    start_long_run(page)
     page.wait_for_function(
         "() => (document.querySelector('#sample-0-text textarea')?.value || '').split(' ').length > 6",
         timeout=120_000)
@@ -87,16 +93,9 @@ def test_stop_keeps_the_partial_text(page, backend, host):
 
 
 def test_closing_the_tab_aborts_every_child(browser, app_url, backend, host):
-    import time
-
     page = browser.new_page(viewport={"width": 1400, "height": 1000})
     page.goto(app_url)
-    page.locator("#prompt textarea").fill("Write a long story about a lighthouse keeper.")
-    set_slider(page, "n", 4)
-    open_sampler_settings(page)
-    set_slider(page, "max-tokens", 1500)
-    page.locator("#ignore-eos input").check()
-    page.locator("#run").click()
+    start_long_run(page)
     page.wait_for_function("() => (document.querySelector('#sample-0-text textarea')?.value || '').length > 0",
                            timeout=120_000)
     assert host.run(backend.num_unfinished()) == 4

@@ -12,7 +12,7 @@ from vllm.sampling_params import RequestOutputKind
 from playground.errors import InvalidRequest
 from playground.sampler import ParallelSampler
 from tests.conftest import LONG_PROMPT
-from tests.helpers import collect, final_token_ids
+from tests.helpers import assert_finishes_once_at_the_end, collect, final_token_ids
 
 PROMPT = "Write a short poem about the sea:"
 KINDS = ["CUMULATIVE", "DELTA", "FINAL_ONLY"]
@@ -64,14 +64,7 @@ def test_output_kind_structure(host, reference, mode, kind):
     n = 4
     events = generate(host, PROMPT, params(n, kind=kind, max_tokens=12), mode, f"st-{mode}-{kind}")
 
-    assert [e.finished for e in events] == [False] * (len(events) - 1) + [True]
-    finished_at: dict[int, int] = {}
-    for number, event in enumerate(events):
-        for out in event.outputs:
-            assert out.index not in finished_at, f"index {out.index} appeared after its finish"
-            if out.finish_reason is not None:
-                finished_at[out.index] = number
-    assert sorted(finished_at) == list(range(n))
+    assert_finishes_once_at_the_end(events, n)
 
     (final,) = reference
     if kind == "FINAL_ONLY":

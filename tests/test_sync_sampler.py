@@ -15,7 +15,7 @@ from playground.errors import InvalidRequest
 from playground.request import SampleRequest
 from playground.run import Event, observation_from_output
 from playground.sync_sampler import SyncParallelSampler, SyncRunner
-from tests.helpers import final_token_ids
+from tests.helpers import assert_finishes_once_at_the_end, final_token_ids
 
 PROMPT = "Write a short poem about the sea:"
 KINDS = ["CUMULATIVE", "DELTA", "FINAL_ONLY"]
@@ -88,14 +88,7 @@ def test_wrapper_matches_native_token_for_token(sampled, kind, n):
 def test_output_kind_structure(sampled, mode, kind, n):
     events = sampled(mode, kind, n)
 
-    assert [e.finished for e in events] == [False] * (len(events) - 1) + [True]
-    finished_at: dict[int, int] = {}
-    for number, event in enumerate(events):
-        for out in event.outputs:
-            assert out.index not in finished_at, f"index {out.index} appeared after its finish"
-            if out.finish_reason is not None:
-                finished_at[out.index] = number
-    assert sorted(finished_at) == list(range(n))
+    assert_finishes_once_at_the_end(events, n)
 
     if kind == "FINAL_ONLY":
         assert len(events) == 1
