@@ -1,0 +1,173 @@
+"""The "QA matrix" tab: one button runs the page's request under every output_kind × path
+(playground.qa), a grid shows each cell green or red with the rule that broke, and clicking a cell
+opens that cell's run in the columns and panels above, like any other run.
+
+The synchronous LLMEngine is only needed here, and it costs a minute to start and a share of the
+machine's memory, so it starts on the first matrix run (or comes ready from ``build_app``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import atexit
+import re
+import threading
+import time
+
+import gradio as gr
+
+from playground import qa
+from playground.errors import PlaygroundError
+from playground.ui.handlers import SETTING_NAMES, Handlers, _from_ui
+
+GREEN = "background-color: #dcfce7; color: #14532d"
+RED = "background-color: #fee2e2; color: #7f1d1d"
+SYNC_SHARE = 0.3  # of the machine's memory for the lazily started LLMEngine, beside the app's AsyncLLM
+INTRO = ("Runs the request above under **every output_kind × every path** (our fan-out and vLLM's native "
+         "n, on the async AsyncLLM and the sync LLMEngine), **one cell at a time**, and checks each against "
+         "the parallel-sampling contract. output_kind and mode above are ignored; keep n and max_tokens small "
+         "(12 runs). Click a cell to open its run in the panels.")
+
+
+def build(h: Handlers, sync_runner=None) -> QATab:
+    """Declare the tab in the current ``gr.Tabs``; call ``.wire(settings)`` once ``h`` is bound."""
+    return QATab(h, sync_runner)
+
+
+class QATab:
+    def __init__(self, h: Handlers, sync_runner=None):
+        self.h = h
+        self.sync_runner = sync_runner  # a SyncRunner, or None: started on the first matrix run
+        self._starting = threading.Lock()
+        self._paths: list[qa.Path] | None = None
+        with gr.Tab("QA matrix", id="qa", elem_id="tab-qa"):
+            gr.Markdown(INTRO)
+            with gr.Row():
+                self.run_btn = gr.Button("Run the QA matrix", variant="primary", elem_id="qa-run")
+                self.download = gr.DownloadButton("Matrix (JSON)", value=None, elem_id="qa-download")
+            self.grid = gr.Dataframe(label="output_kind × path (click a cell to open its run)", interactive=False,
+                                     wrap=True, elem_id="qa-grid")
+            self.opened = gr.Markdown(elem_id="qa-opened")
+            self.report = gr.Markdown(elem_id="qa-report")
+            self.matrix = gr.State(None)
+
+    def wire(self, settings: list) -> None:
+        """Hook up the events; ``settings`` are the run form's inputs, in SETTING_NAMES order."""
+        # One matrix at a time: each cell is meant to run alone on its engine.
+        self.run_btn.click(self.run, settings, [self.grid, self.report, self.download, self.matrix],
+                           concurrency_limit=1, concurrency_id="qa-matrix", api_visibility="private")
+        self.grid.select(self.open_cell, [self.matrix, self.h.c.history], [*self.h.outputs(), self.opened],
+                         api_visibility="private")
+
+    # --- handlers -------------------------------------------------------------------------------
+
+    async def run(self, prompt, use_chat_template, n, seed, output_kind, mode, temperature, top_p, top_k, min_p,
+                  max_tokens, presence_penalty, frequency_penalty, repetition_penalty, stop, logprobs, ignore_eos,
+                  progress=gr.Progress()):
+        """Run the matrix for the page's settings; returns the grid, the report, the JSON file and
+        the matrix (for clicks)."""
+        values = (prompt, use_chat_template, n, seed, output_kind, mode, temperature, top_p, top_k, min_p,
+                  max_tokens, presence_penalty, frequency_penalty, repetition_penalty, stop, logprobs, ignore_eos)
+        request = _from_ui(dict(zip(SETTING_NAMES, values)))
+        paths = await self.paths(progress)
+
+        def on_cell(done: int, total: int, label: str) -> None:
+            progress((done, total), desc=f"cell {done + 1} of {total}: {label}", unit="cells")
+
+        try:
+            matrix = await qa.run_matrix(request, paths, on_cell=on_cell)
+        except PlaygroundError as e:  # InvalidRequest: a setting the engine refuses
+            raise gr.Error(str(e)) from None
+        return (gr.update(value=grid(matrix), column_widths=column_widths(matrix)), report(matrix),
+                self.export(matrix), matrix)
+
+    async def open_cell(self, matrix: qa.Matrix | None, history, evt: gr.SelectData):
+        """Open the clicked cell's run in the columns and panels (as the History tab does)."""
+        cell = cell_at(matrix, evt.index)
+        if cell is None:
+            return {}  # the output_kind column, or nothing run yet
+        if cell.run is None:
+            raise gr.Error(f"{cell.label} did not run: {cell.error}")
+        update = await self.h._final_async(cell.run, history)
+        update[self.opened] = f"Showing **{cell.label}** ({cell.engine}) above: {cell.verdict()}"
+        return update
+
+    def export(self, matrix: qa.Matrix) -> str:
+        path = self.h.export_dir / f"qa-matrix-{time.strftime('%Y%m%d-%H%M%S')}-{id(matrix) % 10_000:04d}.json"
+        path.write_text(matrix.to_json(indent=1), encoding="utf-8")
+        return str(path)
+
+    # --- paths ----------------------------------------------------------------------------------
+
+    async def paths(self, progress=None) -> list[qa.Path]:
+        """The page's backend (async, or remote) and, next to a local engine, the sync front end."""
+        if self._paths is not None:
+            return self._paths
+        backend = self.h.backend
+        remote = backend.info().get("backend") == "openai"
+        paths = qa.backend_paths(backend, "remote" if remote else "async")
+        if self.sync_runner is None and not remote:
+            if progress is not None:
+                progress(0, desc="starting the synchronous engine (LLMEngine, ~1 min; only the first matrix waits)")
+            try:
+                await asyncio.to_thread(self._start_sync, backend.info()["model"])
+            except Exception as e:
+                raise gr.Error(f"the synchronous engine (LLMEngine) could not start: {e}") from None
+        if self.sync_runner is not None:
+            paths += qa.sync_paths(self.sync_runner)
+        self._paths = paths
+        return paths
+
+    def _start_sync(self, model: str) -> None:
+        from playground.engine import create_sync_engine
+        from playground.sync_sampler import SyncRunner
+
+        with self._starting:  # a second caller waits for the first start rather than starting another
+            if self.sync_runner is not None:
+                return
+            engine = create_sync_engine(model, gpu_memory_utilization=SYNC_SHARE)
+            atexit.register(engine.engine_core.shutdown)  # its engine core runs in a process of its own
+            self.sync_runner = SyncRunner(engine, max_n=self.h.backend.limits.max_n)
+
+
+# --- rendering -----------------------------------------------------------------------------------
+
+def grid(matrix: qa.Matrix):
+    """The verdict table, each cell green (✔) or red (✖ rule: message)."""
+    frame = matrix.table().reset_index()
+
+    def color(value) -> str:
+        text = str(value)
+        return GREEN if text.startswith(qa.OK_MARK) else RED if text.startswith(qa.BAD_MARK) else ""
+
+    return frame.style.map(color, subset=matrix.path_names)
+
+
+def column_widths(matrix: qa.Matrix) -> list[str]:
+    """Equal path columns, so a long red message wraps in its own column instead of squeezing the rest."""
+    return ["12%"] + [f"{88 / len(matrix.paths):.1f}%"] * len(matrix.paths)
+
+
+def cell_at(matrix: qa.Matrix | None, index) -> qa.Cell | None:
+    """The cell under a grid click ``[row, column]``; column 0 is the output_kind label."""
+    if matrix is None or not isinstance(index, (list, tuple)) or len(index) != 2:
+        return None
+    row, column = index
+    if not 0 <= row < len(matrix.kinds) or not 1 <= column <= len(matrix.paths):
+        return None
+    return matrix.cell(matrix.kinds[row], matrix.path_names[column - 1])
+
+
+def report(matrix: qa.Matrix) -> str:
+    count = sum(not c.ok for c in matrix.cells)
+    headline = (f"**✔ Every contract rule holds in all {len(matrix.cells)} cells.**" if matrix.ok else
+                f"**✖ {count} of {len(matrix.cells)} cells break a contract rule.**")
+    lines = [f"{headline} Divergence between cells is reported, not judged: seeded results depend on the batch.", ""]
+    for line in matrix.report().splitlines():  # one bullet per line; indented lines nest
+        lines.append(("    - " if line.startswith("  ") else "- ") + _escape(line.strip()))
+    return "\n".join(lines)
+
+
+def _escape(text: str) -> str:
+    """Markdown-escape report text: sample texts and prompts are quoted in it as they are."""
+    return re.sub(r"([\\`*_{}\[\]<>()#+\-.!|~])", r"\\\1", text)

@@ -1,0 +1,536 @@
+"""The QA matrix (playground.qa): every contract rule can fail on a small hand-built run; the
+matrix orchestration on scripted paths; then the real thing on the session's engines (AsyncLLM and
+LLMEngine): all green when healthy, the right cells red under a broken aggregator, and
+``app.py qa``'s exit status and table.
+
+``app.py qa`` runs in this process with the session's engines injected (``qa.build_paths`` is
+replaced): starting its own two engines would cost two to five minutes on this machine per run.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import io
+import json
+from copy import copy
+from pathlib import Path
+
+import pytest
+from vllm.sampling_params import RequestOutputKind
+
+import app
+from playground import contract, fanout, qa
+from playground.request import SampleRequest
+from playground.run import Event, EventOutput, Observation, Run, RunRecorder
+
+PROMPT = "Once upon a time, in a village at the edge of the sea,"
+SEED = 1
+
+
+# --- hand-built runs ------------------------------------------------------------------------------
+
+def out(index, text, ids, finish=None) -> EventOutput:
+    return EventOutput(index=index, text=text, token_ids=list(ids), finish_reason=finish)
+
+
+def script(kind: str) -> list[Event]:
+    """A healthy n=3 run of ``kind``: sample 1 finishes early (in event 1), the others in event 2."""
+    if kind == "FINAL_ONLY":
+        return [Event(0.3, True, [out(0, "abc", [1, 2, 3], "length"), out(1, "d", [4], "stop"),
+                                  out(2, "efg", [5, 6, 7], "length")])]
+    if kind == "DELTA":
+        return [Event(0.1, False, [out(0, "a", [1]), out(1, "d", [4]), out(2, "e", [5])]),
+                Event(0.2, False, [out(2, "f", [6]), out(0, "b", [2]), out(1, "", [], "stop")]),
+                Event(0.3, True, [out(0, "c", [3], "length"), out(2, "g", [7], "length")])]
+    return [Event(0.1, False, [out(0, "a", [1]), out(1, "d", [4]), out(2, "e", [5])]),
+            Event(0.2, False, [out(2, "ef", [5, 6]), out(0, "ab", [1, 2]), out(1, "d", [4], "stop")]),
+            Event(0.3, True, [out(0, "abc", [1, 2, 3], "length"), out(2, "efg", [5, 6, 7], "length")])]
+
+
+def record(kind: str, events: list[Event], n: int = 3, seed: int = 10, mode: str = "wrapper") -> Run:
+    """A Run as the recorder builds it from ``events`` (seeds by the seed+i rule)."""
+    seeds = [seed] * n if mode == "same-seed" else [seed + i for i in range(n)]
+    recorder = RunRecorder({"prompt": "p", "n": n, "seed": seed, "mode": mode, "output_kind": kind}, seeds)
+    recorder.t0 = 0.0
+    for event in events:
+        recorder.observe(Observation(event=copy(event)))
+    return recorder.finish()
+
+
+def rules(violations) -> list[str]:
+    return [v.rule for v in violations]
+
+
+@pytest.mark.parametrize("kind", ["CUMULATIVE", "DELTA", "FINAL_ONLY"])
+def test_a_healthy_run_of_each_kind_holds_every_rule(kind):
+    run = record(kind, script(kind))
+    assert contract.check(run) == []
+    assert contract.check(run, final=record("FINAL_ONLY", script("FINAL_ONLY"))) == []
+    same_seed = record(kind, script(kind), mode="same-seed")
+    assert [s.seed for s in same_seed.samples] == [10, 10, 10]
+    assert contract.check(same_seed) == [], "same-seed mode expects one seed for all"
+
+
+def _events(kind, change):
+    events = script(kind)
+    change(events)
+    return events
+
+
+# Each case: a run that breaks exactly one rule, the rule, and what its message must say.
+BROKEN_EVENTS = [
+    ("FINAL_ONLY", lambda e: e.insert(0, Event(0.1, False, [out(0, "a", [1])])), "event-count",
+     "FINAL_ONLY yielded 2 events, expected exactly 1"),
+    ("FINAL_ONLY", lambda e: e[0].outputs.reverse(), "event-shape",
+     "the FINAL_ONLY event holds the samples in order 2, 1, 0, expected index order 0..2"),
+    ("DELTA", lambda e: e.insert(1, Event(0.15, False, [])), "event-shape", "event 1 holds no sample"),
+    ("CUMULATIVE", lambda e: e[0].outputs.append(out(0, "a", [1])), "event-shape",
+     "event 0 holds sample 0 more than once"),
+    ("DELTA", lambda e: setattr(e[0], "finished", True), "finished-flag",
+     "event 0 of 3 is marked finished, but only the last event may be"),
+    ("CUMULATIVE", lambda e: setattr(e[-1], "finished", False), "finished-flag",
+     "the last event (event 2) is not marked finished"),
+    ("CUMULATIVE", lambda e: e[2].outputs.append(out(1, "d", [4])), "after-finish",
+     "sample 1 appears in event 2 after it finished in event 1"),
+    ("DELTA", lambda e: setattr(e[2].outputs[1], "finish_reason", None), "finish-reason",
+     "sample 2 never finished: no event carries its finish_reason"),
+    ("FINAL_ONLY", lambda e: e[0].outputs.pop(), "event-shape",
+     "the FINAL_ONLY event holds samples 0, 1, expected all n=3"),
+    ("CUMULATIVE", lambda e: e[1].outputs.__setitem__(0, out(2, "xf", [9, 6])), "cumulative-grows",
+     "sample 2's value in event 1 does not extend its value in event 0: first difference at token 0 (id 5 vs id 9)"),
+]
+
+
+@pytest.mark.parametrize("kind, change, rule, message", BROKEN_EVENTS,
+                         ids=[f"{c[2]}-{i}" for i, c in enumerate(BROKEN_EVENTS)])
+def test_each_event_rule_can_fail(kind, change, rule, message):
+    violations = contract.check(record(kind, _events(kind, change)))
+    assert rule in rules(violations), violations
+    assert any(v.rule == rule and message in v.message for v in violations), violations
+    # The FINAL_ONLY event missing a sample also leaves sample 2 in no event: two findings, one cause.
+    allowed = {rule, "indices"} if rule == "event-shape" and "expected all n" in message else {rule}
+    assert set(rules(violations)) == allowed, violations
+
+
+def test_indices_outside_and_missing_are_named():
+    run = record("DELTA", script("DELTA"))
+    run.events[1].outputs.append(out(3, "z", [], None))  # the recorder would refuse index 3; a bad backend may not
+    assert [str(v) for v in contract.check(run)] == ["indices: event 1 holds index 3, outside 0..2"]
+
+    events = [Event(0.1, False, [out(0, "a", [1], "length")]), Event(0.2, True, [out(1, "d", [4], "stop")])]
+    run = record("DELTA", events)
+    assert [str(v) for v in contract.check(run)] == ["indices: sample 2 appears in no event"]
+
+    run = record("CUMULATIVE", script("CUMULATIVE"))
+    run.samples.pop()
+    assert "indices: the run records samples 0, 1, expected 0..2 (n=3)" in [str(v) for v in contract.check(run)]
+
+
+def test_final_values_are_held_to_the_final_only_cell_and_the_record():
+    final = record("FINAL_ONLY", script("FINAL_ONLY"))
+    # A DELTA piece lost on the way: the record agrees with the events, but not with FINAL_ONLY.
+    lost = record("DELTA", _events("DELTA", lambda e: e[1].outputs.__setitem__(1, out(0, "", []))))
+    assert contract.check(lost) == [], "without a final reference a consistent record cannot tell"
+    assert [str(v) for v in contract.check(lost, final=final)] == [(
+        "delta-concat: DELTA pieces of sample 0 concatenate to 2 tokens, but this path's FINAL_ONLY cell has 3: "
+        "first difference at token 1 (id 3 vs id 2)")]
+    # The last CUMULATIVE value is not the final one.
+    stale = record("CUMULATIVE", _events("CUMULATIVE", lambda e: e[2].outputs.__setitem__(
+        1, out(2, "efh", [5, 6, 8], "length"))))
+    assert [v.rule for v in contract.check(stale, final=final)] == ["cumulative-last"]
+    assert "sample 2 is 3 tokens, but this path's FINAL_ONLY cell has 3: first difference at token 2 (id 8 vs id 7)" \
+        in contract.check(stale, final=final)[0].message
+    # Same tokens, other text.
+    retexted = record("CUMULATIVE", _events("CUMULATIVE", lambda e: setattr(e[2].outputs[0], "text", "abX")))
+    assert [str(v) for v in contract.check(retexted, final=final)] == [(
+        "cumulative-last: the last CUMULATIVE value of sample 0 is the text 'abX', but this path's FINAL_ONLY "
+        "cell has 'abc'")]
+    # A record whose samples are not what the events say.
+    run = record("FINAL_ONLY", script("FINAL_ONLY"))
+    run.samples[1].token_ids = [4, 4]
+    assert [v.rule for v in contract.check(run)] == ["final-only-values"]
+
+
+def test_seeds_status_and_same_seed():
+    run = record("DELTA", script("DELTA"))
+    run.samples[2].seed = 10  # the old bug: every child with the parent's seed
+    assert [str(v) for v in contract.check(run)] == ["seeds: sample 2 has seed 10, expected 12 (seed 10 + 2)"]
+    run = record("DELTA", script("DELTA"), mode="same-seed")
+    run.samples[1].seed = 11
+    assert [str(v) for v in contract.check(run)] == ["seeds: sample 1 has seed 11, expected 10 (same-seed mode)"]
+    run = record("DELTA", script("DELTA"))
+    run.status, run.error = "aborted", "stopped before the last sample finished"
+    assert [str(v) for v in contract.check(run)] == ["status: the run ended aborted: stopped before the last sample finished"]
+    assert contract.check(Run(request={"n": 2, "output_kind": "DELTA"}, samples=[], status="error"))[0].rule == "status"
+
+
+# --- the matrix on scripted paths ----------------------------------------------------------------
+
+def scripted_path(name: str, mode: str, engine: str, log: list, in_flight=lambda: 0, change=None) -> qa.Path:
+    """A Path that returns a recorded healthy run for the request's kind, and logs what it saw."""
+    async def run(request: SampleRequest) -> Run:
+        log.append(("start", name, request.output_kind, request.mode, request.seed))
+        await asyncio.sleep(0)  # another cell would get in here if cells overlapped
+        events = script(request.output_kind)
+        if change is not None:
+            change(request.output_kind, events)
+        result = record(request.output_kind, events, n=request.n, seed=request.seed, mode=request.mode)
+        log.append(("end", name))
+        return result
+
+    async def count() -> int:
+        return in_flight()
+
+    return qa.Path(name, mode, engine, run, count)
+
+
+def test_the_matrix_runs_every_cell_alone_checks_and_exports():
+    log: list = []
+    paths = [scripted_path("async wrapper", "wrapper", "AsyncLLM", log),
+             scripted_path("async native", "native", "AsyncLLM", log)]
+    matrix = asyncio.run(qa.run_matrix(SampleRequest(prompt="p", n=3, seed=10, output_kind="DELTA"), paths))
+
+    starts = [entry for entry in log if entry[0] == "start"]
+    assert len(starts) == 6 and all(log[2 * k][0] == "start" and log[2 * k + 1][0] == "end" for k in range(6)), \
+        "cells must run one at a time"
+    assert {(s[2], s[3], s[4]) for s in starts} == {(k, m, 10) for k in qa.OUTPUT_KINDS for m in ("wrapper", "native")}
+    assert matrix.ok and qa.ONE_AT_A_TIME in matrix.notes
+    assert matrix.table().to_dict() == {"async wrapper": dict.fromkeys(qa.OUTPUT_KINDS, "✔"),
+                                        "async native": dict.fromkeys(qa.OUTPUT_KINDS, "✔")}
+    assert matrix.groups == [[c.label for c in matrix.cells]] and matrix.comparisons == []
+    assert all(c.in_flight_at_start == 0 and c.in_flight_at_end == 0 for c in matrix.cells)
+
+    data = json.loads(matrix.to_json())
+    assert data["ok"] is True and len(data["cells"]) == 6
+    assert all(Run.from_dict(c["run"]).n == 3 for c in data["cells"]), "every cell's run bundle is in the file"
+    again = qa.Matrix.from_json(matrix.to_json())
+    assert again.table().equals(matrix.table()) and again.ok
+
+
+def test_a_blank_seed_is_drawn_once_for_every_cell():
+    log: list = []
+    paths = [scripted_path("async wrapper", "wrapper", "AsyncLLM", log)]
+    matrix = asyncio.run(qa.run_matrix(SampleRequest(prompt="p", n=3, seed=None), paths))
+    seeds = {entry[4] for entry in log if entry[0] == "start"}
+    assert len(seeds) == 1 and None not in seeds and matrix.request["seed"] in seeds
+
+
+def test_red_cells_divergence_and_batch_composition_are_reported():
+    log: list = []
+    busy = iter([0, 0, 2, 2] + [0] * 20)  # async native's DELTA cell starts and ends with 2 others in flight
+
+    def other_engine(kind, events):  # the sync engine samples another token for sample 1
+        for event in events:
+            for o in event.outputs:
+                if o.index == 1:
+                    o.token_ids = [8 if t == 4 else t for t in o.token_ids]
+
+    def busy_batch(kind, events):  # in a busy batch sample 2's second token differs
+        for event in events if kind == "DELTA" else []:
+            for o in event.outputs:
+                if o.index == 2:
+                    o.token_ids = [9 if t == 6 else t for t in o.token_ids]
+
+    def lose_a_piece(kind, events):  # sync wrapper's DELTA loses sample 0's second piece: a real bug
+        other_engine(kind, events)
+        if kind == "DELTA":
+            events[1].outputs[1] = out(0, "", [])
+
+    paths = [scripted_path("async wrapper", "wrapper", "AsyncLLM", log),
+             scripted_path("async native", "native", "AsyncLLM", log, in_flight=lambda: next(busy), change=busy_batch),
+             scripted_path("sync wrapper", "wrapper", "LLMEngine", log, change=lose_a_piece),
+             scripted_path("sync native", "native", "LLMEngine", log, change=other_engine)]
+    matrix = asyncio.run(qa.run_matrix(SampleRequest(prompt="p", n=3, seed=10), paths))
+
+    red = {c.label: [str(v) for v in c.violations] for c in matrix.cells if not c.ok}
+    assert red == {"DELTA × sync wrapper": [("delta-concat: DELTA pieces of sample 0 concatenate to 2 tokens, but "
+                                             "this path's FINAL_ONLY cell has 3: first difference at token 1 "
+                                             "(id 3 vs id 2)")]}
+    assert not matrix.ok
+    assert matrix.table().loc["DELTA", "sync wrapper"].startswith("✖ delta-concat: DELTA pieces of sample 0")
+    busy_cell = matrix.cell("DELTA", "async native")
+    assert (busy_cell.in_flight_at_start, busy_cell.in_flight_at_end) == (2, 2) and not busy_cell.alone
+    assert busy_cell.ok, "a busy cell that diverged is not held to its FINAL_ONLY cell"
+    assert any("not compared with this path's FINAL_ONLY cell: other requests were in flight on the engine "
+               "(2 at start, 2 at end" in note for note in busy_cell.notes)
+
+    assert len(matrix.groups) == 4  # async, sync, the busy cell, the buggy cell
+    notes = [str(c) for c in matrix.comparisons]
+    # Two engines: said plainly, not blamed on a batch.
+    assert ("CUMULATIVE × sync wrapper differs from CUMULATIVE × async wrapper: sample 1 first diverges at token 0 "
+            "(id 4 vs id 8). They ran on different engines (AsyncLLM vs LLMEngine)") in notes[0]
+    # One engine, a busy cell against an idle one: the batches differed, and the note says so.
+    assert notes[1].startswith("DELTA × async native differs from CUMULATIVE × async wrapper: sample 2 first "
+                               "diverges at token 1 (id 6 vs id 9). Batch composition differed: other requests "
+                               "were in flight on AsyncLLM")
+    # One engine, both alone: nothing to blame but the cells themselves.
+    assert any(n.startswith("DELTA × sync wrapper differs from CUMULATIVE × sync wrapper: sample 0 first diverges "
+                            "at token 1 (id 2 vs id 3). Same engine (LLMEngine), both alone") for n in notes), notes
+    text = matrix.report()
+    assert "Verdict: 1 of 12 cells break a contract rule." in text and "Broken rules:" in text
+    assert all(n in text for n in notes)
+
+
+def test_a_path_that_raises_is_a_red_cell_and_the_rest_still_run():
+    log: list = []
+    good = scripted_path("async wrapper", "wrapper", "AsyncLLM", log)
+
+    async def boom(request):
+        raise RuntimeError("the engine core died")
+
+    bad = qa.Path("sync wrapper", "wrapper", "LLMEngine", boom, good.in_flight)
+    matrix = asyncio.run(qa.run_matrix(SampleRequest(prompt="p", n=3, seed=1), [good, bad]))
+    assert [c.verdict() for c in matrix.cells if c.path == "sync wrapper"] == [
+        "✖ run-error: the sync wrapper path raised: the engine core died"] * 3
+    assert all(c.ok for c in matrix.cells if c.path == "async wrapper") and not matrix.ok
+    assert len(matrix.to_dict()["cells"]) == 6
+
+
+def test_command_exit_status_and_usage_errors(capsys):
+    log: list = []
+    paths = [scripted_path("async wrapper", "wrapper", "AsyncLLM", log)]
+    assert qa.main(["--prompt", "p", "--n", "3", "--seed", "4"], paths=paths) == qa.EXIT_OK
+    printed = capsys.readouterr().out
+    assert "output_kind" in printed and "async wrapper" in printed and printed.count("✔") == 3
+    assert "Verdict: every rule holds in all 3 cells." in printed
+
+    def finished_early(kind, events):
+        events[0].finished = True
+
+    broken = [scripted_path("async wrapper", "wrapper", "AsyncLLM", log, change=finished_early)]
+    assert qa.main(["--prompt", "p", "--n", "3", "--seed", "4"], paths=broken) == qa.EXIT_RULE_BROKEN
+    assert "✖ finished-flag: event 0 of 3 is marked finished" in capsys.readouterr().out
+
+    for argv, message in [(["--n", "3"], "the following arguments are required: --prompt"),
+                          (["--prompt", "p", "--n", "3", "--temperature", "0"], "greedy sampling"),
+                          (["--prompt", "p", "--paths", "async,gpu"], "--paths takes a comma-separated list"),
+                          (["--prompt", "p", "--paths", "remote"], "--paths remote needs --backend openai"),
+                          (["--prompt", "p", "--json", "/no/such/folder/m.json"], "does not exist")]:
+        assert qa.main(argv, paths=paths) == qa.EXIT_USAGE, argv
+        assert message in capsys.readouterr().err, argv
+
+
+def test_the_grid_colours_cells_and_maps_clicks_to_cells():
+    import gradio as gr
+
+    from playground.ui import qa_panel
+
+    log: list = []
+
+    def early(kind, events):
+        events[0].finished = True
+
+    paths = [scripted_path("async wrapper", "wrapper", "AsyncLLM", log, change=early),
+             scripted_path("async native", "native", "AsyncLLM", log)]
+    matrix = asyncio.run(qa.run_matrix(SampleRequest(prompt="p *bold* <b>", n=3, seed=4), paths))
+    shown = gr.Dataframe(interactive=False).postprocess(qa_panel.grid(matrix))
+    assert shown.data[0] == ["CUMULATIVE", ("✖ finished-flag: event 0 of 3 is marked finished, but only the last "
+                                            "event may be"), "✔"]
+    styling = shown.metadata["styling"]
+    assert [row[1:] for row in styling] == [[qa_panel.RED, qa_panel.GREEN]] * 2 + [[qa_panel.GREEN] * 2]
+    assert qa_panel.cell_at(matrix, [1, 1]) is matrix.cell("DELTA", "async wrapper")
+    assert qa_panel.cell_at(matrix, [2, 2]) is matrix.cell("FINAL_ONLY", "async native")
+    assert [qa_panel.cell_at(matrix, i) for i in ([0, 0], [3, 1], [0, 3], None)] == [None] * 4
+    text = qa_panel.report(matrix)
+    assert text.startswith("**✖ 2 of 6 cells break a contract rule.**")
+    assert r"'p \*bold\* \<b\>'" in text, "quoted prompts and samples must not turn into markup"
+
+
+# --- the real engines ----------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def runner(sync_engine):
+    from playground.sync_sampler import SyncRunner
+
+    return SyncRunner(sync_engine)
+
+
+@pytest.fixture(scope="module")
+def paths(backend, runner) -> list[qa.Path]:
+    return qa.backend_paths(backend, "async") + qa.sync_paths(runner, "sync")
+
+
+def run_command(argv: list[str], paths: list[qa.Path], monkeypatch) -> tuple[int, str]:
+    """``app.main(["qa", ...])`` in this process on the session's engines: build_paths hands
+    them over (honouring --paths) instead of starting engines."""
+    def build_paths(args, engine_kwargs, front_ends):
+        return [p for p in paths if p.name.split()[0] in front_ends], lambda: None
+
+    monkeypatch.setattr(qa, "build_paths", build_paths)
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        status = app.main(["qa", *argv])
+    return status, out.getvalue()
+
+
+@pytest.fixture(scope="module")
+def healthy(paths, tmp_path_factory):
+    """``app.py qa`` once on the healthy engines: its status, its table, and its JSON file."""
+    target = tmp_path_factory.mktemp("qa") / "matrix.json"
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        status, printed = run_command(["--prompt", PROMPT, "--n", "4", "--seed", str(SEED), "--max-tokens", "8",
+                                       "--json", str(target)], paths, monkeypatch)
+    return status, printed, qa.Matrix.from_json(target.read_text(encoding="utf-8"))
+
+
+def test_healthy_engines_give_an_all_green_matrix_and_exit_0(healthy):
+    status, printed, matrix = healthy
+    assert status == qa.EXIT_OK, printed
+    assert matrix.ok
+    assert matrix.path_names == ["async wrapper", "async native", "sync wrapper", "sync native"]
+    assert matrix.kinds == ["CUMULATIVE", "DELTA", "FINAL_ONLY"]
+    table = printed.split("\n\n")[0].splitlines()
+    assert table[0].split() == ["async", "wrapper", "async", "native", "sync", "wrapper", "sync", "native"]
+    assert [row.split() for row in table[2:]] == [[kind] + ["✔"] * 4 for kind in matrix.kinds]
+    assert "Verdict: every rule holds in all 12 cells." in printed
+
+
+def test_every_real_cell_has_the_right_shape(healthy):
+    _, _, matrix = healthy
+    for cell in matrix.cells:
+        run = cell.run
+        assert run is not None and run.status == "finished", cell.label
+        assert (run.request["output_kind"], run.request["mode"]) == (cell.output_kind, cell.mode)
+        assert [s.index for s in run.samples] == [0, 1, 2, 3]
+        assert [s.seed for s in run.samples] == [SEED + i for i in range(4)]
+        assert all(s.finish_reason and 0 < len(s.token_ids) <= 8 for s in run.samples), cell.label
+        assert [e.finished for e in run.events][-1] and sum(e.finished for e in run.events) == 1
+        if cell.output_kind == "FINAL_ONLY":
+            assert len(run.events) == 1 and [o.index for o in run.events[0].outputs] == [0, 1, 2, 3]
+        else:
+            assert len(run.events) > 1, cell.label
+        assert cell.in_flight_at_start == 0 and cell.in_flight_at_end == 0, f"{cell.label} did not run alone"
+        assert cell.notes == [], "each streamed cell was held to its path's FINAL_ONLY cell"
+
+
+def test_real_comparisons_say_what_they_should(healthy):
+    """On one engine, wrapper and native and every output_kind give the same tokens (each cell ran
+    alone). Across engines they matched too when measured, but that is not promised: if they
+    differ, the report must name the token and say the engines differ, not blame a batch."""
+    _, printed, matrix = healthy
+    for engine in {c.engine for c in matrix.cells}:
+        labels = {c.label for c in matrix.cells if c.engine == engine}
+        assert any(labels <= set(group) for group in matrix.groups), f"{engine}: {matrix.groups}"
+    for comparison in matrix.comparisons:
+        assert "ran on different engines" in comparison.batch and comparison.position >= 0
+    if len(matrix.groups) == 1:
+        assert "all 12 cells that ran gave the same token ids for every sample" in printed
+    else:
+        assert str(matrix.comparisons[0]) in printed
+
+
+class BrokenAggregator(fanout.ParentAggregator):
+    """Two deliberate bugs: the first streamed output marks one child finished although it goes on
+    (after-finish), and the FINAL_ONLY output lists the samples in reverse order (event-shape)."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.popped = 0
+
+    def add(self, index, output):
+        super().add(index, output)
+        if self.output_kind == RequestOutputKind.FINAL_ONLY and self.finished and self._pending is not None:
+            self._pending.outputs = list(reversed(self._pending.outputs))
+
+    def pop(self):
+        output = super().pop()
+        if output is not None and self.output_kind != RequestOutputKind.FINAL_ONLY and self.popped == 0:
+            output.outputs[0] = dataclasses.replace(output.outputs[0], finish_reason="length")
+        self.popped += output is not None
+        return output
+
+
+def test_a_broken_aggregator_turns_the_right_cells_red(paths, monkeypatch):
+    """The sync front end folds vLLM's native per-child outputs through the same aggregator, so sync
+    native goes red with the wrappers; async native (vLLM's own ParentRequest) must stay green."""
+    monkeypatch.setattr(fanout, "ParentAggregator", BrokenAggregator)
+    request = SampleRequest(prompt=PROMPT, n=4, seed=SEED, max_tokens=6, ignore_eos=True)
+    matrix = asyncio.run(qa.run_matrix(request, paths))
+
+    broken = {c.label: sorted(set(rules(c.violations))) for c in matrix.cells if not c.ok}
+    expected = {f"{kind} × {path}": ["event-shape"] if kind == "FINAL_ONLY" else ["after-finish"]
+                for kind in matrix.kinds for path in ("async wrapper", "sync wrapper", "sync native")}
+    assert broken == expected, matrix.report()
+    assert all(matrix.cell(kind, "async native").ok for kind in matrix.kinds)
+    message = str(matrix.cell("FINAL_ONLY", "sync wrapper").violations[0])
+    assert message == ("event-shape: the FINAL_ONLY event holds the samples in order 3, 2, 1, 0, "
+                       "expected index order 0..3")
+    assert "after it finished in event 0" in matrix.cell("DELTA", "async wrapper").violations[0].message
+    assert all(c.alone for c in matrix.cells), "a broken cell must not leave requests running"
+
+
+def test_the_command_exits_1_on_the_broken_aggregator(paths, monkeypatch):
+    monkeypatch.setattr(fanout, "ParentAggregator", BrokenAggregator)
+    status, printed = run_command(["--prompt", PROMPT, "--n", "4", "--seed", str(SEED), "--max-tokens", "6",
+                                   "--ignore-eos", "--paths", "async"], paths, monkeypatch)
+    assert status == qa.EXIT_RULE_BROKEN
+    rows = {line.split()[0]: line for line in printed.split("\n\n")[0].splitlines()[2:]}
+    assert "✖ after-finish: sample" in rows["CUMULATIVE"] and "✖ event-shape" in rows["FINAL_ONLY"]
+    assert rows["DELTA"].rstrip().endswith("✔"), "async native (the last column) stays green"
+    assert "Verdict: 3 of 6 cells break a contract rule." in printed
+
+
+# --- the UI tab ----------------------------------------------------------------------------------
+
+def test_the_tab_runs_a_matrix_renders_a_grid_and_a_json_file_and_opens_a_cell(backend, runner, monkeypatch):
+    import gradio as gr
+
+    from playground.ui import build_app, qa_panel
+
+    tabs = []
+    monkeypatch.setattr(qa_panel, "build", lambda h, sync_runner=None: tabs.append(qa_panel.QATab(h, sync_runner))
+                        or tabs[-1])
+    demo = build_app(backend, sync_runner=runner)
+    (tab,) = tabs
+    assert any(b.get("props", {}).get("elem_id") == "tab-qa" for b in demo.config["components"])
+
+    descriptions = []
+    settings = dict(prompt=PROMPT, use_chat_template=False, n=2, seed="7", output_kind="DELTA", mode="wrapper",
+                    temperature=1.0, top_p=1.0, top_k=0, min_p=0.0, max_tokens=3, presence_penalty=0,
+                    frequency_penalty=0, repetition_penalty=1, stop="", logprobs=0, ignore_eos=False)
+    grid, report, json_file, matrix = asyncio.run(
+        tab.run(**settings, progress=lambda *a, desc=None, **k: descriptions.append(desc)))
+
+    assert matrix.ok and len(matrix.cells) == 12 and "✔ Every contract rule holds in all 12 cells." in report
+    assert descriptions[0] == "cell 1 of 12: CUMULATIVE × async wrapper" and len(descriptions) == 12
+    assert grid["column_widths"] == ["12%"] + ["22.0%"] * 4
+    shown = tab.grid.postprocess(grid["value"])
+    assert shown.headers == ["output_kind", "async wrapper", "async native", "sync wrapper", "sync native"]
+    assert [row[0] for row in shown.data] == ["CUMULATIVE", "DELTA", "FINAL_ONLY"]
+    styles = json.dumps(shown.metadata)
+    assert styles.count(qa_panel.GREEN) == 12 and qa_panel.RED not in styles
+    assert json_file.startswith(str(tab.h.export_dir))
+    assert qa.Matrix.from_json(Path(json_file).read_text(encoding="utf-8")).to_dict() == matrix.to_dict()
+
+    click = gr.SelectData(None, {"index": [1, 4], "value": "✔"})  # DELTA × sync native
+    update = asyncio.run(tab.open_cell(matrix, [], click))
+    opened = update[tab.h.c.current]
+    assert opened is matrix.cell("DELTA", "sync native").run
+    assert update[tab.h.c.texts[1]] == opened.samples[1].text
+    assert update[tab.opened].startswith("Showing **DELTA × sync native** (LLMEngine")
+    assert asyncio.run(tab.open_cell(matrix, [], gr.SelectData(None, {"index": [1, 0], "value": "DELTA"}))) == {}
+
+
+def test_the_tab_starts_the_sync_engine_on_first_use(backend, runner, monkeypatch):
+    import gradio as gr
+
+    from playground.ui import qa_panel
+    from playground.ui.handlers import Handlers
+
+    started = []
+
+    def start(self, model):
+        started.append(model)
+        self.sync_runner = runner
+
+    monkeypatch.setattr(qa_panel.QATab, "_start_sync", start)
+    with gr.Blocks(), gr.Tabs():
+        tab = qa_panel.QATab(Handlers(backend))
+    descriptions = []
+    paths = asyncio.run(tab.paths(lambda *a, desc=None, **k: descriptions.append(desc)))
+    assert [p.name for p in paths] == ["async wrapper", "async native", "sync wrapper", "sync native"]
+    assert started == [backend.info()["model"]]
+    assert descriptions and descriptions[0].startswith("starting the synchronous engine")
+    assert asyncio.run(tab.paths()) is paths and len(started) == 1, "the engine starts once"
