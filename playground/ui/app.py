@@ -13,11 +13,10 @@ from pathlib import Path
 import gradio as gr
 
 from playground.request import MODES, OUTPUT_KINDS, SampleRequest
-from playground.ui import views
-from playground.ui.handlers import Handlers
+from playground.ui import qa_panel, views
+from playground.ui.handlers import COLUMNS_PER_ROW, Handlers
 
 ASSETS = Path(__file__).resolve().parents[2] / "assets"
-COLUMNS_PER_ROW = 4
 EXAMPLES = [
     # Open-ended starts: seeded samples diverge within a few tokens, and the tree shows where.
     ["Once upon a time, in a village at the edge of the sea,", False, 4, 1.0],
@@ -30,7 +29,7 @@ MODE_INFO = ("wrapper: our fan-out, sample i seeded seed+i · native: n handed t
              "same-seed: every sample gets the same seed (the old bug, on purpose)")
 
 
-def build_app(backend, max_n: int | None = None) -> gr.Blocks:
+def build_app(backend, max_n: int | None = None, sync_runner=None) -> gr.Blocks:
     limits = backend.limits
     max_n = max_n or limits.max_n
     defaults = SampleRequest(prompt="")
@@ -52,6 +51,7 @@ def build_app(backend, max_n: int | None = None) -> gr.Blocks:
                     stop_btn = gr.Button("Stop", variant="stop", elem_id="stop")
                 with gr.Accordion("Rendered prompt", open=False):
                     rendered = gr.Markdown(elem_id="rendered-prompt")
+                examples_slot = gr.Column()
             with gr.Column(scale=2):
                 n = gr.Slider(1, max_n, value=min(4, max_n), step=1, label="n (samples)", elem_id="n")
                 seed = gr.Textbox(label="Seed", placeholder="blank = random (shown after the run)",
@@ -75,12 +75,14 @@ def build_app(backend, max_n: int | None = None) -> gr.Blocks:
                     ignore_eos = gr.Checkbox(value=False, label="ignore_eos (always run to max_tokens)",
                                              elem_id="ignore-eos")
 
-        gr.Examples(EXAMPLES, [prompt, use_chat, n, temperature], label="Examples that show seeded diversity")
+        with examples_slot:
+            gr.Examples(EXAMPLES, [prompt, use_chat, n, temperature], label="Examples that show seeded diversity")
         summary = gr.Markdown(elem_id="run-summary")
 
-        groups, headers, texts = [], [], []
+        rows, groups, headers, texts = [], [], [], []
         for row in range(math.ceil(max_n / COLUMNS_PER_ROW)):
-            with gr.Row(equal_height=False):
+            with gr.Row(equal_height=False, visible=row * COLUMNS_PER_ROW < n.value) as row_block:
+                rows.append(row_block)
                 for i in range(row * COLUMNS_PER_ROW, min(max_n, (row + 1) * COLUMNS_PER_ROW)):
                     with gr.Column(visible=i < n.value, min_width=220, elem_classes="sample") as group:
                         headers.append(gr.Markdown(f"**#{i}**", elem_id=f"sample-{i}-header"))
@@ -125,6 +127,7 @@ def build_app(backend, max_n: int | None = None) -> gr.Blocks:
             with gr.Tab("History", id="history"):
                 history_pick = gr.Dropdown(choices=[], label="Runs of this browser session", type="index")
                 reopen_btn = gr.Button("Open")
+            qa_tab = qa_panel.build(h, sync_runner)  # sync_runner: a SyncRunner, else started on first use
 
         current = gr.State(None)
         history = gr.State([])
@@ -135,15 +138,16 @@ def build_app(backend, max_n: int | None = None) -> gr.Blocks:
                              tokens_over_time=tokens_over_time, itl=itl, ttft=ttft, timing_table=timing_table,
                              uncertainty=uncertainty, agreement=agreement, inspector_note=inspector_note,
                              timeline=timeline, events_table=events_table)
-        h.bind(status=status, summary=summary, groups=groups, headers=headers, texts=texts, current=current,
+        h.bind(status=status, summary=summary, rows=rows, groups=groups, headers=headers, texts=texts, current=current,
                history=history, history_pick=history_pick, bundle_file=bundle_file, tokens_file=tokens_file,
                **panel_outputs)
         everything = h.outputs()
+        qa_tab.wire(settings)
 
         for trigger in (prompt.change, use_chat.change):
             trigger(h.render_prompt, [prompt, use_chat], rendered, show_progress="hidden",
                     trigger_mode="always_last", api_visibility="private")
-        n.change(h.show_columns, n, groups, show_progress="hidden", api_visibility="private")
+        n.change(h.show_columns, n, [*rows, *groups], show_progress="hidden", api_visibility="private")
         run_event = run_btn.click(h.run, [*settings, history], everything, api_visibility="undocumented",
                                   api_name="run", concurrency_id="sampling")
         # Cancel first (no server function, so nothing waits on the run), then show the partial run.

@@ -26,6 +26,7 @@ from playground.ui.streaming import paced
 
 log = logging.getLogger(__name__)
 HISTORY_SIZE = 10
+COLUMNS_PER_ROW = 4
 FIGURE_EVERY = 1.0  # seconds between figure refreshes while streaming (figures travel whole)
 SETTING_NAMES = ("prompt", "use_chat_template", "n", "seed", "output_kind", "mode", "temperature", "top_p",
                  "top_k", "min_p", "max_tokens", "presence_penalty", "frequency_penalty", "repetition_penalty",
@@ -47,7 +48,7 @@ class Handlers:
 
     def outputs(self) -> list:
         c = self.c
-        return [c.status, c.summary, *c.groups, *c.headers, *c.texts, *panels.components(c), c.current, c.history,
+        return [c.status, c.summary, *c.rows, *c.groups, *c.headers, *c.texts, *panels.components(c), c.current, c.history,
                 c.history_pick, c.bundle_file, c.tokens_file]
 
     # --- controls -------------------------------------------------------------------------------
@@ -65,8 +66,13 @@ class Handlers:
         try:
             n = int(n)
         except (TypeError, ValueError):
-            return [gr.skip()] * self.max_n
-        return [gr.update(visible=i < n) for i in range(self.max_n)]
+            return [gr.skip()] * (len(self.c.rows) + self.max_n)
+        return list(self._visibility(n).values())
+
+    def _visibility(self, n: int) -> dict:
+        """Show the first n columns, and only the rows that hold them (hidden rows keep their gap)."""
+        return {**{r: gr.update(visible=k * COLUMNS_PER_ROW < n) for k, r in enumerate(self.c.rows)},
+                **{g: gr.update(visible=i < n) for i, g in enumerate(self.c.groups)}}
 
     async def refresh_status(self) -> str:
         return views.engine_status(self.backend.info(), self.last_run)
@@ -85,7 +91,7 @@ class Handlers:
         c = self.c
         shown = sample_request.n
         yield {
-            **{g: gr.update(visible=i < shown) for i, g in enumerate(c.groups)},
+            **self._visibility(shown),
             **{t: "" for t in c.texts[:shown]},
             **{h: f"**#{i}** · waiting" for i, h in enumerate(c.headers[:shown])},
             c.summary: "⏳ starting…",
@@ -148,7 +154,7 @@ class Handlers:
         history = _remember(history or [], run)
         bundle, tokens = self._export(run)
         update = {
-            **{g: gr.update(visible=i < run.n) for i, g in enumerate(c.groups)},
+            **self._visibility(run.n),
             **{c.headers[s.index]: views.column_header(s, run) for s in run.samples},
             **{c.texts[s.index]: s.text for s in run.samples},
             c.summary: views.run_summary(run),
