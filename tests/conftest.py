@@ -7,6 +7,9 @@ import os
 
 import pytest
 
+from tests.helpers import free_port
+from tests.remote_server import remote, remote_server  # noqa: F401  (session fixtures)
+
 # Small KV cache: a 135 M model needs little, and tests may run several engines side by side.
 os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
@@ -37,14 +40,6 @@ def host(model_path):
 @pytest.fixture(scope="session")
 def engine(host):
     return host.engine
-
-
-def free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture(scope="session")

@@ -5,6 +5,14 @@ from __future__ import annotations
 from playground.run import Event, observation_from_output
 
 
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
 async def collect(generator) -> list[Event]:
     """Every output of a generate() call, copied as it arrives (CUMULATIVE lists are live)."""
     events = []

@@ -13,7 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from playground.run import Run
-from tests.conftest import free_port
+from tests.helpers import free_port
 
 PROMPT = "The lighthouse keeper opened his logbook and wrote"
 VALID = dict(prompt=PROMPT, n=2, seed=1, max_tokens=3, output_kind="FINAL_ONLY", api_name="/sample")

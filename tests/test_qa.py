@@ -534,3 +534,14 @@ def test_the_tab_starts_the_sync_engine_on_first_use(backend, runner, monkeypatc
     assert started == [backend.info()["model"]]
     assert descriptions and descriptions[0].startswith("starting the synchronous engine")
     assert asyncio.run(tab.paths()) is paths and len(started) == 1, "the engine starts once"
+
+
+def test_a_remote_server_gets_its_own_green_cells(remote):
+    """The matrix's remote paths, on the session's real `vllm serve` (client-side output kinds)."""
+    request = SampleRequest(prompt=PROMPT, n=2, seed=SEED, max_tokens=4)
+    matrix = asyncio.run(qa.run_matrix(request, qa.backend_paths(remote, "remote")))
+    assert matrix.path_names == ["remote wrapper", "remote native"]
+    assert matrix.ok, matrix.report()
+    for cell in matrix.cells:
+        assert cell.run.engine["output_kind_source"].startswith("client-side")
+        assert [s.seed for s in cell.run.samples] == [SEED, SEED + 1]

