@@ -14,6 +14,7 @@ import dataclasses
 import threading
 import time
 from collections.abc import AsyncIterator, Callable
+from pathlib import Path
 from typing import Any
 
 from playground.model import resolve_model
@@ -24,13 +25,25 @@ def platform_defaults() -> dict[str, Any]:
 
     On the CPU: eager mode starts in ~35 s instead of ~130 s with torch.compile, and the CPU
     backend reads ``gpu_memory_utilization`` as its share of the NUMA node's memory (0.92 fails).
+    Without native bf16 (AVX512-BF16 or AMX), bf16 matmuls take slow fallbacks: float32 decoded
+    4x faster, prefilled 7-10x faster and started 2.5x sooner on a 2-core AVX2 machine.
     """
     from vllm.platforms import current_platform
 
     defaults: dict[str, Any] = {"max_model_len": 2048, "enable_prefix_caching": True}
     if current_platform.is_cpu():
         defaults |= {"enforce_eager": True, "gpu_memory_utilization": 0.5}
+        if not cpu_has_native_bf16():
+            defaults["dtype"] = "float32"
     return defaults
+
+
+def cpu_has_native_bf16() -> bool:
+    try:
+        flags = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return True  # not Linux: leave the model's dtype alone
+    return "avx512_bf16" in flags or "amx_bf16" in flags
 
 
 def engine_args(model: str | None = None, **engine_kwargs: Any):

@@ -235,12 +235,14 @@ class Handlers:
                 prompt=prompt, n=n, seed=seed, output_kind=output_kind, mode=mode, temperature=temperature,
                 top_p=top_p, top_k=top_k, max_tokens=max_tokens, stop=stop, logprobs=logprobs,
                 use_chat_template=use_chat_template, ignore_eos=ignore_eos)
+            latest = None
             async for run in paced(record(self.backend, sample_request), interval=0.25):
-                if run is not None and run.finished:
-                    self.last_run = run
-                    yield run.to_json()
+                latest = run or latest  # a heartbeat (None) repeats the last progress
+                if latest is not None and latest.finished:
+                    self.last_run = latest
+                    yield latest.to_json()
                     return
-                yield json.dumps(_progress(run))
+                yield json.dumps(_progress(latest))
         except PlaygroundError as e:
             raise gr.Error(str(e)) from None
 
