@@ -51,9 +51,14 @@ def serve_command(model: str, port: int) -> list[str]:
         command = [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", model]
     # --generation-config vllm: the server's defaults must not differ from the embedded engine's
     # (the backend sends every setting anyway; this keeps the comparison honest if it did not).
-    # A small memory share: it starts beside the tests' own engines.
+    # A small memory share: it starts beside the tests' own engines. The same dtype as the
+    # embedded engine (float32 on a CPU without native bf16), or their samples could not match.
+    from playground.engine import platform_defaults
+
+    dtype = platform_defaults().get("dtype", "auto")
     return command + ["--host", "127.0.0.1", "--port", str(port), "--enforce-eager", "--max-model-len", "2048",
-                      "--seed", "0", "--generation-config", "vllm", "--gpu-memory-utilization", "0.3"]
+                      "--seed", "0", "--generation-config", "vllm", "--gpu-memory-utilization", "0.3",
+                      "--dtype", dtype]
 
 
 def wait_healthy(server: Server, timeout: float) -> None:

@@ -147,7 +147,7 @@ def test_a_tiny_real_run_writes_its_files_and_ends_with_the_headline(host, app_u
     assert report.environment["kv_cache"]["blocks"] > 0
     assert report.environment["memory_app"]["rss_mib"] > 0
     bench.publish(report, tmp_path, "smoke")
-    for name in ("measurements.csv", "summary.csv", "ratios.csv", "cache.csv", "bench.json", "tokens_per_s.html"):
+    for name in ("measurements.csv", "summary.csv", "ratios.csv", "cache.csv", "results.json", "tokens_per_s.html"):
         assert (tmp_path / f"smoke-{name}").stat().st_size > 0
     last = capsys.readouterr().out.rstrip("\n").splitlines()[-1]
     assert HEADLINE.match(last), last
