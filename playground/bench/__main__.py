@@ -1,0 +1,8 @@
+"""``python -m playground.bench``: run the benchmark (see playground.bench)."""
+
+import sys
+
+from playground.bench.cli import main
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,199 @@
+"""Running the benchmark: every path on one running engine (``run_benchmark``), and the command
+line that starts the engine and the app, runs it and publishes the results (``main``)."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from playground.bench.measure import ENGINE_PATHS, LONG_PROMPT, PATHS, Arrivals, Settings, measurement, schedule
+from playground.bench.paths import HFBaseline, engine_path, ui_path
+from playground.bench.probes import cpu_seconds, kv_cache, machine, resident_memory, worker_cores
+from playground.bench.report import Report, headline_n, publish
+
+# --- running ------------------------------------------------------------------------------------
+
+
+def run_benchmark(settings: Settings, host, app_url: str | None = None, model_path: str | None = None,
+                  progress: bool = True) -> Report:
+    """Measure every path on an engine that is already running (``host``) and, for the ``ui``
+    path, an app already launched on it (``app_url``). HF loads and unloads here.
+
+    Ctrl-C stops the measuring: what was measured so far is returned, marked interrupted.
+    """
+    from tqdm import tqdm
+
+    engine = host.engine
+    block_size = engine.vllm_config.cache_config.block_size
+    prompt_ids = engine.tokenizer.encode(settings.prompt)
+    cache_ids = engine.tokenizer.encode(settings.cache_prompt)
+    runners: dict[str, Callable[[int], Arrivals]] = {}
+    environment: dict[str, Any] = {"machine": machine(), "kv_cache": kv_cache(engine),
+                                   "engine_dtype": str(engine.vllm_config.model_config.dtype).removeprefix("torch."),
+                                   "vllm_worker_cores": worker_cores(), "load_before": os.getloadavg()}
+    rows: list[dict] = []
+    cache_rows: list[dict] = []
+    hf: HFBaseline | None = None
+    ui = None
+    interrupted = False
+    with contextlib.ExitStack() as cleanup:
+        for mode in ENGINE_PATHS:
+            if mode in settings.paths:
+                runners[mode] = engine_path(host, mode, settings, prompt_ids)
+        if "ui" in settings.paths:
+            if app_url is None:
+                raise ValueError("the ui path needs an app launched on the engine (app_url)")
+            ui = ui_path(host, app_url, settings)
+            cleanup.callback(ui.close)
+            runners["ui"] = ui
+        try:
+            if settings.warmup:  # first calls pay for lazy setup (kernels, HTTP, JIT): not timed
+                for path, runner in runners.items():
+                    runner(1, 2)
+            environment["memory_app"] = resident_memory()
+            if "hf" in settings.paths:
+                model = engine.vllm_config.model_config
+                dtype = str(model.dtype).removeprefix("torch.") if settings.hf_dtype == "auto" else settings.hf_dtype
+                hf = HFBaseline(model_path or model.model, dtype, settings.hf_threads,
+                                pin=environment["vllm_worker_cores"])
+                cleanup.callback(hf.close)
+                environment["memory_with_hf"] = resident_memory()
+                environment["hf"] = {"dtype": hf.dtype, "threads": hf.threads, "pinned_to": hf.pin}
+                runners["hf"] = lambda n, max_tokens=None: hf(n, max_tokens or settings.max_tokens, prompt_ids,
+                                                              settings)
+                if settings.warmup:
+                    runners["hf"](1, 2)
+            order = [step for step in schedule(settings.paths, settings.ns, settings.repetitions)
+                     if step[2] in runners]
+            probes = [mode for mode in ENGINE_PATHS if mode in runners]
+            probe_n = max(2, headline_n(settings.ns))
+            bar = tqdm(total=len(order) + len(probes) * min(settings.cache_probes, settings.repetitions),
+                       desc="bench", unit="run",
+                       disable=not progress, file=sys.stderr)
+            cleanup.callback(bar.close)
+            for step, (rep, n, path) in enumerate(order):
+                bar.set_postfix_str(f"rep {rep + 1} n={n} {path}")
+                here, engine_cpu = cpu_seconds()
+                arrivals = runners[path](n)
+                after = cpu_seconds()
+                row = measurement(path, n, rep, arrivals, len(prompt_ids), block_size)
+                rows.append(row | {"cpu_s_here": after[0] - here, "cpu_s_engine": after[1] - engine_cpu,
+                                   "load_1min": os.getloadavg()[0]})
+                bar.update()
+                if rep < settings.cache_probes and (step + 1 == len(order) or order[step + 1][0] != rep):
+                    # Last of this repetition: the prefix-cache probe (a prompt of several blocks).
+                    for mode in probes:
+                        bar.set_postfix_str(f"rep {rep + 1} cache probe {mode}")
+                        probe = runners[mode](probe_n, 1, cache_ids)
+                        cache_rows.append(measurement(mode, probe_n, rep, probe, len(cache_ids), block_size))
+                        bar.update()
+        except KeyboardInterrupt:
+            interrupted = True
+    environment["memory_end"] = resident_memory()
+    environment["load_after"] = os.getloadavg()
+    return Report(settings, pd.DataFrame(rows), pd.DataFrame(cache_rows), environment, interrupted)
+
+
+# --- command line -------------------------------------------------------------------------------
+
+
+def add_bench_flags(group) -> None:
+    from playground.cli import positive_int
+
+    group.add_argument("--quick", action="store_true",
+                       help="n=16 only, 16 tokens, 2 repetitions: under 3 minutes on 2 cores, engine start included.")
+    group.add_argument("--n", dest="ns", type=positive_int("--n", 256), nargs="+",
+                       help="Values of n to measure (default 1 4 8 16 32; --quick: 16).")
+    group.add_argument("--max-tokens", type=positive_int("--max-tokens", 4096),
+                       help="Tokens per sample, with ignore_eos (default 64; --quick: 16).")
+    group.add_argument("--repetitions", type=positive_int("--repetitions", 1000),
+                       help="Interleaved repetitions of every path (default 3; --quick: 2).")
+    group.add_argument("--paths", nargs="+", choices=PATHS, default=list(PATHS),
+                       help="Paths to measure, in run order (default: native wrapper ui hf).")
+    group.add_argument("--prompt", default=None, help="The prompt every path samples (default: a short story start).")
+    group.add_argument("--long-prompt", action="store_true",
+                       help="Sample the prefix-cache probe's prompt of several KV blocks on every path.")
+    group.add_argument("--sample-seed", type=int, default=Settings.seed, help="Seed (sample i: seed + i in vLLM).")
+    group.add_argument("--output-kind", choices=("DELTA", "CUMULATIVE"), default=Settings.output_kind,
+                       help="output_kind of every vLLM path (default DELTA).")
+    group.add_argument("--ui-mode", choices=("native", "wrapper"), default=Settings.ui_mode,
+                       help="Mode the ui path asks /sample for (default native: ui/native is then the UI's cost).")
+    group.add_argument("--hf-threads", type=int, default=0,
+                       help="Torch threads for HF, unpinned (default 0: as many as vLLM's worker has cores, "
+                            "pinned to them).")
+    group.add_argument("--hf-dtype", choices=("auto", "bfloat16", "float32"), default="auto",
+                       help="HF dtype (default auto: the engine's dtype).")
+    group.add_argument("--no-warmup", action="store_true", help="Skip the untimed first call of every path.")
+    group.add_argument("--out", type=Path, default=Path("bench-results"),
+                       help="Folder for the CSV, JSON and HTML results (default bench-results/).")
+
+
+def settings_from_args(args) -> Settings:
+    base = Settings.quick() if args.quick else Settings()
+    prompt = LONG_PROMPT if args.long_prompt else (args.prompt or base.prompt)
+    return replace(
+        base, ns=tuple(args.ns or base.ns), max_tokens=args.max_tokens or base.max_tokens,
+        repetitions=args.repetitions or base.repetitions, paths=tuple(dict.fromkeys(args.paths)), prompt=prompt,
+        seed=args.sample_seed, output_kind=args.output_kind, ui_mode=args.ui_mode, hf_threads=args.hf_threads,
+        hf_dtype=args.hf_dtype, warmup=not args.no_warmup,
+        cache_probes=0 if args.long_prompt else base.cache_probes)  # a long prompt measures it in line
+
+
+def main(argv: list[str] | None = None) -> int:
+    # Before vLLM is imported: its log (shutdown included) must not follow our last stdout line.
+    os.environ.setdefault("VLLM_LOGGING_STREAM", "ext://sys.stderr")
+    from playground.cli import PlaygroundParser
+
+    parser = PlaygroundParser("python -m playground.bench", "Benchmark the playground's sampling paths.",
+                              add_bench_flags)
+    args, engine_kwargs = parser.parse(list(sys.argv[1:] if argv is None else argv))
+    settings = settings_from_args(args)
+    if max(settings.ns) > 256:
+        parser.parser.error("--n: at most 256")
+
+    from playground.embedded import EmbeddedBackend
+    from playground.engine import EngineHost
+
+    if "kv_cache_memory_bytes" not in engine_kwargs:
+        os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "2")  # GiB, before the engine starts
+
+    started = time.monotonic()
+    report = None
+    with contextlib.ExitStack() as cleanup:  # closed in reverse: app, then engine, even on Ctrl-C
+        try:
+            print("starting the engine...", file=sys.stderr)
+            host = EngineHost.start(args.model, **engine_kwargs)
+            cleanup.callback(host.shutdown)
+            app_url = None
+            if "ui" in settings.paths:
+                from playground.ui import build_app, launch_app
+
+                demo = build_app(EmbeddedBackend(host, max_n=max(32, *settings.ns)))
+                _, app_url, _ = launch_app(demo, prevent_thread_lock=True, server_name="127.0.0.1",
+                                           server_port=_free_port(), quiet=True)
+                cleanup.callback(demo.close)
+            report = run_benchmark(settings, host, app_url)
+        except KeyboardInterrupt:
+            print("interrupted", file=sys.stderr)
+    if report is None or not len(report.rows):
+        return 130
+    report.environment["total_s"] = time.monotonic() - started
+    publish(report, args.out, "quick" if args.quick else "bench")
+    return 130 if report.interrupted else 0
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+

@@ -1,0 +1,188 @@
+"""The four paths being compared: ``native`` and ``wrapper`` (ParallelSampler on the engine),
+``ui`` (a gradio_client call to ``/sample``) and ``hf`` (HF transformers), each a callable that
+samples n and returns the token ``Arrivals``.
+
+Fairness caveats (also written into the results):
+- threads: vLLM's CPU worker binds its OpenMP threads to cores of its own and leaves one core to
+  the engine core and this process (on 2 cores: 1 compute thread, on core 0). By default HF gets
+  the same: as many torch threads as the worker has cores, and the calling thread pinned to those
+  cores while it generates, so both engines do their matmuls on the same silicon. (Unpinned
+  multi-thread HF was also unstable here: every vLLM engine on a machine binds its worker to the
+  same core, and one OpenMP thread stuck behind them stalls every step of the others.)
+  ``--hf-threads N`` runs N threads unpinned instead, what a user gets by default with N = cores.
+  The engine idles (0 % CPU) while HF runs.
+- dtype: both run the same one: HF loads whatever dtype the engine runs (``--hf-dtype``
+  overrides). On a CPU without native bf16 that is float32 (playground.engine.platform_defaults).
+- HF seeds one generator for the whole batch (torch.manual_seed(seed)); vLLM seeds each sample.
+  Token streams differ; the number of tokens does not.
+- HF's ``num_return_sequences`` copies the prompt n times and prefills every copy; vLLM prefills
+  it once and the children read it from the prefix cache. That is a real difference between the
+  two, and ``--long-prompt`` shows how much it weighs.
+- The API client runs in this process (polling every few ms), beside the server it measures.
+- Memory: the engine reserves its KV cache up front, and that dominates the RSS. The benchmark
+  sets ``VLLM_CPU_KVCACHE_SPACE=2`` (GiB) unless it is set (or ``--kv-cache-memory-bytes`` is
+  given): enough for n=32 on the long prompt, and polite on a shared machine; the app itself
+  reserves ``gpu_memory_utilization=0.5`` of the node by default (10-12 GiB here).
+"""
+
+from __future__ import annotations
+
+import gc
+import json
+import os
+import time
+from collections.abc import Callable
+
+from playground.bench.measure import Arrivals, Settings
+from playground.bench.probes import prefix_cache_hits
+
+UI_POLL = 0.005  # seconds between looks at the API client's received outputs
+
+
+def engine_path(host, mode: str, settings: Settings, prompt_ids: list[int]) -> Callable[..., Arrivals]:
+    """Native or wrapper: ParallelSampler on the engine's own loop, timed there."""
+    from vllm import SamplingParams, TokensPrompt
+    from vllm.sampling_params import RequestOutputKind
+
+    from playground.sampler import ParallelSampler
+
+    async def sample(n: int, max_tokens: int, ids: list[int]) -> Arrivals:
+        engine = host.engine
+        await engine.reset_prefix_cache()
+        sampler = ParallelSampler(engine, max_n=max(n, 1))
+        params = SamplingParams(n=n, seed=settings.seed, temperature=settings.temperature, top_p=1.0, top_k=0,
+                                max_tokens=max_tokens, ignore_eos=True,
+                                output_kind=RequestOutputKind[settings.output_kind])
+        cumulative = settings.output_kind == "CUMULATIVE"
+        times: list[list[float]] = [[] for _ in range(n)]
+        cached: list[int | None] = [None] * n
+
+        def on_child(index: int, output) -> None:
+            if cached[index] is None:
+                cached[index] = output.num_cached_tokens
+
+        hits = prefix_cache_hits()
+        tokens = TokensPrompt(prompt_token_ids=ids)
+        request_id = f"bench-{mode}-{time.monotonic_ns()}"
+        start = time.monotonic()
+        async for output in sampler.generate(tokens, params, request_id, mode,
+                                             on_child=on_child if mode == "wrapper" else None):
+            now = time.monotonic() - start
+            for completion in output.outputs:
+                seen = times[completion.index]
+                new = len(completion.token_ids) - (len(seen) if cumulative else 0)
+                seen.extend([now] * new)
+        wall = time.monotonic() - start
+        after = prefix_cache_hits()
+        return Arrivals(times, wall, child_cached=cached if mode == "wrapper" else None,
+                        cache_hits=after - hits if hits is not None and after is not None else None)
+
+    def run(n: int, max_tokens: int | None = None, ids: list[int] | None = None) -> Arrivals:
+        return host.run(sample(n, max_tokens or settings.max_tokens, ids or prompt_ids))
+
+    return run
+
+
+def ui_path(host, app_url: str, settings: Settings) -> Callable[..., Arrivals]:
+    """A gradio_client streaming call to /sample; token arrivals are read from its snapshots."""
+    from gradio_client import Client
+
+    from playground.run import Run
+
+    client = Client(app_url, verbose=False)
+
+    def run(n: int, max_tokens: int | None = None) -> Arrivals:
+        host.run(host.engine.reset_prefix_cache())
+        hits = prefix_cache_hits()
+        times: list[list[float]] = [[] for _ in range(n)]
+        start = time.monotonic()
+        job = client.submit(prompt=settings.prompt, n=n, seed=settings.seed, output_kind=settings.output_kind,
+                            mode=settings.ui_mode, temperature=settings.temperature, top_p=1.0, top_k=0,
+                            max_tokens=max_tokens or settings.max_tokens, ignore_eos=True, api_name="/sample")
+        read = 0
+        while True:
+            done = job.done()
+            outputs = job.outputs()
+            now = time.monotonic() - start
+            for value in outputs[read:]:
+                snapshot = json.loads(value)
+                for s in snapshot.get("samples", []) if "bundle_version" not in snapshot else []:
+                    seen = times[s["index"]]
+                    seen.extend([now] * (s["num_tokens"] - len(seen)))
+            read = len(outputs)
+            if done:
+                break
+            time.sleep(UI_POLL)
+        final = Run.from_json(job.result())
+        wall = time.monotonic() - start
+        for s in final.samples:  # tokens that arrived with the final bundle
+            times[s.index].extend([wall] * (len(s.token_ids) - len(times[s.index])))
+        after = prefix_cache_hits()
+        return Arrivals(times, wall, cache_hits=after - hits if hits is not None and after is not None else None)
+
+    run.close = client.close  # type: ignore[attr-defined]
+    return run
+
+
+class HFBaseline:
+    """HF transformers ``generate(num_return_sequences=n)`` on the engine's checkpoint.
+
+    Torch threads are set around each call only, so the rest of this process (the engine's
+    front end, the app) keeps its own setting.
+    """
+
+    def __init__(self, model_path: str, dtype: str, threads: int = 0, pin: list[int] | None = None):
+        import torch
+        from transformers import AutoModelForCausalLM
+
+        self.dtype = dtype
+        self.pin = pin if not threads else None  # the cores vLLM's worker computes on
+        self.threads = threads or (len(pin) if pin else len(os.sched_getaffinity(0)))
+        self.model = AutoModelForCausalLM.from_pretrained(model_path, dtype=getattr(torch, dtype)).eval()
+
+    def __call__(self, n: int, max_tokens: int, prompt_ids: list[int], settings: Settings) -> Arrivals:
+        import torch
+        from transformers.generation.streamers import BaseStreamer
+
+        steps: list[float] = []
+
+        class Clock(BaseStreamer):
+            """Stamps each decoding step; the first put is the prompt itself."""
+
+            def __init__(self):
+                self.prompt_seen = False
+
+            def put(self, value):
+                if self.prompt_seen:
+                    steps.append(time.monotonic())
+                self.prompt_seen = True
+
+            def end(self):
+                pass
+
+        ids = torch.tensor([prompt_ids])
+        previous, affinity = torch.get_num_threads(), os.sched_getaffinity(0)
+        torch.set_num_threads(self.threads)
+        if self.pin:
+            os.sched_setaffinity(0, self.pin)  # this thread only (Linux): torch computes on it
+        try:
+            torch.manual_seed(settings.seed)
+            start = time.monotonic()
+            with torch.inference_mode():
+                out = self.model.generate(
+                    input_ids=ids, attention_mask=torch.ones_like(ids), do_sample=True,
+                    temperature=settings.temperature, top_p=1.0, top_k=0, num_return_sequences=n,
+                    max_new_tokens=max_tokens, min_new_tokens=max_tokens, streamer=Clock(),
+                    pad_token_id=self.model.generation_config.eos_token_id)
+            wall = time.monotonic() - start
+        finally:
+            torch.set_num_threads(previous)
+            if self.pin:
+                os.sched_setaffinity(0, affinity)
+        generated = out.shape[1] - len(prompt_ids)
+        step_times = [t - start for t in steps][:generated]
+        return Arrivals([list(step_times) for _ in range(n)], wall)
+
+    def close(self) -> None:
+        self.model = None
+        gc.collect()

@@ -1,0 +1,267 @@
+"""From measurements to results: statistics, paired ratios, the goals, the files, the printed
+report and the headline (the last stdout line). Pure pandas, no vLLM; plotly is imported when
+the files are written."""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from playground.bench.measure import BASELINE, HEADLINE_N, PATHS, Settings
+
+# --- statistics and ratios ----------------------------------------------------------------------
+
+
+FIGURES = ["tokens_per_s", "ttft_ms", "itl_p50_ms", "itl_p99_ms", "cache_hit", "cpu_s_here", "cpu_s_engine"]
+
+
+def summarize(rows: pd.DataFrame) -> pd.DataFrame:
+    """Median, min and max of every figure per (n, path)."""
+    stats = rows.groupby(["n", "path"], sort=True)[FIGURES].agg(["median", "min", "max"])
+    stats.columns = [f"{figure}_{stat}" for figure, stat in stats.columns]
+    return stats.reset_index()
+
+
+def ratio_pairs(paths: Iterable[str]) -> list[tuple[str, str]]:
+    """(numerator, denominator): each path against native, and native against HF (the goal)."""
+    paths = list(paths)
+    pairs = [(p, BASELINE) for p in paths if p != BASELINE and BASELINE in paths]
+    if "hf" in paths and BASELINE in paths:
+        pairs.append((BASELINE, "hf"))
+    return pairs
+
+
+def paired_ratios(rows: pd.DataFrame) -> pd.DataFrame:
+    """Tokens-per-second ratios taken within each repetition (the paths ran back to back)."""
+    frames = []
+    tps = rows.pivot_table(index=["n", "repetition"], columns="path", values="tokens_per_s") if len(rows) else None
+    for top, bottom in ratio_pairs(tps.columns if tps is not None else []):
+        value = (tps[top] / tps[bottom]).rename("ratio").reset_index()
+        frames.append(value.assign(name=f"{top}/{bottom}"))
+    if not frames:
+        return pd.DataFrame(columns=["n", "repetition", "ratio", "name"])
+    return pd.concat(frames, ignore_index=True)
+
+
+def ratio_summary(ratios: pd.DataFrame) -> pd.DataFrame:
+    """Median, min and max of each paired ratio per n."""
+    stats = ratios.groupby(["n", "name"], sort=True)["ratio"].agg(["median", "min", "max"])
+    return stats.reset_index()
+
+
+def headline_n(ns: Iterable[int]) -> int:
+    ns = sorted(set(ns))
+    return HEADLINE_N if HEADLINE_N in ns else ns[-1]
+
+
+def headline(ratios: pd.DataFrame, n: int = HEADLINE_N) -> str:
+    """The last stdout line: ``wrapper/native=X ui/native=Y native/hf=Z`` (medians at n)."""
+    def median(name: str) -> float:
+        values = ratios.loc[(ratios["n"] == n) & (ratios["name"] == name), "ratio"].dropna()
+        return float(values.median()) if len(values) else math.nan
+
+    return " ".join(f"{name}={median(name):.2f}" for name in ("wrapper/native", "ui/native", "native/hf"))
+
+
+GOALS = [  # (ratio or figure, at n (None: every n), at least)
+    ("wrapper/native", None, 0.97),
+    ("ui/native", HEADLINE_N, 0.90),
+    ("native/hf", HEADLINE_N, 2.0),
+    ("children cache hit", None, 0.90),
+]
+
+
+def goals(ratios: pd.DataFrame, cache: pd.DataFrame) -> pd.DataFrame:
+    """Each goal against the medians measured (the worst n where a goal holds at every n)."""
+    rows = []
+    by_ratio = ratio_summary(ratios) if len(ratios) else pd.DataFrame(columns=["n", "name", "median"])
+    for name, at_n, target in GOALS:
+        if name == "children cache hit":
+            medians = cache.groupby(["path", "n"])["cache_hit"].median().dropna() if len(cache) else pd.Series()
+            worst = (medians.idxmin(), medians.min()) if len(medians) else (None, math.nan)
+            where = f"{worst[0][0]} n={worst[0][1]}" if worst[0] else "-"
+            value = worst[1]
+        else:
+            picked = by_ratio[by_ratio["name"] == name]
+            if at_n is not None:
+                picked = picked[picked["n"] == at_n]
+            if len(picked):
+                row = picked.loc[picked["median"].idxmin()]
+                where, value = f"n={int(row['n'])}", float(row["median"])
+            else:
+                where, value = "-", math.nan
+        rows.append({"goal": f"{name} >= {target:g}" + (f" at n={at_n}" if at_n else " at every n"),
+                     "worst median": value, "where": where,
+                     "met": "n/a" if math.isnan(value) else ("yes" if value >= target else "NO")})
+    return pd.DataFrame(rows)
+
+
+def readable_table(summary: pd.DataFrame, ratios: pd.DataFrame) -> pd.DataFrame:
+    """One row per (n, path): tokens/s and its ratio to native side by side, then the latencies."""
+    table = summary.copy()
+    to_native = ratio_summary(ratios) if len(ratios) else pd.DataFrame(columns=["n", "name", "median"])
+    to_native = to_native[to_native["name"].str.endswith(f"/{BASELINE}")].copy()
+    to_native["path"] = to_native["name"].str.split("/").str[0]
+    table = table.merge(to_native[["n", "path", "median", "min", "max"]], on=["n", "path"], how="left")
+    table.loc[table["path"] == BASELINE, ["median", "min", "max"]] = 1.0
+    order = {p: i for i, p in enumerate(PATHS)}
+    table = table.sort_values(["n", "path"], key=lambda c: c.map(order) if c.name == "path" else c)
+    return pd.DataFrame({
+        "n": table["n"], "path": table["path"],
+        "tok/s": table["tokens_per_s_median"],
+        "tok/s [min-max]": [f"{lo:.1f}-{hi:.1f}" for lo, hi in
+                            zip(table["tokens_per_s_min"], table["tokens_per_s_max"])],
+        "x native": table["median"],
+        "x native [min-max]": [f"{lo:.2f}-{hi:.2f}" for lo, hi in zip(table["min"], table["max"])],
+        "TTFT ms": table["ttft_ms_median"],
+        "ITL p50 ms": table["itl_p50_ms_median"],
+        "ITL p99 ms": table["itl_p99_ms_median"],
+        "CPU s here": table["cpu_s_here_median"],
+        "CPU s engine": table["cpu_s_engine_median"],
+    })
+
+
+@dataclass
+class Report:
+    settings: Settings
+    rows: pd.DataFrame
+    cache: pd.DataFrame
+    environment: dict[str, Any] = field(default_factory=dict)
+    interrupted: bool = False
+
+    @property
+    def ratios(self) -> pd.DataFrame:
+        return paired_ratios(self.rows)
+
+    @property
+    def summary(self) -> pd.DataFrame:
+        return summarize(self.rows)
+
+    def headline(self) -> str:
+        return headline(self.ratios, headline_n(self.rows["n"] if len(self.rows) else [HEADLINE_N]))
+
+
+# --- output -------------------------------------------------------------------------------------
+
+
+def caveats(report: Report) -> list[str]:
+    env = report.environment
+    hf = env.get("hf", {})
+    pinned = f"pinned to cores {hf['pinned_to']}" if hf.get("pinned_to") else "unpinned"
+    return [
+        (f"vLLM's CPU worker is bound to cores {env.get('vllm_worker_cores')}; HF ran with {hf.get('threads')} "
+         f"torch thread(s) in this process, {pinned}; dtype: vLLM {env.get('engine_dtype')}, HF {hf.get('dtype')}."),
+        ("vLLM's engine-core process polls while its worker computes (CPU s engine is about twice the wall "
+         "time on 2 cores), so vLLM keeps both cores busy where pinned HF uses one."),
+        ("HF prefills n copies of the prompt (num_return_sequences); vLLM prefills it once and the children "
+         "read it from the prefix cache. HF seeds one generator for the batch; vLLM seeds each sample."),
+        ("Token times are arrivals at the caller; tokens in one output share a time (ITL 0). The ui path's "
+         "caller is the API client in this process; /sample sends snapshots every 0.25 s."),
+        f"The ui path ran mode={report.settings.ui_mode!r} through /sample on the same engine.",
+        "Ratios are paired: taken within one repetition (the paths ran back to back), then median/min/max.",
+    ]
+
+
+def write_results(report: Report, out: Path, label: str) -> dict[str, Path]:
+    """CSV and JSON tables, and the plotly chart of tokens per second against n."""
+    import plotly.graph_objects as go
+
+    out.mkdir(parents=True, exist_ok=True)
+    files = {name: out / f"{label}-{name}" for name in
+             ("measurements.csv", "summary.csv", "ratios.csv", "cache.csv", "results.json", "tokens_per_s.html")}
+    summary, ratios = report.summary, report.ratios
+    report.rows.to_csv(files["measurements.csv"], index=False)
+    summary.to_csv(files["summary.csv"], index=False)
+    ratio_summary(ratios).to_csv(files["ratios.csv"], index=False)
+    report.cache.to_csv(files["cache.csv"], index=False)
+
+    def records(frame: pd.DataFrame) -> list:
+        return json.loads(frame.to_json(orient="records")) if len(frame) else []
+
+    document = {
+        "settings": asdict(report.settings), "environment": report.environment, "caveats": caveats(report),
+        "interrupted": report.interrupted, "headline": report.headline(),
+        "measurements": records(report.rows), "summary": records(summary),
+        "ratios": records(ratio_summary(ratios)), "cache_probe": records(report.cache),
+        "goals": records(goals(ratios, cache_frame(report))),
+    }
+    files["results.json"].write_text(json.dumps(document, indent=1, default=str))
+
+    fig = go.Figure()
+    for path, rows in summary.groupby("path", sort=False):
+        fig.add_trace(go.Scatter(
+            x=rows["n"], y=rows["tokens_per_s_median"], mode="lines+markers", name=path,
+            error_y={"type": "data", "symmetric": False,
+                     "array": rows["tokens_per_s_max"] - rows["tokens_per_s_median"],
+                     "arrayminus": rows["tokens_per_s_median"] - rows["tokens_per_s_min"]}))
+    machine_text = report.environment.get("machine", {})
+    fig.update_layout(
+        title=f"Generated tokens per second against n (median, bars min-max; {report.settings.max_tokens} tokens "
+              f"each; {machine_text.get('cpu', '')}, {machine_text.get('usable_cores', '?')} cores)",
+        xaxis={"title": "n (samples per request)", "type": "log", "dtick": math.log10(2),
+               "tickvals": sorted(summary["n"].unique())},
+        yaxis_title="generated tokens / s", height=520)
+    fig.write_html(files["tokens_per_s.html"], include_plotlyjs=True)
+    return files
+
+
+def cache_frame(report: Report) -> pd.DataFrame:
+    """Every measured cache hit: the probe's, and the main runs' when their prompt spans blocks."""
+    frames = [f for f in (report.cache, report.rows) if len(f) and "cache_hit" in f]
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=["path", "n", "cache_hit"])
+
+
+def print_report(report: Report, files: dict[str, Path]) -> None:
+    env = report.environment
+    m = env.get("machine", {})
+    kv = env.get("kv_cache", {})
+    mem = env.get("memory_app", {})
+    print(f"\nMachine: {m.get('cpu')}, {m.get('usable_cores')} cores ({m.get('simd')}), GPU {m.get('gpu')}; "
+          f"vLLM {m.get('vllm')}, torch {m.get('torch')}, transformers {m.get('transformers')}")
+    print(f"Load average (1 min) before/after: {env.get('load_before', [math.nan])[0]:.1f} / "
+          f"{env.get('load_after', [math.nan])[0]:.1f}")
+    s = report.settings
+    print(f"Settings: n={list(s.ns)}, max_tokens={s.max_tokens} (ignore_eos), {s.repetitions} repetitions, "
+          f"seed={s.seed}, temperature={s.temperature}, output_kind={s.output_kind}, "
+          f"prompt {report.rows['prompt_tokens'].iloc[0] if len(report.rows) else '?'} tokens; "
+          f"dtype vLLM {env.get('engine_dtype')}, HF {env.get('hf', {}).get('dtype')}")
+    with pd.option_context("display.width", 200, "display.max_columns", 30):
+        if len(report.rows):
+            print("\nTokens per second (median of repetitions) and the paired ratio to native:")
+            print(readable_table(report.summary, report.ratios).to_string(index=False, float_format="%.2f"))
+            print("\nGoal ratios (paired, per repetition):")
+            print(ratio_summary(report.ratios).to_string(index=False, float_format="%.2f"))
+        cache = cache_frame(report).dropna(subset=["cache_hit"])
+        if len(cache):
+            print("\nPrefix cache, children 1..n-1 (cached tokens / block-aligned prompt tokens):")
+            table = cache.groupby(["path", "n", "prompt_tokens", "aligned_prompt_tokens", "cache_source"])
+            print(table[["children_cached_tokens", "cache_hit"]].median().reset_index()
+                  .to_string(index=False, float_format="%.2f"))
+        print(f"\nMemory (engine + UI, before HF loaded): RSS {mem.get('rss_mib', math.nan):.0f} MiB, "
+              f"PSS {mem.get('pss_mib', math.nan):.0f} MiB over {mem.get('processes')} processes"
+              + (f"; with HF loaded: RSS {env['memory_with_hf']['rss_mib']:.0f} MiB" if "memory_with_hf" in env
+                 else ""))
+        if kv.get("blocks"):
+            print(f"KV cache: {kv['blocks']} blocks x {kv['block_size']} = {kv['tokens']:,} tokens"
+                  + (f", {kv['gib']:.2f} GiB" if kv.get("gib") else ""))
+        print("\nGoals:")
+        print(goals(report.ratios, cache_frame(report)).to_string(index=False, float_format="%.2f"))
+    print("\nCaveats:\n" + "\n".join(f"- {c}" for c in caveats(report)))
+    print("\nFiles: " + ", ".join(str(p) for p in files.values()))
+    if report.interrupted:
+        print("(interrupted: the figures cover what was measured before Ctrl-C)")
+
+
+def publish(report: Report, out: Path, label: str) -> None:
+    """Write the files, print the tables, and end stdout with the headline ratios."""
+    files = write_results(report, out, label)
+    print_report(report, files)
+    if "total_s" in report.environment:
+        print(f"Total time {report.environment['total_s']:.0f} s (after imports)")
+    print(report.headline())
