@@ -8,7 +8,8 @@ This backend mirrors ``EmbeddedBackend`` over HTTP, and the differences are deli
   and every completion request then sends those token ids, so each mode and each child sees
   exactly the same prompt tokens.
 - A streamed completion is always DELTA on the server (``stream=True`` sets it). CUMULATIVE and
-  FINAL_ONLY are rebuilt here from that stream, and the run says so (``output_kind_source``).
+  FINAL_ONLY are rebuilt on the client from that stream (``remote_views``), and the run says so
+  (``output_kind_source``).
 - Token ids come from vLLM's ``return_token_ids``; each chunk's text is the piece of its token,
   so the recorder never has to decode over HTTP. Times are the chunks' arrival on the client.
 - Closing the stream closes every HTTP response, which makes the server abort those requests.
@@ -18,10 +19,8 @@ from __future__ import annotations
 
 import asyncio
 import os
-import re
 import time
 from collections.abc import AsyncIterator
-from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
@@ -30,41 +29,24 @@ import openai
 from playground import fanout
 from playground.backend import Prepared
 from playground.errors import RemoteError
+from playground.remote_http import (
+    connection_refused,
+    innermost_cause,
+    metric_total,
+    openai_message,
+    parse_token_id,
+    server_message,
+    split_base_url,
+)
+from playground.remote_views import ClientViews, Usage
 from playground.request import Limits
-from playground.run import Event, EventOutput, Observation, TokenLogprob
+from playground.run import Observation, TokenLogprob
 
 OUTPUT_KIND_SOURCE = "client-side (server streams DELTA)"
 DEFAULT_MAX_LOGPROBS = 20  # vLLM's default --max-logprobs; the server does not report its own
 API_KEY_ENV = ("VLLM_API_KEY", "OPENAI_API_KEY")
 HEALTH_TIMEOUT = 3.0  # the status line must not wait long for a server that is gone
 DECODE_CONCURRENCY = 8
-
-
-def split_base_url(url: str) -> tuple[str, str]:
-    """``(api_base, server_root)``: the OpenAI API lives under /v1, vLLM's own endpoints
-    (/tokenize, /health, /metrics, /version) at the root. Either form may be given."""
-    url = url.strip().rstrip("/")
-    if not re.match(r"^https?://", url):
-        raise RemoteError(f"--base-url must start with http:// or https://, got {url!r}")
-    if url.endswith("/v1"):
-        return url, url[: -len("/v1")]
-    return url + "/v1", url
-
-
-def metric_total(text: str, name: str, **labels: str) -> float | None:
-    """Sum a Prometheus metric over its series (one per engine), optionally filtered by labels."""
-    total, seen = 0.0, False
-    for line in text.splitlines():
-        if not line.startswith(name) or line.startswith("#"):
-            continue
-        match = re.match(rf"^{re.escape(name)}(?:\{{(.*)\}})?\s+(\S+)$", line)
-        if not match:
-            continue
-        series = dict(re.findall(r'(\w+)="((?:[^"\\]|\\.)*)"', match.group(1) or ""))
-        if all(series.get(k) == v for k, v in labels.items()):
-            total += float(match.group(2))
-            seen = True
-    return total if seen else None
 
 
 class RemoteBackend:
@@ -177,7 +159,7 @@ class RemoteBackend:
         an error, close, cancel) every HTTP stream is closed before it returns.
         """
         request = prepared.request
-        views = _Views(request.n, request.output_kind)
+        views = ClientViews(request.n, request.output_kind)
         inbox: asyncio.Queue = asyncio.Queue()
         client = openai.AsyncOpenAI(
             base_url=self.base_url, api_key=self.api_key or "EMPTY", max_retries=0,
@@ -189,7 +171,7 @@ class RemoteBackend:
             for slot, body in self._requests(prepared)
         ]
         open_streams = len(pumps)
-        usage = _Usage(requests=len(pumps))
+        usage = Usage(requests=len(pumps))
         try:
             while open_streams:
                 kind, slot, t, item = await inbox.get()
@@ -266,7 +248,7 @@ class RemoteBackend:
         finally:
             self._open_streams -= 1
 
-    async def _observe(self, http, views: _Views, t: float, index: int, choice, logprobs_k: int | None):
+    async def _observe(self, http, views: ClientViews, t: float, index: int, choice, logprobs_k: int | None):
         token_ids = getattr(choice, "token_ids", None)
         if token_ids is None:
             raise RemoteError(
@@ -302,7 +284,7 @@ class RemoteBackend:
             raise RemoteError(f"the server at {self.base_url} did not return logprobs for every token")
         positions = []
         for token_id, chosen, top in zip(token_ids, logprobs.token_logprobs, logprobs.top_logprobs or []):
-            entries = sorted(((_token_id(key), value) for key, value in (top or {}).items()), key=lambda e: -e[1])
+            entries = sorted(((parse_token_id(key), value) for key, value in (top or {}).items()), key=lambda e: -e[1])
             positions.append((token_id, chosen, entries))
         texts = await self._texts(http, [tid for p in positions for tid in [p[0], *(e[0] for e in p[2])]])
         result = []
@@ -386,7 +368,7 @@ class RemoteBackend:
 
     def _check(self, response: httpx.Response, what: str) -> None:
         if response.status_code >= 400:
-            raise RemoteError(self._status_message(response.status_code, _server_message(response), what))
+            raise RemoteError(self._status_message(response.status_code, server_message(response), what))
 
     def _status_message(self, status: int, message: str, what: str) -> str:
         hint = " (check --api-key)" if status in (401, 403) else ""
@@ -398,153 +380,22 @@ class RemoteBackend:
         if isinstance(error, RemoteError):
             return error
         if isinstance(error, openai.APIStatusError):
-            return RemoteError(self._status_message(error.status_code, _openai_message(error), what))
+            return RemoteError(self._status_message(error.status_code, openai_message(error), what))
         if isinstance(error, (openai.APITimeoutError, httpx.TimeoutException)):
             return RemoteError(
                 f"{where} did not answer within {self.request_timeout:g} s while {what} (--request-timeout)"
             )
-        if _refused(error):
+        if connection_refused(error):
             return RemoteError(
                 f"cannot connect to {where} while {what}: connection refused. Is `vllm serve` running there?"
             )
         if isinstance(error, (openai.APIConnectionError, httpx.TransportError)):
-            return RemoteError(f"lost the connection to {where} while {what} (has it stopped?): {_cause(error)}")
+            return RemoteError(
+                f"lost the connection to {where} while {what} (has it stopped?): {innermost_cause(error)}"
+            )
         if isinstance(error, openai.APIError):
             return RemoteError(f"{where} reported an error while {what}: {error.message}")
         return RemoteError(f"unexpected error from {where} while {what}: {type(error).__name__}: {error}")
-
-
-class _Views:
-    """Rebuilds the run's events from the server's DELTA chunks, for the asked output_kind.
-
-    The rules are vLLM's (see the output_kind contract): DELTA passes each chunk on; CUMULATIVE
-    carries the index's whole text and tokens so far; FINAL_ONLY yields one event, after the last
-    sample finishes, with all n in index order. ``finished`` is true on the last event only, and
-    a finished sample is never returned again.
-    """
-
-    def __init__(self, n: int, output_kind: str):
-        self.n = n
-        self.kind = output_kind
-        self.text = [""] * n
-        self.ids: list[list[int]] = [[] for _ in range(n)]
-        self.pieces: list[list[str]] = [[] for _ in range(n)]
-        self.logprobs: list[list[TokenLogprob]] = [[] for _ in range(n)]
-        self.finish: list[str | None] = [None] * n
-        self.stop: list[str | int | None] = [None] * n
-
-    @property
-    def finished(self) -> bool:
-        return all(reason is not None for reason in self.finish)
-
-    def add(self, t, index, text, token_ids, pieces, logprobs, finish_reason, stop_reason) -> Observation | None:
-        if not 0 <= index < self.n or self.finish[index] is not None:
-            return None
-        self.text[index] += text
-        self.ids[index].extend(token_ids)
-        self.pieces[index].extend(pieces)
-        if logprobs is not None:
-            self.logprobs[index].extend(logprobs)
-        self.finish[index], self.stop[index] = finish_reason, stop_reason
-        if self.kind == "FINAL_ONLY":
-            if not self.finished:
-                return None
-            indices = list(range(self.n))
-            event = Event(t=t, finished=True, outputs=[self._full(i) for i in indices])
-            texts = {i: list(self.pieces[i]) for i in indices}
-        elif self.kind == "CUMULATIVE":
-            indices = [index]
-            event = Event(t=t, finished=self.finished, outputs=[self._full(index)])
-            texts = {index: list(pieces)}
-        else:
-            indices = [index]
-            out = EventOutput(index, text, list(token_ids), finish_reason, stop_reason)
-            event = Event(t=t, finished=self.finished, outputs=[out])
-            texts = {index: list(pieces)}
-        observation = Observation(event=event, token_texts=texts)
-        if logprobs is not None:
-            for i in indices:
-                observation.logprobs[i] = list(logprobs) if self.kind == "DELTA" else list(self.logprobs[i])
-        return observation
-
-    def _full(self, i: int) -> EventOutput:
-        return EventOutput(i, self.text[i], list(self.ids[i]), self.finish[i], self.stop[i])
-
-
-@dataclass
-class _Usage:
-    """The server's token counts, summed over the run's HTTP streams. A wrapper run is n
-    requests, so the server counts its prompt n times; a native run counts it once."""
-
-    requests: int
-    counts: dict[str, int] = field(default_factory=dict)
-
-    def add(self, usage) -> None:
-        if usage is None:
-            return
-        for name in ("prompt_tokens", "completion_tokens", "total_tokens"):
-            self.counts[name] = self.counts.get(name, 0) + (getattr(usage, name, 0) or 0)
-        details = getattr(usage, "prompt_tokens_details", None)
-        cached = getattr(details, "cached_tokens", None) if details is not None else None
-        if cached is not None:
-            self.counts["cached_tokens"] = self.counts.get("cached_tokens", 0) + cached
-
-    def as_dict(self) -> dict[str, Any]:
-        return {**self.counts, "requests": self.requests, "source": "server"}
-
-
-def _token_id(key: str) -> int:
-    """``token_id:123`` (return_tokens_as_token_ids) -> 123."""
-    try:
-        return int(key.rsplit(":", 1)[1])
-    except (IndexError, ValueError):
-        raise RemoteError(f"the server returned a logprob key {key!r}, not token_id:N") from None
-
-
-def _server_message(response: httpx.Response) -> str:
-    """vLLM answers errors as {"error": {"message": ...}}; anything else is shown as sent."""
-    try:
-        data = response.json()
-    except ValueError:
-        return response.text.strip()[:500] or response.reason_phrase
-    error = data.get("error") if isinstance(data, dict) else None
-    if isinstance(error, dict) and error.get("message"):
-        return str(error["message"])
-    if isinstance(error, str) and error:  # vLLM's --api-key check answers {"error": "Unauthorized"}
-        return error
-    if isinstance(data, dict) and data.get("message"):
-        return str(data["message"])
-    return str(data)[:500]
-
-
-def _openai_message(error: openai.APIStatusError) -> str:
-    body = error.body
-    if isinstance(body, dict):
-        inner = body.get("error", body)
-        if isinstance(inner, dict) and inner.get("message"):
-            return str(inner["message"])
-    if isinstance(body, str) and body:
-        return body
-    return error.message
-
-
-def _refused(error: BaseException) -> bool:
-    seen = set()
-    while error is not None and id(error) not in seen:
-        seen.add(id(error))
-        if isinstance(error, ConnectionRefusedError) or "connection refused" in str(error).lower():
-            return True
-        if type(error).__name__ == "ConnectError" and "refused" in repr(error).lower():
-            return True
-        error = error.__cause__ or error.__context__
-    return False
-
-
-def _cause(error: BaseException) -> str:
-    """The innermost cause's message: 'peer closed connection...' says more than 'Connection error.'"""
-    while (error.__cause__ or error.__context__) is not None:
-        error = error.__cause__ or error.__context__
-    return str(error) or type(error).__name__
 
 
 # -- command line ---------------------------------------------------------------------------------

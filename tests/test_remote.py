@@ -25,8 +25,8 @@ from playground.remote import (
     RemoteBackend,
     add_remote_flags,
     create_remote_backend,
-    metric_total,
 )
+from playground.remote_http import metric_total
 from playground.request import SampleRequest
 from tests.helpers import free_port
 
