@@ -17,7 +17,7 @@ import sys
 from playground.cli import MAX_N_CEILING, PlaygroundParser, positive_int
 from playground.remote import add_remote_flags
 
-COMMANDS = ("batch", "qa")
+COMMANDS = {"batch": "playground.batch", "qa": "playground.qa_cli"}  # command: the module whose main runs it
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
 
 
@@ -88,7 +88,7 @@ def main(argv: list[str] | None = None) -> int:
     if argv and argv[0] in COMMANDS:
         import importlib
 
-        return importlib.import_module(f"playground.{argv[0]}").main(argv[1:])
+        return importlib.import_module(COMMANDS[argv[0]]).main(argv[1:])
     return serve(argv)
 
 

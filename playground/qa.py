@@ -1,9 +1,6 @@
 """The QA matrix: one request under every output_kind × every path, each cell checked against the
 contract (../shared/notes/vllm-parallel-sampling.md), then the cells' tokens compared.
 
-    python app.py qa --prompt "Once upon a time" --n 4 --seed 1 [sampling flags] [vLLM engine flags]
-                     [--paths async,sync,remote] [--backend openai --base-url URL] [--json PATH]
-
 A tester used to run CUMULATIVE, DELTA and FINAL_ONLY one at a time and compare by eye; this runs
 all of them through our fan-out ("wrapper") and vLLM's own ParentRequest ("native") on the async
 front end (AsyncLLM), the sync front end (LLMEngine) and, when asked, a vLLM server, and states a
@@ -18,20 +15,14 @@ but it is not a contract failure.
 "Final" is re-derived here, not taken from the run recorder: a DELTA cell's concatenated pieces
 and a CUMULATIVE cell's last values must equal the same path's FINAL_ONLY cell, when both ran
 alone on the engine (otherwise their batches differed and that comparison is skipped, with a note).
-
-Exit status: 0 every cell holds every rule; 1 a rule broke in some cell (or a cell failed to run);
-2 a usage error (bad flag, invalid setting, unreachable server); 130 interrupted by Ctrl-C.
 """
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import dataclasses
 import json
-import os
 import secrets
-import sys
 import threading
 import time
 from collections.abc import Awaitable, Callable, Sequence
@@ -42,15 +33,12 @@ import pandas as pd
 
 from playground.analysis import first_divergence
 from playground.contract import RULES, Violation, check
-from playground.errors import InvalidRequest, PlaygroundError
-from playground.request import OUTPUT_KINDS, Limits, SampleRequest
+from playground.errors import InvalidRequest
+from playground.request import OUTPUT_KINDS, SampleRequest
 from playground.run import Run
 
 MATRIX_VERSION = 1
-EXIT_OK, EXIT_RULE_BROKEN, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
-FRONT_ENDS = ("async", "sync", "remote")
 OK_MARK, BAD_MARK = "✔", "✖"
-TABLE_WIDTH = 60  # characters per printed cell
 ONE_AT_A_TIME = ("Cells ran one at a time, so each ran alone on its engine unless other requests were "
                  "in flight there (recorded per cell, at its start and end).")
 
@@ -396,148 +384,3 @@ def _in_flight(cell: Cell) -> str:
 
 def _count_text(count: int | None) -> str:
     return "unknown" if count is None else str(count)
-
-
-# --- the command ---------------------------------------------------------------------------------
-
-def build_parser():
-    from playground.cli import MAX_N_CEILING, PlaygroundParser, positive_int
-    from playground.remote import add_remote_flags
-
-    def add_own(group) -> None:
-        group.add_argument("--prompt", required=True, help="The prompt every cell samples from.")
-        group.add_argument("--paths", type=_front_ends, default=None, metavar="LIST",
-                           help="Front ends to check, comma-separated, of async, sync, remote (default: "
-                                "async,sync, plus remote with --backend openai).")
-        group.add_argument("--json", type=_file_path, metavar="PATH",
-                           help="Write the whole matrix (every cell's run bundle, verdicts, comparisons) here.")
-        group.add_argument("--max-n", type=positive_int("--max-n", MAX_N_CEILING), default=32,
-                           help="Most samples per request (default 32).")
-        add_remote_flags(group)
-
-    parser = PlaygroundParser("python app.py qa", __doc__, add_own, sampling=True)
-    parser.parser.formatter_class = argparse.RawDescriptionHelpFormatter
-    return parser
-
-
-def _file_path(text: str):
-    import pathlib
-
-    return pathlib.Path(text)
-
-
-def _front_ends(text: str) -> list[str]:
-    names = [t.strip() for t in text.split(",") if t.strip()]
-    unknown = [t for t in names if t not in FRONT_ENDS]
-    if unknown or not names:
-        raise argparse.ArgumentTypeError(f"--paths takes a comma-separated list of {', '.join(FRONT_ENDS)}, "
-                                         f"got {text!r}")
-    return list(dict.fromkeys(names))
-
-
-def build_paths(args, engine_kwargs: dict, front_ends: list[str]) -> tuple[list[Path], Callable[[], None]]:
-    """Start the engines the front ends need and return their paths, and how to shut them down.
-
-    This is the seam a test replaces (engine starts take a minute or more here): ``main`` calls it
-    only when no paths are handed to it.
-    """
-    closers: list[Callable[[], None]] = []
-
-    def close() -> None:
-        for closer in reversed(closers):
-            try:
-                closer()
-            except Exception as e:  # shutting down: report, and go on with the rest
-                print(f"warning: shutting down: {e}", file=sys.stderr)
-
-    paths: list[Path] = []
-    try:
-        if "remote" in front_ends:
-            from playground.remote import create_remote_backend
-
-            remote = create_remote_backend(args, max_n=args.max_n)  # RemoteError: a usage error
-            closers.append(remote.close)
-            paths += backend_paths(remote, "remote")
-        embedded = [f for f in front_ends if f in ("async", "sync")]
-        if len(embedded) == 2 and "gpu_memory_utilization" not in engine_kwargs:
-            # Two engines share the machine: each takes a smaller share than one alone would.
-            engine_kwargs = {**engine_kwargs, "gpu_memory_utilization": 0.3}
-        if "async" in front_ends:
-            from playground.embedded import EmbeddedBackend
-            from playground.engine import EngineHost
-
-            print("starting the async engine (AsyncLLM)…", file=sys.stderr)
-            host = EngineHost.start(args.model, **engine_kwargs)
-            closers.append(host.shutdown)
-            paths += backend_paths(EmbeddedBackend(host, max_n=args.max_n), "async")
-        if "sync" in front_ends:
-            from playground.engine import create_sync_engine
-            from playground.sync_sampler import SyncRunner
-
-            print("starting the sync engine (LLMEngine)…", file=sys.stderr)
-            engine = create_sync_engine(args.model, **engine_kwargs)
-            closers.append(engine.engine_core.shutdown)  # its engine core runs in a process of its own
-            paths += sync_paths(SyncRunner(engine, max_n=args.max_n), "sync")
-    except BaseException:
-        close()
-        raise
-    order = {name: k for k, name in enumerate(FRONT_ENDS)}
-    paths.sort(key=lambda p: order[p.name.split()[0]])  # async, sync, remote: the table's column order
-    return paths, close
-
-
-def main(argv: list[str] | None = None, paths: Sequence[Path] | None = None) -> int:
-    """``python app.py qa``. ``paths``: already-running paths to use instead of starting engines
-    (tests: an engine start costs a minute or more); they are left running."""
-    os.environ.setdefault("VLLM_LOGGING_STREAM", "ext://sys.stderr")  # stdout carries the table only
-    close = None
-    try:
-        parser = build_parser()
-        args, engine_kwargs = parser.parse(list(sys.argv[1:] if argv is None else argv))
-        try:
-            settings = parser.sampling_settings(args)
-            request = SampleRequest.from_user(prompt=args.prompt, **settings)
-            request.check(Limits(max_n=args.max_n, max_model_len=2**31, max_logprobs=2**31))
-        except InvalidRequest as e:
-            parser.parser.error(str(e))
-        ignored = [name for name in ("output_kind", "mode") if name in settings]
-        if ignored:
-            print(f"note: --{' and --'.join(n.replace('_', '-') for n in ignored)} ignored: the matrix runs every "
-                  "output_kind in wrapper and native mode", file=sys.stderr)
-        if args.json is not None and not args.json.parent.resolve().is_dir():
-            parser.parser.error(f"--json: the folder {args.json.parent} does not exist")
-        front_ends = args.paths or ["async", "sync"] + (["remote"] if args.backend == "openai" else [])
-        if "remote" in front_ends and args.backend != "openai":
-            parser.parser.error("--paths remote needs --backend openai --base-url URL")
-        if paths is None:
-            try:
-                paths, close = build_paths(args, engine_kwargs, front_ends)
-            except PlaygroundError as e:
-                parser.parser.error(str(e))
-
-        def progress(done: int, total: int, label: str) -> None:
-            print(f"cell {done + 1}/{total}: {label}", file=sys.stderr, flush=True)
-
-        try:
-            matrix = asyncio.run(run_matrix(request, paths, on_cell=progress))
-        except InvalidRequest as e:
-            print(f"error: {e}", file=sys.stderr)
-            return EXIT_USAGE
-        print(matrix.table().to_string(max_colwidth=TABLE_WIDTH))  # full messages follow under "Broken rules"
-        print()
-        print(matrix.report())
-        sys.stdout.flush()
-        if args.json is not None:
-            from playground.batch import write_atomically
-
-            write_atomically(args.json, [matrix.to_json(indent=1)])
-            print(f"wrote the matrix to {args.json}", file=sys.stderr)
-        return EXIT_OK if matrix.ok else EXIT_RULE_BROKEN
-    except SystemExit as e:  # argparse's usage errors (2) and --help (0), as a status for in-process callers
-        return e.code if isinstance(e.code, int) else EXIT_USAGE
-    except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
-        return EXIT_INTERRUPTED
-    finally:
-        if close is not None:
-            close()

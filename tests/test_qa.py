@@ -3,7 +3,7 @@ matrix orchestration on scripted paths; then the real thing on the session's eng
 LLMEngine): all green when healthy, the right cells red under a broken aggregator, and
 ``app.py qa``'s exit status and table.
 
-``app.py qa`` runs in this process with the session's engines injected (``qa.build_paths`` is
+``app.py qa`` runs in this process with the session's engines injected (``qa_cli.build_paths`` is
 replaced): starting its own two engines would cost two to five minutes on this machine per run.
 """
 
@@ -21,7 +21,7 @@ import pytest
 from vllm.sampling_params import RequestOutputKind
 
 import app
-from playground import contract, fanout, qa
+from playground import contract, fanout, qa, qa_cli
 from playground.request import SampleRequest
 from playground.run import Event, EventOutput, Observation, Run, RunRecorder
 
@@ -291,7 +291,7 @@ def test_a_path_that_raises_is_a_red_cell_and_the_rest_still_run():
 def test_command_exit_status_and_usage_errors(capsys):
     log: list = []
     paths = [scripted_path("async wrapper", "wrapper", "AsyncLLM", log)]
-    assert qa.main(["--prompt", "p", "--n", "3", "--seed", "4"], paths=paths) == qa.EXIT_OK
+    assert qa_cli.main(["--prompt", "p", "--n", "3", "--seed", "4"], paths=paths) == qa_cli.EXIT_OK
     printed = capsys.readouterr().out
     assert "output_kind" in printed and "async wrapper" in printed and printed.count("✔") == 3
     assert "Verdict: every rule holds in all 3 cells." in printed
@@ -300,7 +300,7 @@ def test_command_exit_status_and_usage_errors(capsys):
         events[0].finished = True
 
     broken = [scripted_path("async wrapper", "wrapper", "AsyncLLM", log, change=finished_early)]
-    assert qa.main(["--prompt", "p", "--n", "3", "--seed", "4"], paths=broken) == qa.EXIT_RULE_BROKEN
+    assert qa_cli.main(["--prompt", "p", "--n", "3", "--seed", "4"], paths=broken) == qa_cli.EXIT_RULE_BROKEN
     assert "✖ finished-flag: event 0 of 3 is marked finished" in capsys.readouterr().out
 
     for argv, message in [(["--n", "3"], "the following arguments are required: --prompt"),
@@ -308,7 +308,7 @@ def test_command_exit_status_and_usage_errors(capsys):
                           (["--prompt", "p", "--paths", "async,gpu"], "--paths takes a comma-separated list"),
                           (["--prompt", "p", "--paths", "remote"], "--paths remote needs --backend openai"),
                           (["--prompt", "p", "--json", "/no/such/folder/m.json"], "does not exist")]:
-        assert qa.main(argv, paths=paths) == qa.EXIT_USAGE, argv
+        assert qa_cli.main(argv, paths=paths) == qa_cli.EXIT_USAGE, argv
         assert message in capsys.readouterr().err, argv
 
 
@@ -358,7 +358,7 @@ def run_command(argv: list[str], paths: list[qa.Path], monkeypatch) -> tuple[int
     def build_paths(args, engine_kwargs, front_ends):
         return [p for p in paths if p.name.split()[0] in front_ends], lambda: None
 
-    monkeypatch.setattr(qa, "build_paths", build_paths)
+    monkeypatch.setattr(qa_cli, "build_paths", build_paths)
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
         status = app.main(["qa", *argv])
@@ -377,7 +377,7 @@ def healthy(paths, tmp_path_factory):
 
 def test_healthy_engines_give_an_all_green_matrix_and_exit_0(healthy):
     status, printed, matrix = healthy
-    assert status == qa.EXIT_OK, printed
+    assert status == qa_cli.EXIT_OK, printed
     assert matrix.ok
     assert matrix.path_names == ["async wrapper", "async native", "sync wrapper", "sync native"]
     assert matrix.kinds == ["CUMULATIVE", "DELTA", "FINAL_ONLY"]
@@ -465,7 +465,7 @@ def test_the_command_exits_1_on_the_broken_aggregator(paths, monkeypatch):
     monkeypatch.setattr(fanout, "ParentAggregator", BrokenAggregator)
     status, printed = run_command(["--prompt", PROMPT, "--n", "4", "--seed", str(SEED), "--max-tokens", "6",
                                    "--ignore-eos", "--paths", "async"], paths, monkeypatch)
-    assert status == qa.EXIT_RULE_BROKEN
+    assert status == qa_cli.EXIT_RULE_BROKEN
     rows = {line.split()[0]: line for line in printed.split("\n\n")[0].splitlines()[2:]}
     assert "✖ after-finish: sample" in rows["CUMULATIVE"] and "✖ event-shape" in rows["FINAL_ONLY"]
     assert rows["DELTA"].rstrip().endswith("✔"), "async native (the last column) stays green"
