@@ -117,7 +117,7 @@ def build_app(backend, max_n: int | None = None, sync_runner=None) -> gr.Blocks:
                     replay_btn = gr.Button("Replay sample i alone (seed+i, n=1)")
                     compare_btn = gr.Button("Compare wrapper vs native")
                 repro_verdict = gr.Markdown(elem_id="repro-verdict")
-                repro_table = gr.Dataframe(interactive=False)
+                repro_table = gr.Dataframe(interactive=False, visible=False)  # shown with the first verdict
             with gr.Tab("Export", id="export"):
                 gr.Markdown("The run bundle holds the request, every raw event and the samples; every view "
                             "on this page is computed from it.")

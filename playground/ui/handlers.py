@@ -207,7 +207,7 @@ class Handlers:
                 "composition changes (floating-point order), so a divergence names its token.")
         table = [[i, original.seed, len(original.token_ids), len(replayed.token_ids), verdict, replayed.text]]
         return text, gr.update(value=table, headers=["sample", "seed", "tokens (run)", "tokens (replay)",
-                                                      "verdict", "replayed text"])
+                                                      "verdict", "replayed text"], visible=True)
 
     async def compare(self, run: Run | None):
         """Run the same request through the wrapper and through vLLM's native n, one after the other."""
@@ -221,7 +221,8 @@ class Handlers:
         same = sum(r[-1] == "identical" for r in rows)
         text = (f"**Wrapper vs native, seed {run.request.get('seed')}: {same} of {len(rows)} samples identical.** "
                 "Both ran on the same engine one after the other; other users' requests would change the batch.")
-        return text, gr.update(value=rows, headers=["sample", "seed", "wrapper tokens", "native tokens", "verdict"])
+        return text, gr.update(value=rows, headers=["sample", "seed", "wrapper tokens", "native tokens", "verdict"],
+                                visible=True)
 
     # --- the public API -------------------------------------------------------------------------
 

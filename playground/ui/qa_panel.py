@@ -46,7 +46,7 @@ class QATab:
                 self.run_btn = gr.Button("Run the QA matrix", variant="primary", elem_id="qa-run")
                 self.download = gr.DownloadButton("Matrix (JSON)", value=None, elem_id="qa-download")
             self.grid = gr.Dataframe(label="output_kind × path (click a cell to open its run)", interactive=False,
-                                     wrap=True, elem_id="qa-grid")
+                                     wrap=True, elem_id="qa-grid", visible=False)  # shown with the first matrix
             self.opened = gr.Markdown(elem_id="qa-opened")
             self.report = gr.Markdown(elem_id="qa-report")
             self.matrix = gr.State(None)
@@ -78,7 +78,7 @@ class QATab:
             matrix = await qa.run_matrix(request, paths, on_cell=on_cell)
         except PlaygroundError as e:  # InvalidRequest: a setting the engine refuses
             raise gr.Error(str(e)) from None
-        return (gr.update(value=grid(matrix), column_widths=column_widths(matrix)), report(matrix),
+        return (gr.update(value=grid(matrix), column_widths=column_widths(matrix), visible=True), report(matrix),
                 self.export(matrix), matrix)
 
     async def open_cell(self, matrix: qa.Matrix | None, history, evt: gr.SelectData):
