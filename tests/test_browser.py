@@ -104,3 +104,61 @@ def test_closing_the_tab_aborts_every_child(browser, app_url, backend, host):
     while host.run(backend.num_unfinished()) and time.monotonic() - closed < 2:
         time.sleep(0.05)
     assert host.run(backend.num_unfinished()) == 0, "children still running 2 s after the tab closed"
+
+
+def test_reproducibility_export_and_history_work_on_the_shown_run(page, tmp_path):
+    """The panels after a run: replay and compare give verdicts, the downloads hold the very run
+    on screen, and History reopens an earlier run."""
+    import re
+
+    import pandas as pd
+
+    from playground.run import Run
+
+    page.locator("#prompt textarea").fill("The three most surprising facts about octopuses are")
+    set_slider(page, "n", 3)
+    page.locator("#seed textarea, #seed input").first.fill("7")
+    open_sampler_settings(page)
+    set_slider(page, "max-tokens", 12)
+    page.locator("#run").click()
+    page.locator("#run-summary").get_by_text("finished").wait_for(timeout=120_000)
+    texts = [page.locator(f"#sample-{i}-text textarea").input_value() for i in range(3)]
+
+    page.get_by_role("tab", name="Export").click()
+    with page.expect_download() as download:
+        page.locator("#download-json").click()
+    run = Run.from_json(Path(download.value.path()).read_text(encoding="utf-8"))
+    assert [s.text for s in run.samples] == texts and [s.seed for s in run.samples] == [7, 8, 9]
+    with page.expect_download() as download:
+        page.locator("#download-csv").click()
+    tokens = pd.read_csv(download.value.path())
+    assert len(tokens) == sum(len(s.token_ids) for s in run.samples)
+
+    page.get_by_role("tab", name="Reproducibility").click()
+    assert not page.locator("#repro-table").is_visible()
+    page.locator("#replay-index input").fill("2")
+    page.locator("#replay").click()
+    verdict = page.locator("#repro-verdict").get_by_text("Sample 2 (seed 9) replayed alone")
+    verdict.wait_for(timeout=60_000)
+    assert re.search(r"replayed alone: (identical|diverged at token \d+)\.", verdict.inner_text())
+    page.locator("#repro-table").wait_for()
+    page.locator("#compare").click()
+    verdict = page.locator("#repro-verdict").get_by_text("Wrapper vs native, seed 7")
+    verdict.wait_for(timeout=60_000)
+    assert re.search(r"\d of 3 samples identical", verdict.inner_text())
+    table = page.locator("#repro-table").inner_text()
+    assert len(re.findall(r"identical|diverged at token \d+", table)) == 3, table  # a verdict per sample
+    page.screenshot(path=ARTIFACTS / "reproducibility.png", full_page=True)
+
+    page.locator("#prompt textarea").fill("Write a haiku about autumn rain.")
+    page.locator("#run").click()
+    page.wait_for_function(  # the new run, finished
+        "(old) => { const s = document.querySelector('#run-summary').innerText; "
+        "return s.includes('finished') && !s.includes(old); }", arg=run.request["request_id"], timeout=120_000)
+    page.get_by_role("tab", name="History").click()
+    page.locator("#history-pick input").click()
+    page.get_by_role("option", name=re.compile("surprising")).click()
+    page.locator("#reopen").click()
+    page.wait_for_function("(want) => document.querySelector('#sample-0-text textarea').value === want",
+                           arg=texts[0], timeout=30_000)
+    assert [page.locator(f"#sample-{i}-text textarea").input_value() for i in range(3)] == texts

@@ -113,11 +113,11 @@ def build_app(backend, max_n: int | None = None, sync_runner=None) -> gr.Blocks:
                                             elem_id="events-table")
             with gr.Tab("Reproducibility", id="repro"):
                 with gr.Row():
-                    replay_index = gr.Number(value=0, precision=0, label="Sample i", minimum=0)
-                    replay_btn = gr.Button("Replay sample i alone (seed+i, n=1)")
-                    compare_btn = gr.Button("Compare wrapper vs native")
+                    replay_index = gr.Number(value=0, precision=0, label="Sample i", minimum=0, elem_id="replay-index")
+                    replay_btn = gr.Button("Replay sample i alone (seed+i, n=1)", elem_id="replay")
+                    compare_btn = gr.Button("Compare wrapper vs native", elem_id="compare")
                 repro_verdict = gr.Markdown(elem_id="repro-verdict")
-                repro_table = gr.Dataframe(interactive=False, visible=False)  # shown with the first verdict
+                repro_table = gr.Dataframe(interactive=False, visible=False, elem_id="repro-table")  # shown with the first verdict
             with gr.Tab("Export", id="export"):
                 gr.Markdown("The run bundle holds the request, every raw event and the samples; every view "
                             "on this page is computed from it.")
@@ -125,8 +125,9 @@ def build_app(backend, max_n: int | None = None, sync_runner=None) -> gr.Blocks:
                     bundle_file = gr.DownloadButton("Run bundle (JSON)", value=None, elem_id="download-json")
                     tokens_file = gr.DownloadButton("Tokens (CSV)", value=None, elem_id="download-csv")
             with gr.Tab("History", id="history"):
-                history_pick = gr.Dropdown(choices=[], label="Runs of this browser session", type="index")
-                reopen_btn = gr.Button("Open")
+                history_pick = gr.Dropdown(choices=[], label="Runs of this browser session", type="index",
+                                           elem_id="history-pick")
+                reopen_btn = gr.Button("Open", elem_id="reopen")
             qa_tab = qa_panel.build(h, sync_runner)  # sync_runner: a SyncRunner, else started on first use
 
         current = gr.State(None)
