@@ -160,7 +160,8 @@ def _check_prompt_text(prompt: str, limits: Limits) -> None:
     if not prompt.strip():
         raise InvalidRequest("the prompt is empty: type some text to sample from")
     if len(prompt) > limits.max_prompt_chars:
-        raise InvalidRequest(f"the prompt has {len(prompt)} characters, more than the limit of {limits.max_prompt_chars}")
+        raise InvalidRequest(f"the prompt has {len(prompt)} characters, "
+                             f"more than the limit of {limits.max_prompt_chars}")
     _check_text(prompt, "the prompt")
 
 

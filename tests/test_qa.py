@@ -162,7 +162,8 @@ def test_seeds_status_and_same_seed():
     assert [str(v) for v in contract.check(run)] == ["seeds: sample 1 has seed 11, expected 10 (same-seed mode)"]
     run = record("DELTA", script("DELTA"))
     run.status, run.error = "aborted", "stopped before the last sample finished"
-    assert [str(v) for v in contract.check(run)] == ["status: the run ended aborted: stopped before the last sample finished"]
+    assert [str(v) for v in contract.check(run)] == [
+        "status: the run ended aborted: stopped before the last sample finished"]
     assert contract.check(Run(request={"n": 2, "output_kind": "DELTA"}, samples=[], status="error"))[0].rule == "status"
 
 

@@ -103,7 +103,8 @@ def diff_html(pairs: list[tuple[str, str | None]]) -> str:
     spans = []
     for text, label in pairs:
         label = label or "equal"
-        style = f"background:{DIFF_COLORS.get(label, '#ffffff')};border:1px solid #9ca3af;border-radius:2px;margin:0 1px"
+        style = (f"background:{DIFF_COLORS.get(label, '#ffffff')};border:1px solid #9ca3af;"
+                 "border-radius:2px;margin:0 1px")
         if label == "delete":
             style += ";text-decoration:line-through"
         spans.append(f'<span class="tok tok-{html.escape(label)}" title="{html.escape(label)}" '

@@ -138,7 +138,8 @@ def tree_figure(run: Run, maxdepth: int = 8) -> go.Figure:
             hovers.append(f"stopped after token {b.start - 1}<br>samples {b.samples}")
             continue
         labels.append(for_hover(truncate(visible(b.text, multiline=False), LABEL_WIDTH)))
-        hover = (f"<b>{for_hover(truncate(joined(b.texts), 600))}</b><br>tokens {b.start}–{b.start + len(b.token_ids) - 1}"
+        hover = (f"<b>{for_hover(truncate(joined(b.texts), 600))}</b>"
+                 f"<br>tokens {b.start}–{b.start + len(b.token_ids) - 1}"
                  f"<br>{b.count} sample(s): {b.samples}")
         if b.prob is not None:
             hover += f"<br>p(branch token) = {b.prob:.3f}<br>top-k: " + for_hover(

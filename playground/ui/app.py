@@ -117,7 +117,8 @@ def build_app(backend, max_n: int | None = None, sync_runner=None) -> gr.Blocks:
                     replay_btn = gr.Button("Replay sample i alone (seed+i, n=1)", elem_id="replay")
                     compare_btn = gr.Button("Compare wrapper vs native", elem_id="compare")
                 repro_verdict = gr.Markdown(elem_id="repro-verdict")
-                repro_table = gr.Dataframe(interactive=False, visible=False, elem_id="repro-table")  # shown with the first verdict
+                # Hidden until the first verdict: an empty Dataframe shows a grid headed "1 2 3".
+                repro_table = gr.Dataframe(interactive=False, visible=False, elem_id="repro-table")
             with gr.Tab("Export", id="export"):
                 gr.Markdown("The run bundle holds the request, every raw event and the samples; every view "
                             "on this page is computed from it.")

@@ -48,8 +48,8 @@ class Handlers:
 
     def outputs(self) -> list:
         c = self.c
-        return [c.status, c.summary, *c.rows, *c.groups, *c.headers, *c.texts, *panels.components(c), c.current, c.history,
-                c.history_pick, c.bundle_file, c.tokens_file]
+        return [c.status, c.summary, *c.rows, *c.groups, *c.headers, *c.texts, *panels.components(c), c.current,
+                c.history, c.history_pick, c.bundle_file, c.tokens_file]
 
     # --- controls -------------------------------------------------------------------------------
 
