@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
-from playground.run import Event, observation_from_output
+import asyncio
+
+from playground.backend import record
+from playground.request import SampleRequest
+from playground.run import Event, Run, observation_from_output
 
 
 def free_port() -> int:
@@ -11,6 +15,19 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+def record_to_end(backend, request: SampleRequest) -> Run:
+    """Record one request through a backend to its end and return the finished Run. Any caller's
+    loop will do: EngineHost.stream hands the engine's items to whichever loop asks."""
+
+    async def last() -> Run:
+        run = None
+        async for run in record(backend, request):
+            pass
+        return run
+
+    return asyncio.run(last())
 
 
 async def collect(generator) -> list[Event]:

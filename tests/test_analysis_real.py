@@ -1,19 +1,19 @@
-"""One real round trip: record a small run with the engine, then every analysis must agree with it."""
+"""One real round trip: record a small run with the engine; its record must be complete and its
+bundle must round-trip unchanged, and every analysis must agree with it."""
 
 from __future__ import annotations
-
-import asyncio
 
 import pandas as pd
 import plotly.graph_objects as go
 import pytest
 
 from playground import analysis as A
-from playground.backend import record
 from playground.request import SampleRequest
 from playground.run import Run
+from tests.helpers import record_to_end
 
 N, MAX_TOKENS, TOP_K = 4, 12, 3
+PROMPT = "Write a short poem about the sea:"
 
 
 @pytest.fixture(scope="module")
@@ -21,16 +21,9 @@ def real_run(host) -> Run:
     from playground.embedded import EmbeddedBackend
 
     backend = EmbeddedBackend(host)
-    request = SampleRequest(prompt="Write a short poem about the sea:", n=N, seed=11, max_tokens=MAX_TOKENS,
+    request = SampleRequest(prompt=PROMPT, n=N, seed=11, max_tokens=MAX_TOKENS,
                             logprobs=TOP_K, output_kind="DELTA", mode="wrapper")
-
-    async def last():
-        run = None
-        async for run in record(backend, request):
-            pass
-        return run
-
-    return asyncio.run(last())  # EngineHost.stream hands items to any caller loop
+    return record_to_end(backend, request)
 
 
 def test_the_record_is_complete(real_run):
@@ -38,6 +31,22 @@ def test_the_record_is_complete(real_run):
     for s in real_run.samples:
         assert 0 < len(s.token_ids) <= MAX_TOKENS
         assert len(s.token_texts) == len(s.token_ids) == len(s.token_times) == len(s.logprobs)
+    data = real_run.to_dict()
+    assert {"request", "samples", "events", "engine", "status"} <= set(data)
+    for s in data["samples"]:
+        assert {"index", "seed", "text", "token_ids", "finish_reason"} <= set(s)
+    assert data["request"]["rendered_prompt"] == PROMPT and data["request"]["prompt_token_ids"]
+    for e in data["events"]:
+        assert {"t", "finished", "outputs"} <= set(e)
+    assert len(real_run.tokens_frame()) == sum(len(s.token_ids) for s in real_run.samples)
+    assert len(real_run.events_frame()) == len(real_run.events)
+
+
+def test_a_bundle_round_trips_through_json_unchanged(real_run):
+    text = real_run.to_json()
+    again = Run.from_json(text)
+    assert again == real_run
+    assert again.to_json() == text
 
 
 def test_diff_and_tree_agree_with_the_token_ids(real_run):

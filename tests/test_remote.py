@@ -18,7 +18,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import httpx
 import pytest
 
-from playground.backend import prepare, record
+from playground.backend import prepare
 from playground.errors import RemoteError
 from playground.remote import (
     OUTPUT_KIND_SOURCE,
@@ -28,22 +28,15 @@ from playground.remote import (
 )
 from playground.remote_http import metric_total
 from playground.request import SampleRequest
-from tests.helpers import free_port
+from tests.helpers import free_port, record_to_end
 
 PROMPT = "Write a short poem about the sea:"
 KINDS = ["DELTA", "CUMULATIVE", "FINAL_ONLY"]
 
 
 def run_request(backend, **settings):
-    """Record one request to the end and return the finished Run."""
-
-    async def go():
-        run = None
-        async for run in record(backend, SampleRequest(prompt=PROMPT, **settings)):
-            pass
-        return run
-
-    return asyncio.run(go())
+    """Record one request on PROMPT to the end and return the finished Run."""
+    return record_to_end(backend, SampleRequest(prompt=PROMPT, **settings))
 
 
 def first_divergence(got, expected, got_name: str, expected_name: str) -> str | None:

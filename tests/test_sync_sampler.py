@@ -3,7 +3,6 @@ wrapper, and the same Run record."""
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 from collections import defaultdict
 
@@ -15,7 +14,7 @@ from playground.errors import InvalidRequest
 from playground.request import SampleRequest
 from playground.run import Event, observation_from_output
 from playground.sync_sampler import SyncParallelSampler, SyncRunner
-from tests.helpers import assert_finishes_once_at_the_end, final_token_ids
+from tests.helpers import assert_finishes_once_at_the_end, final_token_ids, record_to_end
 
 PROMPT = "Write a short poem about the sea:"
 KINDS = ["CUMULATIVE", "DELTA", "FINAL_ONLY"]
@@ -183,17 +182,8 @@ def test_sync_and_async_wrappers_give_the_same_tokens(runner, backend):
     """One request, alone on each idle engine (same model, same defaults): the same tokens, or the
     first diverging token is reported. Batch composition could differ between engines, so a
     failure here is a finding to read, not proof of a bug."""
-    from playground.backend import record
-
     request = SampleRequest(prompt=PROMPT, n=3, seed=11, max_tokens=12, output_kind="DELTA")
-
-    async def run_async():
-        last = None
-        async for run in record(backend, dataclasses.replace(request)):
-            last = run
-        return last
-
-    async_run = asyncio.run(run_async())
+    async_run = record_to_end(backend, dataclasses.replace(request))
     sync_run = runner.record(dataclasses.replace(request))
     assert async_run.status == sync_run.status == "finished"
     assert_same_tokens({s.index: s.token_ids for s in sync_run.samples},
