@@ -80,9 +80,9 @@ def sync_engine(model_path):
 
 
 def pytest_collection_modifyitems(items):
-    """Tests marked `destructive` (they kill the session's engine core) run last."""
+    """Tests marked `destructive` (they kill the session's engine core or vllm serve) run last."""
     items.sort(key=lambda item: item.get_closest_marker("destructive") is not None)
 
 
 def pytest_configure(config):
-    config.addinivalue_line("markers", "destructive: kills the shared engine; runs after every other test")
+    config.addinivalue_line("markers", "destructive: kills a shared engine or server; runs after every other test")

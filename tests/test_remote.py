@@ -1,9 +1,9 @@
 """The remote backend against a real vLLM server (and, for failures a real server will not
 produce on demand, a small fake one).
 
-The session's server is started here (or PLAYGROUND_REMOTE_URL names one to use instead). The
-last test of this module kills that server mid-stream, so it must stay last; it is skipped when
-the server is not ours to kill.
+The session's server is started here (or PLAYGROUND_REMOTE_URL names one to use instead). One
+test kills that server mid-stream, so it is marked destructive and runs after every other test
+(the QA matrix's remote cells use the server too); it is skipped when the server is not ours to kill.
 """
 
 from __future__ import annotations
@@ -346,8 +346,9 @@ def test_a_wrong_api_key_says_so():
     assert "HTTP 401" in str(error.value) and "--api-key" in str(error.value) and "Unauthorized" in str(error.value)
 
 
-# -- last: this kills the session's server ----------------------------------------------------------
+# -- this kills the session's server: destructive, so it runs after every other test ----------------
 
+@pytest.mark.destructive
 def test_the_server_dying_mid_run_is_reported_and_the_app_stays_up(remote_server, remote):
     """Through the app: the /sample call fails with a clear message, the page still answers."""
     if remote_server.process is None:
