@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import time
 from pathlib import Path
 
+import pandas as pd
 import pytest
+
+from playground.run import Run
 
 ARTIFACTS = Path(__file__).resolve().parents[1] / "artifacts"
 CHROMIUM = os.environ.get("PLAYGROUND_CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"
@@ -59,15 +63,20 @@ def start_long_run(page) -> None:
     page.locator("#run").click()
 
 
-def test_four_columns_fill_and_the_diff_highlights_tokens(page):
-    page.locator("#prompt textarea").fill("Once upon a time, in a village at the edge of the sea,")
-    set_slider(page, "n", 4)
-    page.locator("#seed textarea, #seed input").first.fill("42")
+def run_to_the_end(page, prompt: str, n: int, seed: int, max_tokens: int) -> list[str]:
+    """Fill the form, run, wait for the finish, and return the n columns' texts."""
+    page.locator("#prompt textarea").fill(prompt)
+    set_slider(page, "n", n)
+    page.locator("#seed textarea, #seed input").first.fill(str(seed))
     open_sampler_settings(page)
-    set_slider(page, "max-tokens", 24)
+    set_slider(page, "max-tokens", max_tokens)
     page.locator("#run").click()
     page.locator("#run-summary").get_by_text("finished").wait_for(timeout=120_000)
-    texts = [page.locator(f"#sample-{i}-text textarea").input_value() for i in range(4)]
+    return [page.locator(f"#sample-{i}-text textarea").input_value() for i in range(n)]
+
+
+def test_four_columns_fill_and_the_diff_highlights_tokens(page):
+    texts = run_to_the_end(page, "Once upon a time, in a village at the edge of the sea,", n=4, seed=42, max_tokens=24)
     assert all(t.strip() for t in texts), texts
     assert not page.locator("#sample-4-text").is_visible()
     page.screenshot(path=ARTIFACTS / "run-n4.png", full_page=True)
@@ -109,20 +118,7 @@ def test_closing_the_tab_aborts_every_child(browser, app_url, backend, host):
 def test_reproducibility_export_and_history_work_on_the_shown_run(page, tmp_path):
     """The panels after a run: replay and compare give verdicts, the downloads hold the very run
     on screen, and History reopens an earlier run."""
-    import re
-
-    import pandas as pd
-
-    from playground.run import Run
-
-    page.locator("#prompt textarea").fill("The three most surprising facts about octopuses are")
-    set_slider(page, "n", 3)
-    page.locator("#seed textarea, #seed input").first.fill("7")
-    open_sampler_settings(page)
-    set_slider(page, "max-tokens", 12)
-    page.locator("#run").click()
-    page.locator("#run-summary").get_by_text("finished").wait_for(timeout=120_000)
-    texts = [page.locator(f"#sample-{i}-text textarea").input_value() for i in range(3)]
+    texts = run_to_the_end(page, "The three most surprising facts about octopuses are", n=3, seed=7, max_tokens=12)
 
     page.get_by_role("tab", name="Export").click()
     with page.expect_download() as download:
