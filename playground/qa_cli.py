@@ -39,7 +39,7 @@ def build_parser():
         group.add_argument("--paths", type=_front_ends, default=None, metavar="LIST",
                            help="Front ends to check, comma-separated, of async, sync, remote (default: "
                                 "async,sync, plus remote with --backend openai).")
-        group.add_argument("--json", type=_file_path, metavar="PATH",
+        group.add_argument("--json", type=pathlib.Path, metavar="PATH",
                            help="Write the whole matrix (every cell's run bundle, verdicts, comparisons) here.")
         group.add_argument("--max-n", type=positive_int("--max-n", MAX_N_CEILING), default=32,
                            help="Most samples per request (default 32).")
@@ -48,10 +48,6 @@ def build_parser():
     parser = PlaygroundParser("python app.py qa", _DESCRIPTION, add_own, sampling=True)
     parser.parser.formatter_class = argparse.RawDescriptionHelpFormatter
     return parser
-
-
-def _file_path(text: str):
-    return pathlib.Path(text)
 
 
 def _front_ends(text: str) -> list[str]:

@@ -17,8 +17,7 @@ import time
 import gradio as gr
 
 from playground import qa
-from playground.errors import PlaygroundError
-from playground.ui.handlers import SETTING_NAMES, Handlers, _from_ui
+from playground.ui.handlers import SETTING_NAMES, Handlers, _from_ui, _shown
 
 GREEN = "background-color: #dcfce7; color: #14532d"
 RED = "background-color: #fee2e2; color: #7f1d1d"
@@ -76,8 +75,8 @@ class QATab:
 
         try:
             matrix = await qa.run_matrix(request, paths, on_cell=on_cell)
-        except PlaygroundError as e:  # InvalidRequest: a setting the engine refuses
-            raise gr.Error(str(e)) from None
+        except Exception as e:  # InvalidRequest: a setting the engine refuses; or a failure to explain
+            raise _shown(e) from None
         return (gr.update(value=grid(matrix), column_widths=column_widths(matrix), visible=True), report(matrix),
                 self.export(matrix), matrix)
 
