@@ -21,8 +21,8 @@ def main() -> None:
 
     from playwright.sync_api import sync_playwright
 
-    from playground.embedded import EmbeddedBackend
-    from playground.engine import EngineHost
+    from playground.backends.embedded import EmbeddedBackend
+    from playground.backends.engine import EngineHost
     from playground.ui import build_app, launch_app
 
     host = EngineHost.start()

@@ -22,14 +22,14 @@ LONG_PROMPT = (
 
 @pytest.fixture(scope="session")
 def model_path() -> str:
-    from playground.model import prepare
+    from playground.backends.model import prepare
 
     return str(prepare())
 
 
 @pytest.fixture(scope="session")
 def host(model_path):
-    from playground.engine import EngineHost
+    from playground.backends.engine import EngineHost
 
     # A small share of the node's memory: the sync engine and a vllm serve may start beside it.
     host = EngineHost.start(model_path, gpu_memory_utilization=0.3)
@@ -44,7 +44,7 @@ def engine(host):
 
 @pytest.fixture(scope="session")
 def backend(host):
-    from playground.embedded import EmbeddedBackend
+    from playground.backends.embedded import EmbeddedBackend
 
     return EmbeddedBackend(host, max_n=32)
 
@@ -71,7 +71,7 @@ def client(app_url):
 @pytest.fixture(scope="session")
 def sync_engine(model_path):
     """A V1 LLMEngine (the synchronous front end, add_request + step) for the session."""
-    from playground.engine import create_sync_engine
+    from playground.backends.engine import create_sync_engine
 
     # A smaller share of the node's memory: it may start beside the AsyncLLM one.
     engine = create_sync_engine(model_path, gpu_memory_utilization=0.3)

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import asyncio
 
-from playground.backend import record
-from playground.request import SampleRequest
-from playground.run import Event, Run, observation_from_output
+from playground.backends.base import record
+from playground.sampling.request import SampleRequest
+from playground.backends.outputs import observation_from_output
+from playground.run import Event, Run
 
 
 def free_port() -> int:

@@ -13,7 +13,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from playground.remote import RemoteBackend
+from playground.backends.remote import RemoteBackend
 from tests.helpers import free_port
 
 SERVER_START_TIMEOUT = 420  # ~60 s on an idle 2-core machine, much more when it is shared
@@ -53,7 +53,7 @@ def serve_command(model: str, port: int) -> list[str]:
     # (the backend sends every setting anyway; this keeps the comparison honest if it did not).
     # A small memory share: it starts beside the tests' own engines. The same dtype as the
     # embedded engine (float32 on a CPU without native bf16), or their samples could not match.
-    from playground.engine import platform_defaults
+    from playground.backends.engine import platform_defaults
 
     dtype = platform_defaults().get("dtype", "auto")
     return command + ["--host", "127.0.0.1", "--port", str(port), "--enforce-eager", "--max-model-len", "2048",

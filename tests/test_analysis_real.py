@@ -8,7 +8,7 @@ import plotly.graph_objects as go
 import pytest
 
 from playground import analysis as A
-from playground.request import SampleRequest
+from playground.sampling.request import SampleRequest
 from playground.run import Run
 from tests.helpers import record_to_end
 
@@ -18,7 +18,7 @@ PROMPT = "Write a short poem about the sea:"
 
 @pytest.fixture(scope="module")
 def real_run(host) -> Run:
-    from playground.embedded import EmbeddedBackend
+    from playground.backends.embedded import EmbeddedBackend
 
     backend = EmbeddedBackend(host)
     request = SampleRequest(prompt=PROMPT, n=N, seed=11, max_tokens=MAX_TOKENS,

@@ -11,11 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from playground import batch
+from playground.commands import batch, cli
 from playground.errors import InvalidRequest
-from playground.request import SampleRequest
+from playground.sampling.request import SampleRequest
 from playground.run import Run, Sample
-from playground.sync_sampler import SyncRunner
+from playground.backends.sync import SyncRunner
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -67,7 +67,7 @@ def test_flags_sampling_seed_engine_seed_and_engine_flags():
 
 def test_out_is_written_atomically(tmp_path):
     out = tmp_path / "runs.jsonl"
-    batch.write_atomically(out, ['{"a": 1}', '{"b": 2}'])
+    cli.write_atomically(out, ['{"a": 1}', '{"b": 2}'])
     assert out.read_text() == '{"a": 1}\n{"b": 2}\n'
 
     def failing():
@@ -75,7 +75,7 @@ def test_out_is_written_atomically(tmp_path):
         raise KeyboardInterrupt
 
     with pytest.raises(KeyboardInterrupt):
-        batch.write_atomically(out, failing())
+        cli.write_atomically(out, failing())
     assert out.read_text() == '{"a": 1}\n{"b": 2}\n', "a failed write must leave the old file whole"
     assert os.listdir(tmp_path) == ["runs.jsonl"], "the temp file must be gone"
 

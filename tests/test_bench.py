@@ -122,7 +122,7 @@ def test_readable_table_puts_each_path_beside_its_ratio_to_native():
 
 
 def test_quick_settings_measure_n16():
-    from playground.cli import PlaygroundParser
+    from playground.commands.cli import PlaygroundParser
 
     parser = PlaygroundParser("bench", "", bench.add_bench_flags)
     args, engine_kwargs = parser.parse(["--quick", "--max-model-len", "1024"])

@@ -53,7 +53,7 @@ def test_an_exposed_host_without_auth_warns_and_an_unreachable_server_is_named(c
 
 
 def test_explicit_engine_flags_are_told_apart_from_defaults():
-    from playground.cli import PlaygroundParser
+    from playground.commands.cli import PlaygroundParser
 
     parser = PlaygroundParser("app", "test", lambda group: None)
     args, given = parser.parse(["--max-model-len", "1024", "--no-enable-prefix-caching"])

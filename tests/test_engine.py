@@ -8,7 +8,7 @@ import sys
 import textwrap
 from pathlib import Path
 
-from playground.engine import engine_args, platform_defaults
+from playground.backends.engine import engine_args, platform_defaults
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -17,7 +17,7 @@ SCRIPT = textwrap.dedent("""
 
     from vllm import SamplingParams
 
-    from playground.engine import create_engine
+    from playground.backends.engine import create_engine
 
 
     async def main():

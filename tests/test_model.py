@@ -6,7 +6,7 @@ import shutil
 
 import pytest
 
-from playground import model
+from playground.backends import model
 
 
 def test_preparation_is_idempotent(model_path):

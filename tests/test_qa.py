@@ -3,7 +3,7 @@ matrix orchestration on scripted paths; then the real thing on the session's eng
 LLMEngine): all green when healthy, the right cells red under a broken aggregator, and
 ``app.py qa``'s exit status and table.
 
-``app.py qa`` runs in this process with the session's engines injected (``qa_cli.build_paths`` is
+``app.py qa`` runs in this process with the session's engines injected (``commands.qa.build_paths`` is
 replaced): starting its own two engines would cost two to five minutes on this machine per run.
 """
 
@@ -21,9 +21,13 @@ import pytest
 from vllm.sampling_params import RequestOutputKind
 
 import app
-from playground import contract, fanout, qa, qa_cli
-from playground.request import SampleRequest
-from playground.run import Event, EventOutput, Observation, Run, RunRecorder
+from playground.commands import qa as qa_cli
+from playground.qa import contract
+from playground.qa import matrix as qa
+from playground.sampling import aggregate
+from playground.sampling.request import SampleRequest
+from playground.backends.recorder import Observation, RunRecorder
+from playground.run import Event, EventOutput, Run
 
 PROMPT = "Once upon a time, in a village at the edge of the sea,"
 SEED = 1
@@ -343,7 +347,7 @@ def test_the_grid_colours_cells_and_maps_clicks_to_cells():
 
 @pytest.fixture(scope="module")
 def runner(sync_engine):
-    from playground.sync_sampler import SyncRunner
+    from playground.backends.sync import SyncRunner
 
     return SyncRunner(sync_engine)
 
@@ -422,7 +426,7 @@ def test_real_comparisons_say_what_they_should(healthy):
         assert str(matrix.comparisons[0]) in printed
 
 
-class BrokenAggregator(fanout.ParentAggregator):
+class BrokenAggregator(aggregate.ParentAggregator):
     """Two deliberate bugs: the first streamed output marks one child finished although it goes on
     (after-finish), and the FINAL_ONLY output lists the samples in reverse order (event-shape)."""
 
@@ -431,9 +435,10 @@ class BrokenAggregator(fanout.ParentAggregator):
         self.popped = 0
 
     def add(self, index, output):
-        super().add(index, output)
+        child_finished = super().add(index, output)
         if self.output_kind == RequestOutputKind.FINAL_ONLY and self.finished and self._pending is not None:
             self._pending.outputs = list(reversed(self._pending.outputs))
+        return child_finished
 
     def pop(self):
         output = super().pop()
@@ -446,7 +451,7 @@ class BrokenAggregator(fanout.ParentAggregator):
 def test_a_broken_aggregator_turns_the_right_cells_red(paths, monkeypatch):
     """The sync front end folds vLLM's native per-child outputs through the same aggregator, so sync
     native goes red with the wrappers; async native (vLLM's own ParentRequest) must stay green."""
-    monkeypatch.setattr(fanout, "ParentAggregator", BrokenAggregator)
+    monkeypatch.setattr(aggregate, "ParentAggregator", BrokenAggregator)
     request = SampleRequest(prompt=PROMPT, n=4, seed=SEED, max_tokens=6, ignore_eos=True)
     matrix = asyncio.run(qa.run_matrix(request, paths))
 
@@ -463,7 +468,7 @@ def test_a_broken_aggregator_turns_the_right_cells_red(paths, monkeypatch):
 
 
 def test_the_command_exits_1_on_the_broken_aggregator(paths, monkeypatch):
-    monkeypatch.setattr(fanout, "ParentAggregator", BrokenAggregator)
+    monkeypatch.setattr(aggregate, "ParentAggregator", BrokenAggregator)
     status, printed = run_command(["--prompt", PROMPT, "--n", "4", "--seed", str(SEED), "--max-tokens", "6",
                                    "--ignore-eos", "--paths", "async"], paths, monkeypatch)
     assert status == qa_cli.EXIT_RULE_BROKEN

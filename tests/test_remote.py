@@ -18,16 +18,12 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import httpx
 import pytest
 
-from playground.backend import prepare
+from playground.backends.base import prepare
 from playground.errors import RemoteError
-from playground.remote import (
-    OUTPUT_KIND_SOURCE,
-    RemoteBackend,
-    add_remote_flags,
-    create_remote_backend,
-)
-from playground.remote_http import metric_total
-from playground.request import SampleRequest
+from playground.backends.remote.backend import OUTPUT_KIND_SOURCE, RemoteBackend
+from playground.backends.remote.client import metric_total
+from playground.commands.cli import add_remote_flags, create_remote_backend
+from playground.sampling.request import SampleRequest
 from tests.helpers import free_port, record_to_end
 
 PROMPT = "Write a short poem about the sea:"
@@ -93,7 +89,7 @@ def test_info_and_limits_describe_the_server(remote, model_path):
 
 
 def test_prompts_render_as_on_the_embedded_engine(remote, host):
-    from playground.embedded import EmbeddedBackend
+    from playground.backends.embedded import EmbeddedBackend
 
     embedded = EmbeddedBackend(host, max_n=8)
     for chat in (False, True):
@@ -103,7 +99,7 @@ def test_prompts_render_as_on_the_embedded_engine(remote, host):
 def test_seeded_wrapper_samples_equal_the_embedded_engines(remote, host):
     """Same request, same seeds, each on an otherwise idle engine: the same tokens, or the
     failure names the first diverging token and sample."""
-    from playground.embedded import EmbeddedBackend
+    from playground.backends.embedded import EmbeddedBackend
 
     settings = dict(n=4, seed=1234, max_tokens=12, temperature=1.0, output_kind="DELTA", mode="wrapper", logprobs=2)
     over_http = run_request(remote, **settings)
@@ -175,7 +171,7 @@ def test_closing_the_stream_aborts_the_servers_requests(remote, how):
     async def go():
         finished_before = metric_total(await remote.metrics(), "vllm:request_success_total")
         request = SampleRequest(prompt=PROMPT, n=4, seed=3, max_tokens=400, ignore_eos=True, output_kind="DELTA")
-        stream = remote.stream(prepare(remote, request))
+        stream = remote.stream(prepare(remote.limits, request, remote.render_prompt(request.prompt, False)))
         started = asyncio.Event()
 
         async def consume():
@@ -231,7 +227,7 @@ def test_a_model_the_server_does_not_serve(remote_server, remote):
 
 
 def test_cli_flags_build_a_remote_backend(remote_server, monkeypatch):
-    from playground.cli import PlaygroundParser
+    from playground.commands.cli import PlaygroundParser
 
     parser = PlaygroundParser("app.py", "test", add_remote_flags)  # no clash with vLLM's own flags
     args, _ = parser.parse(["--backend", "openai", "--base-url", remote_server.url, "--request-timeout", "7.5"])

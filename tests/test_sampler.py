@@ -10,7 +10,7 @@ from vllm import SamplingParams
 from vllm.sampling_params import RequestOutputKind
 
 from playground.errors import InvalidRequest
-from playground.sampler import ParallelSampler
+from playground.sampling.async_sampler import ParallelSampler
 from tests.conftest import LONG_PROMPT
 from tests.helpers import assert_finishes_once_at_the_end, collect, final_token_ids
 

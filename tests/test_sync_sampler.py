@@ -11,9 +11,11 @@ from vllm import SamplingParams
 from vllm.sampling_params import RequestOutputKind
 
 from playground.errors import InvalidRequest
-from playground.request import SampleRequest
-from playground.run import Event, observation_from_output
-from playground.sync_sampler import SyncParallelSampler, SyncRunner
+from playground.sampling.request import SampleRequest
+from playground.backends.outputs import observation_from_output
+from playground.run import Event
+from playground.backends.sync import SyncRunner
+from playground.sampling.sync_sampler import SyncParallelSampler
 from tests.helpers import assert_finishes_once_at_the_end, final_token_ids, record_to_end
 
 PROMPT = "Write a short poem about the sea:"
@@ -121,17 +123,27 @@ def test_parents_are_counted_and_merged_per_step(sampler, sync_engine):
 
 
 @pytest.mark.parametrize("mode", ["wrapper", "native"])
-def test_abort_aborts_every_child(sampler, sync_engine, mode):
+def test_abort_by_parent_id_ends_the_parent_with_its_partial_samples(sampler, sync_engine, mode):
+    """As AsyncLLM.abort does: every child leaves the engine at once, and the parent's stream ends
+    with one last output, finished, the samples marked "abort" with the tokens they had."""
     sampler.add_request(f"abort-{mode}", PROMPT, params(4, kind="DELTA", max_tokens=1000, ignore_eos=True), mode)
-    outputs = []
-    while len(outputs) < 3:
-        outputs += sampler.step()
-    assert sync_engine.get_num_unfinished_requests() == 4
-    sampler.abort(f"abort-{mode}")
-    assert not sampler.has_unfinished_requests()
-    assert sync_engine.get_num_unfinished_requests() == 0
-    assert not sync_engine.has_unfinished_requests()
-    assert sampler.step() == []
+    sampler.add_request(f"other-{mode}", PROMPT, params(2, kind="DELTA", max_tokens=6), mode)
+    events: dict[str, list[Event]] = defaultdict(list)
+    while len(events[f"abort-{mode}"]) < 3:
+        for output in sampler.step():
+            events[output.request_id].append(observation_from_output(output, 0.0).event)
+    assert sync_engine.get_num_unfinished_requests() >= 4, "the engine counts the aborted parent's children"
+    sampler.abort([f"abort-{mode}", "no-such-parent"])
+    last = sampler.step()
+    assert [o.request_id for o in last] == [f"abort-{mode}"] and last[0].finished
+    assert sorted(c.index for c in last[0].outputs) == [0, 1, 2, 3]
+    assert {c.finish_reason for c in last[0].outputs} == {"abort"}
+    seen = final_token_ids(events[f"abort-{mode}"], "DELTA")
+    assert sorted(seen) == [0, 1, 2, 3] and all(seen.values()), "the partial samples keep the tokens they had"
+    rest = drain(sampler)  # the other parent is untouched and finishes in full
+    other = final_token_ids(events[f"other-{mode}"] + rest[f"other-{mode}"], "DELTA")
+    assert sorted(other) == [0, 1] and {len(ids) for ids in other.values()} == {6}
+    assert sync_engine.get_num_unfinished_requests() == 0 and not sampler.has_unfinished_requests()
 
 
 def test_same_seed_mode_and_unseeded_samples(sampler):

@@ -106,7 +106,7 @@ def run_benchmark(settings: Settings, host, app_url: str | None = None, model_pa
 
 
 def add_bench_flags(group) -> None:
-    from playground.cli import positive_int
+    from playground.commands.cli import positive_int
 
     group.add_argument("--quick", action="store_true",
                        help="n=16 only, 16 tokens, 2 repetitions: under 3 minutes on 2 cores, engine start included.")
@@ -150,7 +150,7 @@ def settings_from_args(args) -> Settings:
 def main(argv: list[str] | None = None) -> int:
     # Before vLLM is imported: its log (shutdown included) must not follow our last stdout line.
     os.environ.setdefault("VLLM_LOGGING_STREAM", "ext://sys.stderr")
-    from playground.cli import PlaygroundParser
+    from playground.commands.cli import PlaygroundParser
 
     parser = PlaygroundParser("python -m playground.bench", "Benchmark the playground's sampling paths.",
                               add_bench_flags)
@@ -159,8 +159,8 @@ def main(argv: list[str] | None = None) -> int:
     if max(settings.ns) > 256:
         parser.parser.error("--n: at most 256")
 
-    from playground.embedded import EmbeddedBackend
-    from playground.engine import EngineHost
+    from playground.backends.embedded import EmbeddedBackend
+    from playground.backends.engine import EngineHost
 
     if "kv_cache_memory_bytes" not in engine_kwargs:
         os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "2")  # GiB, before the engine starts

@@ -44,7 +44,7 @@ def engine_path(host, mode: str, settings: Settings, prompt_ids: list[int]) -> C
     from vllm import SamplingParams, TokensPrompt
     from vllm.sampling_params import RequestOutputKind
 
-    from playground.sampler import ParallelSampler
+    from playground.sampling.async_sampler import ParallelSampler
 
     async def sample(n: int, max_tokens: int, ids: list[int]) -> Arrivals:
         engine = host.engine

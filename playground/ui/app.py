@@ -12,7 +12,8 @@ from pathlib import Path
 
 import gradio as gr
 
-from playground.request import MODES, OUTPUT_KINDS, SampleRequest
+from playground.sampling.plan import MODES
+from playground.sampling.request import OUTPUT_KINDS, SampleRequest
 from playground.ui import qa_panel, views
 from playground.ui.handlers import COLUMNS_PER_ROW, Handlers
 

@@ -17,9 +17,9 @@ from types import SimpleNamespace
 import gradio as gr
 
 from playground.analysis import first_divergence
-from playground.backend import record
+from playground.backends.base import record
 from playground.errors import InvalidRequest, PlaygroundError
-from playground.request import SampleRequest
+from playground.sampling.request import SampleRequest
 from playground.run import Run
 from playground.ui import panels, views
 from playground.ui.streaming import paced
@@ -53,11 +53,11 @@ class Handlers:
 
     # --- controls -------------------------------------------------------------------------------
 
-    def render_prompt(self, prompt: str, use_chat_template: bool) -> str:
+    async def render_prompt(self, prompt: str, use_chat_template: bool) -> str:
         if not prompt or not prompt.strip():
             return "The rendered prompt appears here as you type."
         try:
-            rendered, token_ids = self.backend.render_prompt(prompt, bool(use_chat_template))
+            rendered, token_ids = await self.backend.render(prompt, bool(use_chat_template))
         except Exception as e:  # shown in place; the run itself reports errors properly
             return f"⚠️ {e}"
         return views.rendered_prompt(rendered, len(token_ids))
@@ -75,7 +75,7 @@ class Handlers:
                 **{g: gr.update(visible=i < n) for i, g in enumerate(self.c.groups)}}
 
     async def refresh_status(self) -> str:
-        return views.engine_status(self.backend.info(), self.last_run)
+        return views.engine_status(await self.backend.status(), self.last_run)
 
     # --- running --------------------------------------------------------------------------------
 

@@ -16,7 +16,7 @@ import time
 
 import gradio as gr
 
-from playground import qa
+from playground.qa import matrix as qa
 from playground.ui.handlers import SETTING_NAMES, Handlers, _from_ui, _shown
 
 GREEN = "background-color: #dcfce7; color: #14532d"
@@ -118,8 +118,8 @@ class QATab:
         return paths
 
     def _start_sync(self, model: str) -> None:
-        from playground.engine import create_sync_engine
-        from playground.sync_sampler import SyncRunner
+        from playground.backends.engine import create_sync_engine
+        from playground.backends.sync import SyncRunner
 
         with self._starting:  # a second caller waits for the first start rather than starting another
             if self.sync_runner is not None:

@@ -3,7 +3,7 @@
 A streamed completion from a vLLM server is always DELTA (``stream=True`` sets it), whatever the
 run asked for. So CUMULATIVE and FINAL_ONLY are rebuilt here, on the client, from those DELTA
 chunks, to the same contract the embedded engine keeps (../shared/notes/vllm-parallel-sampling.md,
-checked by ``playground/contract.py``): the UI and the recorder then see one behaviour whichever
+checked by ``playground/qa/contract.py``): the UI and the recorder then see one behaviour whichever
 backend ran. The run records that it was rebuilt (``output_kind_source``).
 """
 
@@ -12,7 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from playground.run import Event, EventOutput, Observation, TokenLogprob
+from playground.backends.recorder import Observation
+from playground.run import Event, EventOutput, TokenLogprob
 
 
 class ClientViews:

@@ -1,17 +1,21 @@
 """ParallelSampler: our own n > 1 over AsyncLLM, with vLLM's native path beside it for comparison.
 
-``generate()`` has the contract of ``AsyncLLM.generate`` for n > 1 (see fanout.ParentAggregator),
-so a caller cannot tell the wrapper from vLLM's ParentRequest except by the ``mode`` it chose.
+``generate()`` and ``abort()`` have the contract of ``AsyncLLM.generate`` and ``AsyncLLM.abort``
+for n > 1 (see aggregate.ParentAggregator), so a caller cannot tell the wrapper from vLLM's
+ParentRequest except by the ``mode`` it chose.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterable
 
 from vllm import RequestOutput, SamplingParams, TokensPrompt
+from vllm.v1.engine.exceptions import EngineDeadError
 
-from playground import fanout, prompts
+from playground.sampling import params as child_params
+from playground.sampling import prompts
+from playground.sampling import aggregate
 
 # Called with (index, child's RequestOutput) before it is merged: per-child facts such as
 # num_cached_tokens that a merged parent output cannot carry for every child.
@@ -19,10 +23,14 @@ ChildObserver = Callable[[int, RequestOutput], None]
 
 
 class ParallelSampler:
+    """One per engine: it knows which children belong to which running parent, so ``abort()``
+    can take a parent's id, as AsyncLLM's does."""
+
     def __init__(self, engine, max_n: int = 32):
         self.engine = engine
         self.max_n = max_n
         self.max_model_len = engine.vllm_config.model_config.max_model_len
+        self._children: dict[str, list[str]] = {}  # running parent id -> its children's internal ids
 
     def tokenize(self, prompt: str | TokensPrompt) -> TokensPrompt:
         """Tokenize once, so the wrapper's children and vLLM's native path see the same ids.
@@ -47,38 +55,42 @@ class ParallelSampler:
         "same-seed" (our fan-out with one seed for all: the old identical-samples bug, on purpose).
         """
         tokens = self.tokenize(prompt)
-        fanout.validate(tokens["prompt_token_ids"], sampling_params, mode, self.max_n, self.max_model_len)
+        child_params.check(tokens["prompt_token_ids"], sampling_params, mode, self.max_n, self.max_model_len)
         if mode == "native":
             async for output in self.engine.generate(tokens, sampling_params, request_id):
                 yield output
             return
+        async for output in self._fan_out(tokens, sampling_params, request_id, mode, on_child):
+            yield output
 
-        aggregator = fanout.ParentAggregator(request_id, sampling_params.n, sampling_params.output_kind)
+    async def _fan_out(self, tokens, sampling_params, request_id, mode, on_child) -> AsyncIterator[RequestOutput]:
+        aggregator = aggregate.ParentAggregator(request_id, sampling_params.n, sampling_params.output_kind)
         ready = asyncio.Event()
         failure: list[BaseException] = []
         queues = []
         pumps: list[asyncio.Task] = []
 
         async def pump(index: int, queue) -> None:
-            """Move one child's outputs into the aggregator as they arrive."""
+            """Move one child's outputs into the aggregator as they arrive, until the child ends."""
             try:
                 while True:
                     output = queue.get_nowait() or await queue.get()
                     if on_child is not None:
                         on_child(index, output)
-                    aggregator.add(index, output)
+                    child_finished = aggregator.add(index, output)  # before its flag becomes the parent's
                     ready.set()
-                    if output.finished:
+                    if child_finished:
                         return
             except Exception as e:  # EngineDeadError and friends: the parent re-raises it
                 failure.append(e)
                 ready.set()
 
+        engine_dead = False
         try:
             # All children go in before the first output is read, as in vLLM's fan-out.
-            for index, params in enumerate(fanout.child_params(sampling_params, mode)):
-                child_id = fanout.child_request_id(index, request_id)
-                queues.append(await self.engine.add_request(child_id, tokens, params))
+            for child, params in child_params.children(request_id, sampling_params, mode):
+                queues.append(await self.engine.add_request(child.request_id, tokens, params))
+                self._children[request_id] = [q.request_id for q in queues]
             pumps = [asyncio.create_task(pump(i, q)) for i, q in enumerate(queues)]
             while True:
                 await ready.wait()
@@ -90,10 +102,26 @@ class ParallelSampler:
                     yield output
                     if output.finished:
                         return
+        except EngineDeadError:
+            engine_dead = True  # its requests died with it; vLLM sends no abort then either
+            raise
         finally:
+            self._children.pop(request_id, None)
             for task in pumps:
                 task.cancel()
-            if not aggregator.finished and queues:
-                # The consumer stopped early, was cancelled, or the engine failed: abort every
-                # child (by its internal id, which the engine knows) so none keeps running.
+            if not aggregator.finished and queues and not engine_dead:
+                # The consumer stopped early, was cancelled, or a child failed: abort every child
+                # (by its internal id, which the engine knows) so none keeps running.
                 await self.engine.abort([q.request_id for q in queues], internal=True)
+
+    async def abort(self, request_ids: str | Iterable[str]) -> None:
+        """Abort parents by the ids given to ``generate()``, as ``AsyncLLM.abort`` does: each
+        aborted stream ends normally, its unfinished samples with finish_reason "abort" and the
+        tokens they had. Unknown or finished ids are ignored; native parents go to the engine."""
+        ids = [request_ids] if isinstance(request_ids, str) else list(request_ids)
+        children = [child for parent in ids for child in self._children.get(parent, [])]
+        native = [parent for parent in ids if parent not in self._children]
+        if children:
+            await self.engine.abort(children, internal=True)
+        if native:
+            await self.engine.abort(native)

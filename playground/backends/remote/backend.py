@@ -18,7 +18,6 @@ This backend mirrors ``EmbeddedBackend`` over HTTP, and the differences are deli
 from __future__ import annotations
 
 import asyncio
-import os
 import time
 from collections.abc import AsyncIterator
 from typing import Any
@@ -26,10 +25,9 @@ from typing import Any
 import httpx
 import openai
 
-from playground import fanout
-from playground.backend import Prepared
-from playground.errors import RemoteError
-from playground.remote_http import (
+from playground.backends.base import Prepared
+from playground.backends.recorder import Observation
+from playground.backends.remote.client import (
     connection_refused,
     innermost_cause,
     metric_total,
@@ -38,13 +36,13 @@ from playground.remote_http import (
     server_message,
     split_base_url,
 )
-from playground.remote_views import ClientViews, Usage
-from playground.request import Limits
-from playground.run import Observation, TokenLogprob
+from playground.backends.remote.views import ClientViews, Usage
+from playground.errors import RemoteError
+from playground.run import TokenLogprob
+from playground.sampling.request import Limits
 
 OUTPUT_KIND_SOURCE = "client-side (server streams DELTA)"
 DEFAULT_MAX_LOGPROBS = 20  # vLLM's default --max-logprobs; the server does not report its own
-API_KEY_ENV = ("VLLM_API_KEY", "OPENAI_API_KEY")
 HEALTH_TIMEOUT = 3.0  # the status line must not wait long for a server that is gone
 DECODE_CONCURRENCY = 8
 
@@ -129,6 +127,12 @@ class RemoteBackend:
 
     # -- prompt and tokens --------------------------------------------------------------------
 
+    async def status(self) -> dict[str, Any]:
+        return await asyncio.to_thread(self.info)
+
+    async def render(self, prompt: str, use_chat_template: bool) -> tuple[str, list[int]]:
+        return await asyncio.to_thread(self.render_prompt, prompt, use_chat_template)
+
     def render_prompt(self, prompt: str, use_chat_template: bool) -> tuple[str, list[int]]:
         """The exact string the model sees, and its token ids, both from the server's tokenizer.
 
@@ -205,10 +209,7 @@ class RemoteBackend:
         request = prepared.request
         if request.mode == "native":
             return [(None, self._body(prepared, request.n, prepared.seeds[0], prepared.request_id))]
-        return [
-            (i, self._body(prepared, 1, seed, fanout.child_request_id(i, prepared.request_id)))
-            for i, seed in enumerate(prepared.seeds)
-        ]
+        return [(child.index, self._body(prepared, 1, child.seed, child.request_id)) for child in prepared.children]
 
     def _body(self, prepared: Prepared, n: int, seed: int | None, request_id: str) -> dict[str, Any]:
         """Every sampler setting is sent explicitly, so the server's defaults (a model's
@@ -396,41 +397,3 @@ class RemoteBackend:
         if isinstance(error, openai.APIError):
             return RemoteError(f"{where} reported an error while {what}: {error.message}")
         return RemoteError(f"unexpected error from {where} while {what}: {type(error).__name__}: {error}")
-
-
-# -- command line ---------------------------------------------------------------------------------
-
-def add_remote_flags(group) -> None:
-    """The flags that choose and reach a remote vLLM server (``--backend openai``)."""
-    group.add_argument("--backend", choices=("embedded", "openai"), default="embedded",
-                       help="embedded: run vLLM in this process (default). openai: drive an existing "
-                            "vLLM server (vllm serve) through its OpenAI-compatible API.")
-    group.add_argument("--base-url", default=None,
-                       help="The server's API address with --backend openai, e.g. http://HOST:8000/v1.")
-    group.add_argument("--api-key", default=None,
-                       help=f"The server's API key (vllm serve --api-key); default: ${API_KEY_ENV[0]}, "
-                            f"else ${API_KEY_ENV[1]}.")
-    group.add_argument("--request-timeout", type=_positive_seconds, default=60.0,
-                       help="Seconds to wait for the server to connect, answer, or send the next "
-                            "chunk of a stream (default 60).")
-
-
-def create_remote_backend(args, max_n: int) -> RemoteBackend:
-    """The RemoteBackend the parsed flags ask for; RemoteError if the server cannot be used."""
-    if not args.base_url:
-        raise RemoteError("--backend openai needs --base-url, the server's address, e.g. http://HOST:8000/v1")
-    api_key = args.api_key or next((os.environ[n] for n in API_KEY_ENV if os.environ.get(n)), None)
-    return RemoteBackend(args.base_url, api_key=api_key, max_n=max_n, request_timeout=args.request_timeout,
-                         model=getattr(args, "model", None))
-
-
-def _positive_seconds(text: str) -> float:
-    import argparse
-
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"--request-timeout must be a number of seconds, got {text!r}") from None
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"--request-timeout must be more than 0 seconds, got {text!r}")
-    return value

@@ -32,16 +32,14 @@ import contextlib
 import json
 import os
 import sys
-import tempfile
-from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from playground import analysis
-from playground.cli import MAX_N_CEILING, PlaygroundParser, positive_int
+from playground.commands.cli import MAX_N_CEILING, PlaygroundParser, positive_int, write_atomically
 from playground.errors import EngineUnavailable, InvalidRequest
-from playground.request import Limits, SampleRequest
 from playground.run import Run
+from playground.sampling.request import Limits, SampleRequest
 
 EXIT_OK, EXIT_LINE_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 
@@ -149,31 +147,6 @@ def run_batch(runner, lines: list[Line], max_in_flight: int = 1, progress: bool 
     return result
 
 
-def write_atomically(path: Path, lines: Iterable[str]) -> None:
-    """Write a temp file beside ``path``, then rename it over ``path``: a reader sees the old file
-    or the whole new one, never half of it, and a failure leaves no temp file behind."""
-    path = Path(path)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            for line in lines:
-                f.write(line + "\n")
-            f.flush()
-            os.fsync(f.fileno())
-        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes it private; give it a normal file's mode
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-        raise
-
-
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
-
-
 def summary_frame(runs: dict[int, Run]):
     """Per prompt: n, tokens, tokens per second, and which samples came out identical."""
     import pandas as pd
@@ -252,8 +225,8 @@ def main(argv: list[str] | None = None) -> int:
                 write_atomically(args.out, [])
             return EXIT_LINE_FAILED if errors else EXIT_OK
 
-        from playground.engine import create_sync_engine
-        from playground.sync_sampler import SyncRunner
+        from playground.backends.engine import create_sync_engine
+        from playground.backends.sync import SyncRunner
 
         engine = create_sync_engine(args.model, **engine_kwargs)
         try:

@@ -10,8 +10,8 @@ Preparation runs once. It writes into a temporary folder and renames it into pla
 of file sizes is written last, so an interrupted or damaged preparation is detected on the next
 run and redone rather than loaded.
 
-    python -m playground.model            # prepare (if needed); prints the folder as its last line
-    python -m playground.model --check    # only report whether the cached checkpoint is sound
+    python -m playground.backends.model            # prepare (if needed); prints the folder as its last line
+    python -m playground.backends.model --check    # only report whether the cached checkpoint is sound
 """
 
 from __future__ import annotations
@@ -146,7 +146,7 @@ def _build(target: Path) -> None:
         out = work / CHECKPOINT_NAME
         # In a child process: torch's thread pool must not start in a process that later forks
         # vLLM's engine core (vLLM forks by default, and a forked OpenMP pool hangs).
-        subprocess.run([sys.executable, "-m", "playground.model", "--dequantize", str(gguf), str(out)],
+        subprocess.run([sys.executable, "-m", "playground.backends.model", "--dequantize", str(gguf), str(out)],
                        check=True, capture_output=True, text=True)
         steps.update()
 
@@ -213,7 +213,7 @@ def resolve_model(model: str | None) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m playground.model", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m playground.backends.model", description=__doc__.split("\n\n")[0])
     parser.add_argument("--force", action="store_true", help="prepare again even if the cache is sound")
     parser.add_argument("--check", action="store_true", help="only check the cached checkpoint")
     parser.add_argument("--dequantize", nargs=2, metavar=("GGUF", "OUT"), help=argparse.SUPPRESS)

@@ -1,4 +1,4 @@
-"""The command ``python app.py qa``: runs the QA matrix (playground.qa) and prints its table and
+"""The command ``python app.py qa``: runs the QA matrix (playground.qa.matrix) and prints its table and
 report, and with --json writes the whole matrix to a file.
 
     python app.py qa --prompt "Once upon a time" --n 4 --seed 1 [sampling flags] [vLLM engine flags]
@@ -17,9 +17,17 @@ import pathlib
 import sys
 from collections.abc import Callable, Sequence
 
-from playground import qa
+from playground.commands.cli import (
+    MAX_N_CEILING,
+    PlaygroundParser,
+    add_remote_flags,
+    create_remote_backend,
+    positive_int,
+    write_atomically,
+)
 from playground.errors import InvalidRequest, PlaygroundError
-from playground.request import Limits, SampleRequest
+from playground.qa import matrix as qa
+from playground.sampling.request import Limits, SampleRequest
 
 EXIT_OK, EXIT_RULE_BROKEN, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 FRONT_ENDS = ("async", "sync", "remote")
@@ -31,9 +39,6 @@ _DESCRIPTION = "\n".join(doc for doc in (qa.__doc__, __doc__) if doc)
 # --- the command ---------------------------------------------------------------------------------
 
 def build_parser():
-    from playground.cli import MAX_N_CEILING, PlaygroundParser, positive_int
-    from playground.remote import add_remote_flags
-
     def add_own(group) -> None:
         group.add_argument("--prompt", required=True, help="The prompt every cell samples from.")
         group.add_argument("--paths", type=_front_ends, default=None, metavar="LIST",
@@ -77,8 +82,6 @@ def build_paths(args, engine_kwargs: dict, front_ends: list[str]) -> tuple[list[
     paths: list[qa.Path] = []
     try:
         if "remote" in front_ends:
-            from playground.remote import create_remote_backend
-
             remote = create_remote_backend(args, max_n=args.max_n)  # RemoteError: a usage error
             closers.append(remote.close)
             paths += qa.backend_paths(remote, "remote")
@@ -87,16 +90,16 @@ def build_paths(args, engine_kwargs: dict, front_ends: list[str]) -> tuple[list[
             # Two engines share the machine: each takes a smaller share than one alone would.
             engine_kwargs = {**engine_kwargs, "gpu_memory_utilization": 0.3}
         if "async" in front_ends:
-            from playground.embedded import EmbeddedBackend
-            from playground.engine import EngineHost
+            from playground.backends.embedded import EmbeddedBackend
+            from playground.backends.engine import EngineHost
 
             print("starting the async engine (AsyncLLM)…", file=sys.stderr)
             host = EngineHost.start(args.model, **engine_kwargs)
             closers.append(host.shutdown)
             paths += qa.backend_paths(EmbeddedBackend(host, max_n=args.max_n), "async")
         if "sync" in front_ends:
-            from playground.engine import create_sync_engine
-            from playground.sync_sampler import SyncRunner
+            from playground.backends.engine import create_sync_engine
+            from playground.backends.sync import SyncRunner
 
             print("starting the sync engine (LLMEngine)…", file=sys.stderr)
             engine = create_sync_engine(args.model, **engine_kwargs)
@@ -152,8 +155,6 @@ def main(argv: list[str] | None = None, paths: Sequence[qa.Path] | None = None) 
         print(matrix.report())
         sys.stdout.flush()
         if args.json is not None:
-            from playground.batch import write_atomically
-
             write_atomically(args.json, [matrix.to_json(indent=1)])
             print(f"wrote the matrix to {args.json}", file=sys.stderr)
         return EXIT_OK if matrix.ok else EXIT_RULE_BROKEN

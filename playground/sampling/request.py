@@ -12,13 +12,13 @@ import dataclasses
 import math
 import numbers
 from dataclasses import dataclass, field
+from decimal import Decimal, InvalidOperation
 from typing import Any
 
 from playground.errors import InvalidRequest
+from playground.sampling.plan import check_mode, check_seed
 
 OUTPUT_KINDS = ("CUMULATIVE", "DELTA", "FINAL_ONLY")
-MODES = ("wrapper", "native", "same-seed")
-MAX_SEED = 2**63 - 1
 GREEDY_EPS = 1e-5  # vLLM treats temperature below this as greedy
 
 
@@ -74,16 +74,8 @@ class SampleRequest:
         check_n(self.n, limits.max_n)
         if self.output_kind not in OUTPUT_KINDS:
             raise InvalidRequest(f"output_kind must be one of {', '.join(OUTPUT_KINDS)}, got {self.output_kind!r}")
-        if self.mode not in MODES:
-            raise InvalidRequest(f"mode must be one of {', '.join(MODES)}, got {self.mode!r}")
-        if self.seed is not None:
-            if self.seed < 0 or self.seed > MAX_SEED:
-                raise InvalidRequest(f"seed must be between 0 and 2**63-1, got {self.seed}")
-            if self.seed + self.n - 1 > MAX_SEED:
-                raise InvalidRequest(
-                    f"seed {self.seed} is too large for n={self.n}: sample i uses seed+i, "
-                    f"which must stay at or below 2**63-1"
-                )
+        check_mode(self.mode)
+        check_seed(self.seed, self.n)
         if self.temperature < 0:
             raise InvalidRequest(f"temperature must be 0 or more, got {self.temperature}")
         check_greedy(self.temperature, self.n)
@@ -119,13 +111,6 @@ class SampleRequest:
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
-
-
-def child_seeds(seed: int, n: int, mode: str) -> list[int]:
-    """Child i gets seed + i. In "same-seed" mode every child gets the same seed on purpose: that
-    is the V0 bug the seed + i rule fixed (all n samples came out identical). Both the fan-out
-    and the run record use this one rule, so a record's seeds are the seeds the engine got."""
-    return [seed] * n if mode == "same-seed" else [seed + i for i in range(n)]
 
 
 def check_n(n: int, max_n: int) -> None:
@@ -188,13 +173,21 @@ def _prompt(value: Any) -> str:
 
 
 def _int(name: str, value: Any) -> int:
+    """Whole numbers stay exact: text is parsed as a decimal, never through a float (which would
+    turn the seed 9007199254740993 into ...992 without a word). A float is accepted only when it
+    holds a whole number exactly (UI number boxes send 4.0 for 4)."""
     if isinstance(value, bool):
         raise InvalidRequest(f"{name} must be a whole number, got {value!r}")
     if isinstance(value, str):
         try:
-            value = float(value.strip()) if value.strip() else math.nan
-        except ValueError:
+            number = Decimal(value.strip().replace("_", ""))
+        except InvalidOperation:
             raise InvalidRequest(f"{name} must be a whole number, got {value!r}") from None
+        if number.is_finite() and number.adjusted() >= 40:  # int() of 1e999999999 would not end
+            raise InvalidRequest(f"{name} must be a whole number of at most 40 digits, got {value!r}")
+        if number.is_finite() and number == number.to_integral_value():
+            return int(number)
+        raise InvalidRequest(f"{name} must be a whole number, got {value!r}")
     if isinstance(value, numbers.Integral):
         return int(value)
     if isinstance(value, numbers.Real) and math.isfinite(value) and float(value).is_integer():

@@ -17,7 +17,7 @@ from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
-from playground.model import resolve_model
+from playground.backends.model import resolve_model
 
 
 def platform_defaults() -> dict[str, Any]:
@@ -103,6 +103,8 @@ def describe_engine(engine) -> dict[str, Any]:
         "block_size": config.cache_config.block_size,
         "prefix_caching": bool(config.cache_config.enable_prefix_caching),
         "enforce_eager": config.model_config.enforce_eager,
+        # An instruct model answers questions only inside its chat template: the UI turns it on.
+        "has_chat_template": bool(getattr(engine.tokenizer, "chat_template", None)),
     }
 
 

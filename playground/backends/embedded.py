@@ -18,13 +18,15 @@ from typing import Any
 from vllm import TokensPrompt
 from vllm.v1.engine.exceptions import EngineDeadError
 
-from playground import fanout, prompts
-from playground.backend import Prepared
-from playground.engine import EngineHost, describe_engine
+from playground.backends.base import Prepared
+from playground.backends.engine import EngineHost, describe_engine
+from playground.backends.outputs import child_observation, observation_from_output
+from playground.backends.recorder import Observation
 from playground.errors import EngineUnavailable
-from playground.request import Limits
-from playground.run import Observation, child_observation, observation_from_output
-from playground.sampler import ParallelSampler
+from playground.sampling import prompts
+from playground.sampling.async_sampler import ParallelSampler
+from playground.sampling.params import sampling_params
+from playground.sampling.request import Limits
 
 log = logging.getLogger(__name__)
 DEAD = "the vLLM engine core has died; the playground is restarting it, try again in a minute"
@@ -59,6 +61,7 @@ class EmbeddedBackend:
             max_logprobs=self._info["max_logprobs"],
         )
         self.tokenizer = engine.tokenizer
+        self.sampler = ParallelSampler(engine, self.max_n)  # one per engine: abort() finds parents by id
 
     def info(self) -> dict[str, Any]:
         return {**self._info, "up": not self.restarting and not self._dead(), "restarting": self.restarting,
@@ -68,8 +71,14 @@ class EmbeddedBackend:
         engine = self.host.engine
         return engine is None or engine.errored
 
+    async def status(self) -> dict[str, Any]:
+        return self.info()
+
     def render_prompt(self, prompt: str, use_chat_template: bool) -> tuple[str, list[int]]:
         return prompts.render(self.tokenizer, prompt, use_chat_template)
+
+    async def render(self, prompt: str, use_chat_template: bool) -> tuple[str, list[int]]:
+        return self.render_prompt(prompt, use_chat_template)  # a local tokenizer: microseconds
 
     def decode(self, token_ids: list[int]) -> str:
         return prompts.decode(self.tokenizer, token_ids)
@@ -81,15 +90,14 @@ class EmbeddedBackend:
             self.restart()
             raise EngineUnavailable(DEAD)
         request = prepared.request
-        params = fanout.sampling_params(request)
+        params = sampling_params(request)
         tokens = TokensPrompt(prompt_token_ids=prepared.prompt_token_ids, prompt=prepared.rendered_prompt)
         # Native FINAL_ONLY builds its one output from the last child to finish, so the output's
         # engine facts cannot be attributed to outputs[0]; the wrapper reports them per child.
         attribute = request.mode == "native" and (request.output_kind != "FINAL_ONLY" or request.n == 1)
-        engine = self.host.engine
+        sampler = self.sampler
 
         async def produce():
-            sampler = ParallelSampler(engine, self.max_n)
             children: list[Observation] = []
 
             def on_child(index, output):

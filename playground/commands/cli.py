@@ -1,12 +1,23 @@
 """Command-line plumbing shared by every entry point (the app, batch, qa, the benchmark).
 
 Each command gets vLLM's own engine parser (``AsyncEngineArgs.add_cli_args``), so every engine
-flag works everywhere, with the command's flags in a group of their own on top.
+flag works everywhere, with the command's flags in a group of their own on top. The flags that
+reach a remote vLLM server, and atomic file writing, are shared here too.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import os
+import tempfile
+from collections.abc import Iterable
+from pathlib import Path
+
+from playground.backends.engine import engine_kwargs_from_cli
+from playground.backends.remote import RemoteBackend
+from playground.errors import RemoteError
+from playground.sampling.request import SampleRequest
 
 MAX_N_CEILING = 256
 
@@ -35,8 +46,6 @@ class PlaygroundParser:
     def parse(self, argv: list[str]) -> tuple[argparse.Namespace, dict]:
         """Return all values, and the engine kwargs the user gave explicitly (our defaults apply
         to the rest, and vLLM's apply to everything else)."""
-        from playground.engine import engine_kwargs_from_cli
-
         args = self.parser.parse_args(argv)
         saved = {a: a.default for a in self.parser._actions}
         try:
@@ -53,8 +62,6 @@ class PlaygroundParser:
     def sampling_settings(args: argparse.Namespace) -> dict:
         """The sampling settings given on the command line, coerced and checked like any request's
         (InvalidRequest); the ones not given are left out, so request defaults still apply."""
-        from playground.request import SampleRequest
-
         raw = {dest: getattr(args, dest) for _, dest, _ in SAMPLING_FLAGS}
         raw |= {"seed": args.sample_seed, "stop": args.stop, "use_chat_template": args.use_chat_template,
                 "ignore_eos": args.ignore_eos}
@@ -111,3 +118,67 @@ def positive_int(name: str, ceiling: int):
     return parse
 
 
+# --- a remote vLLM server ------------------------------------------------------------------------
+
+API_KEY_ENV = ("VLLM_API_KEY", "OPENAI_API_KEY")
+
+
+def add_remote_flags(group) -> None:
+    """The flags that choose and reach a remote vLLM server (``--backend openai``)."""
+    group.add_argument("--backend", choices=("embedded", "openai"), default="embedded",
+                       help="embedded: run vLLM in this process (default). openai: drive an existing "
+                            "vLLM server (vllm serve) through its OpenAI-compatible API.")
+    group.add_argument("--base-url", default=None,
+                       help="The server's API address with --backend openai, e.g. http://HOST:8000/v1.")
+    group.add_argument("--api-key", default=None,
+                       help=f"The server's API key (vllm serve --api-key); default: ${API_KEY_ENV[0]}, "
+                            f"else ${API_KEY_ENV[1]}.")
+    group.add_argument("--request-timeout", type=_positive_seconds, default=60.0,
+                       help="Seconds to wait for the server to connect, answer, or send the next "
+                            "chunk of a stream (default 60).")
+
+
+def create_remote_backend(args, max_n: int) -> RemoteBackend:
+    """The RemoteBackend the parsed flags ask for; RemoteError if the server cannot be used."""
+    if not args.base_url:
+        raise RemoteError("--backend openai needs --base-url, the server's address, e.g. http://HOST:8000/v1")
+    api_key = args.api_key or next((os.environ[n] for n in API_KEY_ENV if os.environ.get(n)), None)
+    return RemoteBackend(args.base_url, api_key=api_key, max_n=max_n, request_timeout=args.request_timeout,
+                         model=getattr(args, "model", None))
+
+
+def _positive_seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--request-timeout must be a number of seconds, got {text!r}") from None
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"--request-timeout must be more than 0 seconds, got {text!r}")
+    return value
+
+
+# --- files ---------------------------------------------------------------------------------------
+
+def write_atomically(path: Path, lines: Iterable[str]) -> None:
+    """Write a temp file beside ``path``, then rename it over ``path``: a reader sees the old file
+    or the whole new one, never half of it, and a failure leaves no temp file behind."""
+    path = Path(path)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            for line in lines:
+                f.write(line + "\n")
+            f.flush()
+            os.fsync(f.fileno())
+        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes it private; give it a normal file's mode
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask

@@ -32,10 +32,11 @@ from typing import Any
 import pandas as pd
 
 from playground.analysis import first_divergence
-from playground.contract import RULES, Violation, check
+from playground.backends.base import record
 from playground.errors import InvalidRequest
-from playground.request import OUTPUT_KINDS, SampleRequest
+from playground.qa.contract import RULES, Violation, check
 from playground.run import Run
+from playground.sampling.request import OUTPUT_KINDS, SampleRequest
 
 MATRIX_VERSION = 1
 OK_MARK, BAD_MARK = "✔", "✖"
@@ -57,8 +58,6 @@ class Path:
 
 def backend_paths(backend, front_end: str = "async") -> list[Path]:
     """The wrapper and native paths of a Backend (the embedded AsyncLLM, or a remote server)."""
-    from playground.backend import record
-
     info = backend.info()
     if info.get("backend") == "openai":
         engine = f"vLLM server {info.get('base_url')}"

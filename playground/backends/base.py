@@ -1,0 +1,155 @@
+"""The seam between the front ends (UI, commands, QA, benchmark) and an engine.
+
+A backend checks and renders a request, then streams Observations; ``Recording`` turns those
+into a live Run. Every path records through it: ``record()`` over an async backend (embedded or
+remote) and the sync runner over LLMEngine, so a run reads the same whichever path made it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import uuid
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from playground.backends.recorder import Observation, RunRecorder
+from playground.run import Run
+from playground.sampling import plan
+from playground.sampling.request import Limits, SampleRequest, check_context
+
+STOPPED = "stopped before the last sample finished"
+
+
+@dataclass
+class Prepared:
+    """A checked request, rendered and tokenized, with every child's id and seed decided."""
+
+    request: SampleRequest
+    request_id: str
+    rendered_prompt: str
+    prompt_token_ids: list[int]
+    children: list[plan.Child]
+
+    @property
+    def seeds(self) -> list[int | None]:
+        return [child.seed for child in self.children]
+
+    def record_header(self) -> dict[str, Any]:
+        """The ``request`` part of the run bundle."""
+        return {
+            **self.request.to_dict(),
+            "request_id": self.request_id,
+            "rendered_prompt": self.rendered_prompt,
+            "prompt_token_ids": self.prompt_token_ids,
+            "num_prompt_tokens": len(self.prompt_token_ids),
+        }
+
+
+class Backend(Protocol):
+    """What the front ends need of a source of samples. Nothing here may block an event loop:
+    ``info()`` answers from what the backend already knows; the rest is awaited."""
+
+    limits: Limits
+
+    def info(self) -> dict[str, Any]:
+        """The engine's description (model, device, limits, ``up``), without asking anybody."""
+
+    async def status(self) -> dict[str, Any]:
+        """``info()`` brought up to date (a remote backend asks its server whether it is up)."""
+
+    async def render(self, prompt: str, use_chat_template: bool) -> tuple[str, list[int]]:
+        """The exact string the model sees, and its token ids."""
+
+    def decode(self, token_ids: list[int]) -> str: ...
+
+    def stream(self, prepared: Prepared) -> AsyncIterator[Observation]: ...
+
+    async def num_unfinished(self) -> int:
+        """Requests unfinished in the engine now, as the engine counts them."""
+
+
+def new_request_id() -> str:
+    return f"run-{uuid.uuid4().hex[:8]}"
+
+
+def prepare(limits: Limits, request: SampleRequest, rendered: tuple[str, list[int]],
+            seed_source: Callable[[int], int] | None = None) -> Prepared:
+    """Check everything against the rendered prompt, and fix the children, before the engine sees
+    anything. ``request.check`` has passed before the prompt was rendered (``start()``).
+
+    A blank seed becomes a random one here, in every mode, so the run can be replayed and the UI
+    can show which seed was used.
+    """
+    request.check(limits)
+    text, token_ids = rendered
+    check_context(len(token_ids), request.max_tokens, limits.max_model_len)
+    if request.seed is None:
+        request.seed = plan.draw_seed(seed_source) if seed_source else plan.draw_seed()
+    request_id = new_request_id()
+    children = plan.plan(request_id, request.n, request.seed, request.mode)
+    return Prepared(request, request_id, text, token_ids, children)
+
+
+class Recording:
+    """One run being recorded: its Prepared request and the recorder growing its Run.
+
+    The single place where a run's header, seeds and engine description are written and where
+    its end is stamped, for every path (``record()`` and the sync runner).
+    """
+
+    def __init__(self, backend, prepared: Prepared):
+        self.prepared = prepared
+        self.recorder = RunRecorder(prepared.record_header(), prepared.seeds, backend.info(), backend.decode)
+        self.run: Run = self.recorder.run
+        self.aborted = False  # a stop was asked for: the run ends "aborted" however its stream ends
+
+    @property
+    def request_id(self) -> str:
+        return self.prepared.request_id
+
+    def observe(self, observation: Observation) -> bool:
+        """Take one observation; True when it was an event (the Run visibly changed)."""
+        return self.recorder.observe(observation) is not None
+
+    def finish(self, status: str = "finished", error: str | None = None) -> Run:
+        return self.recorder.finish(status, error)
+
+    def fail(self, error: BaseException) -> Run:
+        """Finish the Run for whatever ended it early: a stop (cancel, close, Ctrl-C) is
+        "aborted"; a failure is "error", with its message."""
+        if isinstance(error, Exception):
+            return self.finish("error", str(error) or type(error).__name__)
+        return self.finish("aborted", STOPPED)
+
+
+async def start(backend: Backend, request: SampleRequest) -> Recording:
+    """Check ``request`` (nothing reaches the tokenizer or the server unchecked), render its
+    prompt (awaited: a slow server must not hold up the event loop), and begin its Recording."""
+    request.check(backend.limits)
+    rendered = await backend.render(request.prompt, request.use_chat_template)
+    return Recording(backend, prepare(backend.limits, request, rendered))
+
+
+async def record(backend: Backend, request: SampleRequest | Recording) -> AsyncIterator[Run]:
+    """Run ``request`` and yield the growing Run: once at the start (no events yet, so a caller
+    holds the Run from the first moment), after every event, and once finished.
+
+    Whatever ends the stream (the end, an error, a Stop, a closed tab) the Run is finished with
+    the matching status, and the backend's own cleanup aborts what is still running.
+    """
+    recording = request if isinstance(request, Recording) else await start(backend, request)
+    run = recording.run
+    try:
+        yield run
+        # aclosing: when we are closed, the backend's cleanup (aborting children) runs now,
+        # not whenever the garbage collector gets to its generator.
+        async with contextlib.aclosing(backend.stream(recording.prepared)) as observations:
+            async for observation in observations:
+                if recording.observe(observation):
+                    yield run
+    except BaseException as e:
+        recording.fail(e)
+        raise
+    recording.finish()
+    yield run

@@ -1,0 +1,87 @@
+"""vLLM's RequestOutputs as Observations, copied at once.
+
+vLLM hands out live objects (a CUMULATIVE token list keeps growing after it was yielded, and
+RequestStateStats keeps changing), so everything the record keeps is copied when it arrives.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from playground.backends.recorder import Observation
+from playground.run import Event, EventOutput, TokenLogprob
+
+
+def observation_from_output(output: Any, t: float, child_facts: bool = True) -> Observation:
+    """Copy a vLLM RequestOutput into an Observation, at once.
+
+    In CUMULATIVE mode vLLM hands out its live token list, which keeps growing after the output
+    was yielded; copying now keeps each event as it was.
+
+    A parent output carries the cached-token count and metrics of one child only: the one whose
+    output it was built from, which is ``outputs[0]`` for streamed kinds. ``child_facts=False``
+    skips that attribution where it does not hold (FINAL_ONLY with n > 1) or where the caller
+    observes each child directly (the wrapper).
+    """
+    event = Event(
+        t=t,
+        finished=bool(output.finished),
+        outputs=[
+            EventOutput(
+                index=c.index,
+                text=c.text,
+                token_ids=list(c.token_ids),
+                finish_reason=c.finish_reason,
+                stop_reason=c.stop_reason,
+            )
+            for c in output.outputs
+        ],
+        num_cached_tokens=output.num_cached_tokens,
+    )
+    observation = Observation(event=event)
+    for c in output.outputs:
+        if c.logprobs:
+            observation.logprobs[c.index] = logprobs_from_vllm(c.token_ids, c.logprobs)
+    if child_facts and output.outputs:
+        first = output.outputs[0].index
+        if output.num_cached_tokens is not None:
+            observation.num_cached_tokens[first] = output.num_cached_tokens
+        if output.metrics is not None:
+            observation.metrics[first] = metrics_snapshot(output.metrics)
+    return observation
+
+
+def child_observation(index: int, output: Any) -> Observation:
+    """What one child's own output (before merging) says about that child alone: no event."""
+    facts = Observation()
+    if output.num_cached_tokens is not None:
+        facts.num_cached_tokens[index] = output.num_cached_tokens
+    if output.metrics is not None:
+        facts.metrics[index] = metrics_snapshot(output.metrics)
+    return facts
+
+
+def logprobs_from_vllm(token_ids, positions) -> list[TokenLogprob]:
+    """vLLM's per-position {token_id: Logprob} dicts as TokenLogprobs (sampled token first)."""
+    result = []
+    for token_id, position in zip(token_ids, positions):
+        chosen = position.get(token_id)
+        top = sorted(
+            ((tid, lp.logprob, lp.decoded_token, lp.rank) for tid, lp in position.items()),
+            key=lambda item: item[3] if item[3] is not None else 1 << 30,
+        )
+        result.append(TokenLogprob(
+            token_id=token_id,
+            logprob=chosen.logprob if chosen else None,
+            rank=chosen.rank if chosen else None,
+            text=chosen.decoded_token if chosen else None,
+            top=[(tid, lp, text) for tid, lp, text, _ in top],
+        ))
+    return result
+
+
+def metrics_snapshot(stats: Any) -> dict[str, float]:
+    """Copy the timing fields of vLLM's live RequestStateStats."""
+    names = ("arrival_time", "queued_ts", "scheduled_ts", "first_token_ts", "last_token_ts",
+             "first_token_latency", "num_generation_tokens")
+    return {name: getattr(stats, name) for name in names if hasattr(stats, name)}

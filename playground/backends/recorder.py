@@ -1,0 +1,135 @@
+"""From observations to a Run: what a backend hands over, and the recorder that builds the record.
+
+A backend (embedded, sync, remote) turns what its engine yields into ``Observation``s; the
+``RunRecorder`` grows one ``Run`` from them, so the UI can show it while it grows and every path
+records runs the same way.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from playground.run import Event, Run, Sample, TokenLogprob
+
+
+@dataclass
+class Observation:
+    """What a backend hands the recorder: an event (or None, for facts about a child alone) and
+    per-sample facts that are recorded on the samples rather than in the event."""
+
+    event: Event | None = None
+    logprobs: dict[int, list[TokenLogprob]] = field(default_factory=dict)
+    num_cached_tokens: dict[int, int] = field(default_factory=dict)
+    metrics: dict[int, dict[str, float]] = field(default_factory=dict)
+    # One text piece per new token of this event's outputs, by index, when the backend has them
+    # exact (a remote server streams each token's text); otherwise the recorder decodes.
+    token_texts: dict[int, list[str]] = field(default_factory=dict)
+    usage: dict[str, Any] | None = None  # the server's token counts for the run, when it reports them
+
+
+
+class RunRecorder:
+    """Builds a Run from observations as they arrive, so the UI can show it while it grows.
+
+    Token arrival times are taken on our side for every output kind (they are what the caller
+    saw); engine-side metrics are added when the engine reports them.
+    """
+
+    def __init__(
+        self,
+        request: dict[str, Any],
+        seeds: list[int | None],
+        engine: dict[str, Any] | None = None,
+        decode: Callable[[list[int]], str] | None = None,
+    ):
+        self.run = Run(
+            request=request,
+            samples=[Sample(index=i, seed=seed) for i, seed in enumerate(seeds)],
+            engine=engine or {},
+            started_at=time.time(),
+        )
+        self.delta = request.get("output_kind") == "DELTA"
+        self.t0 = time.monotonic()
+        self._pieces = [_Pieces(decode) for _ in seeds] if decode else None
+
+    def elapsed(self) -> float:
+        return time.monotonic() - self.t0
+
+    def observe(self, observation: Observation) -> Event | None:
+        samples = self.run.samples
+        for index, cached in observation.num_cached_tokens.items():
+            samples[index].num_cached_tokens = cached
+        for index, metrics in observation.metrics.items():
+            samples[index].metrics = metrics
+        if observation.usage is not None:
+            self.run.usage = observation.usage
+        for index, logprobs in observation.logprobs.items():
+            s = samples[index]
+            if self.delta and s.logprobs is not None:
+                s.logprobs.extend(logprobs)
+            else:
+                s.logprobs = list(logprobs)
+        event = observation.event
+        if event is None:
+            return None
+        event.t -= self.t0  # backends stamp time.monotonic(); the record keeps time since start
+        self.run.events.append(event)
+        for out in event.outputs:
+            s = samples[out.index]
+            if self.delta:
+                new = out.token_ids
+                s.text += out.text
+                s.token_ids.extend(new)
+            else:
+                new = out.token_ids[len(s.token_ids):]
+                s.text = out.text
+                s.token_ids = list(out.token_ids)
+            s.token_times.extend([event.t] * len(new))
+            if out.index in observation.token_texts:
+                s.token_texts.extend(observation.token_texts[out.index])
+            elif self._pieces is not None:
+                s.token_texts.extend(self._pieces[out.index].add(new))
+            if out.finish_reason is not None:
+                s.finish_reason = out.finish_reason
+                s.stop_reason = out.stop_reason
+        return event
+
+    def finish(self, status: str = "finished", error: str | None = None) -> Run:
+        self.run.status = status
+        self.run.error = error
+        self.run.wall_time = self.elapsed()
+        return self.run
+
+
+class _Pieces:
+    """Decode a growing token sequence into one text piece per token.
+
+    A token that ends inside a multibyte character gets an empty piece; the token that completes
+    the character carries it. A short window of earlier tokens gives decoders that depend on
+    context (leading spaces) what they need, as vLLM's incremental detokenizer does.
+    """
+
+    WINDOW = 6
+
+    def __init__(self, decode: Callable[[list[int]], str]):
+        self.decode = decode
+        self.ids: list[int] = []
+        self.prefix = 0  # start of the context window
+        self.read = 0  # tokens already turned into pieces
+
+    def add(self, new_ids: list[int]) -> list[str]:
+        pieces = []
+        for token_id in new_ids:
+            self.ids.append(token_id)
+            before = self.decode(self.ids[self.prefix:self.read])
+            after = self.decode(self.ids[self.prefix:])
+            if after.endswith("\ufffd"):
+                pieces.append("")  # incomplete character: the next token completes it
+                continue
+            pieces.append(after[len(before):])
+            self.read = len(self.ids)
+            self.prefix = max(0, self.read - self.WINDOW)
+        return pieces

@@ -1,0 +1,160 @@
+"""The LLMEngine backend: SampleRequests through the sync sampler, each recorded as a Run.
+
+It records through the same ``Recording`` as the async backends (the same checks, seeds, request
+header and recorder), with time stamps from ``time.monotonic()``, so every view, analysis and
+export reads a batch run like a run from the browser. It is what ``batch`` and the QA matrix's
+sync paths use.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable, Iterator
+from typing import Any
+
+from vllm import RequestOutput, TokensPrompt
+from vllm.v1.engine.exceptions import EngineDeadError
+
+from playground.backends.base import STOPPED, Recording, prepare
+from playground.backends.engine import describe_engine
+from playground.backends.outputs import child_observation, observation_from_output
+from playground.errors import EngineUnavailable, InvalidRequest
+from playground.run import Run
+from playground.sampling import prompts
+from playground.sampling.params import sampling_params
+from playground.sampling.request import Limits, SampleRequest
+from playground.sampling.sync_sampler import SyncParallelSampler
+
+DEAD = "the vLLM engine core has died; start the command again"
+
+
+class SyncRunner:
+    """Runs SampleRequests on an ``LLMEngine`` and records each as a ``Run``."""
+
+    def __init__(self, llm_engine, max_n: int = 32):
+        self.engine = llm_engine
+        self.sampler = SyncParallelSampler(llm_engine, max_n)
+        self.tokenizer = llm_engine.tokenizer
+        self._info = {**describe_engine(llm_engine), "front_end": "LLMEngine"}
+        self.limits = Limits(max_n=max_n, max_model_len=self._info["max_model_len"],
+                             max_logprobs=self._info["max_logprobs"])
+        self._running: dict[str, Recording] = {}  # by parent request id
+
+    def info(self) -> dict[str, Any]:
+        return {**self._info, "up": True}
+
+    def render_prompt(self, prompt: str, use_chat_template: bool) -> tuple[str, list[int]]:
+        return prompts.render(self.tokenizer, prompt, use_chat_template)
+
+    def decode(self, token_ids: list[int]) -> str:
+        return prompts.decode(self.tokenizer, token_ids)
+
+    def submit(self, request: SampleRequest) -> Run:
+        """Check ``request`` (InvalidRequest, before the engine sees anything), add it, and return
+        its live Run; ``step()`` grows it. The request's blank seed is filled in, as in the UI."""
+        request.check(self.limits)  # before the tokenizer sees anything
+        recording = Recording(self, prepare(self.limits, request, self.render_prompt(request.prompt,
+                                                                                    request.use_chat_template)))
+        prepared = recording.prepared
+        tokens = TokensPrompt(prompt_token_ids=prepared.prompt_token_ids, prompt=prepared.rendered_prompt)
+
+        def on_child(index: int, output: RequestOutput) -> None:
+            recording.observe(child_observation(index, output))
+
+        self.sampler.add_request(prepared.request_id, tokens, sampling_params(request), request.mode,
+                                 on_child=on_child)
+        self._running[prepared.request_id] = recording
+        return recording.run
+
+    def step(self) -> list[Run]:
+        """One engine step for every run in flight; returns the runs that finished in it."""
+        return self._step()
+
+    def _step(self) -> list[Run]:
+        try:
+            outputs = self.sampler.step()
+        except EngineDeadError as e:
+            for recording in self._running.values():
+                recording.finish("error", DEAD)
+            self._running.clear()
+            raise EngineUnavailable(DEAD) from e
+        t = time.monotonic()
+        finished = []
+        for output in outputs:
+            recording = self._running.get(output.request_id)
+            if recording is None:
+                continue
+            # Per-child facts came through on_child; the merged output carries one child's only.
+            recording.observe(observation_from_output(output, t, child_facts=False))
+            if output.finished:
+                del self._running[output.request_id]
+                finished.append(recording.finish("aborted", STOPPED) if recording.aborted else recording.finish())
+        return finished
+
+    def abort(self, request_id: str) -> Run | None:
+        """Abort one run in flight: every child leaves the engine now, and the run is finished
+        "aborted" with the tokens it had (its last event comes from the sampler's abort output)."""
+        recording = self._running.get(request_id)
+        if recording is None:
+            return None
+        recording.aborted = True
+        self.sampler.abort(request_id)
+        self._step()  # the sampler hands over the aborted parent's last output, with no engine step
+        return recording.run
+
+    def abort_all(self) -> list[Run]:
+        """Abort every run in flight; returns them, marked aborted."""
+        return [self.abort(request_id) for request_id in list(self._running)]
+
+    @property
+    def running(self) -> int:
+        return len(self._running)
+
+    def record(self, request: SampleRequest) -> Run:
+        """Run one request to the end and return its finished Run. Whatever stops it early
+        (Ctrl-C, an error) aborts its children and marks the Run; the exception goes on."""
+        run = self.submit(request)
+        try:
+            while not run.finished:
+                self.step()
+        except BaseException:
+            self.abort(run.request["request_id"])
+            raise
+        return run
+
+    def record_all(self, requests: Iterable[SampleRequest],
+                   max_in_flight: int = 1) -> Iterator[tuple[int, Run | InvalidRequest]]:
+        """Run many requests, at most ``max_in_flight`` parents at a time; yield
+        ``(position, Run)`` as each finishes, or ``(position, InvalidRequest)`` for one refused.
+
+        ``max_in_flight=1`` runs each request alone on an otherwise idle engine (the conditions of
+        the UI and of replays, so seeded results reproduce). More in flight fills the engine's
+        batch better, but the batch a request shares changes its seeded results (floating-point
+        order; no batch-invariant mode on the CPU).
+
+        Closing the iterator early, or an exception (Ctrl-C) inside it, aborts every run in flight.
+        """
+        pending = iter(enumerate(requests))
+        position_of: dict[int, int] = {}  # id(run) -> position
+        exhausted = False
+        try:
+            while True:
+                while not exhausted and self.running < max_in_flight:
+                    item = next(pending, None)
+                    if item is None:
+                        exhausted = True
+                        break
+                    position, request = item
+                    try:
+                        run = self.submit(request)
+                    except InvalidRequest as e:
+                        yield position, e
+                        continue
+                    position_of[id(run)] = position
+                if not self.running:
+                    return
+                for run in self.step():
+                    yield position_of.pop(id(run)), run
+        finally:
+            if self.running:
+                self.abort_all()

@@ -1,0 +1,1 @@
+"""The command line: ``python app.py`` (serve), ``batch``, ``qa``; shared flags in cli.py."""

@@ -1,0 +1,76 @@
+"""The fan-out plan: which child requests a parent becomes, with which ids and seeds.
+
+This is vLLM's rule (``vllm/v1/engine/parallel_sampling.py``), written once for every path: the
+async sampler over AsyncLLM, the sync sampler over LLMEngine, the remote backend over HTTP, and
+the run record. A parent with n samples becomes n children with n = 1; child i is called
+``f"{i}_{parent_id}"`` and gets ``seed + i``. In "same-seed" mode every child gets the parent's
+seed, on purpose: that is the V0 bug the seed + i rule fixed (all n samples came out identical).
+
+No vLLM here: the remote backend plans its HTTP requests with it on a machine without vLLM.
+"""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from playground.errors import InvalidRequest
+
+MODES = ("wrapper", "native", "same-seed")
+FAN_OUT_MODES = ("wrapper", "same-seed")  # the modes where we fan out; native hands n to vLLM
+MAX_SEED = 2**63 - 1  # vLLM's seeds are 64-bit signed
+RANDOM_SEED_BELOW = 2**31  # a blank seed is drawn from [0, 2**31): short enough to read and type
+
+
+@dataclass(frozen=True)
+class Child:
+    """One child request of a parent: its index among the samples, its engine id and its seed."""
+
+    index: int
+    request_id: str
+    seed: int | None
+
+
+def child_request_id(index: int, parent_id: str) -> str:
+    """The id vLLM gives child i of a parent, so engine logs read the same in every mode."""
+    return f"{index}_{parent_id}"
+
+
+def child_seeds(seed: int | None, n: int, mode: str) -> list[int | None]:
+    """Sample i's seed: seed + i, or ``seed`` for all in same-seed mode (None stays None)."""
+    if seed is None:
+        return [None] * n
+    return [seed] * n if mode == "same-seed" else [seed + i for i in range(n)]
+
+
+def draw_seed(source: Callable[[int], int] = secrets.randbelow) -> int:
+    """A fresh base seed for a request that left it blank, so every sample can be replayed."""
+    return source(RANDOM_SEED_BELOW)
+
+
+def check_seed(seed: int | None, n: int) -> None:
+    """The base seed must leave room for seed + n - 1 in vLLM's 64-bit range."""
+    if seed is None:
+        return
+    if not 0 <= seed <= MAX_SEED:
+        raise InvalidRequest(f"seed must be a whole number from 0 to 2**63-1 ({MAX_SEED}), got {seed}")
+    if seed + n - 1 > MAX_SEED:
+        raise InvalidRequest(
+            f"seed {seed} is too large for n={n}: sample i uses seed+i, which must stay at or below "
+            f"2**63-1 ({MAX_SEED}), so the largest base seed for n={n} is {MAX_SEED - n + 1}"
+        )
+
+
+def check_mode(mode: str) -> None:
+    if mode not in MODES:
+        raise InvalidRequest(f"mode must be one of {', '.join(MODES)}, got {mode!r}")
+
+
+def plan(parent_id: str, n: int, seed: int | None, mode: str) -> list[Child]:
+    """The children a parent becomes. In native mode vLLM fans out itself, with the same rule;
+    the plan then says what its children are called and seeded, for the record."""
+    check_mode(mode)
+    check_seed(seed, n)
+    seeds = child_seeds(seed, n, "wrapper" if mode == "native" else mode)
+    return [Child(i, child_request_id(i, parent_id), s) for i, s in enumerate(seeds)]
