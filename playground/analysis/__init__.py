@@ -14,6 +14,8 @@ from playground.analysis.diff import (
     similarity,
 )
 from playground.analysis.events import event_outputs_frame, events_figure
+from playground.analysis.phases import child_timeline_figure, engine_load_line, phases_frame
+from playground.analysis.reproduce import batch_sizes, condition_changes, other_requests, why_different
 from playground.analysis.summary import summary_frame
 from playground.analysis.timing import itl_figure, itl_frame, timing_frame, tokens_over_time_figure, ttft_figure
 from playground.analysis.tokens import PARTIAL, pieces, visible
@@ -35,5 +37,7 @@ __all__ = [
     "entropy_lower_bound", "uncertainty_frame", "agreement_frame", "uncertainty_figure", "agreement_figure",
     "itl_frame", "timing_frame", "tokens_over_time_figure", "itl_figure", "ttft_figure",
     "event_outputs_frame", "events_figure",
+    "phases_frame", "child_timeline_figure", "engine_load_line",
+    "other_requests", "batch_sizes", "condition_changes", "why_different",
     "summary_frame",
 ]

@@ -13,6 +13,7 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from playground.analysis.figures import height_for
+from playground.analysis.phases import engine_load_line
 from playground.analysis.tokens import for_hover, truncate, visible
 from playground.run import Run
 
@@ -55,6 +56,14 @@ def events_figure(run: Run) -> go.Figure:
     for event in run.events:
         if event.finished:
             fig.add_vline(x=event.t * 1000, line_dash="dash", line_color="#6b7280")
+    load = engine_load_line(run)
+    if load is not None:  # vLLM counts every child: a run of n alone shows n, falling as they finish
+        times, counts = load
+        fig.add_trace(go.Scatter(x=[t * 1000 for t in times], y=counts, mode="lines", name="requests in the engine",
+                                 line={"shape": "hv", "color": "#10b981"}, yaxis="y2",
+                                 hovertemplate="%{y} request(s) unfinished in the engine<extra></extra>"))
+        fig.update_layout(yaxis2={"title": "requests in the engine", "overlaying": "y", "side": "right",
+                                  "rangemode": "tozero", "showgrid": False})
     fig.update_layout(
         title=f"Raw events ({run.output_kind}): {len(run.events)} event(s), {len(frame)} output(s)",
         # From 0, so a FINAL_ONLY run shows its one event at the end, not alone in the middle.

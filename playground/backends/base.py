@@ -30,6 +30,7 @@ class Prepared:
     rendered_prompt: str
     prompt_token_ids: list[int]
     children: list[plan.Child]
+    watch: bool = False  # keep every yielded output and report the ones that changed (QA matrix)
 
     @property
     def seeds(self) -> list[int | None]:
@@ -103,6 +104,7 @@ class Recording:
         self.recorder = RunRecorder(prepared.record_header(), prepared.seeds, backend.info(), backend.decode)
         self.run: Run = self.recorder.run
         self.aborted = False  # a stop was asked for: the run ends "aborted" however its stream ends
+        self.watch = None  # an OutputWatch, when a front end that steps the engine itself keeps one
 
     @property
     def request_id(self) -> str:
@@ -131,14 +133,16 @@ async def start(backend: Backend, request: SampleRequest) -> Recording:
     return Recording(backend, prepare(backend.limits, request, rendered))
 
 
-async def record(backend: Backend, request: SampleRequest | Recording) -> AsyncIterator[Run]:
+async def record(backend: Backend, request: SampleRequest | Recording, watch: bool = False) -> AsyncIterator[Run]:
     """Run ``request`` and yield the growing Run: once at the start (no events yet, so a caller
-    holds the Run from the first moment), after every event, and once finished.
+    holds the Run from the first moment), after every event, and once finished. ``watch``: the
+    backend keeps every output it yields and records which changed afterwards (QA matrix).
 
     Whatever ends the stream (the end, an error, a Stop, a closed tab) the Run is finished with
     the matching status, and the backend's own cleanup aborts what is still running.
     """
     recording = request if isinstance(request, Recording) else await start(backend, request)
+    recording.prepared.watch = watch
     run = recording.run
     try:
         yield run

@@ -19,8 +19,9 @@ from vllm import TokensPrompt
 from vllm.v1.engine.exceptions import EngineDeadError
 
 from playground.backends.base import Prepared
+from playground.backends.conditions import engine_conditions
 from playground.backends.engine import EngineHost, describe_engine
-from playground.backends.outputs import child_observation, observation_from_output
+from playground.backends.outputs import OutputWatch, child_observation, observation_from_output
 from playground.backends.recorder import Observation
 from playground.errors import EngineUnavailable
 from playground.sampling import prompts
@@ -54,7 +55,7 @@ class EmbeddedBackend:
 
     def _describe(self) -> None:
         engine = self.host.engine
-        self._info = describe_engine(engine)
+        self._info = {**describe_engine(engine), "conditions": engine_conditions(engine)}
         self.limits = Limits(
             max_n=self.max_n,
             max_model_len=self._info["max_model_len"],
@@ -99,16 +100,23 @@ class EmbeddedBackend:
 
         async def produce():
             children: list[Observation] = []
+            watch = OutputWatch() if prepared.watch else None
 
             def on_child(index, output):
                 children.append(child_observation(index, output))
 
             generator = sampler.generate(tokens, params, prepared.request_id, request.mode, on_child=on_child)
             async for output in generator:
-                observation = observation_from_output(output, time.monotonic(), child_facts=attribute)
+                if watch is not None:
+                    watch.keep(output)
+                # Counted as the caller receives the output: vLLM counts each child, not the parent.
+                observation = observation_from_output(output, time.monotonic(), child_facts=attribute,
+                                                      engine_requests=sampler.engine.get_num_unfinished_requests())
                 while children:
                     yield children.pop(0)
                 yield observation
+            if watch is not None:
+                yield Observation(mutated_events=watch.changed())
 
         try:
             async for observation in self.host.stream(produce):

@@ -12,7 +12,8 @@ from playground.backends.recorder import Observation
 from playground.run import Event, EventOutput, TokenLogprob
 
 
-def observation_from_output(output: Any, t: float, child_facts: bool = True) -> Observation:
+def observation_from_output(output: Any, t: float, child_facts: bool = True,
+                            engine_requests: int | None = None) -> Observation:
     """Copy a vLLM RequestOutput into an Observation, at once.
 
     In CUMULATIVE mode vLLM hands out its live token list, which keeps growing after the output
@@ -21,7 +22,8 @@ def observation_from_output(output: Any, t: float, child_facts: bool = True) -> 
     A parent output carries the cached-token count and metrics of one child only: the one whose
     output it was built from, which is ``outputs[0]`` for streamed kinds. ``child_facts=False``
     skips that attribution where it does not hold (FINAL_ONLY with n > 1) or where the caller
-    observes each child directly (the wrapper).
+    observes each child directly (the wrapper). ``engine_requests``: how many requests the engine
+    had unfinished when this output was yielded.
     """
     event = Event(
         t=t,
@@ -37,6 +39,8 @@ def observation_from_output(output: Any, t: float, child_facts: bool = True) -> 
             for c in output.outputs
         ],
         num_cached_tokens=output.num_cached_tokens,
+        request_id=output.request_id,
+        engine_requests=engine_requests,
     )
     observation = Observation(event=event)
     for c in output.outputs:
@@ -85,3 +89,28 @@ def metrics_snapshot(stats: Any) -> dict[str, float]:
     names = ("arrival_time", "queued_ts", "scheduled_ts", "first_token_ts", "last_token_ts",
              "first_token_latency", "num_generation_tokens")
     return {name: getattr(stats, name) for name in names if hasattr(stats, name)}
+
+
+class OutputWatch:
+    """Keeps every output a path yielded, with a snapshot taken when it was yielded, to tell at
+    the end which ones changed afterwards.
+
+    vLLM once handed out CUMULATIVE outputs that later tokens kept changing: a consumer that kept
+    references (a list of outputs, say) saw old outputs grow. The QA matrix's ``no-mutation`` rule
+    reads what this finds. Only the QA matrix asks for it: it holds every output of the run.
+    """
+
+    def __init__(self):
+        self._kept: list[tuple[Any, tuple]] = []
+
+    def keep(self, output: Any) -> None:
+        self._kept.append((output, _snapshot(output)))
+
+    def changed(self) -> list[int]:
+        """Numbers (in yield order) of the outputs that no longer match their snapshot."""
+        return [number for number, (output, snapshot) in enumerate(self._kept) if _snapshot(output) != snapshot]
+
+
+def _snapshot(output: Any) -> tuple:
+    return (output.request_id, bool(output.finished),
+            tuple((c.index, c.text, tuple(c.token_ids), c.finish_reason) for c in output.outputs))

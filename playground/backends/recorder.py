@@ -28,7 +28,7 @@ class Observation:
     # exact (a remote server streams each token's text); otherwise the recorder decodes.
     token_texts: dict[int, list[str]] = field(default_factory=dict)
     usage: dict[str, Any] | None = None  # the server's token counts for the run, when it reports them
-
+    mutated_events: list[int] | None = None  # from a backend that watched what it yielded
 
 
 class RunRecorder:
@@ -64,8 +64,11 @@ class RunRecorder:
             samples[index].num_cached_tokens = cached
         for index, metrics in observation.metrics.items():
             samples[index].metrics = metrics
+            self._phases(samples[index], metrics)
         if observation.usage is not None:
             self.run.usage = observation.usage
+        if observation.mutated_events is not None:
+            self.run.mutated_events = list(observation.mutated_events)
         for index, logprobs in observation.logprobs.items():
             s = samples[index]
             if self.delta and s.logprobs is not None:
@@ -96,6 +99,23 @@ class RunRecorder:
                 s.finish_reason = out.finish_reason
                 s.stop_reason = out.stop_reason
         return event
+
+    def _phases(self, sample: Sample, metrics: dict[str, float]) -> None:
+        """The child's queued, prefill and decode phases from the engine's own timestamps.
+
+        The engine core stamps them with time.monotonic() in its own process: the same clock as
+        ours on one machine, so they share the time axis of the token arrivals. A timestamp of 0
+        means the engine has not reached that phase (yet)."""
+        queued, scheduled = metrics.get("queued_ts") or 0.0, metrics.get("scheduled_ts") or 0.0
+        first, last = metrics.get("first_token_ts") or 0.0, metrics.get("last_token_ts") or 0.0
+        if queued:
+            sample.queued_at = queued - self.t0
+        if queued and scheduled:
+            sample.queued_s = max(0.0, scheduled - queued)
+        if scheduled and first:
+            sample.prefill_s = max(0.0, first - scheduled)
+        if first and last:
+            sample.decode_s = max(0.0, last - first)
 
     def finish(self, status: str = "finished", error: str | None = None) -> Run:
         self.run.status = status

@@ -16,8 +16,10 @@ from vllm import RequestOutput, TokensPrompt
 from vllm.v1.engine.exceptions import EngineDeadError
 
 from playground.backends.base import STOPPED, Recording, prepare
+from playground.backends.conditions import engine_conditions
 from playground.backends.engine import describe_engine
-from playground.backends.outputs import child_observation, observation_from_output
+from playground.backends.outputs import OutputWatch, child_observation, observation_from_output
+from playground.backends.recorder import Observation
 from playground.errors import EngineUnavailable, InvalidRequest
 from playground.run import Run
 from playground.sampling import prompts
@@ -35,7 +37,8 @@ class SyncRunner:
         self.engine = llm_engine
         self.sampler = SyncParallelSampler(llm_engine, max_n)
         self.tokenizer = llm_engine.tokenizer
-        self._info = {**describe_engine(llm_engine), "front_end": "LLMEngine"}
+        self._info = {**describe_engine(llm_engine), "front_end": "LLMEngine",
+                      "conditions": engine_conditions(llm_engine)}
         self.limits = Limits(max_n=max_n, max_model_len=self._info["max_model_len"],
                              max_logprobs=self._info["max_logprobs"])
         self._running: dict[str, Recording] = {}  # by parent request id
@@ -49,13 +52,16 @@ class SyncRunner:
     def decode(self, token_ids: list[int]) -> str:
         return prompts.decode(self.tokenizer, token_ids)
 
-    def submit(self, request: SampleRequest) -> Run:
+    def submit(self, request: SampleRequest, watch: bool = False) -> Run:
         """Check ``request`` (InvalidRequest, before the engine sees anything), add it, and return
-        its live Run; ``step()`` grows it. The request's blank seed is filled in, as in the UI."""
+        its live Run; ``step()`` grows it. The request's blank seed is filled in, as in the UI.
+        ``watch``: keep every output and record which changed after it was yielded (QA matrix)."""
         request.check(self.limits)  # before the tokenizer sees anything
         recording = Recording(self, prepare(self.limits, request, self.render_prompt(request.prompt,
                                                                                     request.use_chat_template)))
         prepared = recording.prepared
+        prepared.watch = watch
+        recording.watch = OutputWatch() if watch else None
         tokens = TokensPrompt(prompt_token_ids=prepared.prompt_token_ids, prompt=prepared.rendered_prompt)
 
         def on_child(index: int, output: RequestOutput) -> None:
@@ -79,14 +85,19 @@ class SyncRunner:
             self._running.clear()
             raise EngineUnavailable(DEAD) from e
         t = time.monotonic()
+        engine_requests = self.engine.get_num_unfinished_requests()  # vLLM counts children
         finished = []
         for output in outputs:
             recording = self._running.get(output.request_id)
             if recording is None:
                 continue
+            if recording.watch is not None:
+                recording.watch.keep(output)
             # Per-child facts came through on_child; the merged output carries one child's only.
-            recording.observe(observation_from_output(output, t, child_facts=False))
+            recording.observe(observation_from_output(output, t, child_facts=False, engine_requests=engine_requests))
             if output.finished:
+                if recording.watch is not None:
+                    recording.observe(Observation(mutated_events=recording.watch.changed()))
                 del self._running[output.request_id]
                 finished.append(recording.finish("aborted", STOPPED) if recording.aborted else recording.finish())
         return finished
@@ -110,10 +121,10 @@ class SyncRunner:
     def running(self) -> int:
         return len(self._running)
 
-    def record(self, request: SampleRequest) -> Run:
+    def record(self, request: SampleRequest, watch: bool = False) -> Run:
         """Run one request to the end and return its finished Run. Whatever stops it early
         (Ctrl-C, an error) aborts its children and marks the Run; the exception goes on."""
-        run = self.submit(request)
+        run = self.submit(request, watch)
         try:
             while not run.finished:
                 self.step()

@@ -1,0 +1,110 @@
+"""Why two runs of the same seeds may give different tokens, read from their two records.
+
+Seeded sampling reproduces token for token only under the same conditions. Two things change
+them: the engine (dtype, kernels, versions, device, environment: ``run.engine["conditions"]``)
+and the batch a request shares (floating-point order follows batch composition; there is no
+batch-invariant mode on the CPU). The record has both: the engine's conditions, and, on every
+event, how many requests the engine had unfinished (``Event.engine_requests``), from which the
+requests that were not the run's own can be told.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from playground.run import Run
+
+# Settings of the request that change the sampled tokens (output_kind does not: it only changes
+# how they are delivered).
+SAMPLING_SETTINGS = ("temperature", "top_p", "top_k", "min_p", "presence_penalty", "frequency_penalty",
+                     "repetition_penalty", "max_tokens", "stop", "ignore_eos")
+
+
+def other_requests(run: Run) -> int | None:
+    """The most requests in flight on the engine beside this run's own unfinished children, over
+    its events; None when the backend did not count (a remote server, an old bundle)."""
+    counts = [e.engine_requests for e in run.events if e.engine_requests is not None]
+    if not counts:
+        return None
+    finished: set[int] = set()
+    most = 0
+    for event in run.events:
+        finished |= {o.index for o in event.outputs if o.finish_reason is not None}
+        if event.engine_requests is not None:
+            # Counted as the event arrived: the children that finished in it have left the engine.
+            own = run.n - len(finished)
+            most = max(most, event.engine_requests - own)
+    return most
+
+
+def batch_sizes(run: Run) -> tuple[int, int] | None:
+    """(smallest, largest) number of requests the engine had unfinished during the run."""
+    counts = [e.engine_requests for e in run.events if e.engine_requests is not None]
+    return (min(counts), max(counts)) if counts else None
+
+
+def condition_changes(a: Run, b: Run) -> list[str]:
+    """Engine conditions that differ between the two records, as 'name: A vs B'."""
+    ca, cb = a.engine.get("conditions") or {}, b.engine.get("conditions") or {}
+    if not ca or not cb:
+        return []
+    changes = []
+    for key in sorted(set(ca) | set(cb)):
+        if key == "environment":
+            ea, eb = ca.get(key) or {}, cb.get(key) or {}
+            changes += [f"{name}={ea.get(name)!r} vs {eb.get(name)!r}" for name in sorted(set(ea) | set(eb))
+                        if ea.get(name) != eb.get(name)]
+        elif ca.get(key) != cb.get(key):
+            changes.append(f"{key}: {_show(ca.get(key))} vs {_show(cb.get(key))}")
+    return changes
+
+
+def why_different(a: Run, b: Run) -> list[str]:
+    """Sentences naming each condition that differed between the two runs (empty: none known).
+
+    Read only from the two records, so it works on saved bundles as well as live runs."""
+    reasons = []
+    changes = condition_changes(a, b)
+    if changes:
+        reasons.append("the engine differed: " + "; ".join(changes))
+    elif not a.engine.get("conditions") or not b.engine.get("conditions"):
+        reasons.append("the engine's conditions were not recorded for both runs (an older bundle or a "
+                       "remote server), so an engine difference cannot be ruled out")
+    if a.request.get("prompt_token_ids") != b.request.get("prompt_token_ids"):
+        reasons.append("the prompt token ids differed")
+    settings = [k for k in SAMPLING_SETTINGS if a.request.get(k) != b.request.get(k)]
+    if settings:
+        reasons.append("sampler settings differed: " + ", ".join(
+            f"{k} {a.request.get(k)!r} vs {b.request.get(k)!r}" for k in settings))
+    batch = _batch_reason(a, b)
+    if batch:
+        reasons.append(batch)
+    return reasons
+
+
+def _batch_reason(a: Run, b: Run) -> str | None:
+    """Batch composition: n children share a batch, so a run of n differs from a replay of one
+    sample alone; and requests of others (or another run's children) change it too."""
+    parts = []
+    if a.n != b.n:
+        parts.append(f"{a.n} vs {b.n} samples shared a batch")
+    others_a, others_b = other_requests(a), other_requests(b)
+    if others_a is None or others_b is None:
+        if others_a != others_b or others_a is None:
+            parts.append("the engine's load was not recorded for both runs")
+    elif others_a or others_b:
+        parts.append(f"other requests were in flight on the engine (up to {others_a} beside the first run, "
+                     f"{others_b} beside the second)")
+    if a.request.get("mode") != b.request.get("mode"):
+        parts.append(f"the children were added by {_who(a)} vs {_who(b)}")
+    if not parts:
+        return None
+    return "the batch differed: " + "; ".join(parts)
+
+
+def _who(run: Run) -> str:
+    return "vLLM's own fan-out" if run.request.get("mode") == "native" else "the wrapper's fan-out"
+
+
+def _show(value: Any) -> str:
+    return repr(value) if isinstance(value, str) else str(value)

@@ -1,0 +1,83 @@
+"""Why two records may differ, the per-child phases, and bundle versions: engine-free, on small
+hand-made runs."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from playground import analysis as A
+from playground.errors import InvalidBundle
+from playground.run import BUNDLE_VERSION, Event, EventOutput, Run, Sample
+
+CONDITIONS = {"dtype": "float32", "vllm_version": "0.32.0", "device": "CPU", "max_num_seqs": 256,
+              "environment": {"VLLM_CPU_OMP_THREADS_BIND": "auto", "VLLM_BATCH_INVARIANT": None}}
+
+
+def run(n=2, mode="wrapper", counts=(1, 0), conditions=CONDITIONS, **request) -> Run:
+    """n samples that finish one per event, with the engine's request count as each event arrived
+    (the children that finished in it have left the engine by then)."""
+    samples = [Sample(index=i, seed=5 + i, token_ids=[1, 2], token_times=[0.1, 0.2]) for i in range(n)]
+    events = [Event(t=0.1 * (k + 1), finished=k == n - 1, outputs=[EventOutput(k, "x", [1, 2], "length")],
+                    engine_requests=count) for k, count in zip(range(n), counts)]
+    req = {"request_id": "run-1", "n": n, "mode": mode, "seed": 5, "prompt_token_ids": [7, 8],
+           "temperature": 1.0, **request}
+    return Run(request=req, samples=samples, events=events, engine={"conditions": dict(conditions)},
+               status="finished")
+
+
+def test_a_run_alone_has_no_other_requests_and_a_crowded_one_says_how_many():
+    assert A.other_requests(run(counts=(1, 0))) == 0, "1 unfinished, then none: only its own children"
+    assert A.other_requests(run(counts=(4, 3))) == 3
+    assert A.other_requests(run(counts=(None, None))) is None
+    assert A.batch_sizes(run(counts=(4, 3))) == (3, 4)
+
+
+def test_why_different_names_each_condition_that_changed():
+    same = A.why_different(run(), run())
+    assert same == []
+    other_engine = run(conditions={**CONDITIONS, "dtype": "bfloat16",
+                                   "environment": {**CONDITIONS["environment"], "VLLM_CPU_OMP_THREADS_BIND": "0-1"}})
+    reasons = A.why_different(run(), other_engine)
+    assert reasons == ["the engine differed: dtype: 'float32' vs 'bfloat16'; VLLM_CPU_OMP_THREADS_BIND='auto' vs '0-1'"]
+    replay = run(n=1, counts=(0,))
+    crowded = run(counts=(5, 4))
+    reasons = A.why_different(crowded, replay)
+    assert reasons == ["the batch differed: 2 vs 1 samples shared a batch; other requests were in flight on the "
+                       "engine (up to 4 beside the first run, 0 beside the second)"]
+    assert "sampler settings differed: temperature 1.0 vs 0.7" in A.why_different(run(), run(temperature=0.7))
+    assert "the children were added by the wrapper's fan-out vs vLLM's own fan-out" in \
+        A.why_different(run(), run(mode="native"))[0]
+    unknown = A.why_different(run(), run(conditions={}))
+    assert unknown[0].startswith("the engine's conditions were not recorded for both runs")
+
+
+def test_phases_and_the_child_timeline():
+    r = run()
+    r.samples[0].queued_at, r.samples[0].queued_s, r.samples[0].prefill_s, r.samples[0].decode_s = 0.01, 0.02, 0.03, 0.1
+    frame = A.phases_frame(r)
+    row = frame.iloc[0]
+    assert (row.scheduled_at, row.first_token_at) == pytest.approx((0.03, 0.06))
+    assert row.last_token_at == pytest.approx(0.16)
+    assert frame.iloc[1].isna()["queued_at"], "a child the engine did not report stays empty"
+    figure = A.child_timeline_figure(r)
+    assert list(figure.data[0].base)[0] == pytest.approx(0.01) and list(figure.data[2].x)[0] == pytest.approx(0.1)
+    remote = run()
+    assert "not known on this backend" in A.child_timeline_figure(remote).layout.annotations[0].text
+
+
+def test_bundles_say_what_is_wrong_with_them():
+    good = run().to_dict()
+    assert good["bundle_version"] == BUNDLE_VERSION
+    assert Run.from_dict(good) == run()
+    old = {k: v for k, v in good.items() if k != "bundle_version"}  # version 1 had no such key
+    assert Run.from_dict(old).n == 2
+    with pytest.raises(InvalidBundle, match=f"has version {BUNDLE_VERSION + 1}, newer than this playground reads"):
+        Run.from_dict({**good, "bundle_version": BUNDLE_VERSION + 1})
+    with pytest.raises(InvalidBundle, match="this is not a run bundle"):
+        Run.from_json(json.dumps({"prompt": "hello"}))
+    with pytest.raises(InvalidBundle, match="not valid JSON"):
+        Run.from_json("{nope")
+    with pytest.raises(InvalidBundle, match="damaged"):
+        Run.from_dict({**good, "samples": [{"index": 0, "seed": 1, "colour": "red"}]})
