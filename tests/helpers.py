@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import time
+from collections.abc import Callable
 
 from playground.backends.base import record
-from playground.sampling.request import SampleRequest
 from playground.backends.outputs import observation_from_output
 from playground.run import Event, Run
+from playground.sampling.request import SampleRequest
 
 
 def free_port() -> int:
@@ -16,6 +18,32 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+def wait_until(condition: Callable[[], bool], timeout: float, every: float = 0.02) -> bool:
+    """Poll ``condition`` until it holds or ``timeout`` seconds pass; whether it held."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(every)
+    return True
+
+
+async def await_until(condition: Callable[[], bool], timeout: float, every: float = 0.01) -> bool:
+    """``wait_until`` for code running on an event loop."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            return False
+        await asyncio.sleep(every)
+    return True
+
+
+def unfinished_after(backend, host, timeout: float = 2.0) -> int:
+    """Requests still unfinished in the backend's engine once it went idle or ``timeout`` passed."""
+    wait_until(lambda: host.run(backend.num_unfinished()) == 0, timeout)
+    return host.run(backend.num_unfinished())
 
 
 def record_to_end(backend, request: SampleRequest) -> Run:

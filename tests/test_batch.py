@@ -11,11 +11,11 @@ from pathlib import Path
 
 import pytest
 
+from playground.backends.sync import SyncRunner
 from playground.commands import batch, cli
 from playground.errors import InvalidRequest
-from playground.sampling.request import SampleRequest
 from playground.run import Run, Sample
-from playground.backends.sync import SyncRunner
+from playground.sampling.request import SampleRequest
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -9,11 +9,12 @@ import pytest
 from vllm import SamplingParams
 from vllm.sampling_params import RequestOutputKind
 
+from playground.analysis import first_divergence
+from playground.backends.outputs import observation_from_output
 from playground.errors import InvalidRequest
 from playground.sampling.async_sampler import ParallelSampler
 from tests.conftest import LONG_PROMPT
-from playground.backends.outputs import observation_from_output
-from tests.helpers import assert_finishes_once_at_the_end, collect, final_token_ids
+from tests.helpers import assert_finishes_once_at_the_end, await_until, collect, final_token_ids
 
 PROMPT = "Write a short poem about the sea:"
 KINDS = ["CUMULATIVE", "DELTA", "FINAL_ONLY"]
@@ -30,9 +31,8 @@ def generate(host, prompt, sp, mode, request_id, **kw):
 
 
 async def wait_idle(engine, timeout=2.0) -> int:
-    deadline = time.monotonic() + timeout
-    while engine.get_num_unfinished_requests() and time.monotonic() < deadline:
-        await asyncio.sleep(0.02)
+    """The engine's unfinished requests once it went idle, or after ``timeout``."""
+    await await_until(lambda: engine.get_num_unfinished_requests() == 0, timeout)
     return engine.get_num_unfinished_requests()
 
 
@@ -46,11 +46,7 @@ def test_wrapper_matches_native_token_for_token(host, kind, n):
     got = final_token_ids(wrapper, kind)
     assert sorted(got) == list(range(n))
     for i in range(n):
-        assert got[i] == expected[i], f"sample {i} diverged at token {_first_diff(got[i], expected[i])}"
-
-
-def _first_diff(a, b) -> int:
-    return next((k for k, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
+        assert got[i] == expected[i], f"sample {i} diverged at token {first_divergence(got[i], expected[i])}"
 
 
 @pytest.fixture(scope="module")
@@ -94,14 +90,15 @@ def test_stopping_the_consumer_aborts_every_child(host, how):
             assert host.engine.get_num_unfinished_requests() == 8
             await generator.aclose()
         else:
+            received = []
+
             async def consume():
-                async for _ in generator:
-                    pass
+                async for output in generator:
+                    received.append(output)
 
             task = asyncio.create_task(consume())
-            while host.engine.get_num_unfinished_requests() < 8:
-                await asyncio.sleep(0.01)
-            await asyncio.sleep(0.2)
+            assert await await_until(lambda: len(received) >= 2, timeout=120), "the run never streamed"
+            assert host.engine.get_num_unfinished_requests() == 8
             task.cancel()
             with pytest.raises(asyncio.CancelledError):
                 await task
@@ -209,8 +206,8 @@ def test_abort_by_parent_id_ends_those_streams_with_their_partial_samples(host):
         tasks = [asyncio.create_task(consume(rid, sampler.generate(PROMPT, long, rid, mode)))
                  for rid, mode in aborted.items()]
         tasks.append(asyncio.create_task(consume("kept", sampler.generate(PROMPT, kept, "kept", "wrapper"))))
-        while any(len(results[rid]) < 2 for rid in aborted):  # every aborted parent has made tokens
-            await asyncio.sleep(0.01)
+        # Every aborted parent has made tokens before the abort.
+        assert await await_until(lambda: all(len(results[rid]) >= 2 for rid in aborted), timeout=120)
         await sampler.abort(list(aborted) + ["no-such-parent"])
         await asyncio.wait_for(asyncio.gather(*tasks), 30)
         return results, await wait_idle(host.engine)

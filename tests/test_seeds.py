@@ -26,7 +26,8 @@ def test_a_seed_is_parsed_exactly(typed, expected):
 
 
 @pytest.mark.parametrize("typed, message", [
-    ("9223372036854775808", "seed must be a whole number from 0 to 2**63-1 (9223372036854775807), got 9223372036854775808"),
+    ("9223372036854775808",
+     "seed must be a whole number from 0 to 2**63-1 (9223372036854775807), got 9223372036854775808"),
     ("-1", "from 0 to 2**63-1 (9223372036854775807), got -1"),
     ("1.5", "seed must be a whole number, got '1.5'"),
     ("1e400", "at most 40 digits"),

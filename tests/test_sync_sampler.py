@@ -10,11 +10,12 @@ import pytest
 from vllm import SamplingParams
 from vllm.sampling_params import RequestOutputKind
 
-from playground.errors import InvalidRequest
-from playground.sampling.request import SampleRequest
+from playground.analysis import first_divergence
 from playground.backends.outputs import observation_from_output
-from playground.run import Event
 from playground.backends.sync import SyncRunner
+from playground.errors import InvalidRequest
+from playground.run import Event
+from playground.sampling.request import SampleRequest
 from playground.sampling.sync_sampler import SyncParallelSampler
 from tests.helpers import assert_finishes_once_at_the_end, final_token_ids, record_to_end
 
@@ -41,15 +42,11 @@ def drain(sampler: SyncParallelSampler) -> dict[str, list[Event]]:
     return events
 
 
-def first_diff(a: list[int], b: list[int]) -> int:
-    return next((k for k, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
-
-
 def assert_same_tokens(got: dict[int, list[int]], expected: dict[int, list[int]], what: str) -> None:
     assert sorted(got) == sorted(expected), f"{what}: indices {sorted(got)} != {sorted(expected)}"
     for i in expected:
         assert got[i] == expected[i], (
-            f"{what}: sample {i} diverged at token {first_diff(got[i], expected[i])} "
+            f"{what}: sample {i} diverged at token {first_divergence(got[i], expected[i])} "
             f"({got[i]} vs {expected[i]})"
         )
 

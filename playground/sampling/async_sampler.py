@@ -13,9 +13,8 @@ from collections.abc import AsyncIterator, Callable, Iterable
 from vllm import RequestOutput, SamplingParams, TokensPrompt
 from vllm.v1.engine.exceptions import EngineDeadError
 
+from playground.sampling import aggregate, prompts
 from playground.sampling import params as child_params
-from playground.sampling import prompts
-from playground.sampling import aggregate
 
 # Called with (index, child's RequestOutput) before it is merged: per-child facts such as
 # num_cached_tokens that a merged parent output cannot carry for every child.

@@ -17,9 +17,8 @@ from vllm.sampling_params import RequestOutputKind
 from vllm.v1.engine.exceptions import EngineDeadError
 
 from playground.errors import InvalidRequest
+from playground.sampling import aggregate, prompts
 from playground.sampling import params as child_params
-from playground.sampling import prompts
-from playground.sampling import aggregate
 from playground.sampling.async_sampler import ChildObserver
 
 
