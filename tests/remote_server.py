@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import importlib.metadata
 import os
 import signal
@@ -101,6 +102,6 @@ def remote_server(model_path, tmp_path_factory):
 
 @pytest.fixture(scope="session")
 def remote(remote_server):
-    return RemoteBackend(remote_server.url, max_n=8, request_timeout=60)
+    return asyncio.run(RemoteBackend.connect(remote_server.url, max_n=8, request_timeout=60))
 
 

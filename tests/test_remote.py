@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import sys
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -20,14 +21,32 @@ import pytest
 
 from playground.backends.base import prepare
 from playground.errors import RemoteError
+from playground.backends.remote import convert
 from playground.backends.remote.backend import OUTPUT_KIND_SOURCE, RemoteBackend
 from playground.backends.remote.client import metric_total
+from playground.backends.remote.health import HEALTH_TIMEOUT
+from playground.backends.remote.tokens import TokenTexts
 from playground.commands.cli import add_remote_flags, create_remote_backend
 from playground.sampling.request import SampleRequest
 from tests.helpers import free_port, record_to_end
 
 PROMPT = "Write a short poem about the sea:"
 KINDS = ["DELTA", "CUMULATIVE", "FINAL_ONLY"]
+
+
+def connect(url: str, **options) -> RemoteBackend:
+    """A RemoteBackend on ``url``, connected as the commands do: on a loop of its own."""
+    return asyncio.run(RemoteBackend.connect(url, **options))
+
+
+def wait_until(condition, timeout: float) -> bool:
+    """Poll ``condition`` until it holds or ``timeout`` seconds pass."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.02)
+    return True
 
 
 def run_request(backend, **settings):
@@ -78,6 +97,8 @@ def check_sample_record(run, max_tokens: int, logprobs: int | None = None) -> No
 def test_info_and_limits_describe_the_server(remote, model_path):
     info = remote.info()
     assert info["backend"] == "openai" and info["device"] == "remote" and info["up"] is True
+    assert info["has_chat_template"] is True  # SmolLM2-Instruct's tokenizer has one
+    assert asyncio.run(remote.status()) == info  # a health check that the server answers
     assert info["base_url"] == remote.base_url
     assert info["max_model_len"] == remote.limits.max_model_len == 2048
     assert info["output_kind_source"] == OUTPUT_KIND_SOURCE
@@ -93,7 +114,7 @@ def test_prompts_render_as_on_the_embedded_engine(remote, host):
 
     embedded = EmbeddedBackend(host, max_n=8)
     for chat in (False, True):
-        assert remote.render_prompt(PROMPT, chat) == embedded.render_prompt(PROMPT, chat)
+        assert asyncio.run(remote.render(PROMPT, chat)) == embedded.render_prompt(PROMPT, chat)
 
 
 def test_seeded_wrapper_samples_equal_the_embedded_engines(remote, host):
@@ -171,7 +192,7 @@ def test_closing_the_stream_aborts_the_servers_requests(remote, how):
     async def go():
         finished_before = metric_total(await remote.metrics(), "vllm:request_success_total")
         request = SampleRequest(prompt=PROMPT, n=4, seed=3, max_tokens=400, ignore_eos=True, output_kind="DELTA")
-        stream = remote.stream(prepare(remote.limits, request, remote.render_prompt(request.prompt, False)))
+        stream = remote.stream(prepare(remote.limits, request, await remote.render(request.prompt, False)))
         started = asyncio.Event()
 
         async def consume():
@@ -209,7 +230,7 @@ def test_closing_the_stream_aborts_the_servers_requests(remote, how):
 
 
 def test_logprobs_above_the_servers_limit_give_its_message(remote_server):
-    generous = RemoteBackend(remote_server.url, max_n=8, max_logprobs=50)  # let the server judge
+    generous = connect(remote_server.url, max_n=8, max_logprobs=50)  # let the server judge
     with pytest.raises(RemoteError) as error:
         run_request(generous, n=2, seed=1, max_tokens=4, logprobs=30)
     message = str(error.value)
@@ -218,8 +239,8 @@ def test_logprobs_above_the_servers_limit_give_its_message(remote_server):
 
 def test_a_model_the_server_does_not_serve(remote_server, remote):
     with pytest.raises(RemoteError, match="does not serve 'no-such-model'; it serves: "):
-        RemoteBackend(remote_server.url, model="no-such-model")
-    wrong = RemoteBackend(remote_server.url)
+        connect(remote_server.url, model="no-such-model")
+    wrong = connect(remote_server.url)
     wrong.model = "no-such-model"  # as if the server had swapped models after we connected
     with pytest.raises(RemoteError) as error:
         run_request(wrong, n=2, seed=1, max_tokens=4)
@@ -241,27 +262,63 @@ def test_cli_flags_build_a_remote_backend(remote_server, monkeypatch):
         create_remote_backend(args, max_n=6)
 
 
+# -- conversions, without a server (cases a real server does not produce on demand) ---------------
+
+def test_a_chunk_of_several_tokens_gets_one_piece_per_token():
+    texts = {1: "He", 2: "llo", 3: "\ufffd"}
+    assert convert.pieces(" a", [5], {}) == [" a"]  # one token: the chunk's text is its piece
+    assert convert.pieces("Hello", [1, 2], texts) == ["He", "llo"]
+    assert convert.pieces("Hé", [1, 3], texts) == ["", "Hé"]  # alone they do not add up: the last token
+
+
+def test_a_sampled_token_outside_the_top_k_has_no_rank():
+    texts = {1: "a", 2: "b", 7: "z"}
+    [inside] = convert.token_logprobs([(2, -0.5, [(1, -0.1), (2, -0.5)])], 2, texts)
+    [outside] = convert.token_logprobs([(7, -3.0, [(1, -0.1), (2, -0.5), (7, -3.0)])], 2, texts)
+    assert (inside.rank, outside.rank) == (2, None)
+    assert outside.top == [(1, -0.1, "a"), (2, -0.5, "b"), (7, -3.0, "z")] and outside.text == "z"
+
+
+def test_token_texts_asks_the_server_once_per_token():
+    asked = []
+
+    async def decode_one(token_id: int) -> str:
+        asked.append(token_id)
+        return f"<{token_id}>"
+
+    async def twice(cache: TokenTexts):
+        return await cache.texts([1, 2, 2], decode_one), await cache.texts([2, 3], decode_one)
+
+    first, second = asyncio.run(twice(TokenTexts()))
+    assert first == {1: "<1>", 2: "<2>"} and second == {2: "<2>", 3: "<3>"}
+    assert sorted(asked) == [1, 2, 3]
+
+
 # -- failures, on no server or a fake one -----------------------------------------------------------
 
 def test_a_wrong_base_url_names_the_server():
     url = f"http://127.0.0.1:{free_port()}/v1"
     started = time.monotonic()
     with pytest.raises(RemoteError) as error:
-        RemoteBackend(url, request_timeout=5)
+        connect(url, request_timeout=5)
     assert url in str(error.value) and "connection refused" in str(error.value)
     assert time.monotonic() - started < 5
 
 
 class FakeServer(ThreadingHTTPServer):
     """Just enough of vLLM's API for a RemoteBackend, with a completion endpoint that misbehaves
-    on demand: "stall" sends one chunk and then nothing, "fail" answers HTTP 500."""
+    on demand: "stall" sends one chunk and then nothing, "fail" answers HTTP 500. Once ``silent``
+    is set, it accepts connections and answers nothing at all; ``held`` counts those requests.
+    ``chat=False``: a model without a chat template (vLLM answers such a /tokenize with 400)."""
 
     daemon_threads = True
 
-    def __init__(self, behaviour: str, api_key: str | None = None):
+    def __init__(self, behaviour: str, api_key: str | None = None, chat: bool = True):
         super().__init__(("127.0.0.1", 0), FakeHandler)
-        self.behaviour, self.api_key = behaviour, api_key
+        self.behaviour, self.api_key, self.chat = behaviour, api_key, chat
         self.release = threading.Event()
+        self.silent = threading.Event()
+        self.held = 0
         self.url = f"http://127.0.0.1:{self.server_address[1]}/v1"
 
     def __enter__(self):
@@ -272,6 +329,10 @@ class FakeServer(ThreadingHTTPServer):
         self.release.set()
         self.shutdown()
         self.server_close()
+
+    def handle_error(self, request, client_address):
+        if not isinstance(sys.exc_info()[1], ConnectionError):  # a client that left: the backend
+            super().handle_error(request, client_address)  # drops health checks it no longer needs
 
 
 class FakeHandler(BaseHTTPRequestHandler):
@@ -292,17 +353,28 @@ class FakeHandler(BaseHTTPRequestHandler):
             return False
         return True
 
+    def hold(self) -> bool:
+        """A silent server: keep the connection open and answer nothing (until the test ends)."""
+        if not self.server.silent.is_set():
+            return False
+        self.server.held += 1
+        self.server.release.wait(60)
+        return True
+
     def do_GET(self):
-        if not self.authorized():
+        if self.hold() or not self.authorized():
             return
         answers = {"/v1/models": {"data": [{"id": "fake", "root": "fake", "max_model_len": 2048}]},
                    "/version": {"version": "0-fake"}, "/health": {}}
         self.answer(200, answers.get(self.path, {}))
 
     def do_POST(self):
-        self.rfile.read(int(self.headers.get("Content-Length", 0)))
-        if not self.authorized():
+        body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))) or "{}")
+        if self.hold() or not self.authorized():
             return
+        if self.path == "/tokenize" and "messages" in body and not self.server.chat:
+            message = "Cannot use chat template functions because tokenizer.chat_template is not set"
+            return self.answer(400, {"error": {"message": message, "code": 400}})
         if self.path == "/tokenize":
             return self.answer(200, {"tokens": [1, 2, 3], "count": 3, "max_model_len": 2048})
         if self.server.behaviour == "fail":
@@ -319,7 +391,7 @@ class FakeHandler(BaseHTTPRequestHandler):
 
 def test_a_stalled_stream_times_out_with_a_clear_message():
     with FakeServer("stall") as server:
-        backend = RemoteBackend(server.url, request_timeout=1.0)
+        backend = connect(server.url, request_timeout=1.0)
         started = time.monotonic()
         with pytest.raises(RemoteError) as error:
             run_request(backend, n=2, seed=1, max_tokens=4)
@@ -330,16 +402,57 @@ def test_a_stalled_stream_times_out_with_a_clear_message():
 def test_a_server_error_gives_the_servers_message():
     with FakeServer("fail") as server:
         with pytest.raises(RemoteError) as error:
-            run_request(RemoteBackend(server.url), n=2, seed=1, max_tokens=4)
+            run_request(connect(server.url), n=2, seed=1, max_tokens=4)
     assert "HTTP 500" in str(error.value) and "EngineCore encountered an issue" in str(error.value)
 
 
 def test_a_wrong_api_key_says_so():
     with FakeServer("fail", api_key="right") as server:
         with pytest.raises(RemoteError) as error:
-            RemoteBackend(server.url, api_key="wrong")
-        assert RemoteBackend(server.url, api_key="right").info()["up"] is True
+            connect(server.url, api_key="wrong")
+        assert asyncio.run(connect(server.url, api_key="right").status())["up"] is True
     assert "HTTP 401" in str(error.value) and "--api-key" in str(error.value) and "Unauthorized" in str(error.value)
+
+
+def test_a_model_without_a_chat_template_is_described_so():
+    with FakeServer("fail", chat=False) as server:
+        assert connect(server.url).info()["has_chat_template"] is False
+    with FakeServer("fail") as server:
+        assert connect(server.url).info()["has_chat_template"] is True
+
+
+def test_a_silent_server_does_not_hold_up_the_app():
+    """The server answers discovery, then accepts connections and answers nothing. While one
+    client's /sample waits on it, a second client loads the page and has its /sample refused,
+    with a sentence naming the server, within 2 s (the health check's timeout, not the 60 s
+    request timeout); the status the page shows then says the server is down."""
+    from gradio_client import Client
+
+    from playground.ui import build_app, launch_app
+
+    with FakeServer("stall") as server:
+        backend = connect(server.url, request_timeout=60)
+        server.silent.set()
+        demo = build_app(backend)
+        _, url, _ = launch_app(demo, prevent_thread_lock=True, server_name="127.0.0.1", server_port=free_port(),
+                               quiet=True)
+        try:
+            first = Client(url, verbose=False).submit(prompt=PROMPT, n=2, max_tokens=4, api_name="/sample")
+            assert wait_until(lambda: server.held, timeout=30), "the first /sample never reached the server"
+            assert not first.done()
+            assert httpx.get(url, timeout=2).status_code == 200  # the page loads meanwhile
+            second = Client(url, verbose=False).submit(prompt=PROMPT, n=1, max_tokens=2, api_name="/sample")
+            with pytest.raises(Exception) as refused:
+                second.result(timeout=2)
+            assert not isinstance(refused.value, TimeoutError), "the second /sample waited more than 2 s"
+            message = str(refused.value)
+            assert server.url in message and f"did not answer its health check within {HEALTH_TIMEOUT:g} s" in message
+            assert "unexpected error" not in message
+            with pytest.raises(Exception, match="health check"):
+                first.result(timeout=30)  # the first is refused too, not held for 60 s
+            assert backend.info()["up"] is False
+        finally:
+            demo.close()
 
 
 # -- this kills the session's server: destructive, so it runs after every other test ----------------

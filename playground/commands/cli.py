@@ -8,6 +8,7 @@ reach a remote vLLM server, and atomic file writing, are shared here too.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import contextlib
 import os
 import tempfile
@@ -139,12 +140,14 @@ def add_remote_flags(group) -> None:
 
 
 def create_remote_backend(args, max_n: int) -> RemoteBackend:
-    """The RemoteBackend the parsed flags ask for; RemoteError if the server cannot be used."""
+    """The RemoteBackend the parsed flags ask for; RemoteError if the server cannot be used.
+    For the commands' synchronous start-up (no event loop runs yet): discovery runs to its end
+    on a loop of its own; the backend then works on any loop."""
     if not args.base_url:
         raise RemoteError("--backend openai needs --base-url, the server's address, e.g. http://HOST:8000/v1")
     api_key = args.api_key or next((os.environ[n] for n in API_KEY_ENV if os.environ.get(n)), None)
-    return RemoteBackend(args.base_url, api_key=api_key, max_n=max_n, request_timeout=args.request_timeout,
-                         model=getattr(args, "model", None))
+    return asyncio.run(RemoteBackend.connect(args.base_url, api_key=api_key, max_n=max_n,
+                                             request_timeout=args.request_timeout, model=getattr(args, "model", None)))
 
 
 def _positive_seconds(text: str) -> float:

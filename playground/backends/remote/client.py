@@ -1,19 +1,93 @@
-"""URL and server-message plumbing for the remote backend.
+"""The vLLM server's addresses, an async HTTP client per operation, and its errors in sentences.
 
 vLLM serves the OpenAI API under /v1 but its own endpoints (/tokenize, /detokenize, /health,
-/metrics, /version) at the server root, so one --base-url is split into both. And an HTTP or
-OpenAI failure is turned into a sentence a person understands: the server's own message, not a
-traceback, and the innermost cause rather than "Connection error.".
+/metrics, /version) at the server root, so one --base-url is split into both. Every failure,
+HTTP or OpenAI, becomes a sentence a person understands: which server, what we were doing, the
+server's own message (not a traceback), and the innermost cause rather than "Connection error.".
+
+An ``httpx.AsyncClient`` belongs to the event loop it first ran on, and the backend is called
+from several (Gradio's, a test's ``asyncio.run``, the QA matrix's), so no client outlives one
+operation: each render, health check or run opens its own (``Server.client``) and closes it.
 """
 
 from __future__ import annotations
 
 import re
+from typing import Any
 
 import httpx
 import openai
 
 from playground.errors import RemoteError
+
+
+class Server:
+    """How to reach one vLLM server, and how to say what went wrong there."""
+
+    def __init__(self, base_url: str, api_key: str | None = None, request_timeout: float = 60.0):
+        self.base_url, self.root = split_base_url(base_url)
+        self.api_key = api_key
+        self.request_timeout = request_timeout
+        self.where = f"the vLLM server at {self.base_url}"
+
+    def timeout(self, total: float | None = None) -> httpx.Timeout:
+        total = self.request_timeout if total is None else total
+        return httpx.Timeout(total, connect=min(10.0, total))
+
+    def client(self) -> httpx.AsyncClient:
+        """A client for one operation, to be closed by its caller (``async with``)."""
+        headers = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
+        return httpx.AsyncClient(base_url=self.root, headers=headers, timeout=self.timeout())
+
+    def openai(self, http: httpx.AsyncClient) -> openai.AsyncOpenAI:
+        """The OpenAI client over ``http``'s connections (closing ``http`` closes it)."""
+        return openai.AsyncOpenAI(base_url=self.base_url, api_key=self.api_key or "EMPTY", max_retries=0,
+                                  timeout=self.timeout(), http_client=http)
+
+    async def get(self, http: httpx.AsyncClient, path: str, what: str) -> Any:
+        return await self._json(http.get(path), what)
+
+    async def post(self, http: httpx.AsyncClient, path: str, body: dict[str, Any], what: str) -> Any:
+        return await self._json(http.post(path, json=body), what)
+
+    async def _json(self, sending, what: str) -> Any:
+        try:
+            response = await sending
+        except httpx.HTTPError as e:
+            raise self.error(e, what) from e
+        self.check(response, what)
+        return response.json()
+
+    def check(self, response: httpx.Response, what: str) -> None:
+        if response.status_code >= 400:
+            raise RemoteError(self.status_message(response.status_code, server_message(response), what))
+
+    def status_message(self, status: int, message: str, what: str) -> str:
+        hint = " (check --api-key)" if status in (401, 403) else ""
+        return f"{self.where} answered HTTP {status} while {what}{hint}: {message}"
+
+    def error(self, error: Exception, what: str) -> RemoteError:
+        """A message a person understands: which server, what we were doing, what happened."""
+        where = self.where
+        if isinstance(error, RemoteError):
+            return error
+        if isinstance(error, openai.APIStatusError):
+            return RemoteError(self.status_message(error.status_code, openai_message(error), what))
+        if isinstance(error, (openai.APITimeoutError, httpx.TimeoutException)):
+            return RemoteError(
+                f"{where} did not answer within {self.request_timeout:g} s while {what} (--request-timeout)"
+            )
+        if connection_refused(error):
+            return RemoteError(
+                f"cannot connect to {where} while {what}: connection refused. Is `vllm serve` running there?"
+            )
+        if isinstance(error, (openai.APIConnectionError, httpx.TransportError)):
+            return RemoteError(
+                f"lost the connection to {where} while {what} (has it stopped?): {innermost_cause(error)}"
+            )
+        if isinstance(error, openai.APIError):
+            return RemoteError(f"{where} reported an error while {what}: {error.message}")
+        return RemoteError(f"unexpected error from {where} while {what}: {type(error).__name__}: {error}")
 
 
 def split_base_url(url: str) -> tuple[str, str]:
@@ -41,14 +115,6 @@ def metric_total(text: str, name: str, **labels: str) -> float | None:
             total += float(match.group(2))
             seen = True
     return total if seen else None
-
-
-def parse_token_id(key: str) -> int:
-    """``token_id:123`` (return_tokens_as_token_ids) -> 123."""
-    try:
-        return int(key.rsplit(":", 1)[1])
-    except (IndexError, ValueError):
-        raise RemoteError(f"the server returned a logprob key {key!r}, not token_id:N") from None
 
 
 def server_message(response: httpx.Response) -> str:
