@@ -97,14 +97,14 @@ def samples_frame(run: Run, figures: SetFigures) -> pd.DataFrame:
 
 def figures_table(d: SetDiversity) -> pd.DataFrame:
     """The diversity figures for people: one row per figure, whole samples beside the text after
-    the first divergence point."""
+    the first divergence point (column "after token k", k the common prefix)."""
     names = {"distinct_1": "distinct-1", "distinct_2": "distinct-2", "distinct_3": "distinct-3",
              "similarity_mean": "mean pairwise similarity", "similarity_std": "similarity spread (std)",
              "similarity_min": "least similar pair", "similarity_max": "most similar pair",
              "vendi": "Vendi score (effective number of samples)"}
     whole, after = d.whole.to_dict(), d.after_divergence.to_dict()
     rows = [{"figure": label, "whole samples": _rounded(whole[key]),
-             f"after token {d.common_prefix} (first divergence)": _rounded(after[key])}
+             f"after token {d.common_prefix}": _rounded(after[key])}
             for key, label in names.items()]
     return pd.DataFrame(rows)
 
@@ -144,7 +144,7 @@ def answer_groups_figure(answers: Answers) -> go.Figure:
     ))
     share = f"{answers.vote_share:.0%}" if answers.vote_share is not None else "none"
     fig.update_layout(
-        title=f"Answer groups ({answers.extractor}): majority vote share {share}; click a bar for its samples",
+        title=f"Answer groups ({_cut(answers.extractor, 30)}): majority vote share {share}",
         height=height_for(len(bars), per_row=34, minimum=260), xaxis_title="samples",
         yaxis={"autorange": "reversed", "automargin": True}, clickmode="event",
     )

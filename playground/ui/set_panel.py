@@ -6,8 +6,9 @@ it is computed by playground.analysis from the finished run, so it is drawn when
 
 Gradio's Plot has no click event, so a click on a bar reaches the server through the page:
 ``CLICK_JS`` (run once with ``demo.load(js=CLICK_JS)``) listens for Plotly's ``plotly_click`` on the
-chart and writes the bar's sample indices (each bar's ``customdata``, "0,2,5") into the hidden
-``picked`` textbox, whose ``.input`` event then fires; ``picked_indices`` reads them back.
+chart and writes the bar's sample indices (each bar's ``customdata``, "0,2,5") and the time into
+the hidden ``picked`` textbox, whose ``.change`` event then fires (its ``.input`` does not, for a
+value set by a script); ``picked_indices`` reads the indices back.
 
 The embedding model for grouping by meaning is chosen where the app starts, not in the page (like
 the sampling model: a page must not make the server load models), and the tab offers it only then.
@@ -40,7 +41,7 @@ CLICK_JS = """
     const point = data && data.points && data.points[0];
     const box = document.querySelector('#set-picked textarea, #set-picked input');
     if (!point || !box) return;
-    box.value = String(point.customdata);
+    box.value = String(point.customdata) + '@' + Date.now();  // a second click on a bar is a change too
     box.dispatchEvent(new Event('input', {bubbles: true}));
   };
   const attach = () => {
@@ -62,9 +63,9 @@ def extractor_spec(choice: str | None, pattern: str | None) -> str:
 
 
 def picked_indices(text: str | None) -> list[int]:
-    """The sample indices a bar click wrote ("0,2,5"); none for anything else."""
+    """The sample indices a bar click wrote ("0,2,5@1718000000000"); none for anything else."""
     try:
-        return [int(part) for part in (text or "").split(",") if part.strip()]
+        return [int(part) for part in (text or "").split("@")[0].split(",") if part.strip()]
     except ValueError:
         return []
 
@@ -119,9 +120,11 @@ def headline(figures: SetFigures) -> str:
                 f"**{a.entropy:.2f} bits** (0: all agree; {math.log2(a.answered):.2f}: no two agree).")
         if a.unanswered:
             said += f" No answer could be read from sample(s) {', '.join(map(str, a.unanswered))}."
-    vendi = d.whole.vendi
-    said += (f"\n\nThe samples share their first {d.common_prefix} token(s); the Vendi score says they are "
-             f"worth **{vendi:.2f}** distinct samples of {d.whole.samples}." if vendi is not None else "")
+    shared = (f"The samples share their first {d.common_prefix} token(s)" if d.common_prefix
+              else "The samples differ from their first token")
+    if d.whole.vendi is not None:
+        said += (f"\n\n{shared}; by the Vendi score they are worth **{d.whole.vendi:.2f}** distinct samples of "
+                 f"{d.whole.samples}.")
     if figures.meaning:
         m = figures.meaning
         said += (f"\n\nBy meaning ({m.model}, cosine ≥ {m.threshold}): {len(m.clusters)} cluster(s), semantic "
@@ -185,10 +188,10 @@ class SetTab:
         """Redraw on a change of the controls and say which samples a clicked bar holds; ``current``
         is the page's State holding the shown Run. (Drawing after a run, and highlighting the
         clicked samples' columns, is the page's: chain ``values`` after the run and listen to
-        ``picked.input``.)"""
+        ``picked.change``.)"""
         for trigger in (self.extractor.change, self.pattern.submit, self.by_meaning.change, self.similarity.release):
             trigger(self.values, [current, *self.inputs()], self.outputs(), api_visibility="private")
-        self.picked.input(self.pick, [current, self.picked], self.picked_note, api_visibility="private")
+        self.picked.change(self.pick, [current, self.picked], self.picked_note, api_visibility="private")
 
 
 def _sentence(text: str) -> str:
