@@ -263,3 +263,39 @@ def test_set_tab_values_and_a_bar_click():
     assert bad.groups.empty and not bad.figures.empty  # the diversity does not depend on the extractor
     assert set_panel.extractor_spec("regex", r"is (\d+)") == r"regex:is (\d+)"
     assert set_panel.picked_indices("3,4@1718000000000") == [3, 4] and set_panel.picked_indices("junk") == []
+
+
+def test_a_click_on_a_bar_tells_its_samples_in_chromium():
+    """The tab alone in a real page and a real Chromium: Gradio's Plot has no click event, so CLICK_JS
+    carries Plotly's click to the server; clicking a bar twice must say its samples each time."""
+    import gradio as gr
+    from playwright.sync_api import sync_playwright
+
+    from playground.ui import set_panel
+    from tests.helpers import free_port
+    from tests.test_browser import CHROMIUM
+
+    with gr.Blocks() as demo:
+        current = gr.State(TWO_GROUPS)
+        with gr.Tabs():
+            tab = set_panel.SetTab()
+        tab.wire(current)
+        demo.load(None, None, None, js=set_panel.CLICK_JS)
+        demo.load(tab.values, [current, *tab.inputs()], tab.outputs())
+    _, url, _ = demo.launch(prevent_thread_lock=True, server_name="127.0.0.1", server_port=free_port(), quiet=True)
+    try:
+        with sync_playwright() as p:
+            browser = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox", "--disable-gpu"])
+            page = browser.new_page(viewport={"width": 1300, "height": 900})
+            page.goto(url)
+            page.locator("#set-extractor").get_by_text("last number").click()
+            page.locator("#set-headline").get_by_text("vote share 60%").wait_for(timeout=30_000)
+            bars = page.locator("#set-groups-chart g.point path")
+            for bar, said in [(1, "#3 (seed 103), #4 (seed 104)"), (0, "#0 (seed 100), #1 (seed 101), #2 (seed 102)"),
+                              (1, "#3 (seed 103)")]:
+                box = bars.nth(bar).bounding_box()  # Plotly's drag layer takes the click, as a mouse's would
+                page.mouse.click(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
+                page.locator("#set-picked-note").get_by_text(said).wait_for(timeout=10_000)
+            browser.close()
+    finally:
+        demo.close()

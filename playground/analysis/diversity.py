@@ -31,6 +31,7 @@ from dataclasses import asdict, dataclass
 import numpy as np
 from rapidfuzz import process
 from rapidfuzz.distance import Indel
+from scipy import sparse
 
 from playground.analysis.diff import common_prefix
 from playground.run import Run
@@ -76,13 +77,19 @@ def ngram_kernel(samples: Sequence[Sequence[int]], orders: Sequence[int] = VENDI
     for tokens in samples:
         bag = Counter(g for order in orders for g in ngrams(tokens, order))
         bags.append(bag or Counter([_EMPTY]))
-    vocabulary = {g: k for k, g in enumerate({g for bag in bags for g in bag})}
-    counts = np.zeros((len(bags), len(vocabulary)))
+    vocabulary: dict[tuple, int] = {}
+    rows, columns, counts = [], [], []
     for row, bag in enumerate(bags):
         for gram, count in bag.items():
-            counts[row, vocabulary[gram]] = count
-    unit = counts / np.linalg.norm(counts, axis=1, keepdims=True)
-    return unit @ unit.T
+            rows.append(row)
+            columns.append(vocabulary.setdefault(gram, len(vocabulary)))
+            counts.append(count)
+    # Sparse: n samples of thousands of tokens have hundreds of thousands of distinct n-grams.
+    matrix = sparse.csr_matrix((np.asarray(counts, dtype=np.float64), (rows, columns)),
+                               shape=(len(bags), len(vocabulary)))
+    gram = (matrix @ matrix.T).toarray()
+    norms = np.sqrt(np.diag(gram))
+    return gram / np.outer(norms, norms) if len(bags) else gram
 
 
 def vendi_score(kernel: np.ndarray) -> float | None:
@@ -119,7 +126,7 @@ class Diversity:
         return asdict(self)
 
 
-def diversity(samples: Sequence[Sequence[int]]) -> Diversity:
+def diversity_of(samples: Sequence[Sequence[int]]) -> Diversity:
     """Every diversity figure of a set of token-id sequences."""
     pairs = pairwise_similarities(samples)
     stats = (float(pairs.mean()), float(pairs.std()), float(pairs.min()), float(pairs.max())) if len(pairs) \
@@ -149,4 +156,5 @@ def set_diversity(run: Run) -> SetDiversity:
     """
     shared = common_prefix(run)
     whole = [s.token_ids for s in run.samples]
-    return SetDiversity(shared, diversity(whole), diversity([tokens[shared:] for tokens in whole]))
+    figures = diversity_of(whole)  # the pairs cost O(n² · length): computed again only when a prefix is cut
+    return SetDiversity(shared, figures, diversity_of([tokens[shared:] for tokens in whole]) if shared else figures)
