@@ -109,6 +109,7 @@ def test_after_divergence_ignores_the_shared_prefix():
     ("last-number", "pages 2-3", "3"),
     ("last-number", "It is 3.0, or -0.0", "0"),
     ("last-number", "The answer is 42.", "42"),
+    ("last-number", "about .50 or -.25", "-0.25"),
     ("last-number", "no digits here", None),
     ("boxed", r"first \boxed{1} then \boxed{\frac{1}{2}} done", r"\frac{1}{2}"),
     ("boxed", r"\boxed {x + {y}}", "x + {y}"),

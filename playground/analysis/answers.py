@@ -34,7 +34,7 @@ from playground.run import Run
 EXTRACTORS = ("normalized", "first-line", "last-number", "boxed", "regex")
 DEFAULT_EXTRACTOR = "normalized"  # defined for every text: a person who did not choose sees literal agreement
 
-_NUMBER = re.compile(r"(?:(?<![\w.])-)?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?")  # "2-3" ends in 3, not -3
+_NUMBER = re.compile(r"(?:(?<![\w.])-)?(?:(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?|(?<![\d.])\.\d+)")  # "2-3": 3
 
 
 class InvalidExtractor(PlaygroundError, ValueError):
@@ -72,7 +72,8 @@ def last_number(text: str) -> str | None:
     number = found[-1].replace(",", "")
     if "." in number:
         number = number.rstrip("0").rstrip(".")
-    return "0" if number in ("-0", "") else number
+    number = re.sub(r"^(-?)\.", r"\g<1>0.", number)  # ".5" -> "0.5"
+    return "0" if number in ("-0", "-", "") else number
 
 
 def boxed(text: str) -> str | None:
