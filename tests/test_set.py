@@ -289,13 +289,23 @@ def test_a_click_on_a_bar_tells_its_samples_in_chromium():
             browser = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox", "--disable-gpu"])
             page = browser.new_page(viewport={"width": 1300, "height": 900})
             page.goto(url)
-            page.locator("#set-extractor").get_by_text("last number").click()
-            page.locator("#set-headline").get_by_text("vote share 60%").wait_for(timeout=30_000)
+            page.wait_for_function("""() => {  // the figures the page load drew: two answer groups
+                const title = document.querySelector('#set-groups-chart .gtitle');
+                return title && title.textContent.includes('vote share 60%')
+                    && document.querySelectorAll('#set-groups-chart g.point path').length === 2; }""",
+                                   timeout=60_000)
             bars = page.locator("#set-groups-chart g.point path")
-            for bar, said in [(1, "#3 (seed 103), #4 (seed 104)"), (0, "#0 (seed 100), #1 (seed 101), #2 (seed 102)"),
-                              (1, "#3 (seed 103)")]:
-                box = bars.nth(bar).bounding_box()  # Plotly's drag layer takes the click, as a mouse's would
-                page.mouse.click(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
+            for bar, samples, said in [(1, "3, 4", "#3 (seed 103), #4 (seed 104)"),
+                                       (0, "0, 1, 2", "#0 (seed 100), #1 (seed 101), #2 (seed 102)"),
+                                       (1, "3, 4", "2 sample(s) in this group: #3")]:
+                box = bars.nth(bar).bounding_box()
+                # As a person does: point at the bar until Plotly's hover shows it, then click (Plotly's
+                # drag layer takes the click and reports the hovered point).
+                page.mouse.move(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
+                page.locator("#set-groups-chart .hoverlayer").get_by_text(f"samples: {samples}").wait_for(
+                    timeout=10_000)
+                page.mouse.down()
+                page.mouse.up()
                 page.locator("#set-picked-note").get_by_text(said).wait_for(timeout=10_000)
             browser.close()
     finally:
