@@ -1,7 +1,8 @@
 """The QA matrix (playground.qa): every contract rule can fail on a small hand-built run; the
 matrix orchestration on scripted paths; then the real thing on the session's engines (AsyncLLM and
-LLMEngine): all green when healthy, the right cells red under a broken aggregator, and
-``app.py qa``'s exit status and table.
+LLMEngine): every rule held when healthy (but for one finding about vLLM itself, see
+``LIVE_CUMULATIVE``), the right cells red under each deliberately broken path, and ``app.py qa``'s
+exit status and table.
 
 ``app.py qa`` runs in this process with the session's engines injected (``commands.qa.build_paths`` is
 replaced): starting its own two engines would cost two to five minutes on this machine per run.
@@ -21,16 +22,18 @@ import pytest
 from vllm.sampling_params import RequestOutputKind
 
 import app
+from playground.backends.recorder import Observation, RunRecorder
 from playground.commands import qa as qa_cli
-from playground.qa import contract
+from playground.qa import contract, running
 from playground.qa import matrix as qa
+from playground.qa.rules import Rulebook, Subject
+from playground.run import Event, EventOutput, Run
 from playground.sampling import aggregate
 from playground.sampling.request import SampleRequest
-from playground.backends.recorder import Observation, RunRecorder
-from playground.run import Event, EventOutput, Run
 
 PROMPT = "Once upon a time, in a village at the edge of the sea,"
 SEED = 1
+PARENT = "run-1"  # the hand-built runs' request id
 
 
 # --- hand-built runs ------------------------------------------------------------------------------
@@ -56,7 +59,8 @@ def script(kind: str) -> list[Event]:
 def record(kind: str, events: list[Event], n: int = 3, seed: int = 10, mode: str = "wrapper") -> Run:
     """A Run as the recorder builds it from ``events`` (seeds by the seed+i rule)."""
     seeds = [seed] * n if mode == "same-seed" else [seed + i for i in range(n)]
-    recorder = RunRecorder({"prompt": "p", "n": n, "seed": seed, "mode": mode, "output_kind": kind}, seeds)
+    recorder = RunRecorder({"prompt": "p", "n": n, "seed": seed, "mode": mode, "output_kind": kind,
+                            "request_id": PARENT}, seeds)
     recorder.t0 = 0.0
     for event in events:
         recorder.observe(Observation(event=copy(event)))
@@ -171,9 +175,144 @@ def test_seeds_status_and_same_seed():
     assert contract.check(Run(request={"n": 2, "output_kind": "DELTA"}, samples=[], status="error"))[0].rule == "status"
 
 
+# --- the path's conduct, on hand-built runs ---------------------------------------------------------
+
+# The engine's count of unfinished requests with each event of script(kind): vLLM counts the
+# children, and a child that finished in an event has left by the time the caller sees it.
+COUNTS = {"CUMULATIVE": [3, 2, 0], "DELTA": [3, 2, 0], "FINAL_ONLY": [0]}
+
+
+def conducted(kind: str) -> Run:
+    """script(kind) as a healthy embedded path records it: every event carries the parent's id and
+    the engine's count, and the backend watched its outputs (none changed)."""
+    events = script(kind)
+    for event, count in zip(events, COUNTS[kind], strict=True):
+        event.request_id, event.engine_requests = PARENT, count
+    run = record(kind, events)
+    run.mutated_events = []
+    return run
+
+
+def stopped(kind: str = "DELTA") -> Run:
+    """The same request stopped at its first output."""
+    run = record(kind, script(kind)[:1])
+    run.status, run.error = "aborted", "stopped before the last sample finished"
+    return run
+
+
+AROUND = {"before": 0, "after": 0}  # alone on an idle engine, and idle again at the end
+
+
+def test_the_rule_table_is_read_from_the_registered_rules():
+    names = [r.name for r in contract.RULEBOOK.rules]
+    assert list(contract.RULES) == names and qa.RULES is contract.RULES
+    assert names[-4:] == ["no-mutation", "parent-id", "accounting", "run-error"], "conduct after the output kinds"
+    assert all(r.meaning == contract.RULES[r.name] and callable(r.check) for r in contract.RULEBOOK.rules)
+    assert "n per parent" in contract.RULES["accounting"], "the measured accounting is stated in its meaning"
+    book = Rulebook()
+    book.rule("x", "one")(lambda s: [])
+    with pytest.raises(ValueError, match="two rules are named 'x'"):
+        book.rule("x", "another")(lambda s: [])
+    with pytest.raises(ValueError, match="rules named twice: x"):
+        book + book  # noqa: B018
+
+
+@pytest.mark.parametrize("kind", ["CUMULATIVE", "DELTA", "FINAL_ONLY"])
+def test_a_healthy_path_holds_every_conduct_rule_and_shows_each(kind):
+    judgement = contract.judge(Subject(conducted(kind), **AROUND, stopped=stopped(), after_stop=0))
+    assert judgement.violations == [] and judgement.unchecked == []
+
+
+def _conduct(change):
+    run = conducted("CUMULATIVE")
+    change(run)
+    return run
+
+
+def _counts(*counts):
+    def change(run):
+        for event, count in zip(run.events, counts, strict=True):
+            event.engine_requests = count
+    return change
+
+
+# Each case: a run, what is known around it, the one rule it breaks, and what its message must say.
+BROKEN_CONDUCT = [
+    (lambda r: setattr(r, "mutated_events", [0, 1]), {}, "no-mutation",
+     "2 of 3 outputs changed after they were yielded (event 0, 1): a caller that kept them saw them change"),
+    (lambda r: setattr(r.events[1], "request_id", "1_run-1"), {}, "parent-id",
+     "event 1 carries the request id '1_run-1', not the parent's 'run-1'"),
+    (lambda r: [setattr(e, "request_id", f"{k}_run-1") for k, e in enumerate(r.events)], {}, "parent-id",
+     "event 0 carries the request id '0_run-1', not the parent's 'run-1' (so do 2 more of its 3 events, with "
+     "'1_run-1', '2_run-1')"),
+    (lambda r: setattr(r.events[2], "request_id", None), {}, "parent-id",
+     "event 2 carries no request id, not the parent's 'run-1'"),
+    (_counts(3, 3, 0), {}, "accounting",
+     "event 1 counts 3 requests unfinished in the engine, but only 2 of the run's 3 children were unfinished then"),
+    (_counts(3, 2, 1), {}, "accounting", "event 2 counts 1 request unfinished in the engine, but only 0 of"),
+    (_counts(1, 1, 0), {}, "accounting",  # an engine that counted the parent
+     "the first event counts 1 request unfinished in the engine, expected the run's 3 unfinished children: the "
+     "engine counts each child, not the parent"),
+    (lambda r: None, {"after": 3}, "accounting",
+     "the engine still had 3 requests unfinished after the run ended, and none when it started: a child was left "
+     "running"),
+    (lambda r: None, {"stopped": stopped(), "after_stop": 2}, "accounting",
+     "after a run of this request was stopped at its first output, the engine still had 2 requests unfinished as "
+     "the stop returned, and not 0 within the matrix's wait: the stop did not abort every child"),
+    (lambda r: None, {"stopped": stopped(), "after_stop": 1, "settled_after_stop": 0.25}, "accounting",
+     "still had 1 request unfinished as the stop returned, and 0 again 0.25 s later: the stop returned while its "
+     "children were still in the engine"),
+    (lambda r: None, {"stopped": stopped(), "after_stop": 0, "stop_error": "the engine core died", "source": "sync"},
+     "run-error", "the sync path raised when a run of it was stopped: the engine core died"),
+]
+
+
+@pytest.mark.parametrize("change, around, rule, message", BROKEN_CONDUCT,
+                         ids=[f"{c[2]}-{i}" for i, c in enumerate(BROKEN_CONDUCT)])
+def test_each_conduct_rule_can_fail(change, around, rule, message):
+    violations = contract.check(_conduct(change), **{**AROUND, **around})
+    assert rules(violations) == [rule], violations
+    assert message in violations[0].message
+
+
+def test_final_only_counts_nothing_left_and_a_raising_path_is_judged_without_a_run():
+    run = conducted("FINAL_ONLY")
+    run.events[0].engine_requests = 3
+    assert [str(v) for v in contract.check(run, **AROUND)] == [
+        "accounting: event 0 counts 3 requests unfinished in the engine, but only 0 of the run's 3 children were "
+        "unfinished then"]
+    judgement = contract.judge(Subject(None, source="sync native", error="the engine core died"))
+    assert [str(v) for v in judgement.violations] == ["run-error: the sync native path raised: the engine core died"]
+
+
+def test_conduct_rules_say_what_a_run_cannot_show():
+    """A rule that cannot see its facts says so, instead of passing or failing on nothing."""
+    def reasons(run, **around):
+        judgement = contract.judge(Subject(run, **around))
+        assert judgement.violations == []
+        return {u.rule: u.reason for u in judgement.unchecked}
+
+    assert reasons(record("DELTA", script("DELTA"))) == {
+        "no-mutation": "the path did not watch the outputs it yielded (record(..., watch=True))",
+        "parent-id": "the run records no request id for its outputs",
+        "accounting": "the engine's count of unfinished requests around the run is unknown"}
+    remote = record("DELTA", script("DELTA"))
+    remote.engine = {"backend": "openai"}
+    found = reasons(remote, **AROUND, stopped=stopped(), after_stop=0)
+    assert found["no-mutation"].startswith("the remote path parses the server's stream into new objects")
+    assert found["parent-id"].startswith("the remote path rebuilds every output on the client")
+    assert found["accounting"].startswith("a remote server's count is read from its /metrics before and after")
+    assert reasons(conducted("DELTA"), before=2, after=2) == {
+        "accounting": "2 requests of others were in flight on the engine when the run started, so the counts are "
+                      "not this run's alone"}
+    assert reasons(conducted("DELTA"), **AROUND, stopped=record("DELTA", script("DELTA")), after_stop=0) == {
+        "accounting": "the run meant to be stopped at its first output ended finished before it"}
+
+
 # --- the matrix on scripted paths ----------------------------------------------------------------
 
-def scripted_path(name: str, mode: str, engine: str, log: list, in_flight=lambda: 0, change=None) -> qa.Path:
+def scripted_path(name: str, mode: str, engine: str, log: list, in_flight=lambda: 0, change=None,
+                  stop=None) -> qa.Path:
     """A Path that returns a recorded healthy run for the request's kind, and logs what it saw."""
     async def run(request: SampleRequest) -> Run:
         log.append(("start", name, request.output_kind, request.mode, request.seed))
@@ -188,7 +327,7 @@ def scripted_path(name: str, mode: str, engine: str, log: list, in_flight=lambda
     async def count() -> int:
         return in_flight()
 
-    return qa.Path(name, mode, engine, run, count)
+    return qa.Path(name, mode, engine, run, count, stop)
 
 
 def test_the_matrix_runs_every_cell_alone_checks_and_exports():
@@ -293,6 +432,48 @@ def test_a_path_that_raises_is_a_red_cell_and_the_rest_still_run():
     assert len(matrix.to_dict()["cells"]) == 6
 
 
+def test_streamed_cells_are_stopped_once_and_the_engine_must_be_idle_after():
+    """Each streamed cell runs its request again and stops it at its first output; a stop that leaves
+    requests behind, or raises, turns the cell red. FINAL_ONLY has nothing to stop at."""
+    log: list = []
+    left: list[int] = []  # what the engine counts as the next stop returns
+
+    async def leave_two(request):
+        log.append(("stop", request.output_kind))
+        left.append(2)  # a stop that returned before its two children were aborted: gone at the next count
+        return stopped(request.output_kind)
+
+    async def raise_on_stop(request):
+        raise RuntimeError("the engine core died")
+
+    paths = [scripted_path("async wrapper", "wrapper", "AsyncLLM", log, in_flight=lambda: left.pop() if left else 0,
+                           stop=leave_two),
+             scripted_path("async native", "native", "AsyncLLM", log, stop=raise_on_stop)]
+    matrix = asyncio.run(qa.run_matrix(SampleRequest(prompt="p", n=3, seed=10), paths))
+
+    assert [entry for entry in log if entry[0] == "stop"] == [("stop", "CUMULATIVE"), ("stop", "DELTA")]
+    leaky = matrix.cell("DELTA", "async wrapper")
+    assert (leaky.stopped.status, leaky.in_flight_after_stop, leaky.alone) == ("aborted", 2, True)
+    assert 0 < leaky.stop_settled_s < 1, "polled until the engine was idle again"
+    assert leaky.verdict() == ("✖ accounting: after a run of this request was stopped at its first output, the engine "
+                               "still had 2 requests unfinished as the stop returned, and 0 again "
+                               f"{leaky.stop_settled_s:.2f} s later: the stop returned while its children were still "
+                               "in the engine")
+    assert matrix.cell("DELTA", "async native").verdict() == (
+        "✖ run-error: the async native path raised when a run of it was stopped: the engine core died")
+    final_only = matrix.cell("FINAL_ONLY", "async wrapper")
+    assert final_only.ok and final_only.stopped is None and final_only.in_flight_after_stop is None
+    again = qa.Matrix.from_json(matrix.to_json())
+    assert again.to_dict() == matrix.to_dict() and again.cell("DELTA", "async wrapper").stopped.status == "aborted"
+    assert json.loads(matrix.to_json())["rules"] == contract.RULES
+    text = matrix.report()
+    assert "Verdict: 4 of 6 cells break a contract rule." in text
+    assert f"Rules: {', '.join(contract.RULES)}" in text
+    # Hand-built runs carry no ids, counts or watch: said once per rule and reason, by path.
+    assert ("  no-mutation on async wrapper (every output_kind); async native (every output_kind): the path did not "
+            "watch the outputs it yielded") in text
+
+
 def test_command_exit_status_and_usage_errors(capsys):
     log: list = []
     paths = [scripted_path("async wrapper", "wrapper", "AsyncLLM", log)]
@@ -370,6 +551,52 @@ def run_command(argv: list[str], paths: list[qa.Path], monkeypatch) -> tuple[int
     return status, out.getvalue()
 
 
+# Findings on the installed stack: rules that healthy cells break today. Each is a fact about the
+# code under test, not a choice of the tests; fixing one shrinks ``findings`` (see the functions).
+
+def live_cumulative(cell: qa.Cell) -> list[int]:
+    """The events a healthy cell's caller sees change on the installed vLLM (0.32).
+
+    vLLM hands each CUMULATIVE output its request's live token list
+    (OutputProcessor._new_completion_output: ``token_ids = self.detokenizer.output_token_ids``), so
+    a child's later tokens grow the outputs a caller already holds: exactly those holding a sample
+    that had more tokens at the end. The wrapper passes vLLM's child outputs on and the sync front
+    end folds vLLM's native outputs through the same aggregator, so this holds on every embedded
+    path, vLLM's own native one (async native) included. (How many outputs there are depends on how
+    fast the caller reads: vLLM merges the ones it has not taken yet.) A remote path cannot see it:
+    its objects are the client's own.
+    """
+    if cell.output_kind != "CUMULATIVE" or cell.path.startswith("remote"):
+        return []
+    final = {s.index: len(s.token_ids) for s in cell.run.samples}
+    return [k for k, event in enumerate(cell.run.events)
+            if any(len(out.token_ids) < final[out.index] for out in event.outputs)]
+
+
+def late_stop(cell: qa.Cell) -> bool:
+    """EmbeddedBackend.stream iterates ``host.stream(produce)`` without closing it, so closing a
+    recording returns before the engine-side cleanup has aborted the children: they leave the
+    engine a moment later (when the event loop finalizes that generator), not before the close
+    returns as vLLM's own generate() does. Every run stopped on the async paths shows it."""
+    return cell.path.startswith("async") and cell.stopped is not None and cell.stopped.status == "aborted"
+
+
+def findings(cell: qa.Cell) -> list[str]:
+    """The rules a healthy cell breaks on the installed stack, in rule order."""
+    return [rule for rule, breaks in (("no-mutation", live_cumulative), ("accounting", late_stop)) if breaks(cell)]
+
+
+def is_finding(cell: qa.Cell, violation) -> bool:
+    if violation.rule == "accounting":  # only the late abort: the same rule can break in other ways
+        return late_stop(cell) and "as the stop returned, and 0 again" in violation.message
+    return violation.rule in findings(cell)
+
+
+def added(cell: qa.Cell) -> list[str]:
+    """The rules a cell breaks beyond the findings above."""
+    return sorted({v.rule for v in cell.violations if not is_finding(cell, v)})
+
+
 @pytest.fixture(scope="module")
 def healthy(paths, tmp_path_factory):
     """``app.py qa`` once on the healthy engines: its status, its table, and its JSON file."""
@@ -380,19 +607,40 @@ def healthy(paths, tmp_path_factory):
     return status, printed, qa.Matrix.from_json(target.read_text(encoding="utf-8"))
 
 
-def test_healthy_engines_give_an_all_green_matrix_and_exit_0(healthy):
+def test_healthy_engines_hold_every_rule_but_the_findings(healthy):
     status, printed, matrix = healthy
-    assert status == qa_cli.EXIT_OK, printed
-    assert matrix.ok
     assert matrix.path_names == ["async wrapper", "async native", "sync wrapper", "sync native"]
     assert matrix.kinds == ["CUMULATIVE", "DELTA", "FINAL_ONLY"]
+    assert {c.label: rules(c.violations) for c in matrix.cells} == {c.label: findings(c) for c in matrix.cells}, \
+        matrix.report()
+    for cell in matrix.cells:  # everything is observable on the embedded engines, but a stop that came too late
+        assert [str(u) for u in cell.unchecked] in (
+            [], ["accounting: the run meant to be stopped at its first output ended finished before it"]), cell.label
+        assert cell.run.mutated_events == live_cumulative(cell), cell.label
+        if live_cumulative(cell):
+            assert cell.violations[0].message.startswith(
+                f"{len(live_cumulative(cell))} of {len(cell.run.events)} outputs changed after they were yielded")
+        if late_stop(cell):  # the children were still counted as the stop returned, and gone at once after
+            assert (cell.in_flight_after_stop, cell.stop_settled_s is not None) == (4, True), cell.label
+            assert cell.violations[-1].message.startswith(
+                "after a run of this request was stopped at its first output, the engine still had 4 requests "
+                "unfinished as the stop returned, and 0 again"), cell.label
+    assert all(live_cumulative(matrix.cell("CUMULATIVE", path)) for path in ("sync wrapper", "sync native")), \
+        "LLMEngine yields one output per step: the finding shows on every run"
+    assert status == qa_cli.EXIT_RULE_BROKEN, printed
     table = printed.split("\n\n")[0].splitlines()
     assert table[0].split() == ["async", "wrapper", "async", "native", "sync", "wrapper", "sync", "native"]
-    assert [row.split() for row in table[2:]] == [[kind] + ["✔"] * 4 for kind in matrix.kinds]
-    assert "Verdict: every rule holds in all 12 cells." in printed
+    assert table[4].split() == ["FINAL_ONLY"] + ["✔"] * 4
+    assert f"Verdict: {sum(bool(findings(c)) for c in matrix.cells)} of 12 cells break a contract rule." in printed
+    assert all(f" {name}," in printed for name in ("no-mutation", "parent-id", "accounting")), "the rules are listed"
+    assert {"no-mutation", "parent-id", "accounting"} <= set(matrix.to_dict()["rules"])
 
 
 def test_every_real_cell_has_the_right_shape(healthy):
+    """Including what the engine reported: vLLM counts each child (n=4 on the first streamed output,
+    wrapper and native alike, on AsyncLLM and LLMEngine), every output carries the parent's id, and
+    nothing of a run is left in the engine after its end, nor (on the sync paths at once, on the
+    async ones a moment later, see late_stop) after a stop."""
     _, _, matrix = healthy
     for cell in matrix.cells:
         run = cell.run
@@ -402,10 +650,19 @@ def test_every_real_cell_has_the_right_shape(healthy):
         assert [s.seed for s in run.samples] == [SEED + i for i in range(4)]
         assert all(s.finish_reason and 0 < len(s.token_ids) <= 8 for s in run.samples), cell.label
         assert [e.finished for e in run.events][-1] and sum(e.finished for e in run.events) == 1
+        assert {e.request_id for e in run.events} == {run.request["request_id"]}, cell.label
+        counts = [e.engine_requests for e in run.events]
         if cell.output_kind == "FINAL_ONLY":
             assert len(run.events) == 1 and [o.index for o in run.events[0].outputs] == [0, 1, 2, 3]
-        else:
+            assert counts == [0] and cell.stopped is None
+        elif cell.path.startswith("sync"):  # LLMEngine: one output per step, so the first holds no finish
             assert len(run.events) > 1, cell.label
+            assert counts[0] == 4 and counts[-1] == 0 and max(counts) == 4, f"{cell.label}: {counts}"
+            assert cell.stopped.status == "aborted" and cell.in_flight_after_stop == 0, cell.label
+        else:  # AsyncLLM merges the outputs its caller has not taken yet: the first may hold finishes
+            first = sum(o.finish_reason is not None for o in run.events[0].outputs)
+            assert counts[0] == 4 - first and counts[-1] == 0 and max(counts) <= 4, f"{cell.label}: {counts}"
+            assert cell.in_flight_after_stop == (4 if late_stop(cell) else 0), cell.label
         assert cell.in_flight_at_start == 0 and cell.in_flight_at_end == 0, f"{cell.label} did not run alone"
         assert cell.notes == [], "each streamed cell was held to its path's FINAL_ONLY cell"
 
@@ -450,20 +707,23 @@ class BrokenAggregator(aggregate.ParentAggregator):
 
 def test_a_broken_aggregator_turns_the_right_cells_red(paths, monkeypatch):
     """The sync front end folds vLLM's native per-child outputs through the same aggregator, so sync
-    native goes red with the wrappers; async native (vLLM's own ParentRequest) must stay green."""
+    native goes red with the wrappers; async native (vLLM's own ParentRequest) must stay as healthy."""
     monkeypatch.setattr(aggregate, "ParentAggregator", BrokenAggregator)
     request = SampleRequest(prompt=PROMPT, n=4, seed=SEED, max_tokens=6, ignore_eos=True)
     matrix = asyncio.run(qa.run_matrix(request, paths))
 
-    broken = {c.label: sorted(set(rules(c.violations))) for c in matrix.cells if not c.ok}
-    expected = {f"{kind} × {path}": ["event-shape"] if kind == "FINAL_ONLY" else ["after-finish"]
+    broken = {c.label: added(c) for c in matrix.cells if added(c)}
+    # A child marked finished but still running is still counted by the engine: accounting sees it too.
+    expected = {f"{kind} × {path}": ["event-shape"] if kind == "FINAL_ONLY" else ["accounting", "after-finish"]
                 for kind in matrix.kinds for path in ("async wrapper", "sync wrapper", "sync native")}
     assert broken == expected, matrix.report()
-    assert all(matrix.cell(kind, "async native").ok for kind in matrix.kinds)
+    assert all(not added(matrix.cell(kind, "async native")) for kind in matrix.kinds)
     message = str(matrix.cell("FINAL_ONLY", "sync wrapper").violations[0])
     assert message == ("event-shape: the FINAL_ONLY event holds the samples in order 3, 2, 1, 0, "
                        "expected index order 0..3")
     assert "after it finished in event 0" in matrix.cell("DELTA", "async wrapper").violations[0].message
+    assert matrix.cell("DELTA", "sync wrapper").violations[1].message.startswith(
+        "event 0 counts 4 requests unfinished in the engine, but only 3 of the run's 4 children were unfinished then")
     assert all(c.alone for c in matrix.cells), "a broken cell must not leave requests running"
 
 
@@ -474,8 +734,85 @@ def test_the_command_exits_1_on_the_broken_aggregator(paths, monkeypatch):
     assert status == qa_cli.EXIT_RULE_BROKEN
     rows = {line.split()[0]: line for line in printed.split("\n\n")[0].splitlines()[2:]}
     assert "✖ after-finish: sample" in rows["CUMULATIVE"] and "✖ event-shape" in rows["FINAL_ONLY"]
-    assert rows["DELTA"].rstrip().endswith("✔"), "async native (the last column) stays green"
-    assert "Verdict: 3 of 6 cells break a contract rule." in printed
+    assert rows["FINAL_ONLY"].rstrip().endswith("✔"), "async native (the last column) keeps its FINAL_ONLY"
+    assert "Verdict: 5 of 6 cells break a contract rule." in printed  # 3, and the findings on async native
+
+
+class MutatingAggregator(aggregate.ParentAggregator):
+    """A deliberate bug: every output it hands out grows the one handed out before it by a token, in
+    place, as vLLM's live CUMULATIVE lists do. Shown on DELTA, whose outputs vLLM leaves alone
+    (CUMULATIVE cells break no-mutation already, see live_cumulative). The record copies each
+    output when it arrives, so only the kept objects change: no other rule can see it."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.handed_out = None
+
+    def pop(self):
+        output = super().pop()
+        if output is not None:
+            if self.handed_out is not None:
+                self.handed_out.outputs[0].token_ids.append(0)
+            self.handed_out = output
+        return output
+
+
+def test_an_aggregator_that_changes_a_handed_out_output_breaks_no_mutation(paths, monkeypatch):
+    monkeypatch.setattr(aggregate, "ParentAggregator", MutatingAggregator)
+    request = SampleRequest(prompt=PROMPT, n=2, seed=SEED, max_tokens=4, ignore_eos=True)
+    matrix = asyncio.run(qa.run_matrix(request, paths, kinds=["DELTA"]))
+    assert {c.label: added(c) for c in matrix.cells} == {
+        "DELTA × async wrapper": ["no-mutation"], "DELTA × async native": [],
+        "DELTA × sync wrapper": ["no-mutation"], "DELTA × sync native": ["no-mutation"]}, matrix.report()
+    for cell in matrix.cells:
+        if added(cell):  # every output but the last was grown by the next one
+            events = len(cell.run.events)
+            assert cell.run.mutated_events == list(range(events - 1)), cell.label
+            assert cell.violations[0].message.startswith(f"{events - 1} of {events} outputs changed after they were "
+                                                         "yielded")
+
+
+class LeakingAggregator(aggregate.ParentAggregator):
+    """A deliberate bug: every output carries the id of the child its first sample came from
+    (``f"{i}_{parent}"``), as LLMEngine's step() once did, instead of the parent's."""
+
+    def pop(self):
+        output = super().pop()
+        if output is not None:
+            output.request_id = f"{output.outputs[0].index}_{self.parent_id}"
+        return output
+
+
+def test_an_aggregator_that_leaks_a_child_id_breaks_parent_id(paths, monkeypatch):
+    """On the async paths only: the sync runner finds a run by its outputs' id, so an output under
+    a child's id never reaches its run, and that run would wait for ever."""
+    monkeypatch.setattr(aggregate, "ParentAggregator", LeakingAggregator)
+    request = SampleRequest(prompt=PROMPT, n=2, seed=SEED, max_tokens=4, ignore_eos=True)
+    matrix = asyncio.run(qa.run_matrix(request, paths[:2], kinds=["DELTA", "FINAL_ONLY"]))
+    assert {c.label: added(c) for c in matrix.cells} == {
+        "DELTA × async wrapper": ["parent-id"], "DELTA × async native": [],
+        "FINAL_ONLY × async wrapper": ["parent-id"], "FINAL_ONLY × async native": []}, matrix.report()
+    parent = matrix.cell("FINAL_ONLY", "async wrapper").run.request["request_id"]
+    assert matrix.cell("FINAL_ONLY", "async wrapper").violations[0].message == (
+        f"event 0 carries the request id '0_{parent}', not the parent's '{parent}'")
+
+
+def test_a_stop_that_aborts_nothing_breaks_accounting(sync_engine, paths, monkeypatch):
+    """LLMEngine's abort made a no-op: a stopped run's children, the wrapper's and vLLM's native ones
+    alike, stay in the engine after their caller stopped, and the count after the stop shows them.
+    (The sync paths: on the async ones every stop is red already, see late_stop.)"""
+    monkeypatch.setattr(sync_engine, "abort_request", lambda *args, **kwargs: None)
+    monkeypatch.setattr(running, "STOP_WAIT_S", 0.3)  # nobody steps the leaked children: they stay however long
+    request = SampleRequest(prompt=PROMPT, n=2, seed=SEED, max_tokens=8, ignore_eos=True)
+    for path in paths[2:]:  # sync wrapper, sync native
+        matrix = asyncio.run(qa.run_matrix(request, [path], kinds=["DELTA"]))
+        (cell,) = matrix.cells
+        assert rules(cell.violations) == ["accounting"], matrix.report()
+        assert cell.violations[0].message == (
+            "after a run of this request was stopped at its first output, the engine still had 2 requests "
+            "unfinished as the stop returned, and not 0 within the matrix's wait: the stop did not abort every child")
+        while sync_engine.has_unfinished_requests():  # nobody steps the leaked children but us
+            sync_engine.step()
 
 
 # --- the UI tab ----------------------------------------------------------------------------------
@@ -543,7 +880,9 @@ def test_the_tab_starts_the_sync_engine_on_first_use(backend, runner, monkeypatc
 
 
 def test_a_remote_server_gets_its_own_green_cells(remote):
-    """The matrix's remote paths, on the session's real `vllm serve` (client-side output kinds)."""
+    """The matrix's remote paths, on the session's real `vllm serve` (client-side output kinds).
+    What a remote path cannot show is said, not passed: no-mutation, parent-id and the per-output
+    counts; the server's /metrics still shows it idle after every run and every stop."""
     request = SampleRequest(prompt=PROMPT, n=2, seed=SEED, max_tokens=4)
     matrix = asyncio.run(qa.run_matrix(request, qa.backend_paths(remote, "remote")))
     assert matrix.path_names == ["remote wrapper", "remote native"]
@@ -551,3 +890,12 @@ def test_a_remote_server_gets_its_own_green_cells(remote):
     for cell in matrix.cells:
         assert cell.run.engine["output_kind_source"].startswith("client-side")
         assert [s.seed for s in cell.run.samples] == [SEED, SEED + 1]
+        assert [u.rule for u in cell.unchecked] == ["no-mutation", "parent-id", "accounting"], cell.label
+        assert (cell.in_flight_at_start, cell.in_flight_at_end) == (0, 0), cell.label
+        if cell.output_kind != "FINAL_ONLY":  # the server learns of a stop in its own time: idle within the wait
+            assert cell.stopped.status == "aborted", cell.label
+            assert cell.in_flight_after_stop == 0 or cell.stop_settled_s is not None, cell.label
+    report = matrix.report()
+    assert "Not checked (the run cannot show it either way):" in report
+    assert ("no-mutation on remote wrapper (every output_kind); remote native (every output_kind): the remote path "
+            "parses the server's stream into new objects on the client") in report

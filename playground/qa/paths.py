@@ -1,0 +1,96 @@
+"""The ways the QA matrix runs a request: a front end, an engine, and a mode.
+
+Every path records with ``watch=True``, so the backend keeps each output it yielded and the run
+says which changed afterwards (the ``no-mutation`` rule), and every path can stop a run at its
+first output, so the matrix can see the engine come back to 0 after a stop (``accounting``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import threading
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+
+from playground.backends.base import record
+from playground.run import Run
+from playground.sampling.request import SampleRequest
+
+
+@dataclass
+class Path:
+    """One way to run a SampleRequest into a Run: a front end, an engine, and a mode."""
+
+    name: str  # "async wrapper", "sync native", "remote wrapper", ...
+    mode: str  # "wrapper" or "native"
+    engine: str  # which engine the cell runs on; cells on different engines never share a batch
+    run: Callable[[SampleRequest], Awaitable[Run]]
+    in_flight: Callable[[], Awaitable[int]]  # requests unfinished on that engine now, as it counts them
+    # Run the request and stop it as soon as its first output arrived; returns the stopped Run.
+    stop: Callable[[SampleRequest], Awaitable[Run]] | None = None
+
+
+def backend_paths(backend, front_end: str = "async") -> list[Path]:
+    """The wrapper and native paths of a Backend (the embedded AsyncLLM, or a remote server)."""
+    info = backend.info()
+    if info.get("backend") == "openai":
+        engine = f"vLLM server {info.get('base_url')}"
+    else:
+        engine = f"AsyncLLM ({_short(info.get('model', '?'))})"
+
+    async def run(request: SampleRequest) -> Run:
+        last = None
+        async for last in record(backend, request, watch=True):
+            pass
+        return last
+
+    async def stop(request: SampleRequest) -> Run:
+        last = None
+        # Closing the recording is the stop a closed tab or Ctrl-C makes: the backend's cleanup
+        # aborts what is still running before the close returns.
+        async with contextlib.aclosing(record(backend, request, watch=True)) as runs:
+            async for last in runs:
+                if last.events:
+                    break
+        return last
+
+    return [Path(f"{front_end} {mode}", mode, engine, run, backend.num_unfinished, stop)
+            for mode in ("wrapper", "native")]
+
+
+def sync_paths(runner, front_end: str = "sync") -> list[Path]:
+    """The wrapper and native paths of a SyncRunner (LLMEngine). A SyncRunner is not thread-safe,
+    so its runs are serialized with one lock; each runs on a worker thread (it blocks)."""
+    lock = threading.Lock()
+    engine = f"LLMEngine ({_short(runner.info().get('model', '?'))})"
+
+    def record_to_end(request: SampleRequest) -> Run:
+        with lock:
+            return runner.record(request, watch=True)
+
+    def record_and_stop(request: SampleRequest) -> Run:
+        with lock:
+            run = runner.submit(request, watch=True)
+            try:
+                while not run.events and not run.finished:
+                    runner.step()
+            finally:
+                if not run.finished:
+                    runner.abort(run.request["request_id"])
+            return run
+
+    async def run(request: SampleRequest) -> Run:
+        return await asyncio.to_thread(record_to_end, request)
+
+    async def stop(request: SampleRequest) -> Run:
+        return await asyncio.to_thread(record_and_stop, request)
+
+    async def in_flight() -> int:
+        return runner.engine.get_num_unfinished_requests()  # the engine counts children
+
+    return [Path(f"{front_end} {mode}", mode, engine, run, in_flight, stop) for mode in ("wrapper", "native")]
+
+
+def _short(model: str) -> str:
+    return str(model).rstrip("/").rsplit("/", 1)[-1]
