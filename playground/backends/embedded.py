@@ -7,6 +7,7 @@ clear message rather than hang.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import sys
@@ -119,8 +120,11 @@ class EmbeddedBackend:
                 yield Observation(mutated_events=watch.changed())
 
         try:
-            async for observation in self.host.stream(produce):
-                yield observation
+            # aclosing: a stop returns only once the engine-side abort has run (as vLLM's own
+            # generate() does), so the engine counts 0 requests the moment the stop is done.
+            async with contextlib.aclosing(self.host.stream(produce)) as observations:
+                async for observation in observations:
+                    yield observation
         except EngineDeadError as e:
             self.restart()
             raise EngineUnavailable(DEAD) from e

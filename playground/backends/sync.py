@@ -128,6 +128,12 @@ class SyncRunner:
         try:
             while not run.finished:
                 self.step()
+                if not run.finished and not self.sampler.has_unfinished_requests():
+                    # The sampler ended every parent, but no output reached this run: it came
+                    # back under another id. An error, not a wait that never ends.
+                    recording = self._running.pop(run.request["request_id"])
+                    recording.finish("error", "the sampler finished this request without an output carrying its "
+                                              "id (an output came back under another request id)")
         except BaseException:
             self.abort(run.request["request_id"])
             raise

@@ -23,6 +23,7 @@ class ParentAggregator:
     - ``finished`` is true only once every child has finished, on the parent's last output.
     - A child that already finished is never returned again (an abort after a finish, say).
     - Every output carries the parent's request id, whichever child it came from.
+    - An output never changes once yielded: a child's token list is copied as it arrives.
     """
 
     def __init__(self, parent_id: str, n: int, output_kind: RequestOutputKind):
@@ -46,6 +47,10 @@ class ParentAggregator:
             return True
         completion = output.outputs[0]
         completion.index = index
+        if self.output_kind != RequestOutputKind.DELTA:
+            # vLLM 0.32 hands a CUMULATIVE child its live token list, which later tokens keep
+            # growing; the parent's outputs must not change once yielded (QA rule no-mutation).
+            completion.token_ids = list(completion.token_ids)
         child_finished = completion.finished()
         if child_finished:
             self.unfinished.discard(index)
