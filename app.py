@@ -15,7 +15,8 @@ import importlib
 import sys
 
 # The first argument names a command; anything else is the app's own flags (serve).
-COMMANDS = {"batch": "playground.commands.batch", "qa": "playground.commands.qa"}
+COMMANDS = {"batch": "playground.commands.batch", "qa": "playground.commands.qa",
+            "sweep": "playground.commands.sweep"}
 SERVE = "playground.commands.serve"
 
 
