@@ -16,7 +16,7 @@ import pytest
 from playground.commands import sweep as command
 from playground.errors import InvalidRequest
 from playground.run import Run
-from playground.sampling.request import Limits, SampleRequest
+from playground.sampling.request import Limits
 from playground.sampling.sweep import MAX_SWEEP_VALUES, SweepRequest
 from tests.test_report import make_run, sweep_runs
 
@@ -141,28 +141,27 @@ def test_ctrl_c_mid_sweep_writes_the_runs_that_finished(sync_engine, tmp_path, m
 def test_the_page_streams_a_sweep_and_stop_keeps_what_finished(backend):
     from playground.ui.sweep_panel import stream_sweep
 
-    async def go(sweep: SweepRequest, stop_after: int | None) -> tuple[list, list[int]]:
-        finished, sizes = [], []
-        stream = stream_sweep(backend, sweep, interval=0.05)
+    sweep = SweepRequest.from_user("temperature", "0.6 1.2 1.5", prompt="The sea is", n=2, seed=4, max_tokens=12,
+                                   ignore_eos=True)
+
+    async def go() -> tuple[list[Run], Run | None, list[int]]:
+        finished, stopped, sizes = [], None, []
+        stream = stream_sweep(backend, sweep, interval=0.02)
         async for finished, live in stream:
             sizes.append(len(finished))
             if live is not None:
                 assert live.request["sweep"]["position"] == len(finished)  # the row being filled
-            if stop_after is not None and len(finished) == stop_after and live is not None:
+            if len(finished) == 2 and live is not None:
+                stopped = live
                 await stream.aclose()  # what Stop does: the run in progress is aborted
                 break
-        return finished, sizes
+        return finished, stopped, sizes
 
-    sweep = SweepRequest.from_user("temperature", "0.6 1.2", prompt="The sea is", n=2, seed=4, max_tokens=4)
-    runs, sizes = asyncio.run(go(sweep, None))
-    assert sizes == sorted(sizes) and sizes[-1] == 2
+    runs, stopped, sizes = asyncio.run(go())
+    assert sizes == sorted(sizes) and sizes.count(1) > 1, "each row fills as its run finishes, the next one streams"
     assert [(r.request["temperature"], r.status) for r in runs] == [(0.6, "finished"), (1.2, "finished")]
     assert [[s.seed for s in r.samples] for r in runs] == [[4, 5], [4, 5]]
-
-    long = SweepRequest.from_user("top_k", "5 50", prompt="Tell a long story:", n=2, seed=4, max_tokens=300,
-                                  ignore_eos=True)
-    runs, _ = asyncio.run(go(long, 1))
-    assert [r.request["top_k"] for r in runs] == [5]
+    assert stopped.status == "aborted" and stopped.request["temperature"] == 1.5
     assert asyncio.run(backend.num_unfinished()) == 0
 
 
@@ -171,8 +170,11 @@ def test_sweep_tab_draws_a_saved_sweep_and_refuses_a_bad_one(tmp_path):
     from playground.ui.handlers import Handlers
 
     with gr.Blocks():
-        tab = sweep_panel.build(Handlers(backend=None))
+        tab = sweep_panel.build(Handlers(backend=None), figures=lambda run: {"vendi": run.n - 0.5},
+                                chart=["distinct_samples", "vendi"])
     update = tab.show(sweep_runs())
+    assert update[tab.table]["value"]["vendi"].tolist() == [2.5] * 3  # the set figures' hook
+    assert [trace.name for trace in update[tab.chart].data] == ["distinct_samples", "vendi"]
     assert "temperature=1.5" in update[tab.grid] and update[tab.status].startswith("✔ finished · 3 of 3")
     assert Path(update[tab.report]).read_text(encoding="utf-8").count("Plotly.newPlot(") == 4
     assert len(Path(update[tab.bundles]).read_text(encoding="utf-8").splitlines()) == 3
@@ -201,11 +203,13 @@ def test_compare_tab_opens_an_upload_and_compares_two_runs(tmp_path):
     history = [make_run([[1, 2, 3]], "run-h")]
     uploads, a, b, note = tab.open_upload(str(good), history, [], None)
     assert len(uploads) == 3 and "Opened 3 run(s)" in note
-    assert [label for label, _ in a["choices"]][0].startswith("history · run-h")
+    assert a["choices"][0][0].startswith("history · run-h")
     assert a["value"].startswith("upload:0:") and b["value"].startswith("upload:1:")
     headline, pairs, changed, figures, columns, report = tab.compare(a["value"], b["value"], history, uploads, None)
     assert "0 of 3 samples identical" in headline and "temperature 1.5 → 0.5" in headline
     assert pairs["value"]["verdict"].tolist() == ["diverged at token 1", "diverged at token 2", "diverged at token 0"]
     assert "compare-sample-2" in columns and Path(report).exists()
+    assert changed["value"].to_dict("records") == [{"setting": "temperature", "A": "1.5", "B": "0.5"}]
+    assert figures["value"].set_index("figure").loc["distinct_samples", "A"] == 3
     with pytest.raises(gr.Error, match="Pick two runs first"):
         tab.compare(None, b["value"], history, uploads, None)

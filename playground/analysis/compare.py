@@ -87,9 +87,9 @@ def comparison_html(a: Run, b: Run, words: int = 40) -> str:
     a_by, b_by = {s.index: s for s in a.samples}, {s.index: s for s in b.samples}
     frame = pair_frame(a, b)
     same = int((frame["verdict"] == "identical").sum())
-    parts = [f"<p class='compare-headline'><b>{same} of {len(frame)} samples identical</b> between run A "
-             f"(<code>{html.escape(run_label(a))}</code>) and run B (<code>{html.escape(run_label(b))}</code>); "
-             "below, B's sample token by token against A's sample of the same index.</p>"]
+    parts = [(f"<p class='compare-headline'><b>{same} of {len(frame)} samples identical</b> between run A "
+              f"(<code>{html.escape(run_label(a))}</code>) and run B (<code>{html.escape(run_label(b))}</code>); "
+              "below, B's sample token by token against A's sample of the same index.</p>")]
     for row in frame.itertuples():
         sa, sb = a_by.get(row.sample), b_by.get(row.sample)
         verdict = row.verdict if pd.isna(row.first_divergence) else (

@@ -75,7 +75,8 @@ class Page:
 
 def _request_table(run: Run) -> pd.DataFrame:
     rows = [{"setting": k, "value": str(run.request[k])} for k in REQUEST_KEYS if k in run.request]
-    rows += [{"setting": k, "value": str(run.engine[k])} for k in ("model", "vllm_version", "device") if k in run.engine]
+    rows += [{"setting": k, "value": str(run.engine[k])} for k in ("model", "vllm_version", "device")
+             if k in run.engine]
     return pd.DataFrame(rows, columns=["setting", "value"])
 
 
@@ -90,11 +91,12 @@ def _columns(run: Run) -> str:
 
 def _diff(run: Run, reference: int = 0) -> str:
     ref = run.samples[reference]
-    parts = [f"<p>All {run.n} samples share their first {common_prefix(run)} tokens. Each sample token by token "
-             f"against sample {reference}: inserted and replaced tokens highlighted, · a space, ↵ a newline.</p>"]
+    parts = [(f"<p>All {run.n} samples share their first {common_prefix(run)} tokens. Each sample token by token "
+              f"against sample {reference}: inserted and replaced tokens highlighted, · a space, ↵ a newline.</p>")]
     for s in run.samples:
         where = first_divergence(ref.token_ids, s.token_ids)
-        said = "the reference" if s.index == reference else "identical" if where is None else f"diverges at token {where}"
+        said = ("the reference" if s.index == reference else "identical" if where is None
+                else f"diverges at token {where}")
         parts.append(f"<div class='diff-row'><b>#{s.index}</b> · seed {s.seed} · {html.escape(said)}"
                      f"{diff_html(diff_against(run, reference, s.index))}</div>")
     return "\n".join(parts)

@@ -57,7 +57,8 @@ def value_label(run: Run, param: str | None = None) -> str:
 
 
 def sample_mean_prob(sample: Sample) -> float | None:
-    """The mean probability of the tokens this sample drew, when logprobs were recorded."""
+    """The mean probability of the tokens this sample drew, when logprobs were recorded: as vLLM
+    reports it (by default the model's distribution, before temperature and the other settings)."""
     probs = [math.exp(lp.logprob) for lp in sample.logprobs or [] if lp.logprob is not None]
     return sum(probs) / len(probs) if probs else None
 

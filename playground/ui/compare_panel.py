@@ -25,10 +25,11 @@ MAX_UPLOADED = 50  # runs kept per session from uploads; the oldest go first
 PAIR_COLUMNS = ["sample", "seed_a", "seed_b", "tokens_a", "tokens_b", "verdict", "token_a", "token_b", "similarity"]
 
 
-def build(export_dir) -> CompareTab:
+def build(export_dir, figures: analysis.Figures | None = None) -> CompareTab:
     """Declare the tab in the current ``gr.Tabs`` (``export_dir``: where the page writes its
-    downloads); call ``.wire(history, sweep_runs)`` afterwards."""
-    return CompareTab(export_dir)
+    downloads; ``figures``: extra per-run figures, e.g. the set figures); call
+    ``.wire(history, sweep_runs)`` afterwards."""
+    return CompareTab(export_dir, figures)
 
 
 def read_upload(path: str | None) -> list[Run]:
@@ -45,7 +46,8 @@ def read_upload(path: str | None) -> list[Run]:
     return runs
 
 
-def pool(history: list[Run] | None, uploads: list[Run] | None, sweep_runs: list[Run] | None) -> dict[str, tuple[str, Run]]:
+def pool(history: list[Run] | None, uploads: list[Run] | None,
+         sweep_runs: list[Run] | None) -> dict[str, tuple[str, Run]]:
     """Every run the session can compare, by a key that stays valid while lists grow: key -> (label, run)."""
     found = {}
     for source, runs in (("history", history), ("upload", uploads), ("sweep", sweep_runs)):
@@ -62,7 +64,7 @@ def label(source: str, run: Run) -> str:
     return f"{source} · {run.request.get('request_id')} · {what} · seed {run.request.get('seed')} · “{prompt}”"
 
 
-def comparison(a: Run, b: Run) -> tuple[str, object, object, object, str]:
+def comparison(a: Run, b: Run, figures: analysis.Figures | None = None) -> tuple[str, object, object, object, str]:
     """The tab's view of A against B: the headline, the per-index table, the settings that differ,
     the figures side by side, and both runs' columns with the token diff."""
     pairs = analysis.pair_frame(a, b)
@@ -71,13 +73,14 @@ def comparison(a: Run, b: Run) -> tuple[str, object, object, object, str]:
     what = ", ".join(f"{r.setting} {r.A} → {r.B}" for r in changed.itertuples()) or "no setting"
     headline = (f"**{same} of {len(pairs)} samples identical** between A (`{a.request.get('request_id')}`) and "
                 f"B (`{b.request.get('request_id')}`). Differing settings: {what}.")
-    figures = analysis.figures_side_by_side(a, b).round(3)
-    return headline, pairs[PAIR_COLUMNS].round(3), changed.astype(str), figures, analysis.comparison_html(a, b)
+    side_by_side = analysis.figures_side_by_side(a, b, figures).map(
+        lambda v: round(v, 3) if isinstance(v, float) else v)
+    return headline, pairs[PAIR_COLUMNS].round(3), changed.astype(str), side_by_side, analysis.comparison_html(a, b)
 
 
 class CompareTab:
-    def __init__(self, export_dir):
-        self.export_dir = export_dir
+    def __init__(self, export_dir, figures: analysis.Figures | None = None):
+        self.export_dir, self.extra_figures = export_dir, figures
         with gr.Tab("Compare", id="compare", elem_id="tab-compare"):
             gr.Markdown(INTRO)
             with gr.Row():
@@ -105,8 +108,9 @@ class CompareTab:
     def wire(self, history: gr.State, sweep_runs: gr.State) -> None:
         """Hook up the events: the sources are the page's History state and the Sweep tab's runs."""
         sources = [history, self.uploads, sweep_runs]
+        # A refused file is a toast; the lists keep their state (no error badge over them).
         self.upload.upload(self.open_upload, [self.upload, *sources], [self.uploads, self.a, self.b, self.note],
-                           api_visibility="private")
+                           show_progress="hidden", api_visibility="private")
         self.refresh_btn.click(self.refresh, sources, [self.a, self.b], api_visibility="private")
         self.compare_btn.click(self.compare, [self.a, self.b, *sources],
                                [self.headline, self.pairs, self.changed, self.figures, self.columns, self.report],
@@ -134,13 +138,13 @@ class CompareTab:
         if a_key not in runs or b_key not in runs:
             raise gr.Error("Pick two runs first (Update the lists, then choose A and B).")
         a, b = runs[a_key][1], runs[b_key][1]
-        headline, pairs, changed, figures, columns = comparison(a, b)
+        headline, pairs, changed, figures, columns = comparison(a, b, self.extra_figures)
         return (headline, gr.update(value=pairs, visible=True), gr.update(value=changed, visible=not changed.empty),
                 gr.update(value=figures, visible=True), columns, self.export(a, b))
 
     def export(self, a: Run, b: Run) -> str:
         path = self.export_dir / f"compare-{a.request.get('request_id')}-{b.request.get('request_id')}.html"
-        path.write_text(analysis.comparison_report(a, b), encoding="utf-8")
+        path.write_text(analysis.comparison_report(a, b, self.extra_figures), encoding="utf-8")
         return str(path)
 
     @staticmethod

@@ -25,16 +25,18 @@ from playground.ui.streaming import paced
 INTRO = ("Runs the request above once per value of one setting (or once per base seed), **one run after "
          "another, with the same seeds**: sample i keeps seed + i in every row, so what changes down a column "
          f"comes from the setting. At most {MAX_SWEEP_VALUES} values; n and max_tokens come from above.")
-TABLE_COLUMNS = ["value", "status", "seeds", "tokens", "mean_tokens", "mean_prob", "distinct_samples",
-                 "identical_samples"]
+HIDDEN_COLUMNS = ["position", "param", "request_id"]  # the row's label says them
 
 
-def build(h: Handlers) -> SweepTab:
-    """Declare the tab in the current ``gr.Tabs``; call ``.wire(settings)`` once ``h`` is bound."""
-    return SweepTab(h)
+def build(h: Handlers, figures: analysis.Figures | None = None, chart: list[str] | None = None) -> SweepTab:
+    """Declare the tab in the current ``gr.Tabs``; call ``.wire(settings)`` once ``h`` is bound.
+    ``figures``: extra per-run figures for the table and chart (the set figures); ``chart``: the
+    figures to draw (default: every numeric one)."""
+    return SweepTab(h, figures, chart)
 
 
-async def stream_sweep(backend, sweep: SweepRequest, interval: float = 0.5) -> AsyncIterator[tuple[list[Run], Run | None]]:
+async def stream_sweep(backend, sweep: SweepRequest,
+                       interval: float = 0.5) -> AsyncIterator[tuple[list[Run], Run | None]]:
     """Run the sweep's values one after another through ``record``; yield ``(finished runs, the
     run in progress or None)`` at most every ``interval`` s while a run streams (None between
     events too: a heartbeat, so a closed tab is noticed) and once as each run finishes.
@@ -57,8 +59,8 @@ async def stream_sweep(backend, sweep: SweepRequest, interval: float = 0.5) -> A
 
 
 class SweepTab:
-    def __init__(self, h: Handlers):
-        self.h = h
+    def __init__(self, h: Handlers, figures: analysis.Figures | None = None, chart: list[str] | None = None):
+        self.h, self.figures, self.chart_names = h, figures, chart
         with gr.Tab("Sweep", id="sweep", elem_id="tab-sweep"):
             gr.Markdown(INTRO)
             with gr.Row():
@@ -97,7 +99,7 @@ class SweepTab:
         sweep = sweep_from_ui(dict(zip(SETTING_NAMES, settings)), param, values, self.h.backend.limits)
         started = time.monotonic()
         yield {self.status: f"⏳ starting a sweep of {len(sweep.values)} {sweep.param} values…",
-               self.grid: "", self.runs: [], self.table: gr.update(visible=False)}
+               self.grid: "", self.chart: None, self.runs: [], self.table: gr.update(visible=False)}
         try:
             async for finished, live in stream_sweep(self.h.backend, sweep):
                 if live is not None:
@@ -120,9 +122,10 @@ class SweepTab:
     def show(self, runs: list[Run], final: bool = True, stopped: bool = False) -> dict:
         """The tab's components for ``runs`` (of one sweep); ``final`` also writes the downloads."""
         update = {self.status: status(runs, stopped), self.grid: analysis.grid_html(runs),
-                  self.chart: analysis.sweep_chart(runs) if runs else None}
+                  self.chart: analysis.sweep_chart(runs, self.figures, self.chart_names) if runs else None}
         if runs:
-            table = analysis.sweep_table(runs).reindex(columns=TABLE_COLUMNS).round(3)
+            table = analysis.sweep_table(runs, self.figures)
+            table = table.drop(columns=[c for c in HIDDEN_COLUMNS if c in table]).round(3)
             update[self.table] = gr.update(value=table, visible=True)
         if final and runs:
             update[self.report], update[self.bundles] = self.export(runs)
@@ -131,7 +134,7 @@ class SweepTab:
     def export(self, runs: list[Run]) -> tuple[str, str]:
         stem = self.h.export_dir / f"sweep-{runs[0].request.get('request_id', 'run')}"
         report, bundles = stem.with_suffix(".html"), stem.with_suffix(".jsonl")
-        report.write_text(analysis.sweep_report(runs), encoding="utf-8")
+        report.write_text(analysis.sweep_report(runs, self.figures), encoding="utf-8")
         bundles.write_text("".join(run.to_json() + "\n" for run in runs), encoding="utf-8")
         return str(report), str(bundles)
 
@@ -154,5 +157,5 @@ def status(runs: list[Run], stopped: bool = False) -> str:
     total = len(info.get("values") or runs)
     done = f"{len(runs)} of {total} {info.get('param', 'setting')} values" if info else f"{len(runs)} runs"
     seed = runs[0].request.get("seed")
-    head = "■ stopped" if stopped else "✔ finished" if len(runs) >= total else "●"
+    head = "✔ finished" if len(runs) >= total else "■ stopped" if stopped else "●"
     return f"{head} · {done} · base seed {seed} · n={runs[0].n}"
