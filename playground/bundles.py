@@ -46,8 +46,10 @@ def parse_bundles(text: str) -> tuple[list[Located], list[BundleError]]:
                                       "\"samples\" (the page's export, or the output of batch or sweep)")]
     try:
         whole = json.loads(text)
-    except json.JSONDecodeError:
-        whole = None
+    except json.JSONDecodeError as e:
+        if text.lstrip().startswith("{\n") or text.lstrip().startswith("{\r\n"):  # an indented bundle, broken
+            return [], [BundleError(e.lineno, f"not valid JSON ({e.msg} at column {e.colno}): the file looks like "
+                                              "one indented bundle, cut short or edited")]
     else:
         if "\n" in text.strip() or not isinstance(whole, dict):  # indented: one bundle, any layout
             return _one(whole, None)

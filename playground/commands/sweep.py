@@ -146,8 +146,9 @@ def execute(runner, sweep: SweepRequest, out: Path | None = None, progress: bool
             print(bundle)
         sys.stdout.flush()
     where = f" to {out}" if out is not None else ""
-    print(f"wrote {len(result.runs)} of {len(sweep.values)} run(s){where} (base seed {sweep.base.seed})",
-          file=sys.stderr)
+    seeds = (f"base seeds {', '.join(map(str, sweep.values))}" if sweep.param == "seed"
+             else f"base seed {sweep.base.seed}")
+    print(f"wrote {len(result.runs)} of {len(sweep.values)} run(s){where} ({seeds})", file=sys.stderr)
     if result.runs:
         # Beside bundles on stdout the table would break the JSONL, so it goes to stderr then.
         print(summary_frame(result.runs).to_string(index=False), file=sys.stdout if out else sys.stderr)

@@ -24,7 +24,8 @@ from playground.ui.streaming import paced
 
 INTRO = ("Runs the request above once per value of one setting (or once per base seed), **one run after "
          "another, with the same seeds**: sample i keeps seed + i in every row, so what changes down a column "
-         f"comes from the setting. At most {MAX_SWEEP_VALUES} values; n and max_tokens come from above.")
+         f"comes from the setting. At most {MAX_SWEEP_VALUES} values; n and max_tokens come from above. Other "
+         "runs on the engine at the same time change the batch, and with it seeded tokens.")
 HIDDEN_COLUMNS = ["position", "param", "request_id"]  # the row's label says them
 
 
