@@ -116,7 +116,7 @@ def test_ctrl_c_mid_sweep_writes_the_runs_that_finished(sync_engine, tmp_path, m
 
     runner = SyncRunner(sync_engine)
     sweep = SweepRequest.from_user("temperature", "0.8 1.0 1.2", prompt="Tell a long story:", n=2, seed=3,
-                                   max_tokens=200, ignore_eos=True)
+                                   max_tokens=40, ignore_eos=True)
     step, seen = runner.step, {"finished": 0, "after": 0}
 
     def step_then_ctrl_c():
