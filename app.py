@@ -17,7 +17,7 @@ import sys
 
 # The first argument names a command; anything else is the app's own flags (serve).
 COMMANDS = {"batch": "playground.commands.batch", "qa": "playground.commands.qa",
-            "analyze": "playground.commands.analyze"}
+            "analyze": "playground.commands.analyze", "sweep": "playground.commands.sweep"}
 SERVE = "playground.commands.serve"
 
 

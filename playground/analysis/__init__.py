@@ -14,6 +14,7 @@ from playground.analysis.answers import (
     group_answers,
     parse_extractor,
 )
+from playground.analysis.compare import comparison_html, figures_side_by_side, pair_frame, settings_diff
 from playground.analysis.diff import (
     DIFF_COLORS,
     common_prefix,
@@ -45,6 +46,14 @@ from playground.analysis.meaning import (
     meaning_clusters,
 )
 from playground.analysis.phases import child_timeline_figure, engine_load_line, phases_frame
+from playground.analysis.report import (
+    comparison_report,
+    report_for,
+    run_report,
+    runs_report,
+    sweep_report,
+    write_html_report,
+)
 from playground.analysis.reproduce import batch_sizes, condition_changes, other_requests, why_different
 from playground.analysis.sample_set import (
     GROUP_COLUMNS,
@@ -59,6 +68,19 @@ from playground.analysis.sample_set import (
     set_frame,
 )
 from playground.analysis.summary import summary_frame
+from playground.analysis.sweep import (
+    Cell,
+    Figures,
+    all_figures,
+    grid_frame,
+    grid_html,
+    run_figures,
+    sweep_chart,
+    sweep_grid,
+    sweep_info,
+    sweep_order,
+    sweep_table,
+)
 from playground.analysis.timing import itl_figure, itl_frame, timing_frame, tokens_over_time_figure, ttft_figure
 from playground.analysis.tokens import PARTIAL, pieces, visible
 from playground.analysis.tree import Branch, divergence_tree, tree_figure, tree_frame
@@ -90,4 +112,8 @@ __all__ = [
     "SET_COLUMNS", "GROUP_COLUMNS", "SAMPLE_COLUMNS", "SetFigures", "set_figures", "set_frame", "samples_frame",
     "figures_table", "groups_frame",
     "answer_groups_figure",
+    "Cell", "Figures", "run_figures", "all_figures", "sweep_info", "sweep_order", "sweep_table", "sweep_chart",
+    "sweep_grid", "grid_frame", "grid_html",
+    "pair_frame", "settings_diff", "figures_side_by_side", "comparison_html",
+    "run_report", "comparison_report", "sweep_report", "runs_report", "report_for", "write_html_report",
 ]

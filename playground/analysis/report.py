@@ -1,0 +1,212 @@
+"""A run, a comparison of two runs, or a sweep, as one self-contained HTML page.
+
+Anyone can open it: no server, no network. Each chart is plotly's own HTML export of the figure the
+page shows, and plotly.js is inlined once, in the head. Every text from the run (prompts, samples,
+tokens) is escaped: a sample that writes ``<script>`` shows it, it does not run it.
+"""
+
+from __future__ import annotations
+
+import html
+import time
+from pathlib import Path
+
+import pandas as pd
+import plotly.graph_objects as go
+from plotly.offline import get_plotlyjs
+
+from playground.analysis import compare, sweep
+from playground.analysis.diff import common_prefix, diff_against, diff_html, first_divergence, pairwise_heatmap
+from playground.analysis.summary import summary_frame
+from playground.analysis.timing import tokens_over_time_figure
+from playground.analysis.tree import tree_figure
+from playground.analysis.uncertainty import agreement_figure, uncertainty_figure
+from playground.run import Run
+
+STYLE = """
+body{font-family:system-ui,sans-serif;margin:24px;max-width:1400px;color:#111827}
+h1{font-size:1.5em} h2{margin-top:2em;border-bottom:1px solid #d1d5db}
+table{border-collapse:collapse;font-size:90%} td,th{border:1px solid #e5e7eb;padding:3px 6px;text-align:left}
+pre{white-space:pre-wrap;background:#f9fafb;padding:8px;border:1px solid #e5e7eb}
+.columns{display:flex;flex-wrap:wrap;gap:12px} .column{flex:1 1 300px;min-width:0}
+.column pre{max-height:24em;overflow:auto}
+"""
+REQUEST_KEYS = ("prompt", "n", "seed", "mode", "output_kind", "temperature", "top_p", "top_k", "min_p", "max_tokens",
+                "presence_penalty", "frequency_penalty", "repetition_penalty", "stop", "logprobs",
+                "use_chat_template", "ignore_eos", "request_id", "num_prompt_tokens")
+
+
+class Page:
+    """Sections of HTML and plotly figures, written out as one page with plotly.js inlined once."""
+
+    def __init__(self, title: str):
+        self.title = title
+        self.parts: list[str] = []
+        self.figures = 0
+
+    def heading(self, text: str, level: int = 2) -> None:
+        self.parts.append(f"<h{level}>{html.escape(text)}</h{level}>")
+
+    def text(self, text: str) -> None:
+        self.parts.append(f"<p>{html.escape(text)}</p>")
+
+    def raw(self, markup: str) -> None:
+        """Markup built by the analysis (it escapes what it quotes)."""
+        self.parts.append(markup)
+
+    def table(self, frame: pd.DataFrame) -> None:
+        self.parts.append(frame.to_html(index=False, na_rep="", escape=True, border=0,
+                                        float_format=lambda x: f"{x:.3f}"))
+
+    def figure(self, fig: go.Figure) -> None:
+        self.figures += 1
+        height = fig.layout.height or 450
+        self.parts.append(fig.to_html(full_html=False, include_plotlyjs=False, div_id=f"figure-{self.figures}",
+                                      default_height=f"{height}px", config={"displaylogo": False}))
+
+    def render(self) -> str:
+        return (f"<!DOCTYPE html>\n<html lang='en'><head><meta charset='utf-8'><title>{html.escape(self.title)}"
+                f"</title><style>{STYLE}</style>\n<script type='text/javascript'>{get_plotlyjs()}</script>\n"
+                f"</head><body>\n<h1>{html.escape(self.title)}</h1>\n"
+                f"<p><small>Written {time.strftime('%Y-%m-%d %H:%M')} by the vLLM parallel-sampling playground. "
+                "Charts are interactive (hover, zoom); the page needs no network.</small></p>\n"
+                + "\n".join(self.parts) + "\n</body></html>\n")
+
+
+def _request_table(run: Run) -> pd.DataFrame:
+    rows = [{"setting": k, "value": str(run.request[k])} for k in REQUEST_KEYS if k in run.request]
+    rows += [{"setting": k, "value": str(run.engine[k])} for k in ("model", "vllm_version", "device")
+             if k in run.engine]
+    return pd.DataFrame(rows, columns=["setting", "value"])
+
+
+def _columns(run: Run) -> str:
+    cells = []
+    for s in run.samples:
+        head = f"#{s.index} · seed {s.seed} · {len(s.token_ids)} tokens · {s.finish_reason or run.status}"
+        cells.append(f"<div class='column' id='sample-{s.index}'><b>{html.escape(head)}</b>"
+                     f"<pre>{html.escape(s.text)}</pre></div>")
+    return f"<div class='columns'>{''.join(cells)}</div>"
+
+
+def _diff(run: Run, reference: int = 0) -> str:
+    ref = run.samples[reference]
+    parts = [(f"<p>All {run.n} samples share their first {common_prefix(run)} tokens. Each sample token by token "
+              f"against sample {reference}: inserted and replaced tokens highlighted, · a space, ↵ a newline.</p>")]
+    for s in run.samples:
+        where = first_divergence(ref.token_ids, s.token_ids)
+        said = ("the reference" if s.index == reference else "identical" if where is None
+                else f"diverges at token {where}")
+        parts.append(f"<div class='diff-row'><b>#{s.index}</b> · seed {s.seed} · {html.escape(said)}"
+                     f"{diff_html(diff_against(run, reference, s.index))}</div>")
+    return "\n".join(parts)
+
+
+def _run_sections(page: Page, run: Run, figures: sweep.Figures | None, full: bool = True) -> None:
+    page.heading("The request", 3)
+    page.raw(f"<pre>{html.escape(run.request.get('rendered_prompt') or run.request.get('prompt', ''))}</pre>")
+    page.table(_request_table(run))
+    page.table(summary_frame(run).drop(columns=["cached_prompt_tokens"]))
+    page.heading("The samples", 3)
+    page.raw(_columns(run))
+    if not run.samples:
+        return
+    page.heading("Diff", 3)
+    page.raw(_diff(run))
+    page.figure(tree_figure(run))
+    if full:
+        page.heading("Figures", 3)
+        page.table(_figures_table(sweep.all_figures(run, figures)))
+        for fig in (pairwise_heatmap(run), uncertainty_figure(run), agreement_figure(run),
+                    tokens_over_time_figure(run)):
+            page.figure(fig)
+
+
+def _figures_table(values: dict) -> pd.DataFrame:
+    return pd.DataFrame([{"figure": k, "value": v} for k, v in values.items()], columns=["figure", "value"])
+
+
+def run_report(run: Run, figures: sweep.Figures | None = None) -> str:
+    """One run: the request, the columns, the diff, the divergence tree and the charts.
+    ``figures``: extra per-run figures (e.g. the set figures) for the figures table."""
+    page = Page(f"Run {compare.run_label(run)}: n={run.n}, {run.request.get('mode')}, seed {run.request.get('seed')}")
+    _run_sections(page, run, figures)
+    return page.render()
+
+
+def comparison_report(a: Run, b: Run, figures: sweep.Figures | None = None) -> str:
+    """Two runs: what differs in their settings, sample i against sample i, their figures side by
+    side, and each run's own columns and tree."""
+    page = Page(f"Run {compare.run_label(a)} (A) and run {compare.run_label(b)} (B) side by side")
+    page.heading("Settings that differ")
+    diff = compare.settings_diff(a, b)
+    if diff.empty:
+        page.text("The two runs asked for the same settings.")
+    else:
+        page.table(diff)
+    page.heading("Sample i of A against sample i of B")
+    page.table(compare.pair_frame(a, b))
+    page.raw(compare.comparison_html(a, b))
+    page.heading("Figures")
+    page.table(compare.figures_side_by_side(a, b, figures))
+    for name, run in (("A", a), ("B", b)):
+        page.heading(f"Run {name}: {compare.run_label(run)}")
+        _run_sections(page, run, figures, full=False)
+    return page.render()
+
+
+def sweep_report(runs: list[Run], figures: sweep.Figures | None = None) -> str:
+    """A sweep: the chart of the figures against the value, the table, and the grid."""
+    runs = sweep.sweep_order(runs)
+    param = sweep.sweep_param(runs) or "setting"
+    page = Page(f"Sweep of {param}: {len(runs)} runs")
+    if runs:
+        page.heading("The request", 3)
+        page.raw(f"<pre>{html.escape(runs[0].request.get('prompt', ''))}</pre>")
+        settings = _request_table(runs[0])
+        page.table(settings[~settings["setting"].isin([param, "request_id"])])
+    page.heading("Figures against the value")
+    page.figure(sweep.sweep_chart(runs, figures))
+    page.table(sweep.sweep_table(runs, figures))
+    page.heading("The grid")
+    page.text("Rows are the values in the order they ran, columns the sample indices (sample i keeps its seed in "
+              "every row unless the seed is swept); each cell says where it first differs from the cell above.")
+    page.raw(sweep.grid_html(runs))
+    for run in runs:
+        page.heading(sweep.value_label(run, param))
+        page.raw(_columns(run))
+        if run.samples:
+            page.figure(tree_figure(run))
+    return page.render()
+
+
+def runs_report(runs: list[Run], figures: sweep.Figures | None = None) -> str:
+    """Any number of runs (a batch): a summary row each, then each run's request, columns, diff and tree."""
+    page = Page(f"{len(runs)} runs")
+    page.table(pd.concat([summary_frame(r) for r in runs], ignore_index=True).drop(columns=["cached_prompt_tokens"]))
+    for run in runs:
+        page.heading(f"Run {compare.run_label(run)}")
+        _run_sections(page, run, figures, full=False)
+    return page.render()
+
+
+def report_for(runs: list[Run], figures: sweep.Figures | None = None) -> str:
+    """The report the runs call for: one run; a sweep (every run carries the same sweep's mark);
+    two runs side by side; or any number of runs one after another."""
+    if not runs:
+        raise ValueError("there is no run to report")
+    if len(runs) > 1 and sweep.sweep_param(runs) is not None:
+        return sweep_report(runs, figures)
+    if len(runs) == 1:
+        return run_report(runs[0], figures)
+    if len(runs) == 2:
+        return comparison_report(runs[0], runs[1], figures)
+    return runs_report(runs, figures)
+
+
+def write_html_report(runs: list[Run], path: str | Path, figures: sweep.Figures | None = None) -> Path:
+    """Write ``report_for(runs)`` to ``path`` (a command that wants the write atomic passes
+    ``report_for(runs)`` to ``commands.cli.write_atomically`` instead)."""
+    path = Path(path)
+    path.write_text(report_for(runs, figures), encoding="utf-8")
+    return path

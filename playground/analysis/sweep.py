@@ -1,0 +1,241 @@
+"""A sweep read back: one run per value of one setting, same prompt, same seeds.
+
+Rows are the values in the order they ran. Because sample i has the same seed in every row (unless
+the sweep varies the seed), a column follows one seed as the setting changes, and the first token
+where a cell parts from the cell above is the first token the setting changed.
+
+The figures of a run are computed by ``run_figures`` plus any ``figures`` callable a caller
+passes (the set figures: distinct-n, similarity, Vendi, majority share); a figure ``x`` with
+``x_min`` and ``x_max`` beside it is drawn with that range across samples.
+"""
+
+from __future__ import annotations
+
+import html
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import pandas as pd
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+from playground.analysis.diff import first_divergence, identical_groups
+from playground.analysis.figures import message_figure
+from playground.analysis.tokens import pieces, truncate, visible
+from playground.run import Run, Sample
+
+Figures = Callable[[Run], dict]
+FIRST_WORDS = 8
+# Per-run figures drawn by default, with their labels; extra figures are drawn after them.
+CHARTED = {"mean_tokens": "mean length (tokens)", "mean_prob": "mean p(sampled token)",
+           "distinct_samples": "distinct samples"}
+
+
+def sweep_info(run: Run) -> dict:
+    """What the run's bundle says of its sweep, or {} for a run that was not part of one."""
+    info = run.request.get("sweep")
+    return info if isinstance(info, dict) else {}
+
+
+def sweep_order(runs: list[Run]) -> list[Run]:
+    """Runs in the order their sweep ran them (runs without a position keep theirs, last)."""
+    return sorted(runs, key=lambda r: (sweep_info(r).get("position") is None, sweep_info(r).get("position", 0)))
+
+
+def sweep_param(runs: list[Run]) -> str | None:
+    params = {sweep_info(r).get("param") for r in runs}
+    return params.pop() if len(params) == 1 else None
+
+
+def value_label(run: Run, param: str | None = None) -> str:
+    """The row's name: the swept value, or else the run's id."""
+    info = sweep_info(run)
+    if info and (param is None or info.get("param") == param):
+        return f"{info.get('param')}={info.get('value')}"
+    return str(run.request.get("request_id", "run"))
+
+
+def sample_mean_prob(sample: Sample) -> float | None:
+    """The mean probability of the tokens this sample drew, when logprobs were recorded: as vLLM
+    reports it (by default the model's distribution, before temperature and the other settings)."""
+    probs = [math.exp(lp.logprob) for lp in sample.logprobs or [] if lp.logprob is not None]
+    return sum(probs) / len(probs) if probs else None
+
+
+def run_figures(run: Run) -> dict:
+    """Figures of one run that need nothing but the record, with min/max across samples."""
+    lengths = [len(s.token_ids) for s in run.samples]
+    probs = [p for s in run.samples if (p := sample_mean_prob(s)) is not None]
+    groups = identical_groups(run)
+    return {
+        "mean_tokens": sum(lengths) / len(lengths) if lengths else None,
+        "mean_tokens_min": min(lengths, default=None), "mean_tokens_max": max(lengths, default=None),
+        "mean_prob": sum(probs) / len(probs) if probs else None,
+        "mean_prob_min": min(probs, default=None), "mean_prob_max": max(probs, default=None),
+        "distinct_samples": len({tuple(s.token_ids) for s in run.samples}),
+        "identical_samples": "; ".join("=".join(map(str, g)) for g in groups),
+    }
+
+
+def all_figures(run: Run, figures: Figures | None = None) -> dict:
+    """``run_figures`` and the caller's extra figures (which win on a shared name)."""
+    return {**run_figures(run), **(figures(run) if figures else {})}
+
+
+def sweep_table(runs: list[Run], figures: Figures | None = None) -> pd.DataFrame:
+    """One row per run, in sweep order: the value, the run, and its figures."""
+    runs = sweep_order(runs)
+    rows = []
+    for run in runs:
+        info = sweep_info(run)
+        seeds = [s.seed for s in run.samples]
+        rows.append({
+            "position": info.get("position"), "param": info.get("param"), "value": info.get("value"),
+            "request_id": run.request.get("request_id"), "status": run.status, "n": run.n,
+            "seeds": _seed_range(seeds), "tokens": sum(len(s.token_ids) for s in run.samples),
+            **all_figures(run, figures),
+        })
+    return pd.DataFrame(rows)
+
+
+def _seed_range(seeds: list[int | None]) -> str:
+    if not seeds or seeds[0] is None:
+        return "unseeded"
+    return str(seeds[0]) if len(seeds) == 1 else f"{seeds[0]}…{seeds[-1]}"
+
+
+def charted_figures(table: pd.DataFrame) -> list[str]:
+    """The numeric figures of a sweep table worth a panel: ours, then any extra the caller added."""
+    skip = {"position", "value", "n", "tokens"}
+    base = [c for c in CHARTED if c in table.columns]
+    extra = [c for c in table.columns if c not in skip and c not in base and not c.endswith(("_min", "_max"))
+             and pd.api.types.is_numeric_dtype(table[c]) and not pd.api.types.is_bool_dtype(table[c])
+             and table[c].notna().any()]
+    return base + extra
+
+
+def sweep_chart(runs: list[Run], figures: Figures | None = None, names: list[str] | None = None) -> go.Figure:
+    """One panel per figure (``names``: default every numeric one) against the swept value;
+    whiskers are the min and max across samples. Seeds and run ids are categories (their order
+    means nothing); setting values are numbers.
+    """
+    table = sweep_table(runs, figures)
+    if not table.empty:
+        names = [n for n in names if n in table.columns] if names is not None else charted_figures(table)
+    else:
+        names = []
+    if not names:
+        return message_figure("Sweep", "no finished run yet")
+    param = sweep_param(runs)
+    numeric = param not in (None, "seed") and table["value"].map(lambda v: isinstance(v, (int, float))).all()
+    x = table["value"] if numeric else [value_label(r, param) for r in sweep_order(runs)]
+    fig = make_subplots(rows=len(names), cols=1, shared_xaxes=True, vertical_spacing=0.06,
+                        subplot_titles=[CHARTED.get(name, name.replace("_", " ")) for name in names])
+    for row, name in enumerate(names, 1):
+        y = table[name].astype(float)
+        error = None
+        if f"{name}_min" in table and f"{name}_max" in table:
+            error = {"type": "data", "symmetric": False, "array": (table[f"{name}_max"].astype(float) - y).tolist(),
+                     "arrayminus": (y - table[f"{name}_min"].astype(float)).tolist()}
+        fig.add_trace(go.Scatter(x=list(x), y=y, mode="lines+markers", name=name, error_y=error, showlegend=False,
+                                 hovertemplate=f"%{{x}}<br>{name} %{{y:.3f}}<extra></extra>"), row=row, col=1)
+    if not numeric:
+        fig.update_xaxes(type="category")
+    fig.update_xaxes(title=param or "run", row=len(names), col=1)
+    fig.update_layout(title=f"How {param or 'the setting'} changes the sample set (whiskers: min-max across "
+                            "samples)", height=max(360, 90 + 220 * len(names)))
+    return fig
+
+
+@dataclass
+class Cell:
+    """One sample in the grid: its first words, and where it first parts from the cell above
+    (None: identical to it, or the top row). ``above``/``here`` are the tokens at that position."""
+
+    index: int
+    seed: int | None
+    words: str
+    diverges_at: int | None = None
+    above: str | None = None
+    here: str | None = None
+    no_above: bool = False  # the top row, or the run above had fewer samples
+
+    def note(self) -> str:
+        if self.no_above:
+            return ""
+        if self.diverges_at is None:
+            return "= above"
+        return f"≠ above at token {self.diverges_at}: {self.above} → {self.here}"
+
+
+def first_words(sample: Sample, words: int = FIRST_WORDS) -> str:
+    parts = sample.text.split()
+    return " ".join(parts[:words]) + (" …" if len(parts) > words else "")
+
+
+def _token_at(sample: Sample, position: int) -> str:
+    texts = pieces(sample)
+    return f"“{visible(texts[position], multiline=False)}”" if position < len(texts) else "(end)"
+
+
+def sweep_grid(runs: list[Run], words: int = FIRST_WORDS) -> list[tuple[str, list[Cell]]]:
+    """Rows (label, cells) in sweep order; cell i is sample i, compared with sample i above."""
+    runs = sweep_order(runs)
+    param = sweep_param(runs)
+    rows = []
+    for k, run in enumerate(runs):
+        above = {s.index: s for s in runs[k - 1].samples} if k else {}
+        cells = []
+        for s in run.samples:
+            cell = Cell(s.index, s.seed, first_words(s, words), no_above=s.index not in above)
+            if s.index in above:
+                cell.diverges_at = first_divergence(above[s.index].token_ids, s.token_ids)
+                if cell.diverges_at is not None:
+                    cell.above = _token_at(above[s.index], cell.diverges_at)
+                    cell.here = _token_at(s, cell.diverges_at)
+            cells.append(cell)
+        rows.append((value_label(run, param), cells))
+    return rows
+
+
+def grid_frame(runs: list[Run], words: int = FIRST_WORDS) -> pd.DataFrame:
+    """The grid as a table of text: one row per value, one column per sample index."""
+    grid = sweep_grid(runs, words)
+    width = max((len(cells) for _, cells in grid), default=0)
+    records = []
+    for label, cells in grid:
+        row = {"run": label}
+        for cell in cells:
+            row[f"#{cell.index}"] = cell.words + (f"  [{cell.note()}]" if cell.note() else "")
+        records.append(row)
+    return pd.DataFrame(records, columns=["run"] + [f"#{i}" for i in range(width)])
+
+
+def grid_html(runs: list[Run], words: int = FIRST_WORDS) -> str:
+    """The grid as an HTML table: a cell that parts from the one above says where and how, a cell
+    identical to it is greyed."""
+    grid = sweep_grid(runs, words)
+    if not grid:
+        return "<p class='sweep-grid-empty'>No run yet.</p>"
+    width = max(len(cells) for _, cells in grid)
+    seeds: dict[int, set] = {}
+    for _, cells in grid:
+        for c in cells:
+            seeds.setdefault(c.index, set()).add(c.seed)
+    same_seeds = all(len(s) == 1 for s in seeds.values())  # else (a seed sweep) each cell names its seed
+    head = "".join(f"<th>#{i}" + (f"<br><small>seed {next(iter(seeds[i]))}</small>" if same_seeds and i in seeds
+                                  else "") + "</th>" for i in range(width))
+    body = []
+    for label, cells in grid:
+        tds = []
+        for cell in cells:
+            style = "color:#6b7280" if cell.diverges_at is None and not cell.no_above else ""
+            seed = "" if same_seeds else f"<small>seed {cell.seed}</small><br>"
+            note = (f"<div class='sweep-divergence' style='font-size:85%;color:#92400e'>{html.escape(cell.note())}"
+                    "</div>") if cell.note() else ""
+            tds.append(f"<td class='sweep-cell' style='vertical-align:top;padding:4px;border:1px solid #e5e7eb;"
+                       f"{style}'>{seed}{html.escape(truncate(cell.words, 200))}{note}</td>")
+        body.append(f"<tr><th style='text-align:left'>{html.escape(label)}</th>{''.join(tds)}</tr>")
+    return ("<table class='sweep-grid' style='border-collapse:collapse;font-size:90%'>"
+            f"<thead><tr><th>run</th>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>")

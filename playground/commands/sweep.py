@@ -1,0 +1,194 @@
+"""How one setting changes the n samples: ``python app.py sweep --prompt TEXT --param P --values V ...``
+
+    python app.py sweep --prompt "Once upon a time" --param temperature --values 0.3 0.7 1.0 1.3 \\
+        --n 8 --seed 1 --out sweep.jsonl
+    python app.py sweep --prompt "Name a colour:" --param seed --values 1 100 1000 --n 4
+
+One full run per value (temperature, top_p, top_k, min_p, repetition_penalty, presence_penalty,
+frequency_penalty; or ``--param seed``: a list of base seeds), all with the same prompt, n and base
+seed (sample i uses seed + i in every run), one after another on an otherwise idle engine, so what
+differs between the runs comes from the setting alone. Without ``--seed`` one random base seed is
+drawn for the whole sweep (and recorded).
+
+Each output line is a run bundle (``Run.to_json()``), in the order of the values; its
+``request.sweep`` says which sweep it belongs to (param, value, position, values). Without
+``--out`` the bundles go to stdout and the summary table to stderr. ``python app.py analyze --html``
+(or the page's upload) turns the file into a report.
+
+At most 12 values, and n up to --max-n. Ctrl-C aborts the run in progress and writes the runs that
+finished.
+
+Exit status: 0 every value ran; 1 the engine refused a value or failed (the runs that finished are
+still written); 2 a usage error (bad flag, a value or a sweep that breaks a limit); 130 interrupted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import re
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from playground import analysis
+from playground.commands.cli import MAX_N_CEILING, PlaygroundParser, positive_int, write_atomically
+from playground.errors import EngineUnavailable, InvalidRequest
+from playground.run import Run
+from playground.sampling.request import Limits
+from playground.sampling.sweep import SWEEP_PARAMS, SweepRequest
+
+EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
+NUMBER = re.compile(r"^[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$")
+SUMMARY_COLUMNS = ["value", "status", "seeds", "tokens", "mean_tokens", "mean_prob", "distinct_samples",
+                   "identical_samples"]
+
+
+@dataclass
+class SweepResult:
+    runs: list[Run] = field(default_factory=list)  # finished runs, in value order
+    refused: list[str] = field(default_factory=list)  # a sentence per value the engine refused
+    interrupted: bool = False
+    failure: str | None = None  # the engine failed; the rest did not run
+
+
+def build_parser() -> PlaygroundParser:
+    def add_own(group) -> None:
+        group.add_argument("--prompt", required=True, help="The prompt every run samples.")
+        group.add_argument("--param", required=True, choices=SWEEP_PARAMS, metavar="SETTING",
+                           help=f"The setting to vary: {', '.join(SWEEP_PARAMS)} (seed: a list of base seeds).")
+        group.add_argument("--values", required=True, nargs="+", metavar="V",
+                           help="The values, one full run each, in this order (at most 12).")
+        group.add_argument("--out", type=Path, metavar="PATH",
+                           help="Write the run bundles here (atomically), not to stdout.")
+        group.add_argument("--max-n", type=positive_int("--max-n", MAX_N_CEILING), default=32,
+                           help="Most samples per run (default 32).")
+
+    parser = PlaygroundParser("python app.py sweep", __doc__, add_own, sampling=True)
+    parser.parser.formatter_class = argparse.RawDescriptionHelpFormatter  # keep the doc's layout
+    return parser
+
+
+def join_values(argv: list[str]) -> list[str]:
+    """``--values -0.5 0 0.5`` as ``--values=-0.5,0,0.5``: vLLM's parser reads any token like
+    ``-0.5`` as a dotted config flag (``-0`` . ``5``), and penalties sweep negative values."""
+    out, i = [], 0
+    while i < len(argv):
+        j = i + 1
+        if argv[i] == "--values":
+            while j < len(argv) and (not argv[j].startswith("-") or NUMBER.match(argv[j])):
+                j += 1
+        out.append(f"--values={','.join(argv[i + 1:j])}" if j > i + 1 else argv[i])
+        i = j
+    return out
+
+
+def sweep_from_args(parser: PlaygroundParser, args: argparse.Namespace) -> SweepRequest:
+    """The checked sweep the flags ask for (before any engine starts); InvalidRequest says why not."""
+    settings = parser.sampling_settings(args)
+    if args.param in settings:
+        flag = "--seed" if args.param == "seed" else f"--{args.param.replace('_', '-')}"
+        raise InvalidRequest(f"--param {args.param} sweeps {args.param} over --values: leave out {flag}")
+    sweep = SweepRequest.from_user(args.param, args.values, prompt=args.prompt, **settings)
+    sweep.check(Limits(max_n=args.max_n, max_model_len=2**31, max_logprobs=2**31))  # the engine's come later
+    return sweep
+
+
+def run_sweep(runner, sweep: SweepRequest, progress: bool = True) -> SweepResult:
+    """Run every value on a SyncRunner, one at a time; Ctrl-C or an engine failure ends it with
+    what finished, and leaves nothing running in the engine (the runner aborts it)."""
+    from tqdm import tqdm
+
+    sweep.fix_seed()
+    result = SweepResult()
+    bar = tqdm(total=len(sweep.values), unit="run", desc=f"sweep {sweep.param}", file=sys.stderr,
+               disable=not progress)
+    outcomes = runner.record_all(sweep.requests(), max_in_flight=1)
+    try:
+        with contextlib.closing(outcomes):  # closing the generator aborts what is in flight
+            for position, outcome in outcomes:
+                value = sweep.values[position]
+                if isinstance(outcome, InvalidRequest):
+                    result.refused.append(message := f"{sweep.param}={value}: {outcome}")
+                    bar.write(f"skipping {message}", file=sys.stderr)
+                else:
+                    result.runs.append(sweep.mark(outcome, position))
+                    bar.set_postfix({sweep.param: value}, refresh=False)
+                bar.update()
+    except KeyboardInterrupt:
+        result.interrupted = True
+    except EngineUnavailable as e:
+        result.failure = str(e)
+    finally:
+        bar.close()
+    return result
+
+
+def summary_frame(runs: list[Run]):
+    """Per value: the run's status, seeds, tokens, mean length and probability, distinct samples."""
+    table = analysis.sweep_table(runs)
+    if table.empty:
+        return table
+    table = table.reindex(columns=SUMMARY_COLUMNS)
+    return table.round({"mean_tokens": 1, "mean_prob": 3}).rename(columns={"value": runs[0].request["sweep"]["param"]})
+
+
+def execute(runner, sweep: SweepRequest, out: Path | None = None, progress: bool = True) -> int:
+    """Run the sweep, write the bundles of the runs that finished, print the summary, and return
+    the exit status."""
+    result = run_sweep(runner, sweep, progress)
+    bundles = (run.to_json() for run in result.runs)
+    if out is not None:
+        write_atomically(out, bundles)
+    else:
+        for bundle in bundles:
+            print(bundle)
+        sys.stdout.flush()
+    where = f" to {out}" if out is not None else ""
+    seeds = (f"base seeds {', '.join(map(str, sweep.values))}" if sweep.param == "seed"
+             else f"base seed {sweep.base.seed}")
+    print(f"wrote {len(result.runs)} of {len(sweep.values)} run(s){where} ({seeds})", file=sys.stderr)
+    if result.runs:
+        # Beside bundles on stdout the table would break the JSONL, so it goes to stderr then.
+        print(summary_frame(result.runs).to_string(index=False), file=sys.stdout if out else sys.stderr)
+    if result.interrupted:
+        print(f"interrupted: {len(sweep.values) - len(result.runs) - len(result.refused)} value(s) did not run or "
+              "were aborted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    if result.failure:
+        print(f"error: {result.failure}", file=sys.stderr)
+        return EXIT_FAILED
+    return EXIT_FAILED if result.refused else EXIT_OK
+
+
+def main(argv: list[str] | None = None) -> int:
+    # Before vLLM is imported (by the parser): its log goes to stdout by default, where bundles go.
+    os.environ.setdefault("VLLM_LOGGING_STREAM", "ext://sys.stderr")
+    try:
+        parser = build_parser()
+        args, engine_kwargs = parser.parse(join_values(list(sys.argv[1:] if argv is None else argv)))
+        try:
+            sweep = sweep_from_args(parser, args)
+        except InvalidRequest as e:
+            parser.parser.error(str(e))
+        if args.out is not None and not args.out.parent.resolve().is_dir():
+            parser.parser.error(f"--out: the folder {args.out.parent} does not exist")
+
+        from playground.backends.engine import create_sync_engine
+        from playground.backends.sync import SyncRunner
+
+        engine = create_sync_engine(args.model, **engine_kwargs)
+        try:
+            runner = SyncRunner(engine, max_n=args.max_n)
+            try:
+                sweep.check(runner.limits)  # the engine's own limits: its context, its logprobs cap
+            except InvalidRequest as e:
+                print(f"error: {e}", file=sys.stderr)
+                return EXIT_USAGE
+            return execute(runner, sweep, args.out)
+        finally:
+            engine.engine_core.shutdown()  # the engine core runs in a process of its own
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED

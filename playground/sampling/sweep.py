@@ -1,0 +1,107 @@
+"""A sweep: one prompt, one base seed, n samples, and a list of values for one sampler setting (or a
+list of base seeds); each value is one full run.
+
+With the same seeds, what differs between the runs comes from the setting alone, so the values
+run one after another on an otherwise idle engine (the batch a request shares changes seeded
+results). The sweep's own limits (how many values) and every run's request checks are made here,
+once, for the command line and the page alike, before any engine sees a request.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from playground.errors import InvalidRequest
+from playground.run import Run
+from playground.sampling import plan
+from playground.sampling.request import Limits, SampleRequest, check_n
+
+SWEEP_PARAMS = ("temperature", "top_p", "top_k", "min_p", "repetition_penalty", "presence_penalty",
+                "frequency_penalty", "seed")
+MAX_SWEEP_VALUES = 12  # each value is a full run, one after another: a sweep should stay a demo
+
+
+@dataclass
+class SweepRequest:
+    """``base`` with ``param`` set to each of ``values`` in turn; ``values`` are coerced like the
+    request's own field (so 1 and "1.0" are the same temperature)."""
+
+    base: SampleRequest
+    param: str
+    values: list[Any] = field(default_factory=list)
+
+    @classmethod
+    def from_user(cls, param: str, values: Any, **settings: Any) -> SweepRequest:
+        """Coerce loosely typed input: ``settings`` are any SampleRequest fields (the swept one is
+        left out), ``values`` as for ``of``."""
+        return cls.of(SampleRequest.from_user(**{k: v for k, v in settings.items() if k != param}), param, values)
+
+    @classmethod
+    def of(cls, base: SampleRequest, param: str, values: Any) -> SweepRequest:
+        """``base`` swept over ``values``: a list, text separated by spaces or commas (the page's
+        box), or both, each coerced like the request's own field (1 and "1.0" are one temperature).
+        The base's own value of the swept setting is ignored."""
+        param = param.strip().lower() if isinstance(param, str) else param
+        if param not in SWEEP_PARAMS:
+            raise InvalidRequest(f"a sweep varies one of {', '.join(SWEEP_PARAMS)}, got {param!r}")
+        if isinstance(values, str):
+            values = [values]
+        if not isinstance(values, (list, tuple)):
+            raise InvalidRequest(f"the sweep's values must be a list, got {type(values).__name__}")
+        values = [part for v in values for part in (_split(v) if isinstance(v, str) else [v])]
+        coerced = []
+        for position, value in enumerate(values, 1):
+            if value is None:
+                raise InvalidRequest(f"value {position} of the sweep is empty: give a {param} for every value")
+            coerced.append(getattr(SampleRequest.from_user(prompt="", **{param: value}), param))
+        return cls(base, param, coerced)
+
+    def check(self, limits: Limits) -> None:
+        """The sweep's limits, then every run's request checks, each failure naming its value."""
+        count = len(self.values)
+        if count == 0:
+            raise InvalidRequest(f"the sweep has no values: give at least one {self.param}")
+        if count > MAX_SWEEP_VALUES:
+            raise InvalidRequest(f"a sweep runs at most {MAX_SWEEP_VALUES} values, one full run each; "
+                                 f"got {count}: split it into several sweeps")
+        seen = set()
+        for value in self.values:
+            if value in seen:
+                raise InvalidRequest(f"{self.param}={value} appears twice in the sweep: each value runs once")
+            seen.add(value)
+        check_n(self.base.n, limits.max_n)  # max_n samples per value, like any run
+        for position, request in enumerate(self.requests()):
+            try:
+                request.check(limits)
+            except InvalidRequest as e:
+                raise InvalidRequest(f"with {self.param}={self.values[position]} (value {position + 1} of the "
+                                     f"sweep): {e}") from None
+
+    def fix_seed(self, source=None) -> None:
+        """A blank base seed becomes one random seed for the whole sweep, so every value's run
+        uses the same seeds (a run would draw its own otherwise, and the sweep would compare
+        different seeds as well as different settings)."""
+        if self.param != "seed" and self.base.seed is None:
+            self.base.seed = plan.draw_seed(source) if source else plan.draw_seed()
+
+    def requests(self) -> list[SampleRequest]:
+        """One request per value, in order: the base with the swept setting changed."""
+        return [dataclasses.replace(self.base, **{self.param: value}, stop=list(self.base.stop))
+                for value in self.values]
+
+    def label(self, position: int) -> dict[str, Any]:
+        """What a run's bundle records of the sweep it belongs to (``request["sweep"]``)."""
+        return {"param": self.param, "value": self.values[position], "position": position,
+                "values": list(self.values)}
+
+    def mark(self, run: Run, position: int) -> Run:
+        run.request["sweep"] = self.label(position)
+        return run
+
+
+def _split(text: str) -> list[str]:
+    """Values typed in one box (or one flag): separated by spaces, commas or semicolons."""
+    return [part for part in re.split(r"[\s,;]+", text) if part]

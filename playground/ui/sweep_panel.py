@@ -1,0 +1,162 @@
+"""The "Sweep" tab: the page's request run once per value of one setting, same seeds, one run after
+another, with the grid (rows: values, columns: sample indices) and the chart of the figures against
+the value filling in as each run finishes. Stop ends the sweep and keeps the runs that finished.
+
+Declared with ``build(h)`` inside the page's ``gr.Tabs``, hooked up with ``.wire(settings)`` once
+the page's handlers are bound (as the QA tab is). ``show(runs)`` draws any list of runs of one
+sweep, e.g. a sweep JSONL someone uploaded.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncIterator
+
+import gradio as gr
+
+from playground import analysis
+from playground.backends.base import record
+from playground.errors import InvalidRequest
+from playground.run import Run
+from playground.sampling.sweep import MAX_SWEEP_VALUES, SWEEP_PARAMS, SweepRequest
+from playground.ui.handlers import SETTING_NAMES, Handlers, _from_ui, _shown
+from playground.ui.streaming import paced
+
+INTRO = ("Runs the request above once per value of one setting (or once per base seed), **one run after "
+         "another, with the same seeds**: sample i keeps seed + i in every row, so what changes down a column "
+         f"comes from the setting. At most {MAX_SWEEP_VALUES} values; n and max_tokens come from above. Other "
+         "runs on the engine at the same time change the batch, and with it seeded tokens.")
+HIDDEN_COLUMNS = ["position", "param", "request_id"]  # the row's label says them
+
+
+def build(h: Handlers, figures: analysis.Figures | None = None, chart: list[str] | None = None) -> SweepTab:
+    """Declare the tab in the current ``gr.Tabs``; call ``.wire(settings)`` once ``h`` is bound.
+    ``figures``: extra per-run figures for the table and chart (the set figures); ``chart``: the
+    figures to draw (default: every numeric one)."""
+    return SweepTab(h, figures, chart)
+
+
+async def stream_sweep(backend, sweep: SweepRequest,
+                       interval: float = 0.5) -> AsyncIterator[tuple[list[Run], Run | None]]:
+    """Run the sweep's values one after another through ``record``; yield ``(finished runs, the
+    run in progress or None)`` at most every ``interval`` s while a run streams (None between
+    events too: a heartbeat, so a closed tab is noticed) and once as each run finishes.
+
+    Closing this generator (Stop, a closed tab) aborts the run in progress; the finished ones are
+    whatever was last yielded.
+    """
+    sweep.fix_seed()
+    finished: list[Run] = []
+    for position, request in enumerate(sweep.requests()):
+        run = None
+        async for snapshot in paced(record(backend, request), interval=interval):
+            if snapshot is not None:
+                run = sweep.mark(snapshot, position)
+            if run is not None and not run.finished:
+                yield finished, run
+        if run is not None:
+            finished = [*finished, run]  # a new list: the caller may hold the previous one
+            yield finished, None
+
+
+class SweepTab:
+    def __init__(self, h: Handlers, figures: analysis.Figures | None = None, chart: list[str] | None = None):
+        self.h, self.figures, self.chart_names = h, figures, chart
+        with gr.Tab("Sweep", id="sweep", elem_id="tab-sweep"):
+            gr.Markdown(INTRO)
+            with gr.Row():
+                self.param = gr.Dropdown(list(SWEEP_PARAMS), value="temperature", label="Setting to sweep",
+                                         elem_id="sweep-param")
+                self.values = gr.Textbox(value="0.3 0.7 1.0 1.3", label="Values (spaces or commas)",
+                                         elem_id="sweep-values")
+                self.run_btn = gr.Button("Run the sweep", variant="primary", elem_id="sweep-run")
+                self.stop_btn = gr.Button("Stop", variant="stop", elem_id="sweep-stop")
+            self.status = gr.Markdown(elem_id="sweep-status")
+            self.grid = gr.HTML(elem_id="sweep-grid")
+            self.chart = gr.Plot(label="Figures against the value", elem_id="sweep-chart")
+            # Hidden until the first run: an empty Dataframe shows a grid headed "1 2 3".
+            self.table = gr.Dataframe(label="Per value", interactive=False, visible=False, elem_id="sweep-table")
+            with gr.Row():
+                self.report = gr.DownloadButton("Sweep report (HTML)", value=None, elem_id="sweep-report")
+                self.bundles = gr.DownloadButton("Sweep bundles (JSONL)", value=None, elem_id="sweep-bundles")
+            self.runs = gr.State([])  # the finished runs, in value order: what Stop keeps
+
+    def outputs(self) -> list:
+        return [self.status, self.grid, self.chart, self.table, self.report, self.bundles, self.runs]
+
+    def wire(self, settings: list) -> None:
+        """Hook up the events; ``settings`` are the run form's inputs, in SETTING_NAMES order."""
+        # One sweep at a time on the engine: the runs should share the engine with as little as possible.
+        event = self.run_btn.click(self.run, [*settings, self.param, self.values], self.outputs(),
+                                   concurrency_limit=1, concurrency_id="sweep", api_visibility="private")
+        self.stop_btn.click(None, None, None, cancels=[event], api_visibility="private").then(
+            self.stopped, [self.runs], self.outputs(), api_visibility="private")
+
+    # --- handlers -------------------------------------------------------------------------------
+
+    async def run(self, *inputs):
+        """Run the sweep; each value's row fills as its run finishes."""
+        *settings, param, values = inputs
+        sweep = sweep_from_ui(dict(zip(SETTING_NAMES, settings)), param, values, self.h.backend.limits)
+        started = time.monotonic()
+        yield {self.status: f"⏳ starting a sweep of {len(sweep.values)} {sweep.param} values…",
+               self.grid: "", self.chart: None, self.runs: [], self.table: gr.update(visible=False)}
+        try:
+            async for finished, live in stream_sweep(self.h.backend, sweep):
+                if live is not None:
+                    tokens = sum(len(s.token_ids) for s in live.samples)
+                    yield {self.status: f"● {sweep.param}={live.request['sweep']['value']} (value "
+                                        f"{len(finished) + 1} of {len(sweep.values)}): {tokens} tokens · "
+                                        f"{time.monotonic() - started:.0f} s",
+                           self.grid: analysis.grid_html([*finished, live])}
+                else:
+                    yield {**self.show(finished, final=len(finished) == len(sweep.values)), self.runs: finished}
+        except Exception as e:
+            raise _shown(e) from None
+
+    async def stopped(self, runs: list[Run] | None) -> dict:
+        """After Stop: the runs that finished, as they are (the one in progress was aborted)."""
+        return self.show(runs or [], stopped=True)
+
+    # --- drawing --------------------------------------------------------------------------------
+
+    def show(self, runs: list[Run], final: bool = True, stopped: bool = False) -> dict:
+        """The tab's components for ``runs`` (of one sweep); ``final`` also writes the downloads."""
+        update = {self.status: status(runs, stopped), self.grid: analysis.grid_html(runs),
+                  self.chart: analysis.sweep_chart(runs, self.figures, self.chart_names) if runs else None}
+        if runs:
+            table = analysis.sweep_table(runs, self.figures)
+            table = table.drop(columns=[c for c in HIDDEN_COLUMNS if c in table]).round(3)
+            update[self.table] = gr.update(value=table, visible=True)
+        if final and runs:
+            update[self.report], update[self.bundles] = self.export(runs)
+        return update
+
+    def export(self, runs: list[Run]) -> tuple[str, str]:
+        stem = self.h.export_dir / f"sweep-{runs[0].request.get('request_id', 'run')}"
+        report, bundles = stem.with_suffix(".html"), stem.with_suffix(".jsonl")
+        report.write_text(analysis.sweep_report(runs, self.figures), encoding="utf-8")
+        bundles.write_text("".join(run.to_json() + "\n" for run in runs), encoding="utf-8")
+        return str(report), str(bundles)
+
+
+def sweep_from_ui(settings: dict, param, values, limits) -> SweepRequest:
+    """The page's form and the sweep's two boxes -> a checked SweepRequest, or gr.Error (a sentence)."""
+    base = _from_ui(settings)
+    try:
+        sweep = SweepRequest.of(base, param or "", values or "")
+        sweep.check(limits)
+    except InvalidRequest as e:
+        raise gr.Error(str(e)) from None
+    return sweep
+
+
+def status(runs: list[Run], stopped: bool = False) -> str:
+    if not runs:
+        return "■ stopped before the first value finished" if stopped else ""
+    info = analysis.sweep_info(runs[0])
+    total = len(info.get("values") or runs)
+    done = f"{len(runs)} of {total} {info.get('param', 'setting')} values" if info else f"{len(runs)} runs"
+    seed = runs[0].request.get("seed")
+    head = "✔ finished" if len(runs) >= total else "■ stopped" if stopped else "●"
+    return f"{head} · {done} · base seed {seed} · n={runs[0].n}"

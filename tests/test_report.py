@@ -1,0 +1,273 @@
+"""Sweeps, comparisons and reports read back from hand-built runs (no engine): the sweep table and
+grid, two runs side by side, the self-contained HTML report, and reading bundle files."""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from html.parser import HTMLParser
+from pathlib import Path
+
+import pytest
+
+from playground import analysis as A
+from playground.bundles import parse_bundles, read_bundles, read_runs
+from playground.errors import InvalidBundle
+from playground.run import BUNDLE_VERSION, Run, Sample, TokenLogprob
+
+WORDS = {1: "The", 2: " sea", 3: " is", 4: " calm", 5: " wild", 6: " grey", 7: ".", 8: " <script>alert(1)</script>"}
+
+
+def sample(index: int, ids: list[int], seed: int | None = None, probs: list[float] | None = None) -> Sample:
+    texts = [WORDS[t] for t in ids]
+    logprobs = [TokenLogprob(t, math.log(p)) for t, p in zip(ids, probs)] if probs else None
+    return Sample(index, 10 + index if seed is None else seed, "".join(texts), list(ids), texts,
+                  token_times=[0.1 * (k + 1) for k in range(len(ids))], logprobs=logprobs, finish_reason="length")
+
+
+def make_run(seqs: list[list[int]], request_id: str = "run-a", sweep: dict | None = None, probs=None,
+             **request) -> Run:
+    samples = [sample(i, ids, probs=probs[i] if probs else None) for i, ids in enumerate(seqs)]
+    head = {"prompt": "Tell me about the sea", "n": len(seqs), "seed": 10, "mode": "wrapper", "temperature": 1.0,
+            "output_kind": "CUMULATIVE", "request_id": request_id, **request}
+    if sweep is not None:
+        head["sweep"] = sweep
+    return Run(request=head, samples=samples, status="finished", wall_time=1.0)
+
+
+def sweep_runs() -> list[Run]:
+    """Temperatures 0.5, 1.0, 1.5, given out of order: at 1.0 sample 1 parts from 0.5's at token 2,
+    at 1.5 sample 0 parts at token 1 and sample 2 is new words."""
+    values = [0.5, 1.0, 1.5]
+    seqs = [
+        [[1, 2, 3, 4], [1, 2, 3, 4], [1, 2, 3, 6]],
+        [[1, 2, 3, 4], [1, 2, 5, 7], [1, 2, 3, 6]],
+        [[1, 6, 3, 4], [1, 2, 5, 7], [5, 5]],
+    ]
+    probs = [[[0.9] * 4, [0.8] * 4, [0.7] * 4], [[0.6] * 4, [0.5] * 4, [0.4] * 4], [[0.3] * 4, [0.2] * 4, [0.1] * 2]]
+    runs = [make_run(s, f"run-{k}", {"param": "temperature", "value": v, "position": k, "values": values},
+                     probs=p, temperature=v) for k, (v, s, p) in enumerate(zip(values, seqs, probs))]
+    return [runs[2], runs[0], runs[1]]
+
+
+# --- the sweep ----------------------------------------------------------------------------------
+
+def test_sweep_table_one_row_per_value_in_order_with_min_and_max_across_samples():
+    table = A.sweep_table(sweep_runs(), figures=lambda run: {"extra": run.n * 10, "note": "text"})
+    assert table["value"].tolist() == [0.5, 1.0, 1.5]
+    assert table["distinct_samples"].tolist() == [2, 3, 3]
+    assert table["identical_samples"].tolist() == ["0=1", "", ""]
+    assert table["mean_tokens"].tolist() == [4.0, 4.0, pytest.approx(10 / 3)]
+    assert (table["mean_tokens_min"].tolist(), table["mean_tokens_max"].tolist()) == ([4, 4, 2], [4, 4, 4])
+    assert table["mean_prob"].tolist() == pytest.approx([0.8, 0.5, 0.2])
+    assert table["mean_prob_min"].tolist() == pytest.approx([0.7, 0.4, 0.1])
+    assert table["extra"].tolist() == [30, 30, 30] and table["seeds"].tolist() == ["10…12"] * 3
+
+
+def test_sweep_chart_draws_each_figure_against_the_value_with_whiskers():
+    fig = A.sweep_chart(sweep_runs(), figures=lambda run: {"vendi": float(run.n), "vendi_min": 1.0,
+                                                           "vendi_max": 3.0})
+    by_name = {trace.name: trace for trace in fig.data}
+    assert list(by_name) == ["mean_tokens", "mean_prob", "distinct_samples", "vendi"]
+    assert list(by_name["mean_prob"].x) == [0.5, 1.0, 1.5]
+    assert list(by_name["mean_prob"].error_y.arrayminus) == pytest.approx([0.1, 0.1, 0.1])
+    assert list(by_name["vendi"].error_y.array) == pytest.approx([0.0, 0.0, 0.0])
+    chosen = A.sweep_chart(sweep_runs(), names=["distinct_samples"])
+    assert [t.name for t in chosen.data] == ["distinct_samples"]
+    assert "no finished run" in A.sweep_chart([]).layout.annotations[0].text
+
+
+def test_grid_follows_each_seed_down_its_column_and_names_the_first_diverging_token():
+    grid = A.sweep_grid(sweep_runs())
+    assert [label for label, _ in grid] == ["temperature=0.5", "temperature=1.0", "temperature=1.5"]
+    top, middle, bottom = (cells for _, cells in grid)
+    assert all(c.note() == "" for c in top)
+    assert [c.diverges_at for c in middle] == [None, 2, None]
+    assert middle[1].note() == "≠ above at token 2: “·is” → “·wild”"
+    assert middle[0].note() == "= above"
+    assert [c.diverges_at for c in bottom] == [1, None, 0]
+    assert bottom[0].words == "The grey is calm"
+    frame = A.grid_frame(sweep_runs())
+    assert list(frame.columns) == ["run", "#0", "#1", "#2"]
+    assert frame.loc[1, "#1"].startswith("The sea wild.") and "token 2" in frame.loc[1, "#1"]
+    html = A.grid_html(sweep_runs())
+    assert html.count("<tr>") == 4 and "seed 11" in html and "≠ above at token 0" in html
+
+
+def test_grid_of_a_seed_sweep_names_each_cells_seed():
+    runs = [make_run([[1, 2]], f"run-{k}", {"param": "seed", "value": s, "position": k}) for k, s in enumerate([1, 7])]
+    runs[1].samples[0].seed = 7
+    html = A.grid_html(runs)
+    assert "seed 7" in html and "<th>#0</th>" in html  # no seed in the header: it differs per row
+    assert A.sweep_chart(runs).layout.xaxis.type == "category"
+
+
+# --- two runs side by side ----------------------------------------------------------------------
+
+def test_two_runs_side_by_side_per_index_first_divergence_and_figures():
+    a = make_run([[1, 2, 3, 4], [1, 2, 3], [1, 7]], "run-a")
+    b = make_run([[1, 2, 3, 4], [1, 2, 5], [1, 7], [1]], "run-b", temperature=1.3)
+    pairs = A.pair_frame(a, b)
+    assert pairs["verdict"].tolist() == ["identical", "diverged at token 2", "identical", "only in run B"]
+    assert pairs["first_divergence"].fillna(-1).tolist()[:3] == [-1, 2, -1]
+    assert (pairs.loc[1, "token_a"], pairs.loc[1, "token_b"]) == ("·is", "·wild")
+    assert A.settings_diff(a, b).to_dict("records") == [{"setting": "n", "A": 3, "B": 4},
+                                                       {"setting": "temperature", "A": 1.0, "B": 1.3}]
+    figures = A.figures_side_by_side(a, b, figures=lambda run: {"answers": run.n - 1}).set_index("figure")
+    assert figures.loc["distinct_samples"].tolist() == [3, 4, 1]
+    assert figures.loc["answers", "B - A"] == 1
+    html = A.comparison_html(a, b)
+    assert "2 of 4 samples identical" in html and "id='compare-sample-1'" in html
+    assert "tok-replace" in html  # B's sample 1 token by token against A's
+
+
+# --- the report ---------------------------------------------------------------------------------
+
+class Parsed(HTMLParser):
+    """Counts what a report is made of; an unclosed table or div would leave depth above zero."""
+
+    def __init__(self):
+        super().__init__()
+        self.scripts, self.sources, self.depth, self.ids = [], [], 0, []
+
+    def handle_starttag(self, tag, attrs):
+        attrs = dict(attrs)
+        if tag == "script":
+            self.scripts.append(attrs)
+        for key in ("src", "href"):
+            if attrs.get(key):
+                self.sources.append(attrs[key])
+        if tag in ("div", "table"):
+            self.depth += 1
+        if attrs.get("id"):
+            self.ids.append(attrs["id"])
+
+    def handle_endtag(self, tag):
+        if tag in ("div", "table"):
+            self.depth -= 1
+
+
+def parsed(page: str) -> Parsed:
+    parser = Parsed()
+    parser.feed(page)
+    parser.close()
+    return parser
+
+
+def check_self_contained(page: str) -> Parsed:
+    p = parsed(page)
+    assert p.depth == 0
+    assert p.sources == [] and not any("src" in s for s in p.scripts), "no external script, style or link"
+    assert page.count("Plotly.newPlot(") == sum(i.startswith("figure-") for i in p.ids)
+    assert len(re.findall(r"/\*! For license information|plotly\.js v\d", page)) >= 1  # plotly.js, inlined
+    assert page.count("<script type='text/javascript'>") == 1  # ... and only once
+    return p
+
+
+def test_run_report_is_one_page_with_the_columns_diff_tree_and_charts():
+    run = make_run([[1, 2, 3, 4], [1, 2, 8], [1, 6]], probs=[[0.5] * 4, [0.5] * 3, [0.5] * 2])
+    page = A.run_report(run, figures=lambda r: {"vendi": 2.5})
+    p = check_self_contained(page)
+    assert sum(i.startswith("figure-") for i in p.ids) == 5  # tree, heatmap, uncertainty, agreement, timing
+    assert {"sample-0", "sample-1", "sample-2"} <= set(p.ids)
+    assert "<script>alert(1)" not in page and "&lt;script&gt;alert(1)" in page  # a sample's text is text
+    assert "vendi" in page and "diverges at token 2" in page
+
+
+def test_comparison_and_sweep_reports_and_the_choice_between_them(tmp_path):
+    a, b = make_run([[1, 2, 3]], "run-a"), make_run([[1, 2, 5]], "run-b", temperature=0.7)
+    page = A.comparison_report(a, b)
+    check_self_contained(page)
+    assert "run-a" in page and "0 of 1 samples identical" in page and "temperature" in page
+
+    runs = sweep_runs()
+    page = A.sweep_report(runs)
+    p = check_self_contained(page)
+    assert sum(i.startswith("figure-") for i in p.ids) == 4  # the sweep chart and one tree per value
+    assert page.index("temperature=0.5") < page.index("temperature=1.0") < page.index("temperature=1.5")
+    assert "sweep-grid" in page
+
+    assert A.report_for(runs).count("class='sweep-grid'") == 1
+    assert "side by side" in A.report_for([a, b])
+    assert "3 runs" in A.report_for([a, b, make_run([[1]], "run-c")])
+    assert A.write_html_report([a], tmp_path / "r.html").read_text(encoding="utf-8").startswith("<!DOCTYPE html>")
+    with pytest.raises(ValueError, match="no run to report"):
+        A.report_for([])
+
+
+def test_the_report_draws_its_charts_in_chromium_with_no_network(tmp_path):
+    """Offline for real: Chromium opens the file with the network off and every chart draws."""
+    from tests.test_browser import CHROMIUM
+
+    if not Path(CHROMIUM).exists():
+        pytest.fail(f"Chromium not found at {CHROMIUM}: run `make test` (it installs it) or set PLAYGROUND_CHROMIUM")
+    from playwright.sync_api import sync_playwright
+
+    path = A.write_html_report(sweep_runs(), tmp_path / "sweep.html")
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox", "--disable-gpu"])
+        try:
+            context = browser.new_context(offline=True)
+            page = context.new_page()
+            errors = []
+            page.on("pageerror", lambda e: errors.append(str(e)))
+            page.goto(path.as_uri())
+            page.wait_for_function("document.querySelectorAll('.plotly-graph-div .main-svg').length >= 4",
+                                   timeout=30_000)
+            assert page.locator(".sweep-grid tr").count() == 4
+            assert errors == []
+        finally:
+            browser.close()
+
+
+# --- reading bundle files -----------------------------------------------------------------------
+
+def test_reads_one_indented_bundle_or_one_bundle_per_line(tmp_path):
+    runs = sweep_runs()
+    one = tmp_path / "run.json"
+    one.write_text(runs[0].to_json(indent=1), encoding="utf-8")
+    assert [r.request["request_id"] for r in read_runs(one)] == ["run-2"]
+    lines = tmp_path / "sweep.jsonl"
+    lines.write_text("\n".join(r.to_json() for r in runs) + "\n\n", encoding="utf-8")
+    found, errors = read_bundles(lines)
+    assert errors == [] and [x.line for x in found] == [1, 2, 3]
+    assert [x.run.request["sweep"]["value"] for x in found] == [1.5, 0.5, 1.0]
+
+
+def test_a_file_that_is_not_bundles_is_refused_with_a_sentence_naming_the_line(tmp_path):
+    good = sweep_runs()[0].to_json()
+    newer = json.dumps({**json.loads(good), "bundle_version": BUNDLE_VERSION + 1})
+    found, errors = parse_bundles("\n".join([good, "{not json", '{"prompt": "hi"}', newer, "[1, 2]"]))
+    assert [x.line for x in found] == [1]
+    assert [e.line for e in errors] == [2, 3, 4, 5]
+    assert str(errors[0]).startswith("line 2: not valid JSON")
+    assert "line 3: this is not a run bundle" in str(errors[1])
+    assert f"line 4: this bundle has version {BUNDLE_VERSION + 1}, newer than" in str(errors[2])
+
+    bad = tmp_path / "mixed.jsonl"
+    bad.write_text(f"{good}\n{{not json\n", encoding="utf-8")
+    with pytest.raises(InvalidBundle, match=r"^mixed.jsonl, line 2: not valid JSON"):
+        read_runs(bad)
+    for name, content in (("empty.json", b""), ("binary.bin", b"\x89PNG\r\n\x1a\n\xff"),
+                          ("list.json", b"[\n1\n]")):
+        (tmp_path / name).write_bytes(content)
+        with pytest.raises(InvalidBundle) as caught:
+            read_runs(tmp_path / name)
+        assert "bundle" in str(caught.value) and "Traceback" not in str(caught.value)
+    with pytest.raises(InvalidBundle, match="cannot read missing.json"):
+        read_runs(tmp_path / "missing.json")
+    damaged = json.loads(good)
+    damaged["samples"][0]["token_ids"] = None
+    damaged["samples"][0]["unknown_field"] = 1
+    with pytest.raises(InvalidBundle, match="the file: this run bundle is damaged"):
+        (tmp_path / "damaged.json").write_text(json.dumps(damaged, indent=1), encoding="utf-8")
+        read_runs(tmp_path / "damaged.json")
+
+
+def test_a_cut_indented_bundle_is_one_error_at_the_line_where_it_breaks():
+    text = sweep_runs()[0].to_json(indent=1)
+    lines = text.splitlines()
+    found, errors = parse_bundles("\n".join(lines[:40]))
+    assert found == [] and len(errors) == 1
+    assert errors[0].line == 40 and "cut short" in errors[0].message

@@ -1,0 +1,215 @@
+"""Sweeps: the request and its limits, the command line (one real ``python app.py sweep`` as a
+subprocess: it starts an engine of its own, so only once), Ctrl-C, the page's streaming sweep on
+the session's engine, and the Sweep and Compare tabs' handlers on hand-built runs."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import gradio as gr
+import pytest
+
+from playground.commands import sweep as command
+from playground.errors import InvalidRequest
+from playground.run import Run
+from playground.sampling.request import Limits
+from playground.sampling.sweep import MAX_SWEEP_VALUES, SweepRequest
+from tests.test_report import make_run, sweep_runs
+
+ROOT = Path(__file__).resolve().parent.parent
+LIMITS = Limits(max_n=8)
+
+
+def refused(param, values, **settings) -> str:
+    with pytest.raises(InvalidRequest) as caught:
+        SweepRequest.from_user(param, values, **{"prompt": "Hi", **settings}).check(LIMITS)
+    return str(caught.value)
+
+
+# --- the request --------------------------------------------------------------------------------
+
+def test_values_are_coerced_like_the_setting_and_every_run_keeps_the_seeds():
+    sweep = SweepRequest.from_user("Temperature", "0.3, 0.7;1 1.3", prompt="Hi", n=3, seed=5, temperature=0.0)
+    sweep.check(LIMITS)  # the base's own temperature (0, greedy at n=3) is not one of the runs
+    assert (sweep.param, sweep.values) == ("temperature", [0.3, 0.7, 1.0, 1.3])
+    requests = sweep.requests()
+    assert [r.temperature for r in requests] == [0.3, 0.7, 1.0, 1.3]
+    assert {(r.seed, r.n, r.prompt) for r in requests} == {(5, 3, "Hi")}
+    assert SweepRequest.from_user("top_k", ["-1", 5, "50.0"], prompt="Hi").values == [-1, 5, 50]
+
+    blank = SweepRequest.from_user("min_p", [0.0, 0.1], prompt="Hi")
+    blank.fix_seed(source=lambda below: 1234)
+    assert {r.seed for r in blank.requests()} == {1234}  # one drawn seed for the whole sweep
+    seeds = SweepRequest.from_user("seed", "1 100", prompt="Hi", n=2)
+    seeds.fix_seed()
+    assert [r.seed for r in seeds.requests()] == [1, 100]
+    run = seeds.mark(make_run([[1]]), 1)
+    assert run.request["sweep"] == {"param": "seed", "value": 100, "position": 1, "values": [1, 100]}
+
+
+def test_limits_and_bad_values_are_refused_with_a_sentence():
+    assert refused("temperature", [0.1 * k for k in range(1, MAX_SWEEP_VALUES + 2)]) == (
+        f"a sweep runs at most {MAX_SWEEP_VALUES} values, one full run each; got {MAX_SWEEP_VALUES + 1}: "
+        "split it into several sweeps")
+    assert refused("temperature", [0.5, 1.0], n=9) == "n must be between 1 and 8 (--max-n), got 9"
+    assert refused("temperature", "") == "the sweep has no values: give at least one temperature"
+    assert refused("temperature", "0.5 0.50") == "temperature=0.5 appears twice in the sweep: each value runs once"
+    assert refused("temperature", "0.7 0", n=4).startswith(
+        "with temperature=0.0 (value 2 of the sweep): greedy sampling (temperature 0) with n=4")
+    assert refused("top_p", "0.5 1.5") == "with top_p=1.5 (value 2 of the sweep): top_p must be in (0, 1], got 1.5"
+    assert refused("seed", "1 -3") == ("with seed=-3 (value 2 of the sweep): seed must be a whole number from 0 to "
+                                       "2**63-1 (9223372036854775807), got -3")
+    with pytest.raises(InvalidRequest, match="temperature must be a number, got 'warm'"):
+        SweepRequest.from_user("temperature", "0.5 warm", prompt="Hi")
+    with pytest.raises(InvalidRequest, match="a sweep varies one of temperature, top_p, .*, got 'max_tokens'"):
+        SweepRequest.from_user("max_tokens", "8 16", prompt="Hi")
+
+
+def test_command_line_refuses_before_an_engine_starts(capsys):
+    for param, argv, said in (
+        ("seed", ["--values", *map(str, range(1, 14))], "a sweep runs at most 12 values"),
+        ("temperature", ["--values", "0.5", "1.0", "--n", "40"], "n must be between 1 and 32 (--max-n), got 40"),
+        ("temperature", ["--values", "0.5", "1.0", "--temperature", "0.5"], "leave out --temperature"),
+    ):
+        with pytest.raises(SystemExit) as caught:
+            command.main(["--prompt", "Hi", "--param", param, *argv])
+        assert caught.value.code == command.EXIT_USAGE
+        assert said in capsys.readouterr().err
+    # vLLM's parser reads "-0.5" as a dotted config flag; the values reach the sweep whole.
+    parser = command.build_parser()
+    args, _ = parser.parse(command.join_values(["--prompt", "Hi", "--param", "presence_penalty",
+                                                "--values", "-0.5", "0", "1e-1", "--n", "2"]))
+    assert command.sweep_from_args(parser, args).values == [-0.5, 0.0, 0.1]
+
+
+# --- the command, for real ----------------------------------------------------------------------
+
+def test_sweep_command_end_to_end(tmp_path):
+    """3 temperatures at n=4: 3 bundles in order, the same seeds in each, the temperatures as given."""
+    out = tmp_path / "sweep.jsonl"
+    command_line = [sys.executable, "app.py", "sweep", "--prompt", "Once upon a time", "--param", "temperature",
+                    "--values", "0.5", "1.0", "1.5", "--n", "4", "--seed", "7", "--max-tokens", "6",
+                    "--logprobs", "1", "--out", str(out), "--max-model-len", "1024", "--gpu-memory-utilization", "0.3"]
+    done = subprocess.run(command_line, cwd=ROOT, capture_output=True, text=True, timeout=600)
+
+    assert done.returncode == command.EXIT_OK, done.stderr[-3000:]
+    runs = [Run.from_json(line) for line in out.read_text(encoding="utf-8").splitlines()]
+    assert [r.request["temperature"] for r in runs] == [0.5, 1.0, 1.5]
+    assert [r.request["sweep"]["position"] for r in runs] == [0, 1, 2]
+    assert all(r.request["sweep"]["values"] == [0.5, 1.0, 1.5] for r in runs)
+    assert [[s.seed for s in r.samples] for r in runs] == [[7, 8, 9, 10]] * 3
+    for run in runs:
+        assert run.status == "finished" and run.n == 4 and run.engine["max_model_len"] == 1024
+        assert all(s.finish_reason and 0 < len(s.token_ids) <= 6 and s.logprobs for s in run.samples)
+    assert "wrote 3 of 3 run(s)" in done.stderr and "base seed 7" in done.stderr
+    table = done.stdout.splitlines()
+    assert table[0].split()[:3] == ["temperature", "status", "seeds"] and len(table) == 4
+    assert sorted(os.listdir(tmp_path)) == ["sweep.jsonl"]  # no temp file left
+
+
+def test_ctrl_c_mid_sweep_writes_the_runs_that_finished(sync_engine, tmp_path, monkeypatch):
+    from playground.backends.sync import SyncRunner
+
+    runner = SyncRunner(sync_engine)
+    sweep = SweepRequest.from_user("temperature", "0.8 1.0 1.2", prompt="Tell a long story:", n=2, seed=3,
+                                   max_tokens=40, ignore_eos=True)
+    step, seen = runner.step, {"finished": 0, "after": 0}
+
+    def step_then_ctrl_c():
+        if seen["finished"]:  # Ctrl-C a few steps into the second value's run
+            seen["after"] += 1
+            if seen["after"] > 3:
+                raise KeyboardInterrupt
+        finished = step()
+        seen["finished"] += len(finished)
+        return finished
+
+    monkeypatch.setattr(runner, "step", step_then_ctrl_c)
+    out = tmp_path / "sweep.jsonl"
+    assert command.execute(runner, sweep, out, progress=False) == command.EXIT_INTERRUPTED
+    assert sync_engine.get_num_unfinished_requests() == 0 and runner.running == 0
+    runs = [Run.from_json(line) for line in out.read_text(encoding="utf-8").splitlines()]
+    assert [(r.request["sweep"]["value"], r.status) for r in runs] == [(0.8, "finished")]
+
+
+# --- the page's sweep ---------------------------------------------------------------------------
+
+def test_the_page_streams_a_sweep_and_stop_keeps_what_finished(backend):
+    from playground.ui.sweep_panel import stream_sweep
+
+    sweep = SweepRequest.from_user("temperature", "0.6 1.2 1.5", prompt="The sea is", n=2, seed=4, max_tokens=12,
+                                   ignore_eos=True)
+
+    async def go() -> tuple[list[Run], Run | None, list[int]]:
+        finished, stopped, sizes = [], None, []
+        stream = stream_sweep(backend, sweep, interval=0.02)
+        async for finished, live in stream:
+            sizes.append(len(finished))
+            if live is not None:
+                assert live.request["sweep"]["position"] == len(finished)  # the row being filled
+            if len(finished) == 2 and live is not None:
+                stopped = live
+                await stream.aclose()  # what Stop does: the run in progress is aborted
+                break
+        return finished, stopped, sizes
+
+    runs, stopped, sizes = asyncio.run(go())
+    assert sizes == sorted(sizes) and sizes.count(1) > 1, "each row fills as its run finishes, the next one streams"
+    assert [(r.request["temperature"], r.status) for r in runs] == [(0.6, "finished"), (1.2, "finished")]
+    assert [[s.seed for s in r.samples] for r in runs] == [[4, 5], [4, 5]]
+    assert stopped.status == "aborted" and stopped.request["temperature"] == 1.5
+    assert asyncio.run(backend.num_unfinished()) == 0
+
+
+def test_sweep_tab_draws_a_saved_sweep_and_refuses_a_bad_one(tmp_path):
+    from playground.ui import sweep_panel
+    from playground.ui.handlers import Handlers
+
+    with gr.Blocks():
+        tab = sweep_panel.build(Handlers(backend=None), figures=lambda run: {"vendi": run.n - 0.5},
+                                chart=["distinct_samples", "vendi"])
+    update = tab.show(sweep_runs())
+    assert update[tab.table]["value"]["vendi"].tolist() == [2.5] * 3  # the set figures' hook
+    assert [trace.name for trace in update[tab.chart].data] == ["distinct_samples", "vendi"]
+    assert "temperature=1.5" in update[tab.grid] and update[tab.status].startswith("✔ finished · 3 of 3")
+    assert Path(update[tab.report]).read_text(encoding="utf-8").count("Plotly.newPlot(") == 4
+    assert len(Path(update[tab.bundles]).read_text(encoding="utf-8").splitlines()) == 3
+    assert tab.show(sweep_runs()[:1], stopped=True)[tab.status].startswith("■ stopped · 1 of 3")
+    settings = {"prompt": "Hi", "use_chat_template": False, "n": 4, "seed": "", "output_kind": "DELTA",
+                "mode": "wrapper", "temperature": 1.0, "top_p": 1.0, "top_k": 0, "min_p": 0.0, "max_tokens": 8,
+                "presence_penalty": 0.0, "frequency_penalty": 0.0, "repetition_penalty": 1.0, "stop": "",
+                "logprobs": 0, "ignore_eos": False}
+    with pytest.raises(gr.Error, match="at most 12 values"):
+        sweep_panel.sweep_from_ui(settings, "temperature", " ".join(str(k / 10) for k in range(1, 14)), LIMITS)
+    sweep = sweep_panel.sweep_from_ui(settings, "top_p", "0.5, 0.9", LIMITS)
+    assert [r.top_p for r in sweep.requests()] == [0.5, 0.9] and sweep.base.output_kind == "DELTA"
+
+
+def test_compare_tab_opens_an_upload_and_compares_two_runs(tmp_path):
+    from playground.ui import compare_panel
+
+    with gr.Blocks():
+        tab = compare_panel.build(tmp_path)
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(sweep_runs()[0].to_json() + "\n{\"prompt\": \"hi\"}\n", encoding="utf-8")
+    with pytest.raises(gr.Error, match="bad.jsonl, line 2: this is not a run bundle"):
+        tab.open_upload(str(bad), [], [], [])
+    good = tmp_path / "sweep.jsonl"
+    good.write_text("".join(r.to_json() + "\n" for r in sweep_runs()), encoding="utf-8")
+    history = [make_run([[1, 2, 3]], "run-h")]
+    uploads, a, b, note = tab.open_upload(str(good), history, [], None)
+    assert len(uploads) == 3 and "Opened 3 run(s)" in note
+    assert a["choices"][0][0].startswith("history · run-h")
+    assert a["value"].startswith("upload:0:") and b["value"].startswith("upload:1:")
+    headline, pairs, changed, figures, columns, report = tab.compare(a["value"], b["value"], history, uploads, None)
+    assert "0 of 3 samples identical" in headline and "temperature 1.5 → 0.5" in headline
+    assert pairs["value"]["verdict"].tolist() == ["diverged at token 1", "diverged at token 2", "diverged at token 0"]
+    assert "compare-sample-2" in columns and Path(report).exists()
+    assert changed["value"].to_dict("records") == [{"setting": "temperature", "A": "1.5", "B": "0.5"}]
+    assert figures["value"].set_index("figure").loc["distinct_samples", "A"] == 3
+    with pytest.raises(gr.Error, match="Pick two runs first"):
+        tab.compare(None, b["value"], history, uploads, None)
