@@ -88,7 +88,7 @@ def read_bundles(path: str | Path) -> tuple[list[Located], list[BundleError]]:
     except UnicodeDecodeError as e:
         raise InvalidBundle(f"{path.name} is not text (bad UTF-8 at byte {e.start}), so not run bundles") from None
     except OSError as e:
-        raise InvalidBundle(f"cannot read {path.name}: {e.strerror or e}") from None
+        raise InvalidBundle(f"cannot read {path}: {e.strerror or e}") from None
     return parse_bundles(text)
 
 

@@ -126,12 +126,18 @@ class Run:
     def from_dict(cls, data: dict[str, Any]) -> Run:
         """A Run from a bundle; InvalidBundle (a sentence) for anything that is not one."""
         if not isinstance(data, dict) or not isinstance(data.get("samples"), list) or "request" not in data:
+            hint = (" It looks like a line of batch's input: run `python app.py batch` on it first."
+                    if isinstance(data, dict) and "prompt" in data else "")
             raise InvalidBundle("this is not a run bundle: a bundle is a JSON object with \"request\" and "
-                                "\"samples\" (what the playground exports, or one line of `batch` output)")
+                                "\"samples\" (what the playground exports, or one line of `batch` output)." + hint)
         version = data.get("bundle_version", 1)
         if not isinstance(version, int) or version > BUNDLE_VERSION:
             raise InvalidBundle(f"this bundle has version {version!r}, newer than this playground reads "
                                 f"({BUNDLE_VERSION}): update the playground to open it")
+        for k, sample in enumerate(data["samples"]):
+            ids = sample.get("token_ids", []) if isinstance(sample, dict) else None
+            if not isinstance(ids, list) or not all(isinstance(t, int) and not isinstance(t, bool) for t in ids):
+                raise InvalidBundle(f"this run bundle is damaged: sample {k} has no list of token ids")
         try:
             return cls._from_dict(data)
         except (TypeError, KeyError, ValueError, AttributeError) as e:

@@ -64,9 +64,13 @@ def test_analyze_command_end_to_end_on_real_bundles(runs_file, tmp_path):
 def test_a_bundle_the_page_exported(runs_file, tmp_path, capsys):
     exported = tmp_path / "run.json"
     exported.write_text(Run.from_json(runs_file.read_text().splitlines()[0]).to_json(indent=1), encoding="utf-8")
-    assert analyze.main([str(exported), "--answer", r"regex:(\d+)"]) == analyze.EXIT_OK
+    page = tmp_path / "run.html"
+    assert analyze.main([str(exported), "--answer", r"regex:(\d+)", "--html", str(page)]) == analyze.EXIT_OK
     printed = capsys.readouterr().out.splitlines()
     assert len(printed) == 1 and printed[0].startswith("the file ") and "(regex:(\\d+))" in printed[0]
+    report = page.read_text(encoding="utf-8")  # one page anyone can open: plotly inlined, no server
+    assert report.startswith("<!DOCTYPE html>") and "Plotly.newPlot" in report and 'src="http' not in report
+    assert "effective number of distinct samples" in report or "effective_samples" in report
 
 
 def test_bad_lines_are_named_and_the_other_bundles_still_analysed(runs_file, tmp_path, capsys):
@@ -79,13 +83,14 @@ def test_bad_lines_are_named_and_the_other_bundles_still_analysed(runs_file, tmp
     assert analyze.main([str(mixed), "--json", str(out)]) == analyze.EXIT_SKIPPED
     captured = capsys.readouterr()
     assert [line.split(" ")[1] for line in captured.out.splitlines()] == ["1", "7"]
-    assert ("skipping line 2: not a run bundle: it has no 'request' and no 'samples' (it looks like a line of "
-            "batch's input: run python app.py batch on it first)") in captured.err
-    assert "skipping line 3: not a run bundle: a JSON list" in captured.err
+    assert ("skipping line 2: this is not a run bundle: a bundle is a JSON object with \"request\" and \"samples\""
+            in captured.err and "It looks like a line of batch's input: run `python app.py batch` on it first."
+            in captured.err)
+    assert "skipping line 3: this is not a run bundle" in captured.err
     assert "skipping line 4: not valid JSON (Expecting property name enclosed in double quotes at column 2)" \
         in captured.err
-    assert (f"skipping line 6: a bundle of version {BUNDLE_VERSION + 1}, newer than this playground reads (up to "
-            f"{BUNDLE_VERSION}): update the playground to analyse it") in captured.err
+    assert (f"skipping line 6: this bundle has version {BUNDLE_VERSION + 1}, newer than this playground reads "
+            f"({BUNDLE_VERSION}): update the playground to open it") in captured.err
     assert "analysed 2 run(s); skipped line(s) 2, 3, 4, 6" in captured.err
     document = json.loads(out.read_text(encoding="utf-8"))
     assert [r["line"] for r in document["runs"]] == [1, 7] and [e["line"] for e in document["errors"]] == [2, 3, 4, 6]
@@ -96,13 +101,14 @@ def test_a_file_that_is_not_bundles(tmp_path, capsys):
     prompts.write_text('{"prompt": "one"}\n{"prompt": "two"}\n', encoding="utf-8")
     assert analyze.main([str(prompts)]) == analyze.EXIT_SKIPPED
     err = capsys.readouterr().err
-    assert "skipping line 1: not a run bundle" in err and "skipping line 2: not a run bundle" in err
+    assert "skipping line 1: this is not a run bundle" in err and "skipping line 2: this is not a run bundle" in err
     assert f"no run bundle in {prompts}" in err
 
     broken = tmp_path / "broken.json"
     broken.write_text('{\n "request": {},\n "samples": [\n}\n', encoding="utf-8")
     assert analyze.main([str(broken)]) == analyze.EXIT_SKIPPED
-    assert "skipping the file: not valid JSON (Expecting value at line 4 column 1)" in capsys.readouterr().err
+    assert ("skipping line 4: not valid JSON (Expecting value at column 1): the file looks like one indented bundle"
+            in capsys.readouterr().err)
 
     empty = tmp_path / "empty.jsonl"
     empty.write_text("\n", encoding="utf-8")

@@ -20,8 +20,10 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from playground.analysis.answers import Extractor
 from playground.analysis.diff import first_divergence, identical_groups
 from playground.analysis.figures import message_figure
+from playground.analysis.sample_set import set_figures
 from playground.analysis.tokens import pieces, truncate, visible
 from playground.run import Run, Sample
 
@@ -29,7 +31,9 @@ Figures = Callable[[Run], dict]
 FIRST_WORDS = 8
 # Per-run figures drawn by default, with their labels; extra figures are drawn after them.
 CHARTED = {"mean_tokens": "mean length (tokens)", "mean_prob": "mean p(sampled token)",
-           "distinct_samples": "distinct samples"}
+           "distinct_samples": "distinct samples", "distinct_2": "distinct-2",
+           "effective_samples": "effective number of distinct samples (Vendi)",
+           "similarity": "mean pairwise similarity", "vote_share": "majority answer's vote share"}
 
 
 def sweep_info(run: Run) -> dict:
@@ -76,6 +80,23 @@ def run_figures(run: Run) -> dict:
         "distinct_samples": len({tuple(s.token_ids) for s in run.samples}),
         "identical_samples": "; ".join("=".join(map(str, g)) for g in groups),
     }
+
+
+def set_figures_hook(extractor: Extractor | str | None = None) -> Figures:
+    """The set figures a sweep charts beside ``run_figures``: distinct-2, the effective number of
+    distinct samples (the Vendi score), the mean pairwise similarity with its min and max over the
+    pairs, and, when an extractor is chosen, the majority answer's vote share."""
+
+    def figures(run: Run) -> dict:
+        found = set_figures(run, extractor)
+        d = found.diversity.whole
+        row = {"distinct_2": d.distinct_2, "effective_samples": d.vendi, "similarity": d.similarity_mean,
+               "similarity_min": d.similarity_min, "similarity_max": d.similarity_max}
+        if extractor is not None:
+            row["vote_share"] = found.answers.vote_share
+        return row
+
+    return figures
 
 
 def all_figures(run: Run, figures: Figures | None = None) -> dict:

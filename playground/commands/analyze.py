@@ -28,99 +28,21 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from dataclasses import dataclass
 from pathlib import Path
 
 from playground import analysis
 from playground.analysis import Extractor, InvalidExtractor, SetFigures
 from playground.backends.embeddings import Embedder, EmbeddingModelError, load_embedder
+from playground.bundles import BundleError, Located, read_bundles
 from playground.commands.cli import write_atomically
-from playground.run import BUNDLE_VERSION, Run
+from playground.errors import InvalidBundle
 
 EXIT_OK, EXIT_SKIPPED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 PROMPT_CHARS = 32
 
 
-@dataclass
-class Bundle:
-    where: str  # "line 3", or "the file" for one indented bundle
-    line: int | None
-    run: Run
-
-
-@dataclass
-class BundleError:
-    where: str
-    line: int | None
-    message: str
-
-    def __str__(self) -> str:
-        return f"{self.where}: {self.message}"
-
-
-def read_bundles(path: Path) -> tuple[list[Bundle], list[BundleError]]:
-    """Every bundle in the file, and a sentence for every line that is not one (OSError: unreadable).
-
-    One JSON object spread over lines (the page's export) is one bundle; otherwise each non-blank
-    line is one (batch's JSONL).
-    """
-    text = Path(path).read_text(encoding="utf-8", errors="replace")
-    lines = text.splitlines()
-    filled = [k for k, line in enumerate(lines, 1) if line.strip()]
-    if len(filled) > 1 and lines[filled[0] - 1].strip() == "{":  # indented JSON: one bundle
-        try:
-            data = json.loads(text)
-        except json.JSONDecodeError as e:
-            return [], [BundleError("the file", None, f"not valid JSON ({e.msg} at line {e.lineno} column {e.colno})")]
-        return _checked([(data, "the file", None)])
-    parsed, errors = [], []
-    for number in filled:
-        try:
-            parsed.append((json.loads(lines[number - 1]), f"line {number}", number))
-        except json.JSONDecodeError as e:
-            errors.append(BundleError(f"line {number}", number, f"not valid JSON ({e.msg} at column {e.pos + 1})"))
-    bundles, more = _checked(parsed)
-    return bundles, sorted(errors + more, key=lambda e: e.line or 0)
-
-
-def _checked(parsed: list[tuple[object, str, int | None]]) -> tuple[list[Bundle], list[BundleError]]:
-    bundles, errors = [], []
-    for data, where, line in parsed:
-        try:
-            bundles.append(Bundle(where, line, to_run(data)))
-        except ValueError as e:
-            errors.append(BundleError(where, line, str(e)))
-    return bundles, errors
-
-
-def to_run(data: object) -> Run:
-    """The Run a bundle holds; ValueError says in a sentence why ``data`` is not a bundle this
-    playground can read."""
-    if not isinstance(data, dict):
-        raise ValueError(f"not a run bundle: a JSON {type(data).__name__}, where a bundle is an object with "
-                         '"request" and "samples"')
-    version = data.get("bundle_version", BUNDLE_VERSION)
-    if not isinstance(version, int) or isinstance(version, bool):
-        raise ValueError(f"not a run bundle: its bundle_version is {version!r}, not a whole number")
-    if version > BUNDLE_VERSION:
-        raise ValueError(f"a bundle of version {version}, newer than this playground reads (up to "
-                         f"{BUNDLE_VERSION}): update the playground to analyse it")
-    missing = [key for key in ("request", "samples") if key not in data]
-    if missing:
-        hint = (" (it looks like a line of batch's input: run python app.py batch on it first)"
-                if "prompt" in data else "")
-        raise ValueError(f"not a run bundle: it has no {' and no '.join(repr(k) for k in missing)}{hint}")
-    if not isinstance(data["request"], dict) or not isinstance(data["samples"], list):
-        raise ValueError('not a run bundle: "request" must be an object and "samples" a list')
-    for k, sample in enumerate(data["samples"]):
-        ids = sample.get("token_ids", []) if isinstance(sample, dict) else None
-        if not isinstance(ids, list) or not all(isinstance(t, int) for t in ids) \
-                or not isinstance(sample.get("text", ""), str):
-            raise ValueError(f"not a run bundle: sample {k} is not an object with a text and a list of token ids")
-    try:
-        return Run.from_dict(data)
-    except (TypeError, KeyError, AttributeError) as e:
-        raise ValueError(f"not a run bundle this playground can read ({type(e).__name__}: {e})") from None
+def where(bundle: Located | BundleError) -> str:
+    return "the file" if bundle.line is None else f"line {bundle.line}"
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -132,6 +54,9 @@ def build_parser() -> argparse.ArgumentParser:
                         help="How to read a sample's answer: normalized (the whole text, default), first-line, "
                              "last-number, boxed (\\boxed{...}), or regex:PATTERN (one group).")
     parser.add_argument("--json", type=Path, metavar="OUT", help="Write every figure here (JSON, atomically).")
+    parser.add_argument("--html", type=Path, metavar="OUT",
+                        help="Write one self-contained page (no server, works offline): a run's columns, diff, "
+                             "tree, charts and set figures; two runs side by side; or a sweep's chart and grid.")
     parser.add_argument("--embedding-model", metavar="ID",
                         help="Also group the samples by meaning with this sentence-embedding model "
                              "(a Hugging Face id or a local folder; default: off).")
@@ -161,20 +86,20 @@ def _threshold(text: str) -> float:
     return value
 
 
-def analyze(bundle: Bundle, extractor: Extractor, embedder: Embedder | None = None,
+def analyze(bundle: Located, extractor: Extractor, embedder: Embedder | None = None,
             threshold: float = analysis.DEFAULT_SIMILARITY) -> SetFigures:
     run = bundle.run
     embeddings = embedder.embed([s.text for s in run.samples]) if embedder is not None else None
     return analysis.set_figures(run, extractor, embeddings, embedder.model_name if embedder else "", threshold)
 
 
-def describe(bundle: Bundle, figures: SetFigures) -> str:
+def describe(bundle: Located, figures: SetFigures) -> str:
     """The bundle's figures on one line."""
     run, a, d = bundle.run, figures.answers, figures.diversity
     prompt = " ".join(str(run.request.get("prompt", "")).split())
     prompt = prompt if len(prompt) <= PROMPT_CHARS else prompt[:PROMPT_CHARS - 1] + "…"
     status = "" if run.status == "finished" else f" ({run.status})"
-    head = f"{bundle.where} {json.dumps(prompt, ensure_ascii=False)} n={run.n}{status}"
+    head = f"{where(bundle)} {json.dumps(prompt, ensure_ascii=False)} n={run.n}{status}"
     if a.majority:
         majority = json.dumps(a.majority.answer if len(a.majority.answer) <= 40 else a.majority.answer[:39] + "…",
                               ensure_ascii=False)
@@ -203,13 +128,13 @@ def _number(value: float | None, digits: int) -> str:
     return "–" if value is None else f"{value:.{digits}f}"
 
 
-def to_json(args, analysed: list[tuple[Bundle, SetFigures]], errors: list[BundleError]) -> str:
-    runs = [{"source": b.where, "line": b.line, "request_id": b.run.request.get("request_id"),
+def to_json(args, analysed: list[tuple[Located, SetFigures]], errors: list[BundleError]) -> str:
+    runs = [{"source": where(b), "line": b.line, "request_id": b.run.request.get("request_id"),
              "prompt": b.run.request.get("prompt"), "n": b.run.n, "status": b.run.status, **figures.to_dict()}
             for b, figures in analysed]
     document = {"input": str(args.input), "answer": args.answer.spec, "embedding_model": args.embedding_model,
                 "similarity": args.similarity if args.embedding_model else None, "runs": runs,
-                "errors": [{"source": e.where, "line": e.line, "message": e.message} for e in errors]}
+                "errors": [{"source": where(e), "line": e.line, "message": e.message} for e in errors]}
     return json.dumps(document, indent=1, ensure_ascii=False)
 
 
@@ -217,12 +142,13 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     try:
         args = parser.parse_args(list(sys.argv[1:] if argv is None else argv))
-        if args.json is not None and not args.json.parent.resolve().is_dir():
-            parser.error(f"--json: the folder {args.json.parent} does not exist")
+        for flag, path in (("--json", args.json), ("--html", args.html)):
+            if path is not None and not path.parent.resolve().is_dir():
+                parser.error(f"{flag}: the folder {path.parent} does not exist")
         try:
             bundles, errors = read_bundles(args.input)
-        except OSError as e:
-            parser.error(f"cannot read {args.input}: {e.strerror or e}")
+        except InvalidBundle as e:
+            parser.error(str(e))
         for error in errors:
             print(f"skipping {error}", file=sys.stderr)
         embedder = None
@@ -237,7 +163,7 @@ def main(argv: list[str] | None = None) -> int:
             try:
                 figures = analyze(bundle, args.answer, embedder, args.similarity)
             except EmbeddingModelError as e:
-                errors.append(error := BundleError(bundle.where, bundle.line, str(e)))
+                errors.append(error := BundleError(bundle.line, str(e)))
                 print(f"skipping {error}", file=sys.stderr)
                 continue
             analysed.append((bundle, figures))
@@ -245,11 +171,15 @@ def main(argv: list[str] | None = None) -> int:
         if args.json is not None:
             write_atomically(args.json, [to_json(args, analysed, errors)])
             print(f"wrote the figures of {len(analysed)} run(s) to {args.json}", file=sys.stderr)
+        if args.html is not None and analysed:
+            runs = [bundle.run for bundle, _ in analysed]
+            write_atomically(args.html, [analysis.report_for(runs, analysis.set_figures_hook(args.answer))])
+            print(f"wrote the report of {len(runs)} run(s) to {args.html}", file=sys.stderr)
         if not bundles:
             print(f"no run bundle in {args.input}", file=sys.stderr)
             return EXIT_SKIPPED
         lines = [str(e.line) for e in errors if e.line is not None]
-        skipped = ([f"line(s) {', '.join(lines)}"] if lines else []) + [e.where for e in errors if e.line is None]
+        skipped = ([f"line(s) {', '.join(lines)}"] if lines else []) + [where(e) for e in errors if e.line is None]
         print(f"analysed {len(analysed)} run(s)" + (f"; skipped {' and '.join(skipped)}" if skipped else ""),
               file=sys.stderr)
         return EXIT_SKIPPED if errors else EXIT_OK
