@@ -23,6 +23,7 @@ from playground.ui.handlers import COLUMNS_PER_ROW, Handlers
 from playground.ui.panels import panel
 from playground.ui.repro import Repro
 from playground.ui.running import Running
+from playground.ui.warmup import warm_up
 
 ASSETS = Path(__file__).resolve().parents[2] / "assets"
 EXAMPLES = [
@@ -45,6 +46,7 @@ def build_app(backend, max_n: int | None = None, sync_runner=None) -> gr.Blocks:
     # An instruct model answers a question only inside its chat template; the examples that are
     # completions (a story's first line, code) switch it off themselves.
     chat_default = bool(backend.info().get("has_chat_template"))
+    warm_up(backend, DEFAULT_LOGPROBS)
     h = Handlers(backend)
 
     with gr.Blocks(title="vLLM parallel-sampling playground") as demo:
