@@ -8,6 +8,7 @@ first event, or streaming. Either way the page ends up showing the run "stopped"
 
 from __future__ import annotations
 
+import contextlib
 import time
 
 import gradio as gr
@@ -48,17 +49,19 @@ class Running:
         started = figures_at = time.monotonic()
         run: Run | None = None
         try:
-            async for snapshot in paced(live.follow(self.h.backend)):
-                run = snapshot or run  # None: a heartbeat, so a closed tab is noticed
-                if run is None or run.finished:
-                    continue  # the final render follows the stream's end
-                update = self.h.columns(run, sent)
-                update[c.summary] = (views.run_summary(run) if run.events else
-                                     views.waiting_summary(run, time.monotonic() - started))
-                if run.events and time.monotonic() - figures_at >= FIGURE_EVERY:
-                    update.update(self.h.live_panels(run))
-                    figures_at = time.monotonic()
-                yield update
+            # aclosing: a closed tab or a cancelled event stops the LiveRun now, not when collected.
+            async with contextlib.aclosing(paced(live.follow(self.h.backend))) as snapshots:
+                async for snapshot in snapshots:
+                    run = snapshot or run  # None: a heartbeat, so a closed tab is noticed
+                    if run is None or run.finished:
+                        continue  # the final render follows the stream's end
+                    update = self.h.columns(run, sent)
+                    update[c.summary] = (views.run_summary(run) if run.events else
+                                         views.waiting_summary(run, time.monotonic() - started))
+                    if run.events and time.monotonic() - figures_at >= FIGURE_EVERY:
+                        update.update(self.h.live_panels(run))
+                        figures_at = time.monotonic()
+                    yield update
         except Exception as e:
             raise shown(e) from None
         if live.run is not None:
