@@ -1,6 +1,6 @@
 """The playground page: declared top to bottom, then wired to plain handlers over per-session
-state (running.py: Run and Stop; handlers.py: showing a run, History; repro.py; api.py: /sample;
-controls.py; qa_panel.py). Each analysis tab is a Panel (panels.py).
+gr.State (running.py and live.py: Run and Stop; handlers.py: showing a run, History; repro.py;
+api.py: /sample; controls.py; qa_panel.py). Each analysis tab is a Panel (panels.py).
 
 Sample columns are prebuilt up to max-n and shown or hidden by n: one async generator can then
 feed them all, and the API endpoints stay static for gradio_client (listeners made inside
@@ -46,7 +46,7 @@ def build_app(backend, max_n: int | None = None, sync_runner=None) -> gr.Blocks:
     # An instruct model answers a question only inside its chat template; the examples that are
     # completions (a story's first line, code) switch it off themselves.
     chat_default = bool(backend.info().get("has_chat_template"))
-    warm_up(backend, DEFAULT_LOGPROBS)
+    warm_up(backend, DEFAULT_LOGPROBS)  # vLLM compiles its logprobs kernel on first use: not in a person's run
     h = Handlers(backend)
 
     with gr.Blocks(title="vLLM parallel-sampling playground") as demo:
