@@ -35,6 +35,7 @@ def main() -> None:
             page = browser.new_page(viewport={"width": 1280, "height": 1560})
             page.goto(url)
             page.locator("#prompt textarea").fill("Once upon a time, in a village at the edge of the sea,")
+            page.locator("#chat-template input").uncheck()  # a story's first line: a completion, not a chat
             page.locator("#seed textarea, #seed input").first.fill("7")
             page.get_by_text("Sampler settings").click()
             box = page.locator("#max-tokens input[type=number]")

@@ -53,14 +53,23 @@ def open_sampler_settings(page) -> None:
     page.get_by_text("Sampler settings").click()
 
 
-def start_long_run(page) -> None:
+def start_long_run(page, output_kind: str = "CUMULATIVE") -> None:
     """n=4 samples that run to 1500 tokens unless stopped."""
     page.locator("#prompt textarea").fill("Write a long story about a lighthouse keeper.")
     set_slider(page, "n", 4)
+    page.locator("#output-kind").get_by_label(output_kind).check()
     open_sampler_settings(page)
     set_slider(page, "max-tokens", 1500)
     page.locator("#ignore-eos input").check()
     page.locator("#run").click()
+
+
+def wait_for_unfinished(backend, host, count: int, timeout: float) -> int:
+    """Poll the engine until it has ``count`` unfinished requests (or the time is up)."""
+    deadline = time.monotonic() + timeout
+    while (unfinished := host.run(backend.num_unfinished())) != count and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return unfinished
 
 
 def run_to_the_end(page, prompt: str, n: int, seed: int, max_tokens: int) -> list[str]:
@@ -101,6 +110,35 @@ def test_stop_keeps_the_partial_text(page, backend, host):
     page.screenshot(path=ARTIFACTS / "stopped.png", full_page=True)
 
 
+def test_stop_before_the_first_event_ends_the_run_at_once(page, backend, host):
+    """FINAL_ONLY yields nothing until every sample is done: Stop must not wait for an event."""
+    start_long_run(page, output_kind="FINAL_ONLY")
+    assert wait_for_unfinished(backend, host, 4, timeout=60) == 4, "the run never reached the engine"
+    page.locator("#run-summary").get_by_text("waiting for the first output").wait_for(timeout=10_000)
+    page.locator("#stop").click()
+    page.locator("#run-summary").get_by_text("stopped").wait_for(timeout=2_000)
+    assert host.run(backend.num_unfinished()) == 0
+    assert "■ stopped" in page.locator("#sample-3-header").inner_text()
+
+
+def test_stop_ends_a_queued_run_before_it_starts(page, client, backend, host):
+    """Eight long /sample calls fill every sampling slot; the page's run waits behind them."""
+    jobs = [client.submit(prompt="Count to a thousand:", n=1, seed=k, max_tokens=1500, ignore_eos=True,
+                          output_kind="DELTA", api_name="/sample") for k in range(8)]
+    try:
+        assert wait_for_unfinished(backend, host, 8, timeout=60) == 8, "the eight calls never all ran"
+        page.locator("#prompt textarea").fill("Write a haiku about autumn rain.")
+        page.locator("#run").click()
+        page.locator("#run-summary").get_by_text("waiting for a free slot").wait_for(timeout=10_000)
+        page.locator("#stop").click()
+        page.locator("#run-summary").get_by_text("stopped before it started").wait_for(timeout=2_000)
+        assert host.run(backend.num_unfinished()) == 8, "the queued run reached the engine"
+    finally:
+        for job in jobs:
+            job.cancel()
+    assert wait_for_unfinished(backend, host, 0, timeout=5) == 0
+
+
 def test_closing_the_tab_aborts_every_child(browser, app_url, backend, host):
     page = browser.new_page(viewport={"width": 1400, "height": 1000})
     page.goto(app_url)
@@ -113,6 +151,43 @@ def test_closing_the_tab_aborts_every_child(browser, app_url, backend, host):
     while host.run(backend.num_unfinished()) and time.monotonic() - closed < 2:
         time.sleep(0.05)
     assert host.run(backend.num_unfinished()) == 0, "children still running 2 s after the tab closed"
+
+
+def test_the_first_run_starts_in_the_chat_template_and_the_preview_shows_it(page):
+    """The default model is an instruct model: the template is on at first, the preview shows what
+    is sent before anything is typed, and a completion-style example switches it off."""
+    assert page.locator("#chat-template input").is_checked()
+    page.get_by_text("Rendered prompt").click()
+    preview = page.locator("#rendered-prompt")
+    preview.get_by_text("The chat template is on").wait_for(timeout=30_000)
+    assert "<|im_start|>user" in preview.inner_text() and "your prompt" in preview.inner_text()
+    page.get_by_text("Once upon a time, in a village").first.click()
+    page.wait_for_function("() => !document.querySelector('#chat-template input').checked", timeout=10_000)
+    page.wait_for_function("() => document.querySelector('#rendered-prompt').innerText.includes('Once upon')",
+                           timeout=30_000)
+    assert "<|im_start|>" not in preview.inner_text()
+
+
+def test_each_session_shows_its_own_last_run_only(browser, app_url, page, client):
+    """Two pages and a script: a run shows in the status line of its own page only."""
+    run_to_the_end(page, "Roses are red,", n=2, seed=1, max_tokens=4)
+    own = page.locator("#engine-status").inner_text()
+    assert "last run" in own
+    client.predict(prompt="Dear Sir or Madam, " * 30, n=2, seed=2, max_tokens=2, api_name="/sample")
+
+    other = browser.new_page(viewport={"width": 1400, "height": 1000})
+    try:
+        other.goto(app_url)
+        other.get_by_text("Rendered prompt").click()  # filled by the page's load event, like the status line
+        other.locator("#rendered-prompt").get_by_text("The chat template is on").wait_for(timeout=30_000)
+        assert "last run" not in other.locator("#engine-status").inner_text()
+        run_to_the_end(other, "Q: What colour is the sky? Answer in one long sentence please.", n=2, seed=3,
+                       max_tokens=4)
+        mine = other.locator("#engine-status").inner_text()
+        assert "last run" in mine and mine != own
+        assert page.locator("#engine-status").inner_text() == own
+    finally:
+        other.close()
 
 
 def test_reproducibility_export_and_history_work_on_the_shown_run(page, tmp_path):

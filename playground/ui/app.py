@@ -1,4 +1,6 @@
-"""The playground page: declared top to bottom, with the handlers in handlers.py beside it.
+"""The playground page: declared top to bottom, then wired to plain handlers over per-session
+gr.State (running.py and live.py: Run and Stop; handlers.py: showing a run, History; repro.py;
+api.py: /sample; controls.py; qa_panel.py). Each analysis tab is a Panel (panels.py).
 
 Sample columns are prebuilt up to max-n and shown or hidden by n: one async generator can then
 feed them all, and the API endpoints stay static for gradio_client (listeners made inside
@@ -14,8 +16,14 @@ import gradio as gr
 
 from playground.sampling.plan import MODES
 from playground.sampling.request import OUTPUT_KINDS, SampleRequest
-from playground.ui import qa_panel, views
+from playground.ui import panels, qa_panel, views
+from playground.ui.api import SampleAPI
+from playground.ui.controls import Controls
 from playground.ui.handlers import COLUMNS_PER_ROW, Handlers
+from playground.ui.panels import panel
+from playground.ui.repro import Repro
+from playground.ui.running import Running
+from playground.ui.warmup import warm_up
 
 ASSETS = Path(__file__).resolve().parents[2] / "assets"
 EXAMPLES = [
@@ -26,6 +34,7 @@ EXAMPLES = [
     ["Write a haiku about autumn rain.", True, 4, 0.8],
     ["def fibonacci(n):", False, 4, 0.7],
 ]
+DEFAULT_LOGPROBS = 5  # the Logprobs tab has something to show from the first run
 MODE_INFO = ("wrapper: our fan-out, sample i seeded seed+i · native: n handed to vLLM · "
              "same-seed: every sample gets the same seed (the old bug, on purpose)")
 
@@ -34,6 +43,10 @@ def build_app(backend, max_n: int | None = None, sync_runner=None) -> gr.Blocks:
     limits = backend.limits
     max_n = max_n or limits.max_n
     defaults = SampleRequest(prompt="")
+    # An instruct model answers a question only inside its chat template; the examples that are
+    # completions (a story's first line, code) switch it off themselves.
+    chat_default = bool(backend.info().get("has_chat_template"))
+    warm_up(backend, DEFAULT_LOGPROBS)  # vLLM compiles its logprobs kernel on first use: not in a person's run
     h = Handlers(backend)
 
     with gr.Blocks(title="vLLM parallel-sampling playground") as demo:
@@ -47,10 +60,11 @@ def build_app(backend, max_n: int | None = None, sync_runner=None) -> gr.Blocks:
                 prompt = gr.Textbox(label="Prompt", lines=4, elem_id="prompt",
                                     placeholder="Type a prompt, or pick an example below")
                 with gr.Row():
-                    use_chat = gr.Checkbox(label="Apply the chat template", value=False, elem_id="chat-template")
+                    use_chat = gr.Checkbox(label="Apply the chat template", value=chat_default,
+                                           elem_id="chat-template")
                     run_btn = gr.Button("Run", variant="primary", elem_id="run")
                     stop_btn = gr.Button("Stop", variant="stop", elem_id="stop")
-                with gr.Accordion("Rendered prompt", open=False):
+                with gr.Accordion("Rendered prompt: what the model receives", open=False):
                     rendered = gr.Markdown(elem_id="rendered-prompt")
                 examples_slot = gr.Column()
             with gr.Column(scale=2):
@@ -61,23 +75,28 @@ def build_app(backend, max_n: int | None = None, sync_runner=None) -> gr.Blocks:
                                        elem_id="output-kind")
                 mode = gr.Radio(list(MODES), value=defaults.mode, label="mode", info=MODE_INFO, elem_id="mode")
                 with gr.Accordion("Sampler settings", open=False):
-                    temperature = gr.Slider(0, 2, value=defaults.temperature, step=0.05, label="temperature")
-                    top_p = gr.Slider(0.01, 1, value=defaults.top_p, step=0.01, label="top_p")
-                    top_k = gr.Number(value=defaults.top_k, precision=0, label="top_k (0 or -1: off)")
-                    min_p = gr.Slider(0, 1, value=defaults.min_p, step=0.01, label="min_p")
-                    max_tokens = gr.Slider(1, limits.max_model_len - 1, value=defaults.max_tokens, step=1,
-                                           label="max_tokens", elem_id="max-tokens")
-                    presence = gr.Slider(-2, 2, value=0, step=0.1, label="presence_penalty")
-                    frequency = gr.Slider(-2, 2, value=0, step=0.1, label="frequency_penalty")
-                    repetition = gr.Slider(0.1, 2, value=1, step=0.05, label="repetition_penalty")
-                    stop = gr.Textbox(label="Stop strings", lines=2, elem_id="stop-strings",
-                                      placeholder="one per line; \\n stands for a newline")
-                    logprobs = gr.Slider(0, limits.max_logprobs, value=5, step=1, label="logprobs top-k (0: off)")
-                    ignore_eos = gr.Checkbox(value=False, label="ignore_eos (always run to max_tokens)",
-                                             elem_id="ignore-eos")
+                    form = dict(
+                        prompt=prompt, use_chat_template=use_chat, n=n, seed=seed, output_kind=output_kind, mode=mode,
+                        temperature=gr.Slider(0, 2, value=defaults.temperature, step=0.05, label="temperature"),
+                        top_p=gr.Slider(0.01, 1, value=defaults.top_p, step=0.01, label="top_p"),
+                        top_k=gr.Number(value=defaults.top_k, precision=0, label="top_k (0 or -1: off)"),
+                        min_p=gr.Slider(0, 1, value=defaults.min_p, step=0.01, label="min_p"),
+                        max_tokens=gr.Slider(1, limits.max_model_len - 1, value=defaults.max_tokens, step=1,
+                                             label="max_tokens", elem_id="max-tokens"),
+                        presence_penalty=gr.Slider(-2, 2, value=0, step=0.1, label="presence_penalty"),
+                        frequency_penalty=gr.Slider(-2, 2, value=0, step=0.1, label="frequency_penalty"),
+                        repetition_penalty=gr.Slider(0.1, 2, value=1, step=0.05, label="repetition_penalty"),
+                        stop=gr.Textbox(label="Stop strings", lines=2, elem_id="stop-strings",
+                                        placeholder="one per line; \\n stands for a newline"),
+                        logprobs=gr.Slider(0, limits.max_logprobs, value=DEFAULT_LOGPROBS, step=1,
+                                           label="logprobs top-k (0: off)"),
+                        ignore_eos=gr.Checkbox(value=False, label="ignore_eos (always run to max_tokens)",
+                                               elem_id="ignore-eos"),
+                    )
 
         with examples_slot:
-            gr.Examples(EXAMPLES, [prompt, use_chat, n, temperature], label="Examples that show seeded diversity")
+            gr.Examples(EXAMPLES, [prompt, use_chat, n, form["temperature"]],
+                        label="Examples that show seeded diversity")
         summary = gr.Markdown(elem_id="run-summary")
 
         rows, groups, headers, texts = [], [], [], []
@@ -93,25 +112,28 @@ def build_app(backend, max_n: int | None = None, sync_runner=None) -> gr.Blocks:
 
         with gr.Tabs(elem_id="panels"):
             with gr.Tab("Diff", id="diff", elem_id="tab-diff"):
-                reference = gr.Dropdown(choices=[0], value=0, label="Reference sample", elem_id="reference")
-                diff_view = gr.HTML(elem_id="diff-view")
-                pairwise = gr.Plot(label="Pairwise similarity and divergence")
+                diff = panel(panels.diff,
+                             reference=gr.Dropdown(choices=[0], value=0, label="Reference sample", elem_id="reference"),
+                             diff_view=gr.HTML(elem_id="diff-view"),
+                             pairwise=gr.Plot(label="Pairwise similarity and divergence"))
             with gr.Tab("Tree", id="tree"):
-                tree = gr.Plot(label="Divergence tree")
+                tree = panel(panels.tree, tree=gr.Plot(label="Divergence tree"))
             with gr.Tab("Timing", id="timing"):
                 tokens_over_time = gr.Plot(label="Tokens over time")
                 with gr.Row():
-                    itl = gr.Plot(label="Inter-token latency")
-                    ttft = gr.Plot(label="Time to first token")
-                timing_table = gr.Dataframe(label="Per sample", interactive=False)
+                    itl, ttft = gr.Plot(label="Inter-token latency"), gr.Plot(label="Time to first token")
+                timing = panel(panels.timing, live=panels.timing_live, tokens_over_time=tokens_over_time, itl=itl,
+                               ttft=ttft, table=gr.Dataframe(label="Per sample", interactive=False))
             with gr.Tab("Logprobs", id="logprobs"):
-                uncertainty = gr.Plot(label="Chosen-token probability and entropy (lower bound from top-k)")
-                agreement = gr.Plot(label="Agreement across samples")
+                logprobs = panel(panels.logprobs,
+                                 uncertainty=gr.Plot(label="Chosen-token probability and entropy "
+                                                           "(lower bound from top-k)"),
+                                 agreement=gr.Plot(label="Agreement across samples"))
             with gr.Tab("Inspector", id="inspector", elem_id="tab-inspector"):
-                inspector_note = gr.Markdown(elem_id="inspector-note")
-                timeline = gr.Plot(label="Raw events")
-                events_table = gr.Dataframe(label="Every raw event the engine yielded", interactive=False,
-                                            elem_id="events-table")
+                inspector = panel(panels.inspector, live=panels.inspector_live,
+                                  note=gr.Markdown(elem_id="inspector-note"), timeline=gr.Plot(label="Raw events"),
+                                  events=gr.Dataframe(label="Every raw event the engine yielded", interactive=False,
+                                                      elem_id="events-table"))
             with gr.Tab("Reproducibility", id="repro"):
                 with gr.Row():
                     replay_index = gr.Number(value=0, precision=0, label="Sample i", minimum=0, elem_id="replay-index")
@@ -132,36 +154,34 @@ def build_app(backend, max_n: int | None = None, sync_runner=None) -> gr.Blocks:
                 reopen_btn = gr.Button("Open", elem_id="reopen")
             qa_tab = qa_panel.build(h, sync_runner)  # sync_runner: a SyncRunner, else started on first use
 
-        current = gr.State(None)
-        history = gr.State([])
+        # This browser session's runs: the one in flight, the one on screen, the last few.
+        live, current, history = gr.State(None), gr.State(None), gr.State([])
 
-        settings = [prompt, use_chat, n, seed, output_kind, mode, temperature, top_p, top_k, min_p, max_tokens,
-                    presence, frequency, repetition, stop, logprobs, ignore_eos]
-        panel_outputs = dict(reference=reference, diff_view=diff_view, pairwise=pairwise, tree=tree,
-                             tokens_over_time=tokens_over_time, itl=itl, ttft=ttft, timing_table=timing_table,
-                             uncertainty=uncertainty, agreement=agreement, inspector_note=inspector_note,
-                             timeline=timeline, events_table=events_table)
-        h.bind(status=status, summary=summary, rows=rows, groups=groups, headers=headers, texts=texts, current=current,
-               history=history, history_pick=history_pick, bundle_file=bundle_file, tokens_file=tokens_file,
-               **panel_outputs)
-        everything = h.outputs()
-        qa_tab.wire(settings)
+        h.bind(panels=[diff, tree, timing, logprobs, inspector], status=status, summary=summary, n=n, rows=rows,
+               groups=groups, headers=headers, texts=texts, live=live, current=current, history=history,
+               history_pick=history_pick, bundle_file=bundle_file, tokens_file=tokens_file)
+        controls, running, repro = Controls(h), Running(h), Repro(backend)
+        qa_tab.wire(form)
 
         for trigger in (prompt.change, use_chat.change):
-            trigger(h.render_prompt, [prompt, use_chat], rendered, show_progress="hidden",
+            trigger(controls.render_prompt, [prompt, use_chat], rendered, show_progress="hidden",
                     trigger_mode="always_last", api_visibility="private")
-        n.change(h.show_columns, n, [*rows, *groups], show_progress="hidden", api_visibility="private")
-        run_event = run_btn.click(h.run, [*settings, history], everything, api_visibility="undocumented",
-                                  api_name="run", concurrency_id="sampling")
-        # Cancel first (no server function, so nothing waits on the run), then show the partial run.
-        stop_btn.click(None, None, None, cancels=[run_event], api_visibility="private").then(
-            h.stop, [current, history], everything, api_visibility="private")
-        reference.change(h.rediff, [current, reference], [diff_view], api_visibility="private")
-        replay_btn.click(h.replay, [current, replay_index], [repro_verdict, repro_table], api_visibility="private")
-        compare_btn.click(h.compare, [current], [repro_verdict, repro_table], api_visibility="private")
-        reopen_btn.click(h.reopen, [history, history_pick], everything, api_visibility="private")
-        demo.load(h.refresh_status, None, status, api_visibility="private")
-        gr.api(h.sample_api, api_name="sample", concurrency_id="sampling")
+        n.change(controls.show_columns, n, [*rows, *groups], show_progress="hidden", api_visibility="private")
+        # Checked outside the queue: the session holds its LiveRun before the run waits for a slot.
+        started = run_btn.click(running.begin, [live], [live, summary, *headers, *texts], inputs_kwargs=form,
+                                queue=False, show_progress="hidden", api_visibility="private")
+        run_event = started.success(running.run, [live, history], h.outputs(), concurrency_id="sampling",
+                                    show_progress_on=[summary], api_visibility="private")
+        # Stop ends the session's LiveRun itself; cancelling the event also takes a queued run off the queue.
+        stop_btn.click(running.stop, [live, current, history], h.outputs(), cancels=[run_event], queue=False,
+                       show_progress="hidden", api_visibility="private")
+        diff.components["reference"].change(h.rediff, [current, diff.components["reference"]],
+                                            [diff.components["diff_view"]], api_visibility="private")
+        replay_btn.click(repro.replay, [current, replay_index], [repro_verdict, repro_table], api_visibility="private")
+        compare_btn.click(repro.compare, [current], [repro_verdict, repro_table], api_visibility="private")
+        reopen_btn.click(h.reopen, [history, history_pick], h.outputs(), api_visibility="private")
+        demo.load(controls.on_load, [prompt, use_chat], [status, rendered], api_visibility="private")
+        gr.api(SampleAPI(backend).sample, api_name="sample", concurrency_id="sampling")
     return demo
 
 

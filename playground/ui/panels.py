@@ -1,8 +1,17 @@
-"""The analysis panels: one Run in, component values out, all computed by playground.analysis."""
+"""The analysis panels: each tab is a Panel, its components and a pure function from a Run to
+their values, all computed by playground.analysis.
+
+A new view of a run is one more Panel: declare its components in the layout (app.py), write a
+function ``Run -> {name: value}`` here, and list the Panel where the page is wired. The run
+handlers, Stop, History and the QA tab then show it for every run without knowing it exists.
+"""
 
 from __future__ import annotations
 
 import html
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
 
 import gradio as gr
 import pandas as pd
@@ -21,35 +30,70 @@ KIND_NOTES = {
                   "samples in index order. That is why the columns filled only at the end.",
 }
 
-
-def components(c) -> list:
-    return [c.reference, c.diff_view, c.pairwise, c.tree, c.tokens_over_time, c.itl, c.ttft, c.timing_table,
-            c.uncertainty, c.agreement, c.inspector_note, c.timeline, c.events_table]
+Values = dict[str, Any]
 
 
-def live(c, run: Run) -> dict:
-    """What is worth redrawing while samples stream (about once a second)."""
-    return {c.tokens_over_time: analysis.tokens_over_time_figure(run), c.timeline: analysis.events_figure(run)}
+@dataclass
+class Panel:
+    """A tab's components by name, and ``values(run)``: the same names mapped to what they show.
+
+    ``live(run)``, when given, is the part worth redrawing while samples stream (figures travel
+    whole, so the page sends them about once a second, not per token).
+    """
+
+    values: Callable[[Run], Values]
+    components: dict[str, gr.components.Component] = field(default_factory=dict)
+    live: Callable[[Run], Values] | None = None
+
+    def show(self, run: Run) -> dict:
+        return self._keyed(self.values(run))
+
+    def show_live(self, run: Run) -> dict:
+        return self._keyed(self.live(run)) if self.live else {}
+
+    def _keyed(self, values: Values) -> dict:
+        return {self.components[name]: value for name, value in values.items()}
 
 
-def final(c, run: Run, reference: int = 0) -> dict:
+def panel(values: Callable[[Run], Values], live: Callable[[Run], Values] | None = None, **components) -> Panel:
+    """``panel(panels.timing, itl=gr.Plot(...), ...)``: the form the layout declares panels in."""
+    return Panel(values, components, live)
+
+
+# --- one function per tab: Run -> {component name: value} ----------------------------------------
+
+def diff(run: Run, reference: int = 0) -> Values:
     reference = min(reference, run.n - 1)
-    return {
-        c.reference: gr.update(choices=list(range(run.n)), value=reference),
-        c.diff_view: diff_view(run, reference),
-        c.pairwise: analysis.pairwise_heatmap(run),
-        c.tree: analysis.tree_figure(run),
-        c.tokens_over_time: analysis.tokens_over_time_figure(run),
-        c.itl: analysis.itl_figure(run),
-        c.ttft: analysis.ttft_figure(run),
-        c.timing_table: analysis.timing_frame(run).round(3),
-        c.uncertainty: analysis.uncertainty_figure(run),
-        c.agreement: analysis.agreement_figure(run),
-        c.inspector_note: inspector_note(run),
-        c.timeline: analysis.events_figure(run),
-        c.events_table: events_table(run),
-    }
+    return {"reference": gr.update(choices=list(range(run.n)), value=reference),
+            "diff_view": diff_view(run, reference), "pairwise": analysis.pairwise_heatmap(run)}
 
+
+def tree(run: Run) -> Values:
+    return {"tree": analysis.tree_figure(run)}
+
+
+def timing(run: Run) -> Values:
+    return {"tokens_over_time": analysis.tokens_over_time_figure(run), "itl": analysis.itl_figure(run),
+            "ttft": analysis.ttft_figure(run), "table": analysis.timing_frame(run).round(3)}
+
+
+def timing_live(run: Run) -> Values:
+    return {"tokens_over_time": analysis.tokens_over_time_figure(run)}
+
+
+def logprobs(run: Run) -> Values:
+    return {"uncertainty": analysis.uncertainty_figure(run), "agreement": analysis.agreement_figure(run)}
+
+
+def inspector(run: Run) -> Values:
+    return {"note": inspector_note(run), "timeline": analysis.events_figure(run), "events": events_table(run)}
+
+
+def inspector_live(run: Run) -> Values:
+    return {"timeline": analysis.events_figure(run)}
+
+
+# --- the pieces ----------------------------------------------------------------------------------
 
 def diff_view(run: Run, reference: int) -> str:
     """Every sample against the reference, token by token, with where it first diverges."""

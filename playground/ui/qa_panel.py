@@ -17,7 +17,9 @@ import time
 import gradio as gr
 
 from playground.qa import matrix as qa
-from playground.ui.handlers import SETTING_NAMES, Handlers, _from_ui, _shown
+from playground.ui.form import request_from_form
+from playground.ui.handlers import Handlers
+from playground.ui.messages import shown
 
 GREEN = "background-color: #dcfce7; color: #14532d"
 RED = "background-color: #fee2e2; color: #7f1d1d"
@@ -29,7 +31,7 @@ INTRO = ("Runs the request above under **every output_kind × every path** (our 
 
 
 def build(h: Handlers, sync_runner=None) -> QATab:
-    """Declare the tab in the current ``gr.Tabs``; call ``.wire(settings)`` once ``h`` is bound."""
+    """Declare the tab in the current ``gr.Tabs``; call ``.wire(form)`` once ``h`` is bound."""
     return QATab(h, sync_runner)
 
 
@@ -50,24 +52,20 @@ class QATab:
             self.report = gr.Markdown(elem_id="qa-report")
             self.matrix = gr.State(None)
 
-    def wire(self, settings: list) -> None:
-        """Hook up the events; ``settings`` are the run form's inputs, in SETTING_NAMES order."""
+    def wire(self, form: dict) -> None:
+        """Hook up the events; ``form`` is the run form's components by SampleRequest field name."""
         # One matrix at a time: each cell is meant to run alone on its engine.
-        self.run_btn.click(self.run, settings, [self.grid, self.report, self.download, self.matrix],
+        self.run_btn.click(self.run, inputs_kwargs=form, outputs=[self.grid, self.report, self.download, self.matrix],
                            concurrency_limit=1, concurrency_id="qa-matrix", api_visibility="private")
         self.grid.select(self.open_cell, [self.matrix, self.h.c.history], [*self.h.outputs(), self.opened],
                          api_visibility="private")
 
     # --- handlers -------------------------------------------------------------------------------
 
-    async def run(self, prompt, use_chat_template, n, seed, output_kind, mode, temperature, top_p, top_k, min_p,
-                  max_tokens, presence_penalty, frequency_penalty, repetition_penalty, stop, logprobs, ignore_eos,
-                  progress=gr.Progress()):
-        """Run the matrix for the page's settings; returns the grid, the report, the JSON file and
-        the matrix (for clicks)."""
-        values = (prompt, use_chat_template, n, seed, output_kind, mode, temperature, top_p, top_k, min_p,
-                  max_tokens, presence_penalty, frequency_penalty, repetition_penalty, stop, logprobs, ignore_eos)
-        request = _from_ui(dict(zip(SETTING_NAMES, values)))
+    async def run(self, progress=gr.Progress(), **settings):
+        """Run the matrix for the page's settings (the run form, by name); returns the grid, the
+        report, the JSON file and the matrix (for clicks)."""
+        request = request_from_form(**settings)
         paths = await self.paths(progress)
 
         def on_cell(done: int, total: int, label: str) -> None:
@@ -76,7 +74,7 @@ class QATab:
         try:
             matrix = await qa.run_matrix(request, paths, on_cell=on_cell)
         except Exception as e:  # InvalidRequest: a setting the engine refuses; or a failure to explain
-            raise _shown(e) from None
+            raise shown(e) from None
         return (gr.update(value=grid(matrix), column_widths=column_widths(matrix), visible=True), report(matrix),
                 self.export(matrix), matrix)
 
@@ -87,7 +85,7 @@ class QATab:
             return {}  # the output_kind column, or nothing run yet
         if cell.run is None:
             raise gr.Error(f"{cell.label} did not run: {cell.error}")
-        update = await self.h._final_async(cell.run, history)
+        update = await self.h.show(cell.run, history, set_n=True)
         update[self.opened] = f"Showing **{cell.label}** ({cell.engine}) above: {cell.verdict()}"
         return update
 

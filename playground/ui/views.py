@@ -42,6 +42,14 @@ def run_summary(run: Run) -> str:
     return text
 
 
+def waiting_summary(run: Run, elapsed: float) -> str:
+    """The line while no event has arrived yet (FINAL_ONLY is silent until every sample is done)."""
+    req = run.request
+    why = " (FINAL_ONLY yields nothing until every sample has finished)" if run.output_kind == "FINAL_ONLY" else ""
+    return (f"● running · `{req.get('request_id', '')}` · n={run.n} · {req.get('mode')} · {run.output_kind} · "
+            f"waiting for the first output… {elapsed:.1f} s{why} · {_seed_note(run)}")
+
+
 def _seed_note(run: Run) -> str:
     seed = run.request.get("seed")
     if seed is None:
@@ -77,8 +85,6 @@ def _cache_note(run: Run, block_size: int | None) -> str:
             f"from the prefix cache")
 
 
-
-
 def _short(model: str) -> str:
     return model.rstrip("/").rsplit("/", 1)[-1]
 
@@ -86,6 +92,12 @@ def _short(model: str) -> str:
 def rendered_prompt(rendered: str, num_tokens: int) -> str:
     """The exact string the model sees, whitespace shown, with its token count."""
     return (f"**{num_tokens} prompt tokens.** The exact string the model receives:\n\n"
+            f"<pre class='rendered-prompt'>{html.escape(rendered)}</pre>")
+
+
+def template_preview(rendered: str) -> str:
+    """The chat template around a placeholder, before a prompt is typed."""
+    return ("**The chat template is on:** your prompt is sent inside it, like this:\n\n"
             f"<pre class='rendered-prompt'>{html.escape(rendered)}</pre>")
 
 
