@@ -20,13 +20,13 @@ import httpx
 import pytest
 
 from playground.backends.base import prepare
-from playground.errors import RemoteError
 from playground.backends.remote import convert
 from playground.backends.remote.backend import OUTPUT_KIND_SOURCE, RemoteBackend
 from playground.backends.remote.client import metric_total
 from playground.backends.remote.health import HEALTH_TIMEOUT
 from playground.backends.remote.tokens import TokenTexts
 from playground.commands.cli import add_remote_flags, create_remote_backend
+from playground.errors import RemoteError
 from playground.sampling.request import SampleRequest
 from tests.helpers import free_port, record_to_end
 
