@@ -821,14 +821,18 @@ def test_the_tab_runs_a_matrix_renders_a_grid_and_a_json_file_and_opens_a_cell(b
     grid, report, json_file, matrix = asyncio.run(
         tab.run(**settings, progress=lambda *a, desc=None, **k: descriptions.append(desc)))
 
-    assert matrix.ok and len(matrix.cells) == 12 and "✔ Every contract rule holds in all 12 cells." in report
+    # Every cell green but vLLM's own finding (live CUMULATIVE lists on async native), when it shows.
+    red = [c.label for c in matrix.cells if not c.ok]
+    assert red == [c.label for c in matrix.cells if findings(c)] and len(matrix.cells) == 12, matrix.report()
+    assert ("✔ Every contract rule holds in all 12 cells." if not red else
+            f"✖ {len(red)} of 12 cells break a contract rule.") in report
     assert descriptions[0] == "cell 1 of 12: CUMULATIVE × async wrapper" and len(descriptions) == 12
     assert grid["column_widths"] == ["12%"] + ["22.0%"] * 4
     shown = tab.grid.postprocess(grid["value"])
     assert shown.headers == ["output_kind", "async wrapper", "async native", "sync wrapper", "sync native"]
     assert [row[0] for row in shown.data] == ["CUMULATIVE", "DELTA", "FINAL_ONLY"]
     styles = json.dumps(shown.metadata)
-    assert styles.count(qa_panel.GREEN) == 12 and qa_panel.RED not in styles
+    assert styles.count(qa_panel.GREEN) == 12 - len(red) and styles.count(qa_panel.RED) == len(red)
     assert json_file.startswith(str(tab.h.export_dir))
     assert qa.Matrix.from_json(Path(json_file).read_text(encoding="utf-8")).to_dict() == matrix.to_dict()
 
