@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 import signal
 import threading
-import time
 
 import pytest
 from gradio_client import Client
@@ -13,19 +12,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from playground.run import Run
-from tests.helpers import free_port
+from tests.helpers import free_port, wait_until
 
 PROMPT = "The lighthouse keeper opened his logbook and wrote"
 VALID = dict(prompt=PROMPT, n=2, seed=1, max_tokens=3, output_kind="FINAL_ONLY", api_name="/sample")
-
-
-def wait_until(condition, timeout: float, every: float = 0.05):
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(every)
-    return True
 
 
 def assert_refused_clearly(error: BaseException | str, message: str) -> None:
