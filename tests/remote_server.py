@@ -51,14 +51,17 @@ def serve_command(model: str, port: int) -> list[str]:
         command = [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", model]
     # --generation-config vllm: the server's defaults must not differ from the embedded engine's
     # (the backend sends every setting anyway; this keeps the comparison honest if it did not).
-    # A small memory share: it starts beside the tests' own engines. The same dtype as the
-    # embedded engine (float32 on a CPU without native bf16), or their samples could not match.
-    from playground.backends.engine import platform_defaults
+    # The same dtype as the embedded engine (float32 on a CPU without native bf16), or their
+    # samples could not match; a KV cache sized like the embedded one's (the remote backend serves
+    # n up to 8), as it starts beside the tests' own engines.
+    from playground.backends.engine import plan_engine, platform_defaults
+    from playground.backends.resources import Workload
 
     dtype = platform_defaults().get("dtype", "auto")
+    memory = plan_engine(model, workload=Workload(max_n=8, concurrency=2)).kv_cache_bytes
     return command + ["--host", "127.0.0.1", "--port", str(port), "--enforce-eager", "--max-model-len", "2048",
-                      "--seed", "0", "--generation-config", "vllm", "--gpu-memory-utilization", "0.3",
-                      "--dtype", dtype]
+                      "--seed", "0", "--generation-config", "vllm", "--dtype", dtype] + (
+                      ["--kv-cache-memory-bytes", str(memory)] if memory else [])
 
 
 def wait_healthy(server: Server, timeout: float) -> None:
@@ -87,7 +90,7 @@ def remote_server(model_path, tmp_path_factory):
         return
     port = free_port()
     log = tmp_path_factory.mktemp("vllm-serve") / "server.log"
-    env = {**os.environ, "VLLM_CPU_KVCACHE_SPACE": "1"}
+    env = dict(os.environ)
     with open(log, "wb") as out:
         process = subprocess.Popen(serve_command(model_path, port), stdout=out, stderr=subprocess.STDOUT,
                                    env=env, start_new_session=True)

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import os
 import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
 
 from playground.commands.cli import (
     MAX_N_CEILING,
@@ -44,18 +46,36 @@ def parse_auth(value: str | None) -> tuple[str, str] | None:
     return user, password
 
 
+class StartClock:
+    """Each phase of the start, printed as it ends, so a slow start says where its time went."""
+
+    def __init__(self):
+        import psutil
+
+        self.began = psutil.Process().create_time()  # the interpreter's start: imports included
+        self.last = time.time()
+
+    def phase(self, name: str, since: float | None = None) -> None:
+        now = time.time()
+        print(f"start: {name} {now - (self.last if since is None else since):.1f} s "
+              f"(ready in {now - self.began:.1f} s so far)", file=sys.stderr, flush=True)
+        self.last = now
+
+
 def main(argv: list[str]) -> int:
+    clock = StartClock()
     parser = PlaygroundParser("python app.py", "Parallel-sampling playground for vLLM.", add_serve_flags)
     args, engine_kwargs = parser.parse(argv)
     auth = parse_auth(args.auth)
     if args.host not in LOOPBACK and auth is None:
         print(f"WARNING: binding to {args.host} without --auth: anyone who can reach this port can use the "
               "engine. Pass --auth user:password (or set PLAYGROUND_AUTH).", file=sys.stderr)
-
-    from playground.ui import build_app, launch_app
+    clock.phase("python and vLLM imports")
 
     host = None
     if args.backend == "openai":
+        from playground.ui import build_app, launch_app
+
         try:
             backend = create_remote_backend(args, max_n=args.max_n)
         except PlaygroundError as e:
@@ -63,13 +83,26 @@ def main(argv: list[str]) -> int:
     else:
         from playground.backends.embedded import EmbeddedBackend
         from playground.backends.engine import EngineHost
+        from playground.backends.resources import Workload
 
-        host = EngineHost.start(args.model, **engine_kwargs)
+        # The engine's processes start on their own cores while this thread imports Gradio.
+        workload = Workload(max_n=args.max_n, concurrency=args.concurrency)
+        with ThreadPoolExecutor(1, thread_name_prefix="engine-start") as pool:
+            began = time.time()
+            starting = pool.submit(EngineHost.start, args.model, workload=workload, **engine_kwargs)
+            from playground.ui import build_app, launch_app
+
+            clock.phase("Gradio imports (while the engine starts)")
+            host = starting.result()
+        clock.phase("engine start (spawn, imports, weights, KV cache)", since=began)
         backend = EmbeddedBackend(host, max_n=args.max_n)
-    demo = build_app(backend)
     try:
+        demo = build_app(backend)
+        clock.phase("page built")
         launch_app(demo, concurrency=args.concurrency, queue_size=args.queue_size, server_name=args.host,
-                   server_port=args.port, share=args.share, auth=auth)
+                   server_port=args.port, share=args.share, auth=auth, prevent_thread_lock=True)
+        clock.phase(f"answering on port {args.port}")
+        demo.block_thread()
     finally:
         if host is not None:
             host.shutdown()
