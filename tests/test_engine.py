@@ -94,10 +94,10 @@ def test_engine_environment_is_set_only_while_the_engine_starts(monkeypatch):
 
 
 def test_kv_cache_is_sized_from_the_work():
-    # Every sample that may run at once gets a block, capped by the scheduler, plus one full-length sample.
-    assert kv_cache_tokens(Workload(max_n=32, concurrency=1), 2048, 128, max_num_seqs=128) == (32 + 16) * 128
-    assert kv_cache_tokens(Workload(max_n=32, concurrency=8), 2048, 128, max_num_seqs=128) == (128 + 16) * 128
-    assert kv_cache_tokens(Workload(max_n=4, concurrency=2), 1000, 128, max_num_seqs=128) == (8 + 8) * 128
+    # A block for every sample that may run at once (capped by the scheduler), and one full-length sample.
+    assert kv_cache_tokens(Workload(max_n=32, concurrency=1), 2048, 128, max_num_seqs=128) == 32 * 128
+    assert kv_cache_tokens(Workload(max_n=32, concurrency=8), 2048, 128, max_num_seqs=128) == 128 * 128
+    assert kv_cache_tokens(Workload(max_n=4, concurrency=2), 2048, 128, max_num_seqs=128) == 2048
     assert not resources.sizes_memory_itself({}, {})
     assert resources.sizes_memory_itself({"kv_cache_memory_bytes": 2**30}, {})
     assert resources.sizes_memory_itself({"gpu_memory_utilization": 0.3}, {})
@@ -107,7 +107,7 @@ def test_kv_cache_is_sized_from_the_work():
 def test_a_memory_flag_leaves_the_kv_cache_to_vllm(model_path):
     sized = plan_engine(model_path, workload=Workload(max_n=8, concurrency=1))
     per_token = resources.kv_bytes_per_token(sized.config)
-    assert sized.kv_cache_bytes == sized.config.cache_config.kv_cache_memory_bytes == (8 + 16) * 128 * per_token
+    assert sized.kv_cache_bytes == sized.config.cache_config.kv_cache_memory_bytes == 2048 * per_token
     given = plan_engine(model_path, kv_cache_memory_bytes=3 * 2**28)
     assert given.kv_cache_bytes is None and given.config.cache_config.kv_cache_memory_bytes == 3 * 2**28
 

@@ -114,14 +114,14 @@ def kv_cache_tokens(workload: Workload, max_model_len: int, block_size: int, max
     """Tokens of KV cache the work needs.
 
     Every sample the engine may run at once gets a block of its own, which holds its answer at the
-    usual lengths (children share the prompt's full blocks through the prefix cache), and one
-    sample can always reach ``max_model_len``. At once means ``concurrency`` runs of ``max_n``,
-    but never more than the scheduler's ``max_num_seqs``. A run that needs more (many long
-    samples) still runs: vLLM keeps samples waiting, or preempts and later recomputes them,
-    until blocks free up; a bigger cache buys speed on such runs, not correctness.
+    usual lengths (children share the prompt's full blocks through the prefix cache). At once means
+    ``concurrency`` runs of ``max_n``, but never more than the scheduler's ``max_num_seqs``. And
+    one sample can always reach ``max_model_len`` (vLLM refuses to start otherwise). A run that
+    needs more (many long samples) still runs: vLLM keeps samples waiting, or preempts and later
+    recomputes them, until blocks free up; a bigger cache buys speed on such runs, not correctness.
     """
     samples = min(workload.concurrency * workload.max_n, max_num_seqs)
-    return (samples + math.ceil(max_model_len / block_size)) * block_size
+    return max(samples, math.ceil(max_model_len / block_size)) * block_size
 
 
 def kv_bytes_per_token(config) -> int:

@@ -33,7 +33,7 @@ from typing import Any
 
 import numpy as np
 
-PATHS = ("native", "wrapper", "ui", "hf")
+PATHS = ("native", "wrapper", "ui", "hf", "limit")
 ENGINE_PATHS = ("native", "wrapper")
 BASELINE = "native"
 HEADLINE_N = 16
@@ -58,10 +58,13 @@ class Settings:
     temperature: float = 1.0
     output_kind: str = "DELTA"
     ui_mode: str = "native"
-    hf_threads: int = 0  # 0: as many as vLLM's worker has cores, pinned to them
+    hf_threads: int = 0  # 0: as many as the engine computes with, on its cores
     hf_dtype: str = "auto"  # auto: the engine's dtype
     warmup: bool = True
     cache_probes: int = 3  # repetitions followed by a prefix-cache probe
+    app: bool = True  # start `python app.py` too: its start, its memory, and the page in Chromium
+    browser_ns: tuple[int, ...] = (8, 32)
+    browser_tokens: int = 64  # long enough to see the page's update rate at n=32
 
     @classmethod
     def quick(cls, **changes) -> Settings:

@@ -17,21 +17,23 @@ from playground.commands.cli import (
 from playground.errors import PlaygroundError
 
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
+DEFAULT_MAX_N = 32
+DEFAULT_CONCURRENCY = 8
 
 
 def add_serve_flags(group) -> None:
     group.add_argument("--host", default="127.0.0.1",
                        help="Address to bind (default 127.0.0.1: only this machine can connect).")
     group.add_argument("--port", type=positive_int("--port", 65535), default=7860, help="Port (default 7860).")
-    group.add_argument("--max-n", type=positive_int("--max-n", MAX_N_CEILING), default=32,
-                       help="Most samples per request (default 32); enforced on the server.")
+    group.add_argument("--max-n", type=positive_int("--max-n", MAX_N_CEILING), default=DEFAULT_MAX_N,
+                       help=f"Most samples per request (default {DEFAULT_MAX_N}); enforced on the server.")
     group.add_argument("--auth", default=os.environ.get("PLAYGROUND_AUTH"),
                        help="user:password required to open the page and call the API "
                             "(or set PLAYGROUND_AUTH). Off by default.")
     group.add_argument("--share", action="store_true",
                        help="Create a public gradio.live link. Off unless asked for.")
-    group.add_argument("--concurrency", type=positive_int("--concurrency", 256), default=8,
-                       help="Runs sampled at once (default 8); the engine batches them.")
+    group.add_argument("--concurrency", type=positive_int("--concurrency", 256), default=DEFAULT_CONCURRENCY,
+                       help=f"Runs sampled at once (default {DEFAULT_CONCURRENCY}); the engine batches them.")
     group.add_argument("--queue-size", type=positive_int("--queue-size", 10_000), default=64,
                        help="Runs that may wait in the queue before new ones are refused (default 64).")
     add_remote_flags(group)
