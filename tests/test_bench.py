@@ -216,5 +216,8 @@ def test_the_page_figures_from_a_real_chromium(app_url):
     assert 0 < row["first_visible_s"] <= row["finished_s"]
     assert row["longest_frame_gap_ms"] > 0 and row["long_tasks_ms"] >= 0
     assert math.isnan(row["updates_per_s"]) or row["updates_per_s"] > 0
-    memory = bench.app_memory(os.getpid())
-    assert memory["rss_gib"] >= memory["rss_gib_by_process"]["app"] > 0
+    memory = bench.app_memory(os.getpid())  # this process and the session's engine core
+    assert memory["rss_sum_gib"] > memory["rss_gib_by_process"]["app"] > 0
+    # Shared pages (torch's libraries in both processes) are counted once; a little slack for pages
+    # that came and went between the two readings.
+    assert 0 < memory["rss_gib"] < memory["rss_sum_gib"] * 1.02

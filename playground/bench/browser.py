@@ -4,8 +4,8 @@
 group of its own, on a free port. Figures:
 
 - ``start_s``: from launching it to the first HTTP 200 on its port;
-- ``rss_gib`` / ``pss_gib``: the resident memory of the app's processes (the app and its engine
-  core, every process it spawned), after the page's runs; PSS counts shared pages once;
+- ``rss_gib``: the resident memory of the app's processes (the app and its engine core, every
+  process it spawned) after the page's runs, each physical page counted once (``app_memory``);
 - per run, in the page's own clock, through Debian's Chromium driven by Playwright (as the
   browser tests do), a fresh page for each run, the default settings but n, a seed and
   ``max_tokens`` with ``ignore_eos``:
@@ -98,20 +98,62 @@ def stop_app(proc: subprocess.Popen) -> None:
         proc.wait(30)
 
 
-def app_memory(pid: int) -> dict[str, float]:
-    """RSS and PSS (GiB) of a process and every process it spawned."""
+def app_memory(pid: int) -> dict[str, Any]:
+    """Resident memory (GiB) of a process and every process it spawned: ``rss_gib`` counts each
+    physical page once (shared libraries are mapped by every process of the app; the sum of the
+    processes' RSS, ``rss_sum_gib``, counts them once per process), ``pss_gib`` shares them out."""
     import psutil
 
     root = psutil.Process(pid)
     rss = pss = 0
     each: dict[str, float] = {}
+    pages: list | None = []
     for proc in [root, *root.children(recursive=True)]:
         with contextlib.suppress(psutil.Error):
             info = proc.memory_full_info()
             rss, pss = rss + info.rss, pss + getattr(info, "pss", info.rss)
             name = "app" if proc.pid == pid else proc.name()
             each[name] = each.get(name, 0.0) + info.rss / 2**30
-    return {"rss_gib": rss / 2**30, "pss_gib": pss / 2**30, "rss_gib_by_process": each}
+            if pages is not None:
+                found = resident_pages(proc.pid)
+                pages = None if found is None else [*pages, found]
+    unique = _count_once(pages) * PAGE / 2**30 if pages else rss / 2**30
+    return {"rss_gib": unique, "rss_sum_gib": rss / 2**30, "pss_gib": pss / 2**30,
+            "rss_gib_by_process": each, "pages_counted_once": pages is not None}
+
+
+PAGE = os.sysconf("SC_PAGE_SIZE")
+
+
+def _count_once(pages: list) -> int:
+    import numpy as np
+
+    return len(np.unique(np.concatenate(pages)))
+
+
+def resident_pages(pid: int):
+    """The physical frames a process has resident (``/proc/PID/pagemap``), or None when the
+    kernel hides them (frame numbers need CAP_SYS_ADMIN: then the sum of RSS is reported)."""
+    import numpy as np
+
+    frames: list[np.ndarray] = []
+    try:
+        with open(f"/proc/{pid}/smaps") as smaps, open(f"/proc/{pid}/pagemap", "rb") as pagemap:
+            start = end = 0
+            for line in smaps:
+                if line[0] in "0123456789abcdef" and "-" in line.split(" ", 1)[0]:
+                    start, end = (int(x, 16) for x in line.split(" ", 1)[0].split("-"))
+                elif line.startswith("Rss:") and int(line.split()[1]) > 0:
+                    pagemap.seek(start // PAGE * 8)
+                    entries = np.frombuffer(pagemap.read((end - start) // PAGE * 8), dtype=np.uint64)
+                    present = entries[(entries >> np.uint64(63)) & np.uint64(1) == 1]
+                    frames.append(present & np.uint64((1 << 55) - 1))
+    except OSError:
+        return None
+    found = np.concatenate(frames) if frames else np.array([], dtype=np.uint64)
+    if len(found) and not found.any():
+        return None  # frame numbers hidden (not root)
+    return found
 
 
 def page_run(browser, url: str, n: int, seed: int, max_tokens: int) -> dict[str, Any]:

@@ -228,8 +228,11 @@ def print_app(env: dict[str, Any]) -> None:
         print(f"\npython app.py: {app['error']}")
         return
     memory = app.get("memory", {})
-    print(f"\npython app.py: answered after {app['start_s']:.1f} s; resident memory after the page's runs "
-          f"RSS {memory.get('rss_gib', math.nan):.2f} GiB, PSS {memory.get('pss_gib', math.nan):.2f} GiB")
+    once = "each page once" if memory.get("pages_counted_once") else "sum over processes"
+    each = ", ".join(f"{name} {gib:.2f}" for name, gib in memory.get("rss_gib_by_process", {}).items())
+    print(f"\npython app.py: answered after {app['start_s']:.1f} s; resident memory after the page's runs: "
+          f"{memory.get('rss_gib', math.nan):.2f} GiB ({once}; sum of the processes' RSS "
+          f"{memory.get('rss_sum_gib', math.nan):.2f}: {each}; PSS {memory.get('pss_gib', math.nan):.2f})")
     if app.get("browser"):
         print(f"Browser: {app['browser']}")
     summary = browser_summary(browser_runs(env))
