@@ -94,10 +94,11 @@ def test_engine_environment_is_set_only_while_the_engine_starts(monkeypatch):
 
 
 def test_kv_cache_is_sized_from_the_work():
-    # A block for every sample that may run at once (capped by the scheduler), and one full-length sample.
-    assert kv_cache_tokens(Workload(max_n=32, concurrency=1), 2048, 128, max_num_seqs=128) == 32 * 128
-    assert kv_cache_tokens(Workload(max_n=32, concurrency=8), 2048, 128, max_num_seqs=128) == 128 * 128
-    assert kv_cache_tokens(Workload(max_n=4, concurrency=2), 2048, 128, max_num_seqs=128) == 2048
+    # A block for every sample that may run at once (capped by the scheduler), at least one full-length
+    # sample, and the block vLLM keeps aside.
+    assert kv_cache_tokens(Workload(max_n=32, concurrency=1), 2048, 128, max_num_seqs=128) == 33 * 128
+    assert kv_cache_tokens(Workload(max_n=32, concurrency=8), 2048, 128, max_num_seqs=128) == 129 * 128
+    assert kv_cache_tokens(Workload(max_n=4, concurrency=2), 2048, 128, max_num_seqs=128) == 17 * 128
     assert not resources.sizes_memory_itself({}, {})
     assert resources.sizes_memory_itself({"kv_cache_memory_bytes": 2**30}, {})
     assert resources.sizes_memory_itself({"gpu_memory_utilization": 0.3}, {})
@@ -107,7 +108,7 @@ def test_kv_cache_is_sized_from_the_work():
 def test_a_memory_flag_leaves_the_kv_cache_to_vllm(model_path):
     sized = plan_engine(model_path, workload=Workload(max_n=8, concurrency=1))
     per_token = resources.kv_bytes_per_token(sized.config)
-    assert sized.kv_cache_bytes == sized.config.cache_config.kv_cache_memory_bytes == 2048 * per_token
+    assert sized.kv_cache_bytes == sized.config.cache_config.kv_cache_memory_bytes == (2048 + 128) * per_token
     given = plan_engine(model_path, kv_cache_memory_bytes=3 * 2**28)
     assert given.kv_cache_bytes is None and given.config.cache_config.kv_cache_memory_bytes == 3 * 2**28
 
@@ -125,7 +126,6 @@ def test_the_session_engine_runs_as_planned(host):
     assert config.parallel_config.distributed_executor_backend == "uni"
     assert info["kv_cache_tokens"] == kv_cache_tokens(Workload(**WORKLOAD), info["max_model_len"],
                                                       info["block_size"], info["max_num_seqs"])
-    spawned = psutil.Process().children(recursive=True)
-    engine_cores = [p for p in spawned if p.name() == "VLLM::EngineCore"]
-    assert engine_cores and not any(p.name() == "VLLM::Worker" for p in spawned)
+    engine_cores = [p for p in psutil.Process().children() if p.name() == "VLLM::EngineCore"]  # not a vllm serve's
+    assert engine_cores and not any(p.name() == "VLLM::Worker" for core in engine_cores for p in core.children())
     assert all(len(p.cpu_affinity()) == cores for p in engine_cores), "not pinned: the kernel places the threads"

@@ -119,9 +119,10 @@ def kv_cache_tokens(workload: Workload, max_model_len: int, block_size: int, max
     one sample can always reach ``max_model_len`` (vLLM refuses to start otherwise). A run that
     needs more (many long samples) still runs: vLLM keeps samples waiting, or preempts and later
     recomputes them, until blocks free up; a bigger cache buys speed on such runs, not correctness.
+    One block more is vLLM's own: it keeps one aside (its null block).
     """
     samples = min(workload.concurrency * workload.max_n, max_num_seqs)
-    return max(samples, math.ceil(max_model_len / block_size)) * block_size
+    return (max(samples, math.ceil(max_model_len / block_size)) + 1) * block_size
 
 
 def kv_bytes_per_token(config) -> int:
