@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -66,6 +67,9 @@ class StartClock:
 
 def main(argv: list[str]) -> int:
     clock = StartClock()
+    # `kill` (SIGTERM) ends the app like Ctrl-C: the engine-core process is shut down with it,
+    # rather than left running without its parent.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(128 + signal.SIGTERM))
     parser = PlaygroundParser("python app.py", "Parallel-sampling playground for vLLM.", add_serve_flags)
     args, engine_kwargs = parser.parse(argv)
     auth = parse_auth(args.auth)
