@@ -47,7 +47,10 @@ Modules, each importing only those above it (none imports vLLM at import time):
 - ``cli``: ``run_benchmark`` on a running engine, and ``main``, the command line.
 """
 
+from playground.bench.browser import app_memory, measure_app, page_run
 from playground.bench.cli import add_bench_flags, main, run_benchmark, settings_from_args
+from playground.bench.goals import GOALS, browser_summary, goals, headline, headline_n
+from playground.bench.limit import MachineLimit, decode_shapes, step_flops
 from playground.bench.measure import (
     BASELINE,
     ENGINE_PATHS,
@@ -63,9 +66,6 @@ from playground.bench.measure import (
     measurement,
     schedule,
 )
-from playground.bench.browser import app_memory, measure_app, page_run
-from playground.bench.goals import GOALS, browser_summary, goals, headline, headline_n
-from playground.bench.limit import MachineLimit, decode_shapes, step_flops
 from playground.bench.paths import UI_POLL, HFBaseline, engine_path, ui_path
 from playground.bench.probes import (
     cpu_seconds,

@@ -173,12 +173,12 @@ def page_run(browser, url: str, n: int, seed: int, max_tokens: int) -> dict[str,
     finally:
         page.close()
     changes = [t for t in w["changes"] if w["first"] is not None and t >= w["first"]]
-    streaming = (changes[-1] - changes[0]) / 1000 if len(changes) > 1 else float("nan")
+    streaming = (changes[-1] - changes[0]) / 1000 if len(changes) > 1 else 0.0
     return {
         "n": n, "max_tokens": max_tokens,
         "first_visible_s": (w["first"] - w["click"]) / 1000 if w["first"] is not None else float("nan"),
         "finished_s": (w["finished"] - w["click"]) / 1000,
-        "updates_per_s": (len(changes) - 1) / streaming if streaming == streaming and streaming > 0 else float("nan"),
+        "updates_per_s": (len(changes) - 1) / streaming if streaming > 0 else float("nan"),
         "longest_frame_gap_ms": w["gap"], "long_tasks_ms": w["longTasks"],
     }
 

@@ -15,8 +15,8 @@ from typing import Any
 
 import pandas as pd
 
-from playground.bench.measure import ENGINE_PATHS, LONG_PROMPT, PATHS, Arrivals, Settings, measurement, schedule
 from playground.bench.limit import MachineLimit
+from playground.bench.measure import ENGINE_PATHS, LONG_PROMPT, PATHS, Arrivals, Settings, measurement, schedule
 from playground.bench.paths import HFBaseline, engine_path, ui_path
 from playground.bench.probes import cpu_seconds, engine_cores, kv_cache, machine, resident_memory
 from playground.bench.report import Report, headline_n, publish
@@ -227,7 +227,7 @@ def _measure_app(settings: Settings, out: Path) -> dict[str, Any]:
                            max(1, settings.repetitions), settings.seed)
     except KeyboardInterrupt:
         return {"error": "interrupted"}
-    except Exception as e:  # the engine figures above still stand
+    except Exception as e:  # noqa: BLE001 (whatever went wrong, the engine figures above still stand)
         return {"error": f"{type(e).__name__}: {e}"}
 
 
