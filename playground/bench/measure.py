@@ -9,7 +9,8 @@ Figures, per path and n:
   sample's token arrival times on the caller's side. Tokens that arrive in one output share a
   timestamp and give latencies of 0 (kept: that is what the caller saw). For ``ui`` the caller is
   the API client, and ``/sample`` paces its snapshots (every 0.25 s), which its ITL shows;
-  for ``hf`` every sample gets the time of each decoding step (a streamer's ``put``).
+  for ``hf`` every sample gets the time of each decoding step (a streamer's ``put``), and for
+  ``limit`` the time each step's matmuls ended.
 - the prefix-cache hit of children 1..n-1: tokens each child read from the cache over its
   block-aligned prompt (vLLM caches only full blocks and always computes the last prompt token,
   so at most ``(prompt_len - 1) // block_size * block_size`` can be read). The cache is reset
