@@ -90,8 +90,7 @@ def plan_engine(model: str | None = None, *, cpu_threads: int | None = None, wor
 
     args = engine_args(model, **engine_kwargs)
     cpu = plan_cpu(cpu_threads) if current_platform.is_cpu() else None
-    with engine_environment(cpu):  # the CPU platform reads VLLM_CPU_* while building the config
-        config = args.create_engine_config()
+    config = args.create_engine_config()
     kv_bytes = None
     if cpu is not None:
         apply_cpu_plan(config, cpu)
