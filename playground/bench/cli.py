@@ -128,7 +128,7 @@ def add_bench_flags(group) -> None:
     from playground.commands.cli import positive_int
 
     group.add_argument("--quick", action="store_true",
-                       help="n=16 only, 16 tokens, 2 repetitions: under 3 minutes on 2 cores, engine start included.")
+                       help="n=16 only, 16 tokens, 2 repetitions: about 3 minutes on 2 cores, the app included.")
     group.add_argument("--n", dest="ns", type=positive_int("--n", 256), nargs="+",
                        help="Values of n to measure (default 1 4 8 16 32; --quick: 16).")
     group.add_argument("--max-tokens", type=positive_int("--max-tokens", 4096),

@@ -69,7 +69,7 @@ class Settings:
 
     @classmethod
     def quick(cls, **changes) -> Settings:
-        """Sized for < 3 minutes on a 2-core machine, engine start (~45-60 s) included."""
+        """About 3 minutes on a 2-core machine, the engine's and the app's starts included."""
         return cls(**{"ns": (16,), "max_tokens": 16, "repetitions": 2, "cache_probes": 1, **changes})
 
 
