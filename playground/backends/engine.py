@@ -18,21 +18,30 @@ from pathlib import Path
 from typing import Any
 
 from playground.backends.model import resolve_model
+from playground.backends.resources import (
+    CpuPlan,
+    Workload,
+    apply_cpu_plan,
+    engine_environment,
+    plan_cpu,
+    size_kv_cache,
+    sizes_memory_itself,
+)
 
 
 def platform_defaults() -> dict[str, Any]:
-    """Defaults that make a small model start fast and fit beside other engines.
+    """Defaults that make a small model start fast.
 
-    On the CPU: eager mode starts in ~35 s instead of ~130 s with torch.compile, and the CPU
-    backend reads ``gpu_memory_utilization`` as its share of the NUMA node's memory (0.92 fails).
-    Without native bf16 (AVX512-BF16 or AMX), bf16 matmuls take slow fallbacks: float32 decoded
-    4x faster, prefilled 7-10x faster and started 2.5x sooner on a 2-core AVX2 machine.
+    On the CPU: eager mode starts in ~35 s instead of ~130 s with torch.compile. Without native
+    bf16 (AVX512-BF16 or AMX), bf16 matmuls take slow fallbacks: float32 decoded 4x faster,
+    prefilled 7-10x faster and started 2.5x sooner on a 2-core AVX2 machine. The KV cache and the
+    threads are sized in ``playground.backends.resources``.
     """
     from vllm.platforms import current_platform
 
     defaults: dict[str, Any] = {"max_model_len": 2048, "enable_prefix_caching": True}
     if current_platform.is_cpu():
-        defaults |= {"enforce_eager": True, "gpu_memory_utilization": 0.5}
+        defaults["enforce_eager"] = True
         if not cpu_has_native_bf16():
             defaults["dtype"] = "float32"
     return defaults
@@ -59,30 +68,77 @@ def engine_args(model: str | None = None, **engine_kwargs: Any):
     return AsyncEngineArgs(**kwargs)
 
 
-def create_engine(model: str | None = None, **engine_kwargs: Any):
-    """Start and return a running ``AsyncLLM`` (about 35 s on the CPU for the default model)."""
+@dataclasses.dataclass
+class EnginePlan:
+    """An engine's config with the playground's choices applied, and what they were."""
+
+    args: Any  # AsyncEngineArgs
+    config: Any  # VllmConfig
+    cpu: CpuPlan | None
+    kv_cache_bytes: int | None  # None: vLLM sized it (a flag, VLLM_CPU_KVCACHE_SPACE, or a GPU)
+
+    def describe(self) -> dict[str, Any]:
+        return {**(self.cpu.describe() if self.cpu else {}),
+                "kv_cache": "sized to the work" if self.kv_cache_bytes else "vLLM's sizing"}
+
+
+def plan_engine(model: str | None = None, *, cpu_threads: int | None = None, workload: Workload | None = None,
+                **engine_kwargs: Any) -> EnginePlan:
+    """The engine's config: vLLM's, with the CPU threads and the KV cache sized to ``workload``
+    (``Workload()``: one run of up to 32 samples at a time) unless a flag already chose them."""
+    from vllm.platforms import current_platform
+
+    args = engine_args(model, **engine_kwargs)
+    cpu = plan_cpu(cpu_threads) if current_platform.is_cpu() else None
+    config = args.create_engine_config()
+    kv_bytes = None
+    if cpu is not None:
+        apply_cpu_plan(config, cpu)
+        if not sizes_memory_itself(engine_kwargs):
+            kv_bytes = size_kv_cache(config, workload or Workload())
+    return EnginePlan(args, config, cpu, kv_bytes)
+
+
+def create_engine(model: str | None = None, **kwargs: Any):
+    """Start and return a running ``AsyncLLM`` (about 20-35 s on the CPU for the default model).
+
+    ``kwargs``: ``cpu_threads``, ``workload`` and any ``AsyncEngineArgs`` field (see plan_engine).
+    """
     from vllm.v1.engine.async_llm import AsyncLLM
+    from vllm.v1.executor.abstract import Executor
 
-    return AsyncLLM.from_engine_args(engine_args(model, **engine_kwargs))
+    plan = plan_engine(model, **kwargs)
+    with engine_environment(plan.cpu):  # the engine core is spawned here and inherits them
+        engine = AsyncLLM(vllm_config=plan.config, executor_class=Executor.get_class(plan.config),
+                          log_requests=plan.args.enable_log_requests, log_stats=not plan.args.disable_log_stats)
+    engine.playground_plan = plan  # what describe_engine reports
+    return engine
 
 
-def create_sync_engine(model: str | None = None, **engine_kwargs: Any):
+def create_sync_engine(model: str | None = None, **kwargs: Any):
     """Start and return a V1 ``LLMEngine`` (add_request + step), with the same defaults as
     ``create_engine``, so the batch path and the app sample from the same engine setup.
 
-    ``AsyncEngineArgs`` is an ``EngineArgs`` with one extra logging flag, which LLMEngine ignores.
     The engine core runs in a spawned process: stop it with ``engine.engine_core.shutdown()``.
     """
+    from vllm import envs
     from vllm.v1.engine.llm_engine import LLMEngine
+    from vllm.v1.executor.abstract import Executor
 
-    return LLMEngine.from_engine_args(engine_args(model, **engine_kwargs))
+    plan = plan_engine(model, **kwargs)
+    with engine_environment(plan.cpu):
+        engine = LLMEngine(vllm_config=plan.config, executor_class=Executor.get_class(plan.config),
+                           log_stats=not plan.args.disable_log_stats,
+                           multiprocess_mode=envs.VLLM_ENABLE_V1_MULTIPROCESSING)
+    engine.playground_plan = plan
+    return engine
 
 
 def engine_kwargs_from_cli(explicit: dict[str, Any]) -> dict[str, Any]:
     """Keep the parsed CLI values that are AsyncEngineArgs fields (``explicit``: flags given)."""
     from vllm.engine.arg_utils import AsyncEngineArgs
 
-    names = {f.name for f in dataclasses.fields(AsyncEngineArgs)}
+    names = {f.name for f in dataclasses.fields(AsyncEngineArgs)} | {"cpu_threads"}
     return {k: v for k, v in explicit.items() if k in names and k != "model"}
 
 
@@ -103,6 +159,10 @@ def describe_engine(engine) -> dict[str, Any]:
         "block_size": config.cache_config.block_size,
         "prefix_caching": bool(config.cache_config.enable_prefix_caching),
         "enforce_eager": config.model_config.enforce_eager,
+        "dtype": str(config.model_config.dtype).removeprefix("torch."),
+        "max_num_seqs": config.scheduler_config.max_num_seqs,
+        "kv_cache_tokens": (config.cache_config.num_gpu_blocks or 0) * config.cache_config.block_size or None,
+        **(plan.describe() if (plan := getattr(engine, "playground_plan", None)) else {}),
         # An instruct model answers questions only inside its chat template: the UI turns it on.
         "has_chat_template": bool(getattr(engine.tokenizer, "chat_template", None)),
     }

@@ -3,6 +3,7 @@ line that starts the engine and the app, runs it and publishes the results (``ma
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import os
 import sys
@@ -14,9 +15,10 @@ from typing import Any
 
 import pandas as pd
 
+from playground.bench.limit import MachineLimit
 from playground.bench.measure import ENGINE_PATHS, LONG_PROMPT, PATHS, Arrivals, Settings, measurement, schedule
 from playground.bench.paths import HFBaseline, engine_path, ui_path
-from playground.bench.probes import cpu_seconds, kv_cache, machine, resident_memory, worker_cores
+from playground.bench.probes import cpu_seconds, engine_cores, kv_cache, machine, resident_memory
 from playground.bench.report import Report, headline_n, publish
 
 # --- running ------------------------------------------------------------------------------------
@@ -31,14 +33,19 @@ def run_benchmark(settings: Settings, host, app_url: str | None = None, model_pa
     """
     from tqdm import tqdm
 
+    from playground.backends.engine import describe_engine
+
     engine = host.engine
     block_size = engine.vllm_config.cache_config.block_size
     prompt_ids = engine.tokenizer.encode(settings.prompt)
     cache_ids = engine.tokenizer.encode(settings.cache_prompt)
     runners: dict[str, Callable[[int], Arrivals]] = {}
-    environment: dict[str, Any] = {"machine": machine(), "kv_cache": kv_cache(engine),
-                                   "engine_dtype": str(engine.vllm_config.model_config.dtype).removeprefix("torch."),
-                                   "vllm_worker_cores": worker_cores(), "load_before": os.getloadavg()}
+    info = describe_engine(engine)
+    cores = engine_cores()
+    threads = info.get("cpu_threads") or (len(cores) if cores else len(os.sched_getaffinity(0)))
+    environment: dict[str, Any] = {"machine": machine(), "kv_cache": kv_cache(engine), "engine_dtype": info["dtype"],
+                                   "engine_cores": cores, "engine_threads": threads,
+                                   "cpu_plan": info.get("cpu_plan"), "load_before": os.getloadavg()}
     rows: list[dict] = []
     cache_rows: list[dict] = []
     hf: HFBaseline | None = None
@@ -59,11 +66,12 @@ def run_benchmark(settings: Settings, host, app_url: str | None = None, model_pa
                 for path, runner in runners.items():
                     runner(1, 2)
             environment["memory_app"] = resident_memory()
+            pin = cores if cores and len(cores) < len(os.sched_getaffinity(0)) else None  # all: no pinning
             if "hf" in settings.paths:
                 model = engine.vllm_config.model_config
-                dtype = str(model.dtype).removeprefix("torch.") if settings.hf_dtype == "auto" else settings.hf_dtype
-                hf = HFBaseline(model_path or model.model, dtype, settings.hf_threads,
-                                pin=environment["vllm_worker_cores"])
+                dtype = info["dtype"] if settings.hf_dtype == "auto" else settings.hf_dtype
+                hf = HFBaseline(model_path or model.model, dtype, settings.hf_threads or threads,
+                                pin=None if settings.hf_threads else pin)
                 cleanup.callback(hf.close)
                 environment["memory_with_hf"] = resident_memory()
                 environment["hf"] = {"dtype": hf.dtype, "threads": hf.threads, "pinned_to": hf.pin}
@@ -71,6 +79,17 @@ def run_benchmark(settings: Settings, host, app_url: str | None = None, model_pa
                                                               settings)
                 if settings.warmup:
                     runners["hf"](1, 2)
+            if "limit" in settings.paths:
+                try:
+                    limit = MachineLimit(engine.vllm_config.model_config.hf_text_config, info["dtype"], threads, pin)
+                except AttributeError as e:  # not a dense decoder with the usual config fields
+                    environment["limit"] = f"not measured: {e}"
+                else:
+                    cleanup.callback(limit.close)
+                    runners["limit"] = lambda n, max_tokens=None, *_: limit(n, max_tokens or settings.max_tokens)
+                    environment["limit"] = {"threads": threads, "pinned_to": pin}
+                    if settings.warmup:
+                        runners["limit"](1, 2)
             order = [step for step in schedule(settings.paths, settings.ns, settings.repetitions)
                      if step[2] in runners]
             probes = [mode for mode in ENGINE_PATHS if mode in runners]
@@ -109,7 +128,7 @@ def add_bench_flags(group) -> None:
     from playground.commands.cli import positive_int
 
     group.add_argument("--quick", action="store_true",
-                       help="n=16 only, 16 tokens, 2 repetitions: under 3 minutes on 2 cores, engine start included.")
+                       help="n=16 only, 16 tokens, 2 repetitions: about 3 minutes on 2 cores, the app included.")
     group.add_argument("--n", dest="ns", type=positive_int("--n", 256), nargs="+",
                        help="Values of n to measure (default 1 4 8 16 32; --quick: 16).")
     group.add_argument("--max-tokens", type=positive_int("--max-tokens", 4096),
@@ -117,7 +136,8 @@ def add_bench_flags(group) -> None:
     group.add_argument("--repetitions", type=positive_int("--repetitions", 1000),
                        help="Interleaved repetitions of every path (default 3; --quick: 2).")
     group.add_argument("--paths", nargs="+", choices=PATHS, default=list(PATHS),
-                       help="Paths to measure, in run order (default: native wrapper ui hf).")
+                       help="Paths to measure, in run order (default: native wrapper ui hf limit; limit is "
+                            "the machine's: the model's decode matmuls alone).")
     group.add_argument("--prompt", default=None, help="The prompt every path samples (default: a short story start).")
     group.add_argument("--long-prompt", action="store_true",
                        help="Sample the prefix-cache probe's prompt of several KV blocks on every path.")
@@ -127,11 +147,15 @@ def add_bench_flags(group) -> None:
     group.add_argument("--ui-mode", choices=("native", "wrapper"), default=Settings.ui_mode,
                        help="Mode the ui path asks /sample for (default native: ui/native is then the UI's cost).")
     group.add_argument("--hf-threads", type=int, default=0,
-                       help="Torch threads for HF, unpinned (default 0: as many as vLLM's worker has cores, "
-                            "pinned to them).")
+                       help="Torch threads for HF, unpinned (default 0: as many as the engine computes with, "
+                            "on its cores).")
     group.add_argument("--hf-dtype", choices=("auto", "bfloat16", "float32"), default="auto",
                        help="HF dtype (default auto: the engine's dtype).")
     group.add_argument("--no-warmup", action="store_true", help="Skip the untimed first call of every path.")
+    group.add_argument("--app", action=argparse.BooleanOptionalAction, default=True,
+                       help="Then start `python app.py` as a person does: time to a working page, its memory, "
+                            "and the page in headless Chromium at n=8 and 32, the first run after start included "
+                            "(default on; --no-app skips it).")
     group.add_argument("--out", type=Path, default=Path("bench-results"),
                        help="Folder for the CSV, JSON and HTML results (default bench-results/).")
 
@@ -143,7 +167,7 @@ def settings_from_args(args) -> Settings:
         base, ns=tuple(args.ns or base.ns), max_tokens=args.max_tokens or base.max_tokens,
         repetitions=args.repetitions or base.repetitions, paths=tuple(dict.fromkeys(args.paths)), prompt=prompt,
         seed=args.sample_seed, output_kind=args.output_kind, ui_mode=args.ui_mode, hf_threads=args.hf_threads,
-        hf_dtype=args.hf_dtype, warmup=not args.no_warmup,
+        hf_dtype=args.hf_dtype, warmup=not args.no_warmup, app=args.app,
         cache_probes=0 if args.long_prompt else base.cache_probes)  # a long prompt measures it in line
 
 
@@ -161,16 +185,17 @@ def main(argv: list[str] | None = None) -> int:
 
     from playground.backends.embedded import EmbeddedBackend
     from playground.backends.engine import EngineHost
+    from playground.backends.resources import Workload
+    from playground.commands.serve import DEFAULT_CONCURRENCY, DEFAULT_MAX_N
 
-    if "kv_cache_memory_bytes" not in engine_kwargs:
-        os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "2")  # GiB, before the engine starts
-
+    # The KV cache the app would have, so the memory figures are the app's.
+    workload = Workload(max_n=max(DEFAULT_MAX_N, *settings.ns), concurrency=DEFAULT_CONCURRENCY)
     started = time.monotonic()
     report = None
     with contextlib.ExitStack() as cleanup:  # closed in reverse: app, then engine, even on Ctrl-C
         try:
             print("starting the engine...", file=sys.stderr)
-            host = EngineHost.start(args.model, **engine_kwargs)
+            host = EngineHost.start(args.model, workload=workload, **engine_kwargs)
             cleanup.callback(host.shutdown)
             app_url = None
             if "ui" in settings.paths:
@@ -185,9 +210,25 @@ def main(argv: list[str] | None = None) -> int:
             print("interrupted", file=sys.stderr)
     if report is None or not len(report.rows):
         return 130
+    if settings.app and not report.interrupted:
+        report.environment["app"] = _measure_app(settings, args.out)
     report.environment["total_s"] = time.monotonic() - started
     publish(report, args.out, "quick" if args.quick else "bench")
     return 130 if report.interrupted else 0
+
+
+def _measure_app(settings: Settings, out: Path) -> dict[str, Any]:
+    """The app started as a person starts it (after this process's engine is gone)."""
+    from playground.bench.browser import measure_app
+
+    print("starting python app.py and its page in Chromium...", file=sys.stderr)
+    try:
+        return measure_app(_free_port(), out, settings.browser_ns, settings.browser_tokens,
+                           max(1, settings.repetitions), settings.seed)
+    except KeyboardInterrupt:
+        return {"error": "interrupted"}
+    except Exception as e:  # noqa: BLE001 (whatever went wrong, the engine figures above still stand)
+        return {"error": f"{type(e).__name__}: {e}"}
 
 
 def _free_port() -> int:

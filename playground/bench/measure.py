@@ -9,7 +9,8 @@ Figures, per path and n:
   sample's token arrival times on the caller's side. Tokens that arrive in one output share a
   timestamp and give latencies of 0 (kept: that is what the caller saw). For ``ui`` the caller is
   the API client, and ``/sample`` paces its snapshots (every 0.25 s), which its ITL shows;
-  for ``hf`` every sample gets the time of each decoding step (a streamer's ``put``).
+  for ``hf`` every sample gets the time of each decoding step (a streamer's ``put``), and for
+  ``limit`` the time each step's matmuls ended.
 - the prefix-cache hit of children 1..n-1: tokens each child read from the cache over its
   block-aligned prompt (vLLM caches only full blocks and always computes the last prompt token,
   so at most ``(prompt_len - 1) // block_size * block_size`` can be read). The cache is reset
@@ -33,7 +34,7 @@ from typing import Any
 
 import numpy as np
 
-PATHS = ("native", "wrapper", "ui", "hf")
+PATHS = ("native", "wrapper", "ui", "hf", "limit")
 ENGINE_PATHS = ("native", "wrapper")
 BASELINE = "native"
 HEADLINE_N = 16
@@ -58,14 +59,17 @@ class Settings:
     temperature: float = 1.0
     output_kind: str = "DELTA"
     ui_mode: str = "native"
-    hf_threads: int = 0  # 0: as many as vLLM's worker has cores, pinned to them
+    hf_threads: int = 0  # 0: as many as the engine computes with, on its cores
     hf_dtype: str = "auto"  # auto: the engine's dtype
     warmup: bool = True
     cache_probes: int = 3  # repetitions followed by a prefix-cache probe
+    app: bool = True  # start `python app.py` too: its start, its memory, and the page in Chromium
+    browser_ns: tuple[int, ...] = (8, 32)
+    browser_tokens: int = 64  # long enough to see the page's update rate at n=32
 
     @classmethod
     def quick(cls, **changes) -> Settings:
-        """Sized for < 3 minutes on a 2-core machine, engine start (~45-60 s) included."""
+        """About 3 minutes on a 2-core machine, the engine's and the app's starts included."""
         return cls(**{"ns": (16,), "max_tokens": 16, "repetitions": 2, "cache_probes": 1, **changes})
 
 

@@ -1,16 +1,14 @@
-"""The four paths being compared: ``native`` and ``wrapper`` (ParallelSampler on the engine),
+"""The paths being compared: ``native`` and ``wrapper`` (ParallelSampler on the engine),
 ``ui`` (a gradio_client call to ``/sample``) and ``hf`` (HF transformers), each a callable that
-samples n and returns the token ``Arrivals``.
+samples n and returns the token ``Arrivals`` (the fifth, ``limit``, is in ``limit``).
 
 Fairness caveats (also written into the results):
-- threads: vLLM's CPU worker binds its OpenMP threads to cores of its own and leaves one core to
-  the engine core and this process (on 2 cores: 1 compute thread, on core 0). By default HF gets
-  the same: as many torch threads as the worker has cores, and the calling thread pinned to those
-  cores while it generates, so both engines do their matmuls on the same silicon. (Unpinned
-  multi-thread HF was also unstable here: every vLLM engine on a machine binds its worker to the
-  same core, and one OpenMP thread stuck behind them stalls every step of the others.)
-  ``--hf-threads N`` runs N threads unpinned instead, what a user gets by default with N = cores.
-  The engine idles (0 % CPU) while HF runs.
+- threads: HF gets as many torch threads as the engine computes with, on the same cores
+  (``playground.backends.resources``: on a small machine every usable core, not pinned; with
+  vLLM's own binding, the worker's cores, and the calling thread is pinned to them while it
+  generates), so ``native/hf`` compares engines, not core counts. ``--hf-threads N`` runs N
+  threads unpinned instead. The engine idles while HF runs. So does the machine's limit
+  (``limit``), which gets the same threads and cores.
 - dtype: both run the same one: HF loads whatever dtype the engine runs (``--hf-dtype``
   overrides). On a CPU without native bf16 that is float32 (playground.engine.platform_defaults).
 - HF seeds one generator for the whole batch (torch.manual_seed(seed)); vLLM seeds each sample.
@@ -19,22 +17,19 @@ Fairness caveats (also written into the results):
   it once and the children read it from the prefix cache. That is a real difference between the
   two, and ``--long-prompt`` shows how much it weighs.
 - The API client runs in this process (polling every few ms), beside the server it measures.
-- Memory: the engine reserves its KV cache up front, and that dominates the RSS. The benchmark
-  sets ``VLLM_CPU_KVCACHE_SPACE=2`` (GiB) unless it is set (or ``--kv-cache-memory-bytes`` is
-  given): enough for n=32 on the long prompt, and polite on a shared machine; the app itself
-  reserves ``gpu_memory_utilization=0.5`` of the node by default (10-12 GiB here).
+- Memory: the engine's KV cache is sized as the app sizes it (``--max-n`` 32, ``--concurrency`` 8,
+  see ``playground.backends.resources``), so the memory figures are the app's.
 """
 
 from __future__ import annotations
 
 import gc
 import json
-import os
 import time
 from collections.abc import Callable
 
 from playground.bench.measure import Arrivals, Settings
-from playground.bench.probes import prefix_cache_hits
+from playground.bench.probes import engine_threads, prefix_cache_hits
 
 UI_POLL = 0.005  # seconds between looks at the API client's received outputs
 
@@ -125,19 +120,15 @@ def ui_path(host, app_url: str, settings: Settings) -> Callable[..., Arrivals]:
 
 
 class HFBaseline:
-    """HF transformers ``generate(num_return_sequences=n)`` on the engine's checkpoint.
+    """HF transformers ``generate(num_return_sequences=n)`` on the engine's checkpoint, with
+    ``threads`` torch threads on the cores in ``pin`` (None: unpinned), set around each call only,
+    so the rest of this process (the engine's front end, the app) keeps its own setting."""
 
-    Torch threads are set around each call only, so the rest of this process (the engine's
-    front end, the app) keeps its own setting.
-    """
-
-    def __init__(self, model_path: str, dtype: str, threads: int = 0, pin: list[int] | None = None):
+    def __init__(self, model_path: str, dtype: str, threads: int, pin: list[int] | None = None):
         import torch
         from transformers import AutoModelForCausalLM
 
-        self.dtype = dtype
-        self.pin = pin if not threads else None  # the cores vLLM's worker computes on
-        self.threads = threads or (len(pin) if pin else len(os.sched_getaffinity(0)))
+        self.dtype, self.threads, self.pin = dtype, threads, pin
         self.model = AutoModelForCausalLM.from_pretrained(model_path, dtype=getattr(torch, dtype)).eval()
 
     def __call__(self, n: int, max_tokens: int, prompt_ids: list[int], settings: Settings) -> Arrivals:
@@ -161,11 +152,7 @@ class HFBaseline:
                 pass
 
         ids = torch.tensor([prompt_ids])
-        previous, affinity = torch.get_num_threads(), os.sched_getaffinity(0)
-        torch.set_num_threads(self.threads)
-        if self.pin:
-            os.sched_setaffinity(0, self.pin)  # this thread only (Linux): torch computes on it
-        try:
+        with engine_threads(self.threads, self.pin):
             torch.manual_seed(settings.seed)
             start = time.monotonic()
             with torch.inference_mode():
@@ -175,10 +162,6 @@ class HFBaseline:
                     max_new_tokens=max_tokens, min_new_tokens=max_tokens, streamer=Clock(),
                     pad_token_id=self.model.generation_config.eos_token_id)
             wall = time.monotonic() - start
-        finally:
-            torch.set_num_threads(previous)
-            if self.pin:
-                os.sched_setaffinity(0, affinity)
         generated = out.shape[1] - len(prompt_ids)
         step_times = [t - start for t in steps][:generated]
         return Arrivals([list(step_times) for _ in range(n)], wall)

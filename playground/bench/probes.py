@@ -61,15 +61,34 @@ def resident_memory() -> dict[str, float]:
     return {"rss_mib": rss / 2**20, "pss_mib": pss / 2**20, "processes": processes}
 
 
-def worker_cores() -> list[int] | None:
-    """The cores vLLM's CPU worker bound itself to (None when no worker process is found)."""
+def engine_cores() -> list[int] | None:
+    """The cores the engine computes on: those vLLM bound its worker process to, or, when the
+    worker runs inside the engine-core process, that process's (None when neither is found)."""
     import psutil
 
+    found = {}
     for proc in psutil.Process().children(recursive=True):
         with contextlib.suppress(psutil.Error):
-            if "Worker" in proc.name():
-                return proc.cpu_affinity()
-    return None
+            found.setdefault(proc.name(), proc.cpu_affinity())
+    return found.get("VLLM::Worker") or found.get("VLLM::EngineCore")
+
+
+@contextlib.contextmanager
+def engine_threads(threads: int, pin: list[int] | None):
+    """Torch threads, and the calling thread's cores, set like the engine's while the block runs:
+    the baselines (HF, the machine's limit) compute in this process, on the engine's cores."""
+    import torch
+
+    previous, affinity = torch.get_num_threads(), os.sched_getaffinity(0)
+    torch.set_num_threads(threads)
+    if pin:
+        os.sched_setaffinity(0, pin)  # this thread only (Linux): torch computes on it
+    try:
+        yield
+    finally:
+        torch.set_num_threads(previous)
+        if pin:
+            os.sched_setaffinity(0, affinity)
 
 
 def kv_cache(engine) -> dict[str, Any]:

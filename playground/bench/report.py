@@ -1,6 +1,6 @@
-"""From measurements to results: statistics, paired ratios, the goals, the files, the printed
-report and the headline (the last stdout line). Pure pandas, no vLLM; plotly is imported when
-the files are written."""
+"""From measurements to results: statistics, paired ratios, the files and the printed report,
+ending with the headline (``goals``). Pure pandas, no vLLM; plotly is imported when the files are
+written."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from typing import Any
 
 import pandas as pd
 
+from playground.bench.goals import browser_runs, browser_summary, goals, headline, headline_n
 from playground.bench.measure import BASELINE, HEADLINE_N, PATHS, Settings
 
 # --- statistics and ratios ----------------------------------------------------------------------
@@ -29,11 +30,13 @@ def summarize(rows: pd.DataFrame) -> pd.DataFrame:
 
 
 def ratio_pairs(paths: Iterable[str]) -> list[tuple[str, str]]:
-    """(numerator, denominator): each path against native, and native against HF (the goal)."""
+    """(numerator, denominator): each path against native, and native against HF and against the
+    machine's limit (the goals)."""
     paths = list(paths)
-    pairs = [(p, BASELINE) for p in paths if p != BASELINE and BASELINE in paths]
-    if "hf" in paths and BASELINE in paths:
-        pairs.append((BASELINE, "hf"))
+    pairs = [(p, BASELINE) for p in paths if p not in (BASELINE, "limit") and BASELINE in paths]
+    for bottom in ("hf", "limit"):
+        if bottom in paths and BASELINE in paths:
+            pairs.append((BASELINE, bottom))
     return pairs
 
 
@@ -53,53 +56,6 @@ def ratio_summary(ratios: pd.DataFrame) -> pd.DataFrame:
     """Median, min and max of each paired ratio per n."""
     stats = ratios.groupby(["n", "name"], sort=True)["ratio"].agg(["median", "min", "max"])
     return stats.reset_index()
-
-
-def headline_n(ns: Iterable[int]) -> int:
-    ns = sorted(set(ns))
-    return HEADLINE_N if HEADLINE_N in ns else ns[-1]
-
-
-def headline(ratios: pd.DataFrame, n: int = HEADLINE_N) -> str:
-    """The last stdout line: ``wrapper/native=X ui/native=Y native/hf=Z`` (medians at n)."""
-    def median(name: str) -> float:
-        values = ratios.loc[(ratios["n"] == n) & (ratios["name"] == name), "ratio"].dropna()
-        return float(values.median()) if len(values) else math.nan
-
-    return " ".join(f"{name}={median(name):.2f}" for name in ("wrapper/native", "ui/native", "native/hf"))
-
-
-GOALS = [  # (ratio or figure, at n (None: every n), at least)
-    ("wrapper/native", None, 0.97),
-    ("ui/native", HEADLINE_N, 0.90),
-    ("native/hf", HEADLINE_N, 2.0),
-    ("children cache hit", None, 0.90),
-]
-
-
-def goals(ratios: pd.DataFrame, cache: pd.DataFrame) -> pd.DataFrame:
-    """Each goal against the medians measured (the worst n where a goal holds at every n)."""
-    rows = []
-    by_ratio = ratio_summary(ratios) if len(ratios) else pd.DataFrame(columns=["n", "name", "median"])
-    for name, at_n, target in GOALS:
-        if name == "children cache hit":
-            medians = cache.groupby(["path", "n"])["cache_hit"].median().dropna() if len(cache) else pd.Series()
-            worst = (medians.idxmin(), medians.min()) if len(medians) else (None, math.nan)
-            where = f"{worst[0][0]} n={worst[0][1]}" if worst[0] else "-"
-            value = worst[1]
-        else:
-            picked = by_ratio[by_ratio["name"] == name]
-            if at_n is not None:
-                picked = picked[picked["n"] == at_n]
-            if len(picked):
-                row = picked.loc[picked["median"].idxmin()]
-                where, value = f"n={int(row['n'])}", float(row["median"])
-            else:
-                where, value = "-", math.nan
-        rows.append({"goal": f"{name} >= {target:g}" + (f" at n={at_n}" if at_n else " at every n"),
-                     "worst median": value, "where": where,
-                     "met": "n/a" if math.isnan(value) else ("yes" if value >= target else "NO")})
-    return pd.DataFrame(rows)
 
 
 def readable_table(summary: pd.DataFrame, ratios: pd.DataFrame) -> pd.DataFrame:
@@ -144,7 +100,7 @@ class Report:
         return summarize(self.rows)
 
     def headline(self) -> str:
-        return headline(self.ratios, headline_n(self.rows["n"] if len(self.rows) else [HEADLINE_N]))
+        return headline(self.ratios, self.environment, headline_n(self.rows["n"] if len(self.rows) else [HEADLINE_N]))
 
 
 # --- output -------------------------------------------------------------------------------------
@@ -154,11 +110,14 @@ def caveats(report: Report) -> list[str]:
     env = report.environment
     hf = env.get("hf", {})
     pinned = f"pinned to cores {hf['pinned_to']}" if hf.get("pinned_to") else "unpinned"
+    limit = env.get("limit") if isinstance(env.get("limit"), dict) else {}
     return [
-        (f"vLLM's CPU worker is bound to cores {env.get('vllm_worker_cores')}; HF ran with {hf.get('threads')} "
-         f"torch thread(s) in this process, {pinned}; dtype: vLLM {env.get('engine_dtype')}, HF {hf.get('dtype')}."),
-        ("vLLM's engine-core process polls while its worker computes (CPU s engine is about twice the wall "
-         "time on 2 cores), so vLLM keeps both cores busy where pinned HF uses one."),
+        (f"The engine computes with {env.get('engine_threads')} thread(s) on cores {env.get('engine_cores')} "
+         f"({env.get('cpu_plan') or 'vLLM decides'}); HF ran with {hf.get('threads')} torch thread(s) in this "
+         f"process, {pinned}; the machine's limit with {limit.get('threads')}; dtype: vLLM "
+         f"{env.get('engine_dtype')}, HF {hf.get('dtype')}."),
+        ("The machine's limit times only the decode step's matrix multiplications (vLLM's own CPU kernels, "
+         "weights of the model's shapes): attention, sampling and scheduling are what native/limit leaves out."),
         ("HF prefills n copies of the prompt (num_return_sequences); vLLM prefills it once and the children "
          "read it from the prefix cache. HF seeds one generator for the batch; vLLM seeds each sample."),
         ("Token times are arrivals at the caller; tokens in one output share a time (ITL 0). The ui path's "
@@ -189,7 +148,8 @@ def write_results(report: Report, out: Path, label: str) -> dict[str, Path]:
         "interrupted": report.interrupted, "headline": report.headline(),
         "measurements": records(report.rows), "summary": records(summary),
         "ratios": records(ratio_summary(ratios)), "cache_probe": records(report.cache),
-        "goals": records(goals(ratios, cache_frame(report))),
+        "goals": records(goals(ratios, cache_frame(report), report.environment)),
+        "browser": records(browser_summary(browser_runs(report.environment))),
     }
     files["results.json"].write_text(json.dumps(document, indent=1, default=str))
 
@@ -250,12 +210,35 @@ def print_report(report: Report, files: dict[str, Path]) -> None:
         if kv.get("blocks"):
             print(f"KV cache: {kv['blocks']} blocks x {kv['block_size']} = {kv['tokens']:,} tokens"
                   + (f", {kv['gib']:.2f} GiB" if kv.get("gib") else ""))
+        print_app(env)
         print("\nGoals:")
-        print(goals(report.ratios, cache_frame(report)).to_string(index=False, float_format="%.2f"))
+        print(goals(report.ratios, cache_frame(report), env).to_string(index=False, float_format="%.2f"))
     print("\nCaveats:\n" + "\n".join(f"- {c}" for c in caveats(report)))
     print("\nFiles: " + ", ".join(str(p) for p in files.values()))
     if report.interrupted:
         print("(interrupted: the figures cover what was measured before Ctrl-C)")
+
+
+def print_app(env: dict[str, Any]) -> None:
+    """The app as a person starts it: start, memory, and what the browser saw."""
+    app = env.get("app")
+    if not app:
+        return
+    if "error" in app:
+        print(f"\npython app.py: {app['error']}")
+        return
+    memory = app.get("memory", {})
+    once = "each page once" if memory.get("pages_counted_once") else "sum over processes"
+    each = ", ".join(f"{name} {gib:.2f}" for name, gib in memory.get("rss_gib_by_process", {}).items())
+    print(f"\npython app.py: answered after {app['start_s']:.1f} s; resident memory after the page's runs: "
+          f"{memory.get('rss_gib', math.nan):.2f} GiB ({once}; sum of the processes' RSS "
+          f"{memory.get('rss_sum_gib', math.nan):.2f}: {each}; PSS {memory.get('pss_gib', math.nan):.2f})")
+    if app.get("browser"):
+        print(f"Browser: {app['browser']}")
+    summary = browser_summary(browser_runs(env))
+    if len(summary):
+        print("What the browser saw (headless Chromium; medians; the first run after start is its own row):")
+        print(summary.to_string(index=False, float_format="%.2f"))
 
 
 def publish(report: Report, out: Path, label: str) -> None:

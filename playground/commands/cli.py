@@ -36,6 +36,7 @@ class PlaygroundParser:
 
         self.parser = Parser(prog=prog, description=description)
         add_own(self.parser.add_argument_group("playground"))
+        add_cpu_flags(self.parser.add_argument_group("engine on a CPU"))
         AsyncEngineArgs.add_cli_args(self.parser)
         for action in self.parser._actions:
             if action.dest == "model":
@@ -104,6 +105,16 @@ def _add_sampling_flags(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--stop", action="append", help="A stop string (repeat for more).")
     group.add_argument("--use-chat-template", action=argparse.BooleanOptionalAction, default=None)
     group.add_argument("--ignore-eos", action=argparse.BooleanOptionalAction, default=None)
+
+
+def add_cpu_flags(group) -> None:
+    """The playground's engine flags beside vLLM's (playground.backends.resources says why)."""
+    group.add_argument("--cpu-threads", type=positive_int("--cpu-threads", os.cpu_count() or 1), default=None,
+                       help="OpenMP threads the engine computes with on a CPU (default: every usable core on "
+                            "machines of up to 4 cores, vLLM's own binding on bigger ones; "
+                            "VLLM_CPU_OMP_THREADS_BIND, if set, is left to vLLM). The KV cache is sized from "
+                            "--max-n and --concurrency unless --kv-cache-memory-bytes, --gpu-memory-utilization "
+                            "or VLLM_CPU_KVCACHE_SPACE says otherwise.")
 
 
 def positive_int(name: str, ceiling: int):

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import os
+import signal
 import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
 
 from playground.commands.cli import (
     MAX_N_CEILING,
@@ -15,21 +18,23 @@ from playground.commands.cli import (
 from playground.errors import PlaygroundError
 
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
+DEFAULT_MAX_N = 32
+DEFAULT_CONCURRENCY = 8
 
 
 def add_serve_flags(group) -> None:
     group.add_argument("--host", default="127.0.0.1",
                        help="Address to bind (default 127.0.0.1: only this machine can connect).")
     group.add_argument("--port", type=positive_int("--port", 65535), default=7860, help="Port (default 7860).")
-    group.add_argument("--max-n", type=positive_int("--max-n", MAX_N_CEILING), default=32,
-                       help="Most samples per request (default 32); enforced on the server.")
+    group.add_argument("--max-n", type=positive_int("--max-n", MAX_N_CEILING), default=DEFAULT_MAX_N,
+                       help=f"Most samples per request (default {DEFAULT_MAX_N}); enforced on the server.")
     group.add_argument("--auth", default=os.environ.get("PLAYGROUND_AUTH"),
                        help="user:password required to open the page and call the API "
                             "(or set PLAYGROUND_AUTH). Off by default.")
     group.add_argument("--share", action="store_true",
                        help="Create a public gradio.live link. Off unless asked for.")
-    group.add_argument("--concurrency", type=positive_int("--concurrency", 256), default=8,
-                       help="Runs sampled at once (default 8); the engine batches them.")
+    group.add_argument("--concurrency", type=positive_int("--concurrency", 256), default=DEFAULT_CONCURRENCY,
+                       help=f"Runs sampled at once (default {DEFAULT_CONCURRENCY}); the engine batches them.")
     group.add_argument("--queue-size", type=positive_int("--queue-size", 10_000), default=64,
                        help="Runs that may wait in the queue before new ones are refused (default 64).")
     add_remote_flags(group)
@@ -44,18 +49,39 @@ def parse_auth(value: str | None) -> tuple[str, str] | None:
     return user, password
 
 
+class StartClock:
+    """Each phase of the start, printed as it ends, so a slow start says where its time went."""
+
+    def __init__(self):
+        import psutil
+
+        self.began = psutil.Process().create_time()  # the interpreter's start: imports included
+        self.last = time.time()
+
+    def phase(self, name: str, since: float | None = None) -> None:
+        now = time.time()
+        print(f"start: {name} {now - (self.last if since is None else since):.1f} s "
+              f"(ready in {now - self.began:.1f} s so far)", file=sys.stderr, flush=True)
+        self.last = now
+
+
 def main(argv: list[str]) -> int:
+    clock = StartClock()
+    # `kill` (SIGTERM) ends the app like Ctrl-C: the engine-core process is shut down with it,
+    # rather than left running without its parent.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(128 + signal.SIGTERM))
     parser = PlaygroundParser("python app.py", "Parallel-sampling playground for vLLM.", add_serve_flags)
     args, engine_kwargs = parser.parse(argv)
     auth = parse_auth(args.auth)
     if args.host not in LOOPBACK and auth is None:
         print(f"WARNING: binding to {args.host} without --auth: anyone who can reach this port can use the "
               "engine. Pass --auth user:password (or set PLAYGROUND_AUTH).", file=sys.stderr)
-
-    from playground.ui import build_app, launch_app
+    clock.phase("python and vLLM imports")
 
     host = None
     if args.backend == "openai":
+        from playground.ui import build_app, launch_app
+
         try:
             backend = create_remote_backend(args, max_n=args.max_n)
         except PlaygroundError as e:
@@ -63,13 +89,26 @@ def main(argv: list[str]) -> int:
     else:
         from playground.backends.embedded import EmbeddedBackend
         from playground.backends.engine import EngineHost
+        from playground.backends.resources import Workload
 
-        host = EngineHost.start(args.model, **engine_kwargs)
+        # The engine's processes start on their own cores while this thread imports Gradio.
+        workload = Workload(max_n=args.max_n, concurrency=args.concurrency)
+        with ThreadPoolExecutor(1, thread_name_prefix="engine-start") as pool:
+            began = time.time()
+            starting = pool.submit(EngineHost.start, args.model, workload=workload, **engine_kwargs)
+            from playground.ui import build_app, launch_app
+
+            clock.phase("Gradio imports (while the engine starts)")
+            host = starting.result()
+        clock.phase("engine start (spawn, imports, weights, KV cache)", since=began)
         backend = EmbeddedBackend(host, max_n=args.max_n)
-    demo = build_app(backend)
     try:
+        demo = build_app(backend)
+        clock.phase("page built")
         launch_app(demo, concurrency=args.concurrency, queue_size=args.queue_size, server_name=args.host,
-                   server_port=args.port, share=args.share, auth=auth)
+                   server_port=args.port, share=args.share, auth=auth, prevent_thread_lock=True)
+        clock.phase(f"answering on port {args.port}")
+        demo.block_thread()
     finally:
         if host is not None:
             host.shutdown()

@@ -1,0 +1,222 @@
+"""What a person sees: the app started as a person starts it, and its page in headless Chromium.
+
+``python app.py`` is started with its default flags (the model already prepared) in a process
+group of its own, on a free port. Figures:
+
+- ``start_s``: from launching it to the first HTTP 200 on its port;
+- ``rss_gib``: the resident memory of the app's processes (the app and its engine core, every
+  process it spawned) after the page's runs, each physical page counted once (``app_memory``);
+- per run, in the page's own clock, through Debian's Chromium driven by Playwright (as the
+  browser tests do), a fresh page for each run, the default settings but n, a seed and
+  ``max_tokens`` with ``ignore_eos``:
+  - ``first_visible_s``: from the Run click to the first frame in which a sample column shows text;
+  - ``finished_s``: to the frame in which the run summary says it finished;
+  - ``updates_per_s``: frames in which the columns' text changed, per second of streaming (the
+    UI paces its updates; the goal is under 20);
+  - ``longest_frame_gap_ms``: the longest the page went without a frame while the run was on
+    (a stalled tab paints nothing), and ``long_tasks_ms``, main-thread tasks over 50 ms, summed.
+  The first run is the first the app ever served (``first after start``); the others are warm.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+CHROMIUM_ENV = "PLAYGROUND_CHROMIUM"
+PROMPT = "Once upon a time, in a village at the edge of the sea, there lived an old lighthouse keeper who"
+START_TIMEOUT = 600.0
+RUN_TIMEOUT = 300.0
+
+# Installed in the page before the Run click: watches every animation frame until the run ends.
+WATCH = """(n) => {
+  const columns = () => Array.from({length: n}, (_, i) => document.querySelector(`#sample-${i}-text textarea`));
+  const summary = document.querySelector('#run-summary');
+  const w = window.__bench = {click: 0, first: null, finished: null, changes: [], gap: 0, longTasks: 0};
+  new PerformanceObserver(list => { for (const e of list.getEntries()) w.longTasks += e.duration; })
+    .observe({type: 'longtask'});
+  let previous = null, lastFrame = null;
+  const frame = (now) => {
+    if (lastFrame !== null) w.gap = Math.max(w.gap, now - lastFrame);
+    lastFrame = now;
+    const texts = columns().map(c => c ? c.value : '');
+    const joined = texts.join('\\u0000');
+    if (previous !== null && joined !== previous) w.changes.push(now);
+    previous = joined;
+    if (w.first === null && texts.some(t => t.length)) w.first = now;
+    if (summary && /finished|stopped|error/.test(summary.innerText)) { w.finished = now; return; }
+    requestAnimationFrame(frame);
+  };
+  w.click = performance.now();
+  document.querySelector('#run').click();
+  requestAnimationFrame(frame);
+}"""
+
+
+def chromium_path() -> str | None:
+    path = os.environ.get(CHROMIUM_ENV) or shutil.which("chromium") or "/usr/bin/chromium"
+    return path if Path(path).exists() else None
+
+
+def start_app(port: int, log: Path, extra: list[str] | None = None) -> tuple[subprocess.Popen, float]:
+    """Launch ``python app.py`` and wait until its port answers; returns it and the seconds it took."""
+    import httpx
+
+    root = Path(__file__).resolve().parents[2]
+    started = time.monotonic()
+    with open(log, "wb") as out:
+        proc = subprocess.Popen([sys.executable, str(root / "app.py"), "--port", str(port), *(extra or [])],
+                                cwd=root, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+    deadline = started + START_TIMEOUT
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"python app.py exited with {proc.returncode}: {log.read_text()[-2000:]}")
+        with contextlib.suppress(httpx.HTTPError):
+            if httpx.get(f"http://127.0.0.1:{port}/", timeout=2).status_code == 200:
+                return proc, time.monotonic() - started
+        time.sleep(0.1)  # polling interval
+    stop_app(proc)
+    raise RuntimeError(f"python app.py did not answer within {START_TIMEOUT:.0f} s")
+
+
+def stop_app(proc: subprocess.Popen) -> None:
+    """Ctrl-C to the app's process group (it shuts its engine down), then kill what is left."""
+    if proc.poll() is not None:
+        return
+    os.killpg(proc.pid, signal.SIGINT)
+    try:
+        proc.wait(60)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(30)
+
+
+def app_memory(pid: int) -> dict[str, Any]:
+    """Resident memory (GiB) of a process and every process it spawned: ``rss_gib`` counts each
+    physical page once (shared libraries are mapped by every process of the app; the sum of the
+    processes' RSS, ``rss_sum_gib``, counts them once per process), ``pss_gib`` shares them out."""
+    import psutil
+
+    root = psutil.Process(pid)
+    rss = pss = 0
+    each: dict[str, float] = {}
+    pages: list | None = []
+    for proc in [root, *root.children(recursive=True)]:
+        with contextlib.suppress(psutil.Error):
+            info = proc.memory_full_info()
+            rss, pss = rss + info.rss, pss + getattr(info, "pss", info.rss)
+            name = "app" if proc.pid == pid else proc.name()
+            each[name] = each.get(name, 0.0) + info.rss / 2**30
+            if pages is not None:
+                found = resident_pages(proc.pid)
+                pages = None if found is None else [*pages, found]
+    unique = _count_once(pages) * PAGE / 2**30 if pages else rss / 2**30
+    return {"rss_gib": unique, "rss_sum_gib": rss / 2**30, "pss_gib": pss / 2**30,
+            "rss_gib_by_process": each, "pages_counted_once": pages is not None}
+
+
+PAGE = os.sysconf("SC_PAGE_SIZE")
+
+
+def _count_once(pages: list) -> int:
+    import numpy as np
+
+    return len(np.unique(np.concatenate(pages)))
+
+
+def resident_pages(pid: int):
+    """The physical frames a process has resident (``/proc/PID/pagemap``), or None when the
+    kernel hides them (frame numbers need CAP_SYS_ADMIN: then the sum of RSS is reported)."""
+    import numpy as np
+
+    frames: list[np.ndarray] = []
+    try:
+        with open(f"/proc/{pid}/smaps") as smaps, open(f"/proc/{pid}/pagemap", "rb") as pagemap:
+            start = end = 0
+            for line in smaps:
+                if line[0] in "0123456789abcdef" and "-" in line.split(" ", 1)[0]:
+                    start, end = (int(x, 16) for x in line.split(" ", 1)[0].split("-"))
+                elif line.startswith("Rss:") and int(line.split()[1]) > 0:
+                    pagemap.seek(start // PAGE * 8)
+                    entries = np.frombuffer(pagemap.read((end - start) // PAGE * 8), dtype=np.uint64)
+                    present = entries[(entries >> np.uint64(63)) & np.uint64(1) == 1]
+                    frames.append(present & np.uint64((1 << 55) - 1))
+    except OSError:
+        return None
+    found = np.concatenate(frames) if frames else np.array([], dtype=np.uint64)
+    if len(found) and not found.any():
+        return None  # frame numbers hidden (not root)
+    return found
+
+
+def page_run(browser, url: str, n: int, seed: int, max_tokens: int) -> dict[str, Any]:
+    """One run on a fresh page; the figures of the module's docstring."""
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    try:
+        page.goto(url)
+        page.locator("#prompt textarea").fill(PROMPT)
+        _set_number(page, "n", n)
+        page.locator("#seed textarea, #seed input").first.fill(str(seed))
+        page.get_by_text("Sampler settings").click()
+        _set_number(page, "max-tokens", max_tokens)
+        page.locator("#ignore-eos input").check()
+        page.evaluate(WATCH, n)
+        page.wait_for_function("() => window.__bench.finished !== null", timeout=RUN_TIMEOUT * 1000)
+        w = page.evaluate("() => window.__bench")
+    finally:
+        page.close()
+    changes = [t for t in w["changes"] if w["first"] is not None and t >= w["first"]]
+    streaming = (changes[-1] - changes[0]) / 1000 if len(changes) > 1 else 0.0
+    return {
+        "n": n, "max_tokens": max_tokens,
+        "first_visible_s": (w["first"] - w["click"]) / 1000 if w["first"] is not None else float("nan"),
+        "finished_s": (w["finished"] - w["click"]) / 1000,
+        "updates_per_s": (len(changes) - 1) / streaming if streaming > 0 else float("nan"),
+        "longest_frame_gap_ms": w["gap"], "long_tasks_ms": w["longTasks"],
+    }
+
+
+def _set_number(page, elem_id: str, value: int) -> None:
+    box = page.locator(f"#{elem_id} input[type=number]")
+    box.fill(str(value))
+    box.press("Enter")
+
+
+def measure_app(port: int, out: Path, ns: tuple[int, ...], max_tokens: int, repetitions: int,
+                seed: int) -> dict[str, Any]:
+    """Start the app, run the page (the first run first, then ``repetitions`` warm runs of each
+    n), measure its memory, stop it. Without Chromium, only the start and the memory."""
+    out.mkdir(parents=True, exist_ok=True)
+    proc, start_s = start_app(port, out / "app.log")
+    result: dict[str, Any] = {"start_s": start_s, "runs": []}
+    try:
+        result["memory_started"] = app_memory(proc.pid)
+        chromium = chromium_path()
+        if chromium is None:
+            result["browser"] = f"Chromium not found (install it, or set {CHROMIUM_ENV})"
+        else:
+            from playwright.sync_api import sync_playwright
+
+            with sync_playwright() as p:
+                browser = p.chromium.launch(executable_path=chromium, args=[
+                    "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--no-first-run",
+                    "--disable-component-update", "--disable-sync"])
+                try:
+                    order = [("first after start", ns[0], 0)] + [
+                        ("warm", n, rep) for rep in range(repetitions) for n in ns]
+                    for i, (kind, n, rep) in enumerate(order):
+                        row = page_run(browser, f"http://127.0.0.1:{port}/", n, seed + 1000 * i, max_tokens)
+                        result["runs"].append({"run": kind, "repetition": rep, **row})
+                finally:
+                    browser.close()
+        result["memory"] = app_memory(proc.pid)
+    finally:
+        stop_app(proc)
+    return result
