@@ -21,6 +21,7 @@ ENVIRONMENT = (
     "VLLM_BATCH_INVARIANT",
     "VLLM_ATTENTION_BACKEND",
     "OMP_NUM_THREADS",
+    "OMP_WAIT_POLICY",
     "CUBLAS_WORKSPACE_CONFIG",
     "LD_PRELOAD",
 )
@@ -34,6 +35,10 @@ def engine_conditions(engine) -> dict[str, Any]:
 
     config = engine.vllm_config
     model, cache, scheduler = config.model_config, config.cache_config, config.scheduler_config
+    environment = {name: os.environ.get(name) for name in ENVIRONMENT}
+    plan = getattr(engine, "playground_plan", None)  # the thread layout the engine was started with
+    if plan is not None and plan.cpu is not None:
+        environment |= plan.cpu.environment
     return {
         "model": model.model,
         "dtype": str(model.dtype).removeprefix("torch."),
@@ -49,7 +54,9 @@ def engine_conditions(engine) -> dict[str, Any]:
         "torch_version": torch.__version__,
         "device": "CPU" if current_platform.is_cpu() else current_platform.device_name.upper(),
         "processor": _processor(),
-        "environment": {name: os.environ.get(name) for name in ENVIRONMENT},
+        "cpu_threads": plan.cpu.threads if plan is not None and plan.cpu is not None else None,
+        "executor": config.parallel_config.distributed_executor_backend,
+        "environment": environment,
     }
 
 
