@@ -173,7 +173,7 @@ def test_batch_command_end_to_end(tmp_path):
     command = [sys.executable, "app.py", "batch", str(source), "--out", str(out), "--summary",
                "--n", "2", "--seed", "3", "--max-tokens", "4",
                # engine flags go to vLLM as they are
-               "--max-model-len", "1024", "--gpu-memory-utilization", "0.3"]
+               "--max-model-len", "1024"]
     done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=600)
 
     assert done.returncode == batch.EXIT_LINE_FAILED, done.stderr[-3000:]

@@ -93,7 +93,7 @@ def test_sweep_command_end_to_end(tmp_path):
     out = tmp_path / "sweep.jsonl"
     command_line = [sys.executable, "app.py", "sweep", "--prompt", "Once upon a time", "--param", "temperature",
                     "--values", "0.5", "1.0", "1.5", "--n", "4", "--seed", "7", "--max-tokens", "6",
-                    "--logprobs", "1", "--out", str(out), "--max-model-len", "1024", "--gpu-memory-utilization", "0.3"]
+                    "--logprobs", "1", "--out", str(out), "--max-model-len", "1024"]
     done = subprocess.run(command_line, cwd=ROOT, capture_output=True, text=True, timeout=600)
 
     assert done.returncode == command.EXIT_OK, done.stderr[-3000:]

@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from playground import analysis
+from playground.backends.resources import Workload
 from playground.commands.analyze import extractor_arg
 from playground.commands.cli import MAX_N_CEILING, PlaygroundParser, positive_int, write_atomically
 from playground.errors import EngineUnavailable, InvalidRequest
@@ -250,7 +251,9 @@ def main(argv: list[str] | None = None) -> int:
         from playground.backends.engine import create_sync_engine
         from playground.backends.sync import SyncRunner
 
-        engine = create_sync_engine(args.model, **engine_kwargs)
+        # KV cache for the prompts in flight at once (--max-in-flight), each with up to --max-n samples.
+        engine = create_sync_engine(args.model, workload=Workload(max_n=args.max_n, concurrency=args.max_in_flight),
+                                    **engine_kwargs)
         try:
             runner = SyncRunner(engine, max_n=args.max_n)
             return execute(runner, lines, errors, args.out, args.summary, args.max_in_flight, answer=args.answer)

@@ -17,6 +17,7 @@ import pathlib
 import sys
 from collections.abc import Callable, Sequence
 
+from playground.backends.resources import Workload
 from playground.commands.cli import (
     MAX_N_CEILING,
     PlaygroundParser,
@@ -85,10 +86,8 @@ def build_paths(args, engine_kwargs: dict, front_ends: list[str]) -> tuple[list[
             remote = create_remote_backend(args, max_n=args.max_n)  # RemoteError: a usage error
             closers.append(remote.close)
             paths += qa.backend_paths(remote, "remote")
-        embedded = [f for f in front_ends if f in ("async", "sync")]
-        if len(embedded) == 2 and "gpu_memory_utilization" not in engine_kwargs:
-            # Two engines share the machine: each takes a smaller share than one alone would.
-            engine_kwargs = {**engine_kwargs, "gpu_memory_utilization": 0.3}
+        # Each engine's KV cache is sized to the matrix's work (one cell at a time), so two fit.
+        engine_kwargs = {**engine_kwargs, "workload": Workload(max_n=args.max_n)}
         if "async" in front_ends:
             from playground.backends.embedded import EmbeddedBackend
             from playground.backends.engine import EngineHost

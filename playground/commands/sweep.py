@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from playground import analysis
+from playground.backends.resources import Workload
 from playground.commands.cli import MAX_N_CEILING, PlaygroundParser, positive_int, write_atomically
 from playground.errors import EngineUnavailable, InvalidRequest
 from playground.run import Run
@@ -178,7 +179,7 @@ def main(argv: list[str] | None = None) -> int:
         from playground.backends.engine import create_sync_engine
         from playground.backends.sync import SyncRunner
 
-        engine = create_sync_engine(args.model, **engine_kwargs)
+        engine = create_sync_engine(args.model, workload=Workload(max_n=args.max_n), **engine_kwargs)
         try:
             runner = SyncRunner(engine, max_n=args.max_n)
             try:
