@@ -58,7 +58,7 @@ class QATab:
         self.run_btn.click(self.run, inputs_kwargs=form, outputs=[self.grid, self.report, self.download, self.matrix],
                            concurrency_limit=1, concurrency_id="qa-matrix", api_visibility="private")
         self.grid.select(self.open_cell, [self.matrix, self.h.c.history], [*self.h.outputs(), self.opened],
-                         api_visibility="private")
+                         inputs_kwargs=self.h.controls(), api_visibility="private")
 
     # --- handlers -------------------------------------------------------------------------------
 
@@ -78,14 +78,14 @@ class QATab:
         return (gr.update(value=grid(matrix), column_widths=column_widths(matrix), visible=True), report(matrix),
                 self.export(matrix), matrix)
 
-    async def open_cell(self, matrix: qa.Matrix | None, history, evt: gr.SelectData):
+    async def open_cell(self, matrix: qa.Matrix | None, history, evt: gr.SelectData, **settings):
         """Open the clicked cell's run in the columns and panels (as the History tab does)."""
         cell = cell_at(matrix, evt.index)
         if cell is None:
             return {}  # the output_kind column, or nothing run yet
         if cell.run is None:
             raise gr.Error(f"{cell.label} did not run: {cell.error}")
-        update = await self.h.show(cell.run, history, set_n=True)
+        update = await self.h.show(cell.run, history, set_n=True, settings=settings)
         update[self.opened] = f"Showing **{cell.label}** ({cell.engine}) above: {cell.verdict()}"
         return update
 
