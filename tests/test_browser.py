@@ -84,7 +84,14 @@ def run_to_the_end(page, prompt: str, n: int, seed: int, max_tokens: int) -> lis
     return [page.locator(f"#sample-{i}-text textarea").input_value() for i in range(n)]
 
 
-def test_four_columns_fill_and_the_diff_highlights_tokens(page):
+def picked_columns(page) -> list[int]:
+    return page.evaluate("() => [...document.querySelectorAll('.sample.sample-picked [id$=\"-text\"]')]"
+                         ".map(e => Number(e.id.split('-')[1]))")
+
+
+def test_four_columns_fill_and_the_panels_draw_them(page):
+    """One run, then the panels that read it: the token diff, the Set tab (a click on an answer
+    group's bar marks that group's columns) and the Timing tab's per-child timeline."""
     texts = run_to_the_end(page, "Once upon a time, in a village at the edge of the sea,", n=4, seed=42, max_tokens=24)
     assert all(t.strip() for t in texts), texts
     assert not page.locator("#sample-4-text").is_visible()
@@ -96,12 +103,48 @@ def test_four_columns_fill_and_the_diff_highlights_tokens(page):
     assert marks.count() > 0
     page.screenshot(path=ARTIFACTS / "diff.png", full_page=True)
 
+    page.get_by_role("tab", name="Set").click()
+    page.locator("#set-headline").get_by_text("Majority answer").wait_for(timeout=30_000)
+    assert re.search(r"Majority answer: .+ given by \d of 4 samples", page.locator("#set-headline").inner_text())
+    assert "Vendi score" in page.locator("#set-figures").inner_text()
+    bars = page.locator("#set-groups-chart g.point path")
+    bars.first.wait_for(timeout=30_000)
+    groups = page.evaluate("() => document.querySelector('#set-groups-chart .js-plotly-plot').data[0].customdata")
+    assert sorted(int(i) for g in groups for i in str(g).split(",")) == [0, 1, 2, 3], groups  # each sample once
+    assert picked_columns(page) == []
+    last = len(groups) - 1
+    page.locator("#set-groups-chart").scroll_into_view_if_needed()
+    box = bars.nth(last).bounding_box()
+    # As a person does: point at the bar until Plotly's hover shows it, then click.
+    page.mouse.move(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
+    page.locator("#set-groups-chart .hoverlayer").get_by_text("samples:").wait_for(timeout=10_000)
+    page.mouse.down()
+    page.mouse.up()
+    want = sorted(int(i) for i in str(groups[last]).split(","))
+    page.locator("#set-picked-note").get_by_text("in this group").wait_for(timeout=10_000)
+    page.wait_for_function("(n) => document.querySelectorAll('.sample.sample-picked').length === n",
+                           arg=len(want), timeout=10_000)
+    assert picked_columns(page) == want
+    page.screenshot(path=ARTIFACTS / "set.png", full_page=True)
+
+    page.get_by_role("tab", name="Timing").click()
+    page.wait_for_function("() => (document.querySelector('#child-timeline .gtitle')?.textContent || '')"
+                           ".includes('Per-child timeline')", timeout=30_000)
+    rows, decoded = page.evaluate("() => { const t = document.querySelector('#child-timeline .js-plotly-plot').data"
+                                  ".find(t => t.name === 'decode'); "
+                                  "return [Array.from(t.y), Array.from(t.x).every(x => x > 0)]; }")
+    assert rows == ["#0", "#1", "#2", "#3"] and decoded, rows  # a row per child, and every child decoded
+    page.locator("#child-timeline").scroll_into_view_if_needed()
+    page.screenshot(path=ARTIFACTS / "timing.png", full_page=True)
+
 
 def test_stop_keeps_the_partial_text(page, backend, host):
     start_long_run(page)
     page.wait_for_function(
         "() => (document.querySelector('#sample-0-text textarea')?.value || '').split(' ').length > 6",
         timeout=120_000)
+    # The engine's own count, from the latest event: vLLM counts each of the 4 children, not the parent.
+    page.locator("#run-summary").get_by_text("1 parent → 4 child requests in the engine").wait_for(timeout=10_000)
     page.locator("#stop").click()
     page.locator("#run-summary").get_by_text("stopped").first.wait_for(timeout=30_000)
     partial = page.locator("#sample-0-text textarea").input_value()
@@ -204,6 +247,16 @@ def test_reproducibility_export_and_history_work_on_the_shown_run(page, tmp_path
         page.locator("#download-csv").click()
     tokens = pd.read_csv(download.value.path())
     assert len(tokens) == sum(len(s.token_ids) for s in run.samples)
+    with page.expect_download() as download:
+        page.locator("#download-set-csv").click()
+    answers = pd.read_csv(download.value.path())
+    assert answers["sample"].tolist() == [0, 1, 2] and answers["seed"].tolist() == [7, 8, 9]
+    assert answers["group"].notna().all()  # the whole text, normalised, is every sample's answer
+    with page.expect_download() as download:
+        page.locator("#download-report").click()
+    report = Path(download.value.path()).read_text(encoding="utf-8")
+    assert report.startswith("<!DOCTYPE html>") and run.request["request_id"] in report
+    assert "Plotly.newPlot(" in report and "effective_samples" in report  # the set figures, too
 
     page.get_by_role("tab", name="Reproducibility").click()
     assert not page.locator("#repro-table").is_visible()
@@ -211,12 +264,22 @@ def test_reproducibility_export_and_history_work_on_the_shown_run(page, tmp_path
     page.locator("#replay").click()
     verdict = page.locator("#repro-verdict").get_by_text("Sample 2 (seed 9) replayed alone")
     verdict.wait_for(timeout=60_000)
-    assert re.search(r"replayed alone: (identical|diverged at token \d+)\.", verdict.inner_text())
+    said = page.locator("#repro-verdict").inner_text()
+    assert re.search(r"replayed alone: (identical|diverged at token \d+)\.", said)
+    if "diverged" in said:  # the two records say why: a batch of 3 children against a batch of one
+        assert "Why they may differ" in said and "3 vs 1 samples shared a batch" in said, said
+    else:
+        assert "Why they may differ" not in said
     page.locator("#repro-table").wait_for()
     page.locator("#compare").click()
     verdict = page.locator("#repro-verdict").get_by_text("Wrapper vs native, seed 7")
     verdict.wait_for(timeout=60_000)
-    assert re.search(r"\d of 3 samples identical", verdict.inner_text())
+    said = page.locator("#repro-verdict").inner_text()
+    same = int(re.search(r"(\d) of 3 samples identical", said).group(1))
+    if same < 3:
+        assert "the wrapper's fan-out vs vLLM's own fan-out" in said, said
+    else:
+        assert "Why they may differ" not in said
     table = page.locator("#repro-table").inner_text()
     assert len(re.findall(r"identical|diverged at token \d+", table)) == 3, table  # a verdict per sample
     page.screenshot(path=ARTIFACTS / "reproducibility.png", full_page=True)

@@ -189,22 +189,25 @@ def test_sweep_tab_draws_a_saved_sweep_and_refuses_a_bad_one(tmp_path):
     assert [r.top_p for r in sweep.requests()] == [0.5, 0.9] and sweep.base.output_kind == "DELTA"
 
 
-def test_compare_tab_opens_an_upload_and_compares_two_runs(tmp_path):
+def test_compare_tab_takes_an_opened_file_and_compares_two_runs(tmp_path):
     from playground.ui import compare_panel
+    from playground.ui.opening import read_upload
 
     with gr.Blocks():
         tab = compare_panel.build(tmp_path)
     bad = tmp_path / "bad.jsonl"
     bad.write_text(sweep_runs()[0].to_json() + "\n{\"prompt\": \"hi\"}\n", encoding="utf-8")
     with pytest.raises(gr.Error, match="bad.jsonl, line 2: this is not a run bundle"):
-        tab.open_upload(str(bad), [], [], [])
+        read_upload(str(bad))
     good = tmp_path / "sweep.jsonl"
     good.write_text("".join(r.to_json() + "\n" for r in sweep_runs()), encoding="utf-8")
     history = [make_run([[1, 2, 3]], "run-h")]
-    uploads, a, b, note = tab.open_upload(str(good), history, [], None)
-    assert len(uploads) == 3 and "Opened 3 run(s)" in note
+    update = tab.add(read_upload(str(good)), history, [], None)
+    uploads, a, b = update[tab.uploads], update[tab.a], update[tab.b]
+    assert len(uploads) == 3
     assert a["choices"][0][0].startswith("history · run-h")
-    assert a["value"].startswith("upload:0:") and b["value"].startswith("upload:1:")
+    assert a["value"] == "upload:run-2" and b["value"] == "upload:run-0"
+    assert len(tab.add(read_upload(str(good)), history, uploads, None)[tab.a]["choices"]) == 4, "a run is listed once"
     headline, pairs, changed, figures, columns, report = tab.compare(a["value"], b["value"], history, uploads, None)
     assert "0 of 3 samples identical" in headline and "temperature 1.5 → 0.5" in headline
     assert pairs["value"]["verdict"].tolist() == ["diverged at token 1", "diverged at token 2", "diverged at token 0"]

@@ -1,9 +1,9 @@
-"""The "Compare" tab, and opening saved runs.
+"""The "Compare" tab.
 
-Pick any two runs of this browser session (History, uploaded files, the last sweep): both runs'
+Pick any two runs of this browser session (History, opened files, the last sweep): both runs'
 columns index by index with where sample i of A first parts from sample i of B, the settings that
-differ, and the figures of both side by side. A saved bundle, or a ``batch``/``sweep`` JSONL, can
-be uploaded here; a file that is not one is refused with a sentence and changes nothing.
+differ, and the figures of both side by side. Files are opened in the History tab (opening.py),
+which hands their runs to ``add``.
 
 Declared with ``build()`` inside the page's ``gr.Tabs`` and hooked up with
 ``.wire(history, sweep_runs)`` (the page's History state and the Sweep tab's runs).
@@ -14,13 +14,11 @@ from __future__ import annotations
 import gradio as gr
 
 from playground import analysis
-from playground.bundles import read_runs
-from playground.errors import InvalidBundle
 from playground.run import Run
 
-INTRO = ("Pick two runs of this session (History, uploaded files, the last sweep). With the same base seed, "
-         "sample i has the same seed in both runs, so where they first part is what the difference between "
-         "the runs changed. Or upload a run bundle, or the JSONL that `batch` or `sweep` wrote.")
+INTRO = ("Pick two runs of this session (History, files opened in the History tab, the last sweep). With the "
+         "same base seed, sample i has the same seed in both runs, so where they first part is what the "
+         "difference between the runs changed. Press *Update the lists* after new runs.")
 MAX_UPLOADED = 50  # runs kept per session from uploads; the oldest go first
 PAIR_COLUMNS = ["sample", "seed_a", "seed_b", "tokens_a", "tokens_b", "verdict", "token_a", "token_b", "similarity"]
 
@@ -32,27 +30,17 @@ def build(export_dir, figures: analysis.Figures | None = None) -> CompareTab:
     return CompareTab(export_dir, figures)
 
 
-def read_upload(path: str | None) -> list[Run]:
-    """An uploaded file -> its runs; gr.Error with the reader's sentence (naming the line) for a file
-    that is not bundles, so the handler changes nothing."""
-    if not path:
-        raise gr.Error("Choose a file first: a run bundle (.json) or the JSONL that batch or sweep wrote.")
-    try:
-        runs = read_runs(path)
-    except InvalidBundle as e:
-        raise gr.Error(str(e)) from None
-    if not runs:
-        raise gr.Error("The file holds no run bundle.")
-    return runs
-
-
 def pool(history: list[Run] | None, uploads: list[Run] | None,
          sweep_runs: list[Run] | None) -> dict[str, tuple[str, Run]]:
-    """Every run the session can compare, by a key that stays valid while lists grow: key -> (label, run)."""
-    found = {}
+    """Every run the session can compare, once each (by request id, the first source that holds it),
+    by a key that stays valid while the lists grow and drop their oldest: key -> (label, run)."""
+    found, seen = {}, set()
     for source, runs in (("history", history), ("upload", uploads), ("sweep", sweep_runs)):
-        for k, run in enumerate(runs or []):
-            found[f"{source}:{k}:{run.request.get('request_id')}"] = (label(source, run), run)
+        for run in runs or []:
+            rid = run.request.get("request_id")
+            if rid not in seen:
+                seen.add(rid)
+                found[f"{source}:{rid}"] = (label(source, run), run)
     return found
 
 
@@ -84,15 +72,11 @@ class CompareTab:
         with gr.Tab("Compare", id="compare", elem_id="tab-compare"):
             gr.Markdown(INTRO)
             with gr.Row():
-                self.upload = gr.File(label="Open saved runs", file_types=[".json", ".jsonl"], type="filepath",
-                                      elem_id="upload-runs")
-                with gr.Column():
-                    self.a = gr.Dropdown(choices=[], label="Run A", elem_id="compare-a")
-                    self.b = gr.Dropdown(choices=[], label="Run B", elem_id="compare-b")
-                    with gr.Row():
-                        self.refresh_btn = gr.Button("Update the lists", elem_id="compare-refresh")
-                        self.compare_btn = gr.Button("Compare", variant="primary", elem_id="compare-run")
-            self.note = gr.Markdown(elem_id="upload-note")
+                self.a = gr.Dropdown(choices=[], label="Run A", elem_id="compare-a")
+                self.b = gr.Dropdown(choices=[], label="Run B", elem_id="compare-b")
+            with gr.Row():
+                self.refresh_btn = gr.Button("Update the lists", elem_id="compare-refresh")
+                self.compare_btn = gr.Button("Compare", variant="primary", elem_id="compare-run")
             self.headline = gr.Markdown(elem_id="compare-headline")
             with gr.Row():
                 self.changed = gr.Dataframe(label="Settings that differ", interactive=False, visible=False,
@@ -108,9 +92,6 @@ class CompareTab:
     def wire(self, history: gr.State, sweep_runs: gr.State) -> None:
         """Hook up the events: the sources are the page's History state and the Sweep tab's runs."""
         sources = [history, self.uploads, sweep_runs]
-        # A refused file is a toast; the lists keep their state (no error badge over them).
-        self.upload.upload(self.open_upload, [self.upload, *sources], [self.uploads, self.a, self.b, self.note],
-                           show_progress="hidden", api_visibility="private")
         self.refresh_btn.click(self.refresh, sources, [self.a, self.b], api_visibility="private")
         self.compare_btn.click(self.compare, [self.a, self.b, *sources],
                                [self.headline, self.pairs, self.changed, self.figures, self.columns, self.report],
@@ -118,16 +99,16 @@ class CompareTab:
 
     # --- handlers -------------------------------------------------------------------------------
 
-    def open_upload(self, path, history, uploads, sweep_runs):
-        """Add the file's runs to the session's uploads; with two or more, pick its first two."""
-        runs = read_upload(path)  # gr.Error: nothing changes
+    def add(self, runs: list[Run], history, uploads, sweep_runs) -> dict:
+        """An opened file's runs join the session's uploads; with two or more, A and B are its first two."""
         uploads = [*(uploads or []), *runs][-MAX_UPLOADED:]
         choices = self._choices(history, uploads, sweep_runs)
+        opened = {r.request.get("request_id") for r in runs}
         keys = [key for key, (_, run) in pool(history, uploads, sweep_runs).items()
-                if key.startswith("upload:") and any(run is r for r in runs)]
-        a, b = (keys[0], keys[1]) if len(keys) > 1 else (keys[0], None)
-        note = f"Opened {len(runs)} run(s) from the file: they are in the lists as “upload · …”."
-        return uploads, gr.update(choices=choices, value=a), gr.update(choices=choices, value=b), note
+                if run.request.get("request_id") in opened]
+        a, b = (keys[0], keys[1]) if len(keys) > 1 else (keys[0] if keys else None, None)
+        return {self.uploads: uploads, self.a: gr.update(choices=choices, value=a),
+                self.b: gr.update(choices=choices, value=b)}
 
     def refresh(self, history, uploads, sweep_runs):
         choices = self._choices(history, uploads, sweep_runs)

@@ -3,7 +3,9 @@ their values, all computed by playground.analysis.
 
 A new view of a run is one more Panel: declare its components in the layout (app.py), write a
 function ``Run -> {name: value}`` here, and list the Panel where the page is wired. The run
-handlers, Stop, History and the QA tab then show it for every run without knowing it exists.
+handlers, Stop, History, the QA tab and an opened file then show it for every run without knowing
+it exists. A tab with settings of its own (the Set tab's answer extractor) names them as the
+Panel's ``controls``: every path that shows a run passes their current values to ``values``.
 """
 
 from __future__ import annotations
@@ -38,15 +40,18 @@ class Panel:
     """A tab's components by name, and ``values(run)``: the same names mapped to what they show.
 
     ``live(run)``, when given, is the part worth redrawing while samples stream (figures travel
-    whole, so the page sends them about once a second, not per token).
+    whole, so the page sends them about once a second, not per token). ``controls``: the tab's
+    own settings by name; ``values(run, **settings)`` receives those of them it is given.
     """
 
-    values: Callable[[Run], Values]
+    values: Callable[..., Values]
     components: dict[str, gr.components.Component] = field(default_factory=dict)
     live: Callable[[Run], Values] | None = None
+    controls: dict[str, gr.components.Component] = field(default_factory=dict)
 
-    def show(self, run: Run) -> dict:
-        return self._keyed(self.values(run))
+    def show(self, run: Run, settings: dict | None = None) -> dict:
+        settings = settings or {}
+        return self._keyed(self.values(run, **{k: settings[k] for k in self.controls if k in settings}))
 
     def show_live(self, run: Run) -> dict:
         return self._keyed(self.live(run)) if self.live else {}
@@ -74,7 +79,8 @@ def tree(run: Run) -> Values:
 
 def timing(run: Run) -> Values:
     return {"tokens_over_time": analysis.tokens_over_time_figure(run), "itl": analysis.itl_figure(run),
-            "ttft": analysis.ttft_figure(run), "table": analysis.timing_frame(run).round(3)}
+            "ttft": analysis.ttft_figure(run), "child_timeline": analysis.child_timeline_figure(run),
+            "table": analysis.timing_frame(run).round(3)}
 
 
 def timing_live(run: Run) -> Values:

@@ -23,7 +23,6 @@ from playground.ui.messages import shown
 
 GREEN = "background-color: #dcfce7; color: #14532d"
 RED = "background-color: #fee2e2; color: #7f1d1d"
-SYNC_SHARE = 0.3  # of the machine's memory for the lazily started LLMEngine, beside the app's AsyncLLM
 INTRO = ("Runs the request above under **every output_kind × every path** (our fan-out and vLLM's native "
          "n, on the async AsyncLLM and the sync LLMEngine), **one cell at a time**, and checks each against "
          "the parallel-sampling contract. output_kind and mode above are ignored; keep n and max_tokens small "
@@ -58,7 +57,7 @@ class QATab:
         self.run_btn.click(self.run, inputs_kwargs=form, outputs=[self.grid, self.report, self.download, self.matrix],
                            concurrency_limit=1, concurrency_id="qa-matrix", api_visibility="private")
         self.grid.select(self.open_cell, [self.matrix, self.h.c.history], [*self.h.outputs(), self.opened],
-                         api_visibility="private")
+                         inputs_kwargs=self.h.controls(), api_visibility="private")
 
     # --- handlers -------------------------------------------------------------------------------
 
@@ -78,14 +77,14 @@ class QATab:
         return (gr.update(value=grid(matrix), column_widths=column_widths(matrix), visible=True), report(matrix),
                 self.export(matrix), matrix)
 
-    async def open_cell(self, matrix: qa.Matrix | None, history, evt: gr.SelectData):
+    async def open_cell(self, matrix: qa.Matrix | None, history, evt: gr.SelectData, **settings):
         """Open the clicked cell's run in the columns and panels (as the History tab does)."""
         cell = cell_at(matrix, evt.index)
         if cell is None:
             return {}  # the output_kind column, or nothing run yet
         if cell.run is None:
             raise gr.Error(f"{cell.label} did not run: {cell.error}")
-        update = await self.h.show(cell.run, history, set_n=True)
+        update = await self.h.show(cell.run, history, set_n=True, settings=settings)
         update[self.opened] = f"Showing **{cell.label}** ({cell.engine}) above: {cell.verdict()}"
         return update
 
@@ -117,12 +116,13 @@ class QATab:
 
     def _start_sync(self, model: str) -> None:
         from playground.backends.engine import create_sync_engine
+        from playground.backends.resources import Workload
         from playground.backends.sync import SyncRunner
 
         with self._starting:  # a second caller waits for the first start rather than starting another
             if self.sync_runner is not None:
                 return
-            engine = create_sync_engine(model, gpu_memory_utilization=SYNC_SHARE)
+            engine = create_sync_engine(model, workload=Workload(max_n=self.h.backend.limits.max_n))
             atexit.register(engine.engine_core.shutdown)  # its engine core runs in a process of its own
             self.sync_runner = SyncRunner(engine, max_n=self.h.backend.limits.max_n)
 

@@ -1,11 +1,12 @@
 """The Reproducibility tab: replay one sample alone, or rerun the shown run through the wrapper
-and through vLLM's native n, and say from the token ids whether they came out the same."""
+and through vLLM's native n, and say from the token ids whether they came out the same; when they
+did not, which condition differed between the two runs, read from their two records."""
 
 from __future__ import annotations
 
 import gradio as gr
 
-from playground.analysis import first_divergence
+from playground.analysis import first_divergence, why_different
 from playground.backends.base import record
 from playground.run import Run
 from playground.sampling.request import SampleRequest
@@ -28,11 +29,14 @@ class Repro:
             raise gr.Error(f"Sample i must be between 0 and {run.n - 1}, got {i}")
         original = run.samples[i]
         request = rerun(run, n=1, seed=original.seed, mode="wrapper", output_kind="FINAL_ONLY")
-        replayed = (await complete(self.backend, request)).samples[0]
+        replay = await complete(self.backend, request)
+        replayed = replay.samples[0]
         verdict = compare_tokens(original.token_ids, replayed.token_ids, partial=not original.finished)
         text = (f"**Sample {i} (seed {original.seed}) replayed alone: {verdict}.** "
                 "Alone it runs in a batch of one; seeded sampling can still differ when the batch "
                 "composition changes (floating-point order), so a divergence names its token.")
+        if not verdict.startswith("identical"):
+            text += "\n\n" + why(run, replay, "the run", "the replay")
         table = [[i, original.seed, len(original.token_ids), len(replayed.token_ids), verdict, replayed.text]]
         return text, gr.update(value=table, headers=["sample", "seed", "tokens (run)", "tokens (replay)",
                                                       "verdict", "replayed text"], visible=True)
@@ -48,6 +52,8 @@ class Repro:
         same = sum(r[-1] == "identical" for r in rows)
         text = (f"**Wrapper vs native, seed {run.request.get('seed')}: {same} of {len(rows)} samples identical.** "
                 "Both ran on the same engine one after the other; other users' requests would change the batch.")
+        if same < len(rows):
+            text += "\n\n" + why(wrapper, native, "the wrapper's run", "the native run")
         return text, gr.update(value=rows, headers=["sample", "seed", "wrapper tokens", "native tokens", "verdict"],
                                 visible=True)
 
@@ -65,6 +71,16 @@ async def complete(backend, request: SampleRequest) -> Run:
     except Exception as e:
         raise shown(e) from None
     return run
+
+
+def why(a: Run, b: Run, a_name: str, b_name: str) -> str:
+    """Why two runs of the same seeds may have parted: each condition their records show differed."""
+    reasons = why_different(a, b)
+    if not reasons:
+        return (f"**Why they may differ:** nothing recorded differed between {a_name} and {b_name} (same engine "
+                "conditions, prompt, settings and batch as far as the records tell).")
+    return f"**Why they may differ** ({a_name} vs {b_name}):\n" + "\n".join(
+        f"- {reason[:1].upper()}{reason[1:].rstrip('.')}." for reason in reasons)
 
 
 def compare_tokens(a: list[int], b: list[int], partial: bool = False) -> str:

@@ -19,7 +19,7 @@ from playground.ui.form import request_from_form
 from playground.ui.handlers import Handlers
 from playground.ui.live import LiveRun
 from playground.ui.messages import shown
-from playground.ui.streaming import paced
+from playground.ui.streaming import pace_for, paced
 
 FIGURE_EVERY = 1.0  # seconds between figure refreshes while streaming (figures travel whole)
 BUSY = "A run of this page is still going: press Stop first, or wait for it to finish."
@@ -35,12 +35,13 @@ class Running:
             raise gr.Error(BUSY)
         request = request_from_form(**settings)
         c = self.h.c
-        return {c.live: LiveRun(request), c.summary: "⏳ waiting for a free slot…",
+        return {c.live: LiveRun(request), c.summary: "⏳ waiting for a free slot…", **self.h.highlight(()),
                 **{header: f"**#{i}** · waiting" for i, header in enumerate(c.headers[:request.n])},
                 **{text: "" for text in c.texts[:request.n]}}
 
-    async def run(self, live: LiveRun | None, history: list | None):
-        """Stream the run into the columns; panels refresh about once a second and at the end."""
+    async def run(self, live: LiveRun | None, history: list | None, **settings):
+        """Stream the run into the columns; panels refresh about once a second and at the end
+        (``settings``: the panels' own controls, for the end)."""
         if live is None or live.stopped:  # Stop came first; it has shown the run stopped
             yield {}
             return
@@ -50,7 +51,7 @@ class Running:
         run: Run | None = None
         try:
             # aclosing: a closed tab or a cancelled event stops the LiveRun now, not when collected.
-            async with contextlib.aclosing(paced(live.follow(self.h.backend))) as snapshots:
+            async with contextlib.aclosing(paced(live.follow(self.h.backend), interval=pace_for(live.request.n))) as snapshots:
                 async for snapshot in snapshots:
                     run = snapshot or run  # None: a heartbeat, so a closed tab is noticed
                     if run is None or run.finished:
@@ -65,9 +66,9 @@ class Running:
         except Exception as e:
             raise shown(e) from None
         if live.run is not None:
-            yield await self.h.show(live.run, history)
+            yield await self.h.show(live.run, history, settings=settings)
 
-    async def stop(self, live: LiveRun | None, current: Run | None, history: list | None) -> dict:
+    async def stop(self, live: LiveRun | None, current: Run | None, history: list | None, **settings) -> dict:
         """End this session's run at any moment and show it as it stands (every child aborted)."""
         if live is None:
             return {}
@@ -80,4 +81,4 @@ class Running:
                     **{header: f"**#{i}** · ■ stopped" for i, header in enumerate(c.headers[:live.request.n])}}
         if current is not None and current.request.get("request_id") == run.request.get("request_id"):
             return {}  # it had finished and is on screen already
-        return await self.h.show(run, history)
+        return await self.h.show(run, history, settings=settings)

@@ -17,7 +17,9 @@ the sampling model: a page must not make the server load models), and the tab of
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 
 import gradio as gr
 import pandas as pd
@@ -28,6 +30,7 @@ from playground.analysis import InvalidExtractor, SetFigures
 from playground.analysis.figures import message_figure
 from playground.backends.embeddings import EmbeddingModelError, load_embedder
 from playground.run import Run
+from playground.ui.panels import Panel
 
 INTRO = ("What the n samples say **together**: which answer most of them give (self-consistency: the majority "
          "answer and its vote share), how spread the answers are (entropy in bits: 0 when all agree), and how "
@@ -134,10 +137,14 @@ def headline(figures: SetFigures) -> str:
 
 class SetTab:
     """The tab's components, declared in the current ``gr.Tabs``. ``embedding_model``: the model
-    the app was started with for grouping by meaning, or None (the tab then does not offer it)."""
+    the app was started with for grouping by meaning, or None (the tab then does not offer it).
+
+    On the page the tab is a Panel (``panel()``): every path that shows a run draws it, with the
+    tab's controls as they stand; ``wire`` redraws it when a control changes."""
 
     def __init__(self, embedding_model: str | None = None):
         self.embedding_model = embedding_model
+        self.csv, self.export_dir = None, None  # the Export tab's "Set figures (CSV)", once attached
         with gr.Tab("Set", id="set", elem_id="tab-set"):
             gr.Markdown(INTRO)
             with gr.Row():
@@ -158,22 +165,50 @@ class SetTab:
             self.groups = gr.Dataframe(label="Answer groups", interactive=False, wrap=True, elem_id="set-groups")
             self.picked = gr.Textbox(visible="hidden", elem_id="set-picked")  # written by CLICK_JS
 
+    def export_to(self, button, export_dir) -> None:
+        """Write the per-sample answers and groups as CSV for ``button`` (a DownloadButton) with
+        every drawing, so the file follows the extractor on screen."""
+        self.csv, self.export_dir = button, Path(export_dir)
+
+    def controls(self) -> dict:
+        """The controls by the name ``named_values`` takes them under."""
+        return {"answer": self.extractor, "pattern": self.pattern, "by_meaning": self.by_meaning,
+                "meaning_similarity": self.similarity}
+
     def inputs(self) -> list:
         """The controls, in ``values``' argument order after the run."""
-        return [self.extractor, self.pattern, self.by_meaning, self.similarity]
+        return list(self.controls().values())
+
+    def components(self) -> dict:
+        shown = {"headline": self.headline, "chart": self.chart, "figures": self.figures, "groups": self.groups,
+                 "picked_note": self.picked_note}
+        return {**shown, "csv": self.csv} if self.csv is not None else shown
 
     def outputs(self) -> list:
-        return [self.headline, self.chart, self.figures, self.groups, self.picked_note]
+        return list(self.components().values())
+
+    def panel(self) -> Panel:
+        return Panel(self.named_values, self.components(), controls=self.controls())
+
+    def named_values(self, run: Run, answer=None, pattern=None, by_meaning=False, meaning_similarity=None) -> dict:
+        """{component name: value} for ``run`` read with the controls' values."""
+        model = self.embedding_model if by_meaning else None
+        shown = set_values(run, extractor_spec(answer, pattern), model,
+                           float(meaning_similarity) if meaning_similarity is not None else analysis.DEFAULT_SIMILARITY)
+        named = {"headline": shown.headline, "chart": shown.chart, "figures": shown.figures, "groups": shown.groups,
+                 "picked_note": ""}
+        if self.csv is not None:
+            path = self.export_dir / f"{run.request.get('request_id', 'run')}-set.csv"
+            shown.samples.to_csv(path, index=False)
+            named["csv"] = str(path)
+        return named
 
     def values(self, run: Run | None, choice=None, pattern=None, by_meaning=False, similarity=None) -> dict:
         """{component: value} for ``run`` (nothing when there is no run yet)."""
         if run is None:
             return {}
-        model = self.embedding_model if by_meaning else None
-        shown = set_values(run, extractor_spec(choice, pattern), model,
-                           float(similarity) if similarity is not None else analysis.DEFAULT_SIMILARITY)
-        return {self.headline: shown.headline, self.chart: shown.chart, self.figures: shown.figures,
-                self.groups: shown.groups, self.picked_note: ""}
+        named = self.named_values(run, choice, pattern, by_meaning, similarity)
+        return {self.components()[name]: value for name, value in named.items()}
 
     def pick(self, run: Run | None, text: str | None) -> str:
         """What a bar click says: the samples of the clicked group."""
@@ -184,14 +219,23 @@ class SetTab:
         return (f"**{len(indices)} sample(s) in this group:** "
                 + ", ".join(f"#{i} (seed {seeds.get(i)})" for i in indices))
 
-    def wire(self, current) -> None:
+    def wire(self, current, columns: list | None = None,
+             highlight: Callable[[list[int]], dict] | None = None) -> None:
         """Redraw on a change of the controls and say which samples a clicked bar holds; ``current``
-        is the page's State holding the shown Run. (Drawing after a run, and highlighting the
-        clicked samples' columns, is the page's: chain ``values`` after the run and listen to
-        ``picked.change``.)"""
+        is the page's State holding the shown Run. With ``columns`` and ``highlight`` (indices ->
+        {column: update}), a click also marks the group's sample columns. (Drawing after a run is
+        the page's: the tab is one of its panels.)"""
         for trigger in (self.extractor.change, self.pattern.submit, self.by_meaning.change, self.similarity.release):
             trigger(self.values, [current, *self.inputs()], self.outputs(), api_visibility="private")
-        self.picked.change(self.pick, [current, self.picked], self.picked_note, api_visibility="private")
+        if highlight is None:
+            self.picked.change(self.pick, [current, self.picked], self.picked_note, api_visibility="private")
+            return
+
+        def pick_and_highlight(run: Run | None, text: str | None) -> dict:
+            return {self.picked_note: self.pick(run, text), **highlight(picked_indices(text) if run else [])}
+
+        self.picked.change(pick_and_highlight, [current, self.picked], [self.picked_note, *columns],
+                           api_visibility="private")
 
 
 def _sentence(text: str) -> str:

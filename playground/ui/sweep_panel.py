@@ -2,13 +2,14 @@
 another, with the grid (rows: values, columns: sample indices) and the chart of the figures against
 the value filling in as each run finishes. Stop ends the sweep and keeps the runs that finished.
 
-Declared with ``build(h)`` inside the page's ``gr.Tabs``, hooked up with ``.wire(settings)`` once
+Declared with ``build(h)`` inside the page's ``gr.Tabs``, hooked up with ``.wire(form)`` once
 the page's handlers are bound (as the QA tab is). ``show(runs)`` draws any list of runs of one
-sweep, e.g. a sweep JSONL someone uploaded.
+sweep, e.g. a sweep JSONL someone opened.
 """
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import AsyncIterator
 
@@ -19,7 +20,9 @@ from playground.backends.base import record
 from playground.errors import InvalidRequest
 from playground.run import Run
 from playground.sampling.sweep import MAX_SWEEP_VALUES, SWEEP_PARAMS, SweepRequest
-from playground.ui.handlers import SETTING_NAMES, Handlers, _from_ui, _shown
+from playground.ui.form import request_from_form
+from playground.ui.handlers import Handlers
+from playground.ui.messages import shown
 from playground.ui.streaming import paced
 
 INTRO = ("Runs the request above once per value of one setting (or once per base seed), **one run after "
@@ -30,7 +33,7 @@ HIDDEN_COLUMNS = ["position", "param", "request_id"]  # the row's label says the
 
 
 def build(h: Handlers, figures: analysis.Figures | None = None, chart: list[str] | None = None) -> SweepTab:
-    """Declare the tab in the current ``gr.Tabs``; call ``.wire(settings)`` once ``h`` is bound.
+    """Declare the tab in the current ``gr.Tabs``; call ``.wire(form)`` once ``h`` is bound.
     ``figures``: extra per-run figures for the table and chart (the set figures); ``chart``: the
     figures to draw (default: every numeric one)."""
     return SweepTab(h, figures, chart)
@@ -49,11 +52,13 @@ async def stream_sweep(backend, sweep: SweepRequest,
     finished: list[Run] = []
     for position, request in enumerate(sweep.requests()):
         run = None
-        async for snapshot in paced(record(backend, request), interval=interval):
-            if snapshot is not None:
-                run = sweep.mark(snapshot, position)
-            if run is not None and not run.finished:
-                yield finished, run
+        # aclosing: a stopped sweep aborts the run in progress now, not when it is collected.
+        async with contextlib.aclosing(paced(record(backend, request), interval=interval)) as snapshots:
+            async for snapshot in snapshots:
+                if snapshot is not None:
+                    run = sweep.mark(snapshot, position)
+                if run is not None and not run.finished:
+                    yield finished, run
         if run is not None:
             finished = [*finished, run]  # a new list: the caller may hold the previous one
             yield finished, None
@@ -84,35 +89,35 @@ class SweepTab:
     def outputs(self) -> list:
         return [self.status, self.grid, self.chart, self.table, self.report, self.bundles, self.runs]
 
-    def wire(self, settings: list) -> None:
-        """Hook up the events; ``settings`` are the run form's inputs, in SETTING_NAMES order."""
+    def wire(self, form: dict) -> None:
+        """Hook up the events; ``form`` is the run form's components by SampleRequest field name."""
         # One sweep at a time on the engine: the runs should share the engine with as little as possible.
-        event = self.run_btn.click(self.run, [*settings, self.param, self.values], self.outputs(),
+        event = self.run_btn.click(self.run, [self.param, self.values], self.outputs(), inputs_kwargs=form,
                                    concurrency_limit=1, concurrency_id="sweep", api_visibility="private")
         self.stop_btn.click(None, None, None, cancels=[event], api_visibility="private").then(
             self.stopped, [self.runs], self.outputs(), api_visibility="private")
 
     # --- handlers -------------------------------------------------------------------------------
 
-    async def run(self, *inputs):
-        """Run the sweep; each value's row fills as its run finishes."""
-        *settings, param, values = inputs
-        sweep = sweep_from_ui(dict(zip(SETTING_NAMES, settings)), param, values, self.h.backend.limits)
+    async def run(self, param, values, **settings):
+        """Run the sweep (the page's form as ``settings``); each value's row fills as its run finishes."""
+        sweep = sweep_from_ui(settings, param, values, self.h.backend.limits)
         started = time.monotonic()
         yield {self.status: f"⏳ starting a sweep of {len(sweep.values)} {sweep.param} values…",
                self.grid: "", self.chart: None, self.runs: [], self.table: gr.update(visible=False)}
         try:
-            async for finished, live in stream_sweep(self.h.backend, sweep):
-                if live is not None:
-                    tokens = sum(len(s.token_ids) for s in live.samples)
-                    yield {self.status: f"● {sweep.param}={live.request['sweep']['value']} (value "
-                                        f"{len(finished) + 1} of {len(sweep.values)}): {tokens} tokens · "
-                                        f"{time.monotonic() - started:.0f} s",
-                           self.grid: analysis.grid_html([*finished, live])}
-                else:
-                    yield {**self.show(finished, final=len(finished) == len(sweep.values)), self.runs: finished}
+            async with contextlib.aclosing(stream_sweep(self.h.backend, sweep)) as stream:
+                async for finished, live in stream:
+                    if live is not None:
+                        tokens = sum(len(s.token_ids) for s in live.samples)
+                        yield {self.status: f"● {sweep.param}={live.request['sweep']['value']} (value "
+                                            f"{len(finished) + 1} of {len(sweep.values)}): {tokens} tokens · "
+                                            f"{time.monotonic() - started:.0f} s",
+                               self.grid: analysis.grid_html([*finished, live])}
+                    else:
+                        yield {**self.show(finished, final=len(finished) == len(sweep.values)), self.runs: finished}
         except Exception as e:
-            raise _shown(e) from None
+            raise shown(e) from None
 
     async def stopped(self, runs: list[Run] | None) -> dict:
         """After Stop: the runs that finished, as they are (the one in progress was aborted)."""
@@ -141,8 +146,9 @@ class SweepTab:
 
 
 def sweep_from_ui(settings: dict, param, values, limits) -> SweepRequest:
-    """The page's form and the sweep's two boxes -> a checked SweepRequest, or gr.Error (a sentence)."""
-    base = _from_ui(settings)
+    """The page's form (by field name) and the sweep's two boxes -> a checked SweepRequest, or
+    gr.Error (a sentence)."""
+    base = request_from_form(**settings)
     try:
         sweep = SweepRequest.of(base, param or "", values or "")
         sweep.check(limits)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import html
 
+from playground.analysis import other_requests
 from playground.run import Run, Sample
 
 
@@ -37,9 +38,24 @@ def run_summary(run: Run) -> str:
     text = (f"{state} · `{req.get('request_id', '')}` · n={run.n} · {req.get('mode')} · "
             f"{req.get('output_kind')} · {tokens} tokens in {elapsed:.2f} s"
             f"{f' ({tokens / elapsed:.1f} tok/s)' if elapsed > 0 else ''} · {len(run.events)} events · {seeds}")
+    if run.status == "running":
+        text += engine_requests_note(run)
     if run.status == "error" and run.error:
         text += f"\n\n{run.error}"
     return text
+
+
+def engine_requests_note(run: Run) -> str:
+    """What the engine holds for the run as it streams, from the latest event's count: vLLM counts
+    each child as a request of its own (the parent is not one), on both the wrapper's and its own
+    fan-out; requests of other runs are told apart by ``other_requests``."""
+    counts = [e.engine_requests for e in run.events if e.engine_requests is not None]
+    if not counts:
+        return ""
+    others = other_requests(run) or 0
+    beside = f", up to {others} of other runs beside them" if others else ""
+    return (f" · 1 parent → {run.n} child request{'s' if run.n != 1 else ''} in the engine "
+            f"({counts[-1]} in flight there now{beside})")
 
 
 def waiting_summary(run: Run, elapsed: float) -> str:

@@ -1,0 +1,100 @@
+"""The Sweep tab and opening saved runs, in a real headless Chromium on the real engine.
+
+One small sweep (2 values, n=2, a few tokens) is the only engine time: its JSONL download is then
+opened in a fresh page, alone and one line of it, so the page shows saved runs without running
+anything, and a malformed file is refused with a sentence while the page stays as it was.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from playground.run import Run
+from tests.test_browser import ARTIFACTS, browser, open_sampler_settings, set_slider  # noqa: F401  (fixture)
+
+
+def fresh_page(browser, app_url):  # noqa: F811
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    page.goto(app_url)
+    page.locator("#prompt textarea").wait_for()
+    return page
+
+
+def open_file(page, path: Path) -> None:
+    page.get_by_role("tab", name="History").click()
+    page.locator("#upload-runs input[type=file]").set_input_files(str(path))
+
+
+def columns(page, n: int) -> list[str]:
+    return [page.locator(f"#sample-{i}-text textarea").input_value() for i in range(n)]
+
+
+def test_a_sweep_fills_its_grid_and_chart_and_its_file_opens_without_the_engine(
+        browser, app_url, backend, host, tmp_path):  # noqa: F811
+    page = fresh_page(browser, app_url)
+    try:
+        page.locator("#prompt textarea").fill("The sea is")
+        set_slider(page, "n", 2)
+        page.locator("#seed textarea, #seed input").first.fill("3")
+        open_sampler_settings(page)
+        set_slider(page, "max-tokens", 6)
+        page.get_by_role("tab", name="Sweep").click()
+        page.locator("#sweep-values textarea, #sweep-values input").first.fill("0.5 1.5")
+        page.locator("#sweep-run").click()
+        page.locator("#sweep-status").get_by_text("✔ finished · 2 of 2 temperature values").wait_for(timeout=120_000)
+        grid = page.locator("#sweep-grid").inner_text()
+        assert "temperature=0.5" in grid and "temperature=1.5" in grid and "seed 4" in grid, grid
+        page.locator("#sweep-chart .js-plotly-plot").wait_for(timeout=30_000)
+        charted = page.evaluate("() => document.querySelector('#sweep-chart .js-plotly-plot').data"
+                                ".map(t => [t.name, t.x.length])")
+        names = [name for name, _ in charted]
+        assert {"distinct_2", "effective_samples", "similarity"} <= set(names), names  # the set figures
+        assert all(points == 2 for _, points in charted), charted  # one point per value
+        page.screenshot(path=ARTIFACTS / "sweep.png", full_page=True)
+        with page.expect_download() as download:
+            page.locator("#sweep-bundles").click()
+        lines = Path(download.value.path()).read_text(encoding="utf-8").splitlines()
+    finally:
+        page.close()
+    runs = [Run.from_json(line) for line in lines]
+    assert [r.request["temperature"] for r in runs] == [0.5, 1.5]
+    sweep_file, one_file, bad_file = tmp_path / "sweep.jsonl", tmp_path / "one.json", tmp_path / "bad.jsonl"
+    sweep_file.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    one_file.write_text(json.dumps(json.loads(lines[1]), indent=1), encoding="utf-8")  # as the page exports one
+    bad_file.write_text(lines[0] + "\n" + json.dumps({"prompt": "hi"}) + "\n", encoding="utf-8")
+
+    page = fresh_page(browser, app_url)
+    try:
+        # A file with one line that is not a bundle: a sentence naming it, and nothing on the page changes.
+        open_file(page, bad_file)
+        page.locator(".toast-body").get_by_text("bad.jsonl, line 2: this is not a run bundle").wait_for(timeout=30_000)
+        page.locator("#upload-runs input[type=file]").wait_for(state="attached", timeout=10_000)  # emptied
+        assert columns(page, 2) == ["", ""]
+        assert page.locator("#run-summary [data-testid=markdown]").inner_text().strip() == ""
+        assert page.locator("#n input[type=number]").input_value() == "4"
+
+        # One saved run: the columns and every panel show it, and the engine ran nothing.
+        open_file(page, one_file)
+        page.locator("#upload-note").get_by_text("Opened one.json").wait_for(timeout=30_000)
+        assert columns(page, 2) == [s.text for s in runs[1].samples]
+        assert runs[1].request["request_id"] in page.locator("#run-summary").inner_text()
+        page.get_by_role("tab", name="Set").click()
+        page.locator("#set-headline").get_by_text("Majority answer").wait_for(timeout=10_000)
+        page.get_by_role("tab", name="Timing").click()
+        page.wait_for_function("() => (document.querySelector('#child-timeline .gtitle')?.textContent || '')"
+                               ".includes('Per-child timeline')", timeout=30_000)
+        page.get_by_role("tab", name="Diff").click()
+        page.locator("#diff-view .diff-row").first.wait_for(timeout=10_000)
+        assert host.run(backend.num_unfinished()) == 0
+
+        # The whole sweep: the Sweep tab draws it, and the Compare tab can pick its runs.
+        open_file(page, sweep_file)
+        page.locator("#sweep-status").get_by_text("✔ finished · 2 of 2 temperature values").wait_for(timeout=30_000)
+        assert "temperature=1.5" in page.locator("#sweep-grid").inner_text()
+        page.get_by_role("tab", name="Compare").click()
+        page.locator("#compare-run").click()
+        page.locator("#compare-headline").get_by_text("samples identical").wait_for(timeout=30_000)
+        assert "temperature 0.5 → 1.5" in page.locator("#compare-headline").inner_text()
+    finally:
+        page.close()
