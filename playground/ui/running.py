@@ -51,7 +51,8 @@ class Running:
         run: Run | None = None
         try:
             # aclosing: a closed tab or a cancelled event stops the LiveRun now, not when collected.
-            async with contextlib.aclosing(paced(live.follow(self.h.backend), interval=pace_for(live.request.n))) as snapshots:
+            stream = paced(live.follow(self.h.backend), interval=pace_for(live.request.n))
+            async with contextlib.aclosing(stream) as snapshots:
                 async for snapshot in snapshots:
                     run = snapshot or run  # None: a heartbeat, so a closed tab is noticed
                     if run is None or run.finished:
