@@ -62,7 +62,8 @@ def test_phases_and_the_child_timeline():
     assert row.last_token_at == pytest.approx(0.16)
     assert frame.iloc[1].isna()["queued_at"], "a child the engine did not report stays empty"
     figure = A.child_timeline_figure(r)
-    assert list(figure.data[0].base)[0] == pytest.approx(0.01) and list(figure.data[2].x)[0] == pytest.approx(0.1)
+    # In milliseconds, the axis of the token arrivals.
+    assert list(figure.data[0].base)[0] == pytest.approx(10) and list(figure.data[2].x)[0] == pytest.approx(100)
     remote = run()
     assert "not known on this backend" in A.child_timeline_figure(remote).layout.annotations[0].text
 

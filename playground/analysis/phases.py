@@ -50,19 +50,20 @@ def child_timeline_figure(run: Run) -> go.Figure:
         return message_figure(title, "the engine's per-request timings are not known on this backend "
                                      "(a remote server), or the run has not reached the engine yet")
     rows = [f"#{int(s)}" for s in frame["sample"]]
+    ms = frame[PHASE_COLUMNS[2:]] * 1000  # milliseconds, the axis of "Tokens received over time"
     fig = go.Figure()
-    starts = {"queued": frame["queued_at"], "prefill": frame["scheduled_at"], "decode": frame["first_token_at"]}
+    starts = {"queued": ms["queued_at"], "prefill": ms["scheduled_at"], "decode": ms["first_token_at"]}
     for name, column, color in PHASES:
-        hover = [f"sample {int(r.sample)}: {name} {getattr(r, column) * 1000:.1f} ms from "
-                 f"{start * 1000:.1f} ms" if pd.notna(getattr(r, column)) and pd.notna(start) else ""
-                 for r, start in zip(frame.itertuples(), starts[name])]
-        fig.add_trace(go.Bar(y=rows, x=frame[column], base=starts[name], orientation="h", name=name,
+        hover = [f"sample {int(sample)}: {name} {length:.1f} ms from {start:.1f} ms"
+                 if pd.notna(length) and pd.notna(start) else ""
+                 for sample, length, start in zip(frame["sample"], ms[column], starts[name])]
+        fig.add_trace(go.Bar(y=rows, x=ms[column], base=starts[name], orientation="h", name=name,
                              marker_color=color, hovertext=hover, hoverinfo="text"))
     for column, symbol, label in (("first_arrival", "triangle-right", "first token received"),
                                   ("last_arrival", "line-ns-open", "last token received")):
-        fig.add_trace(go.Scatter(y=rows, x=frame[column], mode="markers", name=label,
+        fig.add_trace(go.Scatter(y=rows, x=ms[column], mode="markers", name=label,
                                  marker={"symbol": symbol, "size": 10, "color": "#111827"}))
-    fig.update_layout(title=title, barmode="overlay", xaxis={"title": "seconds since the run started",
+    fig.update_layout(title=title, barmode="overlay", xaxis={"title": "ms since the run started",
                                                              "rangemode": "tozero"},
                       yaxis={"autorange": "reversed", "type": "category"},
                       height=height_for(run.n, per_row=22, minimum=300))

@@ -79,6 +79,9 @@ def why_different(a: Run, b: Run) -> list[str]:
     batch = _batch_reason(a, b)
     if batch:
         reasons.append(batch)
+    if other_requests(a) is None or other_requests(b) is None:
+        reasons.append("the engine's load was not recorded for both runs (a remote server, or an older bundle), "
+                       "so other requests in the batch cannot be ruled out")
     return reasons
 
 
@@ -89,10 +92,7 @@ def _batch_reason(a: Run, b: Run) -> str | None:
     if a.n != b.n:
         parts.append(f"{a.n} vs {b.n} samples shared a batch")
     others_a, others_b = other_requests(a), other_requests(b)
-    if others_a is None or others_b is None:
-        if others_a != others_b or others_a is None:
-            parts.append("the engine's load was not recorded for both runs")
-    elif others_a or others_b:
+    if others_a is not None and others_b is not None and (others_a or others_b):
         parts.append(f"other requests were in flight on the engine (up to {others_a} beside the first run, "
                      f"{others_b} beside the second)")
     if a.request.get("mode") != b.request.get("mode"):
