@@ -65,6 +65,21 @@ def test_sweep_table_one_row_per_value_in_order_with_min_and_max_across_samples(
     assert table["extra"].tolist() == [30, 30, 30] and table["seeds"].tolist() == ["10…12"] * 3
 
 
+def test_a_chosen_extractor_adds_each_values_majority_answer_and_vote_share():
+    extra = A.with_answers(lambda run: {"extra": 1}, "normalized")
+    table = A.sweep_table(sweep_runs(), extra)
+    # 0.5: two of three say "The sea is calm"; 1.0 and 1.5: three different texts (a tie: sample 0's).
+    assert table["majority"].tolist() == ["the sea is calm", "the sea is calm", "the grey is calm"]
+    assert table["majority_tied"].tolist() == [False, True, True] and table["extra"].tolist() == [1, 1, 1]
+    assert table["vote_share"].tolist() == pytest.approx([2 / 3, 1 / 3, 1 / 3])
+    assert "vote_share" in [t.name for t in A.sweep_chart(sweep_runs(), extra).data]
+    nothing = A.sweep_table(sweep_runs(), A.with_answers(None, "last-number"))
+    assert nothing["majority"].isna().all() and nothing["vote_share"].isna().all()  # no number in any sample
+    assert A.with_answers(None, None) is None
+    with pytest.raises(A.InvalidExtractor, match=r"\(\["):
+        A.with_answers(None, "regex:([")  # refused when chosen, before a run is read
+
+
 def test_sweep_chart_draws_each_figure_against_the_value_with_whiskers():
     fig = A.sweep_chart(sweep_runs(), figures=lambda run: {"vendi": float(run.n), "vendi_min": 1.0,
                                                            "vendi_max": 3.0})

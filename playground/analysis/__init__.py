@@ -81,6 +81,7 @@ from playground.analysis.sweep import (
     sweep_info,
     sweep_order,
     sweep_table,
+    with_answers,
 )
 from playground.analysis.timing import itl_figure, itl_frame, timing_frame, tokens_over_time_figure, ttft_figure
 from playground.analysis.tokens import PARTIAL, pieces, visible
@@ -113,7 +114,7 @@ __all__ = [
     "SET_COLUMNS", "GROUP_COLUMNS", "SAMPLE_COLUMNS", "SetFigures", "set_figures", "set_frame", "samples_frame",
     "figures_table", "groups_frame",
     "answer_groups_figure",
-    "Cell", "Figures", "run_figures", "set_figures_hook", "all_figures", "sweep_info", "sweep_order", "sweep_table",
+    "Cell", "Figures", "run_figures", "set_figures_hook", "with_answers", "all_figures", "sweep_info", "sweep_order", "sweep_table",
     "sweep_chart",
     "sweep_grid", "grid_frame", "grid_html",
     "pair_frame", "settings_diff", "figures_side_by_side", "comparison_html",

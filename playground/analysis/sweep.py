@@ -20,7 +20,7 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from playground.analysis.answers import Extractor
+from playground.analysis.answers import Answers, Extractor, group_answers, parse_extractor
 from playground.analysis.diff import first_divergence, identical_groups
 from playground.analysis.figures import message_figure
 from playground.analysis.sample_set import set_figures
@@ -93,10 +93,30 @@ def set_figures_hook(extractor: Extractor | str | None = None) -> Figures:
         row = {"distinct_2": d.distinct_2, "effective_samples": d.vendi, "similarity": d.similarity_mean,
                "similarity_min": d.similarity_min, "similarity_max": d.similarity_max}
         if extractor is not None:
-            row["vote_share"] = found.answers.vote_share
+            row.update(answer_row(found.answers))
         return row
 
     return figures
+
+
+def answer_row(answers: Answers) -> dict:
+    """The majority answer and its vote share (self-consistency), as a sweep's table shows them;
+    ``majority_tied``: another answer is as common (the majority is the earliest sample's)."""
+    return {"majority": answers.majority.answer if answers.majority else None, "majority_tied": answers.tied,
+            "vote_share": answers.vote_share}
+
+
+def with_answers(figures: Figures | None, extractor: Extractor | str | None) -> Figures | None:
+    """``figures`` plus the majority answer and its vote share read by ``extractor`` (nothing more
+    when it is None). A bad extractor raises InvalidExtractor here, before any run is read."""
+    if extractor is None:
+        return figures
+    extractor = extractor if isinstance(extractor, Extractor) else parse_extractor(extractor)
+
+    def joined(run: Run) -> dict:
+        return {**(figures(run) if figures else {}), **answer_row(group_answers(run, extractor))}
+
+    return joined
 
 
 def all_figures(run: Run, figures: Figures | None = None) -> dict:
