@@ -51,6 +51,14 @@ def test_a_sweep_fills_its_grid_and_chart_and_its_file_opens_without_the_engine(
         names = [name for name, _ in charted]
         assert {"distinct_2", "effective_samples", "similarity"} <= set(names), names  # the set figures
         assert all(points == 2 for _, points in charted), charted  # one point per value
+        # Answers read by first line: the chart gains the majority's vote share, without running again.
+        page.locator("#sweep-answer input").click()
+        page.get_by_role("option", name="first-line").click()
+        page.wait_for_function("() => { const gd = document.querySelector('#sweep-chart .js-plotly-plot'); "
+                               "return gd && gd.data.some(t => t.name === 'vote_share'); }", timeout=30_000)
+        shares = page.evaluate("() => Array.from(document.querySelector('#sweep-chart .js-plotly-plot')"
+                               "._fullData.find(t => t.name === 'vote_share').y)")  # decoded (data: base64)
+        assert len(shares) == 2 and all(0.5 <= share <= 1.0 for share in shares), shares  # n=2: 1 or 2 agree
         page.screenshot(path=ARTIFACTS / "sweep.png", full_page=True)
         with page.expect_download() as download:
             page.locator("#sweep-bundles").click()

@@ -13,6 +13,7 @@ from pathlib import Path
 import gradio as gr
 import pytest
 
+from playground.analysis import parse_extractor
 from playground.commands import sweep as command
 from playground.errors import InvalidRequest
 from playground.run import Run
@@ -74,11 +75,15 @@ def test_command_line_refuses_before_an_engine_starts(capsys):
         ("seed", ["--values", *map(str, range(1, 14))], "a sweep runs at most 12 values"),
         ("temperature", ["--values", "0.5", "1.0", "--n", "40"], "n must be between 1 and 32 (--max-n), got 40"),
         ("temperature", ["--values", "0.5", "1.0", "--temperature", "0.5"], "leave out --temperature"),
+        ("temperature", ["--values", "0.5", "--answer", "regex:("], "--answer: the pattern '(' does not compile"),
     ):
         with pytest.raises(SystemExit) as caught:
             command.main(["--prompt", "Hi", "--param", param, *argv])
         assert caught.value.code == command.EXIT_USAGE
         assert said in capsys.readouterr().err
+    # --answer's column: a long majority is cut, a tie is said, a set without answers too.
+    assert command.majority_cell("x" * 50, True) == "(tie) " + "x" * 33 + "…"
+    assert (command.majority_cell("blue", False), command.majority_cell(None, False)) == ("blue", "(no answer)")
     # vLLM's parser reads "-0.5" as a dotted config flag; the values reach the sweep whole.
     parser = command.build_parser()
     args, _ = parser.parse(command.join_values(["--prompt", "Hi", "--param", "presence_penalty",
@@ -93,7 +98,7 @@ def test_sweep_command_end_to_end(tmp_path):
     out = tmp_path / "sweep.jsonl"
     command_line = [sys.executable, "app.py", "sweep", "--prompt", "Once upon a time", "--param", "temperature",
                     "--values", "0.5", "1.0", "1.5", "--n", "4", "--seed", "7", "--max-tokens", "6",
-                    "--logprobs", "1", "--out", str(out), "--max-model-len", "1024"]
+                    "--logprobs", "1", "--out", str(out), "--max-model-len", "1024", "--answer", "first-line"]
     done = subprocess.run(command_line, cwd=ROOT, capture_output=True, text=True, timeout=600)
 
     assert done.returncode == command.EXIT_OK, done.stderr[-3000:]
@@ -108,6 +113,8 @@ def test_sweep_command_end_to_end(tmp_path):
     assert "wrote 3 of 3 run(s)" in done.stderr and "base seed 7" in done.stderr
     table = done.stdout.splitlines()
     assert table[0].split()[:3] == ["temperature", "status", "seeds"] and len(table) == 4
+    assert table[0].split()[-2:] == ["majority", "vote_share"]  # --answer: each value's majority answer
+    assert table == command.summary_frame(runs, parse_extractor("first-line")).to_string(index=False).splitlines()
     assert sorted(os.listdir(tmp_path)) == ["sweep.jsonl"]  # no temp file left
 
 
@@ -179,6 +186,17 @@ def test_sweep_tab_draws_a_saved_sweep_and_refuses_a_bad_one(tmp_path):
     assert Path(update[tab.report]).read_text(encoding="utf-8").count("Plotly.newPlot(") == 4
     assert len(Path(update[tab.bundles]).read_text(encoding="utf-8").splitlines()) == 3
     assert tab.show(sweep_runs()[:1], stopped=True)[tab.status].startswith("■ stopped · 1 of 3")
+    # Answers read another way redraw the runs at hand: the majority's vote share joins the chart.
+    redrawn = asyncio.run(tab.redraw(sweep_runs(), "normalized", ""))
+    assert set(redrawn) == {tab.chart, tab.table, tab.report}
+    assert [t.name for t in redrawn[tab.chart].data] == ["distinct_samples", "vendi", "vote_share"]
+    assert redrawn[tab.table]["value"]["vote_share"].tolist() == [0.667, 0.333, 0.333]
+    assert redrawn[tab.table]["value"]["vendi"].tolist() == [2.5] * 3  # the tab's own figures stay
+    assert "vote_share" in Path(redrawn[tab.report]).read_text(encoding="utf-8")
+    assert asyncio.run(tab.redraw([], "normalized", "")) == {}
+    with pytest.raises(gr.Error, match="the pattern 'no group' has 0 groups"):
+        asyncio.run(tab.redraw(sweep_runs(), "regex", "no group"))
+    assert "vote_share" not in tab.show(sweep_runs())[tab.table]["value"]  # "none": no answers read
     settings = {"prompt": "Hi", "use_chat_template": False, "n": 4, "seed": "", "output_kind": "DELTA",
                 "mode": "wrapper", "temperature": 1.0, "top_p": 1.0, "top_k": 0, "min_p": 0.0, "max_tokens": 8,
                 "presence_penalty": 0.0, "frequency_penalty": 0.0, "repetition_penalty": 1.0, "stop": "",

@@ -32,6 +32,7 @@ from pathlib import Path
 
 from playground import analysis
 from playground.analysis import Extractor, InvalidExtractor, SetFigures
+from playground.analysis.tokens import truncate
 from playground.backends.embeddings import Embedder, EmbeddingModelError, load_embedder
 from playground.bundles import BundleError, Located, read_bundles
 from playground.commands.cli import write_atomically
@@ -39,6 +40,7 @@ from playground.errors import InvalidBundle
 
 EXIT_OK, EXIT_SKIPPED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 PROMPT_CHARS = 32
+ANSWER_CHARS = 40  # a majority answer in a one-line summary
 
 
 def where(bundle: Located | BundleError) -> str:
@@ -97,12 +99,11 @@ def describe(bundle: Located, figures: SetFigures) -> str:
     """The bundle's figures on one line."""
     run, a, d = bundle.run, figures.answers, figures.diversity
     prompt = " ".join(str(run.request.get("prompt", "")).split())
-    prompt = prompt if len(prompt) <= PROMPT_CHARS else prompt[:PROMPT_CHARS - 1] + "…"
+    prompt = truncate(prompt, PROMPT_CHARS)
     status = "" if run.status == "finished" else f" ({run.status})"
     head = f"{where(bundle)} {json.dumps(prompt, ensure_ascii=False)} n={run.n}{status}"
     if a.majority:
-        majority = json.dumps(a.majority.answer if len(a.majority.answer) <= 40 else a.majority.answer[:39] + "…",
-                              ensure_ascii=False)
+        majority = json.dumps(truncate(a.majority.answer, ANSWER_CHARS), ensure_ascii=False)
         answers = (f"{len(a.groups)} answer(s) ({a.extractor}), majority {majority} {a.majority.size}/{a.n} "
                    f"({a.vote_share:.0%}{', tied' if a.tied else ''}), entropy {a.entropy:.2f} bits")
     else:

@@ -3,6 +3,7 @@
     python app.py sweep --prompt "Once upon a time" --param temperature --values 0.3 0.7 1.0 1.3 \\
         --n 8 --seed 1 --out sweep.jsonl
     python app.py sweep --prompt "Name a colour:" --param seed --values 1 100 1000 --n 4
+    python app.py sweep --prompt "What is 17 * 23?" --param temperature --values 0.3 1.0 --n 8 --answer last-number
 
 One full run per value (temperature, top_p, top_k, min_p, repetition_penalty, presence_penalty,
 frequency_penalty; or ``--param seed``: a list of base seeds), all with the same prompt, n and base
@@ -12,7 +13,8 @@ drawn for the whole sweep (and recorded).
 
 Each output line is a run bundle (``Run.to_json()``), in the order of the values; its
 ``request.sweep`` says which sweep it belongs to (param, value, position, values). Without
-``--out`` the bundles go to stdout and the summary table to stderr. ``python app.py analyze --html``
+``--out`` the bundles go to stdout and the summary table to stderr. With ``--answer`` the table has
+each value's majority answer and its vote share (self-consistency). ``python app.py analyze --html``
 (or the page's upload) turns the file into a report.
 
 At most 12 values, and n up to --max-n. Ctrl-C aborts the run in progress and writes the runs that
@@ -33,7 +35,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from playground import analysis
+from playground.analysis.tokens import truncate
 from playground.backends.resources import Workload
+from playground.commands.analyze import ANSWER_CHARS, extractor_arg
 from playground.commands.cli import MAX_N_CEILING, PlaygroundParser, positive_int, write_atomically
 from playground.errors import EngineUnavailable, InvalidRequest
 from playground.run import Run
@@ -65,6 +69,9 @@ def build_parser() -> PlaygroundParser:
                            help="Write the run bundles here (atomically), not to stdout.")
         group.add_argument("--max-n", type=positive_int("--max-n", MAX_N_CEILING), default=32,
                            help="Most samples per run (default 32).")
+        group.add_argument("--answer", type=extractor_arg, default=None, metavar="EXTRACTOR",
+                           help="Add each value's majority answer and vote share to the table, answers read as: "
+                                "normalized, first-line, last-number, boxed or regex:PATTERN (one group).")
 
     parser = PlaygroundParser("python app.py sweep", __doc__, add_own, sampling=True)
     parser.parser.formatter_class = argparse.RawDescriptionHelpFormatter  # keep the doc's layout
@@ -126,16 +133,28 @@ def run_sweep(runner, sweep: SweepRequest, progress: bool = True) -> SweepResult
     return result
 
 
-def summary_frame(runs: list[Run]):
-    """Per value: the run's status, seeds, tokens, mean length and probability, distinct samples."""
-    table = analysis.sweep_table(runs)
+def summary_frame(runs: list[Run], answer: analysis.Extractor | None = None):
+    """Per value: the run's status, seeds, tokens, mean length and probability, distinct samples;
+    with ``answer``, the majority answer and its vote share."""
+    table = analysis.sweep_table(runs, analysis.with_answers(None, answer))
     if table.empty:
         return table
-    table = table.reindex(columns=SUMMARY_COLUMNS)
-    return table.round({"mean_tokens": 1, "mean_prob": 3}).rename(columns={"value": runs[0].request["sweep"]["param"]})
+    if answer is not None:
+        table["majority"] = [majority_cell(a, tied) for a, tied in zip(table["majority"], table["majority_tied"])]
+    table = table.reindex(columns=SUMMARY_COLUMNS + (["majority", "vote_share"] if answer is not None else []))
+    table = table.round({"mean_tokens": 1, "mean_prob": 3, "vote_share": 2})
+    return table.rename(columns={"value": runs[0].request["sweep"]["param"]})
 
 
-def execute(runner, sweep: SweepRequest, out: Path | None = None, progress: bool = True) -> int:
+def majority_cell(answer: str | None, tied: bool) -> str:
+    """The majority answer in a table cell: cut to fit, "(tie)" when another is as common."""
+    if answer is None:
+        return "(no answer)"
+    return f"(tie) {truncate(answer, ANSWER_CHARS - 6)}" if tied else truncate(answer, ANSWER_CHARS)
+
+
+def execute(runner, sweep: SweepRequest, out: Path | None = None, progress: bool = True,
+            answer: analysis.Extractor | None = None) -> int:
     """Run the sweep, write the bundles of the runs that finished, print the summary, and return
     the exit status."""
     result = run_sweep(runner, sweep, progress)
@@ -152,7 +171,7 @@ def execute(runner, sweep: SweepRequest, out: Path | None = None, progress: bool
     print(f"wrote {len(result.runs)} of {len(sweep.values)} run(s){where} ({seeds})", file=sys.stderr)
     if result.runs:
         # Beside bundles on stdout the table would break the JSONL, so it goes to stderr then.
-        print(summary_frame(result.runs).to_string(index=False), file=sys.stdout if out else sys.stderr)
+        print(summary_frame(result.runs, answer).to_string(index=False), file=sys.stdout if out else sys.stderr)
     if result.interrupted:
         print(f"interrupted: {len(sweep.values) - len(result.runs) - len(result.refused)} value(s) did not run or "
               "were aborted", file=sys.stderr)
@@ -187,7 +206,7 @@ def main(argv: list[str] | None = None) -> int:
             except InvalidRequest as e:
                 print(f"error: {e}", file=sys.stderr)
                 return EXIT_USAGE
-            return execute(runner, sweep, args.out)
+            return execute(runner, sweep, args.out, answer=args.answer)
         finally:
             engine.engine_core.shutdown()  # the engine core runs in a process of its own
     except KeyboardInterrupt:

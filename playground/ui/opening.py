@@ -57,12 +57,15 @@ class Opener:
         # way the box is emptied for the next file: the note (or the toast) names the one just read.
         # (Gradio 6.31 runs a .then() only after a success, so the emptying follows both outcomes.)
         opened = self.upload.upload(self.open, [self.upload, c.history, self.compare.uploads, self.sweep.runs],
-                                    outputs, inputs_kwargs=self.h.controls(), show_progress="hidden",
+                                    outputs, inputs_kwargs={**self.h.controls(), "sweep_answer": self.sweep.answer,
+                                                            "sweep_pattern": self.sweep.pattern},
+                                    show_progress="hidden",
                                     api_visibility="private")
         for after in (opened.success, opened.failure):
             after(lambda: None, None, self.upload, show_progress="hidden", api_visibility="private")
 
-    async def open(self, path, history, uploads, sweep_runs, **settings) -> dict:
+    async def open(self, path, history, uploads, sweep_runs, sweep_answer=None, sweep_pattern=None,
+                   **settings) -> dict:
         runs = read_upload(path)  # gr.Error: nothing changes
         most = len(self.h.c.texts)
         if any(run.n > most for run in runs):
@@ -72,11 +75,12 @@ class Opener:
         sweep = is_sweep(runs)
         if sweep:
             runs = analysis.sweep_order(runs)
+            figures = self.sweep.figures_for(sweep_answer, sweep_pattern)  # gr.Error: nothing changes
         for run in runs[:-1]:
             history = remember(history or [], run)
         update = await self.h.show(runs[-1], history, set_n=True, settings=settings)
         if sweep:
-            update.update({**self.sweep.show(runs), self.sweep.runs: runs, self.tabs: gr.update(selected="sweep")})
+            update.update({**self.sweep.show(runs, figures=figures), self.sweep.runs: runs, self.tabs: gr.update(selected="sweep")})
         update.update(self.compare.add(runs, update[self.h.c.history], uploads,
                                        runs if sweep else sweep_runs))
         update[self.note] = note(runs, sweep, path)

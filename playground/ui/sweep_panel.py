@@ -23,6 +23,7 @@ from playground.sampling.sweep import MAX_SWEEP_VALUES, SWEEP_PARAMS, SweepReque
 from playground.ui.form import request_from_form
 from playground.ui.handlers import Handlers
 from playground.ui.messages import shown
+from playground.ui.set_panel import extractor_spec
 from playground.ui.streaming import paced
 
 INTRO = ("Runs the request above once per value of one setting (or once per base seed), **one run after "
@@ -30,6 +31,8 @@ INTRO = ("Runs the request above once per value of one setting (or once per base
          f"comes from the setting. At most {MAX_SWEEP_VALUES} values; n and max_tokens come from above. Other "
          "runs on the engine at the same time change the batch, and with it seeded tokens.")
 HIDDEN_COLUMNS = ["position", "param", "request_id"]  # the row's label says them
+NO_ANSWER = "none"
+ANSWER_CHOICES = [NO_ANSWER, *analysis.EXTRACTORS]
 
 
 def build(h: Handlers, figures: analysis.Figures | None = None, chart: list[str] | None = None) -> SweepTab:
@@ -76,6 +79,12 @@ class SweepTab:
                                          elem_id="sweep-values")
                 self.run_btn = gr.Button("Run the sweep", variant="primary", elem_id="sweep-run")
                 self.stop_btn = gr.Button("Stop", variant="stop", elem_id="sweep-stop")
+            with gr.Row():
+                # How answers are read for the majority's vote share (self-consistency) per value.
+                self.answer = gr.Dropdown(ANSWER_CHOICES, value=NO_ANSWER, label="Chart the majority answer, read as",
+                                          elem_id="sweep-answer")
+                self.pattern = gr.Textbox(label="Pattern (regular expression, one group)", elem_id="sweep-pattern",
+                                          placeholder="answer is (\\w+)")
             self.status = gr.Markdown(elem_id="sweep-status")
             self.grid = gr.HTML(elem_id="sweep-grid")
             self.chart = gr.Plot(label="Figures against the value", elem_id="sweep-chart")
@@ -89,19 +98,28 @@ class SweepTab:
     def outputs(self) -> list:
         return [self.status, self.grid, self.chart, self.table, self.report, self.bundles, self.runs]
 
+    def answer_controls(self) -> list:
+        return [self.answer, self.pattern]
+
     def wire(self, form: dict) -> None:
         """Hook up the events; ``form`` is the run form's components by SampleRequest field name."""
         # One sweep at a time on the engine: the runs should share the engine with as little as possible.
-        event = self.run_btn.click(self.run, [self.param, self.values], self.outputs(), inputs_kwargs=form,
-                                   concurrency_limit=1, concurrency_id="sweep", api_visibility="private")
+        event = self.run_btn.click(self.run, [self.param, self.values, *self.answer_controls()], self.outputs(),
+                                   inputs_kwargs=form, concurrency_limit=1, concurrency_id="sweep",
+                                   api_visibility="private")
         self.stop_btn.click(None, None, None, cancels=[event], api_visibility="private").then(
-            self.stopped, [self.runs], self.outputs(), api_visibility="private")
+            self.stopped, [self.runs, *self.answer_controls()], self.outputs(), api_visibility="private")
+        # Another way of reading answers redraws the runs at hand; nothing runs again.
+        for trigger in (self.answer.change, self.pattern.submit):
+            trigger(self.redraw, [self.runs, *self.answer_controls()], [self.chart, self.table, self.report],
+                    api_visibility="private")
 
     # --- handlers -------------------------------------------------------------------------------
 
-    async def run(self, param, values, **settings):
+    async def run(self, param, values, answer=None, pattern=None, **settings):
         """Run the sweep (the page's form as ``settings``); each value's row fills as its run finishes."""
         sweep = sweep_from_ui(settings, param, values, self.h.backend.limits)
+        figures = self.figures_for(answer, pattern)  # a bad pattern is refused before anything runs
         started = time.monotonic()
         yield {self.status: f"⏳ starting a sweep of {len(sweep.values)} {sweep.param} values…",
                self.grid: "", self.chart: None, self.runs: [], self.table: gr.update(visible=False)}
@@ -115,32 +133,54 @@ class SweepTab:
                                             f"{time.monotonic() - started:.0f} s",
                                self.grid: analysis.grid_html([*finished, live])}
                     else:
-                        yield {**self.show(finished, final=len(finished) == len(sweep.values)), self.runs: finished}
+                        yield {**self.show(finished, final=len(finished) == len(sweep.values), figures=figures),
+                               self.runs: finished}
         except Exception as e:
             raise shown(e) from None
 
-    async def stopped(self, runs: list[Run] | None) -> dict:
+    async def stopped(self, runs: list[Run] | None, answer=None, pattern=None) -> dict:
         """After Stop: the runs that finished, as they are (the one in progress was aborted)."""
-        return self.show(runs or [], stopped=True)
+        return self.show(runs or [], stopped=True, figures=self.figures_for(answer, pattern))
+
+    async def redraw(self, runs: list[Run] | None, answer=None, pattern=None) -> dict:
+        """The chart, table and report of the runs at hand, with answers read the new way."""
+        if not runs:
+            return {}
+        update = self.show(runs, figures=self.figures_for(answer, pattern))
+        return {c: update[c] for c in (self.chart, self.table, self.report)}
+
+    def figures_for(self, answer: str | None, pattern: str | None) -> analysis.Figures | None:
+        """The tab's figures, plus the majority answer's vote share when an extractor is chosen;
+        gr.Error (a sentence naming the pattern) for one that cannot work."""
+        if not answer or answer == NO_ANSWER:
+            return self.figures
+        try:
+            return analysis.with_answers(self.figures, extractor_spec(answer, pattern))
+        except analysis.InvalidExtractor as e:
+            raise gr.Error(str(e)) from None
 
     # --- drawing --------------------------------------------------------------------------------
 
-    def show(self, runs: list[Run], final: bool = True, stopped: bool = False) -> dict:
-        """The tab's components for ``runs`` (of one sweep); ``final`` also writes the downloads."""
+    def show(self, runs: list[Run], final: bool = True, stopped: bool = False,
+             figures: analysis.Figures | None = None) -> dict:
+        """The tab's components for ``runs`` (of one sweep); ``final`` also writes the downloads.
+        ``figures``: default the tab's own (no answers read)."""
+        figures = figures or self.figures
+        names = [*self.chart_names, "vote_share"] if self.chart_names is not None else None
         update = {self.status: status(runs, stopped), self.grid: analysis.grid_html(runs),
-                  self.chart: analysis.sweep_chart(runs, self.figures, self.chart_names) if runs else None}
+                  self.chart: analysis.sweep_chart(runs, figures, names) if runs else None}
         if runs:
-            table = analysis.sweep_table(runs, self.figures)
+            table = analysis.sweep_table(runs, figures)
             table = table.drop(columns=[c for c in HIDDEN_COLUMNS if c in table]).round(3)
             update[self.table] = gr.update(value=table, visible=True)
         if final and runs:
-            update[self.report], update[self.bundles] = self.export(runs)
+            update[self.report], update[self.bundles] = self.export(runs, figures)
         return update
 
-    def export(self, runs: list[Run]) -> tuple[str, str]:
+    def export(self, runs: list[Run], figures: analysis.Figures | None = None) -> tuple[str, str]:
         stem = self.h.export_dir / f"sweep-{runs[0].request.get('request_id', 'run')}"
         report, bundles = stem.with_suffix(".html"), stem.with_suffix(".jsonl")
-        report.write_text(analysis.sweep_report(runs, self.figures), encoding="utf-8")
+        report.write_text(analysis.sweep_report(runs, figures or self.figures), encoding="utf-8")
         bundles.write_text("".join(run.to_json() + "\n" for run in runs), encoding="utf-8")
         return str(report), str(bundles)
 
