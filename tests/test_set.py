@@ -253,16 +253,17 @@ def test_batch_summary_has_the_set_figures():
 
 def test_set_tab_values_and_a_bar_click():
     from playground.ui import set_panel
+    from playground.ui.answers import extractor_spec
 
-    shown = set_panel.set_values(TWO_GROUPS, set_panel.extractor_spec("last-number", "ignored"))
+    shown = set_panel.set_values(TWO_GROUPS, extractor_spec("last-number", "ignored"))
     assert "**Majority answer: `12`** given by 3 of 5 samples: vote share **60%**" in shown.headline
     assert list(shown.chart.data[0].customdata) == ["0,1,2", "3,4"]
     assert shown.groups["size"].tolist() == [3, 2] and shown.samples["group"].tolist() == [1, 1, 1, 2, 2]
 
-    bad = set_panel.set_values(TWO_GROUPS, set_panel.extractor_spec("regex", r"\d+"))
+    bad = set_panel.set_values(TWO_GROUPS, extractor_spec("regex", r"\d+"))
     assert bad.set_figures is None and "has 0 groups" in bad.headline
     assert bad.groups.empty and not bad.figures.empty  # the diversity does not depend on the extractor
-    assert set_panel.extractor_spec("regex", r"is (\d+)") == r"regex:is (\d+)"
+    assert extractor_spec("regex", r"is (\d+)") == r"regex:is (\d+)"
     assert set_panel.picked_indices("3,4@1718000000000") == [3, 4] and set_panel.picked_indices("junk") == []
 
 

@@ -232,5 +232,12 @@ def test_compare_tab_takes_an_opened_file_and_compares_two_runs(tmp_path):
     assert "compare-sample-2" in columns and Path(report).exists()
     assert changed["value"].to_dict("records") == [{"setting": "temperature", "A": "1.5", "B": "0.5"}]
     assert figures["value"].set_index("figure").loc["distinct_samples", "A"] == 3
+    assert "vote_share" not in figures["value"]["figure"].tolist()  # "none": no answers read
+    answered = tab.compare(a["value"], b["value"], history, uploads, None, "normalized", "")[3]["value"]
+    by_figure = answered.set_index("figure")
+    assert by_figure.loc["majority", "A"] == "the grey is calm" and by_figure.loc["majority", "B"] == "the sea is calm"
+    assert by_figure.loc["vote_share", "B - A"] == pytest.approx(0.333, abs=1e-3)
+    with pytest.raises(gr.Error, match="the pattern 'x' has 0 groups"):
+        tab.compare(a["value"], b["value"], history, uploads, None, "regex", "x")
     with pytest.raises(gr.Error, match="Pick two runs first"):
         tab.compare(None, b["value"], history, uploads, None)

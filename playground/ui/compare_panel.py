@@ -15,6 +15,7 @@ import gradio as gr
 
 from playground import analysis
 from playground.run import Run
+from playground.ui.answers import optional_controls, with_chosen_answers
 
 INTRO = ("Pick two runs of this session (History, files opened in the History tab, the last sweep). With the "
          "same base seed, sample i has the same seed in both runs, so where they first part is what the "
@@ -77,6 +78,8 @@ class CompareTab:
             with gr.Row():
                 self.refresh_btn = gr.Button("Update the lists", elem_id="compare-refresh")
                 self.compare_btn = gr.Button("Compare", variant="primary", elem_id="compare-run")
+            with gr.Row():
+                self.answer, self.pattern = optional_controls("Compare the majority answers too, read as", "compare")
             self.headline = gr.Markdown(elem_id="compare-headline")
             with gr.Row():
                 self.changed = gr.Dataframe(label="Settings that differ", interactive=False, visible=False,
@@ -93,7 +96,7 @@ class CompareTab:
         """Hook up the events: the sources are the page's History state and the Sweep tab's runs."""
         sources = [history, self.uploads, sweep_runs]
         self.refresh_btn.click(self.refresh, sources, [self.a, self.b], api_visibility="private")
-        self.compare_btn.click(self.compare, [self.a, self.b, *sources],
+        self.compare_btn.click(self.compare, [self.a, self.b, *sources, self.answer, self.pattern],
                                [self.headline, self.pairs, self.changed, self.figures, self.columns, self.report],
                                api_visibility="private")
 
@@ -114,18 +117,19 @@ class CompareTab:
         choices = self._choices(history, uploads, sweep_runs)
         return gr.update(choices=choices), gr.update(choices=choices)
 
-    def compare(self, a_key, b_key, history, uploads, sweep_runs):
+    def compare(self, a_key, b_key, history, uploads, sweep_runs, answer=None, pattern=None):
         runs = pool(history, uploads, sweep_runs)
         if a_key not in runs or b_key not in runs:
             raise gr.Error("Pick two runs first (Update the lists, then choose A and B).")
         a, b = runs[a_key][1], runs[b_key][1]
-        headline, pairs, changed, figures, columns = comparison(a, b, self.extra_figures)
+        extra = with_chosen_answers(self.extra_figures, answer, pattern)  # gr.Error: a pattern that cannot work
+        headline, pairs, changed, figures, columns = comparison(a, b, extra)
         return (headline, gr.update(value=pairs, visible=True), gr.update(value=changed, visible=not changed.empty),
-                gr.update(value=figures, visible=True), columns, self.export(a, b))
+                gr.update(value=figures, visible=True), columns, self.export(a, b, extra))
 
-    def export(self, a: Run, b: Run) -> str:
+    def export(self, a: Run, b: Run, figures: analysis.Figures | None = None) -> str:
         path = self.export_dir / f"compare-{a.request.get('request_id')}-{b.request.get('request_id')}.html"
-        path.write_text(analysis.comparison_report(a, b, self.extra_figures), encoding="utf-8")
+        path.write_text(analysis.comparison_report(a, b, figures), encoding="utf-8")
         return str(path)
 
     @staticmethod

@@ -30,6 +30,7 @@ from playground.analysis import InvalidExtractor, SetFigures
 from playground.analysis.figures import message_figure
 from playground.backends.embeddings import EmbeddingModelError, load_embedder
 from playground.run import Run
+from playground.ui.answers import PATTERN_EXAMPLE, PATTERN_LABEL, extractor_spec
 from playground.ui.panels import Panel
 
 INTRO = ("What the n samples say **together**: which answer most of them give (self-consistency: the majority "
@@ -57,12 +58,6 @@ CLICK_JS = """
   attach();
 }
 """
-
-
-def extractor_spec(choice: str | None, pattern: str | None) -> str:
-    """The extractor the tab's controls name: ``regex:PATTERN`` for the regex, else the choice."""
-    choice = choice or analysis.DEFAULT_EXTRACTOR
-    return f"regex:{pattern or ''}" if choice == "regex" else choice
 
 
 def picked_indices(text: str | None) -> list[int]:
@@ -150,8 +145,7 @@ class SetTab:
             with gr.Row():
                 self.extractor = gr.Radio(CHOICES, value=analysis.DEFAULT_EXTRACTOR, label="Answer",
                                           elem_id="set-extractor")
-                self.pattern = gr.Textbox(label="Pattern (regular expression, one group)", elem_id="set-pattern",
-                                          placeholder="answer is (\\w+)")
+                self.pattern = gr.Textbox(label=PATTERN_LABEL, elem_id="set-pattern", placeholder=PATTERN_EXAMPLE)
             with gr.Row(visible=embedding_model is not None):
                 self.by_meaning = gr.Checkbox(value=False, label=f"Also group by meaning ({embedding_model})",
                                               elem_id="set-by-meaning")

@@ -20,10 +20,10 @@ from playground.backends.base import record
 from playground.errors import InvalidRequest
 from playground.run import Run
 from playground.sampling.sweep import MAX_SWEEP_VALUES, SWEEP_PARAMS, SweepRequest
+from playground.ui.answers import optional_controls, with_chosen_answers
 from playground.ui.form import request_from_form
 from playground.ui.handlers import Handlers
 from playground.ui.messages import shown
-from playground.ui.set_panel import extractor_spec
 from playground.ui.streaming import paced
 
 INTRO = ("Runs the request above once per value of one setting (or once per base seed), **one run after "
@@ -31,8 +31,6 @@ INTRO = ("Runs the request above once per value of one setting (or once per base
          f"comes from the setting. At most {MAX_SWEEP_VALUES} values; n and max_tokens come from above. Other "
          "runs on the engine at the same time change the batch, and with it seeded tokens.")
 HIDDEN_COLUMNS = ["position", "param", "request_id"]  # the row's label says them
-NO_ANSWER = "none"
-ANSWER_CHOICES = [NO_ANSWER, *analysis.EXTRACTORS]
 
 
 def build(h: Handlers, figures: analysis.Figures | None = None, chart: list[str] | None = None) -> SweepTab:
@@ -81,10 +79,7 @@ class SweepTab:
                 self.stop_btn = gr.Button("Stop", variant="stop", elem_id="sweep-stop")
             with gr.Row():
                 # How answers are read for the majority's vote share (self-consistency) per value.
-                self.answer = gr.Dropdown(ANSWER_CHOICES, value=NO_ANSWER, label="Chart the majority answer, read as",
-                                          elem_id="sweep-answer")
-                self.pattern = gr.Textbox(label="Pattern (regular expression, one group)", elem_id="sweep-pattern",
-                                          placeholder="answer is (\\w+)")
+                self.answer, self.pattern = optional_controls("Chart the majority answer, read as", "sweep")
             self.status = gr.Markdown(elem_id="sweep-status")
             self.grid = gr.HTML(elem_id="sweep-grid")
             self.chart = gr.Plot(label="Figures against the value", elem_id="sweep-chart")
@@ -150,14 +145,8 @@ class SweepTab:
         return {c: update[c] for c in (self.chart, self.table, self.report)}
 
     def figures_for(self, answer: str | None, pattern: str | None) -> analysis.Figures | None:
-        """The tab's figures, plus the majority answer's vote share when an extractor is chosen;
-        gr.Error (a sentence naming the pattern) for one that cannot work."""
-        if not answer or answer == NO_ANSWER:
-            return self.figures
-        try:
-            return analysis.with_answers(self.figures, extractor_spec(answer, pattern))
-        except analysis.InvalidExtractor as e:
-            raise gr.Error(str(e)) from None
+        """The tab's figures, plus the majority answer's vote share when an extractor is chosen."""
+        return with_chosen_answers(self.figures, answer, pattern)
 
     # --- drawing --------------------------------------------------------------------------------
 

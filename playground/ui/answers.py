@@ -1,0 +1,44 @@
+"""How a tab lets a person choose how answers are read from samples: the choices, the two controls
+(an extractor and a regular expression for the regex one), and the figures they add.
+
+The Set tab always reads answers (its default extractor); the Sweep and Compare tabs read them
+only when asked ("none" by default), adding the majority answer and its vote share to their
+figures. Written once here so the three tabs offer the same choices and say the same sentence for
+a pattern that cannot work.
+"""
+
+from __future__ import annotations
+
+import gradio as gr
+
+from playground import analysis
+
+NO_ANSWER = "none"
+OPTIONAL_CHOICES = [NO_ANSWER, *analysis.EXTRACTORS]
+PATTERN_LABEL = "Pattern (regular expression, one group)"
+PATTERN_EXAMPLE = "answer is (\\w+)"
+
+
+def extractor_spec(choice: str | None, pattern: str | None) -> str:
+    """The extractor the controls name: ``regex:PATTERN`` for the regex, else the choice."""
+    choice = choice or analysis.DEFAULT_EXTRACTOR
+    return f"regex:{pattern or ''}" if choice == "regex" else choice
+
+
+def optional_controls(label: str, elem_prefix: str) -> tuple[gr.Dropdown, gr.Textbox]:
+    """Declare the two controls, "none" chosen, in the current layout."""
+    choice = gr.Dropdown(OPTIONAL_CHOICES, value=NO_ANSWER, label=label, elem_id=f"{elem_prefix}-answer")
+    pattern = gr.Textbox(label=PATTERN_LABEL, placeholder=PATTERN_EXAMPLE, elem_id=f"{elem_prefix}-pattern")
+    return choice, pattern
+
+
+def with_chosen_answers(figures: analysis.Figures | None, choice: str | None,
+                        pattern: str | None) -> analysis.Figures | None:
+    """``figures`` plus the majority answer and its vote share when an extractor is chosen ("none":
+    ``figures`` as they are); gr.Error, a sentence naming the pattern, for one that cannot work."""
+    if not choice or choice == NO_ANSWER:
+        return figures
+    try:
+        return analysis.with_answers(figures, extractor_spec(choice, pattern))
+    except analysis.InvalidExtractor as e:
+        raise gr.Error(str(e)) from None
