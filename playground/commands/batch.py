@@ -28,7 +28,6 @@ are still written); 2 a usage error (bad flag, unreadable input); 130 interrupte
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import os
 import sys
@@ -36,10 +35,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from playground import analysis
+from playground.analysis.tokens import truncate
 from playground.backends.resources import Workload
 from playground.commands.analyze import extractor_arg
 from playground.commands.cli import MAX_N_CEILING, PlaygroundParser, positive_int, write_atomically
-from playground.errors import EngineUnavailable, InvalidRequest
+from playground.commands.progress import Ending, run_all
+from playground.errors import InvalidRequest
 from playground.run import Run
 from playground.sampling.request import Limits, SampleRequest
 
@@ -63,11 +64,9 @@ class LineError:
 
 
 @dataclass
-class BatchResult:
+class BatchResult(Ending):
     runs: dict[int, Run] = field(default_factory=dict)  # line number -> finished Run
     errors: list[LineError] = field(default_factory=list)
-    interrupted: bool = False
-    failure: str | None = None  # the engine failed; the rest did not run
 
 
 def build_parser() -> PlaygroundParser:
@@ -127,31 +126,23 @@ def run_batch(runner, lines: list[Line], max_in_flight: int = 1, progress: bool 
 
     Whatever ends it, no request is left running in the engine (the runner aborts them).
     """
-    from tqdm import tqdm
-
     result = BatchResult()
     tokens = 0
-    bar = tqdm(total=len(lines), unit="prompt", desc="batch", file=sys.stderr, disable=not progress)
-    outcomes = runner.record_all([line.request for line in lines], max_in_flight)
-    try:
-        with contextlib.closing(outcomes):  # closing the generator aborts what is in flight
-            for position, outcome in outcomes:
-                number = lines[position].number
-                if isinstance(outcome, InvalidRequest):
-                    result.errors.append(error := LineError(number, str(outcome)))
-                    bar.write(f"skipping {error}", file=sys.stderr)
-                else:
-                    outcome.request["batch_line"] = number
-                    result.runs[number] = outcome
-                    tokens += sum(len(s.token_ids) for s in outcome.samples)
-                    bar.set_postfix(tokens=tokens, refresh=False)
-                bar.update()
-    except KeyboardInterrupt:
-        result.interrupted = True
-    except EngineUnavailable as e:
-        result.failure = str(e)
-    finally:
-        bar.close()
+
+    def take(position: int, outcome: Run | InvalidRequest, bar) -> None:
+        nonlocal tokens
+        number = lines[position].number
+        if isinstance(outcome, InvalidRequest):
+            result.errors.append(error := LineError(number, str(outcome)))
+            bar.write(f"skipping {error}", file=sys.stderr)
+        else:
+            outcome.request["batch_line"] = number
+            result.runs[number] = outcome
+            tokens += sum(len(s.token_ids) for s in outcome.samples)
+            bar.set_postfix(tokens=tokens, refresh=False)
+
+    run_all(runner, [line.request for line in lines], take, result, unit="prompt", desc="batch",
+            max_in_flight=max_in_flight, progress=progress)
     return result
 
 
@@ -170,7 +161,7 @@ def summary_frame(runs: dict[int, Run], answer: analysis.Extractor | str | None 
         majority = figures["majority"]
         rows.append({
             "line": number,
-            "prompt": prompt if len(prompt) <= 40 else prompt[:39] + "…",
+            "prompt": truncate(prompt, 40),
             "mode": run.request["mode"],
             "n": run.n,
             "tokens": tokens,

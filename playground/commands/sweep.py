@@ -27,7 +27,6 @@ still written); 2 a usage error (bad flag, a value or a sweep that breaks a limi
 from __future__ import annotations
 
 import argparse
-import contextlib
 import os
 import re
 import sys
@@ -39,7 +38,8 @@ from playground.analysis.tokens import truncate
 from playground.backends.resources import Workload
 from playground.commands.analyze import ANSWER_CHARS, extractor_arg
 from playground.commands.cli import MAX_N_CEILING, PlaygroundParser, positive_int, write_atomically
-from playground.errors import EngineUnavailable, InvalidRequest
+from playground.commands.progress import Ending, run_all
+from playground.errors import InvalidRequest
 from playground.run import Run
 from playground.sampling.request import Limits
 from playground.sampling.sweep import SWEEP_PARAMS, SweepRequest
@@ -51,11 +51,9 @@ SUMMARY_COLUMNS = ["value", "status", "seeds", "tokens", "mean_tokens", "mean_pr
 
 
 @dataclass
-class SweepResult:
+class SweepResult(Ending):
     runs: list[Run] = field(default_factory=list)  # finished runs, in value order
     refused: list[str] = field(default_factory=list)  # a sentence per value the engine refused
-    interrupted: bool = False
-    failure: str | None = None  # the engine failed; the rest did not run
 
 
 def build_parser() -> PlaygroundParser:
@@ -106,30 +104,19 @@ def sweep_from_args(parser: PlaygroundParser, args: argparse.Namespace) -> Sweep
 def run_sweep(runner, sweep: SweepRequest, progress: bool = True) -> SweepResult:
     """Run every value on a SyncRunner, one at a time; Ctrl-C or an engine failure ends it with
     what finished, and leaves nothing running in the engine (the runner aborts it)."""
-    from tqdm import tqdm
-
     sweep.fix_seed()
     result = SweepResult()
-    bar = tqdm(total=len(sweep.values), unit="run", desc=f"sweep {sweep.param}", file=sys.stderr,
-               disable=not progress)
-    outcomes = runner.record_all(sweep.requests(), max_in_flight=1)
-    try:
-        with contextlib.closing(outcomes):  # closing the generator aborts what is in flight
-            for position, outcome in outcomes:
-                value = sweep.values[position]
-                if isinstance(outcome, InvalidRequest):
-                    result.refused.append(message := f"{sweep.param}={value}: {outcome}")
-                    bar.write(f"skipping {message}", file=sys.stderr)
-                else:
-                    result.runs.append(sweep.mark(outcome, position))
-                    bar.set_postfix({sweep.param: value}, refresh=False)
-                bar.update()
-    except KeyboardInterrupt:
-        result.interrupted = True
-    except EngineUnavailable as e:
-        result.failure = str(e)
-    finally:
-        bar.close()
+
+    def take(position: int, outcome: Run | InvalidRequest, bar) -> None:
+        value = sweep.values[position]
+        if isinstance(outcome, InvalidRequest):
+            result.refused.append(message := f"{sweep.param}={value}: {outcome}")
+            bar.write(f"skipping {message}", file=sys.stderr)
+        else:
+            result.runs.append(sweep.mark(outcome, position))
+            bar.set_postfix({sweep.param: value}, refresh=False)
+
+    run_all(runner, sweep.requests(), take, result, unit="run", desc=f"sweep {sweep.param}", progress=progress)
     return result
 
 
