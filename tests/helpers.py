@@ -46,6 +46,23 @@ def unfinished_after(backend, host, timeout: float = 2.0) -> int:
     return host.run(backend.num_unfinished())
 
 
+def ctrl_c_after_the_first_run(monkeypatch, runner, steps: int = 3) -> None:
+    """Make ``runner.step`` raise KeyboardInterrupt inside an engine step, ``steps`` steps after
+    the first run finished: Ctrl-C as a command meets it, in the middle of the engine's work."""
+    step, seen = runner.step, {"finished": 0, "after": 0}
+
+    def step_then_ctrl_c():
+        if seen["finished"]:
+            seen["after"] += 1
+            if seen["after"] > steps:
+                raise KeyboardInterrupt
+        finished = step()
+        seen["finished"] += len(finished)
+        return finished
+
+    monkeypatch.setattr(runner, "step", step_then_ctrl_c)
+
+
 def record_to_end(backend, request: SampleRequest) -> Run:
     """Record one request through a backend to its end and return the finished Run. Any caller's
     loop will do: EngineHost.stream hands the engine's items to whichever loop asks."""

@@ -16,6 +16,7 @@ from playground.commands import batch, cli
 from playground.errors import InvalidRequest
 from playground.run import Run, Sample
 from playground.sampling.request import SampleRequest
+from tests.helpers import ctrl_c_after_the_first_run
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -104,19 +105,7 @@ def test_ctrl_c_mid_batch_writes_what_finished_and_leaves_no_request_running(syn
     long = dict(n=2, seed=1, max_tokens=400, ignore_eos=True)
     lines = lines_of(SampleRequest("Count to three:", n=2, seed=1, max_tokens=3),
                      SampleRequest("Tell a long story:", **long), SampleRequest("Tell another one:", **long))
-    step, seen = runner.step, {"finished": 0, "after": 0}
-
-    def step_then_ctrl_c():
-        # Ctrl-C arrives inside an engine step, a few steps after the first run finished.
-        if seen["finished"]:
-            seen["after"] += 1
-            if seen["after"] > 3:
-                raise KeyboardInterrupt
-        finished = step()
-        seen["finished"] += len(finished)
-        return finished
-
-    monkeypatch.setattr(runner, "step", step_then_ctrl_c)
+    ctrl_c_after_the_first_run(monkeypatch, runner)
     out = tmp_path / "runs.jsonl"
     status = batch.execute(runner, lines, [], out=out, max_in_flight=2, progress=False)
 

@@ -19,6 +19,7 @@ from playground.errors import InvalidRequest
 from playground.run import Run
 from playground.sampling.request import Limits
 from playground.sampling.sweep import MAX_SWEEP_VALUES, SweepRequest
+from tests.helpers import ctrl_c_after_the_first_run
 from tests.test_report import make_run, sweep_runs
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -124,18 +125,7 @@ def test_ctrl_c_mid_sweep_writes_the_runs_that_finished(sync_engine, tmp_path, m
     runner = SyncRunner(sync_engine)
     sweep = SweepRequest.from_user("temperature", "0.8 1.0 1.2", prompt="Tell a long story:", n=2, seed=3,
                                    max_tokens=40, ignore_eos=True)
-    step, seen = runner.step, {"finished": 0, "after": 0}
-
-    def step_then_ctrl_c():
-        if seen["finished"]:  # Ctrl-C a few steps into the second value's run
-            seen["after"] += 1
-            if seen["after"] > 3:
-                raise KeyboardInterrupt
-        finished = step()
-        seen["finished"] += len(finished)
-        return finished
-
-    monkeypatch.setattr(runner, "step", step_then_ctrl_c)
+    ctrl_c_after_the_first_run(monkeypatch, runner)  # a few steps into the second value's run
     out = tmp_path / "sweep.jsonl"
     assert command.execute(runner, sweep, out, progress=False) == command.EXIT_INTERRUPTED
     assert sync_engine.get_num_unfinished_requests() == 0 and runner.running == 0
