@@ -166,11 +166,17 @@ def test_sweep_tab_draws_a_saved_sweep_and_refuses_a_bad_one(tmp_path):
     from playground.ui import sweep_panel
     from playground.ui.handlers import Handlers
 
+    asked = []
+
+    def figures(run: Run) -> dict:
+        asked.append(run.request["request_id"])
+        return {"vendi": run.n - 0.5}
+
     with gr.Blocks():
-        tab = sweep_panel.build(Handlers(backend=None), figures=lambda run: {"vendi": run.n - 0.5},
-                                chart=["distinct_samples", "vendi"])
+        tab = sweep_panel.build(Handlers(backend=None), figures=figures, chart=["distinct_samples", "vendi"])
     update = tab.show(sweep_runs())
     assert update[tab.table]["value"]["vendi"].tolist() == [2.5] * 3  # the set figures' hook
+    assert sorted(asked) == ["run-0", "run-1", "run-2"]  # once per run for the chart, the table and the report
     assert [trace.name for trace in update[tab.chart].data] == ["distinct_samples", "vendi"]
     assert "temperature=1.5" in update[tab.grid] and update[tab.status].startswith("✔ finished · 3 of 3")
     assert Path(update[tab.report]).read_text(encoding="utf-8").count("Plotly.newPlot(") == 4
@@ -201,8 +207,9 @@ def test_compare_tab_takes_an_opened_file_and_compares_two_runs(tmp_path):
     from playground.ui import compare_panel
     from playground.ui.opening import read_upload
 
+    asked = []
     with gr.Blocks():
-        tab = compare_panel.build(tmp_path)
+        tab = compare_panel.build(tmp_path, figures=lambda run: asked.append(run.request["request_id"]) or {})
     bad = tmp_path / "bad.jsonl"
     bad.write_text(sweep_runs()[0].to_json() + "\n{\"prompt\": \"hi\"}\n", encoding="utf-8")
     with pytest.raises(gr.Error, match="bad.jsonl, line 2: this is not a run bundle"):
@@ -222,6 +229,7 @@ def test_compare_tab_takes_an_opened_file_and_compares_two_runs(tmp_path):
     assert "compare-sample-2" in columns and Path(report).exists()
     assert changed["value"].to_dict("records") == [{"setting": "temperature", "A": "1.5", "B": "0.5"}]
     assert figures["value"].set_index("figure").loc["distinct_samples", "A"] == 3
+    assert sorted(asked) == ["run-0", "run-2"]  # each run's figures once, for the table and the report
     assert "vote_share" not in figures["value"]["figure"].tolist()  # "none": no answers read
     answered = tab.compare(a["value"], b["value"], history, uploads, None, "normalized", "")[3]["value"]
     by_figure = answered.set_index("figure")

@@ -35,10 +35,26 @@ def optional_controls(label: str, elem_prefix: str) -> tuple[gr.Dropdown, gr.Tex
 def with_chosen_answers(figures: analysis.Figures | None, choice: str | None,
                         pattern: str | None) -> analysis.Figures | None:
     """``figures`` plus the majority answer and its vote share when an extractor is chosen ("none":
-    ``figures`` as they are); gr.Error, a sentence naming the pattern, for one that cannot work."""
-    if not choice or choice == NO_ANSWER:
-        return figures
-    try:
-        return analysis.with_answers(figures, extractor_spec(choice, pattern))
-    except analysis.InvalidExtractor as e:
-        raise gr.Error(str(e)) from None
+    ``figures`` as they are), computed once per run however often a handler's views ask; gr.Error,
+    a sentence naming the pattern, for one that cannot work."""
+    if choice and choice != NO_ANSWER:
+        try:
+            figures = analysis.with_answers(figures, extractor_spec(choice, pattern))
+        except analysis.InvalidExtractor as e:
+            raise gr.Error(str(e)) from None
+    return once_per_run(figures)
+
+
+def once_per_run(figures: analysis.Figures | None) -> analysis.Figures | None:
+    """``figures`` remembered per run: a sweep's chart, table and report, or a comparison's table
+    and report, each read every run's set figures (pairwise similarity, Vendi), which cost."""
+    if figures is None:
+        return None
+    known: dict[int, tuple] = {}
+
+    def remembered(run) -> dict:
+        if id(run) not in known:
+            known[id(run)] = (run, figures(run))  # holding the run keeps its id from being reused
+        return known[id(run)][1]
+
+    return remembered

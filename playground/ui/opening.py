@@ -10,6 +10,8 @@ join the Compare tab's lists.
 
 from __future__ import annotations
 
+import asyncio
+
 import gradio as gr
 
 from playground import analysis
@@ -66,7 +68,7 @@ class Opener:
 
     async def open(self, path, history, uploads, sweep_runs, sweep_answer=None, sweep_pattern=None,
                    **settings) -> dict:
-        runs = read_upload(path)  # gr.Error: nothing changes
+        runs = await asyncio.to_thread(read_upload, path)  # gr.Error: nothing changes
         most = len(self.h.c.texts)
         if any(run.n > most for run in runs):
             widest = max(run.n for run in runs)
@@ -80,7 +82,7 @@ class Opener:
             history = remember(history or [], run)
         update = await self.h.show(runs[-1], history, set_n=True, settings=settings)
         if sweep:
-            update.update({**self.sweep.show(runs, figures=figures), self.sweep.runs: runs, self.tabs: gr.update(selected="sweep")})
+            update.update({**await self.sweep.draw(runs, figures=figures), self.sweep.runs: runs, self.tabs: gr.update(selected="sweep")})
         update.update(self.compare.add(runs, update[self.h.c.history], uploads,
                                        runs if sweep else sweep_runs))
         update[self.note] = note(runs, sweep, path)

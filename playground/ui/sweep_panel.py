@@ -9,6 +9,7 @@ sweep, e.g. a sweep JSONL someone opened.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import time
 from collections.abc import AsyncIterator
@@ -20,7 +21,7 @@ from playground.backends.base import record
 from playground.errors import InvalidRequest
 from playground.run import Run
 from playground.sampling.sweep import MAX_SWEEP_VALUES, SWEEP_PARAMS, SweepRequest
-from playground.ui.answers import optional_controls, with_chosen_answers
+from playground.ui.answers import once_per_run, optional_controls, with_chosen_answers
 from playground.ui.form import request_from_form
 from playground.ui.handlers import Handlers
 from playground.ui.messages import shown
@@ -128,20 +129,20 @@ class SweepTab:
                                             f"{time.monotonic() - started:.0f} s",
                                self.grid: analysis.grid_html([*finished, live])}
                     else:
-                        yield {**self.show(finished, final=len(finished) == len(sweep.values), figures=figures),
-                               self.runs: finished}
+                        final = len(finished) == len(sweep.values)
+                        yield {**await self.draw(finished, final=final, figures=figures), self.runs: finished}
         except Exception as e:
             raise shown(e) from None
 
     async def stopped(self, runs: list[Run] | None, answer=None, pattern=None) -> dict:
         """After Stop: the runs that finished, as they are (the one in progress was aborted)."""
-        return self.show(runs or [], stopped=True, figures=self.figures_for(answer, pattern))
+        return await self.draw(runs or [], stopped=True, figures=self.figures_for(answer, pattern))
 
     async def redraw(self, runs: list[Run] | None, answer=None, pattern=None) -> dict:
         """The chart, table and report of the runs at hand, with answers read the new way."""
         if not runs:
             return {}
-        update = self.show(runs, figures=self.figures_for(answer, pattern))
+        update = await self.draw(runs, figures=self.figures_for(answer, pattern))
         return {c: update[c] for c in (self.chart, self.table, self.report)}
 
     def figures_for(self, answer: str | None, pattern: str | None) -> analysis.Figures | None:
@@ -150,11 +151,15 @@ class SweepTab:
 
     # --- drawing --------------------------------------------------------------------------------
 
+    async def draw(self, runs: list[Run], **kwargs) -> dict:
+        """``show`` off the event loop: the set figures of every run cost, and other sessions stream."""
+        return await asyncio.to_thread(self.show, runs, **kwargs)
+
     def show(self, runs: list[Run], final: bool = True, stopped: bool = False,
              figures: analysis.Figures | None = None) -> dict:
         """The tab's components for ``runs`` (of one sweep); ``final`` also writes the downloads.
         ``figures``: default the tab's own (no answers read)."""
-        figures = figures or self.figures
+        figures = figures or once_per_run(self.figures)
         names = [*self.chart_names, "vote_share"] if self.chart_names is not None else None
         update = {self.status: status(runs, stopped), self.grid: analysis.grid_html(runs),
                   self.chart: analysis.sweep_chart(runs, figures, names) if runs else None}
@@ -166,10 +171,10 @@ class SweepTab:
             update[self.report], update[self.bundles] = self.export(runs, figures)
         return update
 
-    def export(self, runs: list[Run], figures: analysis.Figures | None = None) -> tuple[str, str]:
+    def export(self, runs: list[Run], figures: analysis.Figures | None) -> tuple[str, str]:
         stem = self.h.export_dir / f"sweep-{runs[0].request.get('request_id', 'run')}"
         report, bundles = stem.with_suffix(".html"), stem.with_suffix(".jsonl")
-        report.write_text(analysis.sweep_report(runs, figures or self.figures), encoding="utf-8")
+        report.write_text(analysis.sweep_report(runs, figures), encoding="utf-8")
         bundles.write_text("".join(run.to_json() + "\n" for run in runs), encoding="utf-8")
         return str(report), str(bundles)
 
