@@ -13,6 +13,9 @@ import gradio as gr
 
 from playground import analysis
 
+LABELS = {"normalized": "whole text (normalised)", "first-line": "first line", "last-number": "last number",
+          "boxed": "\\boxed{…}", "regex": "regular expression"}
+CHOICES = [(LABELS.get(name, name), name) for name in analysis.EXTRACTORS]  # the Set tab's radio
 NO_ANSWER = "none"
 OPTIONAL_CHOICES = [NO_ANSWER, *analysis.EXTRACTORS]
 PATTERN_LABEL = "Pattern (regular expression, one group)"

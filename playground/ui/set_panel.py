@@ -30,14 +30,12 @@ from playground.analysis import InvalidExtractor, SetFigures
 from playground.analysis.figures import message_figure
 from playground.backends.embeddings import EmbeddingModelError, load_embedder
 from playground.run import Run
-from playground.ui.answers import PATTERN_EXAMPLE, PATTERN_LABEL, extractor_spec
+from playground.ui.answers import CHOICES, PATTERN_EXAMPLE, PATTERN_LABEL, extractor_spec
 from playground.ui.panels import Panel
 
 INTRO = ("What the n samples say **together**: which answer most of them give (self-consistency: the majority "
          "answer and its vote share), how spread the answers are (entropy in bits: 0 when all agree), and how "
          "diverse the texts are. Pick how an answer is read from a sample; click a bar to see its samples.")
-CHOICES = [("whole text (normalised)", "normalized"), ("first line", "first-line"), ("last number", "last-number"),
-           ("\\boxed{…}", "boxed"), ("regular expression", "regex")]
 
 CLICK_JS = """
 () => {
@@ -85,11 +83,11 @@ def set_values(run: Run, extractor: str | None = None, embedding_model: str | No
     """The tab's values for ``run`` read with ``extractor`` (a spec such as ``last-number`` or
     ``regex:(\\d+)``). A pattern that cannot work, or an embedding model that fails, is said in the
     headline; the rest is still shown."""
-    diversity = analysis.figures_table(analysis.set_diversity(run))
     try:
         parsed = analysis.parse_extractor(extractor)
     except InvalidExtractor as e:
         empty = pd.DataFrame(columns=analysis.GROUP_COLUMNS)
+        diversity = analysis.figures_table(analysis.set_diversity(run))
         return SetValues(f"⚠️ {_sentence(str(e))} The diversity figures below do not depend on it.", diversity,
                          message_figure("Answer groups", "No answers: the extractor cannot work."), empty,
                          pd.DataFrame(columns=analysis.SAMPLE_COLUMNS), None)
@@ -100,7 +98,8 @@ def set_values(run: Run, extractor: str | None = None, embedding_model: str | No
         except EmbeddingModelError as e:
             problem = f"\n\n⚠️ Grouping by meaning is off: {_sentence(str(e))}"
     figures = analysis.set_figures(run, parsed, embeddings, embedding_model or "", threshold)
-    return SetValues(headline(figures) + problem, diversity, analysis.answer_groups_figure(figures.answers),
+    return SetValues(headline(figures) + problem, analysis.figures_table(figures.diversity),
+                     analysis.answer_groups_figure(figures.answers),
                      analysis.groups_frame(figures.answers), analysis.samples_frame(run, figures), figures)
 
 
@@ -197,12 +196,10 @@ class SetTab:
             named["csv"] = str(path)
         return named
 
-    def values(self, run: Run | None, choice=None, pattern=None, by_meaning=False, similarity=None) -> dict:
-        """{component: value} for ``run`` (nothing when there is no run yet)."""
-        if run is None:
-            return {}
-        named = self.named_values(run, choice, pattern, by_meaning, similarity)
-        return {self.components()[name]: value for name, value in named.items()}
+    def values(self, run: Run | None, *controls) -> dict:
+        """{component: value} for ``run`` with the controls' values in ``inputs()`` order (nothing
+        when there is no run yet)."""
+        return self.panel().show(run, dict(zip(self.controls(), controls))) if run is not None else {}
 
     def pick(self, run: Run | None, text: str | None) -> str:
         """What a bar click says: the samples of the clicked group."""
