@@ -49,13 +49,13 @@ def engine_requests_note(run: Run) -> str:
     """What the engine holds for the run as it streams, from the latest event's count: vLLM counts
     each child as a request of its own (the parent is not one), on both the wrapper's and its own
     fan-out; requests of other runs are told apart by ``other_requests``."""
-    counts = [e.engine_requests for e in run.events if e.engine_requests is not None]
-    if not counts:
+    latest = next((e.engine_requests for e in reversed(run.events) if e.engine_requests is not None), None)
+    if latest is None:
         return ""
     others = other_requests(run) or 0
     beside = f", up to {others} of other runs beside them" if others else ""
     return (f" · 1 parent → {run.n} child request{'s' if run.n != 1 else ''} in the engine "
-            f"({counts[-1]} in flight there now{beside})")
+            f"({latest} in flight there now{beside})")
 
 
 def waiting_summary(run: Run, elapsed: float) -> str:
