@@ -53,6 +53,7 @@ def parse_bundles(text: str) -> tuple[list[Located], list[BundleError]]:
     else:
         if "\n" in text.strip() or not isinstance(whole, dict):  # indented: one bundle, any layout
             return _one(whole, None)
+        return _one(whole, 1 + text[:len(text) - len(text.lstrip())].count("\n"))  # one JSONL line, read once
     found, errors = [], []
     for number, line in enumerate(text.splitlines(), 1):
         if not line.strip():
