@@ -5,13 +5,13 @@ from __future__ import annotations
 import os
 import re
 import shutil
-import time
 from pathlib import Path
 
 import pandas as pd
 import pytest
 
 from playground.run import Run
+from tests.helpers import unfinished_after, wait_until
 
 ARTIFACTS = Path(__file__).resolve().parents[1] / "artifacts"
 CHROMIUM = os.environ.get("PLAYGROUND_CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"
@@ -62,14 +62,6 @@ def start_long_run(page, output_kind: str = "CUMULATIVE") -> None:
     set_slider(page, "max-tokens", 1500)
     page.locator("#ignore-eos input").check()
     page.locator("#run").click()
-
-
-def wait_for_unfinished(backend, host, count: int, timeout: float) -> int:
-    """Poll the engine until it has ``count`` unfinished requests (or the time is up)."""
-    deadline = time.monotonic() + timeout
-    while (unfinished := host.run(backend.num_unfinished())) != count and time.monotonic() < deadline:
-        time.sleep(0.05)
-    return unfinished
 
 
 def run_to_the_end(page, prompt: str, n: int, seed: int, max_tokens: int) -> list[str]:
@@ -156,7 +148,7 @@ def test_stop_keeps_the_partial_text(page, backend, host):
 def test_stop_before_the_first_event_ends_the_run_at_once(page, backend, host):
     """FINAL_ONLY yields nothing until every sample is done: Stop must not wait for an event."""
     start_long_run(page, output_kind="FINAL_ONLY")
-    assert wait_for_unfinished(backend, host, 4, timeout=60) == 4, "the run never reached the engine"
+    assert wait_until(lambda: host.run(backend.num_unfinished()) == 4, timeout=60), "the run never reached the engine"
     page.locator("#run-summary").get_by_text("waiting for the first output").wait_for(timeout=10_000)
     page.locator("#stop").click()
     page.locator("#run-summary").get_by_text("stopped").wait_for(timeout=2_000)
@@ -169,7 +161,7 @@ def test_stop_ends_a_queued_run_before_it_starts(page, client, backend, host):
     jobs = [client.submit(prompt="Count to a thousand:", n=1, seed=k, max_tokens=1500, ignore_eos=True,
                           output_kind="DELTA", api_name="/sample") for k in range(8)]
     try:
-        assert wait_for_unfinished(backend, host, 8, timeout=60) == 8, "the eight calls never all ran"
+        assert wait_until(lambda: host.run(backend.num_unfinished()) == 8, timeout=60), "the eight calls never all ran"
         page.locator("#prompt textarea").fill("Write a haiku about autumn rain.")
         page.locator("#run").click()
         page.locator("#run-summary").get_by_text("waiting for a free slot").wait_for(timeout=10_000)
@@ -179,7 +171,7 @@ def test_stop_ends_a_queued_run_before_it_starts(page, client, backend, host):
     finally:
         for job in jobs:
             job.cancel()
-    assert wait_for_unfinished(backend, host, 0, timeout=5) == 0
+    assert unfinished_after(backend, host, timeout=5) == 0
 
 
 def test_closing_the_tab_aborts_every_child(browser, app_url, backend, host):
@@ -190,10 +182,7 @@ def test_closing_the_tab_aborts_every_child(browser, app_url, backend, host):
                            timeout=120_000)
     assert host.run(backend.num_unfinished()) == 4
     page.close()
-    closed = time.monotonic()
-    while host.run(backend.num_unfinished()) and time.monotonic() - closed < 2:
-        time.sleep(0.05)
-    assert host.run(backend.num_unfinished()) == 0, "children still running 2 s after the tab closed"
+    assert unfinished_after(backend, host, timeout=2) == 0, "children still running 2 s after the tab closed"
 
 
 def test_the_first_run_starts_in_the_chat_template_and_the_preview_shows_it(page):
