@@ -2,19 +2,18 @@
 
 from __future__ import annotations
 
-import os
 import re
-import shutil
 from pathlib import Path
 
 import pandas as pd
 import pytest
 
+from playground.bench.browser import chromium_location
 from playground.run import Run
 from tests.helpers import unfinished_after, wait_until
 
 ARTIFACTS = Path(__file__).resolve().parents[1] / "artifacts"
-CHROMIUM = os.environ.get("PLAYGROUND_CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"
+CHROMIUM = chromium_location()
 
 
 @pytest.fixture(scope="module")
@@ -34,11 +33,17 @@ def browser():
         browser.close()
 
 
+def open_page(browser, url: str):
+    """A new page on the app, once its form is there (the caller closes it)."""
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    page.goto(url)
+    page.locator("#prompt textarea").wait_for()
+    return page
+
+
 @pytest.fixture()
 def page(browser, app_url):
-    page = browser.new_page(viewport={"width": 1400, "height": 1000})
-    page.goto(app_url)
-    page.locator("#prompt textarea").wait_for()
+    page = open_page(browser, app_url)
     yield page
     page.close()
 
@@ -73,7 +78,22 @@ def run_to_the_end(page, prompt: str, n: int, seed: int, max_tokens: int) -> lis
     set_slider(page, "max-tokens", max_tokens)
     page.locator("#run").click()
     page.locator("#run-summary").get_by_text("finished").wait_for(timeout=120_000)
+    return columns(page, n)
+
+
+def columns(page, n: int) -> list[str]:
+    """The first ``n`` sample columns' texts."""
     return [page.locator(f"#sample-{i}-text textarea").input_value() for i in range(n)]
+
+
+def click_bar(page, bar, hover: str) -> None:
+    """Click a Set-tab bar as a person does: point at it until Plotly's hover shows ``hover``, then
+    click (Plotly's drag layer takes the click and reports the hovered point)."""
+    box = bar.bounding_box()
+    page.mouse.move(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
+    page.locator("#set-groups-chart .hoverlayer").get_by_text(hover).wait_for(timeout=10_000)
+    page.mouse.down()
+    page.mouse.up()
 
 
 def picked_columns(page) -> list[int]:
@@ -106,12 +126,7 @@ def test_four_columns_fill_and_the_panels_draw_them(page):
     assert picked_columns(page) == []
     last = len(groups) - 1
     page.locator("#set-groups-chart").scroll_into_view_if_needed()
-    box = bars.nth(last).bounding_box()
-    # As a person does: point at the bar until Plotly's hover shows it, then click.
-    page.mouse.move(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
-    page.locator("#set-groups-chart .hoverlayer").get_by_text("samples:").wait_for(timeout=10_000)
-    page.mouse.down()
-    page.mouse.up()
+    click_bar(page, bars.nth(last), "samples:")
     want = sorted(int(i) for i in str(groups[last]).split(","))
     page.locator("#set-picked-note").get_by_text("in this group").wait_for(timeout=10_000)
     page.wait_for_function("(n) => document.querySelectorAll('.sample.sample-picked').length === n",
@@ -175,8 +190,7 @@ def test_stop_ends_a_queued_run_before_it_starts(page, client, backend, host):
 
 
 def test_closing_the_tab_aborts_every_child(browser, app_url, backend, host):
-    page = browser.new_page(viewport={"width": 1400, "height": 1000})
-    page.goto(app_url)
+    page = open_page(browser, app_url)
     start_long_run(page)
     page.wait_for_function("() => (document.querySelector('#sample-0-text textarea')?.value || '').length > 0",
                            timeout=120_000)
@@ -207,9 +221,8 @@ def test_each_session_shows_its_own_last_run_only(browser, app_url, page, client
     assert "last run" in own
     client.predict(prompt="Dear Sir or Madam, " * 30, n=2, seed=2, max_tokens=2, api_name="/sample")
 
-    other = browser.new_page(viewport={"width": 1400, "height": 1000})
+    other = open_page(browser, app_url)
     try:
-        other.goto(app_url)
         other.get_by_text("Rendered prompt").click()  # filled by the page's load event, like the status line
         other.locator("#rendered-prompt").get_by_text("The chat template is on").wait_for(timeout=30_000)
         assert "last run" not in other.locator("#engine-status").inner_text()
@@ -284,4 +297,4 @@ def test_reproducibility_export_and_history_work_on_the_shown_run(page, tmp_path
     page.locator("#reopen").click()
     page.wait_for_function("(want) => document.querySelector('#sample-0-text textarea').value === want",
                            arg=texts[0], timeout=30_000)
-    assert [page.locator(f"#sample-{i}-text textarea").input_value() for i in range(3)] == texts
+    assert columns(page, 3) == texts
