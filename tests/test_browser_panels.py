@@ -11,14 +11,14 @@ import json
 from pathlib import Path
 
 from playground.run import Run
-from tests.test_browser import ARTIFACTS, browser, open_sampler_settings, set_slider  # noqa: F401  (fixture)
-
-
-def fresh_page(browser, app_url):  # noqa: F811
-    page = browser.new_page(viewport={"width": 1400, "height": 1000})
-    page.goto(app_url)
-    page.locator("#prompt textarea").wait_for()
-    return page
+from tests.test_browser import (  # noqa: F401  (browser: the fixture)
+    ARTIFACTS,
+    browser,
+    columns,
+    open_page,
+    open_sampler_settings,
+    set_slider,
+)
 
 
 def open_file(page, path: Path) -> None:
@@ -26,13 +26,9 @@ def open_file(page, path: Path) -> None:
     page.locator("#upload-runs input[type=file]").set_input_files(str(path))
 
 
-def columns(page, n: int) -> list[str]:
-    return [page.locator(f"#sample-{i}-text textarea").input_value() for i in range(n)]
-
-
 def test_a_sweep_fills_its_grid_and_chart_and_its_file_opens_without_the_engine(
         browser, app_url, backend, host, tmp_path):  # noqa: F811
-    page = fresh_page(browser, app_url)
+    page = open_page(browser, app_url)
     try:
         page.locator("#prompt textarea").fill("The sea is")
         set_slider(page, "n", 2)
@@ -72,7 +68,7 @@ def test_a_sweep_fills_its_grid_and_chart_and_its_file_opens_without_the_engine(
     one_file.write_text(json.dumps(json.loads(lines[1]), indent=1), encoding="utf-8")  # as the page exports one
     bad_file.write_text(lines[0] + "\n" + json.dumps({"prompt": "hi"}) + "\n", encoding="utf-8")
 
-    page = fresh_page(browser, app_url)
+    page = open_page(browser, app_url)
     try:
         # A file with one line that is not a bundle: a sentence naming it, and nothing on the page changes.
         open_file(page, bad_file)

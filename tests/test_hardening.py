@@ -12,17 +12,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from playground.run import Run
-from tests.helpers import free_port, wait_until
+from tests.helpers import assert_refused_clearly, free_port, wait_until
 
 PROMPT = "The lighthouse keeper opened his logbook and wrote"
 VALID = dict(prompt=PROMPT, n=2, seed=1, max_tokens=3, output_kind="FINAL_ONLY", api_name="/sample")
-
-
-def assert_refused_clearly(error: BaseException | str, message: str) -> None:
-    """The refusal names the problem, and is one of ours rather than a failure we did not expect."""
-    text = str(error)
-    assert message in text, text
-    assert "unexpected error" not in text, text
 
 
 def assert_valid_request_works(client) -> Run:

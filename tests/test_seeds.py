@@ -11,7 +11,7 @@ from playground.errors import InvalidRequest
 from playground.run import Run
 from playground.sampling.plan import MAX_SEED
 from playground.sampling.request import Limits, SampleRequest
-from tests.helpers import record_to_end
+from tests.helpers import assert_refused_clearly, record_to_end
 
 PROMPT = "The lighthouse keeper opened his logbook and wrote"
 SEVENTEEN_DIGITS = 9007199254740993  # 2**53 + 1: a float would make it ...992
@@ -66,5 +66,4 @@ def test_a_17_digit_seed_and_the_largest_seed_round_trip_through_sample(client, 
 
     with pytest.raises(Exception) as refused:
         client.predict(prompt=PROMPT, n=2, seed=MAX_SEED, max_tokens=4, api_name="/sample")
-    assert "largest base seed for n=2 is 9223372036854775806" in str(refused.value)
-    assert "unexpected error" not in str(refused.value)
+    assert_refused_clearly(refused.value, "largest base seed for n=2 is 9223372036854775806")

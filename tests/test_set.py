@@ -275,7 +275,7 @@ def test_a_click_on_a_bar_tells_its_samples_in_chromium():
 
     from playground.ui import set_panel
     from tests.helpers import free_port
-    from tests.test_browser import CHROMIUM
+    from tests.test_browser import CHROMIUM, click_bar
 
     with gr.Blocks() as demo:
         current = gr.State(TWO_GROUPS)
@@ -299,14 +299,7 @@ def test_a_click_on_a_bar_tells_its_samples_in_chromium():
             for bar, samples, said in [(1, "3, 4", "#3 (seed 103), #4 (seed 104)"),
                                        (0, "0, 1, 2", "#0 (seed 100), #1 (seed 101), #2 (seed 102)"),
                                        (1, "3, 4", "2 sample(s) in this group: #3")]:
-                box = bars.nth(bar).bounding_box()
-                # As a person does: point at the bar until Plotly's hover shows it, then click (Plotly's
-                # drag layer takes the click and reports the hovered point).
-                page.mouse.move(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
-                page.locator("#set-groups-chart .hoverlayer").get_by_text(f"samples: {samples}").wait_for(
-                    timeout=10_000)
-                page.mouse.down()
-                page.mouse.up()
+                click_bar(page, bars.nth(bar), f"samples: {samples}")
                 page.locator("#set-picked-note").get_by_text(said).wait_for(timeout=10_000)
             browser.close()
     finally:

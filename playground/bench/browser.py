@@ -60,8 +60,15 @@ WATCH = """(n) => {
 }"""
 
 
+def chromium_location() -> str:
+    """Where Chromium should be, found or not (the tests name it when it is missing):
+    $PLAYGROUND_CHROMIUM, else `chromium` on the PATH, else Debian's place."""
+    return os.environ.get(CHROMIUM_ENV) or shutil.which("chromium") or "/usr/bin/chromium"
+
+
 def chromium_path() -> str | None:
-    path = os.environ.get(CHROMIUM_ENV) or shutil.which("chromium") or "/usr/bin/chromium"
+    """Chromium's executable, or None when it is not there."""
+    path = chromium_location()
     return path if Path(path).exists() else None
 
 

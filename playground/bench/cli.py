@@ -86,7 +86,7 @@ def run_benchmark(settings: Settings, host, app_url: str | None = None, model_pa
                     environment["limit"] = f"not measured: {e}"
                 else:
                     cleanup.callback(limit.close)
-                    runners["limit"] = lambda n, max_tokens=None, *_: limit(n, max_tokens or settings.max_tokens)
+                    runners["limit"] = lambda n, max_tokens=None: limit(n, max_tokens or settings.max_tokens)
                     environment["limit"] = {"threads": threads, "pinned_to": pin}
                     if settings.warmup:
                         runners["limit"](1, 2)

@@ -48,11 +48,11 @@ class MachineLimit:
     def __init__(self, config: Any, dtype: str, threads: int, pin: list[int] | None = None):
         import torch
 
-        self.config, self.dtype, self.threads, self.pin = config, dtype, threads, pin
-        layer, layers, head = decode_shapes(config)
+        self.dtype, self.threads, self.pin = dtype, threads, pin
+        self.layer_shapes, layers, self.head_shape = decode_shapes(config)
         with engine_threads(threads, pin):  # oneDNN may size its kernels to the threads
-            self.layers = [[self._linear(i, o) for i, o in layer] for _ in range(layers)]
-            self.head = self._linear(*head)
+            self.layers = [[self._linear(i, o) for i, o in self.layer_shapes] for _ in range(layers)]
+            self.head = self._linear(*self.head_shape)
         self._torch = torch
 
     def _linear(self, fan_in: int, fan_out: int):
@@ -70,19 +70,18 @@ class MachineLimit:
             return lambda x: linear.cpu_linear(x, linear.weight, None)
         return linear
 
-    def __call__(self, n: int, max_tokens: int | None = None, *_: Any) -> Arrivals:
+    def __call__(self, n: int, max_tokens: int) -> Arrivals:
         torch = self._torch
-        layer_shapes, _, head = decode_shapes(self.config)
         dtype = getattr(torch, self.dtype)
-        rows = {fan_in: torch.randn(n, fan_in, dtype=dtype) for fan_in, _ in [*layer_shapes, head]}
+        rows = {fan_in: torch.randn(n, fan_in, dtype=dtype) for fan_in, _ in [*self.layer_shapes, self.head_shape]}
         times: list[float] = []
         with engine_threads(self.threads, self.pin), torch.inference_mode():
             start = time.monotonic()
-            for _ in range(max_tokens or 1):
+            for _ in range(max_tokens):
                 for layer in self.layers:
-                    for (fan_in, _), linear in zip(layer_shapes, layer):
+                    for (fan_in, _), linear in zip(self.layer_shapes, layer):
                         linear(rows[fan_in])
-                self.head(rows[head[0]])
+                self.head(rows[self.head_shape[0]])
                 times.append(time.monotonic() - start)
             wall = time.monotonic() - start
         return Arrivals([list(times) for _ in range(n)], wall)
