@@ -14,8 +14,8 @@ import pandas as pd
 
 from playground.analysis.diff import diff_against, diff_html, first_divergence, similarity
 from playground.analysis.sweep import Figures, all_figures, first_words
-from playground.analysis.tokens import pieces, visible
-from playground.run import Run, Sample
+from playground.analysis.tokens import token_at
+from playground.run import Run
 
 # Settings worth naming when they differ between two runs (the rest is the record's plumbing).
 SETTINGS = ("prompt", "use_chat_template", "n", "seed", "mode", "output_kind", "temperature", "top_p", "top_k",
@@ -38,13 +38,6 @@ def settings_diff(a: Run, b: Run) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["setting", "A", "B"])
 
 
-def _token(sample: Sample | None, position: int | None) -> str | None:
-    if sample is None or position is None:
-        return None
-    texts = pieces(sample)
-    return visible(texts[position], multiline=False) if position < len(texts) else "(end)"
-
-
 def pair_frame(a: Run, b: Run) -> pd.DataFrame:
     """One row per sample index: the seeds, the lengths, where A's sample i and B's sample i first
     differ (empty when identical) and the token each has there, the similarity, and a verdict."""
@@ -61,8 +54,10 @@ def pair_frame(a: Run, b: Run) -> pd.DataFrame:
         where = first_divergence(sa.token_ids, sb.token_ids)
         rows.append({
             "sample": i, "seed_a": sa.seed, "seed_b": sb.seed, "tokens_a": len(sa.token_ids),
-            "tokens_b": len(sb.token_ids), "first_divergence": where, "token_a": _token(sa, where),
-            "token_b": _token(sb, where), "similarity": similarity(sa.token_ids, sb.token_ids),
+            "tokens_b": len(sb.token_ids), "first_divergence": where,
+            "token_a": None if where is None else token_at(sa, where),
+            "token_b": None if where is None else token_at(sb, where),
+            "similarity": similarity(sa.token_ids, sb.token_ids),
             "verdict": "identical" if where is None else f"diverged at token {where}",
         })
     frame = pd.DataFrame(rows, columns=PAIR_COLUMNS)

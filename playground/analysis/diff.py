@@ -63,6 +63,11 @@ def identical_groups(run: Run) -> list[list[int]]:
     return [g for g in groups.values() if len(g) > 1]
 
 
+def identical_label(groups: list[list[int]]) -> str:
+    """identical_groups as tables show them, like '0=2; 1=3' (summary and sweep write it alike)."""
+    return "; ".join("=".join(map(str, g)) for g in groups)
+
+
 def pairwise_frame(run: Run) -> pd.DataFrame:
     """One row per pair i < j: first divergence (None when identical) and similarity."""
     rows = []

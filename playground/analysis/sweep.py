@@ -21,10 +21,10 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from playground.analysis.answers import Answers, Extractor, group_answers, parse_extractor
-from playground.analysis.diff import first_divergence, identical_groups
+from playground.analysis.diff import first_divergence, identical_groups, identical_label
 from playground.analysis.figures import message_figure
 from playground.analysis.sample_set import set_figures
-from playground.analysis.tokens import pieces, truncate, visible
+from playground.analysis.tokens import token_at, truncate
 from playground.run import Run, Sample
 
 Figures = Callable[[Run], dict]
@@ -71,14 +71,13 @@ def run_figures(run: Run) -> dict:
     """Figures of one run that need nothing but the record, with min/max across samples."""
     lengths = [len(s.token_ids) for s in run.samples]
     probs = [p for s in run.samples if (p := sample_mean_prob(s)) is not None]
-    groups = identical_groups(run)
     return {
         "mean_tokens": sum(lengths) / len(lengths) if lengths else None,
         "mean_tokens_min": min(lengths, default=None), "mean_tokens_max": max(lengths, default=None),
         "mean_prob": sum(probs) / len(probs) if probs else None,
         "mean_prob_min": min(probs, default=None), "mean_prob_max": max(probs, default=None),
         "distinct_samples": len({tuple(s.token_ids) for s in run.samples}),
-        "identical_samples": "; ".join("=".join(map(str, g)) for g in groups),
+        "identical_samples": identical_label(identical_groups(run)),
     }
 
 
@@ -215,11 +214,6 @@ def first_words(sample: Sample, words: int = FIRST_WORDS) -> str:
     return " ".join(parts[:words]) + (" …" if len(parts) > words else "")
 
 
-def _token_at(sample: Sample, position: int) -> str:
-    texts = pieces(sample)
-    return f"“{visible(texts[position], multiline=False)}”" if position < len(texts) else "(end)"
-
-
 def sweep_grid(runs: list[Run], words: int = FIRST_WORDS) -> list[tuple[str, list[Cell]]]:
     """Rows (label, cells) in sweep order; cell i is sample i, compared with sample i above."""
     runs = sweep_order(runs)
@@ -233,8 +227,8 @@ def sweep_grid(runs: list[Run], words: int = FIRST_WORDS) -> list[tuple[str, lis
             if s.index in above:
                 cell.diverges_at = first_divergence(above[s.index].token_ids, s.token_ids)
                 if cell.diverges_at is not None:
-                    cell.above = _token_at(above[s.index], cell.diverges_at)
-                    cell.here = _token_at(s, cell.diverges_at)
+                    cell.above = token_at(above[s.index], cell.diverges_at, quoted=True)
+                    cell.here = token_at(s, cell.diverges_at, quoted=True)
             cells.append(cell)
         rows.append((value_label(run, param), cells))
     return rows
