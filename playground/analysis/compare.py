@@ -8,11 +8,10 @@ shared) changed. Comparisons are over token ids, like every other in the playgro
 from __future__ import annotations
 
 import html
-from dataclasses import replace
 
 import pandas as pd
 
-from playground.analysis.diff import diff_against, diff_html, first_divergence, similarity
+from playground.analysis.diff import diff_html, diff_samples, first_divergence, similarity
 from playground.analysis.sweep import Figures, all_figures, first_words
 from playground.analysis.tokens import token_at
 from playground.run import Run
@@ -96,8 +95,7 @@ def comparison_html(a: Run, b: Run, words: int = 40) -> str:
             cells.append(f"<div class='compare-cell' style='flex:1;min-width:0'><b>{name}</b>{seed}<br>{text}</div>")
         diff = ""
         if sa is not None and sb is not None:
-            pair = Run(request={}, samples=[replace(sa, index=0), replace(sb, index=1)])  # the diff reads one run
-            diff = diff_html(diff_against(pair, 0, 1))
+            diff = diff_html(diff_samples(sa, sb))
         parts.append(f"<div class='compare-row' id='compare-sample-{row.sample}' style='margin:8px 0;"
                      f"border-top:1px solid #e5e7eb'><b>#{row.sample}</b> · {html.escape(verdict)}"
                      f"<div style='display:flex;gap:12px'>{''.join(cells)}</div>{diff}</div>")

@@ -17,7 +17,7 @@ import plotly.graph_objects as go
 
 from playground.analysis.figures import height_for
 from playground.analysis.tokens import pieces, visible
-from playground.run import Run
+from playground.run import Run, Sample
 
 # Labels of diff_against, and colours that fit gr.HighlightedText(color_map=DIFF_COLORS).
 DIFF_COLORS = {"equal": "#e5e7eb", "insert": "#bbf7d0", "replace": "#fde68a", "delete": "#fecaca"}
@@ -92,7 +92,12 @@ def diff_against(run: Run, reference: int, index: int, deleted: bool = False) ->
     ``gr.HighlightedText(color_map=DIFF_COLORS, combine_adjacent=False)`` to keep token
     boundaries. With ``deleted=True`` the reference's missing tokens are shown as 'delete'.
     """
-    ref, sample = run.samples[reference], run.samples[index]
+    return diff_samples(run.samples[reference], run.samples[index], deleted)
+
+
+def diff_samples(ref: Sample, sample: Sample, deleted: bool = False) -> list[tuple[str, str]]:
+    """``sample`` token by token against ``ref``, as diff_against labels it; the two may come from
+    different runs (a comparison diffs run B's sample i against run A's)."""
     ref_pieces, sample_pieces = pieces(ref), pieces(sample)
     matcher = SequenceMatcher(None, ref.token_ids, sample.token_ids, autojunk=False)
     out = []
