@@ -123,6 +123,23 @@ def diff_html(pairs: list[tuple[str, str | None]]) -> str:
             + "".join(spans) + "</div>")
 
 
+def diff_rows(run: Run, reference: int, anchored: bool = False, with_similarity: bool = False) -> list[str]:
+    """One HTML row per sample against sample ``reference``: '#i · seed s · the reference /
+    identical / diverges at token k' and its tokens. The Diff tab and the HTML report show the
+    same rows; the tab anchors each (``id='diff-sample-i'``) and adds the similarity."""
+    ref = run.samples[reference]
+    rows = []
+    for s in run.samples:
+        where = first_divergence(ref.token_ids, s.token_ids)
+        said = ("the reference" if s.index == reference else
+                "identical" if where is None else f"diverges at token {where}")
+        anchor = f" id='diff-sample-{s.index}'" if anchored else ""
+        alike = f" · similarity {similarity(ref.token_ids, s.token_ids):.2f}" if with_similarity else ""
+        rows.append(f"<div class='diff-row'{anchor}><b>#{s.index}</b> · seed {s.seed} · {html.escape(said)}{alike}"
+                    f"{diff_html(diff_samples(ref, s))}</div>")
+    return rows
+
+
 def pairwise_heatmap(run: Run) -> go.Figure:
     """Similarity of every pair of samples; each cell is labelled with the first divergence
     position ('=' for identical samples)."""

@@ -16,7 +16,7 @@ import plotly.graph_objects as go
 from plotly.offline import get_plotlyjs
 
 from playground.analysis import compare, sweep
-from playground.analysis.diff import common_prefix, diff_against, diff_html, first_divergence, pairwise_heatmap
+from playground.analysis.diff import common_prefix, diff_rows, pairwise_heatmap
 from playground.analysis.summary import summary_frame
 from playground.analysis.timing import tokens_over_time_figure
 from playground.analysis.tree import tree_figure
@@ -90,16 +90,9 @@ def _columns(run: Run) -> str:
 
 
 def _diff(run: Run, reference: int = 0) -> str:
-    ref = run.samples[reference]
     parts = [(f"<p>All {run.n} samples share their first {common_prefix(run)} tokens. Each sample token by token "
               f"against sample {reference}: inserted and replaced tokens highlighted, · a space, ↵ a newline.</p>")]
-    for s in run.samples:
-        where = first_divergence(ref.token_ids, s.token_ids)
-        said = ("the reference" if s.index == reference else "identical" if where is None
-                else f"diverges at token {where}")
-        parts.append(f"<div class='diff-row'><b>#{s.index}</b> · seed {s.seed} · {html.escape(said)}"
-                     f"{diff_html(diff_against(run, reference, s.index))}</div>")
-    return "\n".join(parts)
+    return "\n".join(parts + diff_rows(run, reference))
 
 
 def _run_sections(page: Page, run: Run, figures: sweep.Figures | None, full: bool = True) -> None:
