@@ -22,8 +22,8 @@ from plotly.subplots import make_subplots
 
 from playground.analysis.answers import Answers, Extractor, group_answers, parse_extractor
 from playground.analysis.diff import first_divergence, identical_groups, identical_label
+from playground.analysis.diversity import set_diversity
 from playground.analysis.figures import message_figure
-from playground.analysis.sample_set import set_figures
 from playground.analysis.tokens import token_at, truncate
 from playground.run import Run, Sample
 
@@ -81,21 +81,19 @@ def run_figures(run: Run) -> dict:
     }
 
 
+def diversity_figures(run: Run) -> dict:
+    """The set's diversity a sweep charts: distinct-2, the effective number of distinct samples
+    (the Vendi score), and the mean pairwise similarity with its min and max over the pairs."""
+    d = set_diversity(run).whole
+    return {"distinct_2": d.distinct_2, "effective_samples": d.vendi, "similarity": d.similarity_mean,
+            "similarity_min": d.similarity_min, "similarity_max": d.similarity_max}
+
+
 def set_figures_hook(extractor: Extractor | str | None = None) -> Figures:
-    """The set figures a sweep charts beside ``run_figures``: distinct-2, the effective number of
-    distinct samples (the Vendi score), the mean pairwise similarity with its min and max over the
-    pairs, and, when an extractor is chosen, the majority answer's vote share."""
-
-    def figures(run: Run) -> dict:
-        found = set_figures(run, extractor)
-        d = found.diversity.whole
-        row = {"distinct_2": d.distinct_2, "effective_samples": d.vendi, "similarity": d.similarity_mean,
-               "similarity_min": d.similarity_min, "similarity_max": d.similarity_max}
-        if extractor is not None:
-            row.update(answer_row(found.answers))
-        return row
-
-    return figures
+    """The set figures a sweep charts beside ``run_figures``: ``diversity_figures``, and, when an
+    extractor is chosen, the majority answer's vote share (added by ``with_answers`` alone, so no
+    run's answers are read twice; a bad extractor raises InvalidExtractor here)."""
+    return with_answers(diversity_figures, extractor)
 
 
 def answer_row(answers: Answers) -> dict:
