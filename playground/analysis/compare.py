@@ -75,11 +75,12 @@ def figures_side_by_side(a: Run, b: Run, figures: Figures | None = None) -> pd.D
     return pd.DataFrame(rows, columns=["figure", "A", "B", "B - A"])
 
 
-def comparison_html(a: Run, b: Run, words: int = 40) -> str:
+def comparison_html(a: Run, b: Run, words: int = 40, frame: pd.DataFrame | None = None) -> str:
     """Both runs' columns, index by index: each pair's verdict, and B's sample token by token
-    against A's (inserted and replaced tokens highlighted)."""
+    against A's (inserted and replaced tokens highlighted). ``frame``: ``pair_frame(a, b)`` when
+    the caller has it (it diffs every pair)."""
     a_by, b_by = {s.index: s for s in a.samples}, {s.index: s for s in b.samples}
-    frame = pair_frame(a, b)
+    frame = pair_frame(a, b) if frame is None else frame
     same = int((frame["verdict"] == "identical").sum())
     parts = [(f"<p class='compare-headline'><b>{same} of {len(frame)} samples identical</b> between run A "
               f"(<code>{html.escape(run_label(a))}</code>) and run B (<code>{html.escape(run_label(b))}</code>); "

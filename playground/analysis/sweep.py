@@ -153,12 +153,14 @@ def charted_figures(table: pd.DataFrame) -> list[str]:
     return base + extra
 
 
-def sweep_chart(runs: list[Run], figures: Figures | None = None, names: list[str] | None = None) -> go.Figure:
+def sweep_chart(runs: list[Run], figures: Figures | None = None, names: list[str] | None = None,
+                table: pd.DataFrame | None = None) -> go.Figure:
     """One panel per figure (``names``: default every numeric one) against the swept value;
     whiskers are the min and max across samples. Seeds and run ids are categories (their order
-    means nothing); setting values are numbers.
+    means nothing); setting values are numbers. ``table``: ``sweep_table(runs, figures)`` when the
+    caller has it (the set figures cost seconds per run; ``figures`` is then unused).
     """
-    table = sweep_table(runs, figures)
+    table = sweep_table(runs, figures) if table is None else table
     if not table.empty:
         names = [n for n in names if n in table.columns] if names is not None else charted_figures(table)
     else:
