@@ -211,6 +211,17 @@ def test_comparison_and_sweep_reports_and_the_choice_between_them(tmp_path):
         A.report_for([])
 
 
+def test_a_sweep_report_reads_each_runs_figures_once_and_takes_a_table_its_caller_has():
+    seen = []
+    page = A.sweep_report(sweep_runs(), figures=lambda run: seen.append(run.request["request_id"]) or {"extra": 1})
+    assert sorted(seen) == ["run-0", "run-1", "run-2"]  # the chart and the table share one sweep_table
+    table = A.sweep_table(sweep_runs(), figures=lambda run: {"extra": 7})
+    assert "extra" in page and ">7<" in A.sweep_report(sweep_runs(), table=table)
+    assert [t.name for t in A.sweep_chart(sweep_runs(), table=table).data][-1] == "extra"
+    a, b = make_run([[1, 2, 3]], "run-a"), make_run([[1, 2, 5]], "run-b")
+    assert A.comparison_html(a, b, frame=A.pair_frame(a, b)) == A.comparison_html(a, b)
+
+
 def test_the_report_draws_its_charts_in_chromium_with_no_network(tmp_path):
     """Offline for real: Chromium opens the file with the network off and every chart draws."""
     from tests.test_browser import CHROMIUM

@@ -8,14 +8,13 @@ shared) changed. Comparisons are over token ids, like every other in the playgro
 from __future__ import annotations
 
 import html
-from dataclasses import replace
 
 import pandas as pd
 
-from playground.analysis.diff import diff_against, diff_html, first_divergence, similarity
+from playground.analysis.diff import diff_html, diff_samples, first_divergence, similarity
 from playground.analysis.sweep import Figures, all_figures, first_words
-from playground.analysis.tokens import pieces, visible
-from playground.run import Run, Sample
+from playground.analysis.tokens import token_at
+from playground.run import Run
 
 # Settings worth naming when they differ between two runs (the rest is the record's plumbing).
 SETTINGS = ("prompt", "use_chat_template", "n", "seed", "mode", "output_kind", "temperature", "top_p", "top_k",
@@ -38,13 +37,6 @@ def settings_diff(a: Run, b: Run) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["setting", "A", "B"])
 
 
-def _token(sample: Sample | None, position: int | None) -> str | None:
-    if sample is None or position is None:
-        return None
-    texts = pieces(sample)
-    return visible(texts[position], multiline=False) if position < len(texts) else "(end)"
-
-
 def pair_frame(a: Run, b: Run) -> pd.DataFrame:
     """One row per sample index: the seeds, the lengths, where A's sample i and B's sample i first
     differ (empty when identical) and the token each has there, the similarity, and a verdict."""
@@ -61,8 +53,10 @@ def pair_frame(a: Run, b: Run) -> pd.DataFrame:
         where = first_divergence(sa.token_ids, sb.token_ids)
         rows.append({
             "sample": i, "seed_a": sa.seed, "seed_b": sb.seed, "tokens_a": len(sa.token_ids),
-            "tokens_b": len(sb.token_ids), "first_divergence": where, "token_a": _token(sa, where),
-            "token_b": _token(sb, where), "similarity": similarity(sa.token_ids, sb.token_ids),
+            "tokens_b": len(sb.token_ids), "first_divergence": where,
+            "token_a": None if where is None else token_at(sa, where),
+            "token_b": None if where is None else token_at(sb, where),
+            "similarity": similarity(sa.token_ids, sb.token_ids),
             "verdict": "identical" if where is None else f"diverged at token {where}",
         })
     frame = pd.DataFrame(rows, columns=PAIR_COLUMNS)
@@ -81,11 +75,12 @@ def figures_side_by_side(a: Run, b: Run, figures: Figures | None = None) -> pd.D
     return pd.DataFrame(rows, columns=["figure", "A", "B", "B - A"])
 
 
-def comparison_html(a: Run, b: Run, words: int = 40) -> str:
+def comparison_html(a: Run, b: Run, words: int = 40, frame: pd.DataFrame | None = None) -> str:
     """Both runs' columns, index by index: each pair's verdict, and B's sample token by token
-    against A's (inserted and replaced tokens highlighted)."""
+    against A's (inserted and replaced tokens highlighted). ``frame``: ``pair_frame(a, b)`` when
+    the caller has it (it diffs every pair)."""
     a_by, b_by = {s.index: s for s in a.samples}, {s.index: s for s in b.samples}
-    frame = pair_frame(a, b)
+    frame = pair_frame(a, b) if frame is None else frame
     same = int((frame["verdict"] == "identical").sum())
     parts = [(f"<p class='compare-headline'><b>{same} of {len(frame)} samples identical</b> between run A "
               f"(<code>{html.escape(run_label(a))}</code>) and run B (<code>{html.escape(run_label(b))}</code>); "
@@ -101,8 +96,7 @@ def comparison_html(a: Run, b: Run, words: int = 40) -> str:
             cells.append(f"<div class='compare-cell' style='flex:1;min-width:0'><b>{name}</b>{seed}<br>{text}</div>")
         diff = ""
         if sa is not None and sb is not None:
-            pair = Run(request={}, samples=[replace(sa, index=0), replace(sb, index=1)])  # the diff reads one run
-            diff = diff_html(diff_against(pair, 0, 1))
+            diff = diff_html(diff_samples(sa, sb))
         parts.append(f"<div class='compare-row' id='compare-sample-{row.sample}' style='margin:8px 0;"
                      f"border-top:1px solid #e5e7eb'><b>#{row.sample}</b> · {html.escape(verdict)}"
                      f"<div style='display:flex;gap:12px'>{''.join(cells)}</div>{diff}</div>")

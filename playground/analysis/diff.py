@@ -17,7 +17,7 @@ import plotly.graph_objects as go
 
 from playground.analysis.figures import height_for
 from playground.analysis.tokens import pieces, visible
-from playground.run import Run
+from playground.run import Run, Sample
 
 # Labels of diff_against, and colours that fit gr.HighlightedText(color_map=DIFF_COLORS).
 DIFF_COLORS = {"equal": "#e5e7eb", "insert": "#bbf7d0", "replace": "#fde68a", "delete": "#fecaca"}
@@ -63,6 +63,11 @@ def identical_groups(run: Run) -> list[list[int]]:
     return [g for g in groups.values() if len(g) > 1]
 
 
+def identical_label(groups: list[list[int]]) -> str:
+    """identical_groups as tables show them, like '0=2; 1=3' (summary and sweep write it alike)."""
+    return "; ".join("=".join(map(str, g)) for g in groups)
+
+
 def pairwise_frame(run: Run) -> pd.DataFrame:
     """One row per pair i < j: first divergence (None when identical) and similarity."""
     rows = []
@@ -87,7 +92,12 @@ def diff_against(run: Run, reference: int, index: int, deleted: bool = False) ->
     ``gr.HighlightedText(color_map=DIFF_COLORS, combine_adjacent=False)`` to keep token
     boundaries. With ``deleted=True`` the reference's missing tokens are shown as 'delete'.
     """
-    ref, sample = run.samples[reference], run.samples[index]
+    return diff_samples(run.samples[reference], run.samples[index], deleted)
+
+
+def diff_samples(ref: Sample, sample: Sample, deleted: bool = False) -> list[tuple[str, str]]:
+    """``sample`` token by token against ``ref``, as diff_against labels it; the two may come from
+    different runs (a comparison diffs run B's sample i against run A's)."""
     ref_pieces, sample_pieces = pieces(ref), pieces(sample)
     matcher = SequenceMatcher(None, ref.token_ids, sample.token_ids, autojunk=False)
     out = []
@@ -111,6 +121,23 @@ def diff_html(pairs: list[tuple[str, str | None]]) -> str:
                      f'style="{style}">{html.escape(text)}</span>')
     return ('<div class="token-diff" style="font-family:monospace;white-space:pre-wrap;line-height:1.8">'
             + "".join(spans) + "</div>")
+
+
+def diff_rows(run: Run, reference: int, anchored: bool = False, with_similarity: bool = False) -> list[str]:
+    """One HTML row per sample against sample ``reference``: '#i · seed s · the reference /
+    identical / diverges at token k' and its tokens. The Diff tab and the HTML report show the
+    same rows; the tab anchors each (``id='diff-sample-i'``) and adds the similarity."""
+    ref = run.samples[reference]
+    rows = []
+    for s in run.samples:
+        where = first_divergence(ref.token_ids, s.token_ids)
+        said = ("the reference" if s.index == reference else
+                "identical" if where is None else f"diverges at token {where}")
+        anchor = f" id='diff-sample-{s.index}'" if anchored else ""
+        alike = f" · similarity {similarity(ref.token_ids, s.token_ids):.2f}" if with_similarity else ""
+        rows.append(f"<div class='diff-row'{anchor}><b>#{s.index}</b> · seed {s.seed} · {html.escape(said)}{alike}"
+                    f"{diff_html(diff_samples(ref, s))}</div>")
+    return rows
 
 
 def pairwise_heatmap(run: Run) -> go.Figure:

@@ -16,7 +16,7 @@ import plotly.graph_objects as go
 from plotly.offline import get_plotlyjs
 
 from playground.analysis import compare, sweep
-from playground.analysis.diff import common_prefix, diff_against, diff_html, first_divergence, pairwise_heatmap
+from playground.analysis.diff import common_prefix, diff_rows, pairwise_heatmap
 from playground.analysis.summary import summary_frame
 from playground.analysis.timing import tokens_over_time_figure
 from playground.analysis.tree import tree_figure
@@ -90,16 +90,9 @@ def _columns(run: Run) -> str:
 
 
 def _diff(run: Run, reference: int = 0) -> str:
-    ref = run.samples[reference]
     parts = [(f"<p>All {run.n} samples share their first {common_prefix(run)} tokens. Each sample token by token "
               f"against sample {reference}: inserted and replaced tokens highlighted, · a space, ↵ a newline.</p>")]
-    for s in run.samples:
-        where = first_divergence(ref.token_ids, s.token_ids)
-        said = ("the reference" if s.index == reference else "identical" if where is None
-                else f"diverges at token {where}")
-        parts.append(f"<div class='diff-row'><b>#{s.index}</b> · seed {s.seed} · {html.escape(said)}"
-                     f"{diff_html(diff_against(run, reference, s.index))}</div>")
-    return "\n".join(parts)
+    return "\n".join(parts + diff_rows(run, reference))
 
 
 def _run_sections(page: Page, run: Run, figures: sweep.Figures | None, full: bool = True) -> None:
@@ -145,8 +138,9 @@ def comparison_report(a: Run, b: Run, figures: sweep.Figures | None = None) -> s
     else:
         page.table(diff)
     page.heading("Sample i of A against sample i of B")
-    page.table(compare.pair_frame(a, b))
-    page.raw(compare.comparison_html(a, b))
+    pairs = compare.pair_frame(a, b)
+    page.table(pairs)
+    page.raw(compare.comparison_html(a, b, frame=pairs))
     page.heading("Figures")
     page.table(compare.figures_side_by_side(a, b, figures))
     for name, run in (("A", a), ("B", b)):
@@ -155,9 +149,11 @@ def comparison_report(a: Run, b: Run, figures: sweep.Figures | None = None) -> s
     return page.render()
 
 
-def sweep_report(runs: list[Run], figures: sweep.Figures | None = None) -> str:
-    """A sweep: the chart of the figures against the value, the table, and the grid."""
+def sweep_report(runs: list[Run], figures: sweep.Figures | None = None, table: pd.DataFrame | None = None) -> str:
+    """A sweep: the chart of the figures against the value, the table, and the grid. The table
+    (``table``: ``sweep_table(runs, figures)`` when the caller has it) is computed once for both."""
     runs = sweep.sweep_order(runs)
+    table = sweep.sweep_table(runs, figures) if table is None else table
     param = sweep.sweep_param(runs) or "setting"
     page = Page(f"Sweep of {param}: {len(runs)} runs")
     if runs:
@@ -166,8 +162,8 @@ def sweep_report(runs: list[Run], figures: sweep.Figures | None = None) -> str:
         settings = _request_table(runs[0])
         page.table(settings[~settings["setting"].isin([param, "request_id"])])
     page.heading("Figures against the value")
-    page.figure(sweep.sweep_chart(runs, figures))
-    page.table(sweep.sweep_table(runs, figures))
+    page.figure(sweep.sweep_chart(runs, table=table))
+    page.table(table)
     page.heading("The grid")
     page.text("Rows are the values in the order they ran, columns the sample indices (sample i keeps its seed in "
               "every row unless the seed is swept); each cell says where it first differs from the cell above.")

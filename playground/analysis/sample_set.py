@@ -18,6 +18,7 @@ from playground.analysis.answers import Answers, Extractor, group_answers
 from playground.analysis.diversity import Diversity, SetDiversity, set_diversity
 from playground.analysis.figures import height_for, message_figure
 from playground.analysis.meaning import DEFAULT_SIMILARITY, MeaningClusters, meaning_clusters
+from playground.analysis.tokens import truncate
 from playground.run import Run
 
 _DIVERSITY = ["distinct_1", "distinct_2", "distinct_3", "similarity_mean", "similarity_std", "vendi"]
@@ -156,8 +157,8 @@ def _joined(values) -> str:
 
 
 def _cut(text: str, chars: int) -> str:
-    text = " ".join(text.split())
-    return text if len(text) <= chars else text[:chars - 1] + "…"
+    """On one line (labels and table cells), then cut like every other text."""
+    return truncate(" ".join(text.split()), chars)
 
 
 def _diversity_values(d: Diversity) -> dict:

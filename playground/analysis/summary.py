@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from playground.analysis.diff import common_prefix, identical_groups
+from playground.analysis.diff import common_prefix, identical_groups, identical_label
 from playground.run import Run
 
 SUMMARY_COLUMNS = ["request_id", "status", "n", "mode", "output_kind", "seed", "prompt_tokens", "tokens",
@@ -30,7 +30,7 @@ def summary_frame(run: Run) -> pd.DataFrame:
         "tokens_per_s": tokens / wall if wall else None,
         "cached_prompt_tokens": [s.num_cached_tokens for s in run.samples],
         "common_prefix": common_prefix(run), "any_identical": bool(groups),
-        "identical_samples": "; ".join("=".join(map(str, g)) for g in groups),
+        "identical_samples": identical_label(groups),
         "finish_reasons": ", ".join(f"{k} ×{v}" for k, v in reasons.items()),
     }
     return pd.DataFrame([row], columns=SUMMARY_COLUMNS)

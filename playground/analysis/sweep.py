@@ -21,10 +21,10 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from playground.analysis.answers import Answers, Extractor, group_answers, parse_extractor
-from playground.analysis.diff import first_divergence, identical_groups
+from playground.analysis.diff import first_divergence, identical_groups, identical_label
+from playground.analysis.diversity import set_diversity
 from playground.analysis.figures import message_figure
-from playground.analysis.sample_set import set_figures
-from playground.analysis.tokens import pieces, truncate, visible
+from playground.analysis.tokens import token_at, truncate
 from playground.run import Run, Sample
 
 Figures = Callable[[Run], dict]
@@ -71,32 +71,29 @@ def run_figures(run: Run) -> dict:
     """Figures of one run that need nothing but the record, with min/max across samples."""
     lengths = [len(s.token_ids) for s in run.samples]
     probs = [p for s in run.samples if (p := sample_mean_prob(s)) is not None]
-    groups = identical_groups(run)
     return {
         "mean_tokens": sum(lengths) / len(lengths) if lengths else None,
         "mean_tokens_min": min(lengths, default=None), "mean_tokens_max": max(lengths, default=None),
         "mean_prob": sum(probs) / len(probs) if probs else None,
         "mean_prob_min": min(probs, default=None), "mean_prob_max": max(probs, default=None),
         "distinct_samples": len({tuple(s.token_ids) for s in run.samples}),
-        "identical_samples": "; ".join("=".join(map(str, g)) for g in groups),
+        "identical_samples": identical_label(identical_groups(run)),
     }
 
 
+def diversity_figures(run: Run) -> dict:
+    """The set's diversity a sweep charts: distinct-2, the effective number of distinct samples
+    (the Vendi score), and the mean pairwise similarity with its min and max over the pairs."""
+    d = set_diversity(run).whole
+    return {"distinct_2": d.distinct_2, "effective_samples": d.vendi, "similarity": d.similarity_mean,
+            "similarity_min": d.similarity_min, "similarity_max": d.similarity_max}
+
+
 def set_figures_hook(extractor: Extractor | str | None = None) -> Figures:
-    """The set figures a sweep charts beside ``run_figures``: distinct-2, the effective number of
-    distinct samples (the Vendi score), the mean pairwise similarity with its min and max over the
-    pairs, and, when an extractor is chosen, the majority answer's vote share."""
-
-    def figures(run: Run) -> dict:
-        found = set_figures(run, extractor)
-        d = found.diversity.whole
-        row = {"distinct_2": d.distinct_2, "effective_samples": d.vendi, "similarity": d.similarity_mean,
-               "similarity_min": d.similarity_min, "similarity_max": d.similarity_max}
-        if extractor is not None:
-            row.update(answer_row(found.answers))
-        return row
-
-    return figures
+    """The set figures a sweep charts beside ``run_figures``: ``diversity_figures``, and, when an
+    extractor is chosen, the majority answer's vote share (added by ``with_answers`` alone, so no
+    run's answers are read twice; a bad extractor raises InvalidExtractor here)."""
+    return with_answers(diversity_figures, extractor)
 
 
 def answer_row(answers: Answers) -> dict:
@@ -156,12 +153,14 @@ def charted_figures(table: pd.DataFrame) -> list[str]:
     return base + extra
 
 
-def sweep_chart(runs: list[Run], figures: Figures | None = None, names: list[str] | None = None) -> go.Figure:
+def sweep_chart(runs: list[Run], figures: Figures | None = None, names: list[str] | None = None,
+                table: pd.DataFrame | None = None) -> go.Figure:
     """One panel per figure (``names``: default every numeric one) against the swept value;
     whiskers are the min and max across samples. Seeds and run ids are categories (their order
-    means nothing); setting values are numbers.
+    means nothing); setting values are numbers. ``table``: ``sweep_table(runs, figures)`` when the
+    caller has it (the set figures cost seconds per run; ``figures`` is then unused).
     """
-    table = sweep_table(runs, figures)
+    table = sweep_table(runs, figures) if table is None else table
     if not table.empty:
         names = [n for n in names if n in table.columns] if names is not None else charted_figures(table)
     else:
@@ -215,11 +214,6 @@ def first_words(sample: Sample, words: int = FIRST_WORDS) -> str:
     return " ".join(parts[:words]) + (" …" if len(parts) > words else "")
 
 
-def _token_at(sample: Sample, position: int) -> str:
-    texts = pieces(sample)
-    return f"“{visible(texts[position], multiline=False)}”" if position < len(texts) else "(end)"
-
-
 def sweep_grid(runs: list[Run], words: int = FIRST_WORDS) -> list[tuple[str, list[Cell]]]:
     """Rows (label, cells) in sweep order; cell i is sample i, compared with sample i above."""
     runs = sweep_order(runs)
@@ -233,8 +227,8 @@ def sweep_grid(runs: list[Run], words: int = FIRST_WORDS) -> list[tuple[str, lis
             if s.index in above:
                 cell.diverges_at = first_divergence(above[s.index].token_ids, s.token_ids)
                 if cell.diverges_at is not None:
-                    cell.above = _token_at(above[s.index], cell.diverges_at)
-                    cell.here = _token_at(s, cell.diverges_at)
+                    cell.above = token_at(above[s.index], cell.diverges_at, quoted=True)
+                    cell.here = token_at(s, cell.diverges_at, quoted=True)
             cells.append(cell)
         rows.append((value_label(run, param), cells))
     return rows

@@ -53,6 +53,16 @@ def joined(texts: list[str], sep: str = "│") -> str:
     return sep.join(visible(t, multiline=False) for t in texts)
 
 
+def token_at(sample: Sample, position: int, quoted: bool = False) -> str:
+    """The visible token at ``position`` on one line (``quoted``: in “ ”), or "(end)" past the
+    sample's last token: where two samples part, one may simply have stopped."""
+    texts = pieces(sample)
+    if position >= len(texts):
+        return "(end)"
+    token = visible(texts[position], multiline=False)
+    return f"“{token}”" if quoted else token
+
+
 def truncate(text: str, width: int) -> str:
     return text if len(text) <= width else text[: width - 1] + "…"
 

@@ -10,7 +10,6 @@ Panel's ``controls``: every path that shows a run passes their current values to
 
 from __future__ import annotations
 
-import html
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -111,15 +110,7 @@ def diff_view(run: Run, reference: int) -> str:
              f"{reference} (seed {ref.seed}): <span class='tok tok-insert'>inserted</span> and "
              f"<span class='tok tok-replace'>replaced</span> tokens are highlighted; each box is one "
              f"token, · a space, ↵ a newline.</p>"]
-    for s in run.samples:
-        where = analysis.first_divergence(ref.token_ids, s.token_ids)
-        said = ("the reference" if s.index == reference else
-                "identical" if where is None else f"diverges at token {where}")
-        similarity = analysis.similarity(ref.token_ids, s.token_ids)
-        parts.append(f"<div class='diff-row' id='diff-sample-{s.index}'><b>#{s.index}</b> · seed {s.seed} · "
-                     f"{html.escape(said)} · similarity {similarity:.2f}"
-                     + analysis.diff_html(analysis.diff_against(run, reference, s.index)) + "</div>")
-    return "\n".join(parts)
+    return "\n".join(parts + analysis.diff_rows(run, reference, anchored=True, with_similarity=True))
 
 
 def inspector_note(run: Run) -> str:
