@@ -64,7 +64,8 @@ def comparison(a: Run, b: Run, figures: analysis.Figures | None = None) -> tuple
                 f"B (`{b.request.get('request_id')}`). Differing settings: {what}.")
     side_by_side = analysis.figures_side_by_side(a, b, figures).map(
         lambda v: round(v, 3) if isinstance(v, float) else v)
-    return headline, pairs[PAIR_COLUMNS].round(3), changed.astype(str), side_by_side, analysis.comparison_html(a, b)
+    return (headline, pairs[PAIR_COLUMNS].round(3), changed.astype(str), side_by_side,
+            analysis.comparison_html(a, b, frame=pairs))
 
 
 class CompareTab:

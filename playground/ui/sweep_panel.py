@@ -159,22 +159,22 @@ class SweepTab:
              figures: analysis.Figures | None = None) -> dict:
         """The tab's components for ``runs`` (of one sweep); ``final`` also writes the downloads.
         ``figures``: default the tab's own (no answers read)."""
-        figures = figures or once_per_run(self.figures)
+        update = {self.status: status(runs, stopped), self.grid: analysis.grid_html(runs), self.chart: None}
+        if not runs:
+            return update
+        table = analysis.sweep_table(runs, figures or once_per_run(self.figures))  # one table: chart, rows, report
         names = [*self.chart_names, "vote_share"] if self.chart_names is not None else None
-        update = {self.status: status(runs, stopped), self.grid: analysis.grid_html(runs),
-                  self.chart: analysis.sweep_chart(runs, figures, names) if runs else None}
-        if runs:
-            table = analysis.sweep_table(runs, figures)
-            table = table.drop(columns=[c for c in HIDDEN_COLUMNS if c in table]).round(3)
-            update[self.table] = gr.update(value=table, visible=True)
-        if final and runs:
-            update[self.report], update[self.bundles] = self.export(runs, figures)
+        update[self.chart] = analysis.sweep_chart(runs, names=names, table=table)
+        shown = table.drop(columns=[c for c in HIDDEN_COLUMNS if c in table]).round(3)
+        update[self.table] = gr.update(value=shown, visible=True)
+        if final:
+            update[self.report], update[self.bundles] = self.export(runs, table)
         return update
 
-    def export(self, runs: list[Run], figures: analysis.Figures | None) -> tuple[str, str]:
+    def export(self, runs: list[Run], table) -> tuple[str, str]:
         stem = self.h.export_dir / f"sweep-{runs[0].request.get('request_id', 'run')}"
         report, bundles = stem.with_suffix(".html"), stem.with_suffix(".jsonl")
-        report.write_text(analysis.sweep_report(runs, figures), encoding="utf-8")
+        report.write_text(analysis.sweep_report(runs, table=table), encoding="utf-8")
         bundles.write_text("".join(run.to_json() + "\n" for run in runs), encoding="utf-8")
         return str(report), str(bundles)
 
