@@ -62,7 +62,6 @@ class SyncRunner:
         recording = Recording(self, prepare(self.limits, request, self.render_prompt(request.prompt,
                                                                                     request.use_chat_template)))
         prepared = recording.prepared
-        prepared.watch = watch
         recording.watch = OutputWatch() if watch else None
         tokens = TokensPrompt(prompt_token_ids=prepared.prompt_token_ids, prompt=prepared.rendered_prompt)
 
@@ -79,6 +78,8 @@ class SyncRunner:
         return self._step()
 
     def _step(self) -> list[Run]:
+        # Apart from step() so that abort() never runs what wraps step() (the Ctrl-C test helper
+        # raises in it: an abort must still hand over the aborted output).
         try:
             outputs = self.sampler.step()
         except EngineDeadError as e:
