@@ -770,17 +770,26 @@ class LeakingAggregator(aggregate.ParentAggregator):
 
 
 def test_an_aggregator_that_leaks_a_child_id_breaks_parent_id(paths, monkeypatch):
-    """On the async paths only: the sync runner finds a run by its outputs' id, so an output under
-    a child's id never reaches its run, and that run would wait for ever."""
     monkeypatch.setattr(aggregate, "ParentAggregator", LeakingAggregator)
     request = SampleRequest(prompt=PROMPT, n=2, seed=SEED, max_tokens=4, ignore_eos=True)
-    matrix = asyncio.run(qa.run_matrix(request, paths[:2], kinds=["DELTA", "FINAL_ONLY"]))
+    matrix = asyncio.run(qa.run_matrix(request, paths, kinds=["DELTA", "FINAL_ONLY"]))
+    # The sync runner finds a run by its outputs' id (both sync modes merge through the aggregator):
+    # a run none reaches ends in an error, not a wait for ever, whether it runs to the end or to a stop.
+    lost = ("the sampler finished this request without an output carrying its id (an output came back under "
+            "another request id)")
+    sync_cells = {f"{kind} × sync {mode}": ["event-count", "status"]
+                  for kind in ("DELTA", "FINAL_ONLY") for mode in ("wrapper", "native")}
     assert {c.label: added(c) for c in matrix.cells} == {
         "DELTA × async wrapper": ["parent-id"], "DELTA × async native": [],
-        "FINAL_ONLY × async wrapper": ["parent-id"], "FINAL_ONLY × async native": []}, matrix.report()
+        "FINAL_ONLY × async wrapper": ["parent-id"], "FINAL_ONLY × async native": [], **sync_cells}, matrix.report()
     parent = matrix.cell("FINAL_ONLY", "async wrapper").run.request["request_id"]
     assert matrix.cell("FINAL_ONLY", "async wrapper").violations[0].message == (
         f"event 0 carries the request id '0_{parent}', not the parent's '{parent}'")
+    for cell in (c for c in matrix.cells if c.label in sync_cells):
+        stopped = cell.output_kind == "DELTA"  # FINAL_ONLY has no stop
+        runs = [cell.run] + ([cell.stopped] if stopped else [])
+        assert [(r.status, r.error, r.events) for r in runs] == [("error", lost, [])] * len(runs), cell.label
+        assert (cell.in_flight_at_end, cell.in_flight_after_stop) == (0, 0 if stopped else None), cell.label
 
 
 def test_a_stop_that_aborts_nothing_breaks_accounting(sync_engine, paths, monkeypatch):

@@ -143,6 +143,28 @@ def test_abort_by_parent_id_ends_the_parent_with_its_partial_samples(sampler, sy
     assert sync_engine.get_num_unfinished_requests() == 0 and not sampler.has_unfinished_requests()
 
 
+@pytest.mark.parametrize("mode", ["wrapper", "native"])
+def test_a_cumulative_abort_ends_each_sample_with_everything_it_had(sampler, sync_engine, mode):
+    """CUMULATIVE, as AsyncLLM's abort: each aborted sample's last output holds all its text and
+    tokens so far, as its last output before the abort did (a DELTA one holds none: those went out)."""
+    request_id = f"abort-cumulative-{mode}"
+    sampler.add_request(request_id, PROMPT, params(3, kind="CUMULATIVE", max_tokens=1000, ignore_eos=True), mode)
+    events: list[Event] = []
+    while len(events) < 3:
+        events += [observation_from_output(output, 0.0).event for output in sampler.step()]
+    had = {}  # index -> (text, token ids) of its last output, copied as it arrived
+    for event in events:
+        for out in event.outputs:
+            had[out.index] = (out.text, out.token_ids)
+    assert sorted(had) == [0, 1, 2] and all(text and ids for text, ids in had.values())
+    sampler.abort(request_id)
+    (last,) = sampler.step()
+    assert last.request_id == request_id and last.finished
+    assert {c.index: (c.text, list(c.token_ids)) for c in last.outputs} == had
+    assert {c.finish_reason for c in last.outputs} == {"abort"}
+    assert sync_engine.get_num_unfinished_requests() == 0 and not sampler.has_unfinished_requests()
+
+
 def test_same_seed_mode_and_unseeded_samples(sampler):
     sampler.add_request("same", PROMPT, params(3, kind="FINAL_ONLY"), "same-seed")
     sampler.add_request("unseeded", PROMPT, params(3, seed=None, kind="FINAL_ONLY"), "wrapper")

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import uuid
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -74,19 +74,18 @@ def new_request_id() -> str:
     return f"run-{uuid.uuid4().hex[:8]}"
 
 
-def prepare(limits: Limits, request: SampleRequest, rendered: tuple[str, list[int]],
-            seed_source: Callable[[int], int] | None = None) -> Prepared:
-    """Check everything against the rendered prompt, and fix the children, before the engine sees
-    anything. ``request.check`` has passed before the prompt was rendered (``start()``).
+def prepare(limits: Limits, request: SampleRequest, rendered: tuple[str, list[int]]) -> Prepared:
+    """Check what needs the rendered prompt, and fix the children, before the engine sees
+    anything. The caller ran ``request.check`` before rendering (``start()``, the sync runner's
+    ``submit()``): nothing unchecked reaches the tokenizer.
 
     A blank seed becomes a random one here, in every mode, so the run can be replayed and the UI
     can show which seed was used.
     """
-    request.check(limits)
     text, token_ids = rendered
     check_context(len(token_ids), request.max_tokens, limits.max_model_len)
     if request.seed is None:
-        request.seed = plan.draw_seed(seed_source) if seed_source else plan.draw_seed()
+        request.seed = plan.draw_seed()
     request_id = new_request_id()
     children = plan.plan(request_id, request.n, request.seed, request.mode)
     return Prepared(request, request_id, text, token_ids, children)
@@ -133,7 +132,7 @@ async def start(backend: Backend, request: SampleRequest) -> Recording:
     return Recording(backend, prepare(backend.limits, request, rendered))
 
 
-async def record(backend: Backend, request: SampleRequest | Recording, watch: bool = False) -> AsyncIterator[Run]:
+async def record(backend: Backend, request: SampleRequest, watch: bool = False) -> AsyncIterator[Run]:
     """Run ``request`` and yield the growing Run: once at the start (no events yet, so a caller
     holds the Run from the first moment), after every event, and once finished. ``watch``: the
     backend keeps every output it yields and records which changed afterwards (QA matrix).
@@ -141,7 +140,7 @@ async def record(backend: Backend, request: SampleRequest | Recording, watch: bo
     Whatever ends the stream (the end, an error, a Stop, a closed tab) the Run is finished with
     the matching status, and the backend's own cleanup aborts what is still running.
     """
-    recording = request if isinstance(request, Recording) else await start(backend, request)
+    recording = await start(backend, request)
     recording.prepared.watch = watch
     run = recording.run
     try:

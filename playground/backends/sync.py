@@ -9,7 +9,7 @@ sync paths use.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 from vllm import RequestOutput, TokensPrompt
@@ -28,6 +28,8 @@ from playground.sampling.request import Limits, SampleRequest
 from playground.sampling.sync_sampler import SyncParallelSampler
 
 DEAD = "the vLLM engine core has died; start the command again"
+LOST = ("the sampler finished this request without an output carrying its id (an output came back under "
+        "another request id)")
 
 
 class SyncRunner:
@@ -60,7 +62,6 @@ class SyncRunner:
         recording = Recording(self, prepare(self.limits, request, self.render_prompt(request.prompt,
                                                                                     request.use_chat_template)))
         prepared = recording.prepared
-        prepared.watch = watch
         recording.watch = OutputWatch() if watch else None
         tokens = TokensPrompt(prompt_token_ids=prepared.prompt_token_ids, prompt=prepared.rendered_prompt)
 
@@ -77,6 +78,8 @@ class SyncRunner:
         return self._step()
 
     def _step(self) -> list[Run]:
+        # Apart from step() so that abort() never runs what wraps step() (the Ctrl-C test helper
+        # raises in it: an abort must still hand over the aborted output).
         try:
             outputs = self.sampler.step()
         except EngineDeadError as e:
@@ -100,6 +103,11 @@ class SyncRunner:
                     recording.observe(Observation(mutated_events=recording.watch.changed()))
                 del self._running[output.request_id]
                 finished.append(recording.finish("aborted", STOPPED) if recording.aborted else recording.finish())
+        if self._running and not self.sampler.has_unfinished_requests():
+            # The sampler ended every parent, but no output reached these runs: theirs came back
+            # under another id. An error, not a wait that never ends (for every caller that steps).
+            finished += [recording.finish("error", LOST) for recording in self._running.values()]
+            self._running.clear()
         return finished
 
     def abort(self, request_id: str) -> Run | None:
@@ -121,22 +129,18 @@ class SyncRunner:
     def running(self) -> int:
         return len(self._running)
 
-    def record(self, request: SampleRequest, watch: bool = False) -> Run:
-        """Run one request to the end and return its finished Run. Whatever stops it early
-        (Ctrl-C, an error) aborts its children and marks the Run; the exception goes on."""
+    def record(self, request: SampleRequest, watch: bool = False,
+               until: Callable[[Run], bool] | None = None) -> Run:
+        """Run one request to the end, or until ``until(run)`` holds, and return its Run. A run
+        that ends early (``until``, Ctrl-C, an error) has its children aborted and is marked
+        aborted; an exception goes on."""
         run = self.submit(request, watch)
         try:
-            while not run.finished:
+            while not run.finished and not (until is not None and until(run)):
                 self.step()
-                if not run.finished and not self.sampler.has_unfinished_requests():
-                    # The sampler ended every parent, but no output reached this run: it came
-                    # back under another id. An error, not a wait that never ends.
-                    recording = self._running.pop(run.request["request_id"])
-                    recording.finish("error", "the sampler finished this request without an output carrying its "
-                                              "id (an output came back under another request id)")
-        except BaseException:
-            self.abort(run.request["request_id"])
-            raise
+        finally:
+            if not run.finished:
+                self.abort(run.request["request_id"])
         return run
 
     def record_all(self, requests: Iterable[SampleRequest],

@@ -71,14 +71,7 @@ def sync_paths(runner, front_end: str = "sync") -> list[Path]:
 
     def record_and_stop(request: SampleRequest) -> Run:
         with lock:
-            run = runner.submit(request, watch=True)
-            try:
-                while not run.events and not run.finished:
-                    runner.step()
-            finally:
-                if not run.finished:
-                    runner.abort(run.request["request_id"])
-            return run
+            return runner.record(request, watch=True, until=lambda run: bool(run.events))
 
     async def run(request: SampleRequest) -> Run:
         return await asyncio.to_thread(record_to_end, request)

@@ -30,7 +30,9 @@ class _Parent:
     prompt: TokensPrompt
     engine_ids: list[str] = field(default_factory=list)  # children (wrapper) or the parent (native)
     on_child: ChildObserver | None = None
-    seen: dict[int, tuple[str, list[int]]] = field(default_factory=dict)  # index -> text, ids so far
+    # CUMULATIVE: index -> the sample's last completion, all an abort needs (DELTA and FINAL_ONLY
+    # end an aborted sample empty). Kept after add(), which copied its live token list.
+    last: dict[int, CompletionOutput] = field(default_factory=dict)
 
 
 class SyncParallelSampler:
@@ -112,8 +114,9 @@ class SyncParallelSampler:
                 for child_index, piece in _child_pieces(output, index):
                     if parent.on_child is not None and len(output.outputs) == 1:
                         parent.on_child(child_index, piece)
-                    _remember(parent, child_index, piece)
                     parent.aggregator.add(child_index, piece)
+                    if parent.aggregator.output_kind == RequestOutputKind.CUMULATIVE:
+                        parent.last[child_index] = piece.outputs[0]  # vLLM makes a new one each step
                 advanced[parent.aggregator.parent_id] = parent
         return self._merged(advanced) + foreign
 
@@ -159,21 +162,11 @@ class SyncParallelSampler:
                 pass  # a dead engine's requests went with it
 
 
-def _remember(parent: _Parent, index: int, piece: RequestOutput) -> None:
-    """What the caller has seen of sample ``index``, so an abort can end it with those tokens."""
-    completion = piece.outputs[0]
-    if parent.aggregator.output_kind == RequestOutputKind.DELTA:
-        text, ids = parent.seen.get(index, ("", []))
-        parent.seen[index] = (text + completion.text, ids + list(completion.token_ids))
-    else:
-        parent.seen[index] = (completion.text, list(completion.token_ids))
-
-
 def _abort_output(parent: _Parent, index: int) -> RequestOutput:
     """The output AsyncLLM would give an aborted child: no new tokens for DELTA, everything so far
-    for the other kinds, finish_reason "abort"."""
-    delta = parent.aggregator.output_kind == RequestOutputKind.DELTA
-    text, ids = ("", []) if delta else parent.seen.get(index, ("", []))
+    for CUMULATIVE (FINAL_ONLY has sent nothing), finish_reason "abort"."""
+    last = parent.last.get(index)
+    text, ids = (last.text, last.token_ids) if last is not None else ("", [])
     completion = CompletionOutput(index=index, text=text, token_ids=list(ids), cumulative_logprob=None,
                                   logprobs=None, finish_reason="abort")
     return RequestOutput(request_id=parent.aggregator.parent_id, prompt=parent.prompt.get("prompt"),
