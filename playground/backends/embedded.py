@@ -20,7 +20,6 @@ from vllm import TokensPrompt
 from vllm.v1.engine.exceptions import EngineDeadError
 
 from playground.backends.base import Prepared
-from playground.backends.conditions import engine_conditions
 from playground.backends.engine import EngineHost, describe_engine
 from playground.backends.outputs import OutputWatch, child_observation, observation_from_output
 from playground.backends.recorder import Observation
@@ -56,7 +55,7 @@ class EmbeddedBackend:
 
     def _describe(self) -> None:
         engine = self.host.engine
-        self._info = {**describe_engine(engine), "conditions": engine_conditions(engine)}
+        self._info = describe_engine(engine)
         self.limits = Limits(
             max_n=self.max_n,
             max_model_len=self._info["max_model_len"],

@@ -18,6 +18,7 @@ from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
+from playground.backends.conditions import engine_conditions
 from playground.backends.model import resolve_model
 from playground.backends.resources import (
     CpuPlan,
@@ -168,6 +169,7 @@ def describe_engine(engine) -> dict[str, Any]:
         **(plan.describe() if (plan := getattr(engine, "playground_plan", None)) else {}),
         # An instruct model answers questions only inside its chat template: the UI turns it on.
         "has_chat_template": bool(getattr(engine.tokenizer, "chat_template", None)),
+        "conditions": engine_conditions(engine),  # what a bundle needs to say how to reproduce it
     }
 
 

@@ -16,7 +16,6 @@ from vllm import RequestOutput, TokensPrompt
 from vllm.v1.engine.exceptions import EngineDeadError
 
 from playground.backends.base import STOPPED, Recording, prepare
-from playground.backends.conditions import engine_conditions
 from playground.backends.engine import describe_engine
 from playground.backends.outputs import OutputWatch, child_observation, observation_from_output
 from playground.backends.recorder import Observation
@@ -39,8 +38,7 @@ class SyncRunner:
         self.engine = llm_engine
         self.sampler = SyncParallelSampler(llm_engine, max_n)
         self.tokenizer = llm_engine.tokenizer
-        self._info = {**describe_engine(llm_engine), "front_end": "LLMEngine",
-                      "conditions": engine_conditions(llm_engine)}
+        self._info = {**describe_engine(llm_engine), "front_end": "LLMEngine"}
         self.limits = Limits(max_n=max_n, max_model_len=self._info["max_model_len"],
                              max_logprobs=self._info["max_logprobs"])
         self._running: dict[str, Recording] = {}  # by parent request id
