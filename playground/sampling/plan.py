@@ -44,9 +44,11 @@ def child_seeds(seed: int | None, n: int, mode: str) -> list[int | None]:
     return [seed] * n if mode == "same-seed" else [seed + i for i in range(n)]
 
 
-def draw_seed(source: Callable[[int], int] = secrets.randbelow) -> int:
-    """A fresh base seed for a request that left it blank, so every sample can be replayed."""
-    return source(RANDOM_SEED_BELOW)
+def draw_seed(source: Callable[[int], int] | None = None) -> int:
+    """A fresh base seed for a request that left it blank, so every sample can be replayed.
+    ``source`` (tests) stands in for ``secrets.randbelow``; None means the real one, so callers
+    can pass theirs through as it is."""
+    return (source or secrets.randbelow)(RANDOM_SEED_BELOW)
 
 
 def check_seed(seed: int | None, n: int) -> None:
