@@ -96,7 +96,7 @@ def read_lines(path: Path, defaults: dict, max_n: int) -> tuple[list[Line], list
 
     Checks that need the engine (the context length, the logprobs cap) run again at submission.
     """
-    relaxed = Limits(max_n=max_n, max_model_len=2**31, max_logprobs=2**31)
+    relaxed = Limits.before_engine(max_n)
     lines, errors = [], []
     with open(path, encoding="utf-8", errors="surrogateescape") as f:
         for number, text in enumerate(f, 1):

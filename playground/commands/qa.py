@@ -123,7 +123,7 @@ def main(argv: list[str] | None = None, paths: Sequence[qa.Path] | None = None) 
         try:
             settings = parser.sampling_settings(args)
             request = SampleRequest.from_user(prompt=args.prompt, **settings)
-            request.check(Limits(max_n=args.max_n, max_model_len=2**31, max_logprobs=2**31))
+            request.check(Limits.before_engine(args.max_n))
         except InvalidRequest as e:
             parser.parser.error(str(e))
         ignored = [name for name in ("output_kind", "mode") if name in settings]

@@ -97,7 +97,7 @@ def sweep_from_args(parser: PlaygroundParser, args: argparse.Namespace) -> Sweep
         flag = "--seed" if args.param == "seed" else f"--{args.param.replace('_', '-')}"
         raise InvalidRequest(f"--param {args.param} sweeps {args.param} over --values: leave out {flag}")
     sweep = SweepRequest.from_user(args.param, args.values, prompt=args.prompt, **settings)
-    sweep.check(Limits(max_n=args.max_n, max_model_len=2**31, max_logprobs=2**31))  # the engine's come later
+    sweep.check(Limits.before_engine(args.max_n))  # the engine's come later
     return sweep
 
 
