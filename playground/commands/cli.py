@@ -14,11 +14,13 @@ import os
 import tempfile
 from collections.abc import Iterable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from playground.backends.engine import engine_kwargs_from_cli
-from playground.backends.remote import RemoteBackend
 from playground.errors import RemoteError
 from playground.sampling.request import SampleRequest
+
+if TYPE_CHECKING:  # imported where used: `analyze` (no engine) loads this module, not openai or the engine
+    from playground.backends.remote import RemoteBackend
 
 MAX_N_CEILING = 256
 
@@ -48,6 +50,8 @@ class PlaygroundParser:
     def parse(self, argv: list[str]) -> tuple[argparse.Namespace, dict]:
         """Return all values, and the engine kwargs the user gave explicitly (our defaults apply
         to the rest, and vLLM's apply to everything else)."""
+        from playground.backends.engine import engine_kwargs_from_cli
+
         args = self.parser.parse_args(argv)
         saved = {a: a.default for a in self.parser._actions}
         try:
@@ -154,6 +158,8 @@ def create_remote_backend(args, max_n: int) -> RemoteBackend:
     """The RemoteBackend the parsed flags ask for; RemoteError if the server cannot be used.
     For the commands' synchronous start-up (no event loop runs yet): discovery runs to its end
     on a loop of its own; the backend then works on any loop."""
+    from playground.backends.remote import RemoteBackend
+
     if not args.base_url:
         raise RemoteError("--backend openai needs --base-url, the server's address, e.g. http://HOST:8000/v1")
     api_key = args.api_key or next((os.environ[n] for n in API_KEY_ENV if os.environ.get(n)), None)
