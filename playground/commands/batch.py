@@ -38,7 +38,13 @@ from playground import analysis
 from playground.analysis.tokens import truncate
 from playground.backends.resources import Workload
 from playground.commands.analyze import extractor_arg
-from playground.commands.cli import MAX_N_CEILING, PlaygroundParser, positive_int, write_atomically
+from playground.commands.cli import (
+    MAX_N_CEILING,
+    PlaygroundParser,
+    check_out_folder,
+    positive_int,
+    write_atomically,
+)
 from playground.commands.progress import Ending, run_all
 from playground.errors import InvalidRequest
 from playground.run import Run
@@ -225,8 +231,7 @@ def main(argv: list[str] | None = None) -> int:
             defaults = parser.sampling_settings(args)
         except InvalidRequest as e:
             parser.parser.error(str(e))
-        if args.out is not None and not args.out.parent.resolve().is_dir():
-            parser.parser.error(f"--out: the folder {args.out.parent} does not exist")
+        check_out_folder(parser.parser, "--out", args.out)
         try:
             lines, errors = read_lines(Path(args.input), defaults, args.max_n)
         except OSError as e:

@@ -179,6 +179,13 @@ def _positive_seconds(text: str) -> float:
 
 # --- files ---------------------------------------------------------------------------------------
 
+def check_out_folder(parser: argparse.ArgumentParser, flag: str, path: Path | None) -> None:
+    """A usage error if ``path``'s folder is missing: said before any work (or engine start) is
+    spent, not when the result is written at the end."""
+    if path is not None and not path.parent.resolve().is_dir():
+        parser.error(f"{flag}: the folder {path.parent} does not exist")
+
+
 def write_atomically(path: Path, lines: Iterable[str]) -> None:
     """Write a temp file beside ``path``, then rename it over ``path``: a reader sees the old file
     or the whole new one, never half of it, and a failure leaves no temp file behind."""

@@ -22,6 +22,7 @@ from playground.commands.cli import (
     MAX_N_CEILING,
     PlaygroundParser,
     add_remote_flags,
+    check_out_folder,
     create_remote_backend,
     positive_int,
     write_atomically,
@@ -130,8 +131,7 @@ def main(argv: list[str] | None = None, paths: Sequence[qa.Path] | None = None) 
         if ignored:
             print(f"note: --{' and --'.join(n.replace('_', '-') for n in ignored)} ignored: the matrix runs every "
                   "output_kind in wrapper and native mode", file=sys.stderr)
-        if args.json is not None and not args.json.parent.resolve().is_dir():
-            parser.parser.error(f"--json: the folder {args.json.parent} does not exist")
+        check_out_folder(parser.parser, "--json", args.json)
         front_ends = args.paths or ["async", "sync"] + (["remote"] if args.backend == "openai" else [])
         if "remote" in front_ends and args.backend != "openai":
             parser.parser.error("--paths remote needs --backend openai --base-url URL")

@@ -37,7 +37,13 @@ from playground import analysis
 from playground.analysis.tokens import truncate
 from playground.backends.resources import Workload
 from playground.commands.analyze import ANSWER_CHARS, extractor_arg
-from playground.commands.cli import MAX_N_CEILING, PlaygroundParser, positive_int, write_atomically
+from playground.commands.cli import (
+    MAX_N_CEILING,
+    PlaygroundParser,
+    check_out_folder,
+    positive_int,
+    write_atomically,
+)
 from playground.commands.progress import Ending, run_all
 from playground.errors import InvalidRequest
 from playground.run import Run
@@ -179,8 +185,7 @@ def main(argv: list[str] | None = None) -> int:
             sweep = sweep_from_args(parser, args)
         except InvalidRequest as e:
             parser.parser.error(str(e))
-        if args.out is not None and not args.out.parent.resolve().is_dir():
-            parser.parser.error(f"--out: the folder {args.out.parent} does not exist")
+        check_out_folder(parser.parser, "--out", args.out)
 
         from playground.backends.engine import create_sync_engine
         from playground.backends.sync import SyncRunner
