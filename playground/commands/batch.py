@@ -39,8 +39,8 @@ from playground.analysis.tokens import truncate
 from playground.backends.resources import Workload
 from playground.commands.analyze import extractor_arg
 from playground.commands.cli import (
-    MAX_N_CEILING,
     PlaygroundParser,
+    add_max_n_flag,
     check_out_folder,
     positive_int,
     write_atomically,
@@ -89,8 +89,7 @@ def build_parser() -> PlaygroundParser:
         group.add_argument("--max-in-flight", type=positive_int("--max-in-flight", 1024), default=1, metavar="K",
                            help="Prompts in the engine at once (default 1: each alone, so seeded results "
                                 "reproduce; more is faster but changes seeded results).")
-        group.add_argument("--max-n", type=positive_int("--max-n", MAX_N_CEILING), default=32,
-                           help="Most samples per prompt (default 32).")
+        add_max_n_flag(group, "prompt")
 
     parser = PlaygroundParser("python app.py batch", __doc__, add_own, sampling=True)
     parser.parser.formatter_class = argparse.RawDescriptionHelpFormatter  # keep the doc's layout

@@ -23,6 +23,7 @@ if TYPE_CHECKING:  # imported where used: `analyze` (no engine) loads this modul
     from playground.backends.remote import RemoteBackend
 
 MAX_N_CEILING = 256
+DEFAULT_MAX_N = 32
 
 
 class PlaygroundParser:
@@ -119,6 +120,13 @@ def add_cpu_flags(group) -> None:
                             "VLLM_CPU_OMP_THREADS_BIND, if set, is left to vLLM). The KV cache is sized from "
                             "--max-n and --concurrency unless --kv-cache-memory-bytes, --gpu-memory-utilization "
                             "or VLLM_CPU_KVCACHE_SPACE says otherwise.")
+
+
+def add_max_n_flag(group, per: str, note: str = "") -> None:
+    """--max-n with one bound and one default in every command; only what the samples belong to
+    (a prompt, a run, a request) differs in its help."""
+    group.add_argument("--max-n", type=positive_int("--max-n", MAX_N_CEILING), default=DEFAULT_MAX_N,
+                       help=f"Most samples per {per} (default {DEFAULT_MAX_N}){note}.")
 
 
 def positive_int(name: str, ceiling: int):

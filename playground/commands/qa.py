@@ -19,12 +19,11 @@ from collections.abc import Callable, Sequence
 
 from playground.backends.resources import Workload
 from playground.commands.cli import (
-    MAX_N_CEILING,
     PlaygroundParser,
+    add_max_n_flag,
     add_remote_flags,
     check_out_folder,
     create_remote_backend,
-    positive_int,
     write_atomically,
 )
 from playground.errors import InvalidRequest, PlaygroundError
@@ -48,8 +47,7 @@ def build_parser():
                                 "async,sync, plus remote with --backend openai).")
         group.add_argument("--json", type=pathlib.Path, metavar="PATH",
                            help="Write the whole matrix (every cell's run bundle, verdicts, comparisons) here.")
-        group.add_argument("--max-n", type=positive_int("--max-n", MAX_N_CEILING), default=32,
-                           help="Most samples per request (default 32).")
+        add_max_n_flag(group, "request")
         add_remote_flags(group)
 
     parser = PlaygroundParser("python app.py qa", _DESCRIPTION, add_own, sampling=True)

@@ -38,10 +38,9 @@ from playground.analysis.tokens import truncate
 from playground.backends.resources import Workload
 from playground.commands.analyze import ANSWER_CHARS, extractor_arg
 from playground.commands.cli import (
-    MAX_N_CEILING,
     PlaygroundParser,
+    add_max_n_flag,
     check_out_folder,
-    positive_int,
     write_atomically,
 )
 from playground.commands.progress import Ending, run_all
@@ -71,8 +70,7 @@ def build_parser() -> PlaygroundParser:
                            help="The values, one full run each, in this order (at most 12).")
         group.add_argument("--out", type=Path, metavar="PATH",
                            help="Write the run bundles here (atomically), not to stdout.")
-        group.add_argument("--max-n", type=positive_int("--max-n", MAX_N_CEILING), default=32,
-                           help="Most samples per run (default 32).")
+        add_max_n_flag(group, "run")
         group.add_argument("--answer", type=extractor_arg, default=None, metavar="EXTRACTOR",
                            help="Add each value's majority answer and vote share to the table, answers read as: "
                                 "normalized, first-line, last-number, boxed or regex:PATTERN (one group).")
