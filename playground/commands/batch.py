@@ -45,7 +45,7 @@ from playground.commands.cli import (
     positive_int,
     write_atomically,
 )
-from playground.commands.progress import Ending, run_all
+from playground.commands.progress import Ending, run_all, sync_runner, write_bundles
 from playground.errors import InvalidRequest
 from playground.run import Run
 from playground.sampling.request import Limits, SampleRequest
@@ -195,13 +195,7 @@ def execute(runner, lines: list[Line], errors: list[LineError], out: Path | None
     """Run the lines, write the bundles (what finished, in input order), print the summary, and
     return the exit status."""
     result = run_batch(runner, lines, max_in_flight, progress)
-    bundles = (result.runs[number].to_json() for number in sorted(result.runs))
-    if out is not None:
-        write_atomically(out, bundles)
-    else:
-        for bundle in bundles:
-            print(bundle)
-        sys.stdout.flush()
+    write_bundles(out, (result.runs[number].to_json() for number in sorted(result.runs)))
     # Each bad line was reported as it was found; the recap names them again, for long runs.
     skipped = sorted(e.number for e in errors + result.errors)
     where = f" to {out}" if out is not None else ""
@@ -243,17 +237,10 @@ def main(argv: list[str] | None = None) -> int:
                 write_atomically(args.out, [])
             return EXIT_LINE_FAILED if errors else EXIT_OK
 
-        from playground.backends.engine import create_sync_engine
-        from playground.backends.sync import SyncRunner
-
         # KV cache for the prompts in flight at once (--max-in-flight), each with up to --max-n samples.
-        engine = create_sync_engine(args.model, workload=Workload(max_n=args.max_n, concurrency=args.max_in_flight),
-                                    **engine_kwargs)
-        try:
-            runner = SyncRunner(engine, max_n=args.max_n)
+        workload = Workload(max_n=args.max_n, concurrency=args.max_in_flight)
+        with sync_runner(args.model, engine_kwargs, workload, args.max_n) as runner:
             return execute(runner, lines, errors, args.out, args.summary, args.max_in_flight, answer=args.answer)
-        finally:
-            engine.engine_core.shutdown()  # the engine core runs in a process of its own
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED

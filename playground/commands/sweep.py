@@ -37,13 +37,8 @@ from playground import analysis
 from playground.analysis.tokens import truncate
 from playground.backends.resources import Workload
 from playground.commands.analyze import ANSWER_CHARS, extractor_arg
-from playground.commands.cli import (
-    PlaygroundParser,
-    add_max_n_flag,
-    check_out_folder,
-    write_atomically,
-)
-from playground.commands.progress import Ending, run_all
+from playground.commands.cli import PlaygroundParser, add_max_n_flag, check_out_folder
+from playground.commands.progress import Ending, run_all, sync_runner, write_bundles
 from playground.errors import InvalidRequest
 from playground.run import Run
 from playground.sampling.request import Limits
@@ -149,13 +144,7 @@ def execute(runner, sweep: SweepRequest, out: Path | None = None, progress: bool
     """Run the sweep, write the bundles of the runs that finished, print the summary, and return
     the exit status."""
     result = run_sweep(runner, sweep, progress)
-    bundles = (run.to_json() for run in result.runs)
-    if out is not None:
-        write_atomically(out, bundles)
-    else:
-        for bundle in bundles:
-            print(bundle)
-        sys.stdout.flush()
+    write_bundles(out, (run.to_json() for run in result.runs))
     where = f" to {out}" if out is not None else ""
     seeds = (f"base seeds {', '.join(map(str, sweep.values))}" if sweep.param == "seed"
              else f"base seed {sweep.base.seed}")
@@ -185,20 +174,13 @@ def main(argv: list[str] | None = None) -> int:
             parser.parser.error(str(e))
         check_out_folder(parser.parser, "--out", args.out)
 
-        from playground.backends.engine import create_sync_engine
-        from playground.backends.sync import SyncRunner
-
-        engine = create_sync_engine(args.model, workload=Workload(max_n=args.max_n), **engine_kwargs)
-        try:
-            runner = SyncRunner(engine, max_n=args.max_n)
+        with sync_runner(args.model, engine_kwargs, Workload(max_n=args.max_n), args.max_n) as runner:
             try:
                 sweep.check(runner.limits)  # the engine's own limits: its context, its logprobs cap
             except InvalidRequest as e:
                 print(f"error: {e}", file=sys.stderr)
                 return EXIT_USAGE
             return execute(runner, sweep, args.out, answer=args.answer)
-        finally:
-            engine.engine_core.shutdown()  # the engine core runs in a process of its own
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
