@@ -43,6 +43,14 @@ PROMPT_CHARS = 32
 ANSWER_CHARS = 40  # a majority answer in a one-line summary
 
 
+def majority_cell(answer: str | None, tied: bool) -> str:
+    """The majority answer in a table cell (batch and sweep summaries): cut to fit, "(tie)" when
+    another is as common."""
+    if answer is None:
+        return "(no answer)"
+    return f"(tie) {truncate(answer, ANSWER_CHARS - 6)}" if tied else truncate(answer, ANSWER_CHARS)
+
+
 def where(bundle: Located | BundleError) -> str:
     return "the file" if bundle.line is None else f"line {bundle.line}"
 

@@ -37,7 +37,7 @@ from pathlib import Path
 from playground import analysis
 from playground.analysis.tokens import truncate
 from playground.backends.resources import Workload
-from playground.commands.analyze import extractor_arg
+from playground.commands.analyze import extractor_arg, majority_cell
 from playground.commands.cli import (
     PlaygroundParser,
     add_max_n_flag,
@@ -163,7 +163,6 @@ def summary_frame(runs: dict[int, Run], answer: analysis.Extractor | str | None 
         groups = analysis.identical_groups(run)
         prompt = run.request["prompt"]
         figures = analysis.set_figures(run, answer).row()
-        majority = figures["majority"]
         rows.append({
             "line": number,
             "prompt": truncate(prompt, 40),
@@ -175,7 +174,7 @@ def summary_frame(runs: dict[int, Run], answer: analysis.Extractor | str | None 
             "identical": bool(groups),
             "identical_samples": ", ".join("=".join(map(str, g)) for g in groups),
             "answers": figures["groups"],
-            "majority": majority if majority is None or len(majority) <= 24 else majority[:23] + "…",
+            "majority": majority_cell(figures["majority"], figures["tied"]),
             "vote_share": _rounded(figures["vote_share"], 2),
             "answer_entropy": _rounded(figures["answer_entropy_bits"], 2),
             "distinct_2": _rounded(figures["distinct_2"], 2),

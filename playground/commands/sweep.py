@@ -34,9 +34,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from playground import analysis
-from playground.analysis.tokens import truncate
 from playground.backends.resources import Workload
-from playground.commands.analyze import ANSWER_CHARS, extractor_arg
+from playground.commands.analyze import extractor_arg, majority_cell
 from playground.commands.cli import PlaygroundParser, add_max_n_flag, check_out_folder
 from playground.commands.progress import Ending, run_all, sync_runner, write_bundles
 from playground.errors import InvalidRequest
@@ -130,13 +129,6 @@ def summary_frame(runs: list[Run], answer: analysis.Extractor | None = None):
     table = table.reindex(columns=SUMMARY_COLUMNS + (["majority", "vote_share"] if answer is not None else []))
     table = table.round({"mean_tokens": 1, "mean_prob": 3, "vote_share": 2})
     return table.rename(columns={"value": runs[0].request["sweep"]["param"]})
-
-
-def majority_cell(answer: str | None, tied: bool) -> str:
-    """The majority answer in a table cell: cut to fit, "(tie)" when another is as common."""
-    if answer is None:
-        return "(no answer)"
-    return f"(tie) {truncate(answer, ANSWER_CHARS - 6)}" if tied else truncate(answer, ANSWER_CHARS)
 
 
 def execute(runner, sweep: SweepRequest, out: Path | None = None, progress: bool = True,
