@@ -232,12 +232,7 @@ class RemoteBackend:
     async def metrics(self) -> str:
         """The server's Prometheus metrics, as text."""
         async with self.server.client() as http:
-            try:
-                response = await http.get("/metrics")
-            except httpx.HTTPError as e:
-                raise self.server.error(e, "reading its metrics") from e
-            self.server.check(response, "reading its metrics")
-            return response.text
+            return (await self.server.send(http.get("/metrics"), "reading its metrics")).text
 
     async def num_unfinished(self) -> int:
         """Requests running or waiting on the server, from its /metrics (every client's, as the
