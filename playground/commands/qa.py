@@ -82,9 +82,8 @@ def build_paths(args, engine_kwargs: dict, front_ends: list[str]) -> tuple[list[
     paths: list[qa.Path] = []
     try:
         if "remote" in front_ends:
-            remote = create_remote_backend(args, max_n=args.max_n)  # RemoteError: a usage error
-            closers.append(remote.close)
-            paths += qa.backend_paths(remote, "remote")
+            # RemoteError: a usage error. Nothing to close: each operation opens its own HTTP client.
+            paths += qa.backend_paths(create_remote_backend(args, max_n=args.max_n), "remote")
         # Each engine's KV cache is sized to the matrix's work (one cell at a time), so two fit.
         engine_kwargs = {**engine_kwargs, "workload": Workload(max_n=args.max_n)}
         if "async" in front_ends:

@@ -50,7 +50,6 @@ class RemoteBackend:
                  max_logprobs: int = DEFAULT_MAX_LOGPROBS):
         self.server = server
         self.model = served.name
-        self.model_root = served.root
         self.max_n = max_n
         self.max_logprobs = max_logprobs
         self.health = HealthWatch(server)
@@ -110,9 +109,6 @@ class RemoteBackend:
         async with self.server.client() as http:
             await self.health.check(http)
         return self.info()
-
-    def close(self) -> None:
-        """Nothing to release: every operation opens and closes its own HTTP client."""
 
     # -- prompt and tokens ----------------------------------------------------------------------
 
