@@ -35,12 +35,20 @@ from playground.analysis import Extractor, InvalidExtractor, SetFigures
 from playground.analysis.tokens import truncate
 from playground.backends.embeddings import Embedder, EmbeddingModelError, load_embedder
 from playground.bundles import BundleError, Located, read_bundles
-from playground.commands.cli import write_atomically
+from playground.commands.cli import check_out_folder, write_atomically
 from playground.errors import InvalidBundle
 
 EXIT_OK, EXIT_SKIPPED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 PROMPT_CHARS = 32
 ANSWER_CHARS = 40  # a majority answer in a one-line summary
+
+
+def majority_cell(answer: str | None, tied: bool) -> str:
+    """The majority answer in a table cell (batch and sweep summaries): cut to fit, "(tie)" when
+    another is as common."""
+    if answer is None:
+        return "(no answer)"
+    return f"(tie) {truncate(answer, ANSWER_CHARS - 6)}" if tied else truncate(answer, ANSWER_CHARS)
 
 
 def where(bundle: Located | BundleError) -> str:
@@ -144,8 +152,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         args = parser.parse_args(list(sys.argv[1:] if argv is None else argv))
         for flag, path in (("--json", args.json), ("--html", args.html)):
-            if path is not None and not path.parent.resolve().is_dir():
-                parser.error(f"{flag}: the folder {path.parent} does not exist")
+            check_out_folder(parser, flag, path)
         try:
             bundles, errors = read_bundles(args.input)
         except InvalidBundle as e:

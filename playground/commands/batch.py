@@ -37,9 +37,15 @@ from pathlib import Path
 from playground import analysis
 from playground.analysis.tokens import truncate
 from playground.backends.resources import Workload
-from playground.commands.analyze import extractor_arg
-from playground.commands.cli import MAX_N_CEILING, PlaygroundParser, positive_int, write_atomically
-from playground.commands.progress import Ending, run_all
+from playground.commands.analyze import extractor_arg, majority_cell
+from playground.commands.cli import (
+    PlaygroundParser,
+    add_max_n_flag,
+    check_out_folder,
+    positive_int,
+    write_atomically,
+)
+from playground.commands.progress import Ending, run_all, sync_runner, write_bundles
 from playground.errors import InvalidRequest
 from playground.run import Run
 from playground.sampling.request import Limits, SampleRequest
@@ -83,8 +89,7 @@ def build_parser() -> PlaygroundParser:
         group.add_argument("--max-in-flight", type=positive_int("--max-in-flight", 1024), default=1, metavar="K",
                            help="Prompts in the engine at once (default 1: each alone, so seeded results "
                                 "reproduce; more is faster but changes seeded results).")
-        group.add_argument("--max-n", type=positive_int("--max-n", MAX_N_CEILING), default=32,
-                           help="Most samples per prompt (default 32).")
+        add_max_n_flag(group, "prompt")
 
     parser = PlaygroundParser("python app.py batch", __doc__, add_own, sampling=True)
     parser.parser.formatter_class = argparse.RawDescriptionHelpFormatter  # keep the doc's layout
@@ -96,7 +101,7 @@ def read_lines(path: Path, defaults: dict, max_n: int) -> tuple[list[Line], list
 
     Checks that need the engine (the context length, the logprobs cap) run again at submission.
     """
-    relaxed = Limits(max_n=max_n, max_model_len=2**31, max_logprobs=2**31)
+    relaxed = Limits.before_engine(max_n)
     lines, errors = [], []
     with open(path, encoding="utf-8", errors="surrogateescape") as f:
         for number, text in enumerate(f, 1):
@@ -158,7 +163,6 @@ def summary_frame(runs: dict[int, Run], answer: analysis.Extractor | str | None 
         groups = analysis.identical_groups(run)
         prompt = run.request["prompt"]
         figures = analysis.set_figures(run, answer).row()
-        majority = figures["majority"]
         rows.append({
             "line": number,
             "prompt": truncate(prompt, 40),
@@ -170,7 +174,7 @@ def summary_frame(runs: dict[int, Run], answer: analysis.Extractor | str | None 
             "identical": bool(groups),
             "identical_samples": ", ".join("=".join(map(str, g)) for g in groups),
             "answers": figures["groups"],
-            "majority": majority if majority is None or len(majority) <= 24 else majority[:23] + "…",
+            "majority": majority_cell(figures["majority"], figures["tied"]),
             "vote_share": _rounded(figures["vote_share"], 2),
             "answer_entropy": _rounded(figures["answer_entropy_bits"], 2),
             "distinct_2": _rounded(figures["distinct_2"], 2),
@@ -190,13 +194,7 @@ def execute(runner, lines: list[Line], errors: list[LineError], out: Path | None
     """Run the lines, write the bundles (what finished, in input order), print the summary, and
     return the exit status."""
     result = run_batch(runner, lines, max_in_flight, progress)
-    bundles = (result.runs[number].to_json() for number in sorted(result.runs))
-    if out is not None:
-        write_atomically(out, bundles)
-    else:
-        for bundle in bundles:
-            print(bundle)
-        sys.stdout.flush()
+    write_bundles(out, (result.runs[number].to_json() for number in sorted(result.runs)))
     # Each bad line was reported as it was found; the recap names them again, for long runs.
     skipped = sorted(e.number for e in errors + result.errors)
     where = f" to {out}" if out is not None else ""
@@ -225,8 +223,7 @@ def main(argv: list[str] | None = None) -> int:
             defaults = parser.sampling_settings(args)
         except InvalidRequest as e:
             parser.parser.error(str(e))
-        if args.out is not None and not args.out.parent.resolve().is_dir():
-            parser.parser.error(f"--out: the folder {args.out.parent} does not exist")
+        check_out_folder(parser.parser, "--out", args.out)
         try:
             lines, errors = read_lines(Path(args.input), defaults, args.max_n)
         except OSError as e:
@@ -239,17 +236,10 @@ def main(argv: list[str] | None = None) -> int:
                 write_atomically(args.out, [])
             return EXIT_LINE_FAILED if errors else EXIT_OK
 
-        from playground.backends.engine import create_sync_engine
-        from playground.backends.sync import SyncRunner
-
         # KV cache for the prompts in flight at once (--max-in-flight), each with up to --max-n samples.
-        engine = create_sync_engine(args.model, workload=Workload(max_n=args.max_n, concurrency=args.max_in_flight),
-                                    **engine_kwargs)
-        try:
-            runner = SyncRunner(engine, max_n=args.max_n)
+        workload = Workload(max_n=args.max_n, concurrency=args.max_in_flight)
+        with sync_runner(args.model, engine_kwargs, workload, args.max_n) as runner:
             return execute(runner, lines, errors, args.out, args.summary, args.max_in_flight, answer=args.answer)
-        finally:
-            engine.engine_core.shutdown()  # the engine core runs in a process of its own
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED

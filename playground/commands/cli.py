@@ -14,13 +14,16 @@ import os
 import tempfile
 from collections.abc import Iterable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from playground.backends.engine import engine_kwargs_from_cli
-from playground.backends.remote import RemoteBackend
 from playground.errors import RemoteError
 from playground.sampling.request import SampleRequest
 
+if TYPE_CHECKING:  # imported where used: `analyze` (no engine) loads this module, not openai or the engine
+    from playground.backends.remote import RemoteBackend
+
 MAX_N_CEILING = 256
+DEFAULT_MAX_N = 32
 
 
 class PlaygroundParser:
@@ -48,6 +51,8 @@ class PlaygroundParser:
     def parse(self, argv: list[str]) -> tuple[argparse.Namespace, dict]:
         """Return all values, and the engine kwargs the user gave explicitly (our defaults apply
         to the rest, and vLLM's apply to everything else)."""
+        from playground.backends.engine import engine_kwargs_from_cli
+
         args = self.parser.parse_args(argv)
         saved = {a: a.default for a in self.parser._actions}
         try:
@@ -117,6 +122,13 @@ def add_cpu_flags(group) -> None:
                             "or VLLM_CPU_KVCACHE_SPACE says otherwise.")
 
 
+def add_max_n_flag(group, per: str, note: str = "") -> None:
+    """--max-n with one bound and one default in every command; only what the samples belong to
+    (a prompt, a run, a request) differs in its help."""
+    group.add_argument("--max-n", type=positive_int("--max-n", MAX_N_CEILING), default=DEFAULT_MAX_N,
+                       help=f"Most samples per {per} (default {DEFAULT_MAX_N}){note}.")
+
+
 def positive_int(name: str, ceiling: int):
     def parse(text: str) -> int:
         try:
@@ -154,6 +166,8 @@ def create_remote_backend(args, max_n: int) -> RemoteBackend:
     """The RemoteBackend the parsed flags ask for; RemoteError if the server cannot be used.
     For the commands' synchronous start-up (no event loop runs yet): discovery runs to its end
     on a loop of its own; the backend then works on any loop."""
+    from playground.backends.remote import RemoteBackend
+
     if not args.base_url:
         raise RemoteError("--backend openai needs --base-url, the server's address, e.g. http://HOST:8000/v1")
     api_key = args.api_key or next((os.environ[n] for n in API_KEY_ENV if os.environ.get(n)), None)
@@ -172,6 +186,13 @@ def _positive_seconds(text: str) -> float:
 
 
 # --- files ---------------------------------------------------------------------------------------
+
+def check_out_folder(parser: argparse.ArgumentParser, flag: str, path: Path | None) -> None:
+    """A usage error if ``path``'s folder is missing: said before any work (or engine start) is
+    spent, not when the result is written at the end."""
+    if path is not None and not path.parent.resolve().is_dir():
+        parser.error(f"{flag}: the folder {path.parent} does not exist")
+
 
 def write_atomically(path: Path, lines: Iterable[str]) -> None:
     """Write a temp file beside ``path``, then rename it over ``path``: a reader sees the old file

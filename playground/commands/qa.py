@@ -19,11 +19,11 @@ from collections.abc import Callable, Sequence
 
 from playground.backends.resources import Workload
 from playground.commands.cli import (
-    MAX_N_CEILING,
     PlaygroundParser,
+    add_max_n_flag,
     add_remote_flags,
+    check_out_folder,
     create_remote_backend,
-    positive_int,
     write_atomically,
 )
 from playground.errors import InvalidRequest, PlaygroundError
@@ -47,8 +47,7 @@ def build_parser():
                                 "async,sync, plus remote with --backend openai).")
         group.add_argument("--json", type=pathlib.Path, metavar="PATH",
                            help="Write the whole matrix (every cell's run bundle, verdicts, comparisons) here.")
-        group.add_argument("--max-n", type=positive_int("--max-n", MAX_N_CEILING), default=32,
-                           help="Most samples per request (default 32).")
+        add_max_n_flag(group, "request")
         add_remote_flags(group)
 
     parser = PlaygroundParser("python app.py qa", _DESCRIPTION, add_own, sampling=True)
@@ -83,9 +82,8 @@ def build_paths(args, engine_kwargs: dict, front_ends: list[str]) -> tuple[list[
     paths: list[qa.Path] = []
     try:
         if "remote" in front_ends:
-            remote = create_remote_backend(args, max_n=args.max_n)  # RemoteError: a usage error
-            closers.append(remote.close)
-            paths += qa.backend_paths(remote, "remote")
+            # RemoteError: a usage error. Nothing to close: each operation opens its own HTTP client.
+            paths += qa.backend_paths(create_remote_backend(args, max_n=args.max_n), "remote")
         # Each engine's KV cache is sized to the matrix's work (one cell at a time), so two fit.
         engine_kwargs = {**engine_kwargs, "workload": Workload(max_n=args.max_n)}
         if "async" in front_ends:
@@ -123,15 +121,14 @@ def main(argv: list[str] | None = None, paths: Sequence[qa.Path] | None = None) 
         try:
             settings = parser.sampling_settings(args)
             request = SampleRequest.from_user(prompt=args.prompt, **settings)
-            request.check(Limits(max_n=args.max_n, max_model_len=2**31, max_logprobs=2**31))
+            request.check(Limits.before_engine(args.max_n))
         except InvalidRequest as e:
             parser.parser.error(str(e))
         ignored = [name for name in ("output_kind", "mode") if name in settings]
         if ignored:
             print(f"note: --{' and --'.join(n.replace('_', '-') for n in ignored)} ignored: the matrix runs every "
                   "output_kind in wrapper and native mode", file=sys.stderr)
-        if args.json is not None and not args.json.parent.resolve().is_dir():
-            parser.parser.error(f"--json: the folder {args.json.parent} does not exist")
+        check_out_folder(parser.parser, "--json", args.json)
         front_ends = args.paths or ["async", "sync"] + (["remote"] if args.backend == "openai" else [])
         if "remote" in front_ends and args.backend != "openai":
             parser.parser.error("--paths remote needs --backend openai --base-url URL")

@@ -9,8 +9,9 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 
 from playground.commands.cli import (
-    MAX_N_CEILING,
+    DEFAULT_MAX_N,  # noqa: F401 (bench sizes its engine by serve's defaults)
     PlaygroundParser,
+    add_max_n_flag,
     add_remote_flags,
     create_remote_backend,
     positive_int,
@@ -18,7 +19,6 @@ from playground.commands.cli import (
 from playground.errors import PlaygroundError
 
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
-DEFAULT_MAX_N = 32
 DEFAULT_CONCURRENCY = 8
 
 
@@ -26,8 +26,7 @@ def add_serve_flags(group) -> None:
     group.add_argument("--host", default="127.0.0.1",
                        help="Address to bind (default 127.0.0.1: only this machine can connect).")
     group.add_argument("--port", type=positive_int("--port", 65535), default=7860, help="Port (default 7860).")
-    group.add_argument("--max-n", type=positive_int("--max-n", MAX_N_CEILING), default=DEFAULT_MAX_N,
-                       help=f"Most samples per request (default {DEFAULT_MAX_N}); enforced on the server.")
+    add_max_n_flag(group, "request", "; enforced on the server")
     group.add_argument("--auth", default=os.environ.get("PLAYGROUND_AUTH"),
                        help="user:password required to open the page and call the API "
                             "(or set PLAYGROUND_AUTH). Off by default.")

@@ -34,11 +34,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from playground import analysis
-from playground.analysis.tokens import truncate
 from playground.backends.resources import Workload
-from playground.commands.analyze import ANSWER_CHARS, extractor_arg
-from playground.commands.cli import MAX_N_CEILING, PlaygroundParser, positive_int, write_atomically
-from playground.commands.progress import Ending, run_all
+from playground.commands.analyze import extractor_arg, majority_cell
+from playground.commands.cli import PlaygroundParser, add_max_n_flag, check_out_folder
+from playground.commands.progress import Ending, run_all, sync_runner, write_bundles
 from playground.errors import InvalidRequest
 from playground.run import Run
 from playground.sampling.request import Limits
@@ -65,8 +64,7 @@ def build_parser() -> PlaygroundParser:
                            help="The values, one full run each, in this order (at most 12).")
         group.add_argument("--out", type=Path, metavar="PATH",
                            help="Write the run bundles here (atomically), not to stdout.")
-        group.add_argument("--max-n", type=positive_int("--max-n", MAX_N_CEILING), default=32,
-                           help="Most samples per run (default 32).")
+        add_max_n_flag(group, "run")
         group.add_argument("--answer", type=extractor_arg, default=None, metavar="EXTRACTOR",
                            help="Add each value's majority answer and vote share to the table, answers read as: "
                                 "normalized, first-line, last-number, boxed or regex:PATTERN (one group).")
@@ -97,7 +95,7 @@ def sweep_from_args(parser: PlaygroundParser, args: argparse.Namespace) -> Sweep
         flag = "--seed" if args.param == "seed" else f"--{args.param.replace('_', '-')}"
         raise InvalidRequest(f"--param {args.param} sweeps {args.param} over --values: leave out {flag}")
     sweep = SweepRequest.from_user(args.param, args.values, prompt=args.prompt, **settings)
-    sweep.check(Limits(max_n=args.max_n, max_model_len=2**31, max_logprobs=2**31))  # the engine's come later
+    sweep.check(Limits.before_engine(args.max_n))  # the engine's come later
     return sweep
 
 
@@ -133,25 +131,12 @@ def summary_frame(runs: list[Run], answer: analysis.Extractor | None = None):
     return table.rename(columns={"value": runs[0].request["sweep"]["param"]})
 
 
-def majority_cell(answer: str | None, tied: bool) -> str:
-    """The majority answer in a table cell: cut to fit, "(tie)" when another is as common."""
-    if answer is None:
-        return "(no answer)"
-    return f"(tie) {truncate(answer, ANSWER_CHARS - 6)}" if tied else truncate(answer, ANSWER_CHARS)
-
-
 def execute(runner, sweep: SweepRequest, out: Path | None = None, progress: bool = True,
             answer: analysis.Extractor | None = None) -> int:
     """Run the sweep, write the bundles of the runs that finished, print the summary, and return
     the exit status."""
     result = run_sweep(runner, sweep, progress)
-    bundles = (run.to_json() for run in result.runs)
-    if out is not None:
-        write_atomically(out, bundles)
-    else:
-        for bundle in bundles:
-            print(bundle)
-        sys.stdout.flush()
+    write_bundles(out, (run.to_json() for run in result.runs))
     where = f" to {out}" if out is not None else ""
     seeds = (f"base seeds {', '.join(map(str, sweep.values))}" if sweep.param == "seed"
              else f"base seed {sweep.base.seed}")
@@ -179,23 +164,15 @@ def main(argv: list[str] | None = None) -> int:
             sweep = sweep_from_args(parser, args)
         except InvalidRequest as e:
             parser.parser.error(str(e))
-        if args.out is not None and not args.out.parent.resolve().is_dir():
-            parser.parser.error(f"--out: the folder {args.out.parent} does not exist")
+        check_out_folder(parser.parser, "--out", args.out)
 
-        from playground.backends.engine import create_sync_engine
-        from playground.backends.sync import SyncRunner
-
-        engine = create_sync_engine(args.model, workload=Workload(max_n=args.max_n), **engine_kwargs)
-        try:
-            runner = SyncRunner(engine, max_n=args.max_n)
+        with sync_runner(args.model, engine_kwargs, Workload(max_n=args.max_n), args.max_n) as runner:
             try:
                 sweep.check(runner.limits)  # the engine's own limits: its context, its logprobs cap
             except InvalidRequest as e:
                 print(f"error: {e}", file=sys.stderr)
                 return EXIT_USAGE
             return execute(runner, sweep, args.out, answer=args.answer)
-        finally:
-            engine.engine_core.shutdown()  # the engine core runs in a process of its own
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import secrets
 import time
 from collections.abc import Callable, Sequence
 
@@ -19,6 +18,7 @@ from playground.qa.cells import ONE_AT_A_TIME, Cell, Matrix
 from playground.qa.compare import compare
 from playground.qa.contract import judge
 from playground.qa.paths import Path
+from playground.sampling import plan
 from playground.sampling.request import OUTPUT_KINDS, SampleRequest
 
 OnCell = Callable[[int, int, str], None]  # (cells done, cells in all, the cell that starts now)
@@ -36,7 +36,7 @@ async def run_matrix(request: SampleRequest, paths: Sequence[Path], kinds: Seque
     refuses) stops the matrix and is raised: it would fail every cell alike.
     """
     if request.seed is None:
-        request = dataclasses.replace(request, seed=secrets.randbelow(2**31))
+        request = dataclasses.replace(request, seed=plan.draw_seed())
     started, t0 = time.time(), time.monotonic()
     cells: list[Cell] = []
     total = len(kinds) * len(paths)

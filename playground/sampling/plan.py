@@ -18,7 +18,6 @@ from dataclasses import dataclass
 from playground.errors import InvalidRequest
 
 MODES = ("wrapper", "native", "same-seed")
-FAN_OUT_MODES = ("wrapper", "same-seed")  # the modes where we fan out; native hands n to vLLM
 MAX_SEED = 2**63 - 1  # vLLM's seeds are 64-bit signed
 RANDOM_SEED_BELOW = 2**31  # a blank seed is drawn from [0, 2**31): short enough to read and type
 
@@ -44,9 +43,11 @@ def child_seeds(seed: int | None, n: int, mode: str) -> list[int | None]:
     return [seed] * n if mode == "same-seed" else [seed + i for i in range(n)]
 
 
-def draw_seed(source: Callable[[int], int] = secrets.randbelow) -> int:
-    """A fresh base seed for a request that left it blank, so every sample can be replayed."""
-    return source(RANDOM_SEED_BELOW)
+def draw_seed(source: Callable[[int], int] | None = None) -> int:
+    """A fresh base seed for a request that left it blank, so every sample can be replayed.
+    ``source`` (tests) stands in for ``secrets.randbelow``; None means the real one, so callers
+    can pass theirs through as it is."""
+    return (source or secrets.randbelow)(RANDOM_SEED_BELOW)
 
 
 def check_seed(seed: int | None, n: int) -> None:
@@ -72,5 +73,5 @@ def plan(parent_id: str, n: int, seed: int | None, mode: str) -> list[Child]:
     the plan then says what its children are called and seeded, for the record."""
     check_mode(mode)
     check_seed(seed, n)
-    seeds = child_seeds(seed, n, "wrapper" if mode == "native" else mode)
+    seeds = child_seeds(seed, n, mode)
     return [Child(i, child_request_id(i, parent_id), s) for i, s in enumerate(seeds)]

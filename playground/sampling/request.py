@@ -33,6 +33,13 @@ class Limits:
     max_stop_chars: int = 200
     max_prompt_chars: int = 100_000
 
+    @classmethod
+    def before_engine(cls, max_n: int) -> Limits:
+        """The limits a command line can check before an engine starts: the engine's own context
+        length and logprobs cap are not known yet, so they are left open here and checked at
+        submission, and a typo costs no engine start."""
+        return cls(max_n=max_n, max_model_len=2**31, max_logprobs=2**31)
+
 
 @dataclass
 class SampleRequest:

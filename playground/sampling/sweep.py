@@ -85,7 +85,7 @@ class SweepRequest:
         uses the same seeds (a run would draw its own otherwise, and the sweep would compare
         different seeds as well as different settings)."""
         if self.param != "seed" and self.base.seed is None:
-            self.base.seed = plan.draw_seed(source) if source else plan.draw_seed()
+            self.base.seed = plan.draw_seed(source)
 
     def requests(self) -> list[SampleRequest]:
         """One request per value, in order: the base with the swept setting changed."""

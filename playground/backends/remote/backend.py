@@ -50,7 +50,6 @@ class RemoteBackend:
                  max_logprobs: int = DEFAULT_MAX_LOGPROBS):
         self.server = server
         self.model = served.name
-        self.model_root = served.root
         self.max_n = max_n
         self.max_logprobs = max_logprobs
         self.health = HealthWatch(server)
@@ -110,9 +109,6 @@ class RemoteBackend:
         async with self.server.client() as http:
             await self.health.check(http)
         return self.info()
-
-    def close(self) -> None:
-        """Nothing to release: every operation opens and closes its own HTTP client."""
 
     # -- prompt and tokens ----------------------------------------------------------------------
 
@@ -232,12 +228,7 @@ class RemoteBackend:
     async def metrics(self) -> str:
         """The server's Prometheus metrics, as text."""
         async with self.server.client() as http:
-            try:
-                response = await http.get("/metrics")
-            except httpx.HTTPError as e:
-                raise self.server.error(e, "reading its metrics") from e
-            self.server.check(response, "reading its metrics")
-            return response.text
+            return (await self.server.send(http.get("/metrics"), "reading its metrics")).text
 
     async def num_unfinished(self) -> int:
         """Requests running or waiting on the server, from its /metrics (every client's, as the

@@ -13,6 +13,7 @@ operation: each render, health check or run opens its own (``Server.client``) an
 from __future__ import annotations
 
 import re
+from collections.abc import Awaitable
 from typing import Any
 
 import httpx
@@ -45,18 +46,21 @@ class Server:
                                   timeout=self.timeout(), http_client=http)
 
     async def get(self, http: httpx.AsyncClient, path: str, what: str) -> Any:
-        return await self._json(http.get(path), what)
+        return (await self.send(http.get(path), what)).json()
 
     async def post(self, http: httpx.AsyncClient, path: str, body: dict[str, Any], what: str) -> Any:
-        return await self._json(http.post(path, json=body), what)
+        return (await self.send(http.post(path, json=body), what)).json()
 
-    async def _json(self, sending, what: str) -> Any:
+    async def send(self, sending: Awaitable[httpx.Response], what: str) -> httpx.Response:
+        """The answer to ``sending`` (a request not yet awaited); a transport failure or an HTTP
+        error status becomes a RemoteError that says what we were doing. Callers read the body
+        as JSON or, for /metrics, as text."""
         try:
             response = await sending
         except httpx.HTTPError as e:
             raise self.error(e, what) from e
         self.check(response, what)
-        return response.json()
+        return response
 
     def check(self, response: httpx.Response, what: str) -> None:
         if response.status_code >= 400:
