@@ -186,7 +186,8 @@ def main(argv: list[str] | None = None) -> int:
     from playground.backends.embedded import EmbeddedBackend
     from playground.backends.engine import EngineHost
     from playground.backends.resources import Workload
-    from playground.commands.serve import DEFAULT_CONCURRENCY, DEFAULT_MAX_N
+    from playground.commands.cli import DEFAULT_MAX_N
+    from playground.commands.serve import DEFAULT_CONCURRENCY
 
     # The KV cache the app would have, so the memory figures are the app's.
     workload = Workload(max_n=max(DEFAULT_MAX_N, *settings.ns), concurrency=DEFAULT_CONCURRENCY)

@@ -9,7 +9,6 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 
 from playground.commands.cli import (
-    DEFAULT_MAX_N,  # noqa: F401 (bench sizes its engine by serve's defaults)
     PlaygroundParser,
     add_max_n_flag,
     add_remote_flags,
