@@ -203,13 +203,9 @@ def execute(runner, lines: list[Line], errors: list[LineError], out: Path | None
     if summary and result.runs:
         # Beside bundles on stdout the table would break the JSONL, so it goes to stderr then.
         print(summary_frame(result.runs, answer).to_string(index=False), file=sys.stdout if out else sys.stderr)
-    if result.interrupted:
-        print(f"interrupted: {len(lines) - len(result.runs) - len(result.errors)} prompt(s) did not run or were "
-              "aborted", file=sys.stderr)
-        return EXIT_INTERRUPTED
-    if result.failure:
-        print(f"error: {result.failure}", file=sys.stderr)
-        return EXIT_LINE_FAILED
+    ended = result.told(len(lines) - len(result.runs) - len(result.errors), "prompt(s)")
+    if ended is not None:
+        return ended
     return EXIT_LINE_FAILED if skipped else EXIT_OK
 
 

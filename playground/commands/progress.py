@@ -25,6 +25,18 @@ class Ending:
     interrupted: bool = False  # Ctrl-C
     failure: str | None = None  # the engine failed; the rest did not run
 
+    def told(self, not_run: int, what: str) -> int | None:
+        """Say on stderr how the walk ended early and return the exit status (130 for Ctrl-C, 1 for
+        a failed engine), or None when it ran to its end. ``not_run``: how many ``what`` (e.g.
+        "prompt(s)") did not run or were aborted."""
+        if self.interrupted:
+            print(f"interrupted: {not_run} {what} did not run or were aborted", file=sys.stderr)
+            return 130
+        if self.failure:
+            print(f"error: {self.failure}", file=sys.stderr)
+            return 1
+        return None
+
 
 def run_all(runner, requests: list[SampleRequest], take: Callable[[int, Run | InvalidRequest, object], None],
             ending: Ending, *, unit: str, desc: str, max_in_flight: int = 1, progress: bool = True) -> None:

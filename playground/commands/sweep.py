@@ -144,13 +144,9 @@ def execute(runner, sweep: SweepRequest, out: Path | None = None, progress: bool
     if result.runs:
         # Beside bundles on stdout the table would break the JSONL, so it goes to stderr then.
         print(summary_frame(result.runs, answer).to_string(index=False), file=sys.stdout if out else sys.stderr)
-    if result.interrupted:
-        print(f"interrupted: {len(sweep.values) - len(result.runs) - len(result.refused)} value(s) did not run or "
-              "were aborted", file=sys.stderr)
-        return EXIT_INTERRUPTED
-    if result.failure:
-        print(f"error: {result.failure}", file=sys.stderr)
-        return EXIT_FAILED
+    ended = result.told(len(sweep.values) - len(result.runs) - len(result.refused), "value(s)")
+    if ended is not None:
+        return ended
     return EXIT_FAILED if result.refused else EXIT_OK
 
 
