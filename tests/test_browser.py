@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import time
 from pathlib import Path
 
 import pandas as pd
@@ -58,10 +59,10 @@ def open_sampler_settings(page) -> None:
     page.get_by_text("Sampler settings").click()
 
 
-def start_long_run(page, output_kind: str = "CUMULATIVE") -> None:
-    """n=4 samples that run to 1500 tokens unless stopped."""
+def start_long_run(page, output_kind: str = "CUMULATIVE", n: int = 4) -> None:
+    """n samples that run to 1500 tokens unless stopped."""
     page.locator("#prompt textarea").fill("Write a long story about a lighthouse keeper.")
-    set_slider(page, "n", 4)
+    set_slider(page, "n", n)
     page.locator("#output-kind").get_by_label(output_kind).check()
     open_sampler_settings(page)
     set_slider(page, "max-tokens", 1500)
@@ -160,15 +161,31 @@ def test_stop_keeps_the_partial_text(page, backend, host):
     page.screenshot(path=ARTIFACTS / "stopped.png", full_page=True)
 
 
-def test_stop_before_the_first_event_ends_the_run_at_once(page, backend, host):
-    """FINAL_ONLY yields nothing until every sample is done: Stop must not wait for an event."""
-    start_long_run(page, output_kind="FINAL_ONLY")
-    assert wait_until(lambda: host.run(backend.num_unfinished()) == 4, timeout=60), "the run never reached the engine"
+def test_stop_before_the_first_event_keeps_what_final_only_made(page, backend, host):
+    """FINAL_ONLY yields nothing until every sample is done: Stop must not wait for an event, and it
+    aborts the run by its parent id, so the engine's last output (each sample's tokens so far,
+    finish_reason abort) is shown and saved rather than lost."""
+    start_long_run(page, output_kind="FINAL_ONLY", n=8)
+    assert wait_until(lambda: host.run(backend.num_unfinished()) == 8, timeout=60), "the run never reached the engine"
     page.locator("#run-summary").get_by_text("waiting for the first output").wait_for(timeout=10_000)
+    started = time.monotonic()
+    page.wait_for_function("() => /waiting for the first output… (\\d+\\.\\d) s/.exec("
+                           "document.querySelector('#run-summary').innerText)?.[1] >= 1.0", timeout=30_000)
     page.locator("#stop").click()
-    page.locator("#run-summary").get_by_text("stopped").wait_for(timeout=2_000)
+    page.locator("#run-summary").get_by_text("stopped").wait_for(timeout=5_000)
+    assert time.monotonic() - started < 10
     assert host.run(backend.num_unfinished()) == 0
-    assert "■ stopped" in page.locator("#sample-3-header").inner_text()
+    texts = columns(page, 8)
+    assert all(t.strip() for t in texts), texts  # every sample kept its partial text
+    for i in range(8):
+        assert "■ abort" in page.locator(f"#sample-{i}-header").inner_text()
+    page.get_by_role("tab", name="Export").click()
+    with page.expect_download() as download:
+        page.locator("#download-json").click()
+    run = Run.from_json(Path(download.value.path()).read_text(encoding="utf-8"))
+    assert run.status == "aborted" and [s.text for s in run.samples] == texts
+    assert all(s.finish_reason == "abort" and s.token_ids for s in run.samples)
+    assert len(run.events) == 1 and run.events[0].finished  # FINAL_ONLY's one output: the abort's
 
 
 def test_stop_ends_a_queued_run_before_it_starts(page, client, backend, host):

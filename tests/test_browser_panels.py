@@ -8,9 +8,10 @@ anything, and a malformed file is refused with a sentence while the page stays a
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 
-from playground.run import Run
+from playground.run import Run, Sample
 from tests.test_browser import (  # noqa: F401  (browser: the fixture)
     ARTIFACTS,
     browser,
@@ -100,5 +101,35 @@ def test_a_sweep_fills_its_grid_and_chart_and_its_file_opens_without_the_engine(
         page.locator("#compare-run").click()
         page.locator("#compare-headline").get_by_text("samples identical").wait_for(timeout=30_000)
         assert "temperature 0.5 → 1.5" in page.locator("#compare-headline").inner_text()
+    finally:
+        page.close()
+
+
+def test_a_pattern_that_backtracks_ends_within_seconds_in_the_set_tab(browser, app_url, tmp_path):  # noqa: F811
+    """A saved run whose samples are long runs of 'a': the pattern that never returned with Python's
+    re answers at once (no sample has an answer), one too slow even for the regex package ends
+    within 5 s with a sentence naming it, and the page goes on working."""
+    from tests.test_robustness import CATASTROPHIC, TOO_SLOW
+
+    run = Run(request={"request_id": "run-patterns", "prompt": "p", "mode": "wrapper", "output_kind": "FINAL_ONLY",
+                       "seed": 0}, samples=[Sample(i, i, text="a" * 400 + "!") for i in range(3)], status="finished")
+    path = tmp_path / "patterns.json"
+    path.write_text(run.to_json(indent=1), encoding="utf-8")
+    page = open_page(browser, app_url)
+    try:
+        open_file(page, path)
+        page.locator("#upload-note").get_by_text("Opened patterns.json").wait_for(timeout=30_000)
+        page.get_by_role("tab", name="Set").click()
+        page.locator("#set-extractor").get_by_label("regular expression").check()
+        for pattern, says in ((CATASTROPHIC, "No sample has an answer"), (TOO_SLOW, "took more than 2 s")):
+            box = page.locator("#set-pattern textarea, #set-pattern input").first
+            box.fill(pattern)
+            started = time.monotonic()
+            box.press("Enter")
+            page.locator("#set-headline").get_by_text(says).wait_for(timeout=10_000)
+            assert time.monotonic() - started < 5, pattern
+        assert "sample 0" in page.locator("#set-headline").inner_text()
+        page.get_by_role("tab", name="Diff").click()  # the page still answers
+        page.locator("#diff-view .diff-row").first.wait_for(timeout=10_000)
     finally:
         page.close()

@@ -219,6 +219,70 @@ def test_closing_the_stream_aborts_the_servers_requests(remote, how):
     assert finished == 0  # none ran on to its 400 tokens: the server aborted them
 
 
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_stop_keeps_each_samples_tokens_and_the_server_aborts(remote, kind):
+    """Stop on the remote backend does what its server allows: the OpenAI API has no abort by id,
+    so the streams are closed (the server aborts those requests) and the last output, each
+    sample's tokens so far with finish_reason "abort", is built on the client, for every
+    output_kind (FINAL_ONLY had shown nothing before it)."""
+    from playground.ui.live import LiveRun
+    from tests.helpers import await_until
+
+    async def go():
+        before = await _server_tokens(remote)
+        live = LiveRun(SampleRequest(prompt=PROMPT, n=3, seed=4, max_tokens=1500, ignore_eos=True, output_kind=kind,
+                                     logprobs=2))
+
+        async def follow():
+            async for _ in live.follow(remote):
+                pass
+
+        task = asyncio.ensure_future(follow())
+        # The server made a few tokens for every sample, whatever this output_kind has shown of them.
+        assert await await_until(lambda: live.run is not None, 60)
+        while await _server_tokens(remote) - before < 9 and not task.done():
+            await asyncio.sleep(0.05)
+        run = await live.stop_and_wait()
+        await task
+        closed = time.monotonic()
+        while await remote.num_unfinished() and time.monotonic() - closed < 3:
+            await asyncio.sleep(0.05)
+        return run, await remote.num_unfinished()
+
+    run, left = asyncio.run(go())
+    assert run.status == "aborted" and left == 0
+    assert all(s.finish_reason == "abort" and s.token_ids and len(s.logprobs or []) == len(s.token_ids)
+               for s in run.samples), [(s.finish_reason, len(s.token_ids)) for s in run.samples]
+    assert run.events[-1].finished and "abort_source" in run.engine
+
+
+async def _server_tokens(remote) -> float:
+    return metric_total(await remote.metrics(), "vllm:generation_tokens_total") or 0.0
+
+
+def test_a_client_side_abort_ends_each_view_as_asyncllm_does():
+    """The views the remote backend builds from DELTA chunks, ended by an abort: DELTA gives no new
+    tokens, CUMULATIVE each sample's whole text, FINAL_ONLY its one event with all n as they stand."""
+    from playground.backends.remote.views import ClientViews
+
+    for kind in KINDS:
+        views = ClientViews(3, kind)
+        views.add(0.1, 0, " a", [1], [" a"], None, None, None)
+        views.add(0.2, 1, " b", [2], [" b"], None, "length", None)
+        views.add(0.3, 0, " c", [3], [" c"], None, None, None)
+        ended = views.abort(0.4)
+        last = ended[-1].event
+        assert last.finished and views.finished
+        outputs = {o.index: (o.text, o.token_ids, o.finish_reason) for e in ended for o in e.event.outputs}
+        if kind == "DELTA":
+            assert outputs == {0: ("", [], "abort"), 2: ("", [], "abort")}
+        elif kind == "CUMULATIVE":
+            assert outputs == {0: (" a c", [1, 3], "abort"), 2: ("", [], "abort")}
+        else:
+            assert len(ended) == 1
+            assert outputs == {0: (" a c", [1, 3], "abort"), 1: (" b", [2], "length"), 2: ("", [], "abort")}
+
+
 def test_logprobs_above_the_servers_limit_give_its_message(remote_server):
     generous = connect(remote_server.url, max_n=8, max_logprobs=50)  # let the server judge
     with pytest.raises(RemoteError) as error:

@@ -18,38 +18,57 @@ Extractors, chosen by name (``parse_extractor``):
 - ``last-number``: the last number in the text ("1,234.50" -> "1234.5", "-3" -> "-3");
 - ``boxed``: the content of the last ``\\boxed{...}`` (braces may nest), as in MATH-style answers;
 - ``regex:PATTERN``: the first match's one group (the pattern must have exactly one group).
+
+A pattern is typed by a person (in the page, by any visitor), so it is matched with the ``regex``
+package rather than ``re``: it resolves many patterns that backtrack catastrophically in ``re``
+(``((?:a|a)*)x``), it releases the GIL while it matches, so other sessions keep being served, and
+it takes a timeout: all of a run's samples share ``PATTERN_SECONDS``, and a pattern that needs more
+ends with a sentence naming it and the sample it was reading.
 """
 
 from __future__ import annotations
 
 import math
 import re
+import time
 import unicodedata
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+
+import regex
 
 from playground.errors import PlaygroundError
 from playground.run import Run
 
 EXTRACTORS = ("normalized", "first-line", "last-number", "boxed", "regex")
 DEFAULT_EXTRACTOR = "normalized"  # defined for every text: a person who did not choose sees literal agreement
+PATTERN_SECONDS = 2.0  # what a typed pattern may spend on all of one run's samples
 
 _NUMBER = re.compile(r"(?:(?<![\w.])-)?(?:(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?|(?<![\d.])\.\d+)")  # "2-3": 3
 
 
 class InvalidExtractor(PlaygroundError, ValueError):
-    """An extractor name that does not exist, or a pattern that does not compile or lacks its group."""
+    """An extractor name that does not exist, or a pattern that does not compile, lacks its group,
+    or takes too long."""
+
+
+class PatternTimeout(InvalidExtractor):
+    """A pattern that did not finish matching within its time."""
 
 
 @dataclass(frozen=True)
 class Extractor:
-    """A named text -> answer function; ``spec`` is what a person types (``regex:\\d+ (\\w+)``)."""
+    """A named text -> answer function; ``spec`` is what a person types (``regex:\\d+ (\\w+)``).
+    ``extract(text, deadline)``: ``deadline`` (time.monotonic()) bounds a pattern's matching."""
 
     spec: str
-    extract: Callable[[str], str | None]
+    extract: Callable[..., str | None]
 
-    def __call__(self, text: str) -> str | None:
-        answer = self.extract(text or "")
+    def __call__(self, text: str, deadline: float | None = None) -> str | None:
+        if self.spec.startswith("regex:"):
+            answer = self.extract(text or "", deadline)
+        else:
+            answer = self.extract(text or "")
         return answer if answer else None  # an empty answer is no answer
 
 
@@ -87,18 +106,23 @@ def boxed(text: str) -> str | None:
     return None
 
 
-def regex_extractor(pattern: str) -> Callable[[str], str | None]:
-    """The first match's group; InvalidExtractor names the pattern if it cannot serve."""
+def regex_extractor(pattern: str) -> Callable[..., str | None]:
+    """The first match's group; InvalidExtractor names the pattern if it cannot serve. Matching
+    past ``deadline`` (default: ``PATTERN_SECONDS`` from now) raises PatternTimeout."""
     try:
-        compiled = re.compile(pattern)
-    except re.error as e:
+        compiled = regex.compile(pattern)
+    except (regex.error, re.error) as e:
         raise InvalidExtractor(f"the pattern {pattern!r} does not compile: {e}") from None
     if compiled.groups != 1:
         raise InvalidExtractor(f"the pattern {pattern!r} has {compiled.groups} groups; it needs exactly one, "
                                "around the answer, e.g. 'answer is (\\w+)'")
 
-    def extract(text: str) -> str | None:
-        match = compiled.search(text)
+    def extract(text: str, deadline: float | None = None) -> str | None:
+        left = (deadline - time.monotonic()) if deadline is not None else PATTERN_SECONDS
+        try:
+            match = compiled.search(text, timeout=max(left, 0.001), concurrent=True)
+        except TimeoutError:
+            raise PatternTimeout(f"the pattern {pattern!r} took more than {PATTERN_SECONDS:g} s") from None
         return match.group(1).strip() if match and match.group(1) is not None else None
 
     return extract
@@ -127,6 +151,22 @@ def entropy_bits(counts: Iterable[int]) -> float | None:
     if total == 0:
         return None
     return max(0.0, -sum(c / total * math.log2(c / total) for c in counts))
+
+
+def read_answers(texts: list[str], extractor: Extractor) -> list[str | None]:
+    """Each text's answer, in order. A pattern's time is shared by all the texts
+    (``PATTERN_SECONDS``), so a run of many samples ends as soon as a single one would; running
+    out of it raises PatternTimeout naming the pattern and the sample."""
+    deadline = time.monotonic() + PATTERN_SECONDS
+    answers = []
+    for index, text in enumerate(texts):
+        try:
+            answers.append(extractor(text, deadline))
+        except PatternTimeout as e:
+            raise PatternTimeout(f"{e} on the samples' texts (stopped at sample {index}, of {len(text)} "
+                                 "characters): it backtracks too much; simplify it, e.g. with fewer nested "
+                                 "repetitions") from None
+    return answers
 
 
 @dataclass
@@ -182,7 +222,7 @@ class Answers:
 def group_answers(run: Run, extractor: Extractor | str | None = None) -> Answers:
     """Extract every sample's answer and group equal answers."""
     extractor = extractor if isinstance(extractor, Extractor) else parse_extractor(extractor)
-    answers = {s.index: extractor(s.text) for s in run.samples}
+    answers = dict(zip([s.index for s in run.samples], read_answers([s.text for s in run.samples], extractor)))
     by_answer: dict[str, AnswerGroup] = {}
     for s in run.samples:
         answer = answers[s.index]

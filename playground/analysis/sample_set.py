@@ -70,10 +70,11 @@ def set_figures(run: Run, extractor: Extractor | str | None = None, embeddings: 
                 model: str = "", threshold: float = DEFAULT_SIMILARITY) -> SetFigures:
     """The run's set figures. ``embeddings``: one row per sample (in ``run.samples`` order) from the
     embedding model ``model``, to group by meaning as well; InvalidExtractor for a bad extractor."""
+    answers = group_answers(run, extractor)  # first: a pattern that cannot work fails before the costly part
     meaning = None
     if embeddings is not None:
         meaning = meaning_clusters(embeddings, [s.index for s in run.samples], model, threshold)
-    return SetFigures(set_diversity(run), group_answers(run, extractor), meaning)
+    return SetFigures(set_diversity(run), answers, meaning)
 
 
 def set_frame(figures: SetFigures) -> pd.DataFrame:

@@ -66,6 +66,11 @@ class Backend(Protocol):
 
     def stream(self, prepared: Prepared) -> AsyncIterator[Observation]: ...
 
+    async def abort(self, request_id: str) -> None:
+        """Abort a run in flight by its parent id, as ``AsyncLLM.abort`` does: its stream ends
+        normally with one last output, each unfinished sample holding its tokens so far and
+        finish_reason "abort". Unknown or finished ids are ignored."""
+
     async def num_unfinished(self) -> int:
         """Requests unfinished in the engine now, as the engine counts them."""
 
@@ -102,7 +107,6 @@ class Recording:
         self.prepared = prepared
         self.recorder = RunRecorder(prepared.record_header(), prepared.seeds, backend.info(), backend.decode)
         self.run: Run = self.recorder.run
-        self.aborted = False  # a stop was asked for: the run ends "aborted" however its stream ends
         self.watch = None  # an OutputWatch, when a front end that steps the engine itself keeps one
 
     @property
@@ -113,7 +117,12 @@ class Recording:
         """Take one observation; True when it was an event (the Run visibly changed)."""
         return self.recorder.observe(observation) is not None
 
-    def finish(self, status: str = "finished", error: str | None = None) -> Run:
+    def finish(self, status: str | None = None, error: str | None = None) -> Run:
+        """Stamp the run's end. Without a status, a run whose stream ended with samples aborted
+        (an abort by its parent id: Stop, a closed tab) is "aborted", else "finished"."""
+        if status is None:
+            aborted = any(s.finish_reason == "abort" for s in self.run.samples)
+            status, error = ("aborted", STOPPED) if aborted else ("finished", error)
         return self.recorder.finish(status, error)
 
     def fail(self, error: BaseException) -> Run:

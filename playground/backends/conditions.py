@@ -47,6 +47,7 @@ def engine_conditions(engine) -> dict[str, Any]:
         "prefix_caching": bool(cache.enable_prefix_caching),
         "max_num_seqs": scheduler.max_num_seqs,
         "max_num_batched_tokens": scheduler.max_num_batched_tokens,
+        "chunked_prefill": bool(scheduler.enable_chunked_prefill),
         "max_model_len": model.max_model_len,
         "engine_seed": model.seed,
         "tensor_parallel_size": config.parallel_config.tensor_parallel_size,

@@ -128,6 +128,13 @@ class EmbeddedBackend:
             self.restart()
             raise EngineUnavailable(DEAD) from e
 
+    async def abort(self, request_id: str) -> None:
+        """Abort a run by its parent id through the sampler (see ``Backend.abort``): the run's own
+        stream then yields the engine's last output, so every output_kind keeps what it had."""
+        if self.restarting or self._dead():
+            return  # its requests died with the engine
+        await self.host.call(self.sampler.abort(request_id))
+
     async def num_unfinished(self) -> int:
         engine = self.host.engine
         if self.restarting or engine is None:

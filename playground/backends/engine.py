@@ -29,6 +29,7 @@ from playground.backends.resources import (
     size_kv_cache,
     sizes_memory_itself,
 )
+from playground.errors import SPLIT_PREFILL_CRASH
 
 log = logging.getLogger(__name__)
 
@@ -80,16 +81,18 @@ class EnginePlan:
     config: Any  # VllmConfig
     cpu: CpuPlan | None
     kv_cache_bytes: int | None  # None: vLLM sized it (a flag, VLLM_CPU_KVCACHE_SPACE, or a GPU)
+    prefill: str = "vLLM's default"  # how prompts are prefilled, and why
 
     def describe(self) -> dict[str, Any]:
-        return {**(self.cpu.describe() if self.cpu else {}),
+        return {**(self.cpu.describe() if self.cpu else {}), "prefill": self.prefill,
                 "kv_cache": "sized to the work" if self.kv_cache_bytes else "vLLM's sizing"}
 
 
 def plan_engine(model: str | None = None, *, cpu_threads: int | None = None, workload: Workload | None = None,
                 **engine_kwargs: Any) -> EnginePlan:
     """The engine's config: vLLM's, with the CPU threads and the KV cache sized to ``workload``
-    (``Workload()``: one run of up to 32 samples at a time) unless a flag already chose them."""
+    (``Workload()``: one run of up to 32 samples at a time) unless a flag already chose them, and
+    every prompt prefilled whole where a seeded request's generator cannot be rewound."""
     from vllm.platforms import current_platform
 
     args = engine_args(model, **engine_kwargs)
@@ -100,7 +103,44 @@ def plan_engine(model: str | None = None, *, cpu_threads: int | None = None, wor
         apply_cpu_plan(config, cpu)
         if not sizes_memory_itself(engine_kwargs):
             kv_bytes = size_kv_cache(config, workload or Workload())
-    return EnginePlan(args, config, cpu, kv_bytes)
+    prefill = "vLLM's default"
+    if not generators_rewind(current_platform.device_type):
+        prefill = plan_whole_prefill(config, engine_kwargs.get("enable_chunked_prefill"))
+    return EnginePlan(args, config, cpu, kv_bytes, prefill)
+
+
+def generators_rewind(device_type: str) -> bool:
+    """Whether a seeded ``torch.Generator`` on ``device_type`` can be rewound (``set_offset``),
+    as vLLM does after a step that prefilled a seeded request only in part. CPU generators cannot
+    (torch raises); accelerators' Philox generators can, and are not probed, so that the app's
+    process never initializes a GPU the engine core needs."""
+    if device_type != "cpu":
+        return True
+    import torch
+
+    try:
+        torch.Generator(device="cpu").set_offset(0)
+    except RuntimeError:
+        return False
+    return True
+
+
+def plan_whole_prefill(config, chunked_flag: bool | None) -> str:
+    """Prefill every prompt whole, so no step splits one (see ``SPLIT_PREFILL_CRASH``): chunked
+    prefill off, and a step's token budget at least one full context. A person's own
+    ``--enable-chunked-prefill`` wins, with a warning that names the crash. Set on the built
+    config, as vLLM's own CPU platform does where it turns chunked prefill off."""
+    scheduler = config.scheduler_config
+    if chunked_flag:
+        log.warning("--enable-chunked-prefill was given: %s. Runs whose prompts do not fit in "
+                    "max_num_batched_tokens=%d may end the engine.", SPLIT_PREFILL_CRASH, scheduler.max_num_batched_tokens)
+        return "chunked (--enable-chunked-prefill): a seeded run whose prompts do not fit one step kills a CPU engine"
+    scheduler.enable_chunked_prefill = False
+    scheduler.max_num_batched_tokens = max(scheduler.max_num_batched_tokens, config.model_config.max_model_len)
+    if scheduler.max_num_scheduled_tokens is not None:
+        scheduler.max_num_scheduled_tokens = max(scheduler.max_num_scheduled_tokens, scheduler.max_num_batched_tokens)
+    return ("whole prompts (chunked prefill off: a CPU engine cannot rewind a seeded request's generator "
+            "after a partial prefill)")
 
 
 def create_engine(model: str | None = None, **kwargs: Any):

@@ -15,7 +15,7 @@ from typing import Any
 from vllm import RequestOutput, TokensPrompt
 from vllm.v1.engine.exceptions import EngineDeadError
 
-from playground.backends.base import STOPPED, Recording, prepare
+from playground.backends.base import Recording, prepare
 from playground.backends.engine import describe_engine
 from playground.backends.outputs import OutputWatch, child_observation, observation_from_output
 from playground.backends.recorder import Observation
@@ -100,7 +100,7 @@ class SyncRunner:
                 if recording.watch is not None:
                     recording.observe(Observation(mutated_events=recording.watch.changed()))
                 del self._running[output.request_id]
-                finished.append(recording.finish("aborted", STOPPED) if recording.aborted else recording.finish())
+                finished.append(recording.finish())  # "aborted" when abort() ended it
         if self._running and not self.sampler.has_unfinished_requests():
             # The sampler ended every parent, but no output reached these runs: theirs came back
             # under another id. An error, not a wait that never ends (for every caller that steps).
@@ -114,7 +114,6 @@ class SyncRunner:
         recording = self._running.get(request_id)
         if recording is None:
             return None
-        recording.aborted = True
         self.sampler.abort(request_id)
         self._step()  # the sampler hands over the aborted parent's last output, with no engine step
         return recording.run

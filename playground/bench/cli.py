@@ -158,6 +158,15 @@ def add_bench_flags(group) -> None:
                             "(default on; --no-app skips it).")
     group.add_argument("--out", type=Path, default=Path("bench-results"),
                        help="Folder for the CSV, JSON and HTML results (default bench-results/).")
+    group.add_argument("--soak", type=float, default=None, metavar="SECONDS",
+                       help="Instead of the benchmark: a soak of the app for SECONDS (several clients through "
+                            "/sample at once, every mode and output_kind, some cancelled; see playground.bench.soak). "
+                            "Exit 1 if a goal is missed.")
+    group.add_argument("--soak-clients", type=positive_int("--soak-clients", 64), default=3,
+                       help="Clients of the soak (default 3).")
+    from playground.commands.cli import add_max_n_flag
+
+    add_max_n_flag(group, "call of the soak")
 
 
 def settings_from_args(args) -> Settings:
@@ -179,6 +188,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = PlaygroundParser("python -m playground.bench", "Benchmark the playground's sampling paths.",
                               add_bench_flags)
     args, engine_kwargs = parser.parse(list(sys.argv[1:] if argv is None else argv))
+    if args.soak is not None:
+        return soak(args, engine_kwargs)
     settings = settings_from_args(args)
     if max(settings.ns) > 256:
         parser.parser.error("--n: at most 256")
@@ -216,6 +227,31 @@ def main(argv: list[str] | None = None) -> int:
     report.environment["total_s"] = time.monotonic() - started
     publish(report, args.out, "quick" if args.quick else "bench")
     return 130 if report.interrupted else 0
+
+
+def soak(args, engine_kwargs: dict) -> int:
+    """``--soak SECONDS``: the engine and the app on loopback, then the soak; 0 if every goal held."""
+    from playground.backends.embedded import EmbeddedBackend
+    from playground.backends.engine import EngineHost
+    from playground.backends.resources import Workload
+    from playground.bench.soak import SoakPlan, WatchedBackend, run_soak
+    from playground.ui import build_app, launch_app
+
+    plan = SoakPlan(seconds=args.soak, clients=args.soak_clients, max_n=args.max_n)
+    with contextlib.ExitStack() as cleanup:
+        print("starting the engine...", file=sys.stderr)
+        host = EngineHost.start(args.model, workload=Workload(max_n=args.max_n, concurrency=plan.clients),
+                                **engine_kwargs)
+        cleanup.callback(host.shutdown)
+        watched = WatchedBackend(EmbeddedBackend(host, max_n=args.max_n))
+        demo = build_app(watched)
+        _, url, _ = launch_app(demo, concurrency=plan.clients, prevent_thread_lock=True, server_name="127.0.0.1",
+                               server_port=_free_port(), quiet=True)
+        cleanup.callback(demo.close)
+        print(f"soaking {url} for {plan.seconds:g} s with {plan.clients} clients...", file=sys.stderr)
+        report = run_soak(url, watched, plan)
+    print("\n".join(report.lines()))
+    return 0 if report.ok else 1
 
 
 def _measure_app(settings: Settings, out: Path) -> dict[str, Any]:

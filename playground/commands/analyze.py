@@ -170,6 +170,9 @@ def main(argv: list[str] | None = None) -> int:
         for bundle in bundles:
             try:
                 figures = analyze(bundle, args.answer, embedder, args.similarity)
+            except InvalidExtractor as e:  # a pattern that takes too long: it would on every bundle
+                print(f"error: {where(bundle)}: {e}", file=sys.stderr)
+                return EXIT_USAGE
             except EmbeddingModelError as e:
                 errors.append(error := BundleError(bundle.line, str(e)))
                 print(f"skipping {error}", file=sys.stderr)

@@ -202,7 +202,11 @@ def execute(runner, lines: list[Line], errors: list[LineError], out: Path | None
     print(f"wrote {len(result.runs)} run(s){where}{recap}", file=sys.stderr)
     if summary and result.runs:
         # Beside bundles on stdout the table would break the JSONL, so it goes to stderr then.
-        print(summary_frame(result.runs, answer).to_string(index=False), file=sys.stdout if out else sys.stderr)
+        try:
+            print(summary_frame(result.runs, answer).to_string(index=False), file=sys.stdout if out else sys.stderr)
+        except analysis.InvalidExtractor as e:  # a pattern that takes too long; the bundles are written
+            print(f"error: the summary: {e}", file=sys.stderr)
+            return EXIT_USAGE
     ended = result.told(len(lines) - len(result.runs) - len(result.errors), "prompt(s)")
     if ended is not None:
         return ended

@@ -15,6 +15,7 @@ from playground.commands.cli import (
     create_remote_backend,
     positive_int,
 )
+from playground.bundles import PAGE_MAX_MB
 from playground.errors import PlaygroundError
 
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
@@ -35,6 +36,9 @@ def add_serve_flags(group) -> None:
                        help=f"Runs sampled at once (default {DEFAULT_CONCURRENCY}); the engine batches them.")
     group.add_argument("--queue-size", type=positive_int("--queue-size", 10_000), default=64,
                        help="Runs that may wait in the queue before new ones are refused (default 64).")
+    group.add_argument("--max-file-mb", type=positive_int("--max-file-mb", 10_000), default=PAGE_MAX_MB,
+                       metavar="MB", help=f"The largest saved run (bundle or JSONL) the page opens, in MB (default "
+                                          f"{PAGE_MAX_MB}): an upload is read whole by the server.")
     group.add_argument("--embedding-model", default=None, metavar="MODEL",
                        help="A sentence-embedding model (a folder, or a Hugging Face id already in the local cache) "
                             "the Set tab may group samples by meaning with. Off by default; loaded on first use, "
@@ -105,7 +109,7 @@ def main(argv: list[str]) -> int:
         clock.phase("engine start (spawn, imports, weights, KV cache)", since=began)
         backend = EmbeddedBackend(host, max_n=args.max_n)
     try:
-        demo = build_app(backend, embedding_model=args.embedding_model)
+        demo = build_app(backend, embedding_model=args.embedding_model, max_file_mb=args.max_file_mb)
         clock.phase("page built")
         launch_app(demo, concurrency=args.concurrency, queue_size=args.queue_size, server_name=args.host,
                    server_port=args.port, share=args.share, auth=auth, prevent_thread_lock=True)

@@ -143,7 +143,11 @@ def execute(runner, sweep: SweepRequest, out: Path | None = None, progress: bool
     print(f"wrote {len(result.runs)} of {len(sweep.values)} run(s){where} ({seeds})", file=sys.stderr)
     if result.runs:
         # Beside bundles on stdout the table would break the JSONL, so it goes to stderr then.
-        print(summary_frame(result.runs, answer).to_string(index=False), file=sys.stdout if out else sys.stderr)
+        try:
+            print(summary_frame(result.runs, answer).to_string(index=False), file=sys.stdout if out else sys.stderr)
+        except analysis.InvalidExtractor as e:  # a pattern that takes too long; the bundles are written
+            print(f"error: the summary: {e}", file=sys.stderr)
+            return EXIT_USAGE
     ended = result.told(len(sweep.values) - len(result.runs) - len(result.refused), "value(s)")
     if ended is not None:
         return ended

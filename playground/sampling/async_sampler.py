@@ -30,6 +30,7 @@ class ParallelSampler:
         self.max_n = max_n
         self.max_model_len = engine.vllm_config.model_config.max_model_len
         self._children: dict[str, list[str]] = {}  # running parent id -> its children's internal ids
+        self._aborting: set[str] = set()  # running parents asked to abort while children were being added
 
     def tokenize(self, prompt: str | TokensPrompt) -> TokensPrompt:
         """Tokenize once, so the wrapper's children and vLLM's native path see the same ids.
@@ -87,9 +88,12 @@ class ParallelSampler:
         engine_dead = False
         try:
             # All children go in before the first output is read, as in vLLM's fan-out.
+            self._children[request_id] = []
             for child, params in child_params.children(request_id, sampling_params, mode):
-                queues.append(await self.engine.add_request(child.request_id, tokens, params))
-                self._children[request_id] = [q.request_id for q in queues]
+                queues.append(queue := await self.engine.add_request(child.request_id, tokens, params))
+                self._children[request_id].append(queue.request_id)
+                if request_id in self._aborting:  # an abort came between two adds: this child goes too
+                    await self.engine.abort([queue.request_id], internal=True)
             pumps = [asyncio.create_task(pump(i, q)) for i, q in enumerate(queues)]
             while True:
                 await ready.wait()
@@ -106,6 +110,7 @@ class ParallelSampler:
             raise
         finally:
             self._children.pop(request_id, None)
+            self._aborting.discard(request_id)
             for task in pumps:
                 task.cancel()
             if not aggregator.finished and queues and not engine_dead:
@@ -118,6 +123,7 @@ class ParallelSampler:
         aborted stream ends normally, its unfinished samples with finish_reason "abort" and the
         tokens they had. Unknown or finished ids are ignored; native parents go to the engine."""
         ids = [request_ids] if isinstance(request_ids, str) else list(request_ids)
+        self._aborting.update(parent for parent in ids if parent in self._children)
         children = [child for parent in ids for child in self._children.get(parent, [])]
         native = [parent for parent in ids if parent not in self._children]
         if children:

@@ -57,7 +57,10 @@ def once_per_run(figures: analysis.Figures | None) -> analysis.Figures | None:
 
     def remembered(run) -> dict:
         if id(run) not in known:
-            known[id(run)] = (run, figures(run))  # holding the run keeps its id from being reused
+            try:
+                known[id(run)] = (run, figures(run))  # holding the run keeps its id from being reused
+            except analysis.InvalidExtractor as e:  # a pattern that took too long on this run's samples
+                raise gr.Error(str(e)) from None
         return known[id(run)][1]
 
     return remembered

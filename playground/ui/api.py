@@ -1,13 +1,16 @@
 """``/sample``: the app's API for scripts (gradio_client). Streams progress snapshots as JSON; its
-final value is the run bundle. It belongs to no browser session, so it touches no page state."""
+final value is the run bundle. It belongs to no browser session, so it touches no page state.
+A call that is cancelled (or whose client goes away) stops its run as the page's Stop does: the
+run is aborted by its parent id, so nothing of it is left running in the engine."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 
-from playground.backends.base import record
 from playground.run import Run
 from playground.sampling.request import SampleRequest
+from playground.ui.live import LiveRun
 from playground.ui.messages import shown
 from playground.ui.streaming import paced
 
@@ -27,12 +30,15 @@ class SampleAPI:
                 top_p=top_p, top_k=top_k, max_tokens=max_tokens, stop=stop, logprobs=logprobs,
                 use_chat_template=use_chat_template, ignore_eos=ignore_eos)
             latest = None
-            async for run in paced(record(self.backend, sample_request), interval=0.25):
-                latest = run or latest  # a heartbeat (None) repeats the last progress
-                if latest is not None and latest.finished:
-                    yield latest.to_json()
-                    return
-                yield json.dumps(progress(latest))
+            # aclosing: a cancelled call aborts its run now, not when the generator is collected.
+            stream = paced(LiveRun(sample_request).follow(self.backend), interval=0.25)
+            async with contextlib.aclosing(stream) as snapshots:
+                async for run in snapshots:
+                    latest = run or latest  # a heartbeat (None) repeats the last progress
+                    if latest is not None and latest.finished:
+                        yield latest.to_json()
+                        return
+                    yield json.dumps(progress(latest))
         except Exception as e:
             raise shown(e) from None
 

@@ -17,6 +17,7 @@ from pathlib import Path
 import gradio as gr
 
 from playground import analysis
+from playground.bundles import PAGE_MAX_MB, ReadLimits
 from playground.sampling.plan import MODES
 from playground.sampling.request import OUTPUT_KINDS, SampleRequest
 from playground.ui import compare_panel, panels, qa_panel, set_panel, sweep_panel, views
@@ -42,9 +43,11 @@ MODE_INFO = ("wrapper: our fan-out, sample i seeded seed+i · native: n handed t
              "same-seed: every sample gets the same seed (the old bug, on purpose)")
 
 
-def build_app(backend, max_n: int | None = None, sync_runner=None, embedding_model: str | None = None) -> gr.Blocks:
+def build_app(backend, max_n: int | None = None, sync_runner=None, embedding_model: str | None = None,
+              max_file_mb: float = PAGE_MAX_MB) -> gr.Blocks:
     """The page on ``backend``; ``embedding_model``: a sentence-embedding model the Set tab may group
-    samples by meaning with (None: not offered; the default setup is offline)."""
+    samples by meaning with (None: not offered; the default setup is offline); ``max_file_mb``: the
+    largest file the page accepts (``launch_app`` has Gradio refuse bigger uploads)."""
     limits = backend.limits
     max_n = max_n or limits.max_n
     defaults = SampleRequest(prompt="")
@@ -168,7 +171,8 @@ def build_app(backend, max_n: int | None = None, sync_runner=None, embedding_mod
                 history_pick = gr.Dropdown(choices=[], label="Runs of this browser session", type="index",
                                            elem_id="history-pick")
                 reopen_btn = gr.Button("Open", elem_id="reopen")
-                opener = Opener(h, sweep_tab, compare_tab, tabs)
+                opener = Opener(h, sweep_tab, compare_tab, tabs,
+                                ReadLimits(max_bytes=int(max_file_mb * 2**20), max_samples=max_n))
             qa_tab = qa_panel.build(h, sync_runner)  # sync_runner: a SyncRunner, else started on first use
 
         # This browser session's runs: the one in flight, the one on screen, the last few.
@@ -207,10 +211,11 @@ def build_app(backend, max_n: int | None = None, sync_runner=None, embedding_mod
         demo.load(controls.on_load, [prompt, use_chat], [status, rendered], api_visibility="private")
         demo.load(None, None, None, js=set_panel.CLICK_JS)  # a click on an answer group's bar reaches the server
         gr.api(SampleAPI(backend).sample, api_name="sample", concurrency_id="sampling")
+    demo.max_file_mb = max_file_mb  # for launch_app: Gradio refuses bigger uploads before they are read
     return demo
 
 
 def launch_app(demo: gr.Blocks, *, concurrency: int = 8, queue_size: int = 64, **launch_kwargs):
     """Launch with the playground's styles and queue settings (shared by app.py and the tests)."""
     demo.queue(default_concurrency_limit=concurrency, max_size=queue_size)
-    return demo.launch(css_paths=[ASSETS / "style.css"], **launch_kwargs)
+    return demo.launch(css_paths=[ASSETS / "style.css"], max_file_size=f"{demo.max_file_mb:g}mb", **launch_kwargs)

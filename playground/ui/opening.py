@@ -15,7 +15,7 @@ import asyncio
 import gradio as gr
 
 from playground import analysis
-from playground.bundles import read_runs
+from playground.bundles import DEFAULT_LIMITS, ReadLimits, read_runs
 from playground.errors import InvalidBundle
 from playground.run import Run
 from playground.ui.compare_panel import CompareTab
@@ -25,13 +25,13 @@ from playground.ui.sweep_panel import SweepTab
 LABEL = "Open a saved run: a bundle (.json) or the JSONL that batch or sweep wrote"
 
 
-def read_upload(path: str | None) -> list[Run]:
+def read_upload(path: str | None, limits: ReadLimits = DEFAULT_LIMITS) -> list[Run]:
     """An uploaded file -> its runs; gr.Error with the reader's sentence (naming the line) for a file
-    that is not bundles, so the handler changes nothing."""
+    that is not bundles, or is over ``limits``, so the handler changes nothing."""
     if not path:
         raise gr.Error("Choose a file first: a run bundle (.json) or the JSONL that batch or sweep wrote.")
     try:
-        runs = read_runs(path)
+        runs = read_runs(path, limits)
     except InvalidBundle as e:
         raise gr.Error(str(e)) from None
     if not runs:
@@ -46,8 +46,9 @@ def is_sweep(runs: list[Run]) -> bool:
 
 
 class Opener:
-    def __init__(self, h: Handlers, sweep: SweepTab, compare: CompareTab, tabs: gr.Tabs):
-        self.h, self.sweep, self.compare, self.tabs = h, sweep, compare, tabs
+    def __init__(self, h: Handlers, sweep: SweepTab, compare: CompareTab, tabs: gr.Tabs,
+                 limits: ReadLimits = DEFAULT_LIMITS):
+        self.h, self.sweep, self.compare, self.tabs, self.limits = h, sweep, compare, tabs, limits
         self.upload = gr.File(label=LABEL, file_types=[".json", ".jsonl"], type="filepath", elem_id="upload-runs")
         self.note = gr.Markdown(elem_id="upload-note")
 
@@ -68,7 +69,7 @@ class Opener:
 
     async def open(self, path, history, uploads, sweep_runs, sweep_answer=None, sweep_pattern=None,
                    **settings) -> dict:
-        runs = await asyncio.to_thread(read_upload, path)  # gr.Error: nothing changes
+        runs = await asyncio.to_thread(read_upload, path, self.limits)  # gr.Error: nothing changes
         most = len(self.h.c.texts)
         if any(run.n > most for run in runs):
             widest = max(run.n for run in runs)

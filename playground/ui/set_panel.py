@@ -83,21 +83,21 @@ def set_values(run: Run, extractor: str | None = None, embedding_model: str | No
     """The tab's values for ``run`` read with ``extractor`` (a spec such as ``last-number`` or
     ``regex:(\\d+)``). A pattern that cannot work, or an embedding model that fails, is said in the
     headline; the rest is still shown."""
-    try:
-        parsed = analysis.parse_extractor(extractor)
-    except InvalidExtractor as e:
-        empty = pd.DataFrame(columns=analysis.GROUP_COLUMNS)
-        diversity = analysis.figures_table(analysis.set_diversity(run))
-        return SetValues(f"⚠️ {_sentence(str(e))} The diversity figures below do not depend on it.", diversity,
-                         message_figure("Answer groups", "No answers: the extractor cannot work."), empty,
-                         pd.DataFrame(columns=analysis.SAMPLE_COLUMNS), None)
     embeddings, problem = None, ""
     if embedding_model:
         try:
             embeddings = load_embedder(embedding_model).embed([s.text for s in run.samples])
         except EmbeddingModelError as e:
             problem = f"\n\n⚠️ Grouping by meaning is off: {_sentence(str(e))}"
-    figures = analysis.set_figures(run, parsed, embeddings, embedding_model or "", threshold)
+    try:
+        figures = analysis.set_figures(run, analysis.parse_extractor(extractor), embeddings, embedding_model or "",
+                                       threshold)
+    except InvalidExtractor as e:  # a pattern that does not compile, lacks its group, or takes too long
+        empty = pd.DataFrame(columns=analysis.GROUP_COLUMNS)
+        diversity = analysis.figures_table(analysis.set_diversity(run))
+        return SetValues(f"⚠️ {_sentence(str(e))} The diversity figures below do not depend on it.", diversity,
+                         message_figure("Answer groups", "No answers: the extractor cannot work."), empty,
+                         pd.DataFrame(columns=analysis.SAMPLE_COLUMNS), None)
     return SetValues(headline(figures) + problem, analysis.figures_table(figures.diversity),
                      analysis.answer_groups_figure(figures.answers),
                      analysis.groups_frame(figures.answers), analysis.samples_frame(run, figures), figures)

@@ -39,6 +39,9 @@ from playground.errors import RemoteError
 from playground.sampling.request import Limits
 
 OUTPUT_KIND_SOURCE = "client-side (server streams DELTA)"
+# The OpenAI API has no abort by id: closing a stream is what makes the server abort its request.
+ABORT_SOURCE = ("client-side: the server's streams are closed, which aborts its requests; the last output "
+                "(each sample's tokens so far, finish_reason abort) is built on the client")
 DEFAULT_MAX_LOGPROBS = 20  # vLLM's default --max-logprobs; the server does not report its own
 
 
@@ -55,6 +58,7 @@ class RemoteBackend:
         self.health = HealthWatch(server)
         self.token_texts = TokenTexts()
         self._open_streams = 0
+        self._inboxes: dict[str, tuple[asyncio.AbstractEventLoop, asyncio.Queue]] = {}  # runs in flight, by id
         self.limits = Limits(max_n=max_n, max_model_len=served.max_model_len, max_logprobs=max_logprobs)
         self._info = {
             "backend": "openai",
@@ -74,6 +78,7 @@ class RemoteBackend:
             "timing_source": "client-side (chunk arrival)",
             "num_unfinished_source": "server /metrics: vllm:num_requests_running + waiting, all clients",
             "server_request_ids": "wrapper and same-seed: cmpl-{i}_{request_id}-0; native: cmpl-{request_id}-0",
+            "abort_source": ABORT_SOURCE,
         }
 
     @classmethod
@@ -161,8 +166,9 @@ class RemoteBackend:
         """
         self.health.refuse_if_down()
         request = prepared.request
-        views = ClientViews(request.n, request.output_kind)
+        views = ClientViews(request.n, request.output_kind, logprobs=request.logprobs is not None)
         inbox: asyncio.Queue = asyncio.Queue()
+        self._inboxes[prepared.request_id] = (asyncio.get_running_loop(), inbox)
         async with self.server.client() as http:
             api = self.server.openai(http)
             pumps = [asyncio.ensure_future(self._pump(api, slot, body, inbox))
@@ -176,6 +182,10 @@ class RemoteBackend:
                         open_streams -= 1
                     elif kind == "error":
                         raise item
+                    elif kind == "abort":
+                        for observation in views.abort(t):
+                            yield observation
+                        return  # the finally closes every stream: the server aborts them
                     else:
                         usage.add(item.usage)
                         for choice in item.choices:
@@ -189,9 +199,18 @@ class RemoteBackend:
                                       f"{', '.join(map(str, missing))} finished")
                 yield Observation(usage=usage.as_dict())
             finally:
+                self._inboxes.pop(prepared.request_id, None)
                 for pump in pumps:
                     pump.cancel()
                 await asyncio.gather(*pumps, return_exceptions=True)  # their HTTP responses are closed
+
+    async def abort(self, request_id: str) -> None:
+        """End a run in flight (see ``ABORT_SOURCE``): its stream yields each unfinished sample's
+        tokens so far with finish_reason "abort", then closes the server's streams. Unknown or
+        finished ids are ignored. Safe from any event loop."""
+        if (found := self._inboxes.get(request_id)) is not None:
+            loop, inbox = found
+            loop.call_soon_threadsafe(inbox.put_nowait, ("abort", None, time.monotonic(), None))
 
     async def _pump(self, api: openai.AsyncOpenAI, slot: int | None, body: dict, inbox: asyncio.Queue):
         """Read one HTTP stream into the inbox, stamping each chunk's arrival."""

@@ -19,7 +19,7 @@ from typing import Any
 import httpx
 import openai
 
-from playground.errors import RemoteError
+from playground.errors import SPLIT_PREFILL_CRASH, SPLIT_PREFILL_FIX, RemoteError
 
 
 class Server:
@@ -68,7 +68,7 @@ class Server:
 
     def status_message(self, status: int, message: str, what: str) -> str:
         hint = " (check --api-key)" if status in (401, 403) else ""
-        return f"{self.where} answered HTTP {status} while {what}{hint}: {message}"
+        return f"{self.where} answered HTTP {status} while {what}{hint}: {message}{engine_death_hint(message)}"
 
     def error(self, error: Exception, what: str) -> RemoteError:
         """A message a person understands: which server, what we were doing, what happened."""
@@ -90,8 +90,20 @@ class Server:
                 f"lost the connection to {where} while {what} (has it stopped?): {innermost_cause(error)}"
             )
         if isinstance(error, openai.APIError):
-            return RemoteError(f"{where} reported an error while {what}: {error.message}")
+            return RemoteError(f"{where} reported an error while {what}: {error.message}"
+                               f"{engine_death_hint(str(error.message))}")
         return RemoteError(f"unexpected error from {where} while {what}: {type(error).__name__}: {error}")
+
+
+def engine_death_hint(message: str) -> str:
+    """What a server's engine death may have come from, when its message tells: a seeded run's
+    prompt prefilled in part on a CPU server (the server's log has the root cause)."""
+    if "CPU Generator does not use offset" in message:
+        return f". {SPLIT_PREFILL_CRASH}: start the server with {SPLIT_PREFILL_FIX}"
+    if "EngineCore encountered an issue" in message or "EngineDeadError" in message:
+        return (f". Its engine core died. If the server runs vLLM on a CPU: {SPLIT_PREFILL_CRASH}; start it with "
+                f"{SPLIT_PREFILL_FIX}")
+    return ""
 
 
 def split_base_url(url: str) -> tuple[str, str]:

@@ -2,8 +2,8 @@
 
 A streamed completion from a vLLM server is always DELTA (``stream=True`` sets it), whatever the
 run asked for. So CUMULATIVE and FINAL_ONLY are rebuilt here, on the client, from those DELTA
-chunks, to the same contract the embedded engine keeps (../shared/notes/vllm-parallel-sampling.md,
-checked by ``playground/qa/contract.py``): the UI and the recorder then see one behaviour whichever
+chunks, to the same contract the embedded engine keeps (checked by
+``playground/qa/contract.py``): the UI and the recorder then see one behaviour whichever
 backend ran. The run records that it was rebuilt (``output_kind_source``).
 """
 
@@ -25,9 +25,10 @@ class ClientViews:
     a finished sample is never returned again.
     """
 
-    def __init__(self, n: int, output_kind: str):
+    def __init__(self, n: int, output_kind: str, logprobs: bool = False):
         self.n = n
         self.kind = output_kind
+        self.logprobs_asked = logprobs
         self.text = [""] * n
         self.ids: list[list[int]] = [[] for _ in range(n)]
         self.pieces: list[list[str]] = [[] for _ in range(n)]
@@ -68,6 +69,14 @@ class ClientViews:
             for i in indices:
                 observation.logprobs[i] = list(logprobs) if self.kind == "DELTA" else list(self.logprobs[i])
         return observation
+
+    def abort(self, t: float) -> list[Observation]:
+        """End every unfinished sample with finish_reason "abort", as AsyncLLM's abort does: no new
+        tokens for DELTA, each sample's whole text so far for CUMULATIVE, and for FINAL_ONLY the one
+        event with all n as they stand."""
+        ended = [self.add(t, index, "", [], [], [] if self.logprobs_asked else None, "abort", None)
+                 for index in range(self.n) if self.finish[index] is None]
+        return [observation for observation in ended if observation is not None]
 
     def _full(self, i: int) -> EventOutput:
         return EventOutput(i, self.text[i], list(self.ids[i]), self.finish[i], self.stop[i])
