@@ -1,5 +1,6 @@
 """Analysis of one Run: where and why the n samples diverge, how sure the model was, when tokens
-arrived, and what the n samples say together (diversity, answers, agreement). Pure functions over
+arrived, what the n samples say together (diversity, answers, agreement), and how many of them a prompt
+needs (curves against k and a stopping rule). Pure functions over
 the run record: pandas tables and plotly figures, no vLLM and no Gradio, so a saved bundle can be
 analysed anywhere."""
 
@@ -15,6 +16,22 @@ from playground.analysis.answers import (
     parse_extractor,
 )
 from playground.analysis.compare import comparison_html, figures_side_by_side, pair_frame, settings_diff
+from playground.analysis.convergence import (
+    DRAWS,
+    EXACT_UP_TO,
+    Convergence,
+    Curve,
+    Settled,
+    agreement_at_k,
+    convergence_figure,
+    convergence_of,
+    maj_at_k,
+    pass_at_k,
+    read_reference,
+    settle_probability,
+    settled_at,
+    settled_sentence,
+)
 from playground.analysis.diff import (
     DIFF_COLORS,
     common_prefix,
@@ -121,4 +138,6 @@ __all__ = [
     "sweep_grid", "grid_frame", "grid_html",
     "pair_frame", "settings_diff", "figures_side_by_side", "comparison_html",
     "run_report", "comparison_report", "sweep_report", "runs_report", "report_for", "write_html_report",
+    "EXACT_UP_TO", "DRAWS", "Curve", "Settled", "Convergence", "read_reference", "agreement_at_k", "pass_at_k",
+    "maj_at_k", "settle_probability", "settled_at", "settled_sentence", "convergence_of", "convergence_figure",
 ]
