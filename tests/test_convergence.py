@@ -11,7 +11,7 @@ from math import comb
 import pytest
 
 from playground import analysis as A
-from playground.run import Run, Sample
+from playground.run import Run, Sample, TokenLogprob
 
 
 def make_run(texts: list[str], seed: int | None = 100, same_seed: bool = False) -> Run:
@@ -208,3 +208,50 @@ def test_many_distinct_answers_are_fast():
     # No two samples agree: the largest group of k is one sample, and k >= 2 is always a tie.
     assert c.agreement_at_k.values == pytest.approx([1 / k for k in range(1, 257)])
     assert c.maj_at_k.at(1) == pytest.approx(1 / 256) and max(c.maj_at_k.values[1:]) == 0.0
+
+
+# ---- EigV, DegMat and the logprob figures ----------------------------------------------------------
+
+def test_eigv_and_degmat_of_identical_and_disjoint_texts():
+    same = A.jaccard_matrix(["The cat sat", "the CAT sat", "sat the cat"])  # word sets, lower-cased
+    assert A.eigv(same) == pytest.approx(1.0) and A.degmat(same) == pytest.approx(0.0)
+    disjoint = A.jaccard_matrix(["a b", "c d", "e f"])
+    assert A.eigv(disjoint) == pytest.approx(3.0) and A.degmat(disjoint) == pytest.approx(1 - 1 / 3)
+
+
+def test_eigv_and_degmat_of_a_partial_overlap():
+    # {a, b} and {b, c}: J = 1/3. D = 4/3 on the diagonal, so D^-1/2 W D^-1/2 = (3/4) W, with eigenvalues
+    # (3/4)(1 + 1/3) = 1 and (3/4)(1 - 1/3) = 1/2: EigV = 1 + 1/2. DegMat = 1 - (2 + 2/3) / 4.
+    w = A.jaccard_matrix(["a b", "b c"])
+    assert w[0, 1] == pytest.approx(1 / 3)
+    assert A.eigv(w) == pytest.approx(1.5) and A.degmat(w) == pytest.approx(1 / 3)
+
+
+def test_empty_texts():
+    w = A.jaccard_matrix(["", "  ", "word"])
+    assert w.tolist() == [[1.0, 1.0, 0.0], [1.0, 1.0, 0.0], [0.0, 0.0, 1.0]]  # two empty: alike; one: not
+    assert A.eigv(w) == pytest.approx(2.0)
+    assert A.eigv(A.jaccard_matrix([])) is None and A.degmat(A.jaccard_matrix([])) is None
+
+
+def with_logprobs(run: Run, logprobs: list[list[float | None] | None]) -> Run:
+    for sample, values in zip(run.samples, logprobs, strict=True):
+        sample.logprobs = None if values is None else [TokenLogprob(0, v) for v in values]
+    return run
+
+
+def test_logprob_figures():
+    run = with_logprobs(make_run(["a b c", "d", "e", "f f"]), [[-0.5, -1.0, -1.5], [-2.0], None, [-1.0, None]])
+    c = A.confidence_of(run)
+    assert c.sequence_logprob == [pytest.approx(-3.0), pytest.approx(-2.0), None, None]  # a missing logprob: None
+    assert c.mean_nll == [pytest.approx(1.0), pytest.approx(2.0), None, None]
+    assert c.perplexity == [pytest.approx(math.e), pytest.approx(math.e ** 2), None, None]
+    assert c.sequence_entropy == pytest.approx((3.0 + 2.0) / 2)  # over the two samples that have them
+    table = A.confidence_table(c)
+    assert table.columns.tolist() == ["figure", "value", "meaning"]
+    values = dict(zip(table["figure"], table["value"], strict=True))
+    assert values["sequence entropy (nats)"] == 2.5 and values["mean token NLL (nats)"] == 1.5
+    assert values["EigV (Jaccard)"] == 4.0  # four texts with no word in common
+    assert "raw logprobs" in A.LOGPROB_NOTE and "before temperature" in A.LOGPROB_NOTE
+    none = A.confidence_table(A.confidence_of(make_run(["x"])))
+    assert none.set_index("figure").loc["sequence entropy (nats)", "value"] is None

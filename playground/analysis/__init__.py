@@ -1,6 +1,6 @@
 """Analysis of one Run: where and why the n samples diverge, how sure the model was, when tokens
 arrived, what the n samples say together (diversity, answers, agreement), and how many of them a prompt
-needs (curves against k and a stopping rule). Pure functions over
+needs (curves against k, a stopping rule, the uncertainty of the set). Pure functions over
 the run record: pandas tables and plotly figures, no vLLM and no Gradio, so a saved bundle can be
 analysed anywhere."""
 
@@ -16,6 +16,19 @@ from playground.analysis.answers import (
     parse_extractor,
 )
 from playground.analysis.compare import comparison_html, figures_side_by_side, pair_frame, settings_diff
+from playground.analysis.confidence import (
+    CONFIDENCE_COLUMNS,
+    LOGPROB_NOTE,
+    Confidence,
+    SequenceLogprob,
+    confidence_of,
+    confidence_table,
+    degmat,
+    eigv,
+    jaccard_matrix,
+    sequence_logprob,
+    word_set,
+)
 from playground.analysis.convergence import (
     DRAWS,
     EXACT_UP_TO,
@@ -140,4 +153,6 @@ __all__ = [
     "run_report", "comparison_report", "sweep_report", "runs_report", "report_for", "write_html_report",
     "EXACT_UP_TO", "DRAWS", "Curve", "Settled", "Convergence", "read_reference", "agreement_at_k", "pass_at_k",
     "maj_at_k", "settle_probability", "settled_at", "settled_sentence", "convergence_of", "convergence_figure",
+    "LOGPROB_NOTE", "CONFIDENCE_COLUMNS", "Confidence", "SequenceLogprob", "word_set", "jaccard_matrix", "eigv",
+    "degmat", "sequence_logprob", "confidence_of", "confidence_table",
 ]
