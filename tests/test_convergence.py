@@ -255,3 +255,24 @@ def test_logprob_figures():
     assert "raw logprobs" in A.LOGPROB_NOTE and "before temperature" in A.LOGPROB_NOTE
     none = A.confidence_table(A.confidence_of(make_run(["x"])))
     assert none.set_index("figure").loc["sequence entropy (nats)", "value"] is None
+
+
+# ---- shared child seeds -------------------------------------------------------------------------
+
+def test_runs_with_neighbouring_seeds_share_child_seeds():
+    runs = [make_run(["t"] * 8, seed=42), make_run(["t"] * 8, seed=43), make_run(["t"] * 8, seed=1000)]
+    overlaps = A.seed_overlaps(runs)
+    assert overlaps == [{"a": 0, "b": 1, "shared": 7}]  # 43..49
+    assert A.seed_overlap_sentence(overlaps[0]) == "runs 1 and 2 share 7 child seeds: their samples are not independent"
+    assert A.seed_overlap_sentence({"a": 0, "b": 2, "shared": 1}, ["base", "greedy", "hot"]) == (
+        "base and hot share 1 child seed: their samples are not independent")
+
+
+def test_same_seed_runs_and_unknown_seeds():
+    same = [make_run(["t"] * 8, seed=42, same_seed=True), make_run(["t"] * 8, seed=42, same_seed=True)]
+    wrapper = make_run(["t"] * 8, seed=42)
+    # Eight samples each of seed 42: all eight pair up. Against seeds 42..49 only one can.
+    assert A.seed_overlaps(same + [wrapper]) == [{"a": 0, "b": 1, "shared": 8}, {"a": 0, "b": 2, "shared": 1},
+                                                 {"a": 1, "b": 2, "shared": 1}]
+    assert A.seed_overlaps([make_run(["t"] * 4, seed=None), make_run(["t"] * 4, seed=None)]) == []
+    assert A.seed_overlaps([wrapper]) == [] and A.seed_overlaps([]) == []

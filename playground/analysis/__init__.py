@@ -99,6 +99,7 @@ from playground.analysis.sample_set import (
     set_figures,
     set_frame,
 )
+from playground.analysis.seed_overlap import seed_overlap_sentence, seed_overlaps
 from playground.analysis.summary import summary_frame
 from playground.analysis.sweep import (
     Cell,
@@ -155,4 +156,5 @@ __all__ = [
     "maj_at_k", "settle_probability", "settled_at", "settled_sentence", "convergence_of", "convergence_figure",
     "LOGPROB_NOTE", "CONFIDENCE_COLUMNS", "Confidence", "SequenceLogprob", "word_set", "jaccard_matrix", "eigv",
     "degmat", "sequence_logprob", "confidence_of", "confidence_table",
+    "seed_overlaps", "seed_overlap_sentence",
 ]
