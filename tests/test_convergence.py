@@ -276,3 +276,21 @@ def test_same_seed_runs_and_unknown_seeds():
                                                  {"a": 1, "b": 2, "shared": 1}]
     assert A.seed_overlaps([make_run(["t"] * 4, seed=None), make_run(["t"] * 4, seed=None)]) == []
     assert A.seed_overlaps([wrapper]) == [] and A.seed_overlaps([]) == []
+
+
+# ---- the headline of a run ----------------------------------------------------------------------
+
+def test_headline_and_everything_for_json():
+    figures = A.how_many_samples(make_run(TEXTS), "last-number", "7")
+    # Two blocks of identical texts with no word in common: W is block-diagonal with blocks of ones,
+    # D^-1/2 W D^-1/2 has eigenvalues 1, 1, 0...: EigV 2.
+    assert figures.headline() == "settled after 7 of 8 · pass@1 0.75 · pass@8 1.00 · EigV 2.00"
+    assert A.how_many_headline(make_run(TEXTS), "last-number") == "settled after 7 of 8 · EigV 2.00"
+    assert A.how_many_headline(make_run(["a", "b"])) == "not settled within 2 · EigV 2.00"
+    d = figures.to_dict()
+    for name in ["agreement_at_k", "pass_at_k", "maj_at_k", "settled_at", "eigv_jaccard", "degmat_jaccard",
+                 "sequence_logprob", "mean_nll", "perplexity", "sequence_entropy"]:
+        assert name in d, name
+    assert d["sequence_logprob"] == [None] * 8 and d["sequence_entropy"] is None  # no logprobs recorded
+    # 6² + 2² of the 64 pairs (i, j) are alike.
+    assert d["degmat_jaccard"] == pytest.approx(1 - 40 / 64)

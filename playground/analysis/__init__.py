@@ -70,6 +70,7 @@ from playground.analysis.diversity import (
     vendi_score,
 )
 from playground.analysis.events import event_outputs_frame, events_figure
+from playground.analysis.how_many import HowMany, how_many_headline, how_many_samples
 from playground.analysis.meaning import (
     DEFAULT_SIMILARITY,
     MeaningClusters,
@@ -157,4 +158,5 @@ __all__ = [
     "LOGPROB_NOTE", "CONFIDENCE_COLUMNS", "Confidence", "SequenceLogprob", "word_set", "jaccard_matrix", "eigv",
     "degmat", "sequence_logprob", "confidence_of", "confidence_table",
     "seed_overlaps", "seed_overlap_sentence",
+    "HowMany", "how_many_samples", "how_many_headline",
 ]
