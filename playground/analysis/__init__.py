@@ -1,5 +1,6 @@
 """Analysis of one Run: where and why the n samples diverge, how sure the model was, when tokens
-arrived, and what the n samples say together (diversity, answers, agreement). Pure functions over
+arrived, what the n samples say together (diversity, answers, agreement), and how many of them a prompt
+needs (curves against k, a stopping rule, the uncertainty of the set). Pure functions over
 the run record: pandas tables and plotly figures, no vLLM and no Gradio, so a saved bundle can be
 analysed anywhere."""
 
@@ -15,6 +16,35 @@ from playground.analysis.answers import (
     parse_extractor,
 )
 from playground.analysis.compare import comparison_html, figures_side_by_side, pair_frame, settings_diff
+from playground.analysis.confidence import (
+    CONFIDENCE_COLUMNS,
+    LOGPROB_NOTE,
+    Confidence,
+    SequenceLogprob,
+    confidence_of,
+    confidence_table,
+    degmat,
+    eigv,
+    jaccard_matrix,
+    sequence_logprob,
+    word_set,
+)
+from playground.analysis.convergence import (
+    DRAWS,
+    EXACT_UP_TO,
+    Convergence,
+    Curve,
+    Settled,
+    agreement_at_k,
+    convergence_figure,
+    convergence_of,
+    maj_at_k,
+    pass_at_k,
+    read_reference,
+    settle_probability,
+    settled_at,
+    settled_sentence,
+)
 from playground.analysis.diff import (
     DIFF_COLORS,
     common_prefix,
@@ -40,6 +70,7 @@ from playground.analysis.diversity import (
     vendi_score,
 )
 from playground.analysis.events import event_outputs_frame, events_figure
+from playground.analysis.how_many import HowMany, how_many_headline, how_many_samples
 from playground.analysis.meaning import (
     DEFAULT_SIMILARITY,
     MeaningClusters,
@@ -69,6 +100,7 @@ from playground.analysis.sample_set import (
     set_figures,
     set_frame,
 )
+from playground.analysis.seed_overlap import seed_overlap_sentence, seed_overlaps
 from playground.analysis.summary import summary_frame
 from playground.analysis.sweep import (
     Cell,
@@ -121,4 +153,10 @@ __all__ = [
     "sweep_grid", "grid_frame", "grid_html",
     "pair_frame", "settings_diff", "figures_side_by_side", "comparison_html",
     "run_report", "comparison_report", "sweep_report", "runs_report", "report_for", "write_html_report",
+    "EXACT_UP_TO", "DRAWS", "Curve", "Settled", "Convergence", "read_reference", "agreement_at_k", "pass_at_k",
+    "maj_at_k", "settle_probability", "settled_at", "settled_sentence", "convergence_of", "convergence_figure",
+    "LOGPROB_NOTE", "CONFIDENCE_COLUMNS", "Confidence", "SequenceLogprob", "word_set", "jaccard_matrix", "eigv",
+    "degmat", "sequence_logprob", "confidence_of", "confidence_table",
+    "seed_overlaps", "seed_overlap_sentence",
+    "HowMany", "how_many_samples", "how_many_headline",
 ]

@@ -1,0 +1,296 @@
+"""How many samples a prompt needs, on hand-made runs whose figures are worked out here by hand:
+agreement@k, pass@k and maj@k against k, the stopping rule, EigV and DegMat, the logprob figures,
+shared child seeds, and the estimate beyond EXACT_UP_TO samples against an exact count. No engine."""
+
+from __future__ import annotations
+
+import math
+import time
+from math import comb
+
+import pytest
+
+from playground import analysis as A
+from playground.run import Run, Sample, TokenLogprob
+
+
+def make_run(texts: list[str], seed: int | None = 100, same_seed: bool = False) -> Run:
+    def seed_of(i: int) -> int | None:
+        return None if seed is None else seed if same_seed else seed + i
+
+    return Run(request={"prompt": "p", "mode": "same-seed" if same_seed else "wrapper"}, status="finished",
+               samples=[Sample(index=i, seed=seed_of(i), text=text, token_ids=[i]) for i, text in enumerate(texts)])
+
+
+def at_least_one(n: int, correct: int, k: int) -> float:
+    """pass@k by its definition: 1 - (k-subsets with no correct sample) / (all k-subsets)."""
+    return 1 - comb(n - correct, k) / comb(n, k)
+
+
+# ---- agreement@k, pass@k, maj@k on small sets -----------------------------------------------------
+
+def test_two_of_three_agree():
+    answers = ["A", "A", "B"]
+    # k=1: every single sample is its own majority. k=2: {A,A} 2/2, {A,B} twice 1/2 -> (1 + 1/2 + 1/2) / 3.
+    # k=3: the largest group has 2 of 3.
+    assert A.agreement_at_k(answers).values == pytest.approx([1.0, 2 / 3, 2 / 3])
+    # pass@k, reference A (c = 2): k=1 2/3; k=2 every pair holds an A.
+    assert A.pass_at_k(answers, "A").values == pytest.approx([2 / 3, 1.0, 1.0])
+    # reference B (c = 1): k=1 1/3; k=2 two of the three pairs hold the B; k=3 all.
+    assert A.pass_at_k(answers, "B").values == pytest.approx([1 / 3, 2 / 3, 1.0])
+    # maj@k, reference A: k=1 2/3; k=2 only {A,A} has a majority (the two {A,B} tie); k=3 A wins 2-1.
+    assert A.maj_at_k(answers, "A").values == pytest.approx([2 / 3, 1 / 3, 1.0])
+    assert A.maj_at_k(answers, "B").values == pytest.approx([1 / 3, 0.0, 0.0])
+    curve = A.agreement_at_k(answers)
+    assert curve.is_exact and curve.low == curve.values == curve.high and curve.at(2) == pytest.approx(2 / 3)
+
+
+def test_a_tie_is_no_majority():
+    answers = ["A", "A", "B", "B"]
+    # k=2: of the 6 pairs only {A,A} has A as majority; k=3: 4 triples, the 2 AAB ones; k=4: 2-2, a tie.
+    assert A.maj_at_k(answers, "A").values == pytest.approx([0.5, 1 / 6, 0.5, 0.0])
+    # agreement k=2: {A,A}, {B,B} 1; four mixed pairs 1/2 -> (2 + 4/2) / 6. k=3: every triple 2/3. k=4: 2/4.
+    assert A.agreement_at_k(answers).values == pytest.approx([1.0, 4 / 6, 2 / 3, 0.5])
+
+
+def test_samples_with_no_answer_are_drawn_but_never_agree_nor_match():
+    answers = ["A", None, "A"]
+    # k=1: 2 of 3 samples answer. k=2: {A,A} 1, {A,None} twice 1/2 -> 2/3. k=3: 2 of 3.
+    assert A.agreement_at_k(answers).values == pytest.approx([2 / 3, 2 / 3, 2 / 3])
+    assert A.agreement_at_k([None, None]).values == [0.0, 0.0]
+    # Two unanswered samples are not a group that could beat a lone answer.
+    assert A.maj_at_k(["A", None, None], "A").values == pytest.approx([1 / 3, 2 / 3, 1.0])
+    assert A.pass_at_k([None, "7", None], "7").values == pytest.approx([1 / 3, 2 / 3, 1.0])
+
+
+def test_pass_at_k_is_exact_for_large_n():
+    answers = ["right"] * 30 + ["wrong"] * 970  # C(1000, 500) overflows a float
+    curve = A.pass_at_k(answers, "right")
+    assert curve.is_exact and len(curve.values) == 1000
+    assert curve.at(1) == pytest.approx(0.03)
+    # 1 - (970/1000)(969/999): no correct sample among two.
+    assert curve.at(2) == pytest.approx(1 - 970 * 969 / (1000 * 999))
+    assert curve.at(500) == pytest.approx(1 - math.prod((970 - j) / (1000 - j) for j in range(500)))
+    assert curve.at(971) == 1.0  # fewer wrong samples than k
+
+
+def test_the_reference_is_read_by_the_extractor_or_taken_as_typed():
+    assert A.read_reference("The answer is 42.", "last-number") == "42"
+    assert A.read_reference(" forty-two ", "last-number") == "forty-two"  # no number in it: as typed, stripped
+    assert A.read_reference(" Paris! ", None) == "paris"  # the default extractor: normalized
+    assert A.read_reference("  ", "last-number") is None and A.read_reference(None) is None
+
+
+# ---- the stopping rule --------------------------------------------------------------------------
+
+def beta_above_half(v1: int, v2: int) -> float:
+    """P(p > 1/2), p ~ Beta(v1 + 1, v2 + 1), by numerical integration of the density."""
+    steps = 20000
+    norm = math.factorial(v1) * math.factorial(v2) / math.factorial(v1 + v2 + 1)
+    xs = [(j + 0.5) / steps for j in range(steps)]
+    above = sum(x ** v1 * (1 - x) ** v2 for x in xs if x > 0.5) / steps
+    return above / norm
+
+
+@pytest.mark.parametrize("v1, v2", [(3, 0), (4, 0), (5, 1), (6, 1), (4, 4)])
+def test_the_settle_probability_is_the_beta_tail(v1, v2):
+    assert float(A.settle_probability(v1, v2)) == pytest.approx(beta_above_half(v1, v2), abs=1e-6)
+
+
+def test_settles_at_a_known_sample():
+    # Four agreeing answers: P = 31/32 >= 0.95 (three: 15/16 = 0.9375 is not enough).
+    assert A.settled_at(["7"] * 8) == A.Settled(4, "7", 8)
+    # A A B A A A A: after 6, v = (5, 1): P(Bin(7) <= 5) = 1 - (1 + 7)/128 = 0.9375; after 7, v = (6, 1):
+    # 1 - (1 + 8)/256 = 0.965.
+    settled = A.settled_at(list("AABAAAA") + ["B"] * 5)
+    assert (settled.at, settled.answer, settled.samples) == (7, "A", 12)
+    # A sample with no answer does not vote but is counted in k.
+    assert A.settled_at(["A", None, "A", None, "A", "A"]).at == 6
+    assert A.settled_sentence(settled) == "the majority was settled after 7 of 12 samples"
+    assert A.settled_sentence(settled, 32) == "the majority was settled after 7 of 32 samples"
+
+
+def test_a_set_that_never_settles():
+    never = A.settled_at(list("ABABABABAB"))  # every even k a tie; every odd k one ahead: P <= 2/3
+    assert never == A.Settled(None, None, 10)
+    assert A.settled_sentence(never) == "the majority was not settled within 10 samples"
+    assert A.settled_sentence(A.settled_at(["A", None, "A"]), 32) == (
+        "the majority was not settled within the first 3 of 32 samples")
+    assert A.settled_at([None] * 5).at is None and A.settled_at([]).at is None
+
+
+def test_the_rule_reads_a_growing_prefix_as_a_run_streams():
+    answers = ["9", "9", "9", "9", "1"]
+    seen = [A.settled_at(answers[:done]).at for done in range(1, 6)]
+    assert seen == [None, None, None, 4, 4]
+
+
+# ---- a run: its curves, its stopping rule, its figure ---------------------------------------------
+
+TEXTS = ["so it is 7", "so it is 7", "maybe 3", "so it is 7", "so it is 7", "so it is 7", "so it is 7", "maybe 3"]
+
+
+def test_a_run_with_a_reference():
+    c = A.convergence_of(make_run(TEXTS), "last-number", "The answer is 7")
+    assert c.reference == "7" and c.answers == ["7", "7", "3", "7", "7", "7", "7", "3"] and c.exact
+    assert c.pass_at_k.values == pytest.approx([at_least_one(8, 6, k) for k in range(1, 9)])
+    assert c.settled == A.Settled(7, "7", 8)  # after 7: (6, 1)
+    d = c.to_dict()
+    assert set(d) >= {"agreement_at_k", "pass_at_k", "maj_at_k", "settled_at"}
+    assert d["settled_at"] == 7 and d["pass_at_k"] == c.pass_at_k.values and len(d["maj_at_k"]) == 8
+    assert d["bands"] == {}  # exact: no band
+    without = A.convergence_of(make_run(TEXTS), "last-number").to_dict()
+    assert without["pass_at_k"] is None and without["maj_at_k"] is None and len(without["agreement_at_k"]) == 8
+
+
+def test_the_figure():
+    fig = A.convergence_figure(A.convergence_of(make_run(TEXTS), "last-number", "7"))
+    assert [t.name for t in fig.data] == ["agreement@k", "pass@k", "maj@k"]
+    assert fig.layout.height and "exact" in fig.layout.title.text
+    assert [s.x0 for s in fig.layout.shapes] == [7]  # where the majority settled
+    big = make_run([str(i % 3) for i in range(30)])
+    estimated = A.convergence_figure(A.convergence_of(big, "last-number", "0"))
+    bands = [t for t in estimated.data if t.fill == "toself"]
+    assert len(bands) == 2 and "estimated" in estimated.layout.title.text  # agreement and maj@k; pass@k is exact
+    assert A.convergence_figure(A.convergence_of(make_run([]))).layout.height
+
+
+# ---- beyond EXACT_UP_TO: the estimate against an exact count --------------------------------------
+
+def exact_by_count_vectors(sizes: list[int], unanswered: int, k: int) -> tuple[float, float]:
+    """agreement@k and maj@k (for the first group) by summing over how many of the k each group
+    gets, weighted by the number of k-subsets that give those counts (multivariate hypergeometric)."""
+    a, b, c = sizes
+    total = comb(a + b + c + unanswered, k)
+    agreement = majority = 0
+    for x in range(a + 1):
+        for y in range(b + 1):
+            for z in range(c + 1):
+                rest = k - x - y - z
+                if 0 <= rest <= unanswered:
+                    ways = comb(a, x) * comb(b, y) * comb(c, z) * comb(unanswered, rest)
+                    agreement += ways * max(x, y, z)
+                    majority += ways * (x > y and x > z)
+    return agreement / total / k, majority / total
+
+
+def test_the_estimate_beyond_twenty_samples_holds_the_exact_value():
+    sizes, unanswered = [18, 12, 6], 4
+    texts = ["x is 1"] * 18 + ["x is 2"] * 12 + ["x is 3"] * 6 + ["no idea"] * 4
+    c = A.convergence_of(make_run(texts), "last-number", "1")
+    assert c.n == 40 > A.EXACT_UP_TO and not c.exact
+    assert c.agreement_at_k.exact[0] and c.agreement_at_k.exact[-1] and not any(c.agreement_at_k.exact[1:-1])
+    exact = [exact_by_count_vectors(sizes, unanswered, k) for k in range(1, 41)]
+    for curve, which in [(c.agreement_at_k, 0), (c.maj_at_k, 1)]:
+        inside = [curve.low[k - 1] <= exact[k - 1][which] <= curve.high[k - 1] for k in range(1, 41)]
+        # A 95% interval: most k hold the exact value, and none is far off.
+        assert sum(inside) >= 36, (which, [k for k, ok in enumerate(inside, 1) if not ok])
+        for k in range(1, 41):
+            half = (curve.high[k - 1] - curve.low[k - 1]) / 2
+            assert abs(curve.values[k - 1] - exact[k - 1][which]) <= 2 * half + 1e-9, (which, k)
+    for k in (10, 20, 30):
+        assert c.agreement_at_k.low[k - 1] <= exact[k - 1][0] <= c.agreement_at_k.high[k - 1]
+        assert c.maj_at_k.low[k - 1] <= exact[k - 1][1] <= c.maj_at_k.high[k - 1]
+    # The ends are known: one sample answers with p 36/40; all 40 have the largest group 18.
+    assert c.agreement_at_k.at(1) == pytest.approx(36 / 40) and c.agreement_at_k.at(40) == pytest.approx(18 / 40)
+    assert c.maj_at_k.at(1) == pytest.approx(18 / 40) and c.maj_at_k.at(40) == 1.0
+    # Seeded: the same run gives the same curves; a reference nobody gave is never the majority.
+    assert A.convergence_of(make_run(texts), "last-number", "1").to_dict() == c.to_dict()
+    assert A.convergence_of(make_run(texts), "last-number", "5").maj_at_k.values == [0.0] * 40
+    assert set(c.to_dict()["bands"]) == {"agreement_at_k", "maj_at_k"}
+
+
+def test_many_distinct_answers_are_fast():
+    run = make_run([f"answer {i}" for i in range(256)])
+    started = time.perf_counter()
+    c = A.convergence_of(run, "last-number", "3")
+    assert time.perf_counter() - started < 3  # well under a second alone; generous on a shared machine
+    # No two samples agree: the largest group of k is one sample, and k >= 2 is always a tie.
+    assert c.agreement_at_k.values == pytest.approx([1 / k for k in range(1, 257)])
+    assert c.maj_at_k.at(1) == pytest.approx(1 / 256) and max(c.maj_at_k.values[1:]) == 0.0
+
+
+# ---- EigV, DegMat and the logprob figures ----------------------------------------------------------
+
+def test_eigv_and_degmat_of_identical_and_disjoint_texts():
+    same = A.jaccard_matrix(["The cat sat", "the CAT sat", "sat the cat"])  # word sets, lower-cased
+    assert A.eigv(same) == pytest.approx(1.0) and A.degmat(same) == pytest.approx(0.0)
+    disjoint = A.jaccard_matrix(["a b", "c d", "e f"])
+    assert A.eigv(disjoint) == pytest.approx(3.0) and A.degmat(disjoint) == pytest.approx(1 - 1 / 3)
+
+
+def test_eigv_and_degmat_of_a_partial_overlap():
+    # {a, b} and {b, c}: J = 1/3. D = 4/3 on the diagonal, so D^-1/2 W D^-1/2 = (3/4) W, with eigenvalues
+    # (3/4)(1 + 1/3) = 1 and (3/4)(1 - 1/3) = 1/2: EigV = 1 + 1/2. DegMat = 1 - (2 + 2/3) / 4.
+    w = A.jaccard_matrix(["a b", "b c"])
+    assert w[0, 1] == pytest.approx(1 / 3)
+    assert A.eigv(w) == pytest.approx(1.5) and A.degmat(w) == pytest.approx(1 / 3)
+
+
+def test_empty_texts():
+    w = A.jaccard_matrix(["", "  ", "word"])
+    assert w.tolist() == [[1.0, 1.0, 0.0], [1.0, 1.0, 0.0], [0.0, 0.0, 1.0]]  # two empty: alike; one: not
+    assert A.eigv(w) == pytest.approx(2.0)
+    assert A.eigv(A.jaccard_matrix([])) is None and A.degmat(A.jaccard_matrix([])) is None
+
+
+def with_logprobs(run: Run, logprobs: list[list[float | None] | None]) -> Run:
+    for sample, values in zip(run.samples, logprobs, strict=True):
+        sample.logprobs = None if values is None else [TokenLogprob(0, v) for v in values]
+    return run
+
+
+def test_logprob_figures():
+    run = with_logprobs(make_run(["a b c", "d", "e", "f f"]), [[-0.5, -1.0, -1.5], [-2.0], None, [-1.0, None]])
+    c = A.confidence_of(run)
+    assert c.sequence_logprob == [pytest.approx(-3.0), pytest.approx(-2.0), None, None]  # a missing logprob: None
+    assert c.mean_nll == [pytest.approx(1.0), pytest.approx(2.0), None, None]
+    assert c.perplexity == [pytest.approx(math.e), pytest.approx(math.e ** 2), None, None]
+    assert c.sequence_entropy == pytest.approx((3.0 + 2.0) / 2)  # over the two samples that have them
+    table = A.confidence_table(c)
+    assert table.columns.tolist() == ["figure", "value", "meaning"]
+    values = dict(zip(table["figure"], table["value"], strict=True))
+    assert values["sequence entropy (nats)"] == 2.5 and values["mean token NLL (nats)"] == 1.5
+    assert values["EigV (Jaccard)"] == 4.0  # four texts with no word in common
+    assert "raw logprobs" in A.LOGPROB_NOTE and "before temperature" in A.LOGPROB_NOTE
+    none = A.confidence_table(A.confidence_of(make_run(["x"])))
+    assert none.set_index("figure").loc["sequence entropy (nats)", "value"] is None
+
+
+# ---- shared child seeds -------------------------------------------------------------------------
+
+def test_runs_with_neighbouring_seeds_share_child_seeds():
+    runs = [make_run(["t"] * 8, seed=42), make_run(["t"] * 8, seed=43), make_run(["t"] * 8, seed=1000)]
+    overlaps = A.seed_overlaps(runs)
+    assert overlaps == [{"a": 0, "b": 1, "shared": 7}]  # 43..49
+    assert A.seed_overlap_sentence(overlaps[0]) == "runs 1 and 2 share 7 child seeds: their samples are not independent"
+    assert A.seed_overlap_sentence({"a": 0, "b": 2, "shared": 1}, ["base", "greedy", "hot"]) == (
+        "base and hot share 1 child seed: their samples are not independent")
+
+
+def test_same_seed_runs_and_unknown_seeds():
+    same = [make_run(["t"] * 8, seed=42, same_seed=True), make_run(["t"] * 8, seed=42, same_seed=True)]
+    wrapper = make_run(["t"] * 8, seed=42)
+    # Eight samples each of seed 42: all eight pair up. Against seeds 42..49 only one can.
+    assert A.seed_overlaps(same + [wrapper]) == [{"a": 0, "b": 1, "shared": 8}, {"a": 0, "b": 2, "shared": 1},
+                                                 {"a": 1, "b": 2, "shared": 1}]
+    assert A.seed_overlaps([make_run(["t"] * 4, seed=None), make_run(["t"] * 4, seed=None)]) == []
+    assert A.seed_overlaps([wrapper]) == [] and A.seed_overlaps([]) == []
+
+
+# ---- the headline of a run ----------------------------------------------------------------------
+
+def test_headline_and_everything_for_json():
+    figures = A.how_many_samples(make_run(TEXTS), "last-number", "7")
+    # Two blocks of identical texts with no word in common: W is block-diagonal with blocks of ones,
+    # D^-1/2 W D^-1/2 has eigenvalues 1, 1, 0...: EigV 2.
+    assert figures.headline() == "settled after 7 of 8 · pass@1 0.75 · pass@8 1.00 · EigV 2.00"
+    assert A.how_many_headline(make_run(TEXTS), "last-number") == "settled after 7 of 8 · EigV 2.00"
+    assert A.how_many_headline(make_run(["a", "b"])) == "not settled within 2 · EigV 2.00"
+    d = figures.to_dict()
+    for name in ["agreement_at_k", "pass_at_k", "maj_at_k", "settled_at", "eigv_jaccard", "degmat_jaccard",
+                 "sequence_logprob", "mean_nll", "perplexity", "sequence_entropy"]:
+        assert name in d, name
+    assert d["sequence_logprob"] == [None] * 8 and d["sequence_entropy"] is None  # no logprobs recorded
+    # 6² + 2² of the 64 pairs (i, j) are alike.
+    assert d["degmat_jaccard"] == pytest.approx(1 - 40 / 64)
