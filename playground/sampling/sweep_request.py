@@ -15,12 +15,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from playground.errors import InvalidRequest
+from playground.request import SWEEP_SETTINGS, Limits, SampleRequest, check_n
 from playground.run import Run
-from playground.sampling import plan
-from playground.sampling.request import Limits, SampleRequest, check_n
+from playground.sampling.plan import draw_seed
 
-SWEEP_PARAMS = ("temperature", "top_p", "top_k", "min_p", "repetition_penalty", "presence_penalty",
-                "frequency_penalty", "seed")
 MAX_SWEEP_VALUES = 12  # each value is a full run, one after another: a sweep should stay a demo
 
 
@@ -45,8 +43,8 @@ class SweepRequest:
         box), or both, each coerced like the request's own field (1 and "1.0" are one temperature).
         The base's own value of the swept setting is ignored."""
         param = param.strip().lower() if isinstance(param, str) else param
-        if param not in SWEEP_PARAMS:
-            raise InvalidRequest(f"a sweep varies one of {', '.join(SWEEP_PARAMS)}, got {param!r}")
+        if param not in SWEEP_SETTINGS:
+            raise InvalidRequest(f"a sweep varies one of {', '.join(SWEEP_SETTINGS)}, got {param!r}")
         if isinstance(values, str):
             values = [values]
         if not isinstance(values, (list, tuple)):
@@ -85,7 +83,7 @@ class SweepRequest:
         uses the same seeds (a run would draw its own otherwise, and the sweep would compare
         different seeds as well as different settings)."""
         if self.param != "seed" and self.base.seed is None:
-            self.base.seed = plan.draw_seed(source)
+            self.base.seed = draw_seed(source)
 
     def requests(self) -> list[SampleRequest]:
         """One request per value, in order: the base with the swept setting changed."""
