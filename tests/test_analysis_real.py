@@ -8,8 +8,8 @@ import plotly.graph_objects as go
 import pytest
 
 from playground import analysis as A
+from playground.request import SampleRequest
 from playground.run import Run
-from playground.sampling.request import SampleRequest
 from tests.helpers import record_to_end
 
 N, MAX_TOKENS, TOP_K = 4, 12, 3

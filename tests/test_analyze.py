@@ -12,8 +12,8 @@ import pytest
 
 from playground import analysis as A
 from playground.commands import analyze
+from playground.request import SampleRequest
 from playground.run import BUNDLE_VERSION, Run
-from playground.sampling.request import SampleRequest
 from tests.helpers import record_to_end
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -14,8 +14,8 @@ import pytest
 from playground.backends.sync import SyncRunner
 from playground.commands import batch, cli
 from playground.errors import InvalidRequest
+from playground.request import SampleRequest
 from playground.run import Run, Sample
-from playground.sampling.request import SampleRequest
 from tests.helpers import ctrl_c_after_the_first_run
 
 ROOT = Path(__file__).resolve().parent.parent

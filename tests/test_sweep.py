@@ -16,9 +16,9 @@ import pytest
 from playground.analysis import parse_extractor
 from playground.commands import sweep as command
 from playground.errors import InvalidRequest
+from playground.request import Limits
 from playground.run import Run
-from playground.sampling.request import Limits
-from playground.sampling.sweep import MAX_SWEEP_VALUES, SweepRequest
+from playground.sampling.sweep_request import MAX_SWEEP_VALUES, SweepRequest
 from tests.helpers import ctrl_c_after_the_first_run
 from tests.test_report import make_run, sweep_runs
 

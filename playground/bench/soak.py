@@ -27,8 +27,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from playground.sampling.plan import MODES
-from playground.sampling.request import OUTPUT_KINDS
+from playground.request import MODES, OUTPUT_KINDS
 
 WORDS = ("the lighthouse keeper wrote in his log every evening about the wind and the colour of the sea, "
          "the ships that passed and the birds that rested on the rail").split()

@@ -45,10 +45,10 @@ from playground.commands.cli import (
     positive_int,
     write_atomically,
 )
-from playground.commands.progress import Ending, run_all, sync_runner, write_bundles
+from playground.commands.progress import Ending, run_all, write_bundles
 from playground.errors import InvalidRequest
+from playground.request import Limits, SampleRequest
 from playground.run import Run
-from playground.sampling.request import Limits, SampleRequest
 
 EXIT_OK, EXIT_LINE_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 SUMMARY_COLUMNS = ["line", "prompt", "mode", "n", "tokens", "seconds", "tokens_per_s", "identical", "identical_samples",
@@ -238,7 +238,9 @@ def main(argv: list[str] | None = None) -> int:
 
         # KV cache for the prompts in flight at once (--max-in-flight), each with up to --max-n samples.
         workload = Workload(max_n=args.max_n, concurrency=args.max_in_flight)
-        with sync_runner(args.model, engine_kwargs, workload, args.max_n) as runner:
+        from playground.backends.sync import SyncRunner
+
+        with SyncRunner.start(args.model, max_n=args.max_n, workload=workload, **engine_kwargs) as runner:
             return execute(runner, lines, errors, args.out, args.summary, args.max_in_flight, answer=args.answer)
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)

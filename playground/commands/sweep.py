@@ -34,14 +34,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from playground import analysis
-from playground.backends.resources import Workload
 from playground.commands.analyze import extractor_arg, majority_cell
 from playground.commands.cli import PlaygroundParser, add_max_n_flag, check_out_folder
-from playground.commands.progress import Ending, run_all, sync_runner, write_bundles
+from playground.commands.progress import Ending, run_all, write_bundles
 from playground.errors import InvalidRequest
+from playground.request import Limits
 from playground.run import Run
-from playground.sampling.request import Limits
-from playground.sampling.sweep import SWEEP_PARAMS, SweepRequest
+from playground.sampling.sweep_request import SWEEP_SETTINGS, SweepRequest
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 NUMBER = re.compile(r"^[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$")
@@ -58,8 +57,8 @@ class SweepResult(Ending):
 def build_parser() -> PlaygroundParser:
     def add_own(group) -> None:
         group.add_argument("--prompt", required=True, help="The prompt every run samples.")
-        group.add_argument("--param", required=True, choices=SWEEP_PARAMS, metavar="SETTING",
-                           help=f"The setting to vary: {', '.join(SWEEP_PARAMS)} (seed: a list of base seeds).")
+        group.add_argument("--param", required=True, choices=SWEEP_SETTINGS, metavar="SETTING",
+                           help=f"The setting to vary: {', '.join(SWEEP_SETTINGS)} (seed: a list of base seeds).")
         group.add_argument("--values", required=True, nargs="+", metavar="V",
                            help="The values, one full run each, in this order (at most 12).")
         group.add_argument("--out", type=Path, metavar="PATH",
@@ -166,7 +165,9 @@ def main(argv: list[str] | None = None) -> int:
             parser.parser.error(str(e))
         check_out_folder(parser.parser, "--out", args.out)
 
-        with sync_runner(args.model, engine_kwargs, Workload(max_n=args.max_n), args.max_n) as runner:
+        from playground.backends.sync import SyncRunner
+
+        with SyncRunner.start(args.model, max_n=args.max_n, **engine_kwargs) as runner:
             try:
                 sweep.check(runner.limits)  # the engine's own limits: its context, its logprobs cap
             except InvalidRequest as e:

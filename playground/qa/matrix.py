@@ -31,7 +31,7 @@ from playground.qa.compare import batch_note, compare
 from playground.qa.contract import RULES
 from playground.qa.paths import Path, backend_paths, sync_paths
 from playground.qa.running import OnCell, run_matrix
-from playground.sampling.request import OUTPUT_KINDS
+from playground.request import OUTPUT_KINDS
 
 __all__ = [
     "BAD_MARK", "MATRIX_VERSION", "OK_MARK", "ONE_AT_A_TIME", "OUTPUT_KINDS", "RULES", "Cell", "Comparison", "Matrix",

@@ -18,8 +18,8 @@ from playground.qa.cells import ONE_AT_A_TIME, Cell, Matrix
 from playground.qa.compare import compare
 from playground.qa.contract import judge
 from playground.qa.paths import Path
+from playground.request import OUTPUT_KINDS, SampleRequest
 from playground.sampling import plan
-from playground.sampling.request import OUTPUT_KINDS, SampleRequest
 
 OnCell = Callable[[int, int, str], None]  # (cells done, cells in all, the cell that starts now)
 # After a stop that left requests in the engine: how long to wait for them to go, so the record says

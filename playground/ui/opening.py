@@ -83,7 +83,8 @@ class Opener:
             history = remember(history or [], run)
         update = await self.h.show(runs[-1], history, set_n=True, settings=settings)
         if sweep:
-            update.update({**await self.sweep.draw(runs, figures=figures), self.sweep.runs: runs, self.tabs: gr.update(selected="sweep")})
+            update.update({**await self.sweep.draw(runs, figures=figures), self.sweep.runs: runs,
+                           self.tabs: gr.update(selected="sweep")})
         update.update(self.compare.add(runs, update[self.h.c.history], uploads,
                                        runs if sweep else sweep_runs))
         update[self.note] = note(runs, sweep, path)
