@@ -7,7 +7,7 @@ the rest of the bundle already says, and loading rebuilds the record exactly. It
 as plain data (``dataclasses.asdict`` of a Run, the layout of versions 1 and 2) into version 3 and
 back, so the run record can check that what it writes loads to what it holds.
 
-The layout, beside the run's own fields (request, status, ...; None fields left out):
+The layout, beside the run's own fields (request, status, ...; those at their default left out):
 
 - ``texts``: ``{token id: text}``, the text each token id has most often in the run (its decoded
   piece, its text as a logprob alternative). Texts that follow from it are left out below.
@@ -49,7 +49,9 @@ OUTPUT_FIELDS = ("index", "text", "token_ids", "finish_reason", "stop_reason")
 FACTS = ("finished", "request_id", "num_cached_tokens", "engine_requests")
 DERIVED = ("text", "token_ids", "token_times", "finish_reason", "stop_reason")  # what the recorder builds
 OPTIONAL = ("num_cached_tokens", "metrics", "queued_at", "queued_s", "prefill_s", "decode_s")
-RUN_FIELDS = ("request", "status", "started_at", "wall_time", "engine", "error", "usage", "mutated_events")
+# The run's own fields and what one left out is (request and status are always written).
+RUN_FIELDS = {"request": None, "status": "running", "started_at": 0.0, "wall_time": None, "engine": {},
+              "error": None, "usage": None, "mutated_events": None}
 FORMAT_FIELDS = ("bundle_version", "cumulative", "logprobs_float32", "texts", "samples", "events")
 LOGPROB_FIELDS = ("top", "token_id", "logprob", "text", "rank")
 
@@ -127,10 +129,11 @@ def encode(record: dict[str, Any]) -> dict[str, Any]:
         short[value] = found
     short = short if lps and short else None
     data: dict[str, Any] = {}
-    for name in RUN_FIELDS:
-        if name in ("request", "status") or record[name] not in (None, {}):
-            data[name] = record[name]
-    if cumulative:
+    for name, default in RUN_FIELDS.items():
+        value = record[name]
+        if name in ("request", "status") or value != default or type(value) is not type(default):
+            data[name] = value
+    if cumulative and events:
         data["cumulative"] = True
     if short is not None:
         data["logprobs_float32"] = True
@@ -283,9 +286,7 @@ def decode(data: dict[str, Any]) -> dict[str, Any]:
     unknown = set(data) - set(RUN_FIELDS) - set(FORMAT_FIELDS)
     if unknown:
         raise _damaged(f"it has a field this playground does not know ({', '.join(sorted(unknown))})")
-    record = {name: data.get(name) for name in RUN_FIELDS}
-    record.update(engine=data.get("engine", {}), status=data.get("status", "running"),
-                  started_at=data.get("started_at", 0.0))
+    record = {name: data.get(name, {} if name == "engine" else default) for name, default in RUN_FIELDS.items()}
     if not isinstance(record["request"], dict):
         raise _damaged("its request is not an object")
     table = _read_table(data.get("texts", {}))
