@@ -134,9 +134,16 @@ class Run:
 
     def to_json(self, indent: int | None = None) -> str:
         """The run bundle: what the UI exports and the API returns. Without ``indent``, one
-        line with no spaces (a line of JSONL)."""
-        separators = (",", ":") if indent is None else None
-        return json.dumps(self.to_dict(), indent=indent, ensure_ascii=False, separators=separators)
+        line with no spaces (a line of JSONL); with it, a field per line and a sample or event per
+        line, indented by that many spaces (a bundle to read, not much bigger)."""
+        data = self.to_dict()
+        if indent is None:
+            return _compact(data)
+        pad = " " * indent
+        fields = [f"{pad}{_compact(name)}: [\n" + ",\n".join(pad * 2 + _compact(item) for item in value) + f"\n{pad}]"
+                  if name in ("samples", "events") and value else f"{pad}{_compact(name)}: {_compact(value)}"
+                  for name, value in data.items()]
+        return "{\n" + ",\n".join(fields) + "\n}"
 
     def _plain(self) -> dict[str, Any]:
         """``dataclasses.asdict(self)`` (the layout of versions 1 and 2), without its deep copy of
@@ -243,6 +250,10 @@ class Run:
         columns = ["event", "t_ms", "indices", "finished", "finished_indices", "tokens", "texts",
                    "num_cached_tokens", "engine_requests", "request_id"]
         return pd.DataFrame(rows, columns=columns)
+
+
+def _compact(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
 
 
 @functools.cache

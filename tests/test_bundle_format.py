@@ -161,7 +161,9 @@ def test_every_output_kind_loads_back_as_it_was_written(kind, logprobs):
     for s in data["samples"]:  # the recorder built them from the events: nothing repeated
         assert not {"text", "token_ids", "token_times", "finish_reason"} & set(s), s
     assert_same(Run.from_json(text), run)
-    assert Run.from_json(run.to_json(indent=1)) == run
+    indented = run.to_json(indent=1)  # the page's export: a field, an event or a sample per line
+    assert len(indented.splitlines()) == 2 + len(data) + 2 + len(run.events) + run.n
+    assert Run.from_json(indented) == run and len(indented) < 1.1 * len(text) + 1000
 
 
 def test_a_cumulative_text_cut_by_a_stop_string_is_written_whole():
@@ -247,6 +249,15 @@ def test_the_cost_with_top_5_logprobs(kind):
     print(f"{kind} with top-5 logprobs: {per_token:.1f} bytes per token")
     assert per_token <= 150
     assert Run.from_json(run.to_json()) == run
+
+
+def test_fields_at_their_default_are_left_out_and_others_kept():
+    run = Run(request={"n": 1}, samples=[Sample(0, None)], usage={}, engine={"a": 1}, started_at=0)
+    data = run.to_dict()
+    assert set(data) == {"bundle_version", "request", "status", "usage", "engine", "started_at", "texts", "events",
+                         "samples"}
+    again = Run.from_json(run.to_json())
+    assert again == run and again.usage == {} and type(again.started_at) is int
 
 
 def test_a_run_without_tokens_has_no_cost_per_token():
