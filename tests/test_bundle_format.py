@@ -57,10 +57,12 @@ def logprobs_of(rng: random.Random, token_id: int, k: int) -> TokenLogprob:
     return TokenLogprob(token_id, chosen[1], rank, chosen[2], top)
 
 
-def generated_run(kind: str, n: int = 128, tokens: int = 96, logprobs: int = 0, seed: int = 0) -> Run:
+def generated_run(kind: str, n: int = 128, tokens: int = 96, logprobs: int = 0, seed: int = 0,
+                  alone: bool = False) -> Run:
     """The run a wrapper run of ``kind`` records: each step a random subset of the unfinished
-    samples gets one token, their outputs merged into one to three events; some samples finish
-    early on EOS or on the stop string (its CUMULATIVE text then shrinks), the rest at length."""
+    samples gets one token, their outputs merged into one to three events (``alone``: an event
+    each, as the remote backend yields them); some samples finish early on EOS or on the stop
+    string (its CUMULATIVE text then shrinks), the rest at length."""
     rng = random.Random(seed)
     request = {"prompt": "Tell me a story:", "rendered_prompt": "Tell me a story:", "n": n, "seed": seed,
                "output_kind": kind, "mode": "wrapper", "temperature": 1.0, "max_tokens": tokens, "stop": [STOP],
@@ -82,7 +84,7 @@ def generated_run(kind: str, n: int = 128, tokens: int = 96, logprobs: int = 0, 
         advancing = [i for i in sorted(unfinished) if rng.random() < 0.85]
         rng.shuffle(advancing)
         cuts = sorted(rng.sample(range(1, len(advancing)), min(rng.randint(0, 2), max(len(advancing) - 1, 0))))
-        for part, group in enumerate(_split(advancing, cuts)):
+        for part, group in enumerate([[i] for i in advancing] if alone else _split(advancing, cuts)):
             outputs, new_lps = [], {}
             for i in sorted(group):
                 end, how = ends[i]
@@ -238,6 +240,16 @@ def test_a_realistic_run_costs_at_most_60_bytes_per_sampled_token(kind):
     per_token = bundle_bytes_per_token(run)
     old = len(json.dumps({**dataclasses.asdict(run), "bundle_version": 2}, ensure_ascii=False)) / tokens(run)
     print(f"{kind}: {per_token:.1f} bytes per token (version 2: {old:.0f}), {len(run.events)} events")
+    assert per_token <= 60
+    assert Run.from_json(run.to_json()) == run
+
+
+@pytest.mark.parametrize("kind", ["CUMULATIVE", "DELTA"])
+def test_an_event_per_output_costs_at_most_60_bytes_per_sampled_token_too(kind):
+    run = generated_run(kind, n=128, tokens=96, alone=True)
+    assert len(run.events) == tokens(run), "each event has one output of one token"
+    per_token = bundle_bytes_per_token(run)
+    print(f"{kind}, an event per output: {per_token:.1f} bytes per token")
     assert per_token <= 60
     assert Run.from_json(run.to_json()) == run
 
