@@ -70,7 +70,7 @@ def _int_list(value: Any) -> bool:
     return type(value) is list and set(map(type, value)) <= {int}
 
 
-def rebuilt_samples(events: list[dict], n: int, delta: bool) -> list[dict[str, Any]]:
+def _rebuilt(events: list[dict], n: int, delta: bool) -> list[dict[str, Any]]:
     """The samples' text, token ids, token times and finish as the recorder builds them from the
     events (playground/backends/recorder.py): what a sample need not repeat."""
     built = [{"text": "", "token_ids": [], "token_times": [], "finish_reason": None, "stop_reason": None}
@@ -139,7 +139,7 @@ def encode(record: dict[str, Any]) -> dict[str, Any]:
         data["logprobs_float32"] = True
     data["texts"] = {str(token_id): text for token_id, text in sorted(table.items())}
     data["events"] = _events(events, additions, table, request.get("request_id"))
-    rebuilt = rebuilt_samples(events, len(samples), delta)
+    rebuilt = _rebuilt(events, len(samples), delta)
     data["samples"] = [_sample(k, s, rebuilt[k], table, short) for k, s in enumerate(samples)]
     return data
 
@@ -252,8 +252,8 @@ def _logprob_values(lp: dict) -> list:
 
 
 def _logprob(lp: dict, sampled: int | None, table: dict[int, str], short: dict[float, float] | None) -> list | dict:
-    def number(value):
-        return short[value] if short is not None and value is not None else value
+    def number(value):  # zeros as they are: -0.0 and 0.0 are one key of ``short``
+        return short[value] if short is not None and value else value
 
     flat: list = []
     for token_id, value, text in lp["top"]:
@@ -293,7 +293,7 @@ def decode(data: dict[str, Any]) -> dict[str, Any]:
     record["events"] = _read_events(data.get("events", []), table, data.get("cumulative") is True,
                                     record["request"].get("request_id"))
     delta = record["request"].get("output_kind") == "DELTA"
-    rebuilt = rebuilt_samples(record["events"], len(data["samples"]), delta)
+    rebuilt = _rebuilt(record["events"], len(data["samples"]), delta)
     float32 = data.get("logprobs_float32") is True
     record["samples"] = [_read_sample(k, s, rebuilt[k], table, float32) for k, s in enumerate(data["samples"])]
     return record

@@ -121,8 +121,9 @@ class Run:
         return self.status != "running"
 
     def to_dict(self) -> dict[str, Any]:
-        """The bundle as JSON-ready data, checked to load back to this run; a run the compact
-        encoding cannot hold exactly (none the recorder builds) is written plain, as version 2."""
+        """The bundle as JSON-ready data, checked to load back to this run. A run the compact
+        encoding cannot give back exactly (one built by hand with odd values, or a NaN, which
+        equals nothing) is written plain, as version 2."""
         record = self._plain()
         try:
             data = {"bundle_version": BUNDLE_VERSION, **bundle_format.encode(record)}
@@ -140,10 +141,10 @@ class Run:
         if indent is None:
             return _compact(data)
         pad = " " * indent
-        fields = [f"{pad}{_compact(name)}: [\n" + ",\n".join(pad * 2 + _compact(item) for item in value) + f"\n{pad}]"
-                  if name in ("samples", "events") and value else f"{pad}{_compact(name)}: {_compact(value)}"
-                  for name, value in data.items()]
-        return "{\n" + ",\n".join(fields) + "\n}"
+        lines = [f"{pad}{_compact(name)}: [\n" + ",\n".join(pad * 2 + _compact(item) for item in value) + f"\n{pad}]"
+                 if name in ("samples", "events") and value else f"{pad}{_compact(name)}: {_compact(value)}"
+                 for name, value in data.items()]
+        return "{\n" + ",\n".join(lines) + "\n}"
 
     def _plain(self) -> dict[str, Any]:
         """``dataclasses.asdict(self)`` (the layout of versions 1 and 2), without its deep copy of

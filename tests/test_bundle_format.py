@@ -216,6 +216,12 @@ def test_logprobs_are_written_with_the_fewest_digits_of_their_float32_and_read_b
     assert Run.from_json(exact.to_json()) == exact
 
 
+def test_the_plain_record_is_what_dataclasses_asdict_gives():
+    for kind in KINDS:
+        run = generated_run(kind, n=4, tokens=10, logprobs=2)
+        assert run._plain() == dataclasses.asdict(run)
+
+
 def test_a_run_the_compact_encoding_cannot_hold_is_written_plain(monkeypatch):
     run = generated_run("DELTA", n=3, tokens=8, seed=2)
     real = bundle_format.encode
