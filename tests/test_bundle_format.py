@@ -26,7 +26,9 @@ STOP = "END"
 HALVES, E, ND = (3, 4), 5, 6
 VOCAB = {1: b"\n", 2: b".", 3: b"\xc3", 4: b"\xa9", E: b" E", ND: b"ND"}
 _syllables = ["ta", "ro", "mi", "sen", "ka", "lu", "ve", "dor", "pi", "an"]
-VOCAB.update({100 + k: (" " + _syllables[k % 10] + _syllables[k // 10 % 10] * (k % 3)).encode() for k in range(1500)})
+# 3000 words with ids spread over a vocabulary of 150k, as a real tokenizer's are.
+VOCAB.update({100 + 50 * k: (" " + _syllables[k % 10] + _syllables[k // 10 % 10] * (k % 3)).encode()
+              for k in range(3000)})
 WORDS = sorted(VOCAB)
 
 
@@ -95,7 +97,7 @@ def generated_run(kind: str, n: int = 128, tokens: int = 96, logprobs: int = 0, 
                 elif ids[i] and ids[i][-1] == HALVES[0]:
                     token = HALVES[1]
                 else:
-                    token = HALVES[0] if rng.random() < 0.02 else rng.choice(WORDS[:300] if rng.random() < .8 else WORDS)
+                    token = HALVES[0] if rng.random() < 0.02 else rng.choice(WORDS[:500] if rng.random() < .7 else WORDS)
                 ids[i].append(token)
                 done = len(ids[i]) >= end and ids[i][-1] != HALVES[0]
                 text = engine_text(ids[i], done and how == "stop")
