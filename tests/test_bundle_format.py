@@ -302,6 +302,7 @@ def damaged_bundles() -> list[tuple[str, callable]]:
 
     return [
         ("it has a field this playground does not know", change(lambda d: d.update(extra=1))),
+        ("its request is not an object", change(lambda d: d.update(request=5))),
         ("its token texts are not an object", change(lambda d: d.update(texts=[1, 2]))),
         ("its token texts have a key that is not a token id", change(lambda d: d["texts"].update(x="y"))),
         ("its events are not a list", change(lambda d: d.update(events={}))),
