@@ -313,8 +313,8 @@ def test_conduct_rules_say_what_a_run_cannot_show():
 # --- the matrix on scripted paths ----------------------------------------------------------------
 
 def scripted_path(name: str, mode: str, engine: str, log: list, in_flight=lambda: 0, change=None,
-                  stop=None) -> qa.Path:
-    """A Path that returns a recorded healthy run for the request's kind, and logs what it saw."""
+                  stop=None) -> qa.SamplingPath:
+    """A SamplingPath that returns a recorded healthy run for the request's kind, and logs what it saw."""
     async def run(request: SampleRequest) -> Run:
         log.append(("start", name, request.output_kind, request.mode, request.seed))
         await asyncio.sleep(0)  # another cell would get in here if cells overlapped
@@ -328,7 +328,7 @@ def scripted_path(name: str, mode: str, engine: str, log: list, in_flight=lambda
     async def count() -> int:
         return in_flight()
 
-    return qa.Path(name, mode, engine, run, count, stop)
+    return qa.SamplingPath(name, mode, engine, run, count, stop)
 
 
 def test_the_matrix_runs_every_cell_alone_checks_and_exports():
@@ -425,7 +425,7 @@ def test_a_path_that_raises_is_a_red_cell_and_the_rest_still_run():
     async def boom(request):
         raise RuntimeError("the engine core died")
 
-    bad = qa.Path("sync wrapper", "wrapper", "LLMEngine", boom, good.in_flight)
+    bad = qa.SamplingPath("sync wrapper", "wrapper", "LLMEngine", boom, good.in_flight)
     matrix = asyncio.run(qa.run_matrix(SampleRequest(prompt="p", n=3, seed=1), [good, bad]))
     assert [c.verdict() for c in matrix.cells if c.path == "sync wrapper"] == [
         "✖ run-error: the sync wrapper path raised: the engine core died"] * 3
@@ -535,11 +535,11 @@ def runner(sync_engine):
 
 
 @pytest.fixture(scope="module")
-def paths(backend, runner) -> list[qa.Path]:
+def paths(backend, runner) -> list[qa.SamplingPath]:
     return qa.backend_paths(backend, "async") + qa.sync_paths(runner, "sync")
 
 
-def run_command(argv: list[str], paths: list[qa.Path], monkeypatch) -> tuple[int, str]:
+def run_command(argv: list[str], paths: list[qa.SamplingPath], monkeypatch) -> tuple[int, str]:
     """``app.main(["qa", ...])`` in this process on the session's engines: build_paths hands
     them over (honouring --paths) instead of starting engines."""
     def build_paths(args, engine_kwargs, front_ends):

@@ -64,7 +64,7 @@ def _front_ends(text: str) -> list[str]:
     return list(dict.fromkeys(names))
 
 
-def build_paths(args, engine_kwargs: dict, front_ends: list[str]) -> tuple[list[qa.Path], Callable[[], None]]:
+def build_paths(args, engine_kwargs: dict, front_ends: list[str]) -> tuple[list[qa.SamplingPath], Callable[[], None]]:
     """Start the engines the front ends need and return their paths, and how to shut them down.
 
     This is the seam a test replaces (engine starts take a minute or more here): ``main`` calls it
@@ -79,7 +79,7 @@ def build_paths(args, engine_kwargs: dict, front_ends: list[str]) -> tuple[list[
             except Exception as e:  # shutting down: report, and go on with the rest
                 print(f"warning: shutting down: {e}", file=sys.stderr)
 
-    paths: list[qa.Path] = []
+    paths: list[qa.SamplingPath] = []
     try:
         if "remote" in front_ends:
             # RemoteError: a usage error. Nothing to close: each operation opens its own HTTP client.
@@ -110,7 +110,7 @@ def build_paths(args, engine_kwargs: dict, front_ends: list[str]) -> tuple[list[
     return paths, close
 
 
-def main(argv: list[str] | None = None, paths: Sequence[qa.Path] | None = None) -> int:
+def main(argv: list[str] | None = None, paths: Sequence[qa.SamplingPath] | None = None) -> int:
     """``python app.py qa``. ``paths``: already-running paths to use instead of starting engines
     (tests: an engine start costs a minute or more); they are left running."""
     os.environ.setdefault("VLLM_LOGGING_STREAM", "ext://sys.stderr")  # stdout carries the table only

@@ -29,11 +29,11 @@ cells); the rules are in contract.py and conduct.py. This module is their one fr
 from playground.qa.cells import BAD_MARK, MATRIX_VERSION, OK_MARK, ONE_AT_A_TIME, Cell, Comparison, Matrix
 from playground.qa.compare import batch_note, compare
 from playground.qa.contract import RULES
-from playground.qa.paths import Path, backend_paths, sync_paths
+from playground.qa.sampling_paths import SamplingPath, backend_paths, sync_paths
 from playground.qa.running import OnCell, run_matrix
 from playground.sampling.request import OUTPUT_KINDS
 
 __all__ = [
     "BAD_MARK", "MATRIX_VERSION", "OK_MARK", "ONE_AT_A_TIME", "OUTPUT_KINDS", "RULES", "Cell", "Comparison", "Matrix",
-    "OnCell", "Path", "backend_paths", "batch_note", "compare", "run_matrix", "sync_paths",
+    "OnCell", "SamplingPath", "backend_paths", "batch_note", "compare", "run_matrix", "sync_paths",
 ]

@@ -17,7 +17,7 @@ from playground.errors import InvalidRequest
 from playground.qa.cells import ONE_AT_A_TIME, Cell, Matrix
 from playground.qa.compare import compare
 from playground.qa.contract import judge
-from playground.qa.paths import Path
+from playground.qa.sampling_paths import SamplingPath
 from playground.sampling import plan
 from playground.sampling.request import OUTPUT_KINDS, SampleRequest
 
@@ -27,7 +27,7 @@ OnCell = Callable[[int, int, str], None]  # (cells done, cells in all, the cell 
 STOP_WAIT_S, POLL_S = 2.0, 0.02
 
 
-async def run_matrix(request: SampleRequest, paths: Sequence[Path], kinds: Sequence[str] = OUTPUT_KINDS,
+async def run_matrix(request: SampleRequest, paths: Sequence[SamplingPath], kinds: Sequence[str] = OUTPUT_KINDS,
                      on_cell: OnCell | None = None) -> Matrix:
     """Run ``request`` under every output_kind × path, one cell at a time, then check and compare.
 
@@ -55,7 +55,7 @@ async def run_matrix(request: SampleRequest, paths: Sequence[Path], kinds: Seque
     return matrix
 
 
-async def _run_cell(cell: Cell, path: Path, request: SampleRequest) -> Cell:
+async def _run_cell(cell: Cell, path: SamplingPath, request: SampleRequest) -> Cell:
     t0 = time.monotonic()
     cell.in_flight_at_start = await _count(path)
     try:
@@ -78,14 +78,14 @@ async def _run_cell(cell: Cell, path: Path, request: SampleRequest) -> Cell:
     return cell
 
 
-async def _count(path: Path) -> int | None:
+async def _count(path: SamplingPath) -> int | None:
     try:
         return await path.in_flight()
     except Exception:  # counting is a diagnostic; an engine that cannot answer fails its cell anyway
         return None
 
 
-async def _settle(path: Path) -> float | None:
+async def _settle(path: SamplingPath) -> float | None:
     """Seconds until the engine counts 0, polled for at most STOP_WAIT_S; None if it did not."""
     t0 = time.monotonic()
     while time.monotonic() - t0 < STOP_WAIT_S:
