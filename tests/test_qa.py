@@ -25,12 +25,12 @@ from vllm.sampling_params import RequestOutputKind
 import app
 from playground.backends.recorder import Observation, RunRecorder
 from playground.commands import qa as qa_cli
-from playground.qa import contract, running
+from playground.qa import contract
 from playground.qa import matrix as qa
 from playground.qa.rules import Rulebook, Subject
 from playground.run import Event, EventOutput, Run
 from playground.sampling import aggregate
-from playground.sampling.request import SampleRequest
+from playground.sampling.request import OUTPUT_KINDS, SampleRequest
 
 PROMPT = "Once upon a time, in a village at the edge of the sea,"
 SEED = 1
@@ -340,10 +340,10 @@ def test_the_matrix_runs_every_cell_alone_checks_and_exports():
     starts = [entry for entry in log if entry[0] == "start"]
     assert len(starts) == 6 and all(log[2 * k][0] == "start" and log[2 * k + 1][0] == "end" for k in range(6)), \
         "cells must run one at a time"
-    assert {(s[2], s[3], s[4]) for s in starts} == {(k, m, 10) for k in qa.OUTPUT_KINDS for m in ("wrapper", "native")}
+    assert {(s[2], s[3], s[4]) for s in starts} == {(k, m, 10) for k in OUTPUT_KINDS for m in ("wrapper", "native")}
     assert matrix.ok and qa.ONE_AT_A_TIME in matrix.notes
-    assert matrix.table().to_dict() == {"async wrapper": dict.fromkeys(qa.OUTPUT_KINDS, "✔"),
-                                        "async native": dict.fromkeys(qa.OUTPUT_KINDS, "✔")}
+    assert matrix.table().to_dict() == {"async wrapper": dict.fromkeys(OUTPUT_KINDS, "✔"),
+                                        "async native": dict.fromkeys(OUTPUT_KINDS, "✔")}
     assert matrix.groups == [[c.label for c in matrix.cells]] and matrix.comparisons == []
     assert all(c.in_flight_at_start == 0 and c.in_flight_at_end == 0 for c in matrix.cells)
 
@@ -796,7 +796,7 @@ def test_a_stop_that_aborts_nothing_breaks_accounting(sync_engine, paths, monkey
     """LLMEngine's abort made a no-op: a stopped run's children, the wrapper's and vLLM's native ones
     alike, stay in the engine after their caller stopped, and the count after the stop shows them."""
     monkeypatch.setattr(sync_engine, "abort_request", lambda *args, **kwargs: None)
-    monkeypatch.setattr(running, "STOP_WAIT_S", 0.3)  # nobody steps the leaked children: they stay however long
+    monkeypatch.setattr(qa, "STOP_WAIT_S", 0.3)  # nobody steps the leaked children: they stay however long
     request = SampleRequest(prompt=PROMPT, n=2, seed=SEED, max_tokens=8, ignore_eos=True)
     for path in paths[2:]:  # sync wrapper, sync native
         matrix = asyncio.run(qa.run_matrix(request, [path], kinds=["DELTA"]))
