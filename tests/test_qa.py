@@ -68,6 +68,12 @@ def record(kind: str, events: list[Event], n: int = 3, seed: int = 10, mode: str
     return recorder.finish()
 
 
+def check(run: Run, final: Run | None = None, **around) -> list:
+    """Every rule ``run`` breaks, in rule order. ``final``: the same request's FINAL_ONLY run on the
+    same path; ``around``: the rest of what a ``Subject`` knows about the run."""
+    return contract.RULEBOOK.judge(Subject(run, final, **around)).violations
+
+
 def rules(violations) -> list[str]:
     return [v.rule for v in violations]
 
@@ -75,11 +81,11 @@ def rules(violations) -> list[str]:
 @pytest.mark.parametrize("kind", ["CUMULATIVE", "DELTA", "FINAL_ONLY"])
 def test_a_healthy_run_of_each_kind_holds_every_rule(kind):
     run = record(kind, script(kind))
-    assert contract.check(run) == []
-    assert contract.check(run, final=record("FINAL_ONLY", script("FINAL_ONLY"))) == []
+    assert check(run) == []
+    assert check(run, final=record("FINAL_ONLY", script("FINAL_ONLY"))) == []
     same_seed = record(kind, script(kind), mode="same-seed")
     assert [s.seed for s in same_seed.samples] == [10, 10, 10]
-    assert contract.check(same_seed) == [], "same-seed mode expects one seed for all"
+    assert check(same_seed) == [], "same-seed mode expects one seed for all"
 
 
 def _events(kind, change):
@@ -115,7 +121,7 @@ BROKEN_EVENTS = [
 @pytest.mark.parametrize("kind, change, rule, message", BROKEN_EVENTS,
                          ids=[f"{c[2]}-{i}" for i, c in enumerate(BROKEN_EVENTS)])
 def test_each_event_rule_can_fail(kind, change, rule, message):
-    violations = contract.check(record(kind, _events(kind, change)))
+    violations = check(record(kind, _events(kind, change)))
     assert rule in rules(violations), violations
     assert any(v.rule == rule and message in v.message for v in violations), violations
     # The FINAL_ONLY event missing a sample also leaves sample 2 in no event: two findings, one cause.
@@ -126,54 +132,54 @@ def test_each_event_rule_can_fail(kind, change, rule, message):
 def test_indices_outside_and_missing_are_named():
     run = record("DELTA", script("DELTA"))
     run.events[1].outputs.append(out(3, "z", [], None))  # the recorder would refuse index 3; a bad backend may not
-    assert [str(v) for v in contract.check(run)] == ["indices: event 1 holds index 3, outside 0..2"]
+    assert [str(v) for v in check(run)] == ["indices: event 1 holds index 3, outside 0..2"]
 
     events = [Event(0.1, False, [out(0, "a", [1], "length")]), Event(0.2, True, [out(1, "d", [4], "stop")])]
     run = record("DELTA", events)
-    assert [str(v) for v in contract.check(run)] == ["indices: sample 2 appears in no event"]
+    assert [str(v) for v in check(run)] == ["indices: sample 2 appears in no event"]
 
     run = record("CUMULATIVE", script("CUMULATIVE"))
     run.samples.pop()
-    assert "indices: the run records samples 0, 1, expected 0..2 (n=3)" in [str(v) for v in contract.check(run)]
+    assert "indices: the run records samples 0, 1, expected 0..2 (n=3)" in [str(v) for v in check(run)]
 
 
 def test_final_values_are_held_to_the_final_only_cell_and_the_record():
     final = record("FINAL_ONLY", script("FINAL_ONLY"))
     # A DELTA piece lost on the way: the record agrees with the events, but not with FINAL_ONLY.
     lost = record("DELTA", _events("DELTA", lambda e: e[1].outputs.__setitem__(1, out(0, "", []))))
-    assert contract.check(lost) == [], "without a final reference a consistent record cannot tell"
-    assert [str(v) for v in contract.check(lost, final=final)] == [(
+    assert check(lost) == [], "without a final reference a consistent record cannot tell"
+    assert [str(v) for v in check(lost, final=final)] == [(
         "delta-concat: DELTA pieces of sample 0 concatenate to 2 tokens, but this path's FINAL_ONLY cell has 3: "
         "first difference at token 1 (id 3 vs id 2)")]
     # The last CUMULATIVE value is not the final one.
     stale = record("CUMULATIVE", _events("CUMULATIVE", lambda e: e[2].outputs.__setitem__(
         1, out(2, "efh", [5, 6, 8], "length"))))
-    assert [v.rule for v in contract.check(stale, final=final)] == ["cumulative-last"]
+    assert [v.rule for v in check(stale, final=final)] == ["cumulative-last"]
     assert "sample 2 is 3 tokens, but this path's FINAL_ONLY cell has 3: first difference at token 2 (id 8 vs id 7)" \
-        in contract.check(stale, final=final)[0].message
+        in check(stale, final=final)[0].message
     # Same tokens, other text.
     retexted = record("CUMULATIVE", _events("CUMULATIVE", lambda e: setattr(e[2].outputs[0], "text", "abX")))
-    assert [str(v) for v in contract.check(retexted, final=final)] == [(
+    assert [str(v) for v in check(retexted, final=final)] == [(
         "cumulative-last: the last CUMULATIVE value of sample 0 is the text 'abX', but this path's FINAL_ONLY "
         "cell has 'abc'")]
     # A record whose samples are not what the events say.
     run = record("FINAL_ONLY", script("FINAL_ONLY"))
     run.samples[1].token_ids = [4, 4]
-    assert [v.rule for v in contract.check(run)] == ["final-only-values"]
+    assert [v.rule for v in check(run)] == ["final-only-values"]
 
 
 def test_seeds_status_and_same_seed():
     run = record("DELTA", script("DELTA"))
     run.samples[2].seed = 10  # the old bug: every child with the parent's seed
-    assert [str(v) for v in contract.check(run)] == ["seeds: sample 2 has seed 10, expected 12 (seed 10 + 2)"]
+    assert [str(v) for v in check(run)] == ["seeds: sample 2 has seed 10, expected 12 (seed 10 + 2)"]
     run = record("DELTA", script("DELTA"), mode="same-seed")
     run.samples[1].seed = 11
-    assert [str(v) for v in contract.check(run)] == ["seeds: sample 1 has seed 11, expected 10 (same-seed mode)"]
+    assert [str(v) for v in check(run)] == ["seeds: sample 1 has seed 11, expected 10 (same-seed mode)"]
     run = record("DELTA", script("DELTA"))
     run.status, run.error = "aborted", "stopped before the last sample finished"
-    assert [str(v) for v in contract.check(run)] == [
+    assert [str(v) for v in check(run)] == [
         "status: the run ended aborted: stopped before the last sample finished"]
-    assert contract.check(Run(request={"n": 2, "output_kind": "DELTA"}, samples=[], status="error"))[0].rule == "status"
+    assert check(Run(request={"n": 2, "output_kind": "DELTA"}, samples=[], status="error"))[0].rule == "status"
 
 
 # --- the path's conduct, on hand-built runs ---------------------------------------------------------
@@ -220,7 +226,7 @@ def test_the_rule_table_is_read_from_the_registered_rules():
 
 @pytest.mark.parametrize("kind", ["CUMULATIVE", "DELTA", "FINAL_ONLY"])
 def test_a_healthy_path_holds_every_conduct_rule_and_shows_each(kind):
-    judgement = contract.judge(Subject(conducted(kind), **AROUND, stopped=stopped(), after_stop=0))
+    judgement = contract.RULEBOOK.judge(Subject(conducted(kind), **AROUND, stopped=stopped(), after_stop=0))
     assert judgement.violations == [] and judgement.unchecked == []
 
 
@@ -271,7 +277,7 @@ BROKEN_CONDUCT = [
 @pytest.mark.parametrize("change, around, rule, message", BROKEN_CONDUCT,
                          ids=[f"{c[2]}-{i}" for i, c in enumerate(BROKEN_CONDUCT)])
 def test_each_conduct_rule_can_fail(change, around, rule, message):
-    violations = contract.check(_conduct(change), **{**AROUND, **around})
+    violations = check(_conduct(change), **{**AROUND, **around})
     assert rules(violations) == [rule], violations
     assert message in violations[0].message
 
@@ -279,17 +285,17 @@ def test_each_conduct_rule_can_fail(change, around, rule, message):
 def test_final_only_counts_nothing_left_and_a_raising_path_is_judged_without_a_run():
     run = conducted("FINAL_ONLY")
     run.events[0].engine_requests = 3
-    assert [str(v) for v in contract.check(run, **AROUND)] == [
+    assert [str(v) for v in check(run, **AROUND)] == [
         "accounting: event 0 counts 3 requests unfinished in the engine, but only 0 of the run's 3 children were "
         "unfinished then"]
-    judgement = contract.judge(Subject(None, source="sync native", error="the engine core died"))
+    judgement = contract.RULEBOOK.judge(Subject(None, source="sync native", error="the engine core died"))
     assert [str(v) for v in judgement.violations] == ["run-error: the sync native path raised: the engine core died"]
 
 
 def test_conduct_rules_say_what_a_run_cannot_show():
     """A rule that cannot see its facts says so, instead of passing or failing on nothing."""
     def reasons(run, **around):
-        judgement = contract.judge(Subject(run, **around))
+        judgement = contract.RULEBOOK.judge(Subject(run, **around))
         assert judgement.violations == []
         return {u.rule: u.reason for u in judgement.unchecked}
 

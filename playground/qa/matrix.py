@@ -38,7 +38,7 @@ from collections.abc import Callable, Sequence
 from playground.analysis import first_divergence
 from playground.errors import InvalidRequest
 from playground.qa.cells import BAD_MARK, OK_MARK, Cell, Comparison, Matrix
-from playground.qa.contract import RULES, judge
+from playground.qa.contract import RULEBOOK, RULES
 from playground.qa.sampling_paths import SamplingPath, backend_paths, sync_paths
 from playground.sampling import plan
 from playground.sampling.request import OUTPUT_KINDS, SampleRequest
@@ -140,7 +140,7 @@ def _judge(matrix: Matrix) -> None:
                                   "so their batches may have differed")
             else:
                 final = reference.run
-        judgement = judge(cell.subject(final))
+        judgement = RULEBOOK.judge(cell.subject(final))
         cell.violations, cell.unchecked = judgement.violations, judgement.unchecked
 
 

@@ -41,8 +41,8 @@ def backend_paths(backend, front_end: str = "async") -> list[SamplingPath]:
 
     async def run(request: SampleRequest) -> Run:
         last = None
-        async for last in record(backend, request, watch=True):
-            pass
+        async for snapshot in record(backend, request, watch=True):
+            last = snapshot
         return last
 
     async def stop(request: SampleRequest) -> Run:
