@@ -24,6 +24,7 @@ from vllm.sampling_params import RequestOutputKind
 
 import app
 from playground.backends.recorder import Observation, RunRecorder
+from playground.commands import exits
 from playground.commands import qa as qa_cli
 from playground.qa import contract
 from playground.qa import matrix as qa
@@ -484,7 +485,7 @@ def test_streamed_cells_are_stopped_once_and_the_engine_must_be_idle_after():
 def test_command_exit_status_and_usage_errors(capsys):
     log: list = []
     paths = [scripted_path("async wrapper", "wrapper", "AsyncLLM", log)]
-    assert qa_cli.main(["--prompt", "p", "--n", "3", "--seed", "4"], paths=paths) == qa_cli.EXIT_OK
+    assert qa_cli.main(["--prompt", "p", "--n", "3", "--seed", "4"], paths=paths) == exits.OK
     printed = capsys.readouterr().out
     assert "output_kind" in printed and "async wrapper" in printed and printed.count("✔") == 3
     assert "Verdict: every rule holds in all 3 cells." in printed
@@ -493,7 +494,7 @@ def test_command_exit_status_and_usage_errors(capsys):
         events[0].finished = True
 
     broken = [scripted_path("async wrapper", "wrapper", "AsyncLLM", log, change=finished_early)]
-    assert qa_cli.main(["--prompt", "p", "--n", "3", "--seed", "4"], paths=broken) == qa_cli.EXIT_RULE_BROKEN
+    assert qa_cli.main(["--prompt", "p", "--n", "3", "--seed", "4"], paths=broken) == exits.FAILED
     assert "✖ finished-flag: event 0 of 3 is marked finished" in capsys.readouterr().out
 
     for argv, message in [(["--n", "3"], "the following arguments are required: --prompt"),
@@ -501,7 +502,7 @@ def test_command_exit_status_and_usage_errors(capsys):
                           (["--prompt", "p", "--paths", "async,gpu"], "--paths takes a comma-separated list"),
                           (["--prompt", "p", "--paths", "remote"], "--paths remote needs --backend openai"),
                           (["--prompt", "p", "--json", "/no/such/folder/m.json"], "does not exist")]:
-        assert qa_cli.main(argv, paths=paths) == qa_cli.EXIT_USAGE, argv
+        assert qa_cli.main(argv, paths=paths) == exits.USAGE, argv
         assert message in capsys.readouterr().err, argv
 
 
@@ -617,7 +618,7 @@ def test_healthy_engines_hold_every_rule_but_the_findings(healthy):
             assert cell.violations[0].message.startswith(
                 f"{len(live_cumulative(cell))} of {len(cell.run.events)} outputs changed after they were yielded")
     broken = sum(bool(findings(c)) for c in matrix.cells)
-    assert status == (qa_cli.EXIT_RULE_BROKEN if broken else qa_cli.EXIT_OK), printed
+    assert status == (exits.FAILED if broken else exits.OK), printed
     table = printed.split("\n\n")[0].splitlines()
     assert table[0].split() == ["async", "wrapper", "async", "native", "sync", "wrapper", "sync", "native"]
     assert table[4].split() == ["FINAL_ONLY"] + ["✔"] * 4
@@ -721,7 +722,7 @@ def test_the_command_exits_1_on_the_broken_aggregator(paths, monkeypatch):
     monkeypatch.setattr(aggregate, "ParentAggregator", BrokenAggregator)
     status, printed = run_command(["--prompt", PROMPT, "--n", "4", "--seed", str(SEED), "--max-tokens", "6",
                                    "--ignore-eos", "--paths", "async"], paths, monkeypatch)
-    assert status == qa_cli.EXIT_RULE_BROKEN
+    assert status == exits.FAILED
     rows = {line.split()[0]: line for line in printed.split("\n\n")[0].splitlines()[2:]}
     assert "✖ after-finish: sample" in rows["CUMULATIVE"] and "✖ event-shape" in rows["FINAL_ONLY"]
     assert rows["FINAL_ONLY"].rstrip().endswith("✔"), "async native (the last column) keeps its FINAL_ONLY"

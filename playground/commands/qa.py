@@ -18,6 +18,7 @@ import sys
 from collections.abc import Callable, Sequence
 
 from playground.backends.resources import Workload
+from playground.commands import exits
 from playground.commands.cli import (
     PlaygroundParser,
     add_max_n_flag,
@@ -30,7 +31,6 @@ from playground.errors import InvalidRequest, PlaygroundError
 from playground.qa import matrix as qa
 from playground.sampling.request import Limits, SampleRequest
 
-EXIT_OK, EXIT_RULE_BROKEN, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 FRONT_ENDS = ("async", "sync", "remote")
 TABLE_WIDTH = 60  # characters per printed cell
 
@@ -145,7 +145,7 @@ def main(argv: list[str] | None = None, paths: Sequence[qa.SamplingPath] | None 
             matrix = asyncio.run(qa.run_matrix(request, paths, on_cell=progress))
         except InvalidRequest as e:
             print(f"error: {e}", file=sys.stderr)
-            return EXIT_USAGE
+            return exits.USAGE
         print(matrix.table().to_string(max_colwidth=TABLE_WIDTH))  # full messages follow under "Broken rules"
         print()
         print(matrix.report())
@@ -153,12 +153,12 @@ def main(argv: list[str] | None = None, paths: Sequence[qa.SamplingPath] | None 
         if args.json is not None:
             write_atomically(args.json, [matrix.to_json(indent=1)])
             print(f"wrote the matrix to {args.json}", file=sys.stderr)
-        return EXIT_OK if matrix.ok else EXIT_RULE_BROKEN
+        return exits.OK if matrix.ok else exits.FAILED
     except SystemExit as e:  # argparse's usage errors (2) and --help (0), as a status for in-process callers
-        return e.code if isinstance(e.code, int) else EXIT_USAGE
+        return e.code if isinstance(e.code, int) else exits.USAGE
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
-        return EXIT_INTERRUPTED
+        return exits.INTERRUPTED
     finally:
         if close is not None:
             close()
