@@ -18,6 +18,7 @@ import sys
 from collections.abc import Callable, Sequence
 
 from playground.backends.resources import Workload
+from playground.commands import exits
 from playground.commands.cli import (
     PlaygroundParser,
     add_max_n_flag,
@@ -30,7 +31,6 @@ from playground.errors import InvalidRequest, PlaygroundError
 from playground.qa import matrix as qa
 from playground.sampling.request import Limits, SampleRequest
 
-EXIT_OK, EXIT_RULE_BROKEN, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 FRONT_ENDS = ("async", "sync", "remote")
 TABLE_WIDTH = 60  # characters per printed cell
 
@@ -64,7 +64,7 @@ def _front_ends(text: str) -> list[str]:
     return list(dict.fromkeys(names))
 
 
-def build_paths(args, engine_kwargs: dict, front_ends: list[str]) -> tuple[list[qa.Path], Callable[[], None]]:
+def build_paths(args, engine_kwargs: dict, front_ends: list[str]) -> tuple[list[qa.SamplingPath], Callable[[], None]]:
     """Start the engines the front ends need and return their paths, and how to shut them down.
 
     This is the seam a test replaces (engine starts take a minute or more here): ``main`` calls it
@@ -79,7 +79,7 @@ def build_paths(args, engine_kwargs: dict, front_ends: list[str]) -> tuple[list[
             except Exception as e:  # shutting down: report, and go on with the rest
                 print(f"warning: shutting down: {e}", file=sys.stderr)
 
-    paths: list[qa.Path] = []
+    paths: list[qa.SamplingPath] = []
     try:
         if "remote" in front_ends:
             # RemoteError: a usage error. Nothing to close: each operation opens its own HTTP client.
@@ -110,7 +110,7 @@ def build_paths(args, engine_kwargs: dict, front_ends: list[str]) -> tuple[list[
     return paths, close
 
 
-def main(argv: list[str] | None = None, paths: Sequence[qa.Path] | None = None) -> int:
+def main(argv: list[str] | None = None, paths: Sequence[qa.SamplingPath] | None = None) -> int:
     """``python app.py qa``. ``paths``: already-running paths to use instead of starting engines
     (tests: an engine start costs a minute or more); they are left running."""
     os.environ.setdefault("VLLM_LOGGING_STREAM", "ext://sys.stderr")  # stdout carries the table only
@@ -145,7 +145,7 @@ def main(argv: list[str] | None = None, paths: Sequence[qa.Path] | None = None) 
             matrix = asyncio.run(qa.run_matrix(request, paths, on_cell=progress))
         except InvalidRequest as e:
             print(f"error: {e}", file=sys.stderr)
-            return EXIT_USAGE
+            return exits.USAGE
         print(matrix.table().to_string(max_colwidth=TABLE_WIDTH))  # full messages follow under "Broken rules"
         print()
         print(matrix.report())
@@ -153,12 +153,12 @@ def main(argv: list[str] | None = None, paths: Sequence[qa.Path] | None = None) 
         if args.json is not None:
             write_atomically(args.json, [matrix.to_json(indent=1)])
             print(f"wrote the matrix to {args.json}", file=sys.stderr)
-        return EXIT_OK if matrix.ok else EXIT_RULE_BROKEN
+        return exits.OK if matrix.ok else exits.FAILED
     except SystemExit as e:  # argparse's usage errors (2) and --help (0), as a status for in-process callers
-        return e.code if isinstance(e.code, int) else EXIT_USAGE
+        return e.code if isinstance(e.code, int) else exits.USAGE
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
-        return EXIT_INTERRUPTED
+        return exits.INTERRUPTED
     finally:
         if close is not None:
             close()
