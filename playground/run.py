@@ -5,22 +5,29 @@ charts, the inspector, the JSON bundle and the CSV. It is plain data (no vLLM, n
 bundle saved today can be analysed tomorrow without an engine.
 
 Events are kept exactly as yielded (CUMULATIVE events repeat the whole text so far, which is the
-point of inspecting them). Logprobs and per-child engine facts go straight to the samples.
+point of inspecting them). Logprobs and per-child engine facts go straight to the samples. The
+bundle writes the record compactly (playground/bundle_format.py) and loads it back exactly.
 """
 
 from __future__ import annotations
 
+import copy
+import functools
 import json
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 import pandas as pd
 
+from playground import bundle_format
 from playground.errors import InvalidBundle
 
 # 2: per-event request_id and engine_requests, per-sample engine phases, mutated_events, and the
 # engine's reproduction conditions. Bundles of version 1 load with those empty.
-BUNDLE_VERSION = 2
+# 3: the compact encoding of bundle_format, which grows with the tokens rather than their square.
+# Versions 1 and 2 are the record as plain data, the layout version 3 is decoded into.
+BUNDLE_VERSION = 3
+PLAIN_VERSION = 2
 
 
 @dataclass
@@ -114,13 +121,49 @@ class Run:
         return self.status != "running"
 
     def to_dict(self) -> dict[str, Any]:
-        data = asdict(self)
-        data["bundle_version"] = BUNDLE_VERSION
-        return data
+        """The bundle as JSON-ready data, checked to load back to this run. A run the compact
+        encoding cannot give back exactly (one built by hand with odd values, or a NaN, which
+        equals nothing) is written plain, as version 2."""
+        record = self._plain()
+        try:
+            data = {"bundle_version": BUNDLE_VERSION, **bundle_format.encode(record)}
+            if self._from_dict(bundle_format.decode(data)) == self:
+                return data
+        except (TypeError, KeyError, ValueError, AttributeError, IndexError):
+            pass
+        return {**record, "bundle_version": PLAIN_VERSION}
 
     def to_json(self, indent: int | None = None) -> str:
-        """The run bundle: what the UI exports and the API returns."""
-        return json.dumps(self.to_dict(), indent=indent, ensure_ascii=False)
+        """The run bundle: what the UI exports and the API returns. Without ``indent``, one
+        line with no spaces (a line of JSONL); with it, a field per line and a sample or event per
+        line, indented by that many spaces (a bundle to read, not much bigger)."""
+        data = self.to_dict()
+        if indent is None:
+            return _compact(data)
+        pad = " " * indent
+        lines = [f"{pad}{_compact(name)}: [\n" + ",\n".join(pad * 2 + _compact(item) for item in value) + f"\n{pad}]"
+                 if name in ("samples", "events") and value else f"{pad}{_compact(name)}: {_compact(value)}"
+                 for name, value in data.items()]
+        return "{\n" + ",\n".join(lines) + "\n}"
+
+    def _plain(self) -> dict[str, Any]:
+        """``dataclasses.asdict(self)`` (the layout of versions 1 and 2), without its deep copy of
+        each token, which takes seconds on a long run: token lists are copied whole."""
+        data = {name: copy.deepcopy(getattr(self, name)) for name in _names(Run) if name not in ("samples", "events")}
+        data["samples"] = [{
+            **{name: getattr(s, name) for name in _names(Sample)},
+            "token_ids": list(s.token_ids), "token_texts": list(s.token_texts), "token_times": list(s.token_times),
+            "metrics": copy.deepcopy(s.metrics),
+            "logprobs": None if s.logprobs is None else [
+                {**{name: getattr(lp, name) for name in _names(TokenLogprob)}, "top": list(lp.top)}
+                for lp in s.logprobs],
+        } for s in self.samples]
+        data["events"] = [{
+            **{name: getattr(e, name) for name in _names(Event)},
+            "outputs": [{**{name: getattr(o, name) for name in _names(EventOutput)}, "token_ids": list(o.token_ids)}
+                        for o in e.outputs],
+        } for e in self.events]
+        return data
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Run:
@@ -139,8 +182,10 @@ class Run:
             if not isinstance(ids, list) or not all(isinstance(t, int) and not isinstance(t, bool) for t in ids):
                 raise InvalidBundle(f"this run bundle is damaged: sample {k} has no list of token ids")
         try:
-            return cls._from_dict(data)
-        except (TypeError, KeyError, ValueError, AttributeError) as e:
+            return cls._from_dict(bundle_format.decode(data) if version > PLAIN_VERSION else data)
+        except InvalidBundle:
+            raise
+        except (TypeError, KeyError, ValueError, AttributeError, IndexError) as e:
             raise InvalidBundle(f"this run bundle is damaged: {e}") from None
 
     @classmethod
@@ -206,6 +251,15 @@ class Run:
         columns = ["event", "t_ms", "indices", "finished", "finished_indices", "tokens", "texts",
                    "num_cached_tokens", "engine_requests", "request_id"]
         return pd.DataFrame(rows, columns=columns)
+
+
+def _compact(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+@functools.cache
+def _names(cls: type) -> tuple[str, ...]:
+    return tuple(f.name for f in fields(cls))
 
 
 def _logprob_from_dict(d: dict[str, Any]) -> TokenLogprob:

@@ -1,5 +1,5 @@
 """The house rules that keep the code readable: imports flow one way (import-linter's contracts in
-pyproject.toml, checked by its real command), and no module grows past 300 lines."""
+pyproject.toml, checked by its real command), and no module grows past 500 lines."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-MAX_LINES = 300
+MAX_LINES = 500
 
 
 def test_imports_keep_the_layers_of_pyproject_toml():
@@ -18,7 +18,7 @@ def test_imports_keep_the_layers_of_pyproject_toml():
     assert "0 broken" in done.stdout
 
 
-def test_no_module_is_over_300_lines():
+def test_no_module_is_over_500_lines():
     long = {str(p.relative_to(ROOT)): n for p in (ROOT / "playground").rglob("*.py")
             if (n := len(p.read_text(encoding="utf-8").splitlines())) > MAX_LINES}
     assert long == {}, f"split these modules: {long}"

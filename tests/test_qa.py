@@ -24,11 +24,12 @@ from vllm.sampling_params import RequestOutputKind
 
 import app
 from playground.backends.recorder import Observation, RunRecorder
+from playground.commands import exits
 from playground.commands import qa as qa_cli
-from playground.qa import contract, running
+from playground.qa import contract
 from playground.qa import matrix as qa
 from playground.qa.rules import Rulebook, Subject
-from playground.request import SampleRequest
+from playground.request import OUTPUT_KINDS, SampleRequest
 from playground.run import Event, EventOutput, Run
 from playground.sampling import aggregate
 
@@ -68,6 +69,12 @@ def record(kind: str, events: list[Event], n: int = 3, seed: int = 10, mode: str
     return recorder.finish()
 
 
+def check(run: Run, final: Run | None = None, **around) -> list:
+    """Every rule ``run`` breaks, in rule order. ``final``: the same request's FINAL_ONLY run on the
+    same path; ``around``: the rest of what a ``Subject`` knows about the run."""
+    return contract.RULEBOOK.judge(Subject(run, final, **around)).violations
+
+
 def rules(violations) -> list[str]:
     return [v.rule for v in violations]
 
@@ -75,11 +82,11 @@ def rules(violations) -> list[str]:
 @pytest.mark.parametrize("kind", ["CUMULATIVE", "DELTA", "FINAL_ONLY"])
 def test_a_healthy_run_of_each_kind_holds_every_rule(kind):
     run = record(kind, script(kind))
-    assert contract.check(run) == []
-    assert contract.check(run, final=record("FINAL_ONLY", script("FINAL_ONLY"))) == []
+    assert check(run) == []
+    assert check(run, final=record("FINAL_ONLY", script("FINAL_ONLY"))) == []
     same_seed = record(kind, script(kind), mode="same-seed")
     assert [s.seed for s in same_seed.samples] == [10, 10, 10]
-    assert contract.check(same_seed) == [], "same-seed mode expects one seed for all"
+    assert check(same_seed) == [], "same-seed mode expects one seed for all"
 
 
 def _events(kind, change):
@@ -115,7 +122,7 @@ BROKEN_EVENTS = [
 @pytest.mark.parametrize("kind, change, rule, message", BROKEN_EVENTS,
                          ids=[f"{c[2]}-{i}" for i, c in enumerate(BROKEN_EVENTS)])
 def test_each_event_rule_can_fail(kind, change, rule, message):
-    violations = contract.check(record(kind, _events(kind, change)))
+    violations = check(record(kind, _events(kind, change)))
     assert rule in rules(violations), violations
     assert any(v.rule == rule and message in v.message for v in violations), violations
     # The FINAL_ONLY event missing a sample also leaves sample 2 in no event: two findings, one cause.
@@ -126,54 +133,54 @@ def test_each_event_rule_can_fail(kind, change, rule, message):
 def test_indices_outside_and_missing_are_named():
     run = record("DELTA", script("DELTA"))
     run.events[1].outputs.append(out(3, "z", [], None))  # the recorder would refuse index 3; a bad backend may not
-    assert [str(v) for v in contract.check(run)] == ["indices: event 1 holds index 3, outside 0..2"]
+    assert [str(v) for v in check(run)] == ["indices: event 1 holds index 3, outside 0..2"]
 
     events = [Event(0.1, False, [out(0, "a", [1], "length")]), Event(0.2, True, [out(1, "d", [4], "stop")])]
     run = record("DELTA", events)
-    assert [str(v) for v in contract.check(run)] == ["indices: sample 2 appears in no event"]
+    assert [str(v) for v in check(run)] == ["indices: sample 2 appears in no event"]
 
     run = record("CUMULATIVE", script("CUMULATIVE"))
     run.samples.pop()
-    assert "indices: the run records samples 0, 1, expected 0..2 (n=3)" in [str(v) for v in contract.check(run)]
+    assert "indices: the run records samples 0, 1, expected 0..2 (n=3)" in [str(v) for v in check(run)]
 
 
 def test_final_values_are_held_to_the_final_only_cell_and_the_record():
     final = record("FINAL_ONLY", script("FINAL_ONLY"))
     # A DELTA piece lost on the way: the record agrees with the events, but not with FINAL_ONLY.
     lost = record("DELTA", _events("DELTA", lambda e: e[1].outputs.__setitem__(1, out(0, "", []))))
-    assert contract.check(lost) == [], "without a final reference a consistent record cannot tell"
-    assert [str(v) for v in contract.check(lost, final=final)] == [(
+    assert check(lost) == [], "without a final reference a consistent record cannot tell"
+    assert [str(v) for v in check(lost, final=final)] == [(
         "delta-concat: DELTA pieces of sample 0 concatenate to 2 tokens, but this path's FINAL_ONLY cell has 3: "
         "first difference at token 1 (id 3 vs id 2)")]
     # The last CUMULATIVE value is not the final one.
     stale = record("CUMULATIVE", _events("CUMULATIVE", lambda e: e[2].outputs.__setitem__(
         1, out(2, "efh", [5, 6, 8], "length"))))
-    assert [v.rule for v in contract.check(stale, final=final)] == ["cumulative-last"]
+    assert [v.rule for v in check(stale, final=final)] == ["cumulative-last"]
     assert "sample 2 is 3 tokens, but this path's FINAL_ONLY cell has 3: first difference at token 2 (id 8 vs id 7)" \
-        in contract.check(stale, final=final)[0].message
+        in check(stale, final=final)[0].message
     # Same tokens, other text.
     retexted = record("CUMULATIVE", _events("CUMULATIVE", lambda e: setattr(e[2].outputs[0], "text", "abX")))
-    assert [str(v) for v in contract.check(retexted, final=final)] == [(
+    assert [str(v) for v in check(retexted, final=final)] == [(
         "cumulative-last: the last CUMULATIVE value of sample 0 is the text 'abX', but this path's FINAL_ONLY "
         "cell has 'abc'")]
     # A record whose samples are not what the events say.
     run = record("FINAL_ONLY", script("FINAL_ONLY"))
     run.samples[1].token_ids = [4, 4]
-    assert [v.rule for v in contract.check(run)] == ["final-only-values"]
+    assert [v.rule for v in check(run)] == ["final-only-values"]
 
 
 def test_seeds_status_and_same_seed():
     run = record("DELTA", script("DELTA"))
     run.samples[2].seed = 10  # the old bug: every child with the parent's seed
-    assert [str(v) for v in contract.check(run)] == ["seeds: sample 2 has seed 10, expected 12 (seed 10 + 2)"]
+    assert [str(v) for v in check(run)] == ["seeds: sample 2 has seed 10, expected 12 (seed 10 + 2)"]
     run = record("DELTA", script("DELTA"), mode="same-seed")
     run.samples[1].seed = 11
-    assert [str(v) for v in contract.check(run)] == ["seeds: sample 1 has seed 11, expected 10 (same-seed mode)"]
+    assert [str(v) for v in check(run)] == ["seeds: sample 1 has seed 11, expected 10 (same-seed mode)"]
     run = record("DELTA", script("DELTA"))
     run.status, run.error = "aborted", "stopped before the last sample finished"
-    assert [str(v) for v in contract.check(run)] == [
+    assert [str(v) for v in check(run)] == [
         "status: the run ended aborted: stopped before the last sample finished"]
-    assert contract.check(Run(request={"n": 2, "output_kind": "DELTA"}, samples=[], status="error"))[0].rule == "status"
+    assert check(Run(request={"n": 2, "output_kind": "DELTA"}, samples=[], status="error"))[0].rule == "status"
 
 
 # --- the path's conduct, on hand-built runs ---------------------------------------------------------
@@ -220,7 +227,7 @@ def test_the_rule_table_is_read_from_the_registered_rules():
 
 @pytest.mark.parametrize("kind", ["CUMULATIVE", "DELTA", "FINAL_ONLY"])
 def test_a_healthy_path_holds_every_conduct_rule_and_shows_each(kind):
-    judgement = contract.judge(Subject(conducted(kind), **AROUND, stopped=stopped(), after_stop=0))
+    judgement = contract.RULEBOOK.judge(Subject(conducted(kind), **AROUND, stopped=stopped(), after_stop=0))
     assert judgement.violations == [] and judgement.unchecked == []
 
 
@@ -271,7 +278,7 @@ BROKEN_CONDUCT = [
 @pytest.mark.parametrize("change, around, rule, message", BROKEN_CONDUCT,
                          ids=[f"{c[2]}-{i}" for i, c in enumerate(BROKEN_CONDUCT)])
 def test_each_conduct_rule_can_fail(change, around, rule, message):
-    violations = contract.check(_conduct(change), **{**AROUND, **around})
+    violations = check(_conduct(change), **{**AROUND, **around})
     assert rules(violations) == [rule], violations
     assert message in violations[0].message
 
@@ -279,17 +286,17 @@ def test_each_conduct_rule_can_fail(change, around, rule, message):
 def test_final_only_counts_nothing_left_and_a_raising_path_is_judged_without_a_run():
     run = conducted("FINAL_ONLY")
     run.events[0].engine_requests = 3
-    assert [str(v) for v in contract.check(run, **AROUND)] == [
+    assert [str(v) for v in check(run, **AROUND)] == [
         "accounting: event 0 counts 3 requests unfinished in the engine, but only 0 of the run's 3 children were "
         "unfinished then"]
-    judgement = contract.judge(Subject(None, source="sync native", error="the engine core died"))
+    judgement = contract.RULEBOOK.judge(Subject(None, source="sync native", error="the engine core died"))
     assert [str(v) for v in judgement.violations] == ["run-error: the sync native path raised: the engine core died"]
 
 
 def test_conduct_rules_say_what_a_run_cannot_show():
     """A rule that cannot see its facts says so, instead of passing or failing on nothing."""
     def reasons(run, **around):
-        judgement = contract.judge(Subject(run, **around))
+        judgement = contract.RULEBOOK.judge(Subject(run, **around))
         assert judgement.violations == []
         return {u.rule: u.reason for u in judgement.unchecked}
 
@@ -313,8 +320,8 @@ def test_conduct_rules_say_what_a_run_cannot_show():
 # --- the matrix on scripted paths ----------------------------------------------------------------
 
 def scripted_path(name: str, mode: str, engine: str, log: list, in_flight=lambda: 0, change=None,
-                  stop=None) -> qa.Path:
-    """A Path that returns a recorded healthy run for the request's kind, and logs what it saw."""
+                  stop=None) -> qa.SamplingPath:
+    """A SamplingPath that returns a recorded healthy run for the request's kind, and logs what it saw."""
     async def run(request: SampleRequest) -> Run:
         log.append(("start", name, request.output_kind, request.mode, request.seed))
         await asyncio.sleep(0)  # another cell would get in here if cells overlapped
@@ -328,7 +335,7 @@ def scripted_path(name: str, mode: str, engine: str, log: list, in_flight=lambda
     async def count() -> int:
         return in_flight()
 
-    return qa.Path(name, mode, engine, run, count, stop)
+    return qa.SamplingPath(name, mode, engine, run, count, stop)
 
 
 def test_the_matrix_runs_every_cell_alone_checks_and_exports():
@@ -340,10 +347,10 @@ def test_the_matrix_runs_every_cell_alone_checks_and_exports():
     starts = [entry for entry in log if entry[0] == "start"]
     assert len(starts) == 6 and all(log[2 * k][0] == "start" and log[2 * k + 1][0] == "end" for k in range(6)), \
         "cells must run one at a time"
-    assert {(s[2], s[3], s[4]) for s in starts} == {(k, m, 10) for k in qa.OUTPUT_KINDS for m in ("wrapper", "native")}
+    assert {(s[2], s[3], s[4]) for s in starts} == {(k, m, 10) for k in OUTPUT_KINDS for m in ("wrapper", "native")}
     assert matrix.ok and qa.ONE_AT_A_TIME in matrix.notes
-    assert matrix.table().to_dict() == {"async wrapper": dict.fromkeys(qa.OUTPUT_KINDS, "✔"),
-                                        "async native": dict.fromkeys(qa.OUTPUT_KINDS, "✔")}
+    assert matrix.table().to_dict() == {"async wrapper": dict.fromkeys(OUTPUT_KINDS, "✔"),
+                                        "async native": dict.fromkeys(OUTPUT_KINDS, "✔")}
     assert matrix.groups == [[c.label for c in matrix.cells]] and matrix.comparisons == []
     assert all(c.in_flight_at_start == 0 and c.in_flight_at_end == 0 for c in matrix.cells)
 
@@ -425,7 +432,7 @@ def test_a_path_that_raises_is_a_red_cell_and_the_rest_still_run():
     async def boom(request):
         raise RuntimeError("the engine core died")
 
-    bad = qa.Path("sync wrapper", "wrapper", "LLMEngine", boom, good.in_flight)
+    bad = qa.SamplingPath("sync wrapper", "wrapper", "LLMEngine", boom, good.in_flight)
     matrix = asyncio.run(qa.run_matrix(SampleRequest(prompt="p", n=3, seed=1), [good, bad]))
     assert [c.verdict() for c in matrix.cells if c.path == "sync wrapper"] == [
         "✖ run-error: the sync wrapper path raised: the engine core died"] * 3
@@ -478,7 +485,7 @@ def test_streamed_cells_are_stopped_once_and_the_engine_must_be_idle_after():
 def test_command_exit_status_and_usage_errors(capsys):
     log: list = []
     paths = [scripted_path("async wrapper", "wrapper", "AsyncLLM", log)]
-    assert qa_cli.main(["--prompt", "p", "--n", "3", "--seed", "4"], paths=paths) == qa_cli.EXIT_OK
+    assert qa_cli.main(["--prompt", "p", "--n", "3", "--seed", "4"], paths=paths) == exits.OK
     printed = capsys.readouterr().out
     assert "output_kind" in printed and "async wrapper" in printed and printed.count("✔") == 3
     assert "Verdict: every rule holds in all 3 cells." in printed
@@ -487,7 +494,7 @@ def test_command_exit_status_and_usage_errors(capsys):
         events[0].finished = True
 
     broken = [scripted_path("async wrapper", "wrapper", "AsyncLLM", log, change=finished_early)]
-    assert qa_cli.main(["--prompt", "p", "--n", "3", "--seed", "4"], paths=broken) == qa_cli.EXIT_RULE_BROKEN
+    assert qa_cli.main(["--prompt", "p", "--n", "3", "--seed", "4"], paths=broken) == exits.FAILED
     assert "✖ finished-flag: event 0 of 3 is marked finished" in capsys.readouterr().out
 
     for argv, message in [(["--n", "3"], "the following arguments are required: --prompt"),
@@ -495,7 +502,7 @@ def test_command_exit_status_and_usage_errors(capsys):
                           (["--prompt", "p", "--paths", "async,gpu"], "--paths takes a comma-separated list"),
                           (["--prompt", "p", "--paths", "remote"], "--paths remote needs --backend openai"),
                           (["--prompt", "p", "--json", "/no/such/folder/m.json"], "does not exist")]:
-        assert qa_cli.main(argv, paths=paths) == qa_cli.EXIT_USAGE, argv
+        assert qa_cli.main(argv, paths=paths) == exits.USAGE, argv
         assert message in capsys.readouterr().err, argv
 
 
@@ -535,11 +542,11 @@ def runner(sync_engine):
 
 
 @pytest.fixture(scope="module")
-def paths(backend, runner) -> list[qa.Path]:
+def paths(backend, runner) -> list[qa.SamplingPath]:
     return qa.backend_paths(backend, "async") + qa.sync_paths(runner, "sync")
 
 
-def run_command(argv: list[str], paths: list[qa.Path], monkeypatch) -> tuple[int, str]:
+def run_command(argv: list[str], paths: list[qa.SamplingPath], monkeypatch) -> tuple[int, str]:
     """``app.main(["qa", ...])`` in this process on the session's engines: build_paths hands
     them over (honouring --paths) instead of starting engines."""
     def build_paths(args, engine_kwargs, front_ends, owner):
@@ -611,7 +618,7 @@ def test_healthy_engines_hold_every_rule_but_the_findings(healthy):
             assert cell.violations[0].message.startswith(
                 f"{len(live_cumulative(cell))} of {len(cell.run.events)} outputs changed after they were yielded")
     broken = sum(bool(findings(c)) for c in matrix.cells)
-    assert status == (qa_cli.EXIT_RULE_BROKEN if broken else qa_cli.EXIT_OK), printed
+    assert status == (exits.FAILED if broken else exits.OK), printed
     table = printed.split("\n\n")[0].splitlines()
     assert table[0].split() == ["async", "wrapper", "async", "native", "sync", "wrapper", "sync", "native"]
     assert table[4].split() == ["FINAL_ONLY"] + ["✔"] * 4
@@ -715,7 +722,7 @@ def test_the_command_exits_1_on_the_broken_aggregator(paths, monkeypatch):
     monkeypatch.setattr(aggregate, "ParentAggregator", BrokenAggregator)
     status, printed = run_command(["--prompt", PROMPT, "--n", "4", "--seed", str(SEED), "--max-tokens", "6",
                                    "--ignore-eos", "--paths", "async"], paths, monkeypatch)
-    assert status == qa_cli.EXIT_RULE_BROKEN
+    assert status == exits.FAILED
     rows = {line.split()[0]: line for line in printed.split("\n\n")[0].splitlines()[2:]}
     assert "✖ after-finish: sample" in rows["CUMULATIVE"] and "✖ event-shape" in rows["FINAL_ONLY"]
     assert rows["FINAL_ONLY"].rstrip().endswith("✔"), "async native (the last column) keeps its FINAL_ONLY"
@@ -796,7 +803,7 @@ def test_a_stop_that_aborts_nothing_breaks_accounting(sync_engine, paths, monkey
     """LLMEngine's abort made a no-op: a stopped run's children, the wrapper's and vLLM's native ones
     alike, stay in the engine after their caller stopped, and the count after the stop shows them."""
     monkeypatch.setattr(sync_engine, "abort_request", lambda *args, **kwargs: None)
-    monkeypatch.setattr(running, "STOP_WAIT_S", 0.3)  # nobody steps the leaked children: they stay however long
+    monkeypatch.setattr(qa, "STOP_WAIT_S", 0.3)  # nobody steps the leaked children: they stay however long
     request = SampleRequest(prompt=PROMPT, n=2, seed=SEED, max_tokens=8, ignore_eos=True)
     for path in paths[2:]:  # sync wrapper, sync native
         matrix = asyncio.run(qa.run_matrix(request, [path], kinds=["DELTA"]))

@@ -40,24 +40,21 @@ Modules, each importing only those above it (none imports vLLM at import time):
   figure means is written there);
 - ``probes``: what the machine and the engine report (CPU time, memory, KV cache, cache hits,
   the engine's cores);
-- ``paths`` and ``limit``: the paths, and the fairness caveats between them;
+- ``contenders`` and ``limit``: the paths, and the fairness caveats between them;
 - ``browser``: the app started as a person starts it, and its page in Chromium;
-- ``goals``: the goals and the headline; ``report``: statistics, paired ratios, the files and the
-  printed report;
-- ``cli``: ``run_benchmark`` on a running engine, and ``main``, the command line.
+- ``results``: statistics, paired ratios, the goals and the headline, the files and the printed
+  report;
+- ``soak``: the app under several clients at once, for a bounded time (``--soak``);
+- ``command``: ``run_benchmark`` on a running engine, and ``main``, the command line.
+
+Below: the names used from outside the package (by the tests), and ``main``.
 """
 
-from playground.bench.browser import app_memory, measure_app, page_run
-from playground.bench.cli import add_bench_flags, main, run_benchmark, settings_from_args
-from playground.bench.goals import GOALS, browser_summary, goals, headline, headline_n
-from playground.bench.limit import MachineLimit, decode_shapes, step_flops
+from playground.bench.browser import app_memory, page_run
+from playground.bench.command import add_bench_flags, main, run_benchmark, settings_from_args
 from playground.bench.measure import (
-    BASELINE,
-    ENGINE_PATHS,
-    HEADLINE_N,
     LONG_PROMPT,
     PATHS,
-    PROMPT,
     Arrivals,
     Settings,
     aligned_prompt_tokens,
@@ -66,44 +63,21 @@ from playground.bench.measure import (
     measurement,
     schedule,
 )
-from playground.bench.paths import UI_POLL, HFBaseline, engine_path, ui_path
-from playground.bench.probes import (
-    cpu_seconds,
-    engine_cores,
-    engine_threads,
-    kv_cache,
-    machine,
-    prefix_cache_hits,
-    resident_memory,
-)
-from playground.bench.report import (
-    FIGURES,
-    Report,
-    cache_frame,
-    caveats,
+from playground.bench.results import (
+    browser_summary,
+    goals,
+    headline,
+    headline_n,
     paired_ratios,
-    print_report,
     publish,
-    ratio_pairs,
     ratio_summary,
     readable_table,
     summarize,
-    write_results,
 )
 
 __all__ = [
-    # measure
-    "PATHS", "ENGINE_PATHS", "BASELINE", "HEADLINE_N", "PROMPT", "LONG_PROMPT", "Settings", "Arrivals",
-    "schedule", "aligned_prompt_tokens", "inter_token_latencies", "measurement", "cache_figures",
-    # probes
-    "machine", "resident_memory", "engine_cores", "engine_threads", "kv_cache", "cpu_seconds", "prefix_cache_hits",
-    # paths, limit, browser
-    "UI_POLL", "engine_path", "ui_path", "HFBaseline", "MachineLimit", "decode_shapes", "step_flops",
-    "measure_app", "page_run", "app_memory",
-    # goals, report
-    "GOALS", "goals", "headline", "headline_n", "browser_summary",
-    "FIGURES", "summarize", "ratio_pairs", "paired_ratios", "ratio_summary",
-    "readable_table", "Report", "caveats", "write_results", "cache_frame", "print_report", "publish",
-    # cli
-    "run_benchmark", "add_bench_flags", "settings_from_args", "main",
+    "LONG_PROMPT", "PATHS", "Arrivals", "Settings", "aligned_prompt_tokens", "app_memory", "add_bench_flags",
+    "browser_summary", "cache_figures", "goals", "headline", "headline_n", "inter_token_latencies", "main",
+    "measurement", "page_run", "paired_ratios", "publish", "ratio_summary", "readable_table", "run_benchmark",
+    "schedule", "settings_from_args", "summarize",
 ]

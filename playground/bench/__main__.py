@@ -2,7 +2,7 @@
 
 import sys
 
-from playground.bench.cli import main
+from playground.bench.command import main
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -30,8 +30,9 @@ import time
 from pathlib import Path
 from typing import Any
 
+from playground.bench.measure import PROMPT
+
 CHROMIUM_ENV = "PLAYGROUND_CHROMIUM"
-PROMPT = "Once upon a time, in a village at the edge of the sea, there lived an old lighthouse keeper who"
 START_TIMEOUT = 600.0
 RUN_TIMEOUT = 300.0
 

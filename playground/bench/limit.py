@@ -37,11 +37,6 @@ def decode_shapes(config: Any) -> tuple[list[tuple[int, int]], int, tuple[int, i
     return layer, config.num_hidden_layers, (hidden, config.vocab_size)
 
 
-def step_flops(config: Any, n: int) -> float:
-    layer, layers, head = decode_shapes(config)
-    return 2.0 * n * (layers * sum(i * o for i, o in layer) + head[0] * head[1])
-
-
 class MachineLimit:
     """Times decode steps of bare matmuls; called like a path: ``limit(n, max_tokens) -> Arrivals``."""
 
@@ -79,7 +74,7 @@ class MachineLimit:
             start = time.monotonic()
             for _ in range(max_tokens):
                 for layer in self.layers:
-                    for (fan_in, _), linear in zip(self.layer_shapes, layer):
+                    for (fan_in, _), linear in zip(self.layer_shapes, layer, strict=True):
                         linear(rows[fan_in])
                 self.head(rows[self.head_shape[0]])
                 times.append(time.monotonic() - start)

@@ -83,7 +83,6 @@ class Arrivals:
     cache_hits: float | None = None  # the engine's prefix-cache hit counter over the request
 
 
-
 # --- pure parts: schedule and the figures of one request ----------------------------------------
 
 

@@ -18,6 +18,7 @@ import pathlib
 import sys
 from collections.abc import Sequence
 
+from playground.commands import exits
 from playground.commands.cli import (
     PlaygroundParser,
     add_max_n_flag,
@@ -30,7 +31,6 @@ from playground.errors import InvalidRequest, PlaygroundError
 from playground.qa import matrix as qa
 from playground.request import Limits, SampleRequest
 
-EXIT_OK, EXIT_RULE_BROKEN, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 FRONT_ENDS = ("async", "sync", "remote")
 TABLE_WIDTH = 60  # characters per printed cell
 
@@ -64,7 +64,7 @@ def _front_ends(text: str) -> list[str]:
     return list(dict.fromkeys(names))
 
 
-def build_paths(args, engine_kwargs: dict, front_ends: list[str], owner: contextlib.ExitStack) -> list[qa.Path]:
+def build_paths(args, engine_kwargs: dict, front_ends: list[str], owner: contextlib.ExitStack) -> list[qa.SamplingPath]:
     """Start the engines the front ends need and return their paths; ``owner`` shuts each engine
     down however the command ends.
 
@@ -74,7 +74,7 @@ def build_paths(args, engine_kwargs: dict, front_ends: list[str], owner: context
     from playground.backends.embedded import EmbeddedBackend
     from playground.backends.sync import SyncRunner
 
-    paths: list[qa.Path] = []
+    paths: list[qa.SamplingPath] = []
     if "remote" in front_ends:
         # RemoteError: a usage error. Nothing to shut down: each operation opens its own HTTP client.
         paths += qa.backend_paths(create_remote_backend(args, max_n=args.max_n), "remote")
@@ -92,7 +92,7 @@ def build_paths(args, engine_kwargs: dict, front_ends: list[str], owner: context
     return paths
 
 
-def main(argv: list[str] | None = None, paths: Sequence[qa.Path] | None = None) -> int:
+def main(argv: list[str] | None = None, paths: Sequence[qa.SamplingPath] | None = None) -> int:
     """``python app.py qa``. ``paths``: already-running paths to use instead of starting engines
     (tests: an engine start costs a minute or more); they are left running."""
     os.environ.setdefault("VLLM_LOGGING_STREAM", "ext://sys.stderr")  # stdout carries the table only
@@ -100,13 +100,13 @@ def main(argv: list[str] | None = None, paths: Sequence[qa.Path] | None = None) 
         with contextlib.ExitStack() as owner:
             return _main(argv, paths, owner)
     except SystemExit as e:  # argparse's usage errors (2) and --help (0), as a status for in-process callers
-        return e.code if isinstance(e.code, int) else EXIT_USAGE
+        return e.code if isinstance(e.code, int) else exits.USAGE
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
-        return EXIT_INTERRUPTED
+        return exits.INTERRUPTED
 
 
-def _main(argv: list[str] | None, paths: Sequence[qa.Path] | None, owner: contextlib.ExitStack) -> int:
+def _main(argv: list[str] | None, paths: Sequence[qa.SamplingPath] | None, owner: contextlib.ExitStack) -> int:
     """The command, with the engines it starts owned by ``owner``."""
     parser = build_parser()
     args, engine_kwargs = parser.parse(list(sys.argv[1:] if argv is None else argv))
@@ -137,7 +137,7 @@ def _main(argv: list[str] | None, paths: Sequence[qa.Path] | None, owner: contex
         matrix = asyncio.run(qa.run_matrix(request, paths, on_cell=progress))
     except InvalidRequest as e:
         print(f"error: {e}", file=sys.stderr)
-        return EXIT_USAGE
+        return exits.USAGE
     print(matrix.table().to_string(max_colwidth=TABLE_WIDTH))  # full messages follow under "Broken rules"
     print()
     print(matrix.report())
@@ -145,4 +145,4 @@ def _main(argv: list[str] | None, paths: Sequence[qa.Path] | None, owner: contex
     if args.json is not None:
         write_atomically(args.json, [matrix.to_json(indent=1)])
         print(f"wrote the matrix to {args.json}", file=sys.stderr)
-    return EXIT_OK if matrix.ok else EXIT_RULE_BROKEN
+    return exits.OK if matrix.ok else exits.FAILED

@@ -18,8 +18,6 @@ from playground.run import Run
 # request stopped at its first output (stopped, in_flight_after_stop, stop_settled_s, stop_error).
 MATRIX_VERSION = 2
 OK_MARK, BAD_MARK = "✔", "✖"
-ONE_AT_A_TIME = ("Cells ran one at a time, so each ran alone on its engine unless other requests were "
-                 "in flight there (recorded per cell, at its start and end).")
 
 
 @dataclass

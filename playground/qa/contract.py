@@ -1,7 +1,7 @@
 """The contract of vLLM's n > 1 output kinds, as rules a recorded run can be checked against.
 
-The rules are those of ../shared/notes/vllm-parallel-sampling.md (and of vLLM's own tests): what a
-caller of ``generate()`` receives under CUMULATIVE, DELTA and FINAL_ONLY. "Final" is re-derived
+The rules are what vLLM promises (and its own tests check) a caller of ``generate()`` receives
+under CUMULATIVE, DELTA and FINAL_ONLY. "Final" is re-derived
 here from the raw events (``assemble``), not taken from the run recorder, so a check can fail
 when the events and the samples disagree. The rules of a path's conduct beyond those values (what
 it hands out, which id, what the engine counts) are in ``conduct``; ``RULEBOOK`` is both, in order.
@@ -13,7 +13,7 @@ from collections.abc import Iterator, Sequence
 
 from playground.analysis import first_divergence
 from playground.qa import conduct
-from playground.qa.rules import Finding, Judgement, Rulebook, Subject, Violation, clip, finished_at, listed
+from playground.qa.rules import Finding, Rulebook, Subject, clip, finished_at, listed
 from playground.run import Run
 
 book = Rulebook()
@@ -200,20 +200,3 @@ RULEBOOK = book + conduct.book  # the output kinds' contract first, then the pat
 # Every rule a cell is checked against: a short stable name (tests and tools match on it) and what it
 # means, read from the rules themselves.
 RULES: dict[str, str] = RULEBOOK.table()
-
-
-def judge(subject: Subject) -> Judgement:
-    """Every rule the subject breaks, in RULES order, and the rules it could not be held to."""
-    return RULEBOOK.judge(subject)
-
-
-def check(run: Run, final: Run | None = None, **around) -> list[Violation]:
-    """Every rule ``run`` breaks, in RULES order; [] when it holds them all.
-
-    ``final``: the same request's FINAL_ONLY run on the same path, when it ran in the same
-    conditions (alone on the same engine). A streamed kind's assembled values must equal it: that
-    is the independent "final value"; without it they are compared with the run's samples only.
-    ``around``: what is known around the run (``Subject``'s other fields: the engine's counts
-    before and after it, a stopped run of the same request), for the conduct rules.
-    """
-    return judge(Subject(run, final, **around)).violations

@@ -1,5 +1,5 @@
 """The QA matrix: one request under every output_kind × every path, each cell checked against the
-contract (../shared/notes/vllm-parallel-sampling.md), then the cells' tokens compared.
+contract of vLLM's n > 1 output kinds, then the cells' tokens compared.
 
 A tester used to run CUMULATIVE, DELTA and FINAL_ONLY one at a time and compare by eye; this runs
 all of them through our fan-out ("wrapper") and vLLM's own ParentRequest ("native") on the async
@@ -19,21 +19,177 @@ alone on the engine (otherwise their batches differed and that comparison is ski
 Besides the output kinds' contract, every cell is held to the path's conduct: no output it yielded
 changes afterwards (no-mutation), every output carries the parent's id (parent-id), and the engine
 counts the parent's children and is back to 0 after the run ends and after a stopped run
-(accounting). A rule a path cannot show (a remote server's objects) is listed as not checked.
+(accounting): a streamed cell runs its request once more and stops it at its first output, and
+the engine's count is taken as the stop returns. A rule a path cannot show (a remote server's
+objects) is listed as not checked.
 
-The parts: paths.py (how a request is run), running.py (the cells, one at a time, and their
-verdicts), cells.py (the matrix as data: table, report, JSON), compare.py (divergence between
-cells); the rules are in contract.py and conduct.py. This module is their one front door.
+This module runs the cells, judges them and compares them, and is the package's front door: the
+paths are in sampling_paths.py, the matrix as data (table, report, JSON) in cells.py, the rules in
+contract.py and conduct.py.
 """
 
-from playground.qa.cells import BAD_MARK, MATRIX_VERSION, OK_MARK, ONE_AT_A_TIME, Cell, Comparison, Matrix
-from playground.qa.compare import batch_note, compare
-from playground.qa.contract import RULES
-from playground.qa.paths import Path, backend_paths, sync_paths
-from playground.qa.running import OnCell, run_matrix
-from playground.request import OUTPUT_KINDS
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import time
+from collections.abc import Callable, Sequence
+
+from playground.analysis import first_divergence
+from playground.errors import InvalidRequest
+from playground.qa.cells import BAD_MARK, OK_MARK, Cell, Comparison, Matrix
+from playground.qa.contract import RULEBOOK, RULES
+from playground.qa.sampling_paths import SamplingPath, backend_paths, sync_paths
+from playground.request import OUTPUT_KINDS, SampleRequest
+from playground.sampling.plan import draw_seed
 
 __all__ = [
-    "BAD_MARK", "MATRIX_VERSION", "OK_MARK", "ONE_AT_A_TIME", "OUTPUT_KINDS", "RULES", "Cell", "Comparison", "Matrix",
-    "OnCell", "Path", "backend_paths", "batch_note", "compare", "run_matrix", "sync_paths",
+    "BAD_MARK", "OK_MARK", "ONE_AT_A_TIME", "RULES", "Cell", "Matrix", "OnCell", "SamplingPath", "backend_paths",
+    "run_matrix", "sync_paths",
 ]
+
+OnCell = Callable[[int, int, str], None]  # (cells done, cells in all, the cell that starts now)
+ONE_AT_A_TIME = ("Cells ran one at a time, so each ran alone on its engine unless other requests were "
+                 "in flight there (recorded per cell, at its start and end).")
+# After a stop that left requests in the engine: how long to wait for them to go, so the record says
+# whether they went late or stayed (and the next cell starts on an idle engine either way).
+STOP_WAIT_S, POLL_S = 2.0, 0.02
+
+
+# --- running the cells -----------------------------------------------------------------------------
+
+async def run_matrix(request: SampleRequest, paths: Sequence[SamplingPath], kinds: Sequence[str] = OUTPUT_KINDS,
+                     on_cell: OnCell | None = None) -> Matrix:
+    """Run ``request`` under every output_kind × path, one cell at a time, then check and compare.
+
+    The request's own output_kind and mode are ignored (every cell sets its own); a blank seed is
+    drawn once here, so every cell uses the same seeds. InvalidRequest (a setting the engine
+    refuses) stops the matrix and is raised: it would fail every cell alike.
+    """
+    if request.seed is None:
+        request = dataclasses.replace(request, seed=draw_seed())
+    started, t0 = time.time(), time.monotonic()
+    cells: list[Cell] = []
+    total = len(kinds) * len(paths)
+    for kind in kinds:
+        for path in paths:
+            cell = Cell(kind, path.name, path.mode, path.engine)
+            if on_cell is not None:
+                on_cell(len(cells), total, cell.label)
+            cells.append(await _run_cell(cell, path, dataclasses.replace(request, output_kind=kind, mode=path.mode)))
+    header = {**request.to_dict(), "output_kind": None, "mode": None}
+    matrix = Matrix(header, list(kinds), [{"name": p.name, "mode": p.mode, "engine": p.engine} for p in paths],
+                    cells, notes=[ONE_AT_A_TIME], started_at=started)
+    _judge(matrix)
+    matrix.groups, matrix.comparisons = _groups_and_comparisons(matrix.cells)
+    matrix.seconds = time.monotonic() - t0
+    return matrix
+
+
+async def _run_cell(cell: Cell, path: SamplingPath, request: SampleRequest) -> Cell:
+    t0 = time.monotonic()
+    cell.in_flight_at_start = await _count(path)
+    try:
+        cell.run = await path.run(dataclasses.replace(request))  # a copy: the run fills in its own fields
+    except InvalidRequest:
+        raise
+    except Exception as e:  # an engine or server failure: this cell is red, the others still run
+        cell.error = str(e) or type(e).__name__
+    cell.seconds = time.monotonic() - t0
+    cell.in_flight_at_end = await _count(path)
+    if path.stop is not None and cell.run is not None and request.output_kind != "FINAL_ONLY":
+        # FINAL_ONLY's first output is its last: there is nothing to stop at.
+        try:
+            cell.stopped = await path.stop(dataclasses.replace(request))
+        except Exception as e:
+            cell.stop_error = str(e) or type(e).__name__
+        cell.in_flight_after_stop = await _count(path)
+        if cell.in_flight_after_stop:  # not 0 as the stop returned: a late abort, or none at all
+            cell.stop_settled_s = await _settle(path)
+    return cell
+
+
+async def _count(path: SamplingPath) -> int | None:
+    try:
+        return await path.in_flight()
+    except Exception:  # counting is a diagnostic; an engine that cannot answer fails its cell anyway
+        return None
+
+
+async def _settle(path: SamplingPath) -> float | None:
+    """Seconds until the engine counts 0, polled for at most STOP_WAIT_S; None if it did not."""
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < STOP_WAIT_S:
+        await asyncio.sleep(POLL_S)
+        if await _count(path) == 0:
+            return time.monotonic() - t0
+    return None
+
+
+def _judge(matrix: Matrix) -> None:
+    """Check every cell; a streamed cell is held to its path's FINAL_ONLY cell when both ran alone."""
+    for cell in matrix.cells:
+        final = None
+        if cell.run is not None and cell.output_kind != "FINAL_ONLY" and "FINAL_ONLY" in matrix.kinds:
+            reference = matrix.cell("FINAL_ONLY", cell.path)
+            if reference.run is None or reference.run.status != "finished":
+                cell.notes.append("final values not compared with this path's FINAL_ONLY cell: it did not finish")
+            elif not (cell.alone and reference.alone):
+                cell.notes.append("final values not compared with this path's FINAL_ONLY cell: other requests were "
+                                  f"in flight on the engine ({cell.in_flight()}; FINAL_ONLY {reference.in_flight()}), "
+                                  "so their batches may have differed")
+            else:
+                final = reference.run
+        judgement = RULEBOOK.judge(cell.subject(final))
+        cell.violations, cell.unchecked = judgement.violations, judgement.unchecked
+
+
+# --- comparing the cells ---------------------------------------------------------------------------
+
+def _groups_and_comparisons(cells: Sequence[Cell]) -> tuple[list[list[str]], list[Comparison]]:
+    """Group the cells that ran by identical final token ids; for each pair of groups, name the
+    first diverging sample and token, preferring two cells on one engine (the telling pair)."""
+    ran = [c for c in cells if c.run is not None]
+    groups: list[list[Cell]] = []
+    for cell in ran:
+        ids = _ids(cell)
+        group = next((g for g in groups if _ids(g[0]) == ids), None)
+        if group is None:
+            groups.append([cell])
+        else:
+            group.append(cell)
+    comparisons = []
+    for i, first in enumerate(groups):
+        for second in groups[i + 1:]:
+            pairs = [(a, b) for a in first for b in second]
+            a, b = next(((a, b) for a, b in pairs if a.engine == b.engine), pairs[0])
+            comparisons.append(_comparison(a, b))
+    return [[c.label for c in g] for g in groups], comparisons
+
+
+def _ids(cell: Cell) -> list[list[int]]:
+    return [list(s.token_ids) for s in cell.run.samples]
+
+
+def _comparison(a: Cell, b: Cell) -> Comparison:
+    ids_a, ids_b = _ids(a), _ids(b)
+    for sample, (x, y) in enumerate(zip(ids_a, ids_b, strict=False)):
+        k = first_divergence(x, y)
+        if k is not None:
+            return Comparison(a.label, b.label, sample, k, x[k] if k < len(x) else None,
+                              y[k] if k < len(y) else None, _batch_note(a, b))
+    # Every sample both cells have agrees: one has fewer samples, and they part at the first it lacks.
+    return Comparison(a.label, b.label, min(len(ids_a), len(ids_b)), 0, None, None, _batch_note(a, b))
+
+
+def _batch_note(a: Cell, b: Cell) -> str:
+    """Whether the two cells' batch composition differed, as far as the record can tell."""
+    if a.engine != b.engine:
+        alone = " Both ran alone on their engines." if a.alone and b.alone else ""
+        return (f"They ran on different engines ({a.engine} vs {b.engine}), each with a batch of its own, so "
+                f"batch composition is not comparable between them.{alone}")
+    if a.alone and b.alone:
+        return (f"Same engine ({a.engine}), both alone (no other request in flight at start or end): batch "
+                "composition did not differ, unless the engine core stepped before all n children arrived.")
+    return (f"Batch composition differed: other requests were in flight on {a.engine} "
+            f"({a.label}: {a.in_flight()}; {b.label}: {b.in_flight()}).")

@@ -39,7 +39,7 @@ class QATab:
         self.h = h
         self.sync_runner = sync_runner  # a SyncRunner, or None: started on the first matrix run
         self._starting = threading.Lock()
-        self._paths: list[qa.Path] | None = None
+        self._paths: list[qa.SamplingPath] | None = None
         with gr.Tab("QA matrix", id="qa", elem_id="tab-qa"):
             gr.Markdown(INTRO)
             with gr.Row():
@@ -95,7 +95,7 @@ class QATab:
 
     # --- paths ----------------------------------------------------------------------------------
 
-    async def paths(self, progress=None) -> list[qa.Path]:
+    async def paths(self, progress=None) -> list[qa.SamplingPath]:
         """The page's backend (async, or remote) and, next to a local engine, the sync front end."""
         if self._paths is not None:
             return self._paths

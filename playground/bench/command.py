@@ -1,5 +1,6 @@
 """Running the benchmark: every path on one running engine (``run_benchmark``), and the command
-line that starts the engine and the app, runs it and publishes the results (``main``)."""
+line that starts the engine and the app, runs it and publishes the results (``main``), or runs the
+soak instead."""
 
 from __future__ import annotations
 
@@ -15,11 +16,12 @@ from typing import Any
 
 import pandas as pd
 
+from playground.bench.contenders import HFBaseline, engine_path, ui_path
 from playground.bench.limit import MachineLimit
 from playground.bench.measure import ENGINE_PATHS, LONG_PROMPT, PATHS, Arrivals, Settings, measurement, schedule
-from playground.bench.paths import HFBaseline, engine_path, ui_path
 from playground.bench.probes import cpu_seconds, engine_cores, kv_cache, machine, resident_memory
-from playground.bench.report import Report, headline_n, publish
+from playground.bench.results import Report, headline_n, publish
+from playground.commands import exits
 
 # --- running ------------------------------------------------------------------------------------
 
@@ -63,7 +65,7 @@ def run_benchmark(settings: Settings, host, app_url: str | None = None, model_pa
             runners["ui"] = ui
         try:
             if settings.warmup:  # first calls pay for lazy setup (kernels, HTTP, JIT): not timed
-                for path, runner in runners.items():
+                for runner in runners.values():
                     runner(1, 2)
             environment["memory_app"] = resident_memory()
             pin = cores if cores and len(cores) < len(os.sched_getaffinity(0)) else None  # all: no pinning
@@ -221,12 +223,12 @@ def main(argv: list[str] | None = None) -> int:
         except KeyboardInterrupt:
             print("interrupted", file=sys.stderr)
     if report is None or not len(report.rows):
-        return 130
+        return exits.INTERRUPTED
     if settings.app and not report.interrupted:
         report.environment["app"] = _measure_app(settings, args.out)
     report.environment["total_s"] = time.monotonic() - started
     publish(report, args.out, "quick" if args.quick else "bench")
-    return 130 if report.interrupted else 0
+    return exits.INTERRUPTED if report.interrupted else exits.OK
 
 
 def soak(args, engine_kwargs: dict) -> int:
@@ -251,7 +253,7 @@ def soak(args, engine_kwargs: dict) -> int:
         print(f"soaking {url} for {plan.seconds:g} s with {plan.clients} clients...", file=sys.stderr)
         report = run_soak(url, watched, plan)
     print("\n".join(report.lines()))
-    return 0 if report.ok else 1
+    return exits.OK if report.ok else exits.FAILED
 
 
 def _measure_app(settings: Settings, out: Path) -> dict[str, Any]:

@@ -19,7 +19,7 @@ from playground.run import Run
 
 
 @dataclass
-class Path:
+class SamplingPath:
     """One way to run a SampleRequest into a Run: a front end, an engine, and a mode."""
 
     name: str  # "async wrapper", "sync native", "remote wrapper", ...
@@ -31,7 +31,7 @@ class Path:
     stop: Callable[[SampleRequest], Awaitable[Run]] | None = None
 
 
-def backend_paths(backend, front_end: str = "async") -> list[Path]:
+def backend_paths(backend, front_end: str = "async") -> list[SamplingPath]:
     """The wrapper and native paths of a Backend (the embedded AsyncLLM, or a remote server)."""
     info = backend.info()
     if info.get("backend") == "openai":
@@ -41,8 +41,8 @@ def backend_paths(backend, front_end: str = "async") -> list[Path]:
 
     async def run(request: SampleRequest) -> Run:
         last = None
-        async for last in record(backend, request, watch=True):
-            pass
+        async for snapshot in record(backend, request, watch=True):
+            last = snapshot
         return last
 
     async def stop(request: SampleRequest) -> Run:
@@ -55,11 +55,11 @@ def backend_paths(backend, front_end: str = "async") -> list[Path]:
                     break
         return last
 
-    return [Path(f"{front_end} {mode}", mode, engine, run, backend.num_unfinished, stop)
+    return [SamplingPath(f"{front_end} {mode}", mode, engine, run, backend.num_unfinished, stop)
             for mode in ("wrapper", "native")]
 
 
-def sync_paths(runner, front_end: str = "sync") -> list[Path]:
+def sync_paths(runner, front_end: str = "sync") -> list[SamplingPath]:
     """The wrapper and native paths of a SyncRunner (LLMEngine). A SyncRunner is not thread-safe,
     so its runs are serialized with one lock; each runs on a worker thread (it blocks)."""
     lock = threading.Lock()
@@ -82,7 +82,7 @@ def sync_paths(runner, front_end: str = "sync") -> list[Path]:
     async def in_flight() -> int:
         return runner.engine.get_num_unfinished_requests()  # the engine counts children
 
-    return [Path(f"{front_end} {mode}", mode, engine, run, in_flight, stop) for mode in ("wrapper", "native")]
+    return [SamplingPath(f"{front_end} {mode}", mode, engine, run, in_flight, stop) for mode in ("wrapper", "native")]
 
 
 def _short(model: str) -> str:

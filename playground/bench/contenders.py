@@ -1,4 +1,4 @@
-"""The paths being compared: ``native`` and ``wrapper`` (ParallelSampler on the engine),
+"""The contenders, the paths being compared: ``native`` and ``wrapper`` (ParallelSampler on the engine),
 ``ui`` (a gradio_client call to ``/sample``) and ``hf`` (HF transformers), each a callable that
 samples n and returns the token ``Arrivals`` (the fifth, ``limit``, is in ``limit``).
 
@@ -10,7 +10,7 @@ Fairness caveats (also written into the results):
   threads unpinned instead. The engine idles while HF runs. So does the machine's limit
   (``limit``), which gets the same threads and cores.
 - dtype: both run the same one: HF loads whatever dtype the engine runs (``--hf-dtype``
-  overrides). On a CPU without native bf16 that is float32 (playground.engine.platform_defaults).
+  overrides). On a CPU without native bf16 that is float32 (playground.backends.engine.platform_defaults).
 - HF seeds one generator for the whole batch (torch.manual_seed(seed)); vLLM seeds each sample.
   Token streams differ; the number of tokens does not.
 - HF's ``num_return_sequences`` copies the prompt n times and prefills every copy; vLLM prefills

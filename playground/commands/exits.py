@@ -1,0 +1,15 @@
+"""The exit statuses of every command (``python app.py batch | qa | analyze | sweep`` and
+``python -m playground.bench``), one meaning each, so a script can tell a finding from a mistake:
+
+- ``OK`` (0): all of it ran and held: every line (batch), every rule in every cell (qa), every
+  bundle analysed (analyze), every value (sweep), the benchmark, or every goal of its soak (bench);
+- ``FAILED`` (1): it ran, and part of it failed: a line skipped or the engine failed (batch), a
+  rule broke or a cell could not run (qa), a line skipped or no bundle at all (analyze), a value
+  refused or the engine failed (sweep), a goal of the soak missed (bench). batch and sweep still
+  write the runs that finished;
+- ``USAGE`` (2): it could not run as asked: a bad flag, an unreadable input, an invalid setting, an
+  unreachable server (argparse's own status for a bad flag);
+- ``INTERRUPTED`` (130): stopped by Ctrl-C (128 + SIGINT, as a shell reports it).
+"""
+
+OK, FAILED, USAGE, INTERRUPTED = 0, 1, 2, 130
