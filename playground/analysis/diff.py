@@ -15,7 +15,7 @@ from itertools import takewhile
 import pandas as pd
 import plotly.graph_objects as go
 
-from playground.analysis.figures import height_for
+from playground.analysis.charts import height_for
 from playground.analysis.tokens import pieces, visible
 from playground.run import Run, Sample
 

@@ -12,7 +12,7 @@ import math
 import pandas as pd
 import plotly.graph_objects as go
 
-from playground.analysis.figures import height_for
+from playground.analysis.charts import height_for
 from playground.analysis.phases import engine_load_line
 from playground.analysis.tokens import for_hover, truncate, visible
 from playground.run import Run

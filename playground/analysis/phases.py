@@ -12,7 +12,7 @@ from __future__ import annotations
 import pandas as pd
 import plotly.graph_objects as go
 
-from playground.analysis.figures import height_for, message_figure
+from playground.analysis.charts import height_for, message_figure
 from playground.run import Run
 
 PHASES = (("queued", "queued_s", "#9ca3af"), ("prefill", "prefill_s", "#f59e0b"), ("decode", "decode_s", "#3b82f6"))

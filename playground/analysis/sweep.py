@@ -23,7 +23,7 @@ from plotly.subplots import make_subplots
 from playground.analysis.answers import Answers, Extractor, group_answers, parse_extractor
 from playground.analysis.diff import first_divergence, identical_groups, identical_label
 from playground.analysis.diversity import set_diversity
-from playground.analysis.figures import message_figure
+from playground.analysis.charts import message_figure
 from playground.analysis.tokens import token_at, truncate
 from playground.run import Run, Sample
 

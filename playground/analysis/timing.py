@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
-from playground.analysis.figures import message_figure, sample_color
+from playground.analysis.charts import message_figure, sample_color
 from playground.run import Run
 
 TIMING_COLUMNS = ["sample", "seed", "tokens", "ttft", "total_time", "tokens_per_s", "decode_tokens_per_s",

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 import pandas as pd
 import plotly.graph_objects as go
 
-from playground.analysis.figures import height_for
+from playground.analysis.charts import height_for
 from playground.analysis.tokens import for_hover, joined, pieces, truncate, visible
 from playground.run import Run
 

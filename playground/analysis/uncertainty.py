@@ -15,7 +15,7 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from playground.analysis.figures import message_figure, sample_color
+from playground.analysis.charts import message_figure, sample_color
 from playground.analysis.tokens import for_hover, pieces, visible
 from playground.run import Run, TokenLogprob
 
