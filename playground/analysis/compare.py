@@ -12,7 +12,7 @@ import html
 import pandas as pd
 
 from playground.analysis.diff import diff_html, diff_samples, first_divergence, similarity
-from playground.analysis.sweep import Figures, all_figures, first_words
+from playground.analysis.sweep import Measures, all_measures, first_words
 from playground.analysis.tokens import token_at
 from playground.run import Run
 
@@ -64,12 +64,12 @@ def pair_frame(a: Run, b: Run) -> pd.DataFrame:
                          "tokens_b": "Int64"})
 
 
-def figures_side_by_side(a: Run, b: Run, figures: Figures | None = None) -> pd.DataFrame:
-    """One row per figure: A's value, B's value, and B - A where both are numbers."""
-    fa, fb = all_figures(a, figures), all_figures(b, figures)
+def measures_side_by_side(a: Run, b: Run, measures: Measures | None = None) -> pd.DataFrame:
+    """One row per measure: A's value, B's value, and B - A where both are numbers."""
+    ma, mb = all_measures(a, measures), all_measures(b, measures)
     rows = []
-    for name in list(dict.fromkeys([*fa, *fb])):
-        va, vb = fa.get(name), fb.get(name)
+    for name in list(dict.fromkeys([*ma, *mb])):
+        va, vb = ma.get(name), mb.get(name)
         numbers = all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in (va, vb))
         rows.append({"figure": name, "A": va, "B": vb, "B - A": vb - va if numbers else None})
     return pd.DataFrame(rows, columns=["figure", "A", "B", "B - A"])

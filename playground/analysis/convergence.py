@@ -1,4 +1,4 @@
-"""How many samples a prompt needs: the set's figures against k, the number of samples drawn.
+"""How many samples a prompt needs: the set's measures against k, the number of samples drawn.
 
 For every k = 1..n, what k samples drawn at random from the n would have given:
 
@@ -8,7 +8,7 @@ For every k = 1..n, what k samples drawn at random from the n would have given:
   by the unbiased estimator 1 - C(n-c, k) / C(n, k) of Chen et al. 2021 ("Evaluating Large
   Language Models Trained on Code"), c the samples that gave it. A closed form: exact for every n.
 - **maj@k** (with a reference answer): the chance that the majority answer of the k is the
-  reference. A tie for the most common answer is no majority, so the figure does not depend on the
+  reference. A tie for the most common answer is no majority, so the measure does not depend on the
   order of the samples.
 
 agreement@k and maj@k are exact (by counting subsets) up to EXACT_UP_TO samples, and estimated
@@ -51,7 +51,7 @@ _LABELS = {"agreement_at_k": "agreement@k", "pass_at_k": "pass@k", "maj_at_k": "
 
 @dataclass
 class Curve:
-    """One figure for k = 1..n: ``values[k - 1]`` lies in [low, high], a 95% interval of the
+    """One measure for k = 1..n: ``values[k - 1]`` lies in [low, high], a 95% interval of the
     estimate where the value is estimated, the value itself where it is exact."""
 
     values: list[float]

@@ -95,7 +95,7 @@ def _diff(run: Run, reference: int = 0) -> str:
     return "\n".join(parts + diff_rows(run, reference))
 
 
-def _run_sections(page: Page, run: Run, figures: sweep.Figures | None, full: bool = True) -> None:
+def _run_sections(page: Page, run: Run, measures: sweep.Measures | None, full: bool = True) -> None:
     page.heading("The request", 3)
     page.raw(f"<pre>{html.escape(run.request.get('rendered_prompt') or run.request.get('prompt', ''))}</pre>")
     page.table(_request_table(run))
@@ -109,26 +109,26 @@ def _run_sections(page: Page, run: Run, figures: sweep.Figures | None, full: boo
     page.figure(tree_figure(run))
     if full:
         page.heading("Figures", 3)
-        page.table(_figures_table(sweep.all_figures(run, figures)))
+        page.table(_measures_table(sweep.all_measures(run, measures)))
         for fig in (pairwise_heatmap(run), uncertainty_figure(run), agreement_figure(run),
                     tokens_over_time_figure(run)):
             page.figure(fig)
 
 
-def _figures_table(values: dict) -> pd.DataFrame:
+def _measures_table(values: dict) -> pd.DataFrame:
     return pd.DataFrame([{"figure": k, "value": v} for k, v in values.items()], columns=["figure", "value"])
 
 
-def run_report(run: Run, figures: sweep.Figures | None = None) -> str:
+def run_report(run: Run, measures: sweep.Measures | None = None) -> str:
     """One run: the request, the columns, the diff, the divergence tree and the charts.
-    ``figures``: extra per-run figures (e.g. the set figures) for the figures table."""
+    ``measures``: extra per-run measures (e.g. the set measures) for the measures table."""
     page = Page(f"Run {compare.run_label(run)}: n={run.n}, {run.request.get('mode')}, seed {run.request.get('seed')}")
-    _run_sections(page, run, figures)
+    _run_sections(page, run, measures)
     return page.render()
 
 
-def comparison_report(a: Run, b: Run, figures: sweep.Figures | None = None) -> str:
-    """Two runs: what differs in their settings, sample i against sample i, their figures side by
+def comparison_report(a: Run, b: Run, measures: sweep.Measures | None = None) -> str:
+    """Two runs: what differs in their settings, sample i against sample i, their measures side by
     side, and each run's own columns and tree."""
     page = Page(f"Run {compare.run_label(a)} (A) and run {compare.run_label(b)} (B) side by side")
     page.heading("Settings that differ")
@@ -142,18 +142,18 @@ def comparison_report(a: Run, b: Run, figures: sweep.Figures | None = None) -> s
     page.table(pairs)
     page.raw(compare.comparison_html(a, b, frame=pairs))
     page.heading("Figures")
-    page.table(compare.figures_side_by_side(a, b, figures))
+    page.table(compare.measures_side_by_side(a, b, measures))
     for name, run in (("A", a), ("B", b)):
         page.heading(f"Run {name}: {compare.run_label(run)}")
-        _run_sections(page, run, figures, full=False)
+        _run_sections(page, run, measures, full=False)
     return page.render()
 
 
-def sweep_report(runs: list[Run], figures: sweep.Figures | None = None, table: pd.DataFrame | None = None) -> str:
-    """A sweep: the chart of the figures against the value, the table, and the grid. The table
-    (``table``: ``sweep_table(runs, figures)`` when the caller has it) is computed once for both."""
+def sweep_report(runs: list[Run], measures: sweep.Measures | None = None, table: pd.DataFrame | None = None) -> str:
+    """A sweep: the chart of the measures against the value, the table, and the grid. The table
+    (``table``: ``sweep_table(runs, measures)`` when the caller has it) is computed once for both."""
     runs = sweep.sweep_order(runs)
-    table = sweep.sweep_table(runs, figures) if table is None else table
+    table = sweep.sweep_table(runs, measures) if table is None else table
     param = sweep.sweep_param(runs) or "setting"
     page = Page(f"Sweep of {param}: {len(runs)} runs")
     if runs:
@@ -176,33 +176,33 @@ def sweep_report(runs: list[Run], figures: sweep.Figures | None = None, table: p
     return page.render()
 
 
-def runs_report(runs: list[Run], figures: sweep.Figures | None = None) -> str:
+def runs_report(runs: list[Run], measures: sweep.Measures | None = None) -> str:
     """Any number of runs (a batch): a summary row each, then each run's request, columns, diff and tree."""
     page = Page(f"{len(runs)} runs")
     page.table(pd.concat([summary_frame(r) for r in runs], ignore_index=True).drop(columns=["cached_prompt_tokens"]))
     for run in runs:
         page.heading(f"Run {compare.run_label(run)}")
-        _run_sections(page, run, figures, full=False)
+        _run_sections(page, run, measures, full=False)
     return page.render()
 
 
-def report_for(runs: list[Run], figures: sweep.Figures | None = None) -> str:
+def report_for(runs: list[Run], measures: sweep.Measures | None = None) -> str:
     """The report the runs call for: one run; a sweep (every run carries the same sweep's mark);
     two runs side by side; or any number of runs one after another."""
     if not runs:
         raise ValueError("there is no run to report")
     if len(runs) > 1 and sweep.sweep_param(runs) is not None:
-        return sweep_report(runs, figures)
+        return sweep_report(runs, measures)
     if len(runs) == 1:
-        return run_report(runs[0], figures)
+        return run_report(runs[0], measures)
     if len(runs) == 2:
-        return comparison_report(runs[0], runs[1], figures)
-    return runs_report(runs, figures)
+        return comparison_report(runs[0], runs[1], measures)
+    return runs_report(runs, measures)
 
 
-def write_html_report(runs: list[Run], path: str | Path, figures: sweep.Figures | None = None) -> Path:
+def write_html_report(runs: list[Run], path: str | Path, measures: sweep.Measures | None = None) -> Path:
     """Write ``report_for(runs)`` to ``path`` (a command that wants the write atomic passes
     ``report_for(runs)`` to ``commands.cli.write_atomically`` instead)."""
     path = Path(path)
-    path.write_text(report_for(runs, figures), encoding="utf-8")
+    path.write_text(report_for(runs, measures), encoding="utf-8")
     return path

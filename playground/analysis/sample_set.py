@@ -1,7 +1,7 @@
-"""What the n samples say together: the set figures of one run, as one record, a one-row table
+"""What the n samples say together: the set measures of one run, as one record, a one-row table
 (runs side by side: ``pd.concat``), a per-sample table (the CSV export) and a JSON-ready dict.
 
-The figures themselves are defined in diversity.py (distinct-n, pairwise similarity, Vendi),
+The measures themselves are defined in diversity.py (distinct-n, pairwise similarity, Vendi),
 answers.py (answer groups, majority vote, answer entropy) and meaning.py (clusters by meaning).
 """
 
@@ -32,13 +32,13 @@ SAMPLE_COLUMNS = ["sample", "seed", "tokens", "answer", "group", "group_size", "
 
 
 @dataclass
-class SetFigures:
+class SetMeasures:
     diversity: SetDiversity
     answers: Answers
     meaning: MeaningClusters | None = None  # only with an embedding model
 
     def row(self) -> dict:
-        """The figures flat, in SET_COLUMNS order (``_after``: after the first divergence point)."""
+        """The measures flat, in SET_COLUMNS order (``_after``: after the first divergence point)."""
         a, d = self.answers, self.diversity
         majority = a.majority
         row = {
@@ -53,7 +53,7 @@ class SetFigures:
         return row
 
     def to_dict(self) -> dict:
-        """Everything, for JSON: the flat figures, every answer group and every sample's answer."""
+        """Everything, for JSON: the flat measures, every answer group and every sample's answer."""
         a = self.answers
         return {
             "figures": self.row(),
@@ -66,27 +66,27 @@ class SetFigures:
         }
 
 
-def set_figures(run: Run, extractor: Extractor | str | None = None, embeddings: np.ndarray | None = None,
-                model: str = "", threshold: float = DEFAULT_SIMILARITY) -> SetFigures:
-    """The run's set figures. ``embeddings``: one row per sample (in ``run.samples`` order) from the
+def set_measures(run: Run, extractor: Extractor | str | None = None, embeddings: np.ndarray | None = None,
+                 model: str = "", threshold: float = DEFAULT_SIMILARITY) -> SetMeasures:
+    """The run's set measures. ``embeddings``: one row per sample (in ``run.samples`` order) from the
     embedding model ``model``, to group by meaning as well; InvalidExtractor for a bad extractor."""
     answers = group_answers(run, extractor)  # first: a pattern that cannot work fails before the costly part
     meaning = None
     if embeddings is not None:
         meaning = meaning_clusters(embeddings, [s.index for s in run.samples], model, threshold)
-    return SetFigures(set_diversity(run), answers, meaning)
+    return SetMeasures(set_diversity(run), answers, meaning)
 
 
-def set_frame(figures: SetFigures) -> pd.DataFrame:
-    """The figures in one row (SET_COLUMNS)."""
-    return pd.DataFrame([figures.row()], columns=SET_COLUMNS)
+def set_frame(measures: SetMeasures) -> pd.DataFrame:
+    """The measures in one row (SET_COLUMNS)."""
+    return pd.DataFrame([measures.row()], columns=SET_COLUMNS)
 
 
-def samples_frame(run: Run, figures: SetFigures) -> pd.DataFrame:
+def samples_frame(run: Run, measures: SetMeasures) -> pd.DataFrame:
     """One row per sample: its answer, its group (1 = the majority; empty: no answer) and the
     group's size, and its cluster by meaning when there is one. For the CSV export."""
-    a = figures.answers
-    clusters = dict(zip(figures.meaning.indices, figures.meaning.labels, strict=True)) if figures.meaning else {}
+    a = measures.answers
+    clusters = dict(zip(measures.meaning.indices, measures.meaning.labels, strict=True)) if measures.meaning else {}
     rows = []
     for s in run.samples:
         number = _group_number(a, s.index)
@@ -97,8 +97,8 @@ def samples_frame(run: Run, figures: SetFigures) -> pd.DataFrame:
                                                               "meaning_cluster": "Int64"})
 
 
-def figures_table(d: SetDiversity) -> pd.DataFrame:
-    """The diversity figures for people: one row per figure, whole samples beside the text after
+def measures_table(d: SetDiversity) -> pd.DataFrame:
+    """The diversity measures for people: one row per measure, whole samples beside the text after
     the first divergence point (column "after token k", k the common prefix)."""
     names = {"distinct_1": "distinct-1", "distinct_2": "distinct-2", "distinct_3": "distinct-3",
              "similarity_mean": "mean pairwise similarity", "similarity_std": "similarity spread (std)",
