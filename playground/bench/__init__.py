@@ -25,7 +25,7 @@ is taken within one repetition (paired) before its median, minimum and maximum a
 Then (unless ``--no-app``) ``python app.py`` is started with its defaults: the seconds to a page
 that answers, its resident memory, and in headless Chromium the time from the Run click to the
 first visible token, the page's update rate and its longest stall, at n=8 and n=32, with the
-first run after start as its own figure (``browser``).
+first run after start measured on its own (``browser``).
 
 ``--quick`` (n=16 only, 16 tokens, 2 repetitions) takes about 3-4 minutes on a 2-core machine,
 engine and app starts included. The last line of stdout is always
@@ -36,8 +36,8 @@ against n, and the app's log.
 
 Modules, each importing only those above it (none imports vLLM at import time):
 
-- ``measure``: settings, constants, token arrivals and the figures of one request (what each
-  figure means is written there);
+- ``measure``: settings, constants, token arrivals and the measures of one request (what each
+  measure means is written there);
 - ``probes``: what the machine and the engine report (CPU time, memory, KV cache, cache hits,
   the engine's cores);
 - ``paths`` and ``limit``: the paths, and the fairness caveats between them;
@@ -61,7 +61,7 @@ from playground.bench.measure import (
     Arrivals,
     Settings,
     aligned_prompt_tokens,
-    cache_figures,
+    cache_measures,
     inter_token_latencies,
     measurement,
     schedule,
@@ -77,7 +77,7 @@ from playground.bench.probes import (
     resident_memory,
 )
 from playground.bench.report import (
-    FIGURES,
+    MEASURES,
     Report,
     cache_frame,
     caveats,
@@ -94,7 +94,7 @@ from playground.bench.report import (
 __all__ = [
     # measure
     "PATHS", "ENGINE_PATHS", "BASELINE", "HEADLINE_N", "PROMPT", "LONG_PROMPT", "Settings", "Arrivals",
-    "schedule", "aligned_prompt_tokens", "inter_token_latencies", "measurement", "cache_figures",
+    "schedule", "aligned_prompt_tokens", "inter_token_latencies", "measurement", "cache_measures",
     # probes
     "machine", "resident_memory", "engine_cores", "engine_threads", "kv_cache", "cpu_seconds", "prefix_cache_hits",
     # paths, limit, browser
@@ -102,7 +102,7 @@ __all__ = [
     "measure_app", "page_run", "app_memory",
     # goals, report
     "GOALS", "goals", "headline", "headline_n", "browser_summary",
-    "FIGURES", "summarize", "ratio_pairs", "paired_ratios", "ratio_summary",
+    "MEASURES", "summarize", "ratio_pairs", "paired_ratios", "ratio_summary",
     "readable_table", "Report", "caveats", "write_results", "cache_frame", "print_report", "publish",
     # cli
     "run_benchmark", "add_bench_flags", "settings_from_args", "main",

@@ -1,8 +1,8 @@
 """What the benchmark is judged by: the goals, each against what was measured, and the headline
 (the last stdout line). Pure pandas, no vLLM.
 
-Ratios are the paired medians at n=16 (``HEADLINE_N``); the browser figures are medians over
-the warm runs (the first run after start is its own figure); memory and start come from the app
+Ratios are the paired medians at n=16 (``HEADLINE_N``); the browser measures are medians over
+the warm runs (the first run after start is measured on its own); memory and start come from the app
 started as a person starts it (``browser``), else from this process's engine and UI.
 """
 
@@ -19,7 +19,7 @@ from playground.bench.measure import HEADLINE_N
 HEADLINE_RATIOS = ("wrapper/native", "ui/native", "native/hf", "native/limit")
 EVERY_N = "every"
 
-# (figure, at n (EVERY_N: the worst n; None: not per n), comparison, target)
+# (measure, at n (EVERY_N: the worst n; None: not per n), comparison, target)
 GOALS = [
     ("native/limit", HEADLINE_N, ">=", 0.6),
     ("wrapper/native", HEADLINE_N, ">=", 0.97),
@@ -68,11 +68,11 @@ def browser_runs(environment: dict[str, Any]) -> pd.DataFrame:
 
 
 def browser_summary(runs: pd.DataFrame) -> pd.DataFrame:
-    """Median of every browser figure per kind of run (first after start, warm) and n."""
+    """Median of every browser measure per kind of run (first after start, warm) and n."""
     if not len(runs):
         return pd.DataFrame()
-    figures = ["first_visible_s", "finished_s", "updates_per_s", "longest_frame_gap_ms", "long_tasks_ms"]
-    return runs.groupby(["run", "n"], sort=False)[figures].median().reset_index()
+    measures = ["first_visible_s", "finished_s", "updates_per_s", "longest_frame_gap_ms", "long_tasks_ms"]
+    return runs.groupby(["run", "n"], sort=False)[measures].median().reset_index()
 
 
 def goals(ratios: pd.DataFrame, cache: pd.DataFrame, environment: dict[str, Any] | None = None) -> pd.DataFrame:

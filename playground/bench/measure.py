@@ -1,9 +1,9 @@
-"""What one request measures: the settings, the token arrivals and the figures taken from them.
+"""What one request measures: the settings, the token arrivals and the measures taken from them.
 
 Pure parts only (no vLLM, no Gradio): the run order, the block-aligned prompt, and one row of
 results per request.
 
-Figures, per path and n:
+Measures, per path and n:
 - tokens per second: generated tokens / wall time of the request, as its caller saw it;
 - time to first token (median over the samples) and p50/p99 inter-token latency, from each
   sample's token arrival times on the caller's side. Tokens that arrive in one output share a
@@ -84,7 +84,7 @@ class Arrivals:
 
 
 
-# --- pure parts: schedule and the figures of one request ----------------------------------------
+# --- pure parts: schedule and the measures of one request ----------------------------------------
 
 
 def schedule(paths: Iterable[str], ns: Iterable[int], repetitions: int) -> list[tuple[int, int, str]]:
@@ -108,7 +108,7 @@ def inter_token_latencies(times: list[list[float]]) -> np.ndarray:
 
 def measurement(path: str, n: int, repetition: int, arrivals: Arrivals, prompt_tokens: int,
                 block_size: int) -> dict[str, Any]:
-    """One row of the results: a request's figures from its token arrival times."""
+    """One row of the results: a request's measures from its token arrival times."""
     tokens = sum(len(t) for t in arrivals.times)
     firsts = [t[0] for t in arrivals.times if t]
     itl = inter_token_latencies(arrivals.times)
@@ -120,21 +120,21 @@ def measurement(path: str, n: int, repetition: int, arrivals: Arrivals, prompt_t
         "itl_p99_ms": float(np.percentile(itl, 99)) * 1000 if itl.size else math.nan,
         "prompt_tokens": prompt_tokens,
     }
-    return row | cache_figures(n, arrivals, prompt_tokens, block_size)
+    return row | cache_measures(n, arrivals, prompt_tokens, block_size)
 
 
-def cache_figures(n: int, arrivals: Arrivals, prompt_tokens: int, block_size: int) -> dict[str, Any]:
+def cache_measures(n: int, arrivals: Arrivals, prompt_tokens: int, block_size: int) -> dict[str, Any]:
     """Children 1..n-1's mean cached tokens and their share of the block-aligned prompt."""
     aligned = aligned_prompt_tokens(prompt_tokens, block_size)
-    figures = {"aligned_prompt_tokens": aligned, "children_cached_tokens": math.nan, "cache_hit": math.nan,
+    measures = {"aligned_prompt_tokens": aligned, "children_cached_tokens": math.nan, "cache_hit": math.nan,
                "cache_source": ""}
     if n < 2 or aligned == 0:
-        return figures
+        return measures
     if arrivals.child_cached is not None:
         children = [c for c in arrivals.child_cached[1:] if c is not None]
         cached, source = (float(np.mean(children)) if children else math.nan), "per child"
     elif arrivals.cache_hits is not None:
         cached, source = arrivals.cache_hits / (n - 1), "engine counter / (n-1)"
     else:
-        return figures
-    return figures | {"children_cached_tokens": cached, "cache_hit": cached / aligned, "cache_source": source}
+        return measures
+    return measures | {"children_cached_tokens": cached, "cache_hit": cached / aligned, "cache_source": source}

@@ -19,13 +19,13 @@ from playground.bench.measure import BASELINE, HEADLINE_N, PATHS, Settings
 # --- statistics and ratios ----------------------------------------------------------------------
 
 
-FIGURES = ["tokens_per_s", "ttft_ms", "itl_p50_ms", "itl_p99_ms", "cache_hit", "cpu_s_here", "cpu_s_engine"]
+MEASURES = ["tokens_per_s", "ttft_ms", "itl_p50_ms", "itl_p99_ms", "cache_hit", "cpu_s_here", "cpu_s_engine"]
 
 
 def summarize(rows: pd.DataFrame) -> pd.DataFrame:
-    """Median, min and max of every figure per (n, path)."""
-    stats = rows.groupby(["n", "path"], sort=True)[FIGURES].agg(["median", "min", "max"])
-    stats.columns = [f"{figure}_{stat}" for figure, stat in stats.columns]
+    """Median, min and max of every measure per (n, path)."""
+    stats = rows.groupby(["n", "path"], sort=True)[MEASURES].agg(["median", "min", "max"])
+    stats.columns = [f"{measure}_{stat}" for measure, stat in stats.columns]
     return stats.reset_index()
 
 
