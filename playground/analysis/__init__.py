@@ -15,7 +15,7 @@ from playground.analysis.answers import (
     group_answers,
     parse_extractor,
 )
-from playground.analysis.compare import comparison_html, measures_side_by_side, pair_frame, settings_diff
+from playground.analysis.comparison import comparison_html, measures_side_by_side, pair_frame, settings_diff
 from playground.analysis.confidence import (
     CONFIDENCE_COLUMNS,
     LOGPROB_NOTE,
@@ -94,16 +94,16 @@ from playground.analysis.sample_set import (
     SET_COLUMNS,
     SetMeasures,
     answer_groups_figure,
-    measures_table,
     groups_frame,
+    measures_table,
     samples_frame,
-    set_measures,
     set_frame,
+    set_measures,
 )
 from playground.analysis.seed_overlap import seed_overlap_sentence, seed_overlaps
 from playground.analysis.summary import summary_frame
-from playground.analysis.sweep import (
-    Cell,
+from playground.analysis.sweep_views import (
+    GridCell,
     Measures,
     all_measures,
     grid_frame,
@@ -148,8 +148,8 @@ __all__ = [
     "SET_COLUMNS", "GROUP_COLUMNS", "SAMPLE_COLUMNS", "SetMeasures", "set_measures", "set_frame", "samples_frame",
     "measures_table", "groups_frame",
     "answer_groups_figure",
-    "Cell", "Measures", "run_measures", "set_measures_hook", "with_answers", "all_measures", "sweep_info", "sweep_order",
-    "sweep_table",
+    "GridCell", "Measures", "run_measures", "set_measures_hook", "with_answers", "all_measures", "sweep_info",
+    "sweep_order", "sweep_table",
     "sweep_chart",
     "sweep_grid", "grid_frame", "grid_html",
     "pair_frame", "settings_diff", "measures_side_by_side", "comparison_html",

@@ -15,8 +15,8 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from playground.analysis.answers import Answers, Extractor, group_answers
-from playground.analysis.diversity import Diversity, SetDiversity, set_diversity
 from playground.analysis.charts import height_for, message_figure
+from playground.analysis.diversity import Diversity, SetDiversity, set_diversity
 from playground.analysis.meaning import DEFAULT_SIMILARITY, MeaningClusters, meaning_clusters
 from playground.analysis.tokens import truncate
 from playground.run import Run

@@ -12,7 +12,7 @@ import html
 import pandas as pd
 
 from playground.analysis.diff import diff_html, diff_samples, first_divergence, similarity
-from playground.analysis.sweep import Measures, all_measures, first_words
+from playground.analysis.sweep_views import Measures, all_measures, first_words
 from playground.analysis.tokens import token_at
 from playground.run import Run
 

@@ -21,9 +21,9 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from playground.analysis.answers import Answers, Extractor, group_answers, parse_extractor
+from playground.analysis.charts import message_figure
 from playground.analysis.diff import first_divergence, identical_groups, identical_label
 from playground.analysis.diversity import set_diversity
-from playground.analysis.charts import message_figure
 from playground.analysis.tokens import token_at, truncate
 from playground.run import Run, Sample
 
@@ -189,7 +189,7 @@ def sweep_chart(runs: list[Run], measures: Measures | None = None, names: list[s
 
 
 @dataclass
-class Cell:
+class GridCell:
     """One sample in the grid: its first words, and where it first parts from the cell above
     (None: identical to it, or the top row). ``above``/``here`` are the tokens at that position."""
 
@@ -214,7 +214,7 @@ def first_words(sample: Sample, words: int = FIRST_WORDS) -> str:
     return " ".join(parts[:words]) + (" …" if len(parts) > words else "")
 
 
-def sweep_grid(runs: list[Run], words: int = FIRST_WORDS) -> list[tuple[str, list[Cell]]]:
+def sweep_grid(runs: list[Run], words: int = FIRST_WORDS) -> list[tuple[str, list[GridCell]]]:
     """Rows (label, cells) in sweep order; cell i is sample i, compared with sample i above."""
     runs = sweep_order(runs)
     param = sweep_param(runs)
@@ -223,7 +223,7 @@ def sweep_grid(runs: list[Run], words: int = FIRST_WORDS) -> list[tuple[str, lis
         above = {s.index: s for s in runs[k - 1].samples} if k else {}
         cells = []
         for s in run.samples:
-            cell = Cell(s.index, s.seed, first_words(s, words), no_above=s.index not in above)
+            cell = GridCell(s.index, s.seed, first_words(s, words), no_above=s.index not in above)
             if s.index in above:
                 cell.diverges_at = first_divergence(above[s.index].token_ids, s.token_ids)
                 if cell.diverges_at is not None:
