@@ -340,22 +340,22 @@ def test_events_of_a_run_in_progress():
     assert len(fig.data[1].x) == 0 and len(fig.layout.shapes) == 0
 
 
-# ---- summary ------------------------------------------------------------------------------------
+# ---- one row per run ----------------------------------------------------------------------------
 
-def test_summary_row():
+def test_run_row():
     run = make_run([[1, 2], [3], [1, 2]], cached={0: 0, 1: 16, 2: 16})
-    row = A.summary_frame(run).iloc[0]
+    row = A.run_row(run).iloc[0]
     assert row["n"] == 3 and row["tokens"] == 5 and row["output_kind"] == "DELTA"
     assert row["wall_time"] == pytest.approx(0.25) and row["tokens_per_s"] == pytest.approx(20.0)
     assert row["cached_prompt_tokens"] == [0, 16, 16]
     assert row["any_identical"] and row["identical_samples"] == "0=2"
-    unique = A.summary_frame(make_run([[1], [2]])).iloc[0]
+    unique = A.run_row(make_run([[1], [2]])).iloc[0]
     assert not unique["any_identical"] and unique["identical_samples"] == ""
 
 
-def test_summary_of_a_run_in_progress():
+def test_run_row_of_a_run_in_progress():
     run = make_run([[1, 2], [3]], finished=[1], status="running")
-    row = A.summary_frame(run).iloc[0]
+    row = A.run_row(run).iloc[0]
     assert row["status"] == "running" and row["wall_time"] == pytest.approx(0.2)
     assert "running ×1" in row["finish_reasons"]
 
@@ -379,7 +379,7 @@ EDGE_RUNS = {
 }
 
 FRAMES = [A.pairwise_frame, A.tree_frame, A.uncertainty_frame, A.agreement_frame, A.timing_frame, A.itl_frame,
-          A.event_outputs_frame, A.summary_frame]
+          A.event_outputs_frame, A.run_row]
 FIGURES = [A.pairwise_heatmap, A.tree_figure, A.uncertainty_figure, A.agreement_figure, A.tokens_over_time_figure,
            A.itl_figure, A.ttft_figure, A.events_figure]
 

@@ -113,7 +113,7 @@ def test_uncertainty_and_timing_cover_every_token(real_run):
     assert len(A.itl_frame(real_run)) == tokens - N
     events = A.event_outputs_frame(real_run)
     assert events.groupby("index")["new_tokens"].sum().tolist() == [len(s.token_ids) for s in real_run.samples]
-    summary = A.summary_frame(real_run).iloc[0]
+    summary = A.run_row(real_run).iloc[0]
     assert summary["tokens"] == tokens and summary["n"] == N and summary["output_kind"] == "DELTA"
 
 

@@ -15,7 +15,15 @@ from playground.analysis.answers import (
     group_answers,
     parse_extractor,
 )
-from playground.analysis.comparison import comparison_html, measures_side_by_side, pair_frame, settings_diff
+from playground.analysis.comparison import (
+    comparison_html,
+    measures_side_by_side,
+    pair_frame,
+    run_row,
+    seed_overlap_sentence,
+    seed_overlaps,
+    settings_diff,
+)
 from playground.analysis.confidence import (
     CONFIDENCE_COLUMNS,
     LOGPROB_NOTE,
@@ -100,8 +108,6 @@ from playground.analysis.sample_set import (
     set_frame,
     set_measures,
 )
-from playground.analysis.seed_overlap import seed_overlap_sentence, seed_overlaps
-from playground.analysis.summary import summary_frame
 from playground.analysis.sweep_views import (
     GridCell,
     Measures,
@@ -139,7 +145,7 @@ __all__ = [
     "event_outputs_frame", "events_figure",
     "phases_frame", "child_timeline_figure", "engine_load_line",
     "other_requests", "batch_sizes", "condition_changes", "why_different",
-    "summary_frame",
+    "run_row",
     "Diversity", "SetDiversity", "distinct_n", "similarity_matrix", "pairwise_similarities", "ngram_kernel",
     "vendi_score", "diversity_of", "set_diversity",
     "EXTRACTORS", "DEFAULT_EXTRACTOR", "Extractor", "InvalidExtractor", "AnswerGroup", "Answers", "parse_extractor",

@@ -64,7 +64,7 @@ def identical_groups(run: Run) -> list[list[int]]:
 
 
 def identical_label(groups: list[list[int]]) -> str:
-    """identical_groups as tables show them, like '0=2; 1=3' (summary and sweep write it alike)."""
+    """identical_groups as tables show them, like '0=2; 1=3' (run_row and sweep_table write it alike)."""
     return "; ".join("=".join(map(str, g)) for g in groups)
 
 
