@@ -42,10 +42,13 @@ from playground.analysis.convergence import (
     EXACT_UP_TO,
     Convergence,
     Curve,
+    HowMany,
     Settled,
     agreement_at_k,
     convergence_figure,
     convergence_of,
+    how_many_headline,
+    how_many_samples,
     maj_at_k,
     pass_at_k,
     read_reference,
@@ -78,7 +81,6 @@ from playground.analysis.diversity import (
     vendi_score,
 )
 from playground.analysis.events import event_outputs_frame, events_figure
-from playground.analysis.how_many import HowMany, how_many_headline, how_many_samples
 from playground.analysis.meaning import (
     DEFAULT_SIMILARITY,
     MeaningClusters,
