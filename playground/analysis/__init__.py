@@ -80,7 +80,6 @@ from playground.analysis.diversity import (
     similarity_matrix,
     vendi_score,
 )
-from playground.analysis.events import event_outputs_frame, events_figure
 from playground.analysis.meaning import (
     DEFAULT_SIMILARITY,
     MeaningClusters,
@@ -88,7 +87,6 @@ from playground.analysis.meaning import (
     cosine_matrix,
     meaning_clusters,
 )
-from playground.analysis.phases import child_timeline_figure, engine_load_line, phases_frame
 from playground.analysis.report import (
     comparison_report,
     report_for,
@@ -125,7 +123,18 @@ from playground.analysis.sweep_views import (
     sweep_table,
     with_answers,
 )
-from playground.analysis.timing import itl_figure, itl_frame, timing_frame, tokens_over_time_figure, ttft_figure
+from playground.analysis.timing import (
+    child_timeline_figure,
+    engine_load_line,
+    event_outputs_frame,
+    events_figure,
+    itl_figure,
+    itl_frame,
+    phases_frame,
+    timing_frame,
+    tokens_over_time_figure,
+    ttft_figure,
+)
 from playground.analysis.tokens import PARTIAL, pieces, visible
 from playground.analysis.tree import Branch, divergence_tree, tree_figure, tree_frame
 from playground.analysis.uncertainty import (
