@@ -69,6 +69,7 @@ from playground.analysis.diff import (
     pairwise_heatmap,
     similarity,
 )
+from playground.analysis.display import PARTIAL, message_figure, pieces, truncate, visible
 from playground.analysis.diversity import (
     Diversity,
     SetDiversity,
@@ -135,7 +136,6 @@ from playground.analysis.timing import (
     tokens_over_time_figure,
     ttft_figure,
 )
-from playground.analysis.tokens import PARTIAL, pieces, visible
 from playground.analysis.tree import Branch, divergence_tree, tree_figure, tree_frame
 from playground.analysis.uncertainty import (
     agreement_figure,
@@ -147,7 +147,7 @@ from playground.analysis.uncertainty import (
 
 __all__ = [
     "DIFF_COLORS", "PARTIAL", "Branch",
-    "visible", "pieces",
+    "visible", "pieces", "truncate", "message_figure",
     "first_divergence", "similarity", "common_prefix", "identical_groups", "pairwise_frame", "diff_against",
     "diff_samples", "diff_rows", "diff_html", "pairwise_heatmap",
     "divergence_tree", "tree_frame", "tree_figure",

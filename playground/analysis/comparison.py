@@ -28,8 +28,8 @@ from playground.analysis.diff import (
     identical_label,
     similarity,
 )
+from playground.analysis.display import token_at
 from playground.analysis.sweep_views import Measures, all_measures, first_words
-from playground.analysis.tokens import token_at
 from playground.run import Run
 
 # Settings worth naming when they differ between two runs (the rest is the record's plumbing).

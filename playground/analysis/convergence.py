@@ -41,8 +41,8 @@ import plotly.graph_objects as go
 from scipy.special import bdtr
 
 from playground.analysis.answers import Extractor, group_answers, parse_extractor
-from playground.analysis.charts import message_figure
 from playground.analysis.confidence import Confidence, confidence_of
+from playground.analysis.display import message_figure
 from playground.run import Run
 
 EXACT_UP_TO = 20  # samples: beyond, agreement@k and maj@k are estimated

@@ -15,8 +15,7 @@ from itertools import takewhile
 import pandas as pd
 import plotly.graph_objects as go
 
-from playground.analysis.charts import height_for
-from playground.analysis.tokens import pieces, visible
+from playground.analysis.display import height_for, pieces, visible
 from playground.run import Run, Sample
 
 # Labels of diff_against, and colours that fit gr.HighlightedText(color_map=DIFF_COLORS).

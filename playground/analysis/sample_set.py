@@ -15,10 +15,9 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from playground.analysis.answers import Answers, Extractor, group_answers
-from playground.analysis.charts import height_for, message_figure
+from playground.analysis.display import height_for, message_figure, truncate
 from playground.analysis.diversity import Diversity, SetDiversity, set_diversity
 from playground.analysis.meaning import DEFAULT_SIMILARITY, MeaningClusters, meaning_clusters
-from playground.analysis.tokens import truncate
 from playground.run import Run
 
 _DIVERSITY = ["distinct_1", "distinct_2", "distinct_3", "similarity_mean", "similarity_std", "vendi"]

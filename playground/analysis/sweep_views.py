@@ -21,10 +21,9 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from playground.analysis.answers import Answers, Extractor, group_answers, parse_extractor
-from playground.analysis.charts import message_figure
 from playground.analysis.diff import first_divergence, identical_groups, identical_label
+from playground.analysis.display import message_figure, token_at, truncate
 from playground.analysis.diversity import set_diversity
-from playground.analysis.tokens import token_at, truncate
 from playground.run import Run, Sample
 
 Measures = Callable[[Run], dict]

@@ -26,8 +26,7 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
-from playground.analysis.charts import height_for, message_figure, sample_color
-from playground.analysis.tokens import for_hover, truncate, visible
+from playground.analysis.display import for_hover, height_for, message_figure, sample_color, truncate, visible
 from playground.run import Run
 
 TIMING_COLUMNS = ["sample", "seed", "tokens", "ttft", "total_time", "tokens_per_s", "decode_tokens_per_s",

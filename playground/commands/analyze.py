@@ -31,8 +31,7 @@ import sys
 from pathlib import Path
 
 from playground import analysis
-from playground.analysis import Extractor, InvalidExtractor, SetMeasures
-from playground.analysis.tokens import truncate
+from playground.analysis import Extractor, InvalidExtractor, SetMeasures, truncate
 from playground.backends.embeddings import Embedder, EmbeddingModelError, load_embedder
 from playground.bundles import BundleError, Located, read_bundles
 from playground.commands.cli import check_out_folder, write_atomically

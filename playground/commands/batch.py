@@ -35,7 +35,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from playground import analysis
-from playground.analysis.tokens import truncate
 from playground.backends.resources import Workload
 from playground.commands.analyze import extractor_arg, majority_cell
 from playground.commands.cli import (
@@ -165,7 +164,7 @@ def summary_frame(runs: dict[int, Run], answer: analysis.Extractor | str | None 
         measures = analysis.set_measures(run, answer).row()
         rows.append({
             "line": number,
-            "prompt": truncate(prompt, 40),
+            "prompt": analysis.truncate(prompt, 40),
             "mode": run.request["mode"],
             "n": run.n,
             "tokens": tokens,

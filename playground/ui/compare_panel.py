@@ -14,7 +14,6 @@ from __future__ import annotations
 import gradio as gr
 
 from playground import analysis
-from playground.analysis.tokens import truncate
 from playground.run import Run
 from playground.ui.answers import optional_controls, with_chosen_answers
 
@@ -49,7 +48,7 @@ def pool(history: list[Run] | None, uploads: list[Run] | None,
 def label(source: str, run: Run) -> str:
     info = analysis.sweep_info(run)
     what = f"{info['param']}={info['value']}" if info else f"n={run.n} · {run.request.get('mode')}"
-    prompt = truncate(" ".join(str(run.request.get("prompt", "")).split()), 33)
+    prompt = analysis.truncate(" ".join(str(run.request.get("prompt", "")).split()), 33)
     return f"{source} · {run.request.get('request_id')} · {what} · seed {run.request.get('seed')} · “{prompt}”"
 
 

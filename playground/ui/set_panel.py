@@ -26,8 +26,7 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from playground import analysis
-from playground.analysis import InvalidExtractor, SetMeasures
-from playground.analysis.charts import message_figure
+from playground.analysis import InvalidExtractor, SetMeasures, message_figure
 from playground.backends.embeddings import EmbeddingModelError, load_embedder
 from playground.run import Run
 from playground.ui.answers import CHOICES, PATTERN_EXAMPLE, PATTERN_LABEL, extractor_spec
