@@ -82,7 +82,7 @@ def test_diff_and_tree_agree_with_the_token_ids(real_run):
         else:
             assert row.first_divergence >= prefix and a[:row.first_divergence] == b[:row.first_divergence]
     for s in samples:
-        diff = A.diff_against(real_run, 0, s.index)
+        diff = A.diff_samples(real_run.samples[0], s)
         assert len(diff) == len(s.token_ids)
         assert all(label == "equal" for _, label in diff[:prefix])
 

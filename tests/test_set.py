@@ -221,8 +221,8 @@ def test_a_real_embedding_model_groups_paraphrases(embedding_model):
 def test_frames_and_the_groups_chart():
     run = make_run([("so 12", [1, 2]), ("12!", [1, 3]), ("7", [4]), ("no", [5])])
     measures = A.set_measures(run, "last-number")
-    row = A.set_frame(measures).iloc[0]
-    assert list(A.set_frame(measures).columns) == A.SET_COLUMNS
+    row = measures.row()
+    assert list(row) == A.SET_COLUMNS
     assert (row["majority"], row["majority_size"], row["vote_share"], row["groups"]) == ("12", 2, 0.5, 2)
     assert row["unanswered"] == [3] and row["meaning_clusters"] is None
     samples = A.samples_frame(run, measures)

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import html
 import time
-from pathlib import Path
 
 import pandas as pd
 import plotly.graph_objects as go
@@ -214,11 +213,3 @@ def report_for(runs: list[Run], measures: Measures | None = None) -> str:
     if len(runs) == 2:
         return comparison_report(runs[0], runs[1], measures)
     return runs_report(runs, measures)
-
-
-def write_html_report(runs: list[Run], path: str | Path, measures: Measures | None = None) -> Path:
-    """Write ``report_for(runs)`` to ``path`` (a command that wants the write atomic passes
-    ``report_for(runs)`` to ``commands.cli.write_atomically`` instead)."""
-    path = Path(path)
-    path.write_text(report_for(runs, measures), encoding="utf-8")
-    return path

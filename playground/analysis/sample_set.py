@@ -1,5 +1,5 @@
-"""What the n samples say together: the set measures of one run, as one record, a one-row table
-(runs side by side: ``pd.concat``), a per-sample table (the CSV export) and a JSON-ready dict.
+"""What the n samples say together: the set measures of one run, as one record, a flat row (the
+batch summary's columns), a per-sample table (the CSV export) and a JSON-ready dict.
 
 The measures themselves are defined in diversity.py (distinct-n, pairwise similarity, Vendi),
 answers.py (answer groups, majority vote, answer entropy) and meaning.py (clusters by meaning).
@@ -74,11 +74,6 @@ def set_measures(run: Run, extractor: Extractor | str | None = None, embeddings:
     if embeddings is not None:
         meaning = meaning_clusters(embeddings, [s.index for s in run.samples], model, threshold)
     return SetMeasures(set_diversity(run), answers, meaning)
-
-
-def set_frame(measures: SetMeasures) -> pd.DataFrame:
-    """The measures in one row (SET_COLUMNS)."""
-    return pd.DataFrame([measures.row()], columns=SET_COLUMNS)
 
 
 def samples_frame(run: Run, measures: SetMeasures) -> pd.DataFrame:

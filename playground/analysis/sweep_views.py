@@ -233,19 +233,6 @@ def sweep_grid(runs: list[Run], words: int = FIRST_WORDS) -> list[tuple[str, lis
     return rows
 
 
-def grid_frame(runs: list[Run], words: int = FIRST_WORDS) -> pd.DataFrame:
-    """The grid as a table of text: one row per value, one column per sample index."""
-    grid = sweep_grid(runs, words)
-    width = max((len(cells) for _, cells in grid), default=0)
-    records = []
-    for label, cells in grid:
-        row = {"run": label}
-        for cell in cells:
-            row[f"#{cell.index}"] = cell.words + (f"  [{cell.note()}]" if cell.note() else "")
-        records.append(row)
-    return pd.DataFrame(records, columns=["run"] + [f"#{i}" for i in range(width)])
-
-
 def grid_html(runs: list[Run], words: int = FIRST_WORDS) -> str:
     """The grid as an HTML table: a cell that parts from the one above says where and how, a cell
     identical to it is greyed."""
