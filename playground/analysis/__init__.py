@@ -1,8 +1,12 @@
 """Analysis of one Run: where and why the n samples diverge, how sure the model was, when tokens
-arrived, what the n samples say together (diversity, answers, agreement), and how many of them a prompt
-needs (curves against k, a stopping rule, the uncertainty of the set). Pure functions over
-the run record: pandas tables and plotly figures, no vLLM and no Gradio, so a saved bundle can be
-analysed anywhere."""
+arrived, what the n samples say together (diversity, answers, agreement), and how many of them a
+prompt needs (curves against k, a stopping rule, the uncertainty of the set); and of several runs:
+side by side, as a sweep, as one HTML report. Pure functions over the run record: pandas tables and
+plotly figures, no vLLM and no Gradio, so a saved bundle can be analysed anywhere.
+
+A *measure* is a number about a run (``run_measures``, ``SetMeasures``; a ``Measures`` callable
+adds some to a sweep, a comparison or a report); a *figure* is a plotly object (the ``*_figure``
+functions). This module is the package's front door: callers import from here."""
 
 from playground.analysis.answers import (
     DEFAULT_EXTRACTOR,
@@ -142,35 +146,23 @@ from playground.analysis.uncertainty import (
 )
 
 __all__ = [
-    "DIFF_COLORS", "PARTIAL", "Branch",
-    "visible", "pieces", "truncate", "message_figure",
-    "first_divergence", "similarity", "common_prefix", "identical_groups", "pairwise_frame",
-    "diff_samples", "diff_rows", "diff_html", "pairwise_heatmap",
-    "divergence_tree", "tree_frame", "tree_figure",
-    "entropy_lower_bound", "uncertainty_frame", "agreement_frame", "uncertainty_figure", "agreement_figure",
-    "itl_frame", "timing_frame", "tokens_over_time_figure", "itl_figure", "ttft_figure",
-    "event_outputs_frame", "events_figure",
-    "phases_frame", "child_timeline_figure", "engine_load_line",
-    "other_requests", "condition_changes", "why_different",
-    "run_row",
-    "Diversity", "SetDiversity", "distinct_n", "similarity_matrix", "pairwise_similarities", "ngram_kernel",
-    "vendi_score", "diversity_of", "set_diversity",
-    "EXTRACTORS", "DEFAULT_EXTRACTOR", "Extractor", "InvalidExtractor", "AnswerGroup", "Answers", "parse_extractor",
-    "entropy_bits", "group_answers",
-    "DEFAULT_SIMILARITY", "MeaningClusters", "cosine_matrix", "cluster_by_similarity", "meaning_clusters",
-    "SET_COLUMNS", "GROUP_COLUMNS", "SAMPLE_COLUMNS", "SetMeasures", "set_measures", "samples_frame",
-    "measures_table", "groups_frame",
-    "answer_groups_figure",
-    "GridCell", "Measures", "run_measures", "set_measures_hook", "with_answers", "all_measures", "sweep_info",
-    "sweep_order", "sweep_table",
-    "sweep_chart",
-    "sweep_grid", "grid_html",
-    "pair_frame", "settings_diff", "measures_side_by_side", "comparison_html",
-    "run_report", "comparison_report", "sweep_report", "runs_report", "report_for",
-    "EXACT_UP_TO", "DRAWS", "Curve", "Settled", "Convergence", "read_reference", "agreement_at_k", "pass_at_k",
-    "maj_at_k", "settle_probability", "settled_at", "settled_sentence", "convergence_of", "convergence_figure",
-    "LOGPROB_NOTE", "CONFIDENCE_COLUMNS", "Confidence", "SequenceLogprob", "word_set", "jaccard_matrix", "eigv",
-    "degmat", "sequence_logprob", "confidence_of", "confidence_table",
-    "seed_overlaps", "seed_overlap_sentence",
-    "HowMany", "how_many_samples", "how_many_headline",
+    "CONFIDENCE_COLUMNS", "DEFAULT_EXTRACTOR", "DEFAULT_SIMILARITY", "DIFF_COLORS", "DRAWS", "EXACT_UP_TO",
+    "EXTRACTORS", "GROUP_COLUMNS", "LOGPROB_NOTE", "PARTIAL", "SAMPLE_COLUMNS", "SET_COLUMNS", "AnswerGroup", "Answers",
+    "Branch", "Confidence", "Convergence", "Curve", "Diversity", "Extractor", "GridCell", "HowMany", "InvalidExtractor",
+    "MeaningClusters", "Measures", "SequenceLogprob", "SetDiversity", "SetMeasures", "Settled", "agreement_at_k",
+    "agreement_figure", "agreement_frame", "all_measures", "answer_groups_figure", "child_timeline_figure",
+    "cluster_by_similarity", "common_prefix", "comparison_html", "comparison_report", "condition_changes",
+    "confidence_of", "confidence_table", "convergence_figure", "convergence_of", "cosine_matrix", "degmat", "diff_html",
+    "diff_rows", "diff_samples", "distinct_n", "divergence_tree", "diversity_of", "eigv", "engine_load_line",
+    "entropy_bits", "entropy_lower_bound", "event_outputs_frame", "events_figure", "first_divergence", "grid_html",
+    "group_answers", "groups_frame", "how_many_headline", "how_many_samples", "identical_groups", "itl_figure",
+    "itl_frame", "jaccard_matrix", "maj_at_k", "meaning_clusters", "measures_side_by_side", "measures_table",
+    "message_figure", "ngram_kernel", "other_requests", "pair_frame", "pairwise_frame", "pairwise_heatmap",
+    "pairwise_similarities", "parse_extractor", "pass_at_k", "phases_frame", "pieces", "read_reference", "report_for",
+    "run_measures", "run_report", "run_row", "runs_report", "samples_frame", "seed_overlap_sentence", "seed_overlaps",
+    "sequence_logprob", "set_diversity", "set_measures", "set_measures_hook", "settings_diff", "settle_probability",
+    "settled_at", "settled_sentence", "similarity", "similarity_matrix", "sweep_chart", "sweep_grid", "sweep_info",
+    "sweep_order", "sweep_report", "sweep_table", "timing_frame", "tokens_over_time_figure", "tree_figure",
+    "tree_frame", "truncate", "ttft_figure", "uncertainty_figure", "uncertainty_frame", "vendi_score", "visible",
+    "why_different", "with_answers", "word_set",
 ]
