@@ -47,7 +47,6 @@ def run_label(run: Run) -> str:
     return str(run.request.get("request_id", "run"))
 
 
-
 def run_row(run: Run) -> pd.DataFrame:
     """What the run was and what came of it, as a one-row table: runs side by side are
     ``pd.concat`` of theirs, one run read down is ``.T``. ``wall_time`` of a run still going is
