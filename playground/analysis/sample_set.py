@@ -108,11 +108,11 @@ def measures_table(d: SetDiversity) -> pd.DataFrame:
 def groups_frame(answers: Answers, example_chars: int = 120) -> pd.DataFrame:
     """One row per answer group, largest first, then the samples with no answer (group empty)."""
     rows = [{"group": k, "answer": g.answer, "size": g.size, "share": round(g.size / answers.n, 3),
-             "samples": _joined(g.indices), "seeds": _joined(g.seeds), "example": _cut(g.example, example_chars)}
+             "samples": _listed(g.indices), "seeds": _listed(g.seeds), "example": _cut(g.example, example_chars)}
             for k, g in enumerate(answers.groups, 1)]
     if answers.unanswered:
         rows.append({"group": None, "answer": NO_ANSWER, "size": len(answers.unanswered),
-                     "share": round(len(answers.unanswered) / answers.n, 3), "samples": _joined(answers.unanswered),
+                     "share": round(len(answers.unanswered) / answers.n, 3), "samples": _listed(answers.unanswered),
                      "seeds": "", "example": ""})
     return pd.DataFrame(rows, columns=GROUP_COLUMNS).astype({"group": "Int64"})
 
@@ -130,8 +130,8 @@ def answer_groups_figure(answers: Answers) -> go.Figure:
     if answers.unanswered:
         seeds = [None] * len(answers.unanswered)
         bars.append((NO_ANSWER, NO_ANSWER, answers.unanswered, seeds, "#d1d5db"))
-    hover = [f"{html.escape(answer)}<br>{len(indices)} of {answers.n} samples: {_joined(indices)}"
-             + (f"<br>seeds {_joined(seeds)}" if any(x is not None for x in seeds) else "")
+    hover = [f"{html.escape(answer)}<br>{len(indices)} of {answers.n} samples: {_listed(indices)}"
+             + (f"<br>seeds {_listed(seeds)}" if any(x is not None for x in seeds) else "")
              for _, answer, indices, seeds, _ in bars]
     fig = go.Figure(go.Bar(
         x=[len(b[2]) for b in bars], y=[b[0] for b in bars], orientation="h", marker_color=[b[4] for b in bars],
@@ -147,7 +147,7 @@ def answer_groups_figure(answers: Answers) -> go.Figure:
     return fig
 
 
-def _joined(values) -> str:
+def _listed(values) -> str:
     return ", ".join("?" if v is None else str(v) for v in values)
 
 

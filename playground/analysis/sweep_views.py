@@ -109,10 +109,10 @@ def with_answers(measures: Measures | None, extractor: Extractor | str | None) -
         return measures
     extractor = extractor if isinstance(extractor, Extractor) else parse_extractor(extractor)
 
-    def joined(run: Run) -> dict:
+    def with_majority(run: Run) -> dict:
         return {**(measures(run) if measures else {}), **answer_row(group_answers(run, extractor))}
 
-    return joined
+    return with_majority
 
 
 def all_measures(run: Run, measures: Measures | None = None) -> dict:
