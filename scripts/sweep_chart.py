@@ -22,7 +22,7 @@ SWEEP = ["sweep", "--prompt", "Name one colour. Answer with one word.", "--use-c
          "--param", "temperature", "--values", "0.2", "0.5", "0.8", "1.1", "1.4", "--n", "8", "--seed", "1",
          "--max-tokens", "24", "--logprobs", "1", "--answer", "normalized"]
 ANSWER = "normalized"
-FIGURES = ["mean_tokens", "mean_prob", "distinct_2", "effective_samples", "vote_share"]
+MEASURES = ["mean_tokens", "mean_prob", "distinct_2", "effective_samples", "vote_share"]
 
 
 def main() -> None:
@@ -43,8 +43,8 @@ def main() -> None:
             runs_path = Path(tmp) / "sweep.jsonl"
             subprocess.run([sys.executable, "app.py", *SWEEP, "--out", str(runs_path)], cwd=ROOT, check=True)
         runs = read_runs(runs_path)
-        figures = analysis.with_answers(analysis.set_figures_hook(), ANSWER)
-        fig = analysis.sweep_chart(runs, figures, FIGURES)
+        measures = analysis.with_answers(analysis.set_measures_hook(), ANSWER)
+        fig = analysis.sweep_chart(runs, measures, MEASURES)
         fig.update_layout(width=1040, margin={"t": 70, "b": 50})
         page_path = Path(tmp) / "chart.html"
         page_path.write_text(fig.to_html(include_plotlyjs=True, full_html=True), encoding="utf-8")

@@ -118,24 +118,25 @@ def test_pairwise_frame_known_pairs():
     assert A.pairwise_frame(make_run([[1, 2]])).empty  # n=1: no pairs
 
 
-def test_diff_against_labels_each_token():
+def test_diff_samples_labels_each_token():
     run = make_run([[1, 2, 3, 4], [1, 2, 9, 4, 5]])
-    pairs = A.diff_against(run, reference=0, index=1)
+    pairs = A.diff_samples(run.samples[0], run.samples[1])
     assert [label for _, label in pairs] == ["equal", "equal", "replace", "equal", "insert"]
     assert [text for text, _ in pairs] == ["The", "·sea", "·<b>&", "·calm", "↵\n"]
-    assert [label for _, label in A.diff_against(run, 0, 0)] == ["equal"] * 4
+    assert [label for _, label in A.diff_samples(run.samples[0], run.samples[0])] == ["equal"] * 4
 
 
-def test_diff_against_can_show_deleted_reference_tokens():
+def test_diff_samples_can_show_deleted_reference_tokens():
     run = make_run([[1, 2, 3], [1, 3]])
-    assert [label for _, label in A.diff_against(run, 0, 1)] == ["equal", "equal"]
-    assert A.diff_against(run, 0, 1, deleted=True) == [("The", "equal"), ("·sea", "delete"), ("·is", "equal")]
-    assert A.diff_against(make_run([[1], []]), 0, 1) == []  # an empty completion against a reference
+    ref, sample = run.samples
+    assert [label for _, label in A.diff_samples(ref, sample)] == ["equal", "equal"]
+    assert A.diff_samples(ref, sample, deleted=True) == [("The", "equal"), ("·sea", "delete"), ("·is", "equal")]
+    assert A.diff_samples(*make_run([[1], []]).samples) == []  # an empty completion against a reference
 
 
 def test_diff_html_escapes_and_boxes_every_token():
     run = make_run([[1, 9], [1, 9, 5]])
-    html = A.diff_html(A.diff_against(run, 0, 1))
+    html = A.diff_html(A.diff_samples(*run.samples))
     assert "<b>" not in html and "&lt;b&gt;&amp;" in html
     assert html.count("<span") == 3 and "tok-insert" in html and "tok-equal" in html
     assert A.diff_html([]).startswith("<div")
@@ -340,22 +341,22 @@ def test_events_of_a_run_in_progress():
     assert len(fig.data[1].x) == 0 and len(fig.layout.shapes) == 0
 
 
-# ---- summary ------------------------------------------------------------------------------------
+# ---- one row per run ----------------------------------------------------------------------------
 
-def test_summary_row():
+def test_run_row():
     run = make_run([[1, 2], [3], [1, 2]], cached={0: 0, 1: 16, 2: 16})
-    row = A.summary_frame(run).iloc[0]
+    row = A.run_row(run).iloc[0]
     assert row["n"] == 3 and row["tokens"] == 5 and row["output_kind"] == "DELTA"
     assert row["wall_time"] == pytest.approx(0.25) and row["tokens_per_s"] == pytest.approx(20.0)
     assert row["cached_prompt_tokens"] == [0, 16, 16]
     assert row["any_identical"] and row["identical_samples"] == "0=2"
-    unique = A.summary_frame(make_run([[1], [2]])).iloc[0]
+    unique = A.run_row(make_run([[1], [2]])).iloc[0]
     assert not unique["any_identical"] and unique["identical_samples"] == ""
 
 
-def test_summary_of_a_run_in_progress():
+def test_run_row_of_a_run_in_progress():
     run = make_run([[1, 2], [3]], finished=[1], status="running")
-    row = A.summary_frame(run).iloc[0]
+    row = A.run_row(run).iloc[0]
     assert row["status"] == "running" and row["wall_time"] == pytest.approx(0.2)
     assert "running ×1" in row["finish_reasons"]
 
@@ -379,7 +380,7 @@ EDGE_RUNS = {
 }
 
 FRAMES = [A.pairwise_frame, A.tree_frame, A.uncertainty_frame, A.agreement_frame, A.timing_frame, A.itl_frame,
-          A.event_outputs_frame, A.summary_frame]
+          A.event_outputs_frame, A.run_row]
 FIGURES = [A.pairwise_heatmap, A.tree_figure, A.uncertainty_figure, A.agreement_figure, A.tokens_over_time_figure,
            A.itl_figure, A.ttft_figure, A.events_figure]
 
@@ -398,12 +399,12 @@ def test_every_analysis_handles_the_run(name):
     for s in run.samples:
         assert len(A.pieces(s)) == len(s.token_ids)
         if s.index:
-            assert len(A.diff_against(run, 0, s.index)) == len(s.token_ids)
+            assert len(A.diff_samples(run.samples[0], s)) == len(s.token_ids)
 
 
 def test_split_multibyte_pieces_stay_visible_tokens():
     run = EDGE_RUNS["utf8"]
-    pairs = A.diff_against(run, 0, 1)
+    pairs = A.diff_samples(run.samples[0], run.samples[1])
     assert [t for t, _ in pairs] == ["The", A.PARTIAL, "é", "·is"]
     assert [label for _, label in pairs] == ["equal", "equal", "equal", "replace"]
     shared = A.divergence_tree(run).children[0]

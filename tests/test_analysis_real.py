@@ -82,7 +82,7 @@ def test_diff_and_tree_agree_with_the_token_ids(real_run):
         else:
             assert row.first_divergence >= prefix and a[:row.first_divergence] == b[:row.first_divergence]
     for s in samples:
-        diff = A.diff_against(real_run, 0, s.index)
+        diff = A.diff_samples(real_run.samples[0], s)
         assert len(diff) == len(s.token_ids)
         assert all(label == "equal" for _, label in diff[:prefix])
 
@@ -113,7 +113,7 @@ def test_uncertainty_and_timing_cover_every_token(real_run):
     assert len(A.itl_frame(real_run)) == tokens - N
     events = A.event_outputs_frame(real_run)
     assert events.groupby("index")["new_tokens"].sum().tolist() == [len(s.token_ids) for s in real_run.samples]
-    summary = A.summary_frame(real_run).iloc[0]
+    summary = A.run_row(real_run).iloc[0]
     assert summary["tokens"] == tokens and summary["n"] == N and summary["output_kind"] == "DELTA"
 
 

@@ -52,7 +52,7 @@ def test_analyze_command_end_to_end_on_real_bundles(runs_file, tmp_path):
     assert document["answer"] == "last-number" and document["errors"] == []
     bundles = [Run.from_json(text) for text in runs_file.read_text(encoding="utf-8").splitlines()]
     for bundle, written in zip(bundles, document["runs"], strict=True):
-        expected = json.loads(json.dumps(A.set_figures(bundle, "last-number").to_dict()))
+        expected = json.loads(json.dumps(A.set_measures(bundle, "last-number").to_dict()))
         assert {k: written[k] for k in expected} == expected
         figures = written["figures"]
         assert sum(g["size"] for g in written["groups"]) + len(figures["unanswered"]) == bundle.n

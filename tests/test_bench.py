@@ -50,12 +50,12 @@ def test_tokens_in_one_output_share_a_time_and_count_as_zero_latency():
 
 def test_cache_hit_from_each_child_or_from_the_engine_counter():
     per_child = Arrivals(times=[[1.0]] * 3, wall=1.0, child_cached=[0, 384, 192])
-    assert bench.cache_figures(3, per_child, 409, 128) == {
+    assert bench.cache_measures(3, per_child, 409, 128) == {
         "aligned_prompt_tokens": 384, "children_cached_tokens": 288.0, "cache_hit": 0.75, "cache_source": "per child"}
     counted = Arrivals(times=[[1.0]] * 3, wall=1.0, cache_hits=768.0)
-    figures = bench.cache_figures(3, counted, 409, 128)
-    assert figures["children_cached_tokens"] == 384 and figures["cache_hit"] == 1.0
-    assert math.isnan(bench.cache_figures(1, per_child, 409, 128)["cache_hit"])  # no children beyond 0
+    measures = bench.cache_measures(3, counted, 409, 128)
+    assert measures["children_cached_tokens"] == 384 and measures["cache_hit"] == 1.0
+    assert math.isnan(bench.cache_measures(1, per_child, 409, 128)["cache_hit"])  # no children beyond 0
 
 
 def rows(tps: dict[tuple[int, int, str], float]) -> pd.DataFrame:
@@ -126,7 +126,7 @@ def test_goals_compare_medians_with_their_targets():
     assert met["native/hf >= 2 at n=16"] == "yes"
     assert met["children cache hit >= 0.9 at every n"] == "NO"
     assert table.loc["children cache hit >= 0.9 at every n", "where"] == "wrapper n=16"
-    # Browser goals read the warm runs only (the first run after start is its own figure).
+    # Browser goals read the warm runs only (the first run after start is measured on its own).
     assert table.loc["first visible token, warm (s) <= 1 at n=8", "measured"] == pytest.approx(0.9)
     assert met["page updates per second < 20 at every n"] == "NO"  # n=32 updated 21 times a second
     assert table.loc["page updates per second < 20 at every n", "where"] == "n=32"
@@ -200,8 +200,8 @@ def test_a_tiny_real_run_writes_its_files_and_ends_with_the_headline(host, app_u
     assert HEADLINE.match(last), last
 
 
-def test_the_page_figures_from_a_real_chromium(app_url):
-    """One short run on the session's app through headless Chromium: the figures the browser path
+def test_the_page_measures_from_a_real_chromium(app_url):
+    """One short run on the session's app through headless Chromium: the measures the browser path
     reports are there and consistent (what they amount to is the benchmark's business)."""
     from playwright.sync_api import sync_playwright
 

@@ -46,7 +46,7 @@ def test_a_sweep_fills_its_grid_and_chart_and_its_file_opens_without_the_engine(
         charted = page.evaluate("() => document.querySelector('#sweep-chart .js-plotly-plot').data"
                                 ".map(t => [t.name, t.x.length])")
         names = [name for name, _ in charted]
-        assert {"distinct_2", "effective_samples", "similarity"} <= set(names), names  # the set figures
+        assert {"distinct_2", "effective_samples", "similarity"} <= set(names), names  # the set measures
         assert all(points == 2 for _, points in charted), charted  # one point per value
         # Answers read by first line: the chart gains the majority's vote share, without running again.
         page.locator("#sweep-answer input").click()

@@ -1,5 +1,5 @@
-"""How many samples a prompt needs, on hand-made runs whose figures are worked out here by hand:
-agreement@k, pass@k and maj@k against k, the stopping rule, EigV and DegMat, the logprob figures,
+"""How many samples a prompt needs, on hand-made runs whose measures are worked out here by hand:
+agreement@k, pass@k and maj@k against k, the stopping rule, EigV and DegMat, the logprob measures,
 shared child seeds, and the estimate beyond EXACT_UP_TO samples against an exact count. No engine."""
 
 from __future__ import annotations
@@ -210,7 +210,7 @@ def test_many_distinct_answers_are_fast():
     assert c.maj_at_k.at(1) == pytest.approx(1 / 256) and max(c.maj_at_k.values[1:]) == 0.0
 
 
-# ---- EigV, DegMat and the logprob figures ----------------------------------------------------------
+# ---- EigV, DegMat and the logprob measures ----------------------------------------------------------
 
 def test_eigv_and_degmat_of_identical_and_disjoint_texts():
     same = A.jaccard_matrix(["The cat sat", "the CAT sat", "sat the cat"])  # word sets, lower-cased
@@ -240,7 +240,7 @@ def with_logprobs(run: Run, logprobs: list[list[float | None] | None]) -> Run:
     return run
 
 
-def test_logprob_figures():
+def test_logprob_measures():
     run = with_logprobs(make_run(["a b c", "d", "e", "f f"]), [[-0.5, -1.0, -1.5], [-2.0], None, [-1.0, None]])
     c = A.confidence_of(run)
     assert c.sequence_logprob == [pytest.approx(-3.0), pytest.approx(-2.0), None, None]  # a missing logprob: None
@@ -281,13 +281,13 @@ def test_same_seed_runs_and_unknown_seeds():
 # ---- the headline of a run ----------------------------------------------------------------------
 
 def test_headline_and_everything_for_json():
-    figures = A.how_many_samples(make_run(TEXTS), "last-number", "7")
+    how_many = A.how_many_samples(make_run(TEXTS), "last-number", "7")
     # Two blocks of identical texts with no word in common: W is block-diagonal with blocks of ones,
     # D^-1/2 W D^-1/2 has eigenvalues 1, 1, 0...: EigV 2.
-    assert figures.headline() == "settled after 7 of 8 · pass@1 0.75 · pass@8 1.00 · EigV 2.00"
+    assert how_many.headline() == "settled after 7 of 8 · pass@1 0.75 · pass@8 1.00 · EigV 2.00"
     assert A.how_many_headline(make_run(TEXTS), "last-number") == "settled after 7 of 8 · EigV 2.00"
     assert A.how_many_headline(make_run(["a", "b"])) == "not settled within 2 · EigV 2.00"
-    d = figures.to_dict()
+    d = how_many.to_dict()
     for name in ["agreement_at_k", "pass_at_k", "maj_at_k", "settled_at", "eigv_jaccard", "degmat_jaccard",
                  "sequence_logprob", "mean_nll", "perplexity", "sequence_entropy"]:
         assert name in d, name

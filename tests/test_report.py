@@ -54,7 +54,7 @@ def sweep_runs() -> list[Run]:
 # --- the sweep ----------------------------------------------------------------------------------
 
 def test_sweep_table_one_row_per_value_in_order_with_min_and_max_across_samples():
-    table = A.sweep_table(sweep_runs(), figures=lambda run: {"extra": run.n * 10, "note": "text"})
+    table = A.sweep_table(sweep_runs(), measures=lambda run: {"extra": run.n * 10, "note": "text"})
     assert table["value"].tolist() == [0.5, 1.0, 1.5]
     assert table["distinct_samples"].tolist() == [2, 3, 3]
     assert table["identical_samples"].tolist() == ["0=1", "", ""]
@@ -80,8 +80,8 @@ def test_a_chosen_extractor_adds_each_values_majority_answer_and_vote_share():
         A.with_answers(None, "regex:([")  # refused when chosen, before a run is read
 
 
-def test_sweep_chart_draws_each_figure_against_the_value_with_whiskers():
-    fig = A.sweep_chart(sweep_runs(), figures=lambda run: {"vendi": float(run.n), "vendi_min": 1.0,
+def test_sweep_chart_draws_each_measure_against_the_value_with_whiskers():
+    fig = A.sweep_chart(sweep_runs(), measures=lambda run: {"vendi": float(run.n), "vendi_min": 1.0,
                                                            "vendi_max": 3.0})
     by_name = {trace.name: trace for trace in fig.data}
     assert list(by_name) == ["mean_tokens", "mean_prob", "distinct_samples", "vendi"]
@@ -103,9 +103,6 @@ def test_grid_follows_each_seed_down_its_column_and_names_the_first_diverging_to
     assert middle[0].note() == "= above"
     assert [c.diverges_at for c in bottom] == [1, None, 0]
     assert bottom[0].words == "The grey is calm"
-    frame = A.grid_frame(sweep_runs())
-    assert list(frame.columns) == ["run", "#0", "#1", "#2"]
-    assert frame.loc[1, "#1"].startswith("The sea wild.") and "token 2" in frame.loc[1, "#1"]
     html = A.grid_html(sweep_runs())
     assert html.count("<tr>") == 4 and "seed 11" in html and "≠ above at token 0" in html
 
@@ -120,7 +117,7 @@ def test_grid_of_a_seed_sweep_names_each_cells_seed():
 
 # --- two runs side by side ----------------------------------------------------------------------
 
-def test_two_runs_side_by_side_per_index_first_divergence_and_figures():
+def test_two_runs_side_by_side_per_index_first_divergence_and_measures():
     a = make_run([[1, 2, 3, 4], [1, 2, 3], [1, 7]], "run-a")
     b = make_run([[1, 2, 3, 4], [1, 2, 5], [1, 7], [1]], "run-b", temperature=1.3)
     pairs = A.pair_frame(a, b)
@@ -129,9 +126,9 @@ def test_two_runs_side_by_side_per_index_first_divergence_and_figures():
     assert (pairs.loc[1, "token_a"], pairs.loc[1, "token_b"]) == ("·is", "·wild")
     assert A.settings_diff(a, b).to_dict("records") == [{"setting": "n", "A": 3, "B": 4},
                                                        {"setting": "temperature", "A": 1.0, "B": 1.3}]
-    figures = A.figures_side_by_side(a, b, figures=lambda run: {"answers": run.n - 1}).set_index("figure")
-    assert figures.loc["distinct_samples"].tolist() == [3, 4, 1]
-    assert figures.loc["answers", "B - A"] == 1
+    measures = A.measures_side_by_side(a, b, measures=lambda run: {"answers": run.n - 1}).set_index("figure")
+    assert measures.loc["distinct_samples"].tolist() == [3, 4, 1]
+    assert measures.loc["answers", "B - A"] == 1
     html = A.comparison_html(a, b)
     assert "2 of 4 samples identical" in html and "id='compare-sample-1'" in html
     assert "tok-replace" in html  # B's sample 1 token by token against A's
@@ -182,7 +179,7 @@ def check_self_contained(page: str) -> Parsed:
 
 def test_run_report_is_one_page_with_the_columns_diff_tree_and_charts():
     run = make_run([[1, 2, 3, 4], [1, 2, 8], [1, 6]], probs=[[0.5] * 4, [0.5] * 3, [0.5] * 2])
-    page = A.run_report(run, figures=lambda r: {"vendi": 2.5})
+    page = A.run_report(run, measures=lambda r: {"vendi": 2.5})
     p = check_self_contained(page)
     assert sum(i.startswith("figure-") for i in p.ids) == 5  # tree, heatmap, uncertainty, agreement, timing
     assert {"sample-0", "sample-1", "sample-2"} <= set(p.ids)
@@ -190,7 +187,7 @@ def test_run_report_is_one_page_with_the_columns_diff_tree_and_charts():
     assert "vendi" in page and "diverges at token 2" in page
 
 
-def test_comparison_and_sweep_reports_and_the_choice_between_them(tmp_path):
+def test_comparison_and_sweep_reports_and_the_choice_between_them():
     a, b = make_run([[1, 2, 3]], "run-a"), make_run([[1, 2, 5]], "run-b", temperature=0.7)
     page = A.comparison_report(a, b)
     check_self_contained(page)
@@ -206,16 +203,16 @@ def test_comparison_and_sweep_reports_and_the_choice_between_them(tmp_path):
     assert A.report_for(runs).count("class='sweep-grid'") == 1
     assert "side by side" in A.report_for([a, b])
     assert "3 runs" in A.report_for([a, b, make_run([[1]], "run-c")])
-    assert A.write_html_report([a], tmp_path / "r.html").read_text(encoding="utf-8").startswith("<!DOCTYPE html>")
+    assert A.report_for([a]).startswith("<!DOCTYPE html>")
     with pytest.raises(ValueError, match="no run to report"):
         A.report_for([])
 
 
-def test_a_sweep_report_reads_each_runs_figures_once_and_takes_a_table_its_caller_has():
+def test_a_sweep_report_reads_each_runs_measures_once_and_takes_a_table_its_caller_has():
     seen = []
-    page = A.sweep_report(sweep_runs(), figures=lambda run: seen.append(run.request["request_id"]) or {"extra": 1})
+    page = A.sweep_report(sweep_runs(), measures=lambda run: seen.append(run.request["request_id"]) or {"extra": 1})
     assert sorted(seen) == ["run-0", "run-1", "run-2"]  # the chart and the table share one sweep_table
-    table = A.sweep_table(sweep_runs(), figures=lambda run: {"extra": 7})
+    table = A.sweep_table(sweep_runs(), measures=lambda run: {"extra": 7})
     assert "extra" in page and ">7<" in A.sweep_report(sweep_runs(), table=table)
     assert [t.name for t in A.sweep_chart(sweep_runs(), table=table).data][-1] == "extra"
     a, b = make_run([[1, 2, 3]], "run-a"), make_run([[1, 2, 5]], "run-b")
@@ -230,7 +227,8 @@ def test_the_report_draws_its_charts_in_chromium_with_no_network(tmp_path):
         pytest.fail(f"Chromium not found at {CHROMIUM}: run `make test` (it installs it) or set PLAYGROUND_CHROMIUM")
     from playwright.sync_api import sync_playwright
 
-    path = A.write_html_report(sweep_runs(), tmp_path / "sweep.html")
+    path = tmp_path / "sweep.html"
+    path.write_text(A.report_for(sweep_runs()), encoding="utf-8")
     with sync_playwright() as pw:
         browser = pw.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox", "--disable-gpu"])
         try:

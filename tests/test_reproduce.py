@@ -32,7 +32,6 @@ def test_a_run_alone_has_no_other_requests_and_a_crowded_one_says_how_many():
     assert A.other_requests(run(counts=(1, 0))) == 0, "1 unfinished, then none: only its own children"
     assert A.other_requests(run(counts=(4, 3))) == 3
     assert A.other_requests(run(counts=(None, None))) is None
-    assert A.batch_sizes(run(counts=(4, 3))) == (3, 4)
 
 
 def test_why_different_names_each_condition_that_changed():

@@ -1,4 +1,4 @@
-"""The set figures (what the n samples say together) on small hand-made runs whose answers are
+"""The set measures (what the n samples say together) on small hand-made runs whose answers are
 known: identical samples, all-different samples, two answer groups of known sizes, and the
 extremes (n = 1, no sample, empty samples, no extractable answer). No engine; one real
 sentence-embedding model (shipped in a wheel, loaded offline) for grouping by meaning."""
@@ -207,11 +207,11 @@ def test_a_real_embedding_model_groups_paraphrases(embedding_model):
                     ("I like turtles.", [3])])
     embeddings = load_embedder(embedding_model).embed([s.text for s in run.samples])
     assert embeddings.shape == (3, 384)
-    figures = A.set_figures(run, "normalized", embeddings, embedding_model, threshold=0.85)
-    assert len(figures.answers.groups) == 3  # three different texts...
-    assert figures.meaning.clusters == [[0, 1], [2]]  # ...two meanings
-    assert figures.meaning.entropy == pytest.approx(bits(2 / 3, 1 / 3))
-    assert A.samples_frame(run, figures)["meaning_cluster"].tolist() == [1, 1, 2]
+    measures = A.set_measures(run, "normalized", embeddings, embedding_model, threshold=0.85)
+    assert len(measures.answers.groups) == 3  # three different texts...
+    assert measures.meaning.clusters == [[0, 1], [2]]  # ...two meanings
+    assert measures.meaning.entropy == pytest.approx(bits(2 / 3, 1 / 3))
+    assert A.samples_frame(run, measures)["meaning_cluster"].tolist() == [1, 1, 2]
     with pytest.raises(EmbeddingModelError, match="'nobody/no-such-model' could not be loaded.*downloads are off"):
         load_embedder("nobody/no-such-model")
 
@@ -220,28 +220,28 @@ def test_a_real_embedding_model_groups_paraphrases(embedding_model):
 
 def test_frames_and_the_groups_chart():
     run = make_run([("so 12", [1, 2]), ("12!", [1, 3]), ("7", [4]), ("no", [5])])
-    figures = A.set_figures(run, "last-number")
-    row = A.set_frame(figures).iloc[0]
-    assert list(A.set_frame(figures).columns) == A.SET_COLUMNS
+    measures = A.set_measures(run, "last-number")
+    row = measures.row()
+    assert list(row) == A.SET_COLUMNS
     assert (row["majority"], row["majority_size"], row["vote_share"], row["groups"]) == ("12", 2, 0.5, 2)
     assert row["unanswered"] == [3] and row["meaning_clusters"] is None
-    samples = A.samples_frame(run, figures)
+    samples = A.samples_frame(run, measures)
     assert samples["answer"].tolist()[:3] == ["12", "12", "7"] and samples["group"].tolist()[:3] == [1, 1, 2]
     assert samples.loc[3, ["answer", "group", "group_size"]].isna().all()  # no answer: empty cells in the CSV
-    groups = A.groups_frame(figures.answers)
+    groups = A.groups_frame(measures.answers)
     assert groups["samples"].tolist() == ["0, 1", "2", "3"] and groups["answer"].tolist()[2] == "(no answer)"
-    bar = A.answer_groups_figure(figures.answers).data[0]
+    bar = A.answer_groups_figure(measures.answers).data[0]
     assert list(bar.customdata) == ["0,1", "2", "3"]  # what a click on a bar reads
     assert list(bar.x) == [2, 1, 1] and list(bar.y) == ["1. 12", "2. 7", "(no answer)"]
-    table = A.figures_table(figures.diversity)
+    table = A.measures_table(measures.diversity)
     assert table.columns.tolist() == ["figure", "whole samples", "after token 0"]
-    to_json = figures.to_dict()
+    to_json = measures.to_dict()
     assert to_json["groups"][0] == {"answer": "12", "size": 2, "samples": [0, 1], "seeds": [100, 101],
                                     "example": "so 12"}
     assert to_json["answers"][3] == {"sample": 3, "answer": None, "group": None}
 
 
-def test_batch_summary_has_the_set_figures():
+def test_batch_summary_has_the_set_measures():
     frame = batch.summary_frame({1: TWO_GROUPS, 2: IDENTICAL}, "last-number")
     assert frame["answers"].tolist() == [2, 1] and frame["majority"].tolist() == ["12", "42"]
     assert frame["vote_share"].tolist() == [0.6, 1.0]
@@ -261,8 +261,8 @@ def test_set_tab_values_and_a_bar_click():
     assert shown.groups["size"].tolist() == [3, 2] and shown.samples["group"].tolist() == [1, 1, 1, 2, 2]
 
     bad = set_panel.set_values(TWO_GROUPS, extractor_spec("regex", r"\d+"))
-    assert bad.set_figures is None and "has 0 groups" in bad.headline
-    assert bad.groups.empty and not bad.figures.empty  # the diversity does not depend on the extractor
+    assert bad.set_measures is None and "has 0 groups" in bad.headline
+    assert bad.groups.empty and not bad.diversity.empty  # the diversity does not depend on the extractor
     assert extractor_spec("regex", r"is (\d+)") == r"regex:is (\d+)"
     assert set_panel.picked_indices("3,4@1718000000000") == [3, 4] and set_panel.picked_indices("junk") == []
 

@@ -168,14 +168,14 @@ def test_sweep_tab_draws_a_saved_sweep_and_refuses_a_bad_one(tmp_path):
 
     asked = []
 
-    def figures(run: Run) -> dict:
+    def measures(run: Run) -> dict:
         asked.append(run.request["request_id"])
         return {"vendi": run.n - 0.5}
 
     with gr.Blocks():
-        tab = sweep_panel.build(Handlers(backend=None), figures=figures, chart=["distinct_samples", "vendi"])
+        tab = sweep_panel.build(Handlers(backend=None), measures=measures, chart=["distinct_samples", "vendi"])
     update = tab.show(sweep_runs())
-    assert update[tab.table]["value"]["vendi"].tolist() == [2.5] * 3  # the set figures' hook
+    assert update[tab.table]["value"]["vendi"].tolist() == [2.5] * 3  # the set measures' hook
     assert sorted(asked) == ["run-0", "run-1", "run-2"]  # once per run for the chart, the table and the report
     assert [trace.name for trace in update[tab.chart].data] == ["distinct_samples", "vendi"]
     assert "temperature=1.5" in update[tab.grid] and update[tab.status].startswith("✔ finished · 3 of 3")
@@ -187,7 +187,7 @@ def test_sweep_tab_draws_a_saved_sweep_and_refuses_a_bad_one(tmp_path):
     assert set(redrawn) == {tab.chart, tab.table, tab.report}
     assert [t.name for t in redrawn[tab.chart].data] == ["distinct_samples", "vendi", "vote_share"]
     assert redrawn[tab.table]["value"]["vote_share"].tolist() == [0.667, 0.333, 0.333]
-    assert redrawn[tab.table]["value"]["vendi"].tolist() == [2.5] * 3  # the tab's own figures stay
+    assert redrawn[tab.table]["value"]["vendi"].tolist() == [2.5] * 3  # the tab's own measures stay
     assert "vote_share" in Path(redrawn[tab.report]).read_text(encoding="utf-8")
     assert asyncio.run(tab.redraw([], "normalized", "")) == {}
     with pytest.raises(gr.Error, match="the pattern 'no group' has 0 groups"):
@@ -209,7 +209,7 @@ def test_compare_tab_takes_an_opened_file_and_compares_two_runs(tmp_path):
 
     asked = []
     with gr.Blocks():
-        tab = compare_panel.build(tmp_path, figures=lambda run: asked.append(run.request["request_id"]) or {})
+        tab = compare_panel.build(tmp_path, measures=lambda run: asked.append(run.request["request_id"]) or {})
     bad = tmp_path / "bad.jsonl"
     bad.write_text(sweep_runs()[0].to_json() + "\n{\"prompt\": \"hi\"}\n", encoding="utf-8")
     with pytest.raises(gr.Error, match="bad.jsonl, line 2: this is not a run bundle"):
@@ -223,14 +223,14 @@ def test_compare_tab_takes_an_opened_file_and_compares_two_runs(tmp_path):
     assert a["choices"][0][0].startswith("history · run-h")
     assert a["value"] == "upload:run-2" and b["value"] == "upload:run-0"
     assert len(tab.add(read_upload(str(good)), history, uploads, None)[tab.a]["choices"]) == 4, "a run is listed once"
-    headline, pairs, changed, figures, columns, report = tab.compare(a["value"], b["value"], history, uploads, None)
+    headline, pairs, changed, measures, columns, report = tab.compare(a["value"], b["value"], history, uploads, None)
     assert "0 of 3 samples identical" in headline and "temperature 1.5 → 0.5" in headline
     assert pairs["value"]["verdict"].tolist() == ["diverged at token 1", "diverged at token 2", "diverged at token 0"]
     assert "compare-sample-2" in columns and Path(report).exists()
     assert changed["value"].to_dict("records") == [{"setting": "temperature", "A": "1.5", "B": "0.5"}]
-    assert figures["value"].set_index("figure").loc["distinct_samples", "A"] == 3
-    assert sorted(asked) == ["run-0", "run-2"]  # each run's figures once, for the table and the report
-    assert "vote_share" not in figures["value"]["figure"].tolist()  # "none": no answers read
+    assert measures["value"].set_index("figure").loc["distinct_samples", "A"] == 3
+    assert sorted(asked) == ["run-0", "run-2"]  # each run's measures once, for the table and the report
+    assert "vote_share" not in measures["value"]["figure"].tolist()  # "none": no answers read
     answered = tab.compare(a["value"], b["value"], history, uploads, None, "normalized", "")[3]["value"]
     by_figure = answered.set_index("figure")
     assert by_figure.loc["majority", "A"] == "the grey is calm" and by_figure.loc["majority", "B"] == "the sea is calm"

@@ -1,8 +1,12 @@
 """Analysis of one Run: where and why the n samples diverge, how sure the model was, when tokens
-arrived, what the n samples say together (diversity, answers, agreement), and how many of them a prompt
-needs (curves against k, a stopping rule, the uncertainty of the set). Pure functions over
-the run record: pandas tables and plotly figures, no vLLM and no Gradio, so a saved bundle can be
-analysed anywhere."""
+arrived, what the n samples say together (diversity, answers, agreement), and how many of them a
+prompt needs (curves against k, a stopping rule, the uncertainty of the set); and of several runs:
+side by side, as a sweep, as one HTML report. Pure functions over the run record: pandas tables and
+plotly figures, no vLLM and no Gradio, so a saved bundle can be analysed anywhere.
+
+A *measure* is a number about a run (``run_measures``, ``SetMeasures``; a ``Measures`` callable
+adds some to a sweep, a comparison or a report); a *figure* is a plotly object (the ``*_figure``
+functions). This module is the package's front door: callers import from here."""
 
 from playground.analysis.answers import (
     DEFAULT_EXTRACTOR,
@@ -15,7 +19,15 @@ from playground.analysis.answers import (
     group_answers,
     parse_extractor,
 )
-from playground.analysis.compare import comparison_html, figures_side_by_side, pair_frame, settings_diff
+from playground.analysis.comparison import (
+    comparison_html,
+    measures_side_by_side,
+    pair_frame,
+    run_row,
+    seed_overlap_sentence,
+    seed_overlaps,
+    settings_diff,
+)
 from playground.analysis.confidence import (
     CONFIDENCE_COLUMNS,
     LOGPROB_NOTE,
@@ -34,10 +46,13 @@ from playground.analysis.convergence import (
     EXACT_UP_TO,
     Convergence,
     Curve,
+    HowMany,
     Settled,
     agreement_at_k,
     convergence_figure,
     convergence_of,
+    how_many_headline,
+    how_many_samples,
     maj_at_k,
     pass_at_k,
     read_reference,
@@ -48,7 +63,6 @@ from playground.analysis.convergence import (
 from playground.analysis.diff import (
     DIFF_COLORS,
     common_prefix,
-    diff_against,
     diff_html,
     diff_rows,
     diff_samples,
@@ -58,6 +72,7 @@ from playground.analysis.diff import (
     pairwise_heatmap,
     similarity,
 )
+from playground.analysis.display import PARTIAL, message_figure, pieces, truncate, visible
 from playground.analysis.diversity import (
     Diversity,
     SetDiversity,
@@ -69,8 +84,6 @@ from playground.analysis.diversity import (
     similarity_matrix,
     vendi_score,
 )
-from playground.analysis.events import event_outputs_frame, events_figure
-from playground.analysis.how_many import HowMany, how_many_headline, how_many_samples
 from playground.analysis.meaning import (
     DEFAULT_SIMILARITY,
     MeaningClusters,
@@ -78,38 +91,32 @@ from playground.analysis.meaning import (
     cosine_matrix,
     meaning_clusters,
 )
-from playground.analysis.phases import child_timeline_figure, engine_load_line, phases_frame
 from playground.analysis.report import (
     comparison_report,
     report_for,
     run_report,
     runs_report,
     sweep_report,
-    write_html_report,
 )
-from playground.analysis.reproduce import batch_sizes, condition_changes, other_requests, why_different
+from playground.analysis.reproduce import condition_changes, other_requests, why_different
 from playground.analysis.sample_set import (
     GROUP_COLUMNS,
     SAMPLE_COLUMNS,
     SET_COLUMNS,
-    SetFigures,
+    SetMeasures,
     answer_groups_figure,
-    figures_table,
     groups_frame,
+    measures_table,
     samples_frame,
-    set_figures,
-    set_frame,
+    set_measures,
 )
-from playground.analysis.seed_overlap import seed_overlap_sentence, seed_overlaps
-from playground.analysis.summary import summary_frame
-from playground.analysis.sweep import (
-    Cell,
-    Figures,
-    all_figures,
-    grid_frame,
+from playground.analysis.sweep_views import (
+    GridCell,
+    Measures,
+    all_measures,
     grid_html,
-    run_figures,
-    set_figures_hook,
+    run_measures,
+    set_measures_hook,
     sweep_chart,
     sweep_grid,
     sweep_info,
@@ -117,8 +124,18 @@ from playground.analysis.sweep import (
     sweep_table,
     with_answers,
 )
-from playground.analysis.timing import itl_figure, itl_frame, timing_frame, tokens_over_time_figure, ttft_figure
-from playground.analysis.tokens import PARTIAL, pieces, visible
+from playground.analysis.timing import (
+    child_timeline_figure,
+    engine_load_line,
+    event_outputs_frame,
+    events_figure,
+    itl_figure,
+    itl_frame,
+    phases_frame,
+    timing_frame,
+    tokens_over_time_figure,
+    ttft_figure,
+)
 from playground.analysis.tree import Branch, divergence_tree, tree_figure, tree_frame
 from playground.analysis.uncertainty import (
     agreement_figure,
@@ -129,128 +146,23 @@ from playground.analysis.uncertainty import (
 )
 
 __all__ = [
-    "CONFIDENCE_COLUMNS",
-    "DEFAULT_EXTRACTOR",
-    "DEFAULT_SIMILARITY",
-    "DIFF_COLORS",
-    "DRAWS",
-    "EXACT_UP_TO",
-    "EXTRACTORS",
-    "GROUP_COLUMNS",
-    "LOGPROB_NOTE",
-    "PARTIAL",
-    "SAMPLE_COLUMNS",
-    "SET_COLUMNS",
-    "AnswerGroup",
-    "Answers",
-    "Branch",
-    "Cell",
-    "Confidence",
-    "Convergence",
-    "Curve",
-    "Diversity",
-    "Extractor",
-    "Figures",
-    "HowMany",
-    "InvalidExtractor",
-    "MeaningClusters",
-    "SequenceLogprob",
-    "SetDiversity",
-    "SetFigures",
-    "Settled",
-    "agreement_at_k",
-    "agreement_figure",
-    "agreement_frame",
-    "all_figures",
-    "answer_groups_figure",
-    "batch_sizes",
-    "child_timeline_figure",
-    "cluster_by_similarity",
-    "common_prefix",
-    "comparison_html",
-    "comparison_report",
-    "condition_changes",
-    "confidence_of",
-    "confidence_table",
-    "convergence_figure",
-    "convergence_of",
-    "cosine_matrix",
-    "degmat",
-    "diff_against",
-    "diff_html",
-    "diff_rows",
-    "diff_samples",
-    "distinct_n",
-    "divergence_tree",
-    "diversity_of",
-    "eigv",
-    "engine_load_line",
-    "entropy_bits",
-    "entropy_lower_bound",
-    "event_outputs_frame",
-    "events_figure",
-    "figures_side_by_side",
-    "figures_table",
-    "first_divergence",
-    "grid_frame",
-    "grid_html",
-    "group_answers",
-    "groups_frame",
-    "how_many_headline",
-    "how_many_samples",
-    "identical_groups",
-    "itl_figure",
-    "itl_frame",
-    "jaccard_matrix",
-    "maj_at_k",
-    "meaning_clusters",
-    "ngram_kernel",
-    "other_requests",
-    "pair_frame",
-    "pairwise_frame",
-    "pairwise_heatmap",
-    "pairwise_similarities",
-    "parse_extractor",
-    "pass_at_k",
-    "phases_frame",
-    "pieces",
-    "read_reference",
-    "report_for",
-    "run_figures",
-    "run_report",
-    "runs_report",
-    "samples_frame",
-    "seed_overlap_sentence",
-    "seed_overlaps",
-    "sequence_logprob",
-    "set_diversity",
-    "set_figures",
-    "set_figures_hook",
-    "set_frame",
-    "settings_diff",
-    "settle_probability",
-    "settled_at",
-    "settled_sentence",
-    "similarity",
-    "similarity_matrix",
-    "summary_frame",
-    "sweep_chart",
-    "sweep_grid",
-    "sweep_info",
-    "sweep_order",
-    "sweep_report",
-    "sweep_table",
-    "timing_frame",
-    "tokens_over_time_figure",
-    "tree_figure",
-    "tree_frame",
-    "ttft_figure",
-    "uncertainty_figure",
-    "uncertainty_frame",
-    "vendi_score",
-    "visible",
-    "why_different",
-    "with_answers",
-    "word_set",
-    "write_html_report",
+    "CONFIDENCE_COLUMNS", "DEFAULT_EXTRACTOR", "DEFAULT_SIMILARITY", "DIFF_COLORS", "DRAWS", "EXACT_UP_TO",
+    "EXTRACTORS", "GROUP_COLUMNS", "LOGPROB_NOTE", "PARTIAL", "SAMPLE_COLUMNS", "SET_COLUMNS", "AnswerGroup", "Answers",
+    "Branch", "Confidence", "Convergence", "Curve", "Diversity", "Extractor", "GridCell", "HowMany", "InvalidExtractor",
+    "MeaningClusters", "Measures", "SequenceLogprob", "SetDiversity", "SetMeasures", "Settled", "agreement_at_k",
+    "agreement_figure", "agreement_frame", "all_measures", "answer_groups_figure", "child_timeline_figure",
+    "cluster_by_similarity", "common_prefix", "comparison_html", "comparison_report", "condition_changes",
+    "confidence_of", "confidence_table", "convergence_figure", "convergence_of", "cosine_matrix", "degmat", "diff_html",
+    "diff_rows", "diff_samples", "distinct_n", "divergence_tree", "diversity_of", "eigv", "engine_load_line",
+    "entropy_bits", "entropy_lower_bound", "event_outputs_frame", "events_figure", "first_divergence", "grid_html",
+    "group_answers", "groups_frame", "how_many_headline", "how_many_samples", "identical_groups", "itl_figure",
+    "itl_frame", "jaccard_matrix", "maj_at_k", "meaning_clusters", "measures_side_by_side", "measures_table",
+    "message_figure", "ngram_kernel", "other_requests", "pair_frame", "pairwise_frame", "pairwise_heatmap",
+    "pairwise_similarities", "parse_extractor", "pass_at_k", "phases_frame", "pieces", "read_reference", "report_for",
+    "run_measures", "run_report", "run_row", "runs_report", "samples_frame", "seed_overlap_sentence", "seed_overlaps",
+    "sequence_logprob", "set_diversity", "set_measures", "set_measures_hook", "settings_diff", "settle_probability",
+    "settled_at", "settled_sentence", "similarity", "similarity_matrix", "sweep_chart", "sweep_grid", "sweep_info",
+    "sweep_order", "sweep_report", "sweep_table", "timing_frame", "tokens_over_time_figure", "tree_figure",
+    "tree_frame", "truncate", "ttft_figure", "uncertainty_figure", "uncertainty_frame", "vendi_score", "visible",
+    "why_different", "with_answers", "word_set",
 ]

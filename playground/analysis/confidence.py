@@ -1,4 +1,4 @@
-"""How uncertain the model was, read from the set of samples: the black-box figures of Lin et al.
+"""How uncertain the model was, read from the set of samples: the black-box measures of Lin et al.
 2023 ("Generating with Confidence: Uncertainty Quantification for Black-box Large Language
 Models", TMLR) on the samples' texts, and, when the run has logprobs, the white-box ones on the
 samples' probabilities.
@@ -82,7 +82,7 @@ def degmat(similarity: np.ndarray) -> float | None:
 
 @dataclass(frozen=True)
 class SequenceLogprob:
-    """One sample's figures from its sampled tokens' logprobs."""
+    """One sample's measures from its sampled tokens' logprobs."""
 
     logprob: float  # the sum: log p(sample | prompt)
     mean_nll: float  # -logprob / tokens
@@ -101,7 +101,7 @@ def sequence_logprob(sample: Sample) -> SequenceLogprob | None:
 
 @dataclass
 class Confidence:
-    """The uncertainty figures of one run; per-sample lists in ``samples`` order."""
+    """The uncertainty measures of one run; per-sample lists in ``samples`` order."""
 
     samples: list[int]  # sample indices
     eigv_jaccard: float | None
@@ -122,20 +122,20 @@ class Confidence:
 
 
 def confidence_of(run: Run) -> Confidence:
-    """The run's uncertainty figures, samples in index order."""
+    """The run's uncertainty measures, samples in index order."""
     samples = sorted(run.samples, key=lambda s: s.index)
     similarity = jaccard_matrix([s.text for s in samples])
-    figures = [sequence_logprob(s) for s in samples]
-    known = [f.logprob for f in figures if f is not None]
+    per_sample = [sequence_logprob(s) for s in samples]
+    known = [f.logprob for f in per_sample if f is not None]
     return Confidence(
         [s.index for s in samples], eigv(similarity), degmat(similarity),
-        [f.logprob if f else None for f in figures], [f.mean_nll if f else None for f in figures],
-        [f.perplexity if f else None for f in figures], -float(np.mean(known)) if known else None,
+        [f.logprob if f else None for f in per_sample], [f.mean_nll if f else None for f in per_sample],
+        [f.perplexity if f else None for f in per_sample], -float(np.mean(known)) if known else None,
     )
 
 
 def confidence_table(c: Confidence) -> pd.DataFrame:
-    """One row per figure for people: figure, value (rounded; empty when undefined), what it means."""
+    """One row per measure for people, in the columns figure, value (rounded; empty when undefined) and meaning."""
     nll = [v for v in c.mean_nll if v is not None]
     perplexity = [v for v in c.perplexity if v is not None]
     over = f"over the {c.with_logprobs} of {len(c.samples)} samples with logprobs"

@@ -1,4 +1,4 @@
-"""How many samples a prompt needs: the set's figures against k, the number of samples drawn.
+"""How many samples a prompt needs: the set's measures against k, the number of samples drawn.
 
 For every k = 1..n, what k samples drawn at random from the n would have given:
 
@@ -8,7 +8,7 @@ For every k = 1..n, what k samples drawn at random from the n would have given:
   by the unbiased estimator 1 - C(n-c, k) / C(n, k) of Chen et al. 2021 ("Evaluating Large
   Language Models Trained on Code"), c the samples that gave it. A closed form: exact for every n.
 - **maj@k** (with a reference answer): the chance that the majority answer of the k is the
-  reference. A tie for the most common answer is no majority, so the figure does not depend on the
+  reference. A tie for the most common answer is no majority, so the measure does not depend on the
   order of the samples.
 
 agreement@k and maj@k are exact (by counting subsets) up to EXACT_UP_TO samples, and estimated
@@ -22,6 +22,9 @@ samples in order and stop at the first k where, with v1 and v2 the counts of the
 answers so far, P(p > 1/2) >= 0.95 for p ~ Beta(v1 + 1, v2 + 1): p is the leader's share of the
 votes between the two, so the rule stops once the leader's lead is unlikely to be chance. It says
 after how many samples drawing more stopped being worth it for the majority vote.
+
+**how_many_samples** puts all this beside the set's uncertainty (confidence.py, EigV and the logprob
+measures): one line for the command line, everything for JSON.
 """
 
 from __future__ import annotations
@@ -38,7 +41,8 @@ import plotly.graph_objects as go
 from scipy.special import bdtr
 
 from playground.analysis.answers import Extractor, group_answers, parse_extractor
-from playground.analysis.figures import message_figure
+from playground.analysis.confidence import Confidence, confidence_of
+from playground.analysis.display import message_figure
 from playground.run import Run
 
 EXACT_UP_TO = 20  # samples: beyond, agreement@k and maj@k are estimated
@@ -51,7 +55,7 @@ _LABELS = {"agreement_at_k": "agreement@k", "pass_at_k": "pass@k", "maj_at_k": "
 
 @dataclass
 class Curve:
-    """One figure for k = 1..n: ``values[k - 1]`` lies in [low, high], a 95% interval of the
+    """One measure for k = 1..n: ``values[k - 1]`` lies in [low, high], a 95% interval of the
     estimate where the value is estimated, the value itself where it is exact."""
 
     values: list[float]
@@ -240,6 +244,42 @@ def convergence_figure(c: Convergence) -> go.Figure:
                       xaxis_title="k (samples drawn)", yaxis={"title": "", "range": [0, 1.04]},
                       legend={"orientation": "h", "y": -0.2})
     return fig
+
+
+@dataclass
+class HowMany:
+    convergence: Convergence
+    confidence: Confidence
+
+    def headline(self) -> str:
+        """E.g. "settled after 12 of 32 · pass@1 0.41 · pass@32 0.97 · EigV 3.20" (pass@k only with a
+        reference; pass@n only when it differs from pass@1, i.e. n > 1)."""
+        c = self.convergence
+        if not c.n:
+            return "no samples"
+        settled = c.settled.at
+        parts = [f"settled after {settled} of {c.n}" if settled is not None else f"not settled within {c.n}"]
+        if c.pass_at_k is not None:
+            parts += [f"pass@{k} {c.pass_at_k.at(k):.2f}" for k in sorted({1, c.n})]
+        if self.confidence.eigv_jaccard is not None:
+            parts.append(f"EigV {self.confidence.eigv_jaccard:.2f}")
+        return " · ".join(parts)
+
+    def to_dict(self) -> dict:
+        """Everything, for JSON: agreement_at_k, pass_at_k, maj_at_k (lists over k = 1..n),
+        settled_at, eigv_jaccard, degmat_jaccard, the per-sample sequence_logprob, mean_nll and
+        perplexity (in ``samples`` order) and the set's sequence_entropy, with what they were
+        computed from (n, extractor, reference, exact or estimated)."""
+        return self.convergence.to_dict() | self.confidence.to_dict()
+
+
+def how_many_samples(run: Run, extractor: Extractor | str | None = None, reference: str | None = None, *,
+                     draws: int = DRAWS, seed: int = 0) -> HowMany:
+    return HowMany(convergence_of(run, extractor, reference, draws=draws, seed=seed), confidence_of(run))
+
+
+def how_many_headline(run: Run, extractor: Extractor | str | None = None, reference: str | None = None) -> str:
+    return how_many_samples(run, extractor, reference).headline()
 
 
 # ---- computing the curves -----------------------------------------------------------------------

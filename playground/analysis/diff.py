@@ -15,11 +15,10 @@ from itertools import takewhile
 import pandas as pd
 import plotly.graph_objects as go
 
-from playground.analysis.figures import height_for
-from playground.analysis.tokens import pieces, visible
+from playground.analysis.display import height_for, pieces, visible
 from playground.run import Run, Sample
 
-# Labels of diff_against, and colours that fit gr.HighlightedText(color_map=DIFF_COLORS).
+# Labels of diff_samples, and colours that fit gr.HighlightedText(color_map=DIFF_COLORS).
 DIFF_COLORS = {"equal": "#e5e7eb", "insert": "#bbf7d0", "replace": "#fde68a", "delete": "#fecaca"}
 
 
@@ -64,7 +63,7 @@ def identical_groups(run: Run) -> list[list[int]]:
 
 
 def identical_label(groups: list[list[int]]) -> str:
-    """identical_groups as tables show them, like '0=2; 1=3' (summary and sweep write it alike)."""
+    """identical_groups as tables show them, like '0=2; 1=3' (run_row and sweep_table write it alike)."""
     return "; ".join("=".join(map(str, g)) for g in groups)
 
 
@@ -84,20 +83,15 @@ def pairwise_frame(run: Run) -> pd.DataFrame:
     return frame.astype({"first_divergence": "Int64"})
 
 
-def diff_against(run: Run, reference: int, index: int, deleted: bool = False) -> list[tuple[str, str]]:
-    """Sample ``index`` token by token against sample ``reference``, as (visible text, label).
+def diff_samples(ref: Sample, sample: Sample, deleted: bool = False) -> list[tuple[str, str]]:
+    """``sample`` token by token against ``ref``, as (visible text, label); the two may come from
+    different runs (a comparison diffs run B's sample i against run A's).
 
     Labels: 'equal', 'insert' (not in the reference), 'replace' (stands where the reference has
     other tokens). Every label is a string, so equal tokens get a colour too: use
     ``gr.HighlightedText(color_map=DIFF_COLORS, combine_adjacent=False)`` to keep token
     boundaries. With ``deleted=True`` the reference's missing tokens are shown as 'delete'.
     """
-    return diff_samples(run.samples[reference], run.samples[index], deleted)
-
-
-def diff_samples(ref: Sample, sample: Sample, deleted: bool = False) -> list[tuple[str, str]]:
-    """``sample`` token by token against ``ref``, as diff_against labels it; the two may come from
-    different runs (a comparison diffs run B's sample i against run A's)."""
     ref_pieces, sample_pieces = pieces(ref), pieces(sample)
     matcher = SequenceMatcher(None, ref.token_ids, sample.token_ids, autojunk=False)
     out = []
@@ -109,7 +103,7 @@ def diff_samples(ref: Sample, sample: Sample, deleted: bool = False) -> list[tup
 
 
 def diff_html(pairs: list[tuple[str, str | None]]) -> str:
-    """diff_against's pairs as escaped HTML: one boxed span per token, coloured by label."""
+    """diff_samples' pairs as escaped HTML: one boxed span per token, coloured by label."""
     spans = []
     for text, label in pairs:
         label = label or "equal"

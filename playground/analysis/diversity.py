@@ -1,6 +1,6 @@
 """How diverse the n samples are as a set, measured on token ids.
 
-Three figures, each with a long history in the literature on sampling from language models:
+Three measures, each with a long history in the literature on sampling from language models:
 
 - **distinct-n** (Li et al. 2016, "A Diversity-Promoting Objective Function for Neural Conversation
   Models", NAACL): the number of distinct n-grams divided by the total number of n-grams, pooled
@@ -17,7 +17,7 @@ Three figures, each with a long history in the literature on sampling from langu
   samples are the same, n when no two share an n-gram.
 
 A long shared prefix (a prompt the model continues the same way every time) makes every sample
-look alike, so each figure is also given for the text after the first divergence point: the
+look alike, so each measure is also given for the text after the first divergence point: the
 samples with their common prefix (the tokens all n share) cut off.
 """
 
@@ -108,7 +108,7 @@ def vendi_score(kernel: np.ndarray) -> float | None:
 
 @dataclass
 class Diversity:
-    """The diversity figures of one set of samples. None where a figure is undefined (no n-gram
+    """The diversity measures of one set of samples. None where a measure is undefined (no n-gram
     of that order; no pair with n = 1; no sample)."""
 
     samples: int
@@ -127,7 +127,7 @@ class Diversity:
 
 
 def diversity_of(samples: Sequence[Sequence[int]]) -> Diversity:
-    """Every diversity figure of a set of token-id sequences."""
+    """Every diversity measure of a set of token-id sequences."""
     pairs = pairwise_similarities(samples)
     stats = (float(pairs.mean()), float(pairs.std()), float(pairs.min()), float(pairs.max())) if len(pairs) \
         else (None,) * 4
@@ -138,7 +138,7 @@ def diversity_of(samples: Sequence[Sequence[int]]) -> Diversity:
 
 @dataclass
 class SetDiversity:
-    """The figures for the whole samples, and for what follows their common prefix."""
+    """The measures for the whole samples, and for what follows their common prefix."""
 
     common_prefix: int  # tokens all n samples share: the first divergence point
     whole: Diversity
@@ -150,11 +150,11 @@ class SetDiversity:
 
 
 def set_diversity(run: Run) -> SetDiversity:
-    """The run's diversity figures, whole and after the first divergence point.
+    """The run's diversity measures, whole and after the first divergence point.
 
     With n = 1 the "common prefix" is the whole sample, so nothing follows it.
     """
     shared = common_prefix(run)
     whole = [s.token_ids for s in run.samples]
-    figures = diversity_of(whole)  # the pairs cost O(n² · length): computed again only when a prefix is cut
-    return SetDiversity(shared, figures, diversity_of([tokens[shared:] for tokens in whole]) if shared else figures)
+    of_whole = diversity_of(whole)  # the pairs cost O(n² · length): computed again only when a prefix is cut
+    return SetDiversity(shared, of_whole, diversity_of([tokens[shared:] for tokens in whole]) if shared else of_whole)

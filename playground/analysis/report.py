@@ -9,15 +9,30 @@ from __future__ import annotations
 
 import html
 import time
-from pathlib import Path
 
 import pandas as pd
 import plotly.graph_objects as go
 from plotly.offline import get_plotlyjs
 
-from playground.analysis import compare, sweep
+from playground.analysis.comparison import (
+    comparison_html,
+    measures_side_by_side,
+    pair_frame,
+    run_label,
+    run_row,
+    settings_diff,
+)
 from playground.analysis.diff import common_prefix, diff_rows, pairwise_heatmap
-from playground.analysis.summary import summary_frame
+from playground.analysis.sweep_views import (
+    Measures,
+    all_measures,
+    grid_html,
+    sweep_chart,
+    sweep_order,
+    sweep_param,
+    sweep_table,
+    value_label,
+)
 from playground.analysis.timing import tokens_over_time_figure
 from playground.analysis.tree import tree_figure
 from playground.analysis.uncertainty import agreement_figure, uncertainty_figure
@@ -95,11 +110,11 @@ def _diff(run: Run, reference: int = 0) -> str:
     return "\n".join(parts + diff_rows(run, reference))
 
 
-def _run_sections(page: Page, run: Run, figures: sweep.Figures | None, full: bool = True) -> None:
+def _run_sections(page: Page, run: Run, measures: Measures | None, full: bool = True) -> None:
     page.heading("The request", 3)
     page.raw(f"<pre>{html.escape(run.request.get('rendered_prompt') or run.request.get('prompt', ''))}</pre>")
     page.table(_request_table(run))
-    page.table(summary_frame(run).drop(columns=["cached_prompt_tokens"]))
+    page.table(run_row(run).drop(columns=["cached_prompt_tokens"]))
     page.heading("The samples", 3)
     page.raw(_columns(run))
     if not run.samples:
@@ -109,52 +124,52 @@ def _run_sections(page: Page, run: Run, figures: sweep.Figures | None, full: boo
     page.figure(tree_figure(run))
     if full:
         page.heading("Figures", 3)
-        page.table(_figures_table(sweep.all_figures(run, figures)))
+        page.table(_measures_table(all_measures(run, measures)))
         for fig in (pairwise_heatmap(run), uncertainty_figure(run), agreement_figure(run),
                     tokens_over_time_figure(run)):
             page.figure(fig)
 
 
-def _figures_table(values: dict) -> pd.DataFrame:
+def _measures_table(values: dict) -> pd.DataFrame:
     return pd.DataFrame([{"figure": k, "value": v} for k, v in values.items()], columns=["figure", "value"])
 
 
-def run_report(run: Run, figures: sweep.Figures | None = None) -> str:
+def run_report(run: Run, measures: Measures | None = None) -> str:
     """One run: the request, the columns, the diff, the divergence tree and the charts.
-    ``figures``: extra per-run figures (e.g. the set figures) for the figures table."""
-    page = Page(f"Run {compare.run_label(run)}: n={run.n}, {run.request.get('mode')}, seed {run.request.get('seed')}")
-    _run_sections(page, run, figures)
+    ``measures``: extra per-run measures (e.g. the set measures) for the measures table."""
+    page = Page(f"Run {run_label(run)}: n={run.n}, {run.request.get('mode')}, seed {run.request.get('seed')}")
+    _run_sections(page, run, measures)
     return page.render()
 
 
-def comparison_report(a: Run, b: Run, figures: sweep.Figures | None = None) -> str:
-    """Two runs: what differs in their settings, sample i against sample i, their figures side by
+def comparison_report(a: Run, b: Run, measures: Measures | None = None) -> str:
+    """Two runs: what differs in their settings, sample i against sample i, their measures side by
     side, and each run's own columns and tree."""
-    page = Page(f"Run {compare.run_label(a)} (A) and run {compare.run_label(b)} (B) side by side")
+    page = Page(f"Run {run_label(a)} (A) and run {run_label(b)} (B) side by side")
     page.heading("Settings that differ")
-    diff = compare.settings_diff(a, b)
+    diff = settings_diff(a, b)
     if diff.empty:
         page.text("The two runs asked for the same settings.")
     else:
         page.table(diff)
     page.heading("Sample i of A against sample i of B")
-    pairs = compare.pair_frame(a, b)
+    pairs = pair_frame(a, b)
     page.table(pairs)
-    page.raw(compare.comparison_html(a, b, frame=pairs))
+    page.raw(comparison_html(a, b, frame=pairs))
     page.heading("Figures")
-    page.table(compare.figures_side_by_side(a, b, figures))
+    page.table(measures_side_by_side(a, b, measures))
     for name, run in (("A", a), ("B", b)):
-        page.heading(f"Run {name}: {compare.run_label(run)}")
-        _run_sections(page, run, figures, full=False)
+        page.heading(f"Run {name}: {run_label(run)}")
+        _run_sections(page, run, measures, full=False)
     return page.render()
 
 
-def sweep_report(runs: list[Run], figures: sweep.Figures | None = None, table: pd.DataFrame | None = None) -> str:
-    """A sweep: the chart of the figures against the value, the table, and the grid. The table
-    (``table``: ``sweep_table(runs, figures)`` when the caller has it) is computed once for both."""
-    runs = sweep.sweep_order(runs)
-    table = sweep.sweep_table(runs, figures) if table is None else table
-    param = sweep.sweep_param(runs) or "setting"
+def sweep_report(runs: list[Run], measures: Measures | None = None, table: pd.DataFrame | None = None) -> str:
+    """A sweep: the chart of the measures against the value, the table, and the grid. The table
+    (``table``: ``sweep_table(runs, measures)`` when the caller has it) is computed once for both."""
+    runs = sweep_order(runs)
+    table = sweep_table(runs, measures) if table is None else table
+    param = sweep_param(runs) or "setting"
     page = Page(f"Sweep of {param}: {len(runs)} runs")
     if runs:
         page.heading("The request", 3)
@@ -162,47 +177,39 @@ def sweep_report(runs: list[Run], figures: sweep.Figures | None = None, table: p
         settings = _request_table(runs[0])
         page.table(settings[~settings["setting"].isin([param, "request_id"])])
     page.heading("Figures against the value")
-    page.figure(sweep.sweep_chart(runs, table=table))
+    page.figure(sweep_chart(runs, table=table))
     page.table(table)
     page.heading("The grid")
     page.text("Rows are the values in the order they ran, columns the sample indices (sample i keeps its seed in "
               "every row unless the seed is swept); each cell says where it first differs from the cell above.")
-    page.raw(sweep.grid_html(runs))
+    page.raw(grid_html(runs))
     for run in runs:
-        page.heading(sweep.value_label(run, param))
+        page.heading(value_label(run, param))
         page.raw(_columns(run))
         if run.samples:
             page.figure(tree_figure(run))
     return page.render()
 
 
-def runs_report(runs: list[Run], figures: sweep.Figures | None = None) -> str:
+def runs_report(runs: list[Run], measures: Measures | None = None) -> str:
     """Any number of runs (a batch): a summary row each, then each run's request, columns, diff and tree."""
     page = Page(f"{len(runs)} runs")
-    page.table(pd.concat([summary_frame(r) for r in runs], ignore_index=True).drop(columns=["cached_prompt_tokens"]))
+    page.table(pd.concat([run_row(r) for r in runs], ignore_index=True).drop(columns=["cached_prompt_tokens"]))
     for run in runs:
-        page.heading(f"Run {compare.run_label(run)}")
-        _run_sections(page, run, figures, full=False)
+        page.heading(f"Run {run_label(run)}")
+        _run_sections(page, run, measures, full=False)
     return page.render()
 
 
-def report_for(runs: list[Run], figures: sweep.Figures | None = None) -> str:
+def report_for(runs: list[Run], measures: Measures | None = None) -> str:
     """The report the runs call for: one run; a sweep (every run carries the same sweep's mark);
     two runs side by side; or any number of runs one after another."""
     if not runs:
         raise ValueError("there is no run to report")
-    if len(runs) > 1 and sweep.sweep_param(runs) is not None:
-        return sweep_report(runs, figures)
+    if len(runs) > 1 and sweep_param(runs) is not None:
+        return sweep_report(runs, measures)
     if len(runs) == 1:
-        return run_report(runs[0], figures)
+        return run_report(runs[0], measures)
     if len(runs) == 2:
-        return comparison_report(runs[0], runs[1], figures)
-    return runs_report(runs, figures)
-
-
-def write_html_report(runs: list[Run], path: str | Path, figures: sweep.Figures | None = None) -> Path:
-    """Write ``report_for(runs)`` to ``path`` (a command that wants the write atomic passes
-    ``report_for(runs)`` to ``commands.cli.write_atomically`` instead)."""
-    path = Path(path)
-    path.write_text(report_for(runs, figures), encoding="utf-8")
-    return path
+        return comparison_report(runs[0], runs[1], measures)
+    return runs_report(runs, measures)

@@ -37,12 +37,6 @@ def other_requests(run: Run) -> int | None:
     return most
 
 
-def batch_sizes(run: Run) -> tuple[int, int] | None:
-    """(smallest, largest) number of requests the engine had unfinished during the run."""
-    counts = [e.engine_requests for e in run.events if e.engine_requests is not None]
-    return (min(counts), max(counts)) if counts else None
-
-
 def condition_changes(a: Run, b: Run) -> list[str]:
     """Engine conditions that differ between the two records, as 'name: A vs B'."""
     ca, cb = a.engine.get("conditions") or {}, b.engine.get("conditions") or {}

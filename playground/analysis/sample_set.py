@@ -1,7 +1,7 @@
-"""What the n samples say together: the set figures of one run, as one record, a one-row table
-(runs side by side: ``pd.concat``), a per-sample table (the CSV export) and a JSON-ready dict.
+"""What the n samples say together: the set measures of one run, as one record, a flat row (the
+batch summary's columns), a per-sample table (the CSV export) and a JSON-ready dict.
 
-The figures themselves are defined in diversity.py (distinct-n, pairwise similarity, Vendi),
+The measures themselves are defined in diversity.py (distinct-n, pairwise similarity, Vendi),
 answers.py (answer groups, majority vote, answer entropy) and meaning.py (clusters by meaning).
 """
 
@@ -15,10 +15,9 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from playground.analysis.answers import Answers, Extractor, group_answers
+from playground.analysis.display import height_for, message_figure, truncate
 from playground.analysis.diversity import Diversity, SetDiversity, set_diversity
-from playground.analysis.figures import height_for, message_figure
 from playground.analysis.meaning import DEFAULT_SIMILARITY, MeaningClusters, meaning_clusters
-from playground.analysis.tokens import truncate
 from playground.run import Run
 
 _DIVERSITY = ["distinct_1", "distinct_2", "distinct_3", "similarity_mean", "similarity_std", "vendi"]
@@ -32,13 +31,13 @@ SAMPLE_COLUMNS = ["sample", "seed", "tokens", "answer", "group", "group_size", "
 
 
 @dataclass
-class SetFigures:
+class SetMeasures:
     diversity: SetDiversity
     answers: Answers
     meaning: MeaningClusters | None = None  # only with an embedding model
 
     def row(self) -> dict:
-        """The figures flat, in SET_COLUMNS order (``_after``: after the first divergence point)."""
+        """The measures flat, in SET_COLUMNS order (``_after``: after the first divergence point)."""
         a, d = self.answers, self.diversity
         majority = a.majority
         row = {
@@ -53,7 +52,7 @@ class SetFigures:
         return row
 
     def to_dict(self) -> dict:
-        """Everything, for JSON: the flat figures, every answer group and every sample's answer."""
+        """Everything, for JSON: the flat measures, every answer group and every sample's answer."""
         a = self.answers
         return {
             "figures": self.row(),
@@ -66,27 +65,22 @@ class SetFigures:
         }
 
 
-def set_figures(run: Run, extractor: Extractor | str | None = None, embeddings: np.ndarray | None = None,
-                model: str = "", threshold: float = DEFAULT_SIMILARITY) -> SetFigures:
-    """The run's set figures. ``embeddings``: one row per sample (in ``run.samples`` order) from the
+def set_measures(run: Run, extractor: Extractor | str | None = None, embeddings: np.ndarray | None = None,
+                 model: str = "", threshold: float = DEFAULT_SIMILARITY) -> SetMeasures:
+    """The run's set measures. ``embeddings``: one row per sample (in ``run.samples`` order) from the
     embedding model ``model``, to group by meaning as well; InvalidExtractor for a bad extractor."""
     answers = group_answers(run, extractor)  # first: a pattern that cannot work fails before the costly part
     meaning = None
     if embeddings is not None:
         meaning = meaning_clusters(embeddings, [s.index for s in run.samples], model, threshold)
-    return SetFigures(set_diversity(run), answers, meaning)
+    return SetMeasures(set_diversity(run), answers, meaning)
 
 
-def set_frame(figures: SetFigures) -> pd.DataFrame:
-    """The figures in one row (SET_COLUMNS)."""
-    return pd.DataFrame([figures.row()], columns=SET_COLUMNS)
-
-
-def samples_frame(run: Run, figures: SetFigures) -> pd.DataFrame:
+def samples_frame(run: Run, measures: SetMeasures) -> pd.DataFrame:
     """One row per sample: its answer, its group (1 = the majority; empty: no answer) and the
     group's size, and its cluster by meaning when there is one. For the CSV export."""
-    a = figures.answers
-    clusters = dict(zip(figures.meaning.indices, figures.meaning.labels, strict=True)) if figures.meaning else {}
+    a = measures.answers
+    clusters = dict(zip(measures.meaning.indices, measures.meaning.labels, strict=True)) if measures.meaning else {}
     rows = []
     for s in run.samples:
         number = _group_number(a, s.index)
@@ -97,8 +91,8 @@ def samples_frame(run: Run, figures: SetFigures) -> pd.DataFrame:
                                                               "meaning_cluster": "Int64"})
 
 
-def figures_table(d: SetDiversity) -> pd.DataFrame:
-    """The diversity figures for people: one row per figure, whole samples beside the text after
+def measures_table(d: SetDiversity) -> pd.DataFrame:
+    """The diversity measures for people: one row per measure, whole samples beside the text after
     the first divergence point (column "after token k", k the common prefix)."""
     names = {"distinct_1": "distinct-1", "distinct_2": "distinct-2", "distinct_3": "distinct-3",
              "similarity_mean": "mean pairwise similarity", "similarity_std": "similarity spread (std)",
@@ -114,11 +108,11 @@ def figures_table(d: SetDiversity) -> pd.DataFrame:
 def groups_frame(answers: Answers, example_chars: int = 120) -> pd.DataFrame:
     """One row per answer group, largest first, then the samples with no answer (group empty)."""
     rows = [{"group": k, "answer": g.answer, "size": g.size, "share": round(g.size / answers.n, 3),
-             "samples": _joined(g.indices), "seeds": _joined(g.seeds), "example": _cut(g.example, example_chars)}
+             "samples": _listed(g.indices), "seeds": _listed(g.seeds), "example": _cut(g.example, example_chars)}
             for k, g in enumerate(answers.groups, 1)]
     if answers.unanswered:
         rows.append({"group": None, "answer": NO_ANSWER, "size": len(answers.unanswered),
-                     "share": round(len(answers.unanswered) / answers.n, 3), "samples": _joined(answers.unanswered),
+                     "share": round(len(answers.unanswered) / answers.n, 3), "samples": _listed(answers.unanswered),
                      "seeds": "", "example": ""})
     return pd.DataFrame(rows, columns=GROUP_COLUMNS).astype({"group": "Int64"})
 
@@ -136,8 +130,8 @@ def answer_groups_figure(answers: Answers) -> go.Figure:
     if answers.unanswered:
         seeds = [None] * len(answers.unanswered)
         bars.append((NO_ANSWER, NO_ANSWER, answers.unanswered, seeds, "#d1d5db"))
-    hover = [f"{html.escape(answer)}<br>{len(indices)} of {answers.n} samples: {_joined(indices)}"
-             + (f"<br>seeds {_joined(seeds)}" if any(x is not None for x in seeds) else "")
+    hover = [f"{html.escape(answer)}<br>{len(indices)} of {answers.n} samples: {_listed(indices)}"
+             + (f"<br>seeds {_listed(seeds)}" if any(x is not None for x in seeds) else "")
              for _, answer, indices, seeds, _ in bars]
     fig = go.Figure(go.Bar(
         x=[len(b[2]) for b in bars], y=[b[0] for b in bars], orientation="h", marker_color=[b[4] for b in bars],
@@ -153,7 +147,7 @@ def answer_groups_figure(answers: Answers) -> go.Figure:
     return fig
 
 
-def _joined(values) -> str:
+def _listed(values) -> str:
     return ", ".join("?" if v is None else str(v) for v in values)
 
 

@@ -1,23 +1,43 @@
-"""When each sample's tokens reached the caller.
+"""When things happened in a run, on one time axis (seconds since the run started): each sample's
+token arrivals, what the engine did with each child, and every raw event the caller received.
 
-Times are token arrivals as the caller saw them (seconds since the run started), so they include
-queueing and the output_kind's batching: tokens that arrive in one event share one time, giving
-inter-token latencies of 0 (kept, and flagged ``same_event``), and FINAL_ONLY delivers every token
-at the end. Engine-side numbers, when stats were on, are in ``Sample.metrics``.
+Token arrivals are as the caller saw them, so they include queueing and the output_kind's
+batching: tokens that arrive in one event share one time, giving inter-token latencies of 0 (kept,
+and flagged ``same_event``), and FINAL_ONLY delivers every token at the end. Engine-side numbers,
+when stats were on, are in ``Sample.metrics``.
+
+The caller sees token arrivals; the engine knows when it queued each child, when the scheduler
+first put it in a batch, and when it made its first and last token (vLLM's per-request stats,
+recorded per sample as ``queued_at``, ``queued_s``, ``prefill_s``, ``decode_s``). Drawn one row per
+child, a person sees which children were batched together (their prefills line up) and which
+waited. A backend that cannot know (a remote server) leaves them empty, and the figure says so.
+
+The output_kind inspector draws every raw event per sample index, because the same request looks
+different by output_kind: CUMULATIVE repeats each sample's whole text in every event (marks grow),
+DELTA carries only the new tokens (marks stay small), FINAL_ONLY is a single event at the end
+holding all n. The timeline makes that visible without reading logs.
 """
 
 from __future__ import annotations
+
+import math
 
 import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
-from playground.analysis.figures import message_figure, sample_color
+from playground.analysis.display import for_hover, height_for, message_figure, sample_color, truncate, visible
 from playground.run import Run
 
 TIMING_COLUMNS = ["sample", "seed", "tokens", "ttft", "total_time", "tokens_per_s", "decode_tokens_per_s",
                   "itl_mean", "itl_median", "itl_max", "engine_ttft", "finish_reason"]
+PHASES = (("queued", "queued_s", "#9ca3af"), ("prefill", "prefill_s", "#f59e0b"), ("decode", "decode_s", "#3b82f6"))
+PHASE_COLUMNS = ["sample", "seed", "queued_at", "queued_s", "prefill_s", "decode_s", "scheduled_at",
+                 "first_token_at", "last_token_at", "first_arrival", "last_arrival"]
+EVENT_OUTPUT_COLUMNS = ["event", "t", "index", "tokens_carried", "new_tokens", "finish_reason", "text", "finished"]
 
+
+# ---- token arrivals -----------------------------------------------------------------------------
 
 def itl_frame(run: Run) -> pd.DataFrame:
     """One row per token after a sample's first: its inter-token latency (seconds)."""
@@ -90,4 +110,121 @@ def ttft_figure(run: Run) -> go.Figure:
                            marker_color=[sample_color(i) for i in frame["sample"]]))
     fig.update_layout(title="Time to first token per sample", yaxis_title="ms",
                       height=360)
+    return fig
+
+
+# ---- the engine's phases per child --------------------------------------------------------------
+
+def phases_frame(run: Run) -> pd.DataFrame:
+    """One row per sample: when each phase began (seconds since the run started) and how long it
+    took, beside the first and last token arrivals the caller saw."""
+    rows = []
+    for s in run.samples:
+        scheduled = _plus(s.queued_at, s.queued_s)
+        first = _plus(scheduled, s.prefill_s)
+        rows.append({
+            "sample": s.index, "seed": s.seed, "queued_at": s.queued_at, "queued_s": s.queued_s,
+            "prefill_s": s.prefill_s, "decode_s": s.decode_s, "scheduled_at": scheduled,
+            "first_token_at": first, "last_token_at": _plus(first, s.decode_s),
+            "first_arrival": s.token_times[0] if s.token_times else None,
+            "last_arrival": s.token_times[-1] if s.token_times else None,
+        })
+    return pd.DataFrame(rows, columns=PHASE_COLUMNS).astype({c: "float64" for c in PHASE_COLUMNS[2:]})
+
+
+def _plus(start: float | None, length: float | None) -> float | None:
+    return None if start is None or length is None else start + length
+
+
+def child_timeline_figure(run: Run) -> go.Figure:
+    """Queued / prefill / decode bars, one row per child, with the caller's first and last token
+    arrival marked on the same axis."""
+    frame = phases_frame(run)
+    title = "Per-child timeline: what the engine did with each child"
+    if frame["queued_at"].isna().all():
+        return message_figure(title, "the engine's per-request timings are not known on this backend "
+                                     "(a remote server), or the run has not reached the engine yet")
+    rows = [f"#{int(s)}" for s in frame["sample"]]
+    ms = frame[PHASE_COLUMNS[2:]] * 1000  # milliseconds, the axis of "Tokens received over time"
+    fig = go.Figure()
+    starts = {"queued": ms["queued_at"], "prefill": ms["scheduled_at"], "decode": ms["first_token_at"]}
+    for name, column, color in PHASES:
+        hover = [f"sample {int(sample)}: {name} {length:.1f} ms from {start:.1f} ms"
+                 if pd.notna(length) and pd.notna(start) else ""
+                 for sample, length, start in zip(frame["sample"], ms[column], starts[name])]
+        fig.add_trace(go.Bar(y=rows, x=ms[column], base=starts[name], orientation="h", name=name,
+                             marker_color=color, hovertext=hover, hoverinfo="text"))
+    for column, symbol, label in (("first_arrival", "triangle-right", "first token received"),
+                                  ("last_arrival", "line-ns-open", "last token received")):
+        fig.add_trace(go.Scatter(y=rows, x=ms[column], mode="markers", name=label,
+                                 marker={"symbol": symbol, "size": 10, "color": "#111827"}))
+    fig.update_layout(title=title, barmode="overlay", xaxis={"title": "ms since the run started",
+                                                             "rangemode": "tozero"},
+                      yaxis={"autorange": "reversed", "type": "category"},
+                      height=height_for(run.n, per_row=22, minimum=300))
+    return fig
+
+
+def engine_load_line(run: Run) -> tuple[list[float], list[int]] | None:
+    """(event times, requests unfinished in the engine at each) for the inspector's timeline;
+    None when the backend did not count."""
+    points = [(e.t, e.engine_requests) for e in run.events if e.engine_requests is not None]
+    if not points:
+        return None
+    return [t for t, _ in points], [count for _, count in points]
+
+
+# ---- raw events, per output_kind ----------------------------------------------------------------
+
+def event_outputs_frame(run: Run) -> pd.DataFrame:
+    """One row per event x output it carried: how many token ids it carried and how many were new."""
+    delta = run.output_kind == "DELTA"
+    seen: dict[int, int] = {}
+    rows = []
+    for number, event in enumerate(run.events):
+        for out in event.outputs:
+            carried = len(out.token_ids)
+            new = carried if delta else max(0, carried - seen.get(out.index, 0))
+            seen[out.index] = seen.get(out.index, 0) + carried if delta else carried
+            rows.append({"event": number, "t": event.t, "index": out.index, "tokens_carried": carried,
+                         "new_tokens": new, "finish_reason": out.finish_reason, "text": out.text,
+                         "finished": event.finished})
+    return pd.DataFrame(rows, columns=EVENT_OUTPUT_COLUMNS)
+
+
+def events_figure(run: Run) -> go.Figure:
+    """A mark per event per index carried (size: tokens carried); a sample's finish is a red
+    diamond; a dashed line marks the event that finished the whole run."""
+    frame = event_outputs_frame(run)
+    fig = go.Figure()
+    for name, rows, symbol, color in (
+        ("output", frame[frame["finish_reason"].isna()], "circle", "#3b82f6"),
+        ("finish", frame[frame["finish_reason"].notna()], "diamond", "#dc2626"),
+    ):
+        hover = [f"event {r.event} at {r.t * 1000:.1f} ms, sample {r.index}<br>carries {r.tokens_carried} "
+                 f"token(s), {r.new_tokens} new" + (f", finish: {r.finish_reason}" if name == "finish" else "")
+                 + f"<br>{for_hover(truncate(visible(r.text, False), 120))}" for r in rows.itertuples()]
+        fig.add_trace(go.Scatter(
+            x=rows["t"] * 1000, y=rows["index"], mode="markers", name=name, hovertext=hover, hoverinfo="text",
+            marker={"symbol": symbol, "color": color, "line": {"width": 1, "color": "white"},
+                    "size": [min(36, 7 + 2.5 * math.sqrt(c)) for c in rows["tokens_carried"]]},
+        ))
+    for event in run.events:
+        if event.finished:
+            fig.add_vline(x=event.t * 1000, line_dash="dash", line_color="#6b7280")
+    load = engine_load_line(run)
+    if load is not None:  # vLLM counts every child: a run of n alone shows n, falling as they finish
+        times, counts = load
+        fig.add_trace(go.Scatter(x=[t * 1000 for t in times], y=counts, mode="lines", name="requests in the engine",
+                                 line={"shape": "hv", "color": "#10b981"}, yaxis="y2",
+                                 hovertemplate="%{y} request(s) unfinished in the engine<extra></extra>"))
+        fig.update_layout(yaxis2={"title": "requests in the engine", "overlaying": "y", "side": "right",
+                                  "rangemode": "tozero", "showgrid": False})
+    fig.update_layout(
+        title=f"Raw events ({run.output_kind}): {len(run.events)} event(s), {len(frame)} output(s)",
+        # From 0, so a FINAL_ONLY run shows its one event at the end, not alone in the middle.
+        xaxis={"title": "ms since the run started", "rangemode": "tozero"},
+        yaxis={"title": "sample index", "range": [run.n - 0.5, -0.5], "tickmode": "linear", "dtick": 1},
+        height=height_for(run.n, per_row=20, minimum=320),
+    )
     return fig

@@ -13,8 +13,7 @@ from dataclasses import dataclass, field
 import pandas as pd
 import plotly.graph_objects as go
 
-from playground.analysis.figures import height_for
-from playground.analysis.tokens import for_hover, joined, pieces, truncate, visible
+from playground.analysis.display import for_hover, height_for, joined, pieces, truncate, visible
 from playground.run import Run
 
 LABEL_WIDTH = 24  # characters of a branch's text shown in the figure; the hover has it all

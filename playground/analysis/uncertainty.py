@@ -15,8 +15,7 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from playground.analysis.figures import message_figure, sample_color
-from playground.analysis.tokens import for_hover, pieces, visible
+from playground.analysis.display import for_hover, message_figure, pieces, sample_color, visible
 from playground.run import Run, TokenLogprob
 
 UNCERTAINTY_COLUMNS = ["sample", "position", "token_id", "token", "prob", "logprob", "rank",

@@ -4,7 +4,7 @@ Threads. vLLM's CPU default (``VLLM_CPU_OMP_THREADS_BIND=auto``) runs the model 
 bound to the cores of one NUMA node, less one core it reserves for the engine-core process, which
 polls the worker while it computes. On a 2-core machine that is one core computing and one core
 polling. Measured on 2-core machines (paired A/B, engines side by side, requests alternating; the
-README's Benchmark section has the figures): binding the worker to both cores was fastest only
+README's Benchmark section has the numbers): binding the worker to both cores was fastest only
 when nothing else ran, and 3-5x slower as soon as anything did (an OpenMP thread that loses its
 core stalls every parallel region), while the engine core kept polling. What was fast in both
 cases: the worker inside the engine-core process (vLLM's single-process executor, the GPU

@@ -1,7 +1,7 @@
 """What a person sees: the app started as a person starts it, and its page in headless Chromium.
 
 ``python app.py`` is started with its default flags (the model already prepared) in a process
-group of its own, on a free port. Figures:
+group of its own, on a free port. Measures:
 
 - ``start_s``: from launching it to the first HTTP 200 on its port;
 - ``rss_gib``: the resident memory of the app's processes (the app and its engine core, every
@@ -165,7 +165,7 @@ def resident_pages(pid: int):
 
 
 def page_run(browser, url: str, n: int, seed: int, max_tokens: int) -> dict[str, Any]:
-    """One run on a fresh page; the figures of the module's docstring."""
+    """One run on a fresh page; the measures of the module's docstring."""
     page = browser.new_page(viewport={"width": 1400, "height": 1000})
     try:
         page.goto(url)

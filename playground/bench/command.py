@@ -201,7 +201,7 @@ def main(argv: list[str] | None = None) -> int:
     from playground.commands.cli import DEFAULT_MAX_N
     from playground.commands.serve import DEFAULT_CONCURRENCY
 
-    # The KV cache the app would have, so the memory figures are the app's.
+    # The KV cache the app would have, so the memory measures are the app's.
     workload = Workload(max_n=max(DEFAULT_MAX_N, *settings.ns), concurrency=DEFAULT_CONCURRENCY)
     started = time.monotonic()
     report = None
@@ -265,7 +265,7 @@ def _measure_app(settings: Settings, out: Path) -> dict[str, Any]:
                            max(1, settings.repetitions), settings.seed)
     except KeyboardInterrupt:
         return {"error": "interrupted"}
-    except Exception as e:  # noqa: BLE001 (whatever went wrong, the engine figures above still stand)
+    except Exception as e:  # noqa: BLE001 (whatever went wrong, the engine measures above still stand)
         return {"error": f"{type(e).__name__}: {e}"}
 
 

@@ -18,7 +18,7 @@ Fairness caveats (also written into the results):
   two, and ``--long-prompt`` shows how much it weighs.
 - The API client runs in this process (polling every few ms), beside the server it measures.
 - Memory: the engine's KV cache is sized as the app sizes it (``--max-n`` 32, ``--concurrency`` 8,
-  see ``playground.backends.resources``), so the memory figures are the app's.
+  see ``playground.backends.resources``), so the memory measures are the app's.
 """
 
 from __future__ import annotations

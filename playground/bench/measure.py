@@ -119,10 +119,10 @@ def measurement(path: str, n: int, repetition: int, arrivals: Arrivals, prompt_t
         "itl_p99_ms": float(np.percentile(itl, 99)) * 1000 if itl.size else math.nan,
         "prompt_tokens": prompt_tokens,
     }
-    return row | cache_figures(n, arrivals, prompt_tokens, block_size)
+    return row | cache_measures(n, arrivals, prompt_tokens, block_size)
 
 
-def cache_figures(n: int, arrivals: Arrivals, prompt_tokens: int, block_size: int) -> dict[str, Any]:
+def cache_measures(n: int, arrivals: Arrivals, prompt_tokens: int, block_size: int) -> dict[str, Any]:
     """Children 1..n-1's mean cached tokens and their share of the block-aligned prompt."""
     aligned = aligned_prompt_tokens(prompt_tokens, block_size)
     figures = {"aligned_prompt_tokens": aligned, "children_cached_tokens": math.nan, "cache_hit": math.nan,

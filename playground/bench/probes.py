@@ -2,7 +2,7 @@
 engine's prefix-cache counter. Heavy imports (torch, vllm, psutil, prometheus_client) stay inside
 the functions.
 
-Figures, per path and n (the rest are in ``measure``):
+Measures, per path and n (the rest are in ``measure``):
 - CPU seconds per request, of this process (engine front end, wrapper, app and API client; for
   ``hf`` the whole generation) and of the engine-core processes: steadier than wall time, so a
   layer's cost shows even when the neighbours' noise hides it in tokens per second;

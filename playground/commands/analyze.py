@@ -9,7 +9,7 @@ Reads run bundles: the JSONL that ``python app.py batch`` writes (one bundle per
 file the page exports (one indented bundle). Prints one line per bundle: the answer groups, the
 majority answer and its vote share, the answer entropy, distinct-1/2/3, the mean pairwise
 similarity, the Vendi score, and the same after the first divergence point. ``--json`` writes
-every figure, every answer group and every sample's answer (atomically).
+every measure, every answer group and every sample's answer (atomically).
 
 No engine: this runs anywhere the bundles are. An embedding model (``--embedding-model``, a
 Hugging Face id or a local folder) also groups the samples by meaning; it is loaded offline unless
@@ -31,8 +31,7 @@ import sys
 from pathlib import Path
 
 from playground import analysis
-from playground.analysis import Extractor, InvalidExtractor, SetFigures
-from playground.analysis.tokens import truncate
+from playground.analysis import Extractor, InvalidExtractor, SetMeasures, truncate
 from playground.backends.embeddings import Embedder, EmbeddingModelError, load_embedder
 from playground.bundles import BundleError, Located, read_bundles
 from playground.commands.cli import check_out_folder, write_atomically
@@ -97,15 +96,15 @@ def _threshold(text: str) -> float:
 
 
 def analyze(bundle: Located, extractor: Extractor, embedder: Embedder | None = None,
-            threshold: float = analysis.DEFAULT_SIMILARITY) -> SetFigures:
+            threshold: float = analysis.DEFAULT_SIMILARITY) -> SetMeasures:
     run = bundle.run
     embeddings = embedder.embed([s.text for s in run.samples]) if embedder is not None else None
-    return analysis.set_figures(run, extractor, embeddings, embedder.model_name if embedder else "", threshold)
+    return analysis.set_measures(run, extractor, embeddings, embedder.model_name if embedder else "", threshold)
 
 
-def describe(bundle: Located, figures: SetFigures) -> str:
-    """The bundle's figures on one line."""
-    run, a, d = bundle.run, figures.answers, figures.diversity
+def describe(bundle: Located, measures: SetMeasures) -> str:
+    """The bundle's measures on one line."""
+    run, a, d = bundle.run, measures.answers, measures.diversity
     prompt = " ".join(str(run.request.get("prompt", "")).split())
     prompt = truncate(prompt, PROMPT_CHARS)
     status = "" if run.status == "finished" else f" ({run.status})"
@@ -121,8 +120,8 @@ def describe(bundle: Located, figures: SetFigures) -> str:
     parts = [head, answers, _diversity(d.whole)]
     if d.common_prefix:
         parts.append(f"after token {d.common_prefix}: {_diversity(d.after_divergence)}")
-    if figures.meaning:
-        parts.append(f"meaning: {len(figures.meaning.clusters)} cluster(s), entropy {figures.meaning.entropy:.2f} bits")
+    if m := measures.meaning:
+        parts.append(f"meaning: {len(m.clusters)} cluster(s), entropy {m.entropy:.2f} bits")
     return " · ".join(parts)
 
 
@@ -137,10 +136,10 @@ def _number(value: float | None, digits: int) -> str:
     return "–" if value is None else f"{value:.{digits}f}"
 
 
-def to_json(args, analysed: list[tuple[Located, SetFigures]], errors: list[BundleError]) -> str:
+def to_json(args, analysed: list[tuple[Located, SetMeasures]], errors: list[BundleError]) -> str:
     runs = [{"source": where(b), "line": b.line, "request_id": b.run.request.get("request_id"),
-             "prompt": b.run.request.get("prompt"), "n": b.run.n, "status": b.run.status, **figures.to_dict()}
-            for b, figures in analysed]
+             "prompt": b.run.request.get("prompt"), "n": b.run.n, "status": b.run.status, **measures.to_dict()}
+            for b, measures in analysed]
     document = {"input": str(args.input), "answer": args.answer.spec, "embedding_model": args.embedding_model,
                 "similarity": args.similarity if args.embedding_model else None, "runs": runs,
                 "errors": [{"source": where(e), "line": e.line, "message": e.message} for e in errors]}
@@ -169,7 +168,7 @@ def main(argv: list[str] | None = None) -> int:
         analysed = []
         for bundle in bundles:
             try:
-                figures = analyze(bundle, args.answer, embedder, args.similarity)
+                measures = analyze(bundle, args.answer, embedder, args.similarity)
             except InvalidExtractor as e:  # a pattern that takes too long: it would on every bundle
                 print(f"error: {where(bundle)}: {e}", file=sys.stderr)
                 return EXIT_USAGE
@@ -177,14 +176,14 @@ def main(argv: list[str] | None = None) -> int:
                 errors.append(error := BundleError(bundle.line, str(e)))
                 print(f"skipping {error}", file=sys.stderr)
                 continue
-            analysed.append((bundle, figures))
-            print(describe(bundle, figures), flush=True)
+            analysed.append((bundle, measures))
+            print(describe(bundle, measures), flush=True)
         if args.json is not None:
             write_atomically(args.json, [to_json(args, analysed, errors)])
             print(f"wrote the figures of {len(analysed)} run(s) to {args.json}", file=sys.stderr)
         if args.html is not None and analysed:
             runs = [bundle.run for bundle, _ in analysed]
-            write_atomically(args.html, [analysis.report_for(runs, analysis.set_figures_hook(args.answer))])
+            write_atomically(args.html, [analysis.report_for(runs, analysis.set_measures_hook(args.answer))])
             print(f"wrote the report of {len(runs)} run(s) to {args.html}", file=sys.stderr)
         if not bundles:
             print(f"no run bundle in {args.input}", file=sys.stderr)

@@ -35,7 +35,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from playground import analysis
-from playground.analysis.tokens import truncate
 from playground.backends.resources import Workload
 from playground.commands.analyze import extractor_arg, majority_cell
 from playground.commands.cli import (
@@ -154,7 +153,7 @@ def run_batch(runner, lines: list[Line], max_in_flight: int = 1, progress: bool 
 def summary_frame(runs: dict[int, Run], answer: analysis.Extractor | str | None = None):
     """Per prompt: n, tokens, tokens per second, which samples came out identical, and what the set
     says (answer groups by ``answer``, majority vote share, answer entropy, distinct-2, mean pairwise
-    similarity, Vendi score; see ``python app.py analyze`` for every figure)."""
+    similarity, Vendi score; see ``python app.py analyze`` for every measure)."""
     import pandas as pd
 
     rows = []
@@ -162,10 +161,10 @@ def summary_frame(runs: dict[int, Run], answer: analysis.Extractor | str | None 
         tokens = sum(len(s.token_ids) for s in run.samples)
         groups = analysis.identical_groups(run)
         prompt = run.request["prompt"]
-        figures = analysis.set_figures(run, answer).row()
+        measures = analysis.set_measures(run, answer).row()
         rows.append({
             "line": number,
-            "prompt": truncate(prompt, 40),
+            "prompt": analysis.truncate(prompt, 40),
             "mode": run.request["mode"],
             "n": run.n,
             "tokens": tokens,
@@ -173,13 +172,13 @@ def summary_frame(runs: dict[int, Run], answer: analysis.Extractor | str | None 
             "tokens_per_s": round(tokens / run.wall_time, 1) if run.wall_time else None,
             "identical": bool(groups),
             "identical_samples": ", ".join("=".join(map(str, g)) for g in groups),
-            "answers": figures["groups"],
-            "majority": majority_cell(figures["majority"], figures["tied"]),
-            "vote_share": _rounded(figures["vote_share"], 2),
-            "answer_entropy": _rounded(figures["answer_entropy_bits"], 2),
-            "distinct_2": _rounded(figures["distinct_2"], 2),
-            "similarity": _rounded(figures["similarity_mean"], 2),
-            "vendi": _rounded(figures["vendi"], 2),
+            "answers": measures["groups"],
+            "majority": majority_cell(measures["majority"], measures["tied"]),
+            "vote_share": _rounded(measures["vote_share"], 2),
+            "answer_entropy": _rounded(measures["answer_entropy_bits"], 2),
+            "distinct_2": _rounded(measures["distinct_2"], 2),
+            "similarity": _rounded(measures["similarity_mean"], 2),
+            "vendi": _rounded(measures["vendi"], 2),
         })
     return pd.DataFrame(rows, columns=SUMMARY_COLUMNS)
 

@@ -1,9 +1,9 @@
 """How a tab lets a person choose how answers are read from samples: the choices, the two controls
-(an extractor and a regular expression for the regex one), and the figures they add.
+(an extractor and a regular expression for the regex one), and the measures they add.
 
 The Set tab always reads answers (its default extractor); the Sweep and Compare tabs read them
 only when asked ("none" by default), adding the majority answer and its vote share to their
-figures. Written once here so the three tabs offer the same choices and say the same sentence for
+measures. Written once here so the three tabs offer the same choices and say the same sentence for
 a pattern that cannot work.
 """
 
@@ -35,30 +35,30 @@ def optional_controls(label: str, elem_prefix: str) -> tuple[gr.Dropdown, gr.Tex
     return choice, pattern
 
 
-def with_chosen_answers(figures: analysis.Figures | None, choice: str | None,
-                        pattern: str | None) -> analysis.Figures | None:
-    """``figures`` plus the majority answer and its vote share when an extractor is chosen ("none":
-    ``figures`` as they are), computed once per run however often a handler's views ask; gr.Error,
+def with_chosen_answers(measures: analysis.Measures | None, choice: str | None,
+                        pattern: str | None) -> analysis.Measures | None:
+    """``measures`` plus the majority answer and its vote share when an extractor is chosen ("none":
+    ``measures`` as they are), computed once per run however often a handler's views ask; gr.Error,
     a sentence naming the pattern, for one that cannot work."""
     if choice and choice != NO_ANSWER:
         try:
-            figures = analysis.with_answers(figures, extractor_spec(choice, pattern))
+            measures = analysis.with_answers(measures, extractor_spec(choice, pattern))
         except analysis.InvalidExtractor as e:
             raise gr.Error(str(e)) from None
-    return once_per_run(figures)
+    return once_per_run(measures)
 
 
-def once_per_run(figures: analysis.Figures | None) -> analysis.Figures | None:
-    """``figures`` remembered per run: a sweep's chart, table and report, or a comparison's table
-    and report, each read every run's set figures (pairwise similarity, Vendi), which cost."""
-    if figures is None:
+def once_per_run(measures: analysis.Measures | None) -> analysis.Measures | None:
+    """``measures`` remembered per run: a sweep's chart, table and report, or a comparison's table
+    and report, each read every run's set measures (pairwise similarity, Vendi), which cost."""
+    if measures is None:
         return None
     known: dict[int, tuple] = {}
 
     def remembered(run) -> dict:
         if id(run) not in known:
             try:
-                known[id(run)] = (run, figures(run))  # holding the run keeps its id from being reused
+                known[id(run)] = (run, measures(run))  # holding the run keeps its id from being reused
             except analysis.InvalidExtractor as e:  # a pattern that took too long on this run's samples
                 raise gr.Error(str(e)) from None
         return known[id(run)][1]

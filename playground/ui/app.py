@@ -90,7 +90,7 @@ def build_app(backend, sync_runner=None, embedding_model: str | None = None,
                                                 elem_id=f"sample-{i}-text", elem_classes="sample-text"))
                     groups.append(group)
 
-        figures = analysis.set_figures_hook()  # the set figures beside a sweep's and a comparison's own
+        measures = analysis.set_measures_hook()  # the set measures beside a sweep's and a comparison's own
         with gr.Tabs(elem_id="panels") as tabs:
             with gr.Tab("Diff", id="diff", elem_id="tab-diff"):
                 diff = panel(panels.diff,
@@ -126,8 +126,8 @@ def build_app(backend, sync_runner=None, embedding_model: str | None = None,
                 repro_verdict = gr.Markdown(elem_id="repro-verdict")
                 # Hidden until the first verdict: an empty Dataframe shows a grid headed "1 2 3".
                 repro_table = gr.Dataframe(interactive=False, visible=False, elem_id="repro-table")
-            sweep_tab = sweep_panel.build(h, figures)
-            compare_tab = compare_panel.build(h.export_dir, figures)
+            sweep_tab = sweep_panel.build(h, measures)
+            compare_tab = compare_panel.build(h.export_dir, measures)
             with gr.Tab("Export", id="export"):
                 gr.Markdown("The run bundle holds the request, every raw event and the samples; every view "
                             "on this page is computed from it. The report is one HTML page of the run (columns, "

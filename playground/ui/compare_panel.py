@@ -2,7 +2,7 @@
 
 Pick any two runs of this browser session (History, opened files, the last sweep): both runs'
 columns index by index with where sample i of A first parts from sample i of B, the settings that
-differ, and the figures of both side by side. Files are opened in the History tab (opening.py),
+differ, and the measures of both side by side. Files are opened in the History tab (opening.py),
 which hands their runs to ``add``.
 
 Declared with ``build()`` inside the page's ``gr.Tabs`` and hooked up with
@@ -14,7 +14,6 @@ from __future__ import annotations
 import gradio as gr
 
 from playground import analysis
-from playground.analysis.tokens import truncate
 from playground.run import Run
 from playground.ui.answers import optional_controls, with_chosen_answers
 
@@ -25,11 +24,11 @@ MAX_UPLOADED = 50  # runs kept per session from uploads; the oldest go first
 PAIR_COLUMNS = ["sample", "seed_a", "seed_b", "tokens_a", "tokens_b", "verdict", "token_a", "token_b", "similarity"]
 
 
-def build(export_dir, figures: analysis.Figures | None = None) -> CompareTab:
+def build(export_dir, measures: analysis.Measures | None = None) -> CompareTab:
     """Declare the tab in the current ``gr.Tabs`` (``export_dir``: where the page writes its
-    downloads; ``figures``: extra per-run figures, e.g. the set figures); call
+    downloads; ``measures``: extra per-run measures, e.g. the set measures); call
     ``.wire(history, sweep_runs)`` afterwards."""
-    return CompareTab(export_dir, figures)
+    return CompareTab(export_dir, measures)
 
 
 def pool(history: list[Run] | None, uploads: list[Run] | None,
@@ -49,28 +48,28 @@ def pool(history: list[Run] | None, uploads: list[Run] | None,
 def label(source: str, run: Run) -> str:
     info = analysis.sweep_info(run)
     what = f"{info['param']}={info['value']}" if info else f"n={run.n} · {run.request.get('mode')}"
-    prompt = truncate(" ".join(str(run.request.get("prompt", "")).split()), 33)
+    prompt = analysis.truncate(" ".join(str(run.request.get("prompt", "")).split()), 33)
     return f"{source} · {run.request.get('request_id')} · {what} · seed {run.request.get('seed')} · “{prompt}”"
 
 
-def comparison(a: Run, b: Run, figures: analysis.Figures | None = None) -> tuple[str, object, object, object, str]:
+def comparison(a: Run, b: Run, measures: analysis.Measures | None = None) -> tuple[str, object, object, object, str]:
     """The tab's view of A against B: the headline, the per-index table, the settings that differ,
-    the figures side by side, and both runs' columns with the token diff."""
+    the measures side by side, and both runs' columns with the token diff."""
     pairs = analysis.pair_frame(a, b)
     same = int((pairs["verdict"] == "identical").sum())
     changed = analysis.settings_diff(a, b)
     what = ", ".join(f"{r.setting} {r.A} → {r.B}" for r in changed.itertuples()) or "no setting"
     headline = (f"**{same} of {len(pairs)} samples identical** between A (`{a.request.get('request_id')}`) and "
                 f"B (`{b.request.get('request_id')}`). Differing settings: {what}.")
-    side_by_side = analysis.figures_side_by_side(a, b, figures).map(
+    side_by_side = analysis.measures_side_by_side(a, b, measures).map(
         lambda v: round(v, 3) if isinstance(v, float) else v)
     return (headline, pairs[PAIR_COLUMNS].round(3), changed.astype(str), side_by_side,
             analysis.comparison_html(a, b, frame=pairs))
 
 
 class CompareTab:
-    def __init__(self, export_dir, figures: analysis.Figures | None = None):
-        self.export_dir, self.extra_figures = export_dir, figures
+    def __init__(self, export_dir, measures: analysis.Measures | None = None):
+        self.export_dir, self.extra_measures = export_dir, measures
         with gr.Tab("Compare", id="compare", elem_id="tab-compare"):
             gr.Markdown(INTRO)
             with gr.Row():
@@ -85,8 +84,8 @@ class CompareTab:
             with gr.Row():
                 self.changed = gr.Dataframe(label="Settings that differ", interactive=False, visible=False,
                                             elem_id="compare-settings")
-                self.figures = gr.Dataframe(label="Figures side by side", interactive=False, visible=False,
-                                            elem_id="compare-figures")
+                self.side_by_side = gr.Dataframe(label="Figures side by side", interactive=False, visible=False,
+                                                 elem_id="compare-figures")
             self.pairs = gr.Dataframe(label="Sample i of A against sample i of B", interactive=False, visible=False,
                                       elem_id="compare-pairs")
             self.columns = gr.HTML(elem_id="compare-columns")
@@ -98,7 +97,7 @@ class CompareTab:
         sources = [history, self.uploads, sweep_runs]
         self.refresh_btn.click(self.refresh, sources, [self.a, self.b], api_visibility="private")
         self.compare_btn.click(self.compare, [self.a, self.b, *sources, self.answer, self.pattern],
-                               [self.headline, self.pairs, self.changed, self.figures, self.columns, self.report],
+                               [self.headline, self.pairs, self.changed, self.side_by_side, self.columns, self.report],
                                api_visibility="private")
 
     # --- handlers -------------------------------------------------------------------------------
@@ -123,14 +122,14 @@ class CompareTab:
         if a_key not in runs or b_key not in runs:
             raise gr.Error("Pick two runs first (Update the lists, then choose A and B).")
         a, b = runs[a_key][1], runs[b_key][1]
-        extra = with_chosen_answers(self.extra_figures, answer, pattern)  # gr.Error: a pattern that cannot work
-        headline, pairs, changed, figures, columns = comparison(a, b, extra)
+        extra = with_chosen_answers(self.extra_measures, answer, pattern)  # gr.Error: a pattern that cannot work
+        headline, pairs, changed, side_by_side, columns = comparison(a, b, extra)
         return (headline, gr.update(value=pairs, visible=True), gr.update(value=changed, visible=not changed.empty),
-                gr.update(value=figures, visible=True), columns, self.export(a, b, extra))
+                gr.update(value=side_by_side, visible=True), columns, self.export(a, b, extra))
 
-    def export(self, a: Run, b: Run, figures: analysis.Figures | None = None) -> str:
+    def export(self, a: Run, b: Run, measures: analysis.Measures | None = None) -> str:
         path = self.export_dir / f"compare-{a.request.get('request_id')}-{b.request.get('request_id')}.html"
-        path.write_text(analysis.comparison_report(a, b, figures), encoding="utf-8")
+        path.write_text(analysis.comparison_report(a, b, measures), encoding="utf-8")
         return str(path)
 
     @staticmethod

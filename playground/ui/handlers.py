@@ -130,7 +130,7 @@ class Handlers:
             raise gr.Error("Run something first, or open a saved run: the report is of the run on screen.")
         path = (self.export_dir / run.request.get("request_id", "run")).with_suffix(".html")
         if not path.exists():  # a run's record does not change once shown
-            text = await asyncio.to_thread(analysis.report_for, [run], analysis.set_figures_hook())
+            text = await asyncio.to_thread(analysis.report_for, [run], analysis.set_measures_hook())
             path.write_text(text, encoding="utf-8")
         return str(path)
 

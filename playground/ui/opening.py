@@ -78,12 +78,12 @@ class Opener:
         sweep = is_sweep(runs)
         if sweep:
             runs = analysis.sweep_order(runs)
-            figures = self.sweep.figures_for(sweep_answer, sweep_pattern)  # gr.Error: nothing changes
+            measures = self.sweep.measures_for(sweep_answer, sweep_pattern)  # gr.Error: nothing changes
         for run in runs[:-1]:
             history = remember(history or [], run)
         update = await self.h.show(runs[-1], history, set_n=True, settings=settings)
         if sweep:
-            update.update({**await self.sweep.draw(runs, figures=figures), self.sweep.runs: runs,
+            update.update({**await self.sweep.draw(runs, measures=measures), self.sweep.runs: runs,
                            self.tabs: gr.update(selected="sweep")})
         update.update(self.compare.add(runs, update[self.h.c.history], uploads,
                                        runs if sweep else sweep_runs))

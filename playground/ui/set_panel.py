@@ -26,8 +26,7 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from playground import analysis
-from playground.analysis import InvalidExtractor, SetFigures
-from playground.analysis.figures import message_figure
+from playground.analysis import InvalidExtractor, SetMeasures, message_figure
 from playground.backends.embeddings import EmbeddingModelError, load_embedder
 from playground.run import Run
 from playground.ui.answers import CHOICES, PATTERN_EXAMPLE, PATTERN_LABEL, extractor_spec
@@ -71,11 +70,11 @@ class SetValues:
     """What the tab shows for one run, and the per-sample table for the CSV export."""
 
     headline: str
-    figures: pd.DataFrame  # diversity, whole and after the first divergence
+    diversity: pd.DataFrame  # whole and after the first divergence
     chart: go.Figure
     groups: pd.DataFrame
     samples: pd.DataFrame  # one row per sample: answer, group (and meaning cluster)
-    set_figures: SetFigures | None  # None when the extractor cannot work
+    set_measures: SetMeasures | None  # None when the extractor cannot work
 
 
 def set_values(run: Run, extractor: str | None = None, embedding_model: str | None = None,
@@ -90,22 +89,22 @@ def set_values(run: Run, extractor: str | None = None, embedding_model: str | No
         except EmbeddingModelError as e:
             problem = f"\n\n⚠️ Grouping by meaning is off: {_sentence(str(e))}"
     try:
-        figures = analysis.set_figures(run, analysis.parse_extractor(extractor), embeddings, embedding_model or "",
-                                       threshold)
+        measures = analysis.set_measures(run, analysis.parse_extractor(extractor), embeddings, embedding_model or "",
+                                         threshold)
     except InvalidExtractor as e:  # a pattern that does not compile, lacks its group, or takes too long
         empty = pd.DataFrame(columns=analysis.GROUP_COLUMNS)
-        diversity = analysis.figures_table(analysis.set_diversity(run))
+        diversity = analysis.measures_table(analysis.set_diversity(run))
         return SetValues(f"⚠️ {_sentence(str(e))} The diversity figures below do not depend on it.", diversity,
                          message_figure("Answer groups", "No answers: the extractor cannot work."), empty,
                          pd.DataFrame(columns=analysis.SAMPLE_COLUMNS), None)
-    return SetValues(headline(figures) + problem, analysis.figures_table(figures.diversity),
-                     analysis.answer_groups_figure(figures.answers),
-                     analysis.groups_frame(figures.answers), analysis.samples_frame(run, figures), figures)
+    return SetValues(headline(measures) + problem, analysis.measures_table(measures.diversity),
+                     analysis.answer_groups_figure(measures.answers),
+                     analysis.groups_frame(measures.answers), analysis.samples_frame(run, measures), measures)
 
 
-def headline(figures: SetFigures) -> str:
+def headline(measures: SetMeasures) -> str:
     """The answers in two sentences, and the set's diversity in one."""
-    a, d = figures.answers, figures.diversity
+    a, d = measures.answers, measures.diversity
     if not a.n:
         return "No samples."
     if a.majority is None:
@@ -122,8 +121,8 @@ def headline(figures: SetFigures) -> str:
     if d.whole.vendi is not None:
         said += (f"\n\n{shared}; by the Vendi score they are worth **{d.whole.vendi:.2f}** distinct samples of "
                  f"{d.whole.samples}.")
-    if figures.meaning:
-        m = figures.meaning
+    if measures.meaning:
+        m = measures.meaning
         said += (f"\n\nBy meaning ({m.model}, cosine ≥ {m.threshold}): {len(m.clusters)} cluster(s), semantic "
                  f"entropy **{m.entropy:.2f} bits**.")
     return said
@@ -153,7 +152,7 @@ class SetTab:
             self.headline = gr.Markdown(elem_id="set-headline")
             with gr.Row():
                 self.chart = gr.Plot(label="Answer groups", elem_id="set-groups-chart")
-                self.figures = gr.Dataframe(label="Diversity of the set", interactive=False, elem_id="set-figures")
+                self.diversity = gr.Dataframe(label="Diversity of the set", interactive=False, elem_id="set-figures")
             self.picked_note = gr.Markdown(elem_id="set-picked-note")
             self.groups = gr.Dataframe(label="Answer groups", interactive=False, wrap=True, elem_id="set-groups")
             self.picked = gr.Textbox(visible="hidden", elem_id="set-picked")  # written by CLICK_JS
@@ -173,7 +172,7 @@ class SetTab:
         return list(self.controls().values())
 
     def components(self) -> dict:
-        shown = {"headline": self.headline, "chart": self.chart, "figures": self.figures, "groups": self.groups,
+        shown = {"headline": self.headline, "chart": self.chart, "diversity": self.diversity, "groups": self.groups,
                  "picked_note": self.picked_note}
         return {**shown, "csv": self.csv} if self.csv is not None else shown
 
@@ -188,7 +187,7 @@ class SetTab:
         model = self.embedding_model if by_meaning else None
         shown = set_values(run, extractor_spec(answer, pattern), model,
                            float(meaning_similarity) if meaning_similarity is not None else analysis.DEFAULT_SIMILARITY)
-        named = {"headline": shown.headline, "chart": shown.chart, "figures": shown.figures, "groups": shown.groups,
+        named = {"headline": shown.headline, "chart": shown.chart, "diversity": shown.diversity, "groups": shown.groups,
                  "picked_note": ""}
         if self.csv is not None:
             path = self.export_dir / f"{run.request.get('request_id', 'run')}-set.csv"

@@ -1,5 +1,5 @@
 """The "Sweep" tab: the page's request run once per value of one setting, same seeds, one run after
-another, with the grid (rows: values, columns: sample indices) and the chart of the figures against
+another, with the grid (rows: values, columns: sample indices) and the chart of the measures against
 the value filling in as each run finishes. Stop ends the sweep and keeps the runs that finished.
 
 Declared with ``build(h)`` inside the page's ``gr.Tabs``, hooked up with ``.wire(form)`` once
@@ -34,11 +34,11 @@ INTRO = ("Runs the request above once per value of one setting (or once per base
 HIDDEN_COLUMNS = ["position", "param", "request_id"]  # the row's label says them
 
 
-def build(h: Handlers, figures: analysis.Figures | None = None, chart: list[str] | None = None) -> SweepTab:
+def build(h: Handlers, measures: analysis.Measures | None = None, chart: list[str] | None = None) -> SweepTab:
     """Declare the tab in the current ``gr.Tabs``; call ``.wire(form)`` once ``h`` is bound.
-    ``figures``: extra per-run figures for the table and chart (the set figures); ``chart``: the
-    figures to draw (default: every numeric one)."""
-    return SweepTab(h, figures, chart)
+    ``measures``: extra per-run measures for the table and chart (the set measures); ``chart``: the
+    measures to draw (default: every numeric one)."""
+    return SweepTab(h, measures, chart)
 
 
 async def stream_sweep(backend, sweep: SweepRequest,
@@ -67,8 +67,8 @@ async def stream_sweep(backend, sweep: SweepRequest,
 
 
 class SweepTab:
-    def __init__(self, h: Handlers, figures: analysis.Figures | None = None, chart: list[str] | None = None):
-        self.h, self.figures, self.chart_names = h, figures, chart
+    def __init__(self, h: Handlers, measures: analysis.Measures | None = None, chart: list[str] | None = None):
+        self.h, self.measures, self.chart_names = h, measures, chart
         with gr.Tab("Sweep", id="sweep", elem_id="tab-sweep"):
             gr.Markdown(INTRO)
             with gr.Row():
@@ -115,7 +115,7 @@ class SweepTab:
     async def run(self, param, values, answer=None, pattern=None, **settings):
         """Run the sweep (the page's form as ``settings``); each value's row fills as its run finishes."""
         sweep = sweep_from_ui(settings, param, values, self.h.backend.limits)
-        figures = self.figures_for(answer, pattern)  # a bad pattern is refused before anything runs
+        measures = self.measures_for(answer, pattern)  # a bad pattern is refused before anything runs
         started = time.monotonic()
         yield {self.status: f"⏳ starting a sweep of {len(sweep.values)} {sweep.param} values…",
                self.grid: "", self.chart: None, self.runs: [], self.table: gr.update(visible=False)}
@@ -130,39 +130,39 @@ class SweepTab:
                                self.grid: analysis.grid_html([*finished, live])}
                     else:
                         final = len(finished) == len(sweep.values)
-                        yield {**await self.draw(finished, final=final, figures=figures), self.runs: finished}
+                        yield {**await self.draw(finished, final=final, measures=measures), self.runs: finished}
         except Exception as e:
             raise shown(e) from None
 
     async def stopped(self, runs: list[Run] | None, answer=None, pattern=None) -> dict:
         """After Stop: the runs that finished, as they are (the one in progress was aborted)."""
-        return await self.draw(runs or [], stopped=True, figures=self.figures_for(answer, pattern))
+        return await self.draw(runs or [], stopped=True, measures=self.measures_for(answer, pattern))
 
     async def redraw(self, runs: list[Run] | None, answer=None, pattern=None) -> dict:
         """The chart, table and report of the runs at hand, with answers read the new way."""
         if not runs:
             return {}
-        update = await self.draw(runs, figures=self.figures_for(answer, pattern))
+        update = await self.draw(runs, measures=self.measures_for(answer, pattern))
         return {c: update[c] for c in (self.chart, self.table, self.report)}
 
-    def figures_for(self, answer: str | None, pattern: str | None) -> analysis.Figures | None:
-        """The tab's figures, plus the majority answer's vote share when an extractor is chosen."""
-        return with_chosen_answers(self.figures, answer, pattern)
+    def measures_for(self, answer: str | None, pattern: str | None) -> analysis.Measures | None:
+        """The tab's measures, plus the majority answer's vote share when an extractor is chosen."""
+        return with_chosen_answers(self.measures, answer, pattern)
 
     # --- drawing --------------------------------------------------------------------------------
 
     async def draw(self, runs: list[Run], **kwargs) -> dict:
-        """``show`` off the event loop: the set figures of every run cost, and other sessions stream."""
+        """``show`` off the event loop: the set measures of every run cost, and other sessions stream."""
         return await asyncio.to_thread(self.show, runs, **kwargs)
 
     def show(self, runs: list[Run], final: bool = True, stopped: bool = False,
-             figures: analysis.Figures | None = None) -> dict:
+             measures: analysis.Measures | None = None) -> dict:
         """The tab's components for ``runs`` (of one sweep); ``final`` also writes the downloads.
-        ``figures``: default the tab's own (no answers read)."""
+        ``measures``: default the tab's own (no answers read)."""
         update = {self.status: status(runs, stopped), self.grid: analysis.grid_html(runs), self.chart: None}
         if not runs:
             return update
-        table = analysis.sweep_table(runs, figures or once_per_run(self.figures))  # one table: chart, rows, report
+        table = analysis.sweep_table(runs, measures or once_per_run(self.measures))  # one table: chart, rows, report
         names = [*self.chart_names, "vote_share"] if self.chart_names is not None else None
         update[self.chart] = analysis.sweep_chart(runs, names=names, table=table)
         shown = table.drop(columns=[c for c in HIDDEN_COLUMNS if c in table]).round(3)

@@ -1,13 +1,20 @@
-"""Token pieces made visible.
+"""How the analysis shows samples to people: tokens made visible, text cut to fit, and the look
+every chart shares.
 
 Samples usually differ by one token, and that token is often whitespace: a space, a newline, or
 half of a multibyte character. Every token view goes through ``visible`` so that a person can see
 where one token ends and what an "invisible" token actually was.
+
+A chart's height grows with the rows it shows (Gradio has rendered autosized plots at zero
+height), a chart with nothing to draw says why, and a sample has one colour in every chart.
 """
 
 from __future__ import annotations
 
 import html
+
+import plotly.graph_objects as go
+from plotly.colors import qualitative
 
 from playground.run import Sample
 
@@ -70,3 +77,21 @@ def truncate(text: str, width: int) -> str:
 def for_hover(text: str) -> str:
     """Plotly hover labels read a little HTML: escape, and keep line breaks as <br>."""
     return html.escape(text).replace("\n", "<br>")
+
+
+def height_for(rows: int, per_row: int = 26, minimum: int = 320, maximum: int = 960) -> int:
+    return max(minimum, min(maximum, 120 + per_row * rows))
+
+
+def message_figure(title: str, message: str, height: int = 320) -> go.Figure:
+    """A figure with no data that says why (no logprobs recorded, no tokens yet)."""
+    fig = go.Figure()
+    fig.add_annotation(text=message, showarrow=False, x=0.5, y=0.5, xref="paper", yref="paper")
+    fig.update_layout(title=title, height=height, xaxis_visible=False, yaxis_visible=False)
+    return fig
+
+
+def sample_color(index: int) -> str:
+    """One colour per sample index, the same in every figure (Alphabet has 26; larger n repeats)."""
+    palette = qualitative.Alphabet
+    return palette[index % len(palette)]

@@ -4,8 +4,8 @@ Rows are the values in the order they ran. Because sample i has the same seed in
 the sweep varies the seed), a column follows one seed as the setting changes, and the first token
 where a cell parts from the cell above is the first token the setting changed.
 
-The figures of a run are computed by ``run_figures`` plus any ``figures`` callable a caller
-passes (the set figures: distinct-n, similarity, Vendi, majority share); a figure ``x`` with
+The measures of a run are computed by ``run_measures`` plus any ``measures`` callable a caller
+passes (the set measures: distinct-n, similarity, Vendi, majority share); a measure ``x`` with
 ``x_min`` and ``x_max`` beside it is drawn with that range across samples.
 """
 
@@ -22,14 +22,13 @@ from plotly.subplots import make_subplots
 
 from playground.analysis.answers import Answers, Extractor, group_answers, parse_extractor
 from playground.analysis.diff import first_divergence, identical_groups, identical_label
+from playground.analysis.display import message_figure, token_at, truncate
 from playground.analysis.diversity import set_diversity
-from playground.analysis.figures import message_figure
-from playground.analysis.tokens import token_at, truncate
 from playground.run import Run, Sample
 
-Figures = Callable[[Run], dict]
+Measures = Callable[[Run], dict]
 FIRST_WORDS = 8
-# Per-run figures drawn by default, with their labels; extra figures are drawn after them.
+# Per-run measures drawn by default, with their labels; extra measures are drawn after them.
 CHARTED = {"mean_tokens": "mean length (tokens)", "mean_prob": "mean p(sampled token)",
            "distinct_samples": "distinct samples", "distinct_2": "distinct-2",
            "effective_samples": "effective number of distinct samples (Vendi)",
@@ -67,8 +66,8 @@ def sample_mean_prob(sample: Sample) -> float | None:
     return sum(probs) / len(probs) if probs else None
 
 
-def run_figures(run: Run) -> dict:
-    """Figures of one run that need nothing but the record, with min/max across samples."""
+def run_measures(run: Run) -> dict:
+    """Measures of one run that need nothing but the record, with min/max across samples."""
     lengths = [len(s.token_ids) for s in run.samples]
     probs = [p for s in run.samples if (p := sample_mean_prob(s)) is not None]
     return {
@@ -81,7 +80,7 @@ def run_figures(run: Run) -> dict:
     }
 
 
-def diversity_figures(run: Run) -> dict:
+def diversity_measures(run: Run) -> dict:
     """The set's diversity a sweep charts: distinct-2, the effective number of distinct samples
     (the Vendi score), and the mean pairwise similarity with its min and max over the pairs."""
     d = set_diversity(run).whole
@@ -89,11 +88,11 @@ def diversity_figures(run: Run) -> dict:
             "similarity_min": d.similarity_min, "similarity_max": d.similarity_max}
 
 
-def set_figures_hook(extractor: Extractor | str | None = None) -> Figures:
-    """The set figures a sweep charts beside ``run_figures``: ``diversity_figures``, and, when an
+def set_measures_hook(extractor: Extractor | str | None = None) -> Measures:
+    """The set measures a sweep charts beside ``run_measures``: ``diversity_measures``, and, when an
     extractor is chosen, the majority answer's vote share (added by ``with_answers`` alone, so no
     run's answers are read twice; a bad extractor raises InvalidExtractor here)."""
-    return with_answers(diversity_figures, extractor)
+    return with_answers(diversity_measures, extractor)
 
 
 def answer_row(answers: Answers) -> dict:
@@ -103,26 +102,26 @@ def answer_row(answers: Answers) -> dict:
             "vote_share": answers.vote_share}
 
 
-def with_answers(figures: Figures | None, extractor: Extractor | str | None) -> Figures | None:
-    """``figures`` plus the majority answer and its vote share read by ``extractor`` (nothing more
+def with_answers(measures: Measures | None, extractor: Extractor | str | None) -> Measures | None:
+    """``measures`` plus the majority answer and its vote share read by ``extractor`` (nothing more
     when it is None). A bad extractor raises InvalidExtractor here, before any run is read."""
     if extractor is None:
-        return figures
+        return measures
     extractor = extractor if isinstance(extractor, Extractor) else parse_extractor(extractor)
 
-    def joined(run: Run) -> dict:
-        return {**(figures(run) if figures else {}), **answer_row(group_answers(run, extractor))}
+    def with_majority(run: Run) -> dict:
+        return {**(measures(run) if measures else {}), **answer_row(group_answers(run, extractor))}
 
-    return joined
-
-
-def all_figures(run: Run, figures: Figures | None = None) -> dict:
-    """``run_figures`` and the caller's extra figures (which win on a shared name)."""
-    return {**run_figures(run), **(figures(run) if figures else {})}
+    return with_majority
 
 
-def sweep_table(runs: list[Run], figures: Figures | None = None) -> pd.DataFrame:
-    """One row per run, in sweep order: the value, the run, and its figures."""
+def all_measures(run: Run, measures: Measures | None = None) -> dict:
+    """``run_measures`` and the caller's extra measures (which win on a shared name)."""
+    return {**run_measures(run), **(measures(run) if measures else {})}
+
+
+def sweep_table(runs: list[Run], measures: Measures | None = None) -> pd.DataFrame:
+    """One row per run, in sweep order: the value, the run, and its measures."""
     runs = sweep_order(runs)
     rows = []
     for run in runs:
@@ -132,7 +131,7 @@ def sweep_table(runs: list[Run], figures: Figures | None = None) -> pd.DataFrame
             "position": info.get("position"), "param": info.get("param"), "value": info.get("value"),
             "request_id": run.request.get("request_id"), "status": run.status, "n": run.n,
             "seeds": _seed_range(seeds), "tokens": sum(len(s.token_ids) for s in run.samples),
-            **all_figures(run, figures),
+            **all_measures(run, measures),
         })
     return pd.DataFrame(rows)
 
@@ -143,8 +142,8 @@ def _seed_range(seeds: list[int | None]) -> str:
     return str(seeds[0]) if len(seeds) == 1 else f"{seeds[0]}…{seeds[-1]}"
 
 
-def charted_figures(table: pd.DataFrame) -> list[str]:
-    """The numeric figures of a sweep table worth a panel: ours, then any extra the caller added."""
+def charted_measures(table: pd.DataFrame) -> list[str]:
+    """The numeric measures of a sweep table worth a panel: ours, then any extra the caller added."""
     skip = {"position", "value", "n", "tokens"}
     base = [c for c in CHARTED if c in table.columns]
     extra = [c for c in table.columns if c not in skip and c not in base and not c.endswith(("_min", "_max"))
@@ -153,16 +152,16 @@ def charted_figures(table: pd.DataFrame) -> list[str]:
     return base + extra
 
 
-def sweep_chart(runs: list[Run], figures: Figures | None = None, names: list[str] | None = None,
+def sweep_chart(runs: list[Run], measures: Measures | None = None, names: list[str] | None = None,
                 table: pd.DataFrame | None = None) -> go.Figure:
-    """One panel per figure (``names``: default every numeric one) against the swept value;
+    """One panel per measure (``names``: default every numeric one) against the swept value;
     whiskers are the min and max across samples. Seeds and run ids are categories (their order
-    means nothing); setting values are numbers. ``table``: ``sweep_table(runs, figures)`` when the
-    caller has it (the set figures cost seconds per run; ``figures`` is then unused).
+    means nothing); setting values are numbers. ``table``: ``sweep_table(runs, measures)`` when the
+    caller has it (the set measures cost seconds per run; ``measures`` is then unused).
     """
-    table = sweep_table(runs, figures) if table is None else table
+    table = sweep_table(runs, measures) if table is None else table
     if not table.empty:
-        names = [n for n in names if n in table.columns] if names is not None else charted_figures(table)
+        names = [n for n in names if n in table.columns] if names is not None else charted_measures(table)
     else:
         names = []
     if not names:
@@ -189,7 +188,7 @@ def sweep_chart(runs: list[Run], figures: Figures | None = None, names: list[str
 
 
 @dataclass
-class Cell:
+class GridCell:
     """One sample in the grid: its first words, and where it first parts from the cell above
     (None: identical to it, or the top row). ``above``/``here`` are the tokens at that position."""
 
@@ -214,7 +213,7 @@ def first_words(sample: Sample, words: int = FIRST_WORDS) -> str:
     return " ".join(parts[:words]) + (" …" if len(parts) > words else "")
 
 
-def sweep_grid(runs: list[Run], words: int = FIRST_WORDS) -> list[tuple[str, list[Cell]]]:
+def sweep_grid(runs: list[Run], words: int = FIRST_WORDS) -> list[tuple[str, list[GridCell]]]:
     """Rows (label, cells) in sweep order; cell i is sample i, compared with sample i above."""
     runs = sweep_order(runs)
     param = sweep_param(runs)
@@ -223,7 +222,7 @@ def sweep_grid(runs: list[Run], words: int = FIRST_WORDS) -> list[tuple[str, lis
         above = {s.index: s for s in runs[k - 1].samples} if k else {}
         cells = []
         for s in run.samples:
-            cell = Cell(s.index, s.seed, first_words(s, words), no_above=s.index not in above)
+            cell = GridCell(s.index, s.seed, first_words(s, words), no_above=s.index not in above)
             if s.index in above:
                 cell.diverges_at = first_divergence(above[s.index].token_ids, s.token_ids)
                 if cell.diverges_at is not None:
@@ -232,19 +231,6 @@ def sweep_grid(runs: list[Run], words: int = FIRST_WORDS) -> list[tuple[str, lis
             cells.append(cell)
         rows.append((value_label(run, param), cells))
     return rows
-
-
-def grid_frame(runs: list[Run], words: int = FIRST_WORDS) -> pd.DataFrame:
-    """The grid as a table of text: one row per value, one column per sample index."""
-    grid = sweep_grid(runs, words)
-    width = max((len(cells) for _, cells in grid), default=0)
-    records = []
-    for label, cells in grid:
-        row = {"run": label}
-        for cell in cells:
-            row[f"#{cell.index}"] = cell.words + (f"  [{cell.note()}]" if cell.note() else "")
-        records.append(row)
-    return pd.DataFrame(records, columns=["run"] + [f"#{i}" for i in range(width)])
 
 
 def grid_html(runs: list[Run], words: int = FIRST_WORDS) -> str:

@@ -1,19 +1,35 @@
-"""Two runs side by side: sample i of run A against sample i of run B.
+"""Runs side by side: each run in one row, sample i of run A against sample i of run B, and the runs
+whose samples share seeds.
 
 With the same base seed, sample i has the same seed in both runs, so the first token where they
 part is the first token the difference between the runs (a setting, the mode, the batch they
 shared) changed. Comparisons are over token ids, like every other in the playground.
+
+Runs that share child seeds are not independent sets of samples. Sample i of a run is seeded
+seed + i, so two runs whose base seeds are close draw some of the same samples: runs with seeds 42
+and 43 at n = 8 share seeds 43..49, seven of their eight samples. Pooling such runs, or comparing
+them as if independent, counts those samples twice.
 """
 
 from __future__ import annotations
 
 import html
+from collections import Counter
+from collections.abc import Sequence
 
 import pandas as pd
 
-from playground.analysis.diff import diff_html, diff_samples, first_divergence, similarity
-from playground.analysis.sweep import Figures, all_figures, first_words
-from playground.analysis.tokens import token_at
+from playground.analysis.diff import (
+    common_prefix,
+    diff_html,
+    diff_samples,
+    first_divergence,
+    identical_groups,
+    identical_label,
+    similarity,
+)
+from playground.analysis.display import token_at
+from playground.analysis.sweep_views import Measures, all_measures, first_words
 from playground.run import Run
 
 # Settings worth naming when they differ between two runs (the rest is the record's plumbing).
@@ -22,10 +38,38 @@ SETTINGS = ("prompt", "use_chat_template", "n", "seed", "mode", "output_kind", "
             "logprobs", "ignore_eos")
 PAIR_COLUMNS = ["sample", "seed_a", "seed_b", "tokens_a", "tokens_b", "first_divergence", "token_a", "token_b",
                 "similarity", "verdict"]
+RUN_COLUMNS = ["request_id", "status", "n", "mode", "output_kind", "seed", "prompt_tokens", "tokens", "wall_time",
+               "tokens_per_s", "cached_prompt_tokens", "common_prefix", "any_identical", "identical_samples",
+               "finish_reasons"]
 
 
 def run_label(run: Run) -> str:
     return str(run.request.get("request_id", "run"))
+
+
+def run_row(run: Run) -> pd.DataFrame:
+    """What the run was and what came of it, as a one-row table: runs side by side are
+    ``pd.concat`` of theirs, one run read down is ``.T``. ``wall_time`` of a run still going is
+    the last event's time; ``identical_samples`` lists groups of samples with equal token ids,
+    like '0=2; 1=3'."""
+    tokens = sum(len(s.token_ids) for s in run.samples)
+    wall = run.wall_time if run.wall_time is not None else (run.events[-1].t if run.events else None)
+    groups = identical_groups(run)
+    reasons: dict[str, int] = {}
+    for s in run.samples:
+        key = s.finish_reason or "running"
+        reasons[key] = reasons.get(key, 0) + 1
+    row = {
+        "request_id": run.request.get("request_id"), "status": run.status, "n": run.n,
+        "mode": run.request.get("mode"), "output_kind": run.output_kind, "seed": run.request.get("seed"),
+        "prompt_tokens": run.request.get("num_prompt_tokens"), "tokens": tokens, "wall_time": wall,
+        "tokens_per_s": tokens / wall if wall else None,
+        "cached_prompt_tokens": [s.num_cached_tokens for s in run.samples],
+        "common_prefix": common_prefix(run), "any_identical": bool(groups),
+        "identical_samples": identical_label(groups),
+        "finish_reasons": ", ".join(f"{k} ×{v}" for k, v in reasons.items()),
+    }
+    return pd.DataFrame([row], columns=RUN_COLUMNS)
 
 
 def settings_diff(a: Run, b: Run) -> pd.DataFrame:
@@ -64,12 +108,12 @@ def pair_frame(a: Run, b: Run) -> pd.DataFrame:
                          "tokens_b": "Int64"})
 
 
-def figures_side_by_side(a: Run, b: Run, figures: Figures | None = None) -> pd.DataFrame:
-    """One row per figure: A's value, B's value, and B - A where both are numbers."""
-    fa, fb = all_figures(a, figures), all_figures(b, figures)
+def measures_side_by_side(a: Run, b: Run, measures: Measures | None = None) -> pd.DataFrame:
+    """One row per measure: A's value, B's value, and B - A where both are numbers."""
+    ma, mb = all_measures(a, measures), all_measures(b, measures)
     rows = []
-    for name in list(dict.fromkeys([*fa, *fb])):
-        va, vb = fa.get(name), fb.get(name)
+    for name in list(dict.fromkeys([*ma, *mb])):
+        va, vb = ma.get(name), mb.get(name)
         numbers = all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in (va, vb))
         rows.append({"figure": name, "A": va, "B": vb, "B - A": vb - va if numbers else None})
     return pd.DataFrame(rows, columns=["figure", "A", "B", "B - A"])
@@ -101,3 +145,29 @@ def comparison_html(a: Run, b: Run, words: int = 40, frame: pd.DataFrame | None 
                      f"border-top:1px solid #e5e7eb'><b>#{row.sample}</b> · {html.escape(verdict)}"
                      f"<div style='display:flex;gap:12px'>{''.join(cells)}</div>{diff}</div>")
     return "\n".join(parts)
+
+
+def seed_overlaps(runs: Sequence[Run]) -> list[dict[str, int]]:
+    """Every pair of runs (positions a < b in ``runs``) with shared child seeds, as
+    {"a": a, "b": b, "shared": count}.
+
+    ``shared`` is how many samples of one run can be paired, one to one, with a sample of the other
+    that has the same seed (per seed, the smaller of its two counts): two same-seed runs of n
+    samples with one seed share n. Samples with no recorded seed match nothing.
+    """
+    seeds = [Counter(s.seed for s in run.samples if s.seed is not None) for run in runs]
+    overlaps = []
+    for a in range(len(runs)):
+        for b in range(a + 1, len(runs)):
+            shared = sum((seeds[a] & seeds[b]).values())
+            if shared:
+                overlaps.append({"a": a, "b": b, "shared": shared})
+    return overlaps
+
+
+def seed_overlap_sentence(overlap: dict[str, int], names: Sequence[str] | None = None) -> str:
+    """One line for people; runs are numbered from 1 unless ``names`` (by position) says otherwise."""
+    a, b, shared = overlap["a"], overlap["b"], overlap["shared"]
+    both = f"{names[a]} and {names[b]}" if names else f"runs {a + 1} and {b + 1}"
+    seeds = "child seed" if shared == 1 else "child seeds"
+    return f"{both} share {shared} {seeds}: their samples are not independent"
