@@ -55,8 +55,9 @@ class Setting:
 
     ``low``/``high`` bound it (``open_low``/``open_high``: the bound itself is refused); ``limit``
     names the ``Limits`` field that bounds it from above instead. ``rule`` is the refusal's wording
-    when the bounds alone would read badly. ``sampler``: a field of vLLM's SamplingParams that
-    changes the sampled tokens (``extra``: sent to a server outside the OpenAI API's own fields).
+    when the bounds alone would read badly. ``sampler``: a field of vLLM's SamplingParams (``extra``:
+    sent to a server outside the OpenAI API's own fields; ``reports_only``: it changes what is
+    reported of the tokens, not which tokens are sampled).
     ``sweep``: a sweep may vary it. ``slider``: the page's slider range and step (None: another
     control; a ``limit`` closes the range at the engine's own bound).
     """
@@ -71,6 +72,7 @@ class Setting:
     choices: tuple[str, ...] | None = None
     sampler: bool = False
     extra: bool = False
+    reports_only: bool = False
     sweep: bool = False
     slider: tuple[float, float | None, float] | None = None
 
@@ -114,7 +116,7 @@ class SampleRequest:
                                         extra=True, sweep=True,
                                         help="Above 1 discourages repeating prompt and output tokens.")
     stop: list[str] = setting([], sampler=True, help="Strings that end a sample (not included in its text).")
-    logprobs: int | None = setting(5, low=0, limit="max_logprobs", slider=(0, None, 1), sampler=True,
+    logprobs: int | None = setting(5, low=0, limit="max_logprobs", slider=(0, None, 1), sampler=True, reports_only=True,
                                    help="Top-k logprobs to record per token (none: off).")
     use_chat_template: bool | None = setting(None, help="Wrap the prompt in the model's chat template "
                                                         "(default: when the model has one).")
@@ -181,7 +183,8 @@ def fields() -> Iterator[tuple[dataclasses.Field, Setting]]:
         yield f, f.metadata["setting"]
 
 
-SAMPLER_SETTINGS = tuple(f.name for f, meta in fields() if meta.sampler)  # change the sampled tokens
+SETTINGS = tuple(f.name for f, _ in fields())  # everything a run was asked for, in the schema's order
+TOKEN_SETTINGS = tuple(f.name for f, meta in fields() if meta.sampler and not meta.reports_only)  # decide the tokens
 SWEEP_SETTINGS = tuple(f.name for f, meta in fields() if meta.sweep) + ("seed",)  # what a sweep may vary
 
 

@@ -34,10 +34,10 @@ from playground import analysis
 from playground.analysis import Extractor, InvalidExtractor, SetMeasures, truncate
 from playground.backends.embeddings import Embedder, EmbeddingModelError, load_embedder
 from playground.bundles import BundleError, Located, read_bundles
+from playground.commands import exits
 from playground.commands.cli import check_out_folder, write_atomically
 from playground.errors import InvalidBundle
 
-EXIT_OK, EXIT_SKIPPED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 PROMPT_CHARS = 32
 ANSWER_CHARS = 40  # a majority answer in a one-line summary
 
@@ -171,7 +171,7 @@ def main(argv: list[str] | None = None) -> int:
                 measures = analyze(bundle, args.answer, embedder, args.similarity)
             except InvalidExtractor as e:  # a pattern that takes too long: it would on every bundle
                 print(f"error: {where(bundle)}: {e}", file=sys.stderr)
-                return EXIT_USAGE
+                return exits.USAGE
             except EmbeddingModelError as e:
                 errors.append(error := BundleError(bundle.line, str(e)))
                 print(f"skipping {error}", file=sys.stderr)
@@ -187,14 +187,14 @@ def main(argv: list[str] | None = None) -> int:
             print(f"wrote the report of {len(runs)} run(s) to {args.html}", file=sys.stderr)
         if not bundles:
             print(f"no run bundle in {args.input}", file=sys.stderr)
-            return EXIT_SKIPPED
+            return exits.FAILED
         lines = [str(e.line) for e in errors if e.line is not None]
         skipped = ([f"line(s) {', '.join(lines)}"] if lines else []) + [where(e) for e in errors if e.line is None]
         print(f"analysed {len(analysed)} run(s)" + (f"; skipped {' and '.join(skipped)}" if skipped else ""),
               file=sys.stderr)
-        return EXIT_SKIPPED if errors else EXIT_OK
+        return exits.FAILED if errors else exits.OK
     except SystemExit as e:  # argparse's usage errors (2) and --help (0), as a status for in-process callers
-        return e.code if isinstance(e.code, int) else EXIT_USAGE
+        return e.code if isinstance(e.code, int) else exits.USAGE
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
-        return EXIT_INTERRUPTED
+        return exits.INTERRUPTED

@@ -36,6 +36,7 @@ from pathlib import Path
 
 from playground import analysis
 from playground.backends.resources import Workload
+from playground.commands import exits
 from playground.commands.analyze import extractor_arg, majority_cell
 from playground.commands.cli import (
     PlaygroundParser,
@@ -49,7 +50,6 @@ from playground.errors import InvalidRequest
 from playground.request import Limits, SampleRequest
 from playground.run import Run
 
-EXIT_OK, EXIT_LINE_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 SUMMARY_COLUMNS = ["line", "prompt", "mode", "n", "tokens", "seconds", "tokens_per_s", "identical", "identical_samples",
                    "answers", "majority", "vote_share", "answer_entropy", "distinct_2", "similarity", "vendi"]
 
@@ -205,11 +205,11 @@ def execute(runner, lines: list[Line], errors: list[LineError], out: Path | None
             print(summary_frame(result.runs, answer).to_string(index=False), file=sys.stdout if out else sys.stderr)
         except analysis.InvalidExtractor as e:  # a pattern that takes too long; the bundles are written
             print(f"error: the summary: {e}", file=sys.stderr)
-            return EXIT_USAGE
+            return exits.USAGE
     ended = result.told(len(lines) - len(result.runs) - len(result.errors), "prompt(s)")
     if ended is not None:
         return ended
-    return EXIT_LINE_FAILED if skipped else EXIT_OK
+    return exits.FAILED if skipped else exits.OK
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -233,7 +233,7 @@ def main(argv: list[str] | None = None) -> int:
             print("no line to run", file=sys.stderr)
             if args.out is not None:
                 write_atomically(args.out, [])
-            return EXIT_LINE_FAILED if errors else EXIT_OK
+            return exits.FAILED if errors else exits.OK
 
         # KV cache for the prompts in flight at once (--max-in-flight), each with up to --max-n samples.
         workload = Workload(max_n=args.max_n, concurrency=args.max_in_flight)
@@ -243,4 +243,4 @@ def main(argv: list[str] | None = None) -> int:
             return execute(runner, lines, errors, args.out, args.summary, args.max_in_flight, answer=args.answer)
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
-        return EXIT_INTERRUPTED
+        return exits.INTERRUPTED

@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from playground import analysis
+from playground.commands import exits
 from playground.commands.analyze import extractor_arg, majority_cell
 from playground.commands.cli import PlaygroundParser, add_max_n_flag, check_out_folder
 from playground.commands.progress import Ending, run_all, write_bundles
@@ -42,7 +43,6 @@ from playground.request import Limits
 from playground.run import Run
 from playground.sampling.sweep_request import SWEEP_SETTINGS, SweepRequest
 
-EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 NUMBER = re.compile(r"^[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$")
 SUMMARY_COLUMNS = ["value", "status", "seeds", "tokens", "mean_tokens", "mean_prob", "distinct_samples",
                    "identical_samples"]
@@ -146,11 +146,11 @@ def execute(runner, sweep: SweepRequest, out: Path | None = None, progress: bool
             print(summary_frame(result.runs, answer).to_string(index=False), file=sys.stdout if out else sys.stderr)
         except analysis.InvalidExtractor as e:  # a pattern that takes too long; the bundles are written
             print(f"error: the summary: {e}", file=sys.stderr)
-            return EXIT_USAGE
+            return exits.USAGE
     ended = result.told(len(sweep.values) - len(result.runs) - len(result.refused), "value(s)")
     if ended is not None:
         return ended
-    return EXIT_FAILED if result.refused else EXIT_OK
+    return exits.FAILED if result.refused else exits.OK
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -172,8 +172,8 @@ def main(argv: list[str] | None = None) -> int:
                 sweep.check(runner.limits)  # the engine's own limits: its context, its logprobs cap
             except InvalidRequest as e:
                 print(f"error: {e}", file=sys.stderr)
-                return EXIT_USAGE
+                return exits.USAGE
             return execute(runner, sweep, args.out, answer=args.answer)
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
-        return EXIT_INTERRUPTED
+        return exits.INTERRUPTED
