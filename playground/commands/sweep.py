@@ -6,7 +6,8 @@
     python app.py sweep --prompt "What is 17 * 23?" --param temperature --values 0.3 1.0 --n 8 --answer last-number
 
 One full run per value (temperature, top_p, top_k, min_p, repetition_penalty, presence_penalty,
-frequency_penalty; or ``--param seed``: a list of base seeds), all with the same prompt, n and base
+frequency_penalty; or ``--param seed``: a list of base seeds, or FROM:COUNT for COUNT seeds n apart,
+so no two runs share a child seed), all with the same prompt, n and base
 seed (sample i uses seed + i in every run), one after another on an otherwise idle engine, so what
 differs between the runs comes from the setting alone. Without ``--seed`` one random base seed is
 drawn for the whole sweep (and recorded).
@@ -41,7 +42,7 @@ from playground.commands.progress import Ending, run_all, write_bundles
 from playground.errors import InvalidRequest
 from playground.request import Limits
 from playground.run import Run
-from playground.sampling.sweep_request import SWEEP_SETTINGS, SweepRequest
+from playground.sampling.sweep_request import SWEEP_SETTINGS, SweepRequest, seed_overlap_note
 
 NUMBER = re.compile(r"^[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$")
 SUMMARY_COLUMNS = ["value", "status", "seeds", "tokens", "mean_tokens", "mean_prob", "distinct_samples",
@@ -65,8 +66,12 @@ def build_parser() -> PlaygroundParser:
                            help="Write the run bundles here (atomically), not to stdout.")
         add_max_n_flag(group, "run")
         group.add_argument("--answer", type=extractor_arg, default=None, metavar="EXTRACTOR",
-                           help="Add each value's majority answer and vote share to the table, answers read as: "
-                                "normalized, first-line, last-number, boxed or regex:PATTERN (one group).")
+                           help="Add each value's majority answer, vote share and when it settled to the table, "
+                                "answers read as: normalized, first-line, last-number, boxed or regex:PATTERN "
+                                "(one group).")
+        group.add_argument("--reference", metavar="ANSWER",
+                           help="The right answer (kept in every bundle): with --answer the table adds pass@1 and "
+                                "pass@n per value.")
 
     parser = PlaygroundParser("python app.py sweep", __doc__, add_own, sampling=True)
     parser.parser.formatter_class = argparse.RawDescriptionHelpFormatter  # keep the doc's layout
@@ -94,7 +99,10 @@ def sweep_from_args(parser: PlaygroundParser, args: argparse.Namespace) -> Sweep
         flag = "--seed" if args.param == "seed" else f"--{args.param.replace('_', '-')}"
         raise InvalidRequest(f"--param {args.param} sweeps {args.param} over --values: leave out {flag}")
     sweep = SweepRequest.from_user(args.param, args.values, prompt=args.prompt, **settings)
+    sweep.reference = args.reference
     sweep.check(Limits.before_engine(args.max_n))  # the engine's come later
+    if note := seed_overlap_note(sweep):
+        print(f"note: {note}", file=sys.stderr)
     return sweep
 
 
@@ -125,8 +133,9 @@ def summary_frame(runs: list[Run], answer: analysis.Extractor | None = None):
         return table
     if answer is not None:
         table["majority"] = [majority_cell(a, tied) for a, tied in zip(table["majority"], table["majority_tied"])]
-    table = table.reindex(columns=SUMMARY_COLUMNS + (["majority", "vote_share"] if answer is not None else []))
-    table = table.round({"mean_tokens": 1, "mean_prob": 3, "vote_share": 2})
+    answered = ["majority", "vote_share", "settled_at"] + (["pass_at_1", "pass_at_n"] if "pass_at_1" in table else [])
+    table = table.reindex(columns=SUMMARY_COLUMNS + (answered if answer is not None else []))
+    table = table.round({"mean_tokens": 1, "mean_prob": 3, "vote_share": 2, "pass_at_1": 2, "pass_at_n": 2})
     return table.rename(columns={"value": runs[0].request["sweep"]["param"]})
 
 
