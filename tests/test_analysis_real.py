@@ -21,8 +21,8 @@ def real_run(host) -> Run:
     from playground.backends.embedded import EmbeddedBackend
 
     backend = EmbeddedBackend(host)
-    request = SampleRequest(prompt=PROMPT, n=N, seed=11, max_tokens=MAX_TOKENS,
-                            logprobs=TOP_K, output_kind="DELTA", mode="wrapper")
+    request = SampleRequest(prompt=PROMPT, n=N, seed=11, max_tokens=MAX_TOKENS, logprobs=TOP_K, output_kind="DELTA",
+                            mode="wrapper", use_chat_template=False)
     return record_to_end(backend, request)
 
 

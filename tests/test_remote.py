@@ -39,8 +39,10 @@ def connect(url: str, **options) -> RemoteBackend:
 
 
 def run_request(backend, **settings):
-    """Record one request on PROMPT to the end and return the finished Run."""
-    return record_to_end(backend, SampleRequest(prompt=PROMPT, **settings))
+    """Record one request on PROMPT to the end and return the finished Run: a plain completion,
+    without logprobs unless ``settings`` ask for them."""
+    return record_to_end(backend, SampleRequest(prompt=PROMPT, **{"use_chat_template": False, "logprobs": None,
+                                                                  **settings}))
 
 
 def first_divergence(got, expected, got_name: str, expected_name: str) -> str | None:

@@ -115,7 +115,7 @@ def test_sweep_command_end_to_end(tmp_path):
     assert "wrote 3 of 3 run(s)" in done.stderr and "base seed 7" in done.stderr
     table = done.stdout.splitlines()
     assert table[0].split()[:3] == ["temperature", "status", "seeds"] and len(table) == 4
-    assert table[0].split()[-2:] == ["majority", "vote_share"]  # --answer: each value's majority answer
+    assert table[0].split()[-3:] == ["majority", "vote_share", "settled_at"]  # --answer: each value's majority
     assert table == command.summary_frame(runs, parse_extractor("first-line")).to_string(index=False).splitlines()
     assert sorted(os.listdir(tmp_path)) == ["sweep.jsonl"]  # no temp file left
 
