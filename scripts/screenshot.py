@@ -22,11 +22,10 @@ def main() -> None:
     from playwright.sync_api import sync_playwright
 
     from playground.backends.embedded import EmbeddedBackend
-    from playground.backends.engine import EngineHost
     from playground.ui import build_app, launch_app
 
-    host = EngineHost.start()
-    demo = build_app(EmbeddedBackend(host))
+    backend = EmbeddedBackend.start(max_n=32)
+    demo = build_app(backend)
     _, url, _ = launch_app(demo, prevent_thread_lock=True, server_name="127.0.0.1", quiet=True)
     try:
         with sync_playwright() as p:
@@ -51,7 +50,7 @@ def main() -> None:
             browser.close()
     finally:
         demo.close()
-        host.shutdown()
+        backend.shutdown()
     print(args.out)
 
 

@@ -31,25 +31,22 @@ WORKLOAD = {"max_n": 32, "concurrency": 2}
 
 
 @pytest.fixture(scope="session")
-def host(model_path):
-    from playground.backends.engine import EngineHost
+def backend(model_path):
+    from playground.backends.embedded import EmbeddedBackend
     from playground.backends.resources import Workload
 
-    host = EngineHost.start(model_path, workload=Workload(**WORKLOAD))
-    yield host
-    host.shutdown()
+    with EmbeddedBackend.start(model_path, max_n=WORKLOAD["max_n"], workload=Workload(**WORKLOAD)) as backend:
+        yield backend
+
+
+@pytest.fixture(scope="session")
+def host(backend):
+    return backend.host
 
 
 @pytest.fixture(scope="session")
 def engine(host):
     return host.engine
-
-
-@pytest.fixture(scope="session")
-def backend(host):
-    from playground.backends.embedded import EmbeddedBackend
-
-    return EmbeddedBackend(host, max_n=32)
 
 
 @pytest.fixture(scope="session")

@@ -8,8 +8,8 @@ from collections.abc import Callable
 
 from playground.backends.base import record
 from playground.backends.outputs import observation_from_output
+from playground.request import SampleRequest
 from playground.run import Event, Run
-from playground.sampling.request import SampleRequest
 
 
 def free_port() -> int:
@@ -76,7 +76,7 @@ def record_to_end(backend, request: SampleRequest) -> Run:
 
     async def last() -> Run:
         run = None
-        async for run in record(backend, request):
+        async for run in record(backend, request):  # noqa: B007 (the loop keeps the last)
             pass
         return run
 

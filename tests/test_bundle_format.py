@@ -97,7 +97,8 @@ def generated_run(kind: str, n: int = 128, tokens: int = 96, logprobs: int = 0, 
                 elif ids[i] and ids[i][-1] == HALVES[0]:
                     token = HALVES[1]
                 else:
-                    token = HALVES[0] if rng.random() < 0.02 else rng.choice(WORDS[:500] if rng.random() < .7 else WORDS)
+                    common = WORDS[:500] if rng.random() < .7 else WORDS
+                    token = HALVES[0] if rng.random() < 0.02 else rng.choice(common)
                 ids[i].append(token)
                 done = len(ids[i]) >= end and ids[i][-1] != HALVES[0]
                 text = engine_text(ids[i], done and how == "stop")

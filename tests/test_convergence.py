@@ -294,3 +294,48 @@ def test_headline_and_everything_for_json():
     assert d["sequence_logprob"] == [None] * 8 and d["sequence_entropy"] is None  # no logprobs recorded
     # 6² + 2² of the 64 pairs (i, j) are alike.
     assert d["degmat_jaccard"] == pytest.approx(1 - 40 / 64)
+
+
+# ---- the command lines --------------------------------------------------------------------------
+
+def test_analyze_prints_the_headline_and_writes_every_measure_and_the_shared_seeds(tmp_path, capsys):
+    """``python app.py analyze`` (in this process, no engine): a run that carries its reference (as
+    batch writes one from a line's "reference"), one given --reference, and two runs whose base
+    seeds are 1 apart."""
+    import json
+
+    from playground.commands import analyze, exits
+
+    first, second = make_run(TEXTS, seed=42), make_run(TEXTS, seed=43)
+    first.request["reference"] = "7"
+    path = tmp_path / "runs.jsonl"
+    path.write_text(first.to_json() + "\n" + second.to_json() + "\n", encoding="utf-8")
+    out = tmp_path / "measures.json"
+    assert analyze.main([str(path), "--answer", "last-number", "--json", str(out)]) == exits.OK
+    printed = capsys.readouterr()
+    lines = printed.out.splitlines()
+    assert lines[0].endswith("settled after 7 of 8 · pass@1 0.75 · pass@8 1.00 · EigV 2.00"), lines[0]
+    assert lines[1].endswith("settled after 7 of 8 · EigV 2.00"), lines[1]  # no reference: no pass@k
+    assert "line 1 and line 2 share 7 child seeds" in printed.err
+    document = json.loads(out.read_text(encoding="utf-8"))
+    assert document["seed_overlaps"] == [{"a": 0, "b": 1, "shared": 7}]
+    run = document["runs"][0]
+    assert run["settled_at"] == 7 and run["pass_at_k"][0] == pytest.approx(0.75)
+    assert run["eigv_jaccard"] == pytest.approx(2.0)
+    assert len(run["agreement_at_k"]) == len(run["maj_at_k"]) == 8
+    assert document["runs"][1]["pass_at_k"] is None
+
+    assert analyze.main([str(path), "--answer", "last-number", "--reference", "3", "--json", str(out)]) == exits.OK
+    assert json.loads(out.read_text(encoding="utf-8"))["runs"][1]["pass_at_k"][0] == pytest.approx(2 / 8)
+
+
+def test_a_seed_sweep_from_count_steps_by_n_so_no_two_runs_share_a_seed():
+    from playground.request import SampleRequest
+    from playground.sampling.sweep_request import SweepRequest, seed_overlap_note
+
+    sweep = SweepRequest.of(SampleRequest("p", n=8), "seed", "1:4")
+    assert sweep.values == [1, 9, 17, 25] and seed_overlap_note(sweep) is None
+    runs = [make_run(["t"] * 8, seed=value) for value in sweep.values]
+    assert A.seed_overlaps(runs) == []
+    close = SweepRequest.of(SampleRequest("p", n=8), "seed", "1 2 100")
+    assert "base seeds 1 and 2 are closer than n=8" in seed_overlap_note(close)

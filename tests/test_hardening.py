@@ -8,6 +8,7 @@ import threading
 
 import pytest
 from gradio_client import Client
+from gradio_client.exceptions import AuthenticationError
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -64,9 +65,15 @@ def test_bad_input_is_refused_clearly_and_the_next_request_works(client, bad, me
 
 def test_a_prompt_that_is_not_valid_utf8_is_refused(app_url, client):
     """gradio_client cannot even encode a lone surrogate, so send the JSON escape by hand."""
+    import json
+
     import httpx
 
-    body = '{"data": ["bad \\ud800 half", 2, 1, "FINAL_ONLY", "wrapper", 1.0, 1.0, 0, 3, null, null, false, false]}'
+    from playground.ui.api import SIGNATURE
+
+    values = {name: parameter.default for name, parameter in SIGNATURE.parameters.items()}
+    values |= {"prompt": "bad \ud800 half", "n": 2, "seed": 1, "output_kind": "FINAL_ONLY", "max_tokens": 3}
+    body = json.dumps({"data": list(values.values())})  # the lone surrogate travels as the JSON escape \ud800
     base = app_url.rstrip("/") + "/gradio_api/call/sample"
     event_id = httpx.post(base, content=body, headers={"content-type": "application/json"}).json()["event_id"]
     answer = httpx.get(f"{base}/{event_id}", timeout=60).text
@@ -117,10 +124,11 @@ PROMPTS = ["The capital of France is", "1, 2, 3, 4,", "def main():", "Dear Sir o
 
 
 def test_eight_clients_with_n8_at_once_all_finish_without_cross_talk(app_url, backend, host):
-    # Near-greedy sampling: each prompt's continuation starts the same way whatever the batch,
-    # so a sample that carried another request's tokens would show it.
+    # Near-greedy sampling of plain completions: each prompt's continuation starts the same way
+    # whatever the batch, so a sample that carried another request's tokens would show it.
     reference = {p: Run.from_json(Client(app_url, verbose=False).predict(
-        prompt=p, n=1, temperature=0, max_tokens=2, api_name="/sample")).samples[0].token_ids for p in PROMPTS}
+        prompt=p, n=1, temperature=0, max_tokens=2, use_chat_template=False, api_name="/sample")).samples[0].token_ids
+        for p in PROMPTS}
     results: dict[str, Run] = {}
     errors: list[BaseException] = []
 
@@ -129,7 +137,7 @@ def test_eight_clients_with_n8_at_once_all_finish_without_cross_talk(app_url, ba
             client = Client(app_url, verbose=False)
             results[prompt] = Run.from_json(client.predict(
                 prompt=prompt, n=8, seed=100 * k, temperature=0.01, max_tokens=4, output_kind="DELTA",
-                api_name="/sample"))
+                use_chat_template=False, api_name="/sample"))
         except BaseException as e:  # reported below
             errors.append(e)
 
@@ -157,7 +165,7 @@ def test_an_auth_protected_app_refuses_a_client_without_credentials(backend):
     _, url, _ = launch_app(demo, prevent_thread_lock=True, server_name="127.0.0.1", server_port=free_port(),
                            quiet=True, auth=("alice", "wonderland"))
     try:
-        with pytest.raises(Exception):
+        with pytest.raises(AuthenticationError, match="credentials were not provided"):
             Client(url, verbose=False)
         client = Client(url, auth=("alice", "wonderland"), verbose=False)
         assert_valid_request_works(client)

@@ -14,6 +14,7 @@ from vllm import CompletionOutput, RequestOutput, SamplingParams
 from vllm.sampling_params import RequestOutputKind
 
 from playground.errors import InvalidRequest
+from playground.request import MAX_SEED, check_seed
 from playground.sampling import params as child_params
 from playground.sampling import plan
 from playground.sampling.aggregate import ParentAggregator
@@ -22,34 +23,34 @@ from playground.sampling.aggregate import ParentAggregator
 
 
 def test_children_are_named_and_seeded_as_vllm_does():
-    children = plan.plan("run-1", 3, 7, "wrapper")
-    assert [(c.index, c.request_id, c.seed) for c in children] == [(0, "0_run-1", 7), (1, "1_run-1", 8),
-                                                                    (2, "2_run-1", 9)]
-    assert [c.seed for c in plan.plan("run-1", 3, 7, "same-seed")] == [7, 7, 7]
-    assert [c.seed for c in plan.plan("run-1", 3, 7, "native")] == [7, 8, 9], "vLLM's own rule, for the record"
-    assert [c.seed for c in plan.plan("run-1", 2, None, "wrapper")] == [None, None]
+    run_plan = plan.make_plan("run-1", 3, 7, "wrapper")
+    assert [(c.index, c.request_id, c.seed) for c in run_plan.children] == [(0, "0_run-1", 7), (1, "1_run-1", 8),
+                                                                             (2, "2_run-1", 9)]
+    assert (run_plan.parent_id, run_plan.mode, run_plan.seed, run_plan.n) == ("run-1", "wrapper", 7, 3)
+    assert plan.make_plan("run-1", 3, 7, "same-seed").seeds == [7, 7, 7]
+    assert plan.make_plan("run-1", 3, 7, "native").seeds == [7, 8, 9], "vLLM's own rule, for the record"
+    assert plan.make_plan("run-1", 2, None, "wrapper").seeds == [None, None]
 
 
 def test_the_largest_seeds_fit_and_one_more_is_refused_with_the_range():
-    top = plan.MAX_SEED - 3
-    assert [c.seed for c in plan.plan("p", 4, top, "wrapper")][-1] == plan.MAX_SEED
+    top = MAX_SEED - 3
+    assert plan.make_plan("p", 4, top, "wrapper").seeds[-1] == MAX_SEED
     with pytest.raises(InvalidRequest, match=r"largest base seed for n=4 is 9223372036854775804"):
-        plan.plan("p", 4, top + 1, "wrapper")
+        plan.make_plan("p", 4, top + 1, "wrapper")
     with pytest.raises(InvalidRequest, match=r"from 0 to 2\*\*63-1 \(9223372036854775807\), got -1"):
-        plan.check_seed(-1, 1)
+        check_seed(-1, 1)
     with pytest.raises(InvalidRequest, match="mode must be one of wrapper, native, same-seed"):
-        plan.plan("p", 1, 1, "turbo")
+        plan.make_plan("p", 1, 1, "turbo")
 
 
 def test_child_params_are_n1_copies_with_their_own_seed():
     parent = SamplingParams(n=3, seed=41, temperature=0.8, max_tokens=5, output_kind=RequestOutputKind.DELTA)
-    pairs = child_params.children("run-2", parent, "wrapper")
+    pairs = child_params.children(parent, plan.make_plan("run-2", 3, 41, "wrapper"))
     assert [(c.request_id, p.n, p.seed, p.temperature) for c, p in pairs] == [
         ("0_run-2", 1, 41, 0.8), ("1_run-2", 1, 42, 0.8), ("2_run-2", 1, 43, 0.8)]
     assert parent.n == 3 and parent.seed == 41, "the parent's params are not changed"
-    unseeded = child_params.children("run-3", SamplingParams(n=2, max_tokens=5), "wrapper")
-    seeds = [p.seed for _, p in unseeded]
-    assert seeds[0] is not None and seeds[1] == seeds[0] + 1, "an unseeded parent gets a drawn base seed"
+    same = child_params.children(parent, plan.make_plan("run-3", 3, 41, "same-seed"))
+    assert [p.seed for _, p in same] == [41, 41, 41], "the plan's seeds, not a second rule"
 
 
 # --- the aggregator ------------------------------------------------------------------------------

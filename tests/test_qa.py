@@ -29,9 +29,9 @@ from playground.commands import qa as qa_cli
 from playground.qa import contract
 from playground.qa import matrix as qa
 from playground.qa.rules import Rulebook, Subject
+from playground.request import OUTPUT_KINDS, SampleRequest
 from playground.run import Event, EventOutput, Run
 from playground.sampling import aggregate
-from playground.sampling.request import OUTPUT_KINDS, SampleRequest
 
 PROMPT = "Once upon a time, in a village at the edge of the sea,"
 SEED = 1
@@ -549,8 +549,8 @@ def paths(backend, runner) -> list[qa.SamplingPath]:
 def run_command(argv: list[str], paths: list[qa.SamplingPath], monkeypatch) -> tuple[int, str]:
     """``app.main(["qa", ...])`` in this process on the session's engines: build_paths hands
     them over (honouring --paths) instead of starting engines."""
-    def build_paths(args, engine_kwargs, front_ends):
-        return [p for p in paths if p.name.split()[0] in front_ends], lambda: None
+    def build_paths(args, engine_kwargs, front_ends, owner):
+        return [p for p in paths if p.name.split()[0] in front_ends]
 
     monkeypatch.setattr(qa_cli, "build_paths", build_paths)
     out = io.StringIO()

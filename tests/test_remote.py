@@ -22,12 +22,11 @@ import pytest
 from playground.backends.base import prepare
 from playground.backends.remote import convert
 from playground.backends.remote.backend import OUTPUT_KIND_SOURCE, RemoteBackend
-from playground.backends.remote.client import metric_total
-from playground.backends.remote.health import HEALTH_TIMEOUT
-from playground.backends.remote.tokens import TokenTexts
+from playground.backends.remote.convert import ClientViews, TokenTexts
+from playground.backends.remote.server import HEALTH_TIMEOUT, metric_total
 from playground.commands.cli import add_remote_flags, create_remote_backend
 from playground.errors import RemoteError
-from playground.sampling.request import SampleRequest
+from playground.request import SampleRequest
 from tests.helpers import assert_refused_clearly, free_port, record_to_end, wait_until
 
 PROMPT = "Write a short poem about the sea:"
@@ -40,8 +39,10 @@ def connect(url: str, **options) -> RemoteBackend:
 
 
 def run_request(backend, **settings):
-    """Record one request on PROMPT to the end and return the finished Run."""
-    return record_to_end(backend, SampleRequest(prompt=PROMPT, **settings))
+    """Record one request on PROMPT to the end and return the finished Run: a plain completion,
+    without logprobs unless ``settings`` ask for them."""
+    return record_to_end(backend, SampleRequest(prompt=PROMPT, **{"use_chat_template": False, "logprobs": None,
+                                                                  **settings}))
 
 
 def first_divergence(got, expected, got_name: str, expected_name: str) -> str | None:
@@ -263,8 +264,6 @@ async def _server_tokens(remote) -> float:
 def test_a_client_side_abort_ends_each_view_as_asyncllm_does():
     """The views the remote backend builds from DELTA chunks, ended by an abort: DELTA gives no new
     tokens, CUMULATIVE each sample's whole text, FINAL_ONLY its one event with all n as they stand."""
-    from playground.backends.remote.views import ClientViews
-
     for kind in KINDS:
         views = ClientViews(3, kind)
         views.add(0.1, 0, " a", [1], [" a"], None, None, None)

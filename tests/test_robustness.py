@@ -17,7 +17,7 @@ import pytest
 from playground.analysis import InvalidExtractor, group_answers, parse_extractor
 from playground.backends.conditions import engine_conditions
 from playground.backends.engine import generators_rewind, plan_engine
-from playground.backends.remote.client import engine_death_hint
+from playground.backends.remote.server import engine_death_hint
 from playground.bundles import ReadLimits, read_runs
 from playground.errors import InvalidBundle
 from playground.run import Run, Sample

@@ -8,9 +8,8 @@ import pytest
 
 from playground.commands.batch import build_parser
 from playground.errors import InvalidRequest
+from playground.request import MAX_SEED, Limits, SampleRequest
 from playground.run import Run
-from playground.sampling.plan import MAX_SEED
-from playground.sampling.request import Limits, SampleRequest
 from tests.helpers import assert_refused_clearly, record_to_end
 
 PROMPT = "The lighthouse keeper opened his logbook and wrote"

@@ -14,11 +14,12 @@ import gradio as gr
 import pytest
 
 from playground.analysis import parse_extractor
+from playground.commands import exits
 from playground.commands import sweep as command
 from playground.errors import InvalidRequest
+from playground.request import Limits
 from playground.run import Run
-from playground.sampling.request import Limits
-from playground.sampling.sweep import MAX_SWEEP_VALUES, SweepRequest
+from playground.sampling.sweep_request import MAX_SWEEP_VALUES, SweepRequest
 from tests.helpers import ctrl_c_after_the_first_run
 from tests.test_report import make_run, sweep_runs
 
@@ -80,7 +81,7 @@ def test_command_line_refuses_before_an_engine_starts(capsys):
     ):
         with pytest.raises(SystemExit) as caught:
             command.main(["--prompt", "Hi", "--param", param, *argv])
-        assert caught.value.code == command.EXIT_USAGE
+        assert caught.value.code == exits.USAGE
         assert said in capsys.readouterr().err
     # --answer's column: a long majority is cut, a tie is said, a set without answers too.
     assert command.majority_cell("x" * 50, True) == "(tie) " + "x" * 33 + "…"
@@ -102,7 +103,7 @@ def test_sweep_command_end_to_end(tmp_path):
                     "--logprobs", "1", "--out", str(out), "--max-model-len", "1024", "--answer", "first-line"]
     done = subprocess.run(command_line, cwd=ROOT, capture_output=True, text=True, timeout=600)
 
-    assert done.returncode == command.EXIT_OK, done.stderr[-3000:]
+    assert done.returncode == exits.OK, done.stderr[-3000:]
     runs = [Run.from_json(line) for line in out.read_text(encoding="utf-8").splitlines()]
     assert [r.request["temperature"] for r in runs] == [0.5, 1.0, 1.5]
     assert [r.request["sweep"]["position"] for r in runs] == [0, 1, 2]
@@ -114,7 +115,7 @@ def test_sweep_command_end_to_end(tmp_path):
     assert "wrote 3 of 3 run(s)" in done.stderr and "base seed 7" in done.stderr
     table = done.stdout.splitlines()
     assert table[0].split()[:3] == ["temperature", "status", "seeds"] and len(table) == 4
-    assert table[0].split()[-2:] == ["majority", "vote_share"]  # --answer: each value's majority answer
+    assert table[0].split()[-3:] == ["majority", "vote_share", "settled_at"]  # --answer: each value's majority
     assert table == command.summary_frame(runs, parse_extractor("first-line")).to_string(index=False).splitlines()
     assert sorted(os.listdir(tmp_path)) == ["sweep.jsonl"]  # no temp file left
 
@@ -127,7 +128,7 @@ def test_ctrl_c_mid_sweep_writes_the_runs_that_finished(sync_engine, tmp_path, m
                                    max_tokens=40, ignore_eos=True)
     ctrl_c_after_the_first_run(monkeypatch, runner)  # a few steps into the second value's run
     out = tmp_path / "sweep.jsonl"
-    assert command.execute(runner, sweep, out, progress=False) == command.EXIT_INTERRUPTED
+    assert command.execute(runner, sweep, out, progress=False) == exits.INTERRUPTED
     assert sync_engine.get_num_unfinished_requests() == 0 and runner.running == 0
     runs = [Run.from_json(line) for line in out.read_text(encoding="utf-8").splitlines()]
     assert [(r.request["sweep"]["value"], r.status) for r in runs] == [(0.8, "finished")]

@@ -14,8 +14,8 @@ from playground.analysis import first_divergence
 from playground.backends.outputs import observation_from_output
 from playground.backends.sync import SyncRunner
 from playground.errors import InvalidRequest
+from playground.request import SampleRequest
 from playground.run import Event
-from playground.sampling.request import SampleRequest
 from playground.sampling.sync_sampler import SyncParallelSampler
 from tests.helpers import assert_finishes_once_at_the_end, final_token_ids, record_to_end
 

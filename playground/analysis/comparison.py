@@ -30,12 +30,10 @@ from playground.analysis.diff import (
 )
 from playground.analysis.display import token_at
 from playground.analysis.sweep_views import Measures, all_measures, first_words
+from playground.request import SETTINGS
 from playground.run import Run
 
 # Settings worth naming when they differ between two runs (the rest is the record's plumbing).
-SETTINGS = ("prompt", "use_chat_template", "n", "seed", "mode", "output_kind", "temperature", "top_p", "top_k",
-            "min_p", "max_tokens", "presence_penalty", "frequency_penalty", "repetition_penalty", "stop",
-            "logprobs", "ignore_eos")
 PAIR_COLUMNS = ["sample", "seed_a", "seed_b", "tokens_a", "tokens_b", "first_divergence", "token_a", "token_b",
                 "similarity", "verdict"]
 RUN_COLUMNS = ["request_id", "status", "n", "mode", "output_kind", "seed", "prompt_tokens", "tokens", "wall_time",

@@ -36,6 +36,7 @@ from playground.analysis.sweep_views import (
 from playground.analysis.timing import tokens_over_time_figure
 from playground.analysis.tree import tree_figure
 from playground.analysis.uncertainty import agreement_figure, uncertainty_figure
+from playground.request import SETTINGS
 from playground.run import Run
 
 STYLE = """
@@ -46,9 +47,7 @@ pre{white-space:pre-wrap;background:#f9fafb;padding:8px;border:1px solid #e5e7eb
 .columns{display:flex;flex-wrap:wrap;gap:12px} .column{flex:1 1 300px;min-width:0}
 .column pre{max-height:24em;overflow:auto}
 """
-REQUEST_KEYS = ("prompt", "n", "seed", "mode", "output_kind", "temperature", "top_p", "top_k", "min_p", "max_tokens",
-                "presence_penalty", "frequency_penalty", "repetition_penalty", "stop", "logprobs",
-                "use_chat_template", "ignore_eos", "request_id", "num_prompt_tokens")
+REQUEST_KEYS = (*SETTINGS, "request_id", "num_prompt_tokens")
 
 
 class Page:

@@ -12,12 +12,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from playground.request import TOKEN_SETTINGS
 from playground.run import Run
-
-# Settings of the request that change the sampled tokens (output_kind does not: it only changes
-# how they are delivered).
-SAMPLING_SETTINGS = ("temperature", "top_p", "top_k", "min_p", "presence_penalty", "frequency_penalty",
-                     "repetition_penalty", "max_tokens", "stop", "ignore_eos")
 
 
 def other_requests(run: Run) -> int | None:
@@ -66,7 +62,7 @@ def why_different(a: Run, b: Run) -> list[str]:
                        "remote server), so an engine difference cannot be ruled out")
     if a.request.get("prompt_token_ids") != b.request.get("prompt_token_ids"):
         reasons.append("the prompt token ids differed")
-    settings = [k for k in SAMPLING_SETTINGS if a.request.get(k) != b.request.get(k)]
+    settings = [k for k in TOKEN_SETTINGS if a.request.get(k) != b.request.get(k)]  # not output_kind: delivery
     if settings:
         reasons.append("sampler settings differed: " + ", ".join(
             f"{k} {a.request.get(k)!r} vs {b.request.get(k)!r}" for k in settings))

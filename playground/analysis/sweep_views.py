@@ -21,6 +21,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from playground.analysis.answers import Answers, Extractor, group_answers, parse_extractor
+from playground.analysis.convergence import pass_at_k, read_reference, settled_at
 from playground.analysis.diff import first_divergence, identical_groups, identical_label
 from playground.analysis.display import message_figure, token_at, truncate
 from playground.analysis.diversity import set_diversity
@@ -95,22 +96,31 @@ def set_measures_hook(extractor: Extractor | str | None = None) -> Measures:
     return with_answers(diversity_measures, extractor)
 
 
-def answer_row(answers: Answers) -> dict:
+def answer_row(answers: Answers, reference: str | None = None) -> dict:
     """The majority answer and its vote share (self-consistency), as a sweep's table shows them;
-    ``majority_tied``: another answer is as common (the majority is the earliest sample's)."""
-    return {"majority": answers.majority.answer if answers.majority else None, "majority_tied": answers.tied,
-            "vote_share": answers.vote_share}
+    ``majority_tied``: another answer is as common (the majority is the earliest sample's);
+    ``settled_at``: after how many samples (in index order) the majority was settled; with a
+    ``reference`` (already read by the extractor), pass@1 and pass@n."""
+    ordered = [answers.answers[i] for i in sorted(answers.answers)]
+    row = {"majority": answers.majority.answer if answers.majority else None, "majority_tied": answers.tied,
+           "vote_share": answers.vote_share, "settled_at": settled_at(ordered).at}
+    if reference is not None:
+        passing = pass_at_k(ordered, reference)
+        row |= {"pass_at_1": passing.at(1), "pass_at_n": passing.at(len(ordered))}
+    return row
 
 
 def with_answers(measures: Measures | None, extractor: Extractor | str | None) -> Measures | None:
-    """``measures`` plus the majority answer and its vote share read by ``extractor`` (nothing more
-    when it is None). A bad extractor raises InvalidExtractor here, before any run is read."""
+    """``measures`` plus the majority answer, its vote share and when it settled, read by
+    ``extractor`` (and pass@1 and pass@n when a run carries its ``reference``); nothing more when
+    ``extractor`` is None. A bad extractor raises InvalidExtractor here, before any run is read."""
     if extractor is None:
         return measures
     extractor = extractor if isinstance(extractor, Extractor) else parse_extractor(extractor)
 
     def with_majority(run: Run) -> dict:
-        return {**(measures(run) if measures else {}), **answer_row(group_answers(run, extractor))}
+        reference = read_reference(run.request.get("reference"), extractor)
+        return {**(measures(run) if measures else {}), **answer_row(group_answers(run, extractor), reference)}
 
     return with_majority
 

@@ -14,27 +14,27 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from playground.backends.recorder import Observation, RunRecorder
+from playground.request import Limits, SampleRequest, check_context
 from playground.run import Run
-from playground.sampling import plan
-from playground.sampling.request import Limits, SampleRequest, check_context
+from playground.sampling.plan import Plan, draw_seed, make_plan
 
 STOPPED = "stopped before the last sample finished"
 
 
 @dataclass
 class Prepared:
-    """A checked request, rendered and tokenized, with every child's id and seed decided."""
+    """A checked request, rendered and tokenized, with its plan: every child's id and seed,
+    decided once for the engine and the record alike."""
 
     request: SampleRequest
-    request_id: str
     rendered_prompt: str
     prompt_token_ids: list[int]
-    children: list[plan.Child]
+    plan: Plan
     watch: bool = False  # keep every yielded output and report the ones that changed (QA matrix)
 
     @property
-    def seeds(self) -> list[int | None]:
-        return [child.seed for child in self.children]
+    def request_id(self) -> str:
+        return self.plan.parent_id
 
     def record_header(self) -> dict[str, Any]:
         """The ``request`` part of the run bundle."""
@@ -79,10 +79,17 @@ def new_request_id() -> str:
     return f"run-{uuid.uuid4().hex[:8]}"
 
 
+def admit(backend, request: SampleRequest) -> None:
+    """What is decided before the tokenizer sees a request: every check that needs no tokenizer,
+    and what the request leaves to the model (the chat template, when the model has one)."""
+    request.check(backend.limits)
+    if request.use_chat_template is None:
+        request.use_chat_template = bool(backend.info().get("has_chat_template"))
+
+
 def prepare(limits: Limits, request: SampleRequest, rendered: tuple[str, list[int]]) -> Prepared:
-    """Check what needs the rendered prompt, and fix the children, before the engine sees
-    anything. The caller ran ``request.check`` before rendering (``start()``, the sync runner's
-    ``submit()``): nothing unchecked reaches the tokenizer.
+    """Check what needs the rendered prompt, and plan the run, before the engine sees anything
+    (``admit`` came before rendering: nothing unchecked reaches the tokenizer).
 
     A blank seed becomes a random one here, in every mode, so the run can be replayed and the UI
     can show which seed was used.
@@ -90,10 +97,8 @@ def prepare(limits: Limits, request: SampleRequest, rendered: tuple[str, list[in
     text, token_ids = rendered
     check_context(len(token_ids), request.max_tokens, limits.max_model_len)
     if request.seed is None:
-        request.seed = plan.draw_seed()
-    request_id = new_request_id()
-    children = plan.plan(request_id, request.n, request.seed, request.mode)
-    return Prepared(request, request_id, text, token_ids, children)
+        request.seed = draw_seed()
+    return Prepared(request, text, token_ids, make_plan(new_request_id(), request.n, request.seed, request.mode))
 
 
 class Recording:
@@ -105,13 +110,9 @@ class Recording:
 
     def __init__(self, backend, prepared: Prepared):
         self.prepared = prepared
-        self.recorder = RunRecorder(prepared.record_header(), prepared.seeds, backend.info(), backend.decode)
+        self.recorder = RunRecorder(prepared.record_header(), prepared.plan.seeds, backend.info(), backend.decode)
         self.run: Run = self.recorder.run
         self.watch = None  # an OutputWatch, when a front end that steps the engine itself keeps one
-
-    @property
-    def request_id(self) -> str:
-        return self.prepared.request_id
 
     def observe(self, observation: Observation) -> bool:
         """Take one observation; True when it was an event (the Run visibly changed)."""
@@ -136,7 +137,7 @@ class Recording:
 async def start(backend: Backend, request: SampleRequest) -> Recording:
     """Check ``request`` (nothing reaches the tokenizer or the server unchecked), render its
     prompt (awaited: a slow server must not hold up the event loop), and begin its Recording."""
-    request.check(backend.limits)
+    admit(backend, request)
     rendered = await backend.render(request.prompt, request.use_chat_template)
     return Recording(backend, prepare(backend.limits, request, rendered))
 

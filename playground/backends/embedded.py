@@ -23,11 +23,12 @@ from playground.backends.base import Prepared
 from playground.backends.engine import EngineHost, describe_engine
 from playground.backends.outputs import OutputWatch, child_observation, observation_from_output
 from playground.backends.recorder import Observation
+from playground.backends.resources import Workload
 from playground.errors import EngineUnavailable
+from playground.request import Limits
 from playground.sampling import prompts
 from playground.sampling.async_sampler import ParallelSampler
 from playground.sampling.params import sampling_params
-from playground.sampling.request import Limits
 
 log = logging.getLogger(__name__)
 DEAD = "the vLLM engine core has died; the playground is restarting it, try again in a minute"
@@ -48,10 +49,30 @@ class EmbeddedBackend:
         self.restarting = False
         self.restarts = 0
         self._lock = threading.Lock()
+        self._closed = threading.Event()
         self._describe()
         # A dead engine is noticed even when nobody is sampling, so the status line is right and
         # the restart is under way before the next request.
         threading.Thread(target=self._watch, args=(watch_every,), name="engine-watchdog", daemon=True).start()
+
+    @classmethod
+    def start(cls, model: str | None = None, *, max_n: int, workload: Workload | None = None,
+              **engine_kwargs: Any) -> EmbeddedBackend:
+        """Start an AsyncLLM (``engine_kwargs``: any engine flag) and the backend over it. Its
+        engine core runs in a process of its own: use the backend as a context manager, or call
+        ``shutdown()``, so that process ends however the caller does."""
+        host = EngineHost.start(model, workload=workload or Workload(max_n=max_n), **engine_kwargs)
+        return cls(host, max_n=max_n)
+
+    def shutdown(self) -> None:
+        self._closed.set()
+        self.host.shutdown()
+
+    def __enter__(self) -> EmbeddedBackend:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.shutdown()
 
     def _describe(self) -> None:
         engine = self.host.engine
@@ -105,7 +126,7 @@ class EmbeddedBackend:
             def on_child(index, output):
                 children.append(child_observation(index, output))
 
-            generator = sampler.generate(tokens, params, prepared.request_id, request.mode, on_child=on_child)
+            generator = sampler.sample(tokens, params, prepared.plan, on_child=on_child)
             async for output in generator:
                 if watch is not None:
                     watch.keep(output)
@@ -168,7 +189,6 @@ class EmbeddedBackend:
             self.restarting = False
 
     def _watch(self, every: float) -> None:
-        while True:
-            time.sleep(every)
+        while not self._closed.wait(every):
             if not self.restarting and self.host.engine is not None and self.host.engine.errored:
                 self.restart()

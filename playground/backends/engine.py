@@ -133,7 +133,8 @@ def plan_whole_prefill(config, chunked_flag: bool | None) -> str:
     scheduler = config.scheduler_config
     if chunked_flag:
         log.warning("--enable-chunked-prefill was given: %s. Runs whose prompts do not fit in "
-                    "max_num_batched_tokens=%d may end the engine.", SPLIT_PREFILL_CRASH, scheduler.max_num_batched_tokens)
+                    "max_num_batched_tokens=%d may end the engine.", SPLIT_PREFILL_CRASH,
+                    scheduler.max_num_batched_tokens)
         return "chunked (--enable-chunked-prefill): a seeded run whose prompts do not fit one step kills a CPU engine"
     scheduler.enable_chunked_prefill = False
     scheduler.max_num_batched_tokens = max(scheduler.max_num_batched_tokens, config.model_config.max_model_len)
@@ -250,7 +251,6 @@ class EngineHost:
         self._thread = threading.Thread(target=self.loop.run_forever, name="engine-loop", daemon=True)
         self._thread.start()
         self.engine = None
-        self.started_at: float | None = None
 
     @classmethod
     def start(cls, model: str | None = None, **engine_kwargs: Any) -> EngineHost:
@@ -271,7 +271,6 @@ class EngineHost:
         engine = self._factory()
         self.run(warm_up(engine))
         self.engine = engine
-        self.started_at = time.time()
 
     def run(self, coro, timeout: float | None = None):
         """Run a coroutine on the engine's loop from any thread that is not that loop."""

@@ -15,15 +15,16 @@ from typing import Any
 from vllm import RequestOutput, TokensPrompt
 from vllm.v1.engine.exceptions import EngineDeadError
 
-from playground.backends.base import Recording, prepare
-from playground.backends.engine import describe_engine
+from playground.backends.base import Recording, admit, prepare
+from playground.backends.engine import create_sync_engine, describe_engine
 from playground.backends.outputs import OutputWatch, child_observation, observation_from_output
 from playground.backends.recorder import Observation
+from playground.backends.resources import Workload
 from playground.errors import EngineUnavailable, InvalidRequest
+from playground.request import Limits, SampleRequest
 from playground.run import Run
 from playground.sampling import prompts
 from playground.sampling.params import sampling_params
-from playground.sampling.request import Limits, SampleRequest
 from playground.sampling.sync_sampler import SyncParallelSampler
 
 DEAD = "the vLLM engine core has died; start the command again"
@@ -43,6 +44,24 @@ class SyncRunner:
                              max_logprobs=self._info["max_logprobs"])
         self._running: dict[str, Recording] = {}  # by parent request id
 
+    @classmethod
+    def start(cls, model: str | None = None, *, max_n: int, workload: Workload | None = None,
+              **engine_kwargs: Any) -> SyncRunner:
+        """Start an LLMEngine (``engine_kwargs``: any engine flag) and the runner over it. Its
+        engine core runs in a process of its own: use the runner as a context manager, or call
+        ``shutdown()``, so that process ends however the caller does."""
+        engine = create_sync_engine(model, workload=workload or Workload(max_n=max_n), **engine_kwargs)
+        return cls(engine, max_n=max_n)
+
+    def shutdown(self) -> None:
+        self.engine.engine_core.shutdown()
+
+    def __enter__(self) -> SyncRunner:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.shutdown()
+
     def info(self) -> dict[str, Any]:
         return {**self._info, "up": True}
 
@@ -56,7 +75,7 @@ class SyncRunner:
         """Check ``request`` (InvalidRequest, before the engine sees anything), add it, and return
         its live Run; ``step()`` grows it. The request's blank seed is filled in, as in the UI.
         ``watch``: keep every output and record which changed after it was yielded (QA matrix)."""
-        request.check(self.limits)  # before the tokenizer sees anything
+        admit(self, request)  # before the tokenizer sees anything
         recording = Recording(self, prepare(self.limits, request, self.render_prompt(request.prompt,
                                                                                     request.use_chat_template)))
         prepared = recording.prepared
@@ -66,8 +85,7 @@ class SyncRunner:
         def on_child(index: int, output: RequestOutput) -> None:
             recording.observe(child_observation(index, output))
 
-        self.sampler.add_request(prepared.request_id, tokens, sampling_params(request), request.mode,
-                                 on_child=on_child)
+        self.sampler.add_planned(tokens, sampling_params(request), prepared.plan, on_child=on_child)
         self._running[prepared.request_id] = recording
         return recording.run
 

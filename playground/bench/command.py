@@ -197,7 +197,6 @@ def main(argv: list[str] | None = None) -> int:
         parser.parser.error("--n: at most 256")
 
     from playground.backends.embedded import EmbeddedBackend
-    from playground.backends.engine import EngineHost
     from playground.backends.resources import Workload
     from playground.commands.cli import DEFAULT_MAX_N
     from playground.commands.serve import DEFAULT_CONCURRENCY
@@ -209,13 +208,14 @@ def main(argv: list[str] | None = None) -> int:
     with contextlib.ExitStack() as cleanup:  # closed in reverse: app, then engine, even on Ctrl-C
         try:
             print("starting the engine...", file=sys.stderr)
-            host = EngineHost.start(args.model, workload=workload, **engine_kwargs)
-            cleanup.callback(host.shutdown)
+            backend = cleanup.enter_context(EmbeddedBackend.start(args.model, max_n=workload.max_n,
+                                                                  workload=workload, **engine_kwargs))
+            host = backend.host
             app_url = None
             if "ui" in settings.paths:
                 from playground.ui import build_app, launch_app
 
-                demo = build_app(EmbeddedBackend(host, max_n=max(32, *settings.ns)))
+                demo = build_app(backend)
                 _, app_url, _ = launch_app(demo, prevent_thread_lock=True, server_name="127.0.0.1",
                                            server_port=_free_port(), quiet=True)
                 cleanup.callback(demo.close)
@@ -234,7 +234,6 @@ def main(argv: list[str] | None = None) -> int:
 def soak(args, engine_kwargs: dict) -> int:
     """``--soak SECONDS``: the engine and the app on loopback, then the soak; 0 if every goal held."""
     from playground.backends.embedded import EmbeddedBackend
-    from playground.backends.engine import EngineHost
     from playground.backends.resources import Workload
     from playground.bench.soak import SoakPlan, WatchedBackend, run_soak
     from playground.ui import build_app, launch_app
@@ -242,10 +241,10 @@ def soak(args, engine_kwargs: dict) -> int:
     plan = SoakPlan(seconds=args.soak, clients=args.soak_clients, max_n=args.max_n)
     with contextlib.ExitStack() as cleanup:
         print("starting the engine...", file=sys.stderr)
-        host = EngineHost.start(args.model, workload=Workload(max_n=args.max_n, concurrency=plan.clients),
-                                **engine_kwargs)
-        cleanup.callback(host.shutdown)
-        watched = WatchedBackend(EmbeddedBackend(host, max_n=args.max_n))
+        backend = cleanup.enter_context(EmbeddedBackend.start(
+            args.model, max_n=args.max_n, workload=Workload(max_n=args.max_n, concurrency=plan.clients),
+            **engine_kwargs))
+        watched = WatchedBackend(backend)
         demo = build_app(watched)
         _, url, _ = launch_app(demo, concurrency=plan.clients, prevent_thread_lock=True, server_name="127.0.0.1",
                                server_port=_free_port(), quiet=True)

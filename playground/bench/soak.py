@@ -27,10 +27,11 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from playground.sampling.plan import MODES
-from playground.sampling.request import OUTPUT_KINDS
+from playground.request import MODES, OUTPUT_KINDS
 
-WORDS = ["the", "lighthouse", "keeper", "wrote", "in", "his", "log", "every", "evening", "about", "the", "wind", "and", "the", "colour", "of", "the", "sea,", "the", "ships", "that", "passed", "and", "the", "birds", "that", "rested", "on", "the", "rail"]
+WORDS = ["the", "lighthouse", "keeper", "wrote", "in", "his", "log", "every", "evening", "about", "the", "wind",
+         "and", "the", "colour", "of", "the", "sea,", "the", "ships", "that", "passed", "and", "the", "birds",
+         "that", "rested", "on", "the", "rail"]
 IDLE_WAIT_S = 10.0  # how long the engine may take to count 0 once the clients stopped
 POLL_S = 0.05
 

@@ -28,16 +28,17 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 from playground import analysis
-from playground.analysis import Extractor, InvalidExtractor, SetMeasures, truncate
+from playground.analysis import Extractor, HowMany, InvalidExtractor, SetMeasures, truncate
 from playground.backends.embeddings import Embedder, EmbeddingModelError, load_embedder
 from playground.bundles import BundleError, Located, read_bundles
+from playground.commands import exits
 from playground.commands.cli import check_out_folder, write_atomically
 from playground.errors import InvalidBundle
 
-EXIT_OK, EXIT_SKIPPED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 PROMPT_CHARS = 32
 ANSWER_CHARS = 40  # a majority answer in a one-line summary
 
@@ -62,6 +63,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--answer", type=extractor_arg, default=analysis.parse_extractor(None), metavar="EXTRACTOR",
                         help="How to read a sample's answer: normalized (the whole text, default), first-line, "
                              "last-number, boxed (\\boxed{...}), or regex:PATTERN (one group).")
+    parser.add_argument("--reference", metavar="ANSWER",
+                        help="The right answer, read by the same extractor: adds pass@k and maj@k to what k samples "
+                             "drawn from the n would give (default: each run's own, from its batch line).")
     parser.add_argument("--json", type=Path, metavar="OUT", help="Write every figure here (JSON, atomically).")
     parser.add_argument("--html", type=Path, metavar="OUT",
                         help="Write one self-contained page (no server, works offline): a run's columns, diff, "
@@ -95,15 +99,29 @@ def _threshold(text: str) -> float:
     return value
 
 
+@dataclass
+class Analysed:
+    """One bundle and what its samples say together: the set's measures, and how many samples
+    it needs (curves against k, the stopping rule, the set's uncertainty)."""
+
+    bundle: Located
+    measures: SetMeasures
+    how_many: HowMany
+
+
 def analyze(bundle: Located, extractor: Extractor, embedder: Embedder | None = None,
-            threshold: float = analysis.DEFAULT_SIMILARITY) -> SetMeasures:
+            threshold: float = analysis.DEFAULT_SIMILARITY, reference: str | None = None) -> Analysed:
+    """``reference``: the right answer; None: the run's own (a batch line's ``reference``)."""
     run = bundle.run
     embeddings = embedder.embed([s.text for s in run.samples]) if embedder is not None else None
-    return analysis.set_measures(run, extractor, embeddings, embedder.model_name if embedder else "", threshold)
+    measures = analysis.set_measures(run, extractor, embeddings, embedder.model_name if embedder else "", threshold)
+    reference = reference if reference is not None else run.request.get("reference")
+    return Analysed(bundle, measures, analysis.how_many_samples(run, extractor, reference))
 
 
-def describe(bundle: Located, measures: SetMeasures) -> str:
+def describe(analysed: Analysed) -> str:
     """The bundle's measures on one line."""
+    bundle, measures = analysed.bundle, analysed.measures
     run, a, d = bundle.run, measures.answers, measures.diversity
     prompt = " ".join(str(run.request.get("prompt", "")).split())
     prompt = truncate(prompt, PROMPT_CHARS)
@@ -122,6 +140,7 @@ def describe(bundle: Located, measures: SetMeasures) -> str:
         parts.append(f"after token {d.common_prefix}: {_diversity(d.after_divergence)}")
     if m := measures.meaning:
         parts.append(f"meaning: {len(m.clusters)} cluster(s), entropy {m.entropy:.2f} bits")
+    parts.append(analysed.how_many.headline())
     return " · ".join(parts)
 
 
@@ -136,12 +155,13 @@ def _number(value: float | None, digits: int) -> str:
     return "–" if value is None else f"{value:.{digits}f}"
 
 
-def to_json(args, analysed: list[tuple[Located, SetMeasures]], errors: list[BundleError]) -> str:
-    runs = [{"source": where(b), "line": b.line, "request_id": b.run.request.get("request_id"),
-             "prompt": b.run.request.get("prompt"), "n": b.run.n, "status": b.run.status, **measures.to_dict()}
-            for b, measures in analysed]
+def to_json(args, analysed: list[Analysed], errors: list[BundleError]) -> str:
+    runs = [{"source": where(a.bundle), "line": a.bundle.line, "request_id": a.bundle.run.request.get("request_id"),
+             "prompt": a.bundle.run.request.get("prompt"), "n": a.bundle.run.n, "status": a.bundle.run.status,
+             **a.measures.to_dict(), **a.how_many.to_dict()} for a in analysed]
     document = {"input": str(args.input), "answer": args.answer.spec, "embedding_model": args.embedding_model,
-                "similarity": args.similarity if args.embedding_model else None, "runs": runs,
+                "similarity": args.similarity if args.embedding_model else None, "reference": args.reference,
+                "runs": runs, "seed_overlaps": analysis.seed_overlaps([a.bundle.run for a in analysed]),
                 "errors": [{"source": where(e), "line": e.line, "message": e.message} for e in errors]}
     return json.dumps(document, indent=1, ensure_ascii=False)
 
@@ -168,33 +188,36 @@ def main(argv: list[str] | None = None) -> int:
         analysed = []
         for bundle in bundles:
             try:
-                measures = analyze(bundle, args.answer, embedder, args.similarity)
+                result = analyze(bundle, args.answer, embedder, args.similarity, args.reference)
             except InvalidExtractor as e:  # a pattern that takes too long: it would on every bundle
                 print(f"error: {where(bundle)}: {e}", file=sys.stderr)
-                return EXIT_USAGE
+                return exits.USAGE
             except EmbeddingModelError as e:
                 errors.append(error := BundleError(bundle.line, str(e)))
                 print(f"skipping {error}", file=sys.stderr)
                 continue
-            analysed.append((bundle, measures))
-            print(describe(bundle, measures), flush=True)
+            analysed.append(result)
+            print(describe(result), flush=True)
         if args.json is not None:
             write_atomically(args.json, [to_json(args, analysed, errors)])
             print(f"wrote the figures of {len(analysed)} run(s) to {args.json}", file=sys.stderr)
         if args.html is not None and analysed:
-            runs = [bundle.run for bundle, _ in analysed]
+            runs = [a.bundle.run for a in analysed]
             write_atomically(args.html, [analysis.report_for(runs, analysis.set_measures_hook(args.answer))])
             print(f"wrote the report of {len(runs)} run(s) to {args.html}", file=sys.stderr)
         if not bundles:
             print(f"no run bundle in {args.input}", file=sys.stderr)
-            return EXIT_SKIPPED
+            return exits.FAILED
+        for overlap in analysis.seed_overlaps([a.bundle.run for a in analysed]):
+            names = [where(a.bundle) for a in analysed]
+            print(f"note: {analysis.seed_overlap_sentence(overlap, names)}", file=sys.stderr)
         lines = [str(e.line) for e in errors if e.line is not None]
         skipped = ([f"line(s) {', '.join(lines)}"] if lines else []) + [where(e) for e in errors if e.line is None]
         print(f"analysed {len(analysed)} run(s)" + (f"; skipped {' and '.join(skipped)}" if skipped else ""),
               file=sys.stderr)
-        return EXIT_SKIPPED if errors else EXIT_OK
+        return exits.FAILED if errors else exits.OK
     except SystemExit as e:  # argparse's usage errors (2) and --help (0), as a status for in-process callers
-        return e.code if isinstance(e.code, int) else EXIT_USAGE
+        return e.code if isinstance(e.code, int) else exits.USAGE
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
-        return EXIT_INTERRUPTED
+        return exits.INTERRUPTED

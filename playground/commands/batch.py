@@ -7,6 +7,10 @@ command-line settings are the defaults; a line's own settings win. Blank lines a
 
     {"prompt": "Write a haiku about rain.", "n": 8, "seed": 1}
     {"prompt": "Name a colour.", "temperature": 0.7, "output_kind": "FINAL_ONLY"}
+    {"prompt": "What is 17 * 23? End with the number.", "n": 16, "reference": "391"}
+
+A line's "reference" is its right answer (``--reference`` gives one to the lines without): it is
+kept in the bundle (``request.reference``) and ``--summary`` and ``analyze`` read pass@k from it.
 
 Each output line is a run bundle (``Run.to_json()``), in input order, the same record the browser
 exports; its ``request.batch_line`` is the input line it came from. Without ``--out`` the bundles
@@ -36,6 +40,7 @@ from pathlib import Path
 
 from playground import analysis
 from playground.backends.resources import Workload
+from playground.commands import exits
 from playground.commands.analyze import extractor_arg, majority_cell
 from playground.commands.cli import (
     PlaygroundParser,
@@ -44,19 +49,20 @@ from playground.commands.cli import (
     positive_int,
     write_atomically,
 )
-from playground.commands.progress import Ending, run_all, sync_runner, write_bundles
+from playground.commands.progress import Ending, run_all, write_bundles
 from playground.errors import InvalidRequest
+from playground.request import Limits, SampleRequest
 from playground.run import Run
-from playground.sampling.request import Limits, SampleRequest
 
-EXIT_OK, EXIT_LINE_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 SUMMARY_COLUMNS = ["line", "prompt", "mode", "n", "tokens", "seconds", "tokens_per_s", "identical", "identical_samples",
-                   "answers", "majority", "vote_share", "answer_entropy", "distinct_2", "similarity", "vendi"]
+                   "answers", "majority", "vote_share", "answer_entropy", "distinct_2", "similarity", "vendi",
+                   "settled_at", "pass_at_1", "pass_at_n", "eigv"]
 
 @dataclass
 class Line:
     number: int  # 1-based line number in the input file
     request: SampleRequest
+    reference: str | None = None  # the line's right answer, kept in its bundle
 
 
 @dataclass
@@ -85,6 +91,9 @@ def build_parser() -> PlaygroundParser:
         group.add_argument("--answer", type=extractor_arg, default=None, metavar="EXTRACTOR",
                            help="How --summary reads a sample's answer: normalized (default), first-line, "
                                 "last-number, boxed, or regex:PATTERN (one group).")
+        group.add_argument("--reference", metavar="ANSWER",
+                           help="The right answer of the lines that give none (a line's \"reference\" wins): kept in "
+                                "the bundles; --summary adds pass@1 and pass@n.")
         group.add_argument("--max-in-flight", type=positive_int("--max-in-flight", 1024), default=1, metavar="K",
                            help="Prompts in the engine at once (default 1: each alone, so seeded results "
                                 "reproduce; more is faster but changes seeded results).")
@@ -95,7 +104,8 @@ def build_parser() -> PlaygroundParser:
     return parser
 
 
-def read_lines(path: Path, defaults: dict, max_n: int) -> tuple[list[Line], list[LineError]]:
+def read_lines(path: Path, defaults: dict, max_n: int,
+               reference: str | None = None) -> tuple[list[Line], list[LineError]]:
     """Parse and check every line before an engine starts, so a typo costs no engine start.
 
     Checks that need the engine (the context length, the logprobs cap) run again at submission.
@@ -115,13 +125,16 @@ def read_lines(path: Path, defaults: dict, max_n: int) -> tuple[list[Line], list
             if not isinstance(data, dict):
                 errors.append(LineError(number, f'must be a JSON object with a "prompt", got {type(data).__name__}'))
                 continue
+            answer = data.pop("reference", reference)
             try:
+                if answer is not None and not isinstance(answer, str | int | float):
+                    raise InvalidRequest(f"reference must be text or a number, got {answer!r}")
                 request = SampleRequest.from_user(**{**defaults, **data})
                 request.check(relaxed)
             except InvalidRequest as e:
                 errors.append(LineError(number, str(e)))
                 continue
-            lines.append(Line(number, request))
+            lines.append(Line(number, request, None if answer is None else str(answer)))
     return lines, errors
 
 
@@ -135,12 +148,14 @@ def run_batch(runner, lines: list[Line], max_in_flight: int = 1, progress: bool 
 
     def take(position: int, outcome: Run | InvalidRequest, bar) -> None:
         nonlocal tokens
-        number = lines[position].number
+        number, reference = lines[position].number, lines[position].reference
         if isinstance(outcome, InvalidRequest):
             result.errors.append(error := LineError(number, str(outcome)))
             bar.write(f"skipping {error}", file=sys.stderr)
         else:
             outcome.request["batch_line"] = number
+            if reference is not None:
+                outcome.request["reference"] = reference
             result.runs[number] = outcome
             tokens += sum(len(s.token_ids) for s in outcome.samples)
             bar.set_postfix(tokens=tokens, refresh=False)
@@ -162,6 +177,8 @@ def summary_frame(runs: dict[int, Run], answer: analysis.Extractor | str | None 
         groups = analysis.identical_groups(run)
         prompt = run.request["prompt"]
         measures = analysis.set_measures(run, answer).row()
+        how_many = analysis.how_many_samples(run, answer, run.request.get("reference"))
+        passing = how_many.convergence.pass_at_k
         rows.append({
             "line": number,
             "prompt": analysis.truncate(prompt, 40),
@@ -179,6 +196,10 @@ def summary_frame(runs: dict[int, Run], answer: analysis.Extractor | str | None 
             "distinct_2": _rounded(measures["distinct_2"], 2),
             "similarity": _rounded(measures["similarity_mean"], 2),
             "vendi": _rounded(measures["vendi"], 2),
+            "settled_at": how_many.convergence.settled.at,
+            "pass_at_1": _rounded(passing.at(1), 2) if passing else None,
+            "pass_at_n": _rounded(passing.at(run.n), 2) if passing else None,
+            "eigv": _rounded(how_many.confidence.eigv_jaccard, 2),
         })
     return pd.DataFrame(rows, columns=SUMMARY_COLUMNS)
 
@@ -205,11 +226,11 @@ def execute(runner, lines: list[Line], errors: list[LineError], out: Path | None
             print(summary_frame(result.runs, answer).to_string(index=False), file=sys.stdout if out else sys.stderr)
         except analysis.InvalidExtractor as e:  # a pattern that takes too long; the bundles are written
             print(f"error: the summary: {e}", file=sys.stderr)
-            return EXIT_USAGE
+            return exits.USAGE
     ended = result.told(len(lines) - len(result.runs) - len(result.errors), "prompt(s)")
     if ended is not None:
         return ended
-    return EXIT_LINE_FAILED if skipped else EXIT_OK
+    return exits.FAILED if skipped else exits.OK
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -224,7 +245,7 @@ def main(argv: list[str] | None = None) -> int:
             parser.parser.error(str(e))
         check_out_folder(parser.parser, "--out", args.out)
         try:
-            lines, errors = read_lines(Path(args.input), defaults, args.max_n)
+            lines, errors = read_lines(Path(args.input), defaults, args.max_n, args.reference)
         except OSError as e:
             parser.parser.error(f"cannot read {args.input}: {e.strerror or e}")
         for error in errors:
@@ -233,12 +254,14 @@ def main(argv: list[str] | None = None) -> int:
             print("no line to run", file=sys.stderr)
             if args.out is not None:
                 write_atomically(args.out, [])
-            return EXIT_LINE_FAILED if errors else EXIT_OK
+            return exits.FAILED if errors else exits.OK
 
         # KV cache for the prompts in flight at once (--max-in-flight), each with up to --max-n samples.
         workload = Workload(max_n=args.max_n, concurrency=args.max_in_flight)
-        with sync_runner(args.model, engine_kwargs, workload, args.max_n) as runner:
+        from playground.backends.sync import SyncRunner
+
+        with SyncRunner.start(args.model, max_n=args.max_n, workload=workload, **engine_kwargs) as runner:
             return execute(runner, lines, errors, args.out, args.summary, args.max_in_flight, answer=args.answer)
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
-        return EXIT_INTERRUPTED
+        return exits.INTERRUPTED

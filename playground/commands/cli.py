@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from playground.errors import RemoteError
-from playground.sampling.request import SampleRequest
+from playground.request import SampleRequest, fields
 
 if TYPE_CHECKING:  # imported where used: `analyze` (no engine) loads this module, not openai or the engine
     from playground.backends.remote import RemoteBackend
@@ -68,30 +68,19 @@ class PlaygroundParser:
     @staticmethod
     def sampling_settings(args: argparse.Namespace) -> dict:
         """The sampling settings given on the command line, coerced and checked like any request's
-        (InvalidRequest); the ones not given are left out, so request defaults still apply."""
-        raw = {dest: getattr(args, dest) for _, dest, _ in SAMPLING_FLAGS}
-        raw |= {"seed": args.sample_seed, "stop": args.stop, "use_chat_template": args.use_chat_template,
-                "ignore_eos": args.ignore_eos}
-        given = {k: v for k, v in raw.items() if v is not None}
+        (InvalidRequest); the ones not given are left out, so the schema's defaults still apply."""
+        given = {name: value for name in SAMPLING_FLAGS if (value := getattr(args, _dest(name))) is not None}
         request = SampleRequest.from_user(prompt="", **given)
         return {k: getattr(request, k) for k in given}
 
 
-# Commands that sample (batch, qa) take every SampleRequest setting as a flag (dest = field name).
-SAMPLING_FLAGS = [
-    ("--n", "n", "Samples per prompt (default 4)."),
-    ("--output-kind", "output_kind", "CUMULATIVE, DELTA or FINAL_ONLY."),
-    ("--mode", "mode", "wrapper, native or same-seed (default wrapper)."),
-    ("--temperature", "temperature", "Default 1.0; 0 (greedy) needs --n 1."),
-    ("--top-p", "top_p", None),
-    ("--top-k", "top_k", None),
-    ("--min-p", "min_p", None),
-    ("--max-tokens", "max_tokens", "Most tokens per sample (default 64)."),
-    ("--presence-penalty", "presence_penalty", None),
-    ("--frequency-penalty", "frequency_penalty", None),
-    ("--repetition-penalty", "repetition_penalty", None),
-    ("--logprobs", "logprobs", "Top-k logprobs to record per token."),
-]
+# Commands that sample (batch, qa, sweep) take every request setting but the prompt as a flag,
+# named after the schema's field (``--top-p``), with its help and default.
+SAMPLING_FLAGS = [f.name for f, _ in fields() if f.name != "prompt"]
+
+
+def _dest(name: str) -> str:
+    return "sample_seed" if name == "seed" else name  # vLLM's parser has a `seed` of its own
 
 
 def _add_sampling_flags(parser: argparse.ArgumentParser) -> None:
@@ -103,13 +92,17 @@ def _add_sampling_flags(parser: argparse.ArgumentParser) -> None:
     action.help = "vLLM's engine-wide random seed (vLLM's own --seed)."
 
     group = parser.add_argument_group("sampling")
-    for flag, dest, help_text in SAMPLING_FLAGS:
-        group.add_argument(flag, dest=dest, help=help_text)
-    group.add_argument("--seed", dest="sample_seed", metavar="SEED",
-                       help="Base seed: sample i uses seed + i (default: a random seed, recorded).")
-    group.add_argument("--stop", action="append", help="A stop string (repeat for more).")
-    group.add_argument("--use-chat-template", action=argparse.BooleanOptionalAction, default=None)
-    group.add_argument("--ignore-eos", action=argparse.BooleanOptionalAction, default=None)
+    schema = {f.name: (f, meta) for f, meta in fields()}
+    for name in SAMPLING_FLAGS:
+        f, meta = schema[name]
+        flag = "--" + name.replace("_", "-")
+        if f.type.startswith("bool"):
+            group.add_argument(flag, dest=name, action=argparse.BooleanOptionalAction, default=None, help=meta.help)
+        elif f.type == "list[str]":
+            group.add_argument(flag, dest=name, action="append", help=f"{meta.help} Repeat for more.")
+        else:
+            default = f" (default {f.default})" if f.default is not None else ""
+            group.add_argument(flag, dest=_dest(name), metavar=name.upper(), help=meta.help + default)
 
 
 def add_cpu_flags(group) -> None:

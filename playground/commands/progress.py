@@ -1,21 +1,21 @@
-"""Many runs from the command line, one way: ``batch`` and ``sweep`` start their engine with
-``sync_runner``, hand their requests to ``run_all``, which runs them on a SyncRunner under a
-progress bar and ends on Ctrl-C or a dead engine with what finished, leaving nothing running in
-the engine, and write what finished with ``write_bundles``."""
+"""Many runs from the command line, one way: ``batch`` and ``sweep`` start their engine as a
+``SyncRunner`` (a context manager: its engine core is shut down however the command ends), hand
+their requests to ``run_all``, which runs them under a progress bar and ends on Ctrl-C or a dead
+engine with what finished, leaving nothing running in the engine, and write what finished with
+``write_bundles``."""
 
 from __future__ import annotations
 
 import contextlib
 import sys
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from playground.backends.resources import Workload
 from playground.commands.cli import write_atomically
 from playground.errors import EngineUnavailable, InvalidRequest
+from playground.request import SampleRequest
 from playground.run import Run
-from playground.sampling.request import SampleRequest
 
 
 @dataclass
@@ -59,20 +59,6 @@ def run_all(runner, requests: list[SampleRequest], take: Callable[[int, Run | In
         ending.failure = str(e)
     finally:
         bar.close()
-
-
-@contextlib.contextmanager
-def sync_runner(model: str | None, engine_kwargs: dict, workload: Workload, max_n: int) -> Iterator:
-    """A SyncRunner on a fresh LLMEngine; its engine core runs in a process of its own, so it is
-    shut down however the command ends."""
-    from playground.backends.engine import create_sync_engine
-    from playground.backends.sync import SyncRunner
-
-    engine = create_sync_engine(model, workload=workload, **engine_kwargs)
-    try:
-        yield SyncRunner(engine, max_n=max_n)
-    finally:
-        engine.engine_core.shutdown()
 
 
 def write_bundles(out: Path | None, bundles: Iterable[str]) -> None:

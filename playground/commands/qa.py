@@ -12,12 +12,12 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import os
 import pathlib
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
-from playground.backends.resources import Workload
 from playground.commands import exits
 from playground.commands.cli import (
     PlaygroundParser,
@@ -29,7 +29,7 @@ from playground.commands.cli import (
 )
 from playground.errors import InvalidRequest, PlaygroundError
 from playground.qa import matrix as qa
-from playground.sampling.request import Limits, SampleRequest
+from playground.request import Limits, SampleRequest
 
 FRONT_ENDS = ("async", "sync", "remote")
 TABLE_WIDTH = 60  # characters per printed cell
@@ -64,101 +64,85 @@ def _front_ends(text: str) -> list[str]:
     return list(dict.fromkeys(names))
 
 
-def build_paths(args, engine_kwargs: dict, front_ends: list[str]) -> tuple[list[qa.SamplingPath], Callable[[], None]]:
-    """Start the engines the front ends need and return their paths, and how to shut them down.
+def build_paths(args, engine_kwargs: dict, front_ends: list[str], owner: contextlib.ExitStack) -> list[qa.SamplingPath]:
+    """Start the engines the front ends need and return their paths; ``owner`` shuts each engine
+    down however the command ends.
 
     This is the seam a test replaces (engine starts take a minute or more here): ``main`` calls it
     only when no paths are handed to it.
     """
-    closers: list[Callable[[], None]] = []
-
-    def close() -> None:
-        for closer in reversed(closers):
-            try:
-                closer()
-            except Exception as e:  # shutting down: report, and go on with the rest
-                print(f"warning: shutting down: {e}", file=sys.stderr)
+    from playground.backends.embedded import EmbeddedBackend
+    from playground.backends.sync import SyncRunner
 
     paths: list[qa.SamplingPath] = []
-    try:
-        if "remote" in front_ends:
-            # RemoteError: a usage error. Nothing to close: each operation opens its own HTTP client.
-            paths += qa.backend_paths(create_remote_backend(args, max_n=args.max_n), "remote")
-        # Each engine's KV cache is sized to the matrix's work (one cell at a time), so two fit.
-        engine_kwargs = {**engine_kwargs, "workload": Workload(max_n=args.max_n)}
-        if "async" in front_ends:
-            from playground.backends.embedded import EmbeddedBackend
-            from playground.backends.engine import EngineHost
-
-            print("starting the async engine (AsyncLLM)…", file=sys.stderr)
-            host = EngineHost.start(args.model, **engine_kwargs)
-            closers.append(host.shutdown)
-            paths += qa.backend_paths(EmbeddedBackend(host, max_n=args.max_n), "async")
-        if "sync" in front_ends:
-            from playground.backends.engine import create_sync_engine
-            from playground.backends.sync import SyncRunner
-
-            print("starting the sync engine (LLMEngine)…", file=sys.stderr)
-            engine = create_sync_engine(args.model, **engine_kwargs)
-            closers.append(engine.engine_core.shutdown)  # its engine core runs in a process of its own
-            paths += qa.sync_paths(SyncRunner(engine, max_n=args.max_n), "sync")
-    except BaseException:
-        close()
-        raise
+    if "remote" in front_ends:
+        # RemoteError: a usage error. Nothing to shut down: each operation opens its own HTTP client.
+        paths += qa.backend_paths(create_remote_backend(args, max_n=args.max_n), "remote")
+    # Each engine's KV cache is sized to the matrix's work (one cell at a time), so two fit.
+    if "async" in front_ends:
+        print("starting the async engine (AsyncLLM)…", file=sys.stderr)
+        backend = owner.enter_context(EmbeddedBackend.start(args.model, max_n=args.max_n, **engine_kwargs))
+        paths += qa.backend_paths(backend, "async")
+    if "sync" in front_ends:
+        print("starting the sync engine (LLMEngine)…", file=sys.stderr)
+        runner = owner.enter_context(SyncRunner.start(args.model, max_n=args.max_n, **engine_kwargs))
+        paths += qa.sync_paths(runner, "sync")
     order = {name: k for k, name in enumerate(FRONT_ENDS)}
     paths.sort(key=lambda p: order[p.name.split()[0]])  # async, sync, remote: the table's column order
-    return paths, close
+    return paths
 
 
 def main(argv: list[str] | None = None, paths: Sequence[qa.SamplingPath] | None = None) -> int:
     """``python app.py qa``. ``paths``: already-running paths to use instead of starting engines
     (tests: an engine start costs a minute or more); they are left running."""
     os.environ.setdefault("VLLM_LOGGING_STREAM", "ext://sys.stderr")  # stdout carries the table only
-    close = None
     try:
-        parser = build_parser()
-        args, engine_kwargs = parser.parse(list(sys.argv[1:] if argv is None else argv))
-        try:
-            settings = parser.sampling_settings(args)
-            request = SampleRequest.from_user(prompt=args.prompt, **settings)
-            request.check(Limits.before_engine(args.max_n))
-        except InvalidRequest as e:
-            parser.parser.error(str(e))
-        ignored = [name for name in ("output_kind", "mode") if name in settings]
-        if ignored:
-            print(f"note: --{' and --'.join(n.replace('_', '-') for n in ignored)} ignored: the matrix runs every "
-                  "output_kind in wrapper and native mode", file=sys.stderr)
-        check_out_folder(parser.parser, "--json", args.json)
-        front_ends = args.paths or ["async", "sync"] + (["remote"] if args.backend == "openai" else [])
-        if "remote" in front_ends and args.backend != "openai":
-            parser.parser.error("--paths remote needs --backend openai --base-url URL")
-        if paths is None:
-            try:
-                paths, close = build_paths(args, engine_kwargs, front_ends)
-            except PlaygroundError as e:
-                parser.parser.error(str(e))
-
-        def progress(done: int, total: int, label: str) -> None:
-            print(f"cell {done + 1}/{total}: {label}", file=sys.stderr, flush=True)
-
-        try:
-            matrix = asyncio.run(qa.run_matrix(request, paths, on_cell=progress))
-        except InvalidRequest as e:
-            print(f"error: {e}", file=sys.stderr)
-            return exits.USAGE
-        print(matrix.table().to_string(max_colwidth=TABLE_WIDTH))  # full messages follow under "Broken rules"
-        print()
-        print(matrix.report())
-        sys.stdout.flush()
-        if args.json is not None:
-            write_atomically(args.json, [matrix.to_json(indent=1)])
-            print(f"wrote the matrix to {args.json}", file=sys.stderr)
-        return exits.OK if matrix.ok else exits.FAILED
+        with contextlib.ExitStack() as owner:
+            return _main(argv, paths, owner)
     except SystemExit as e:  # argparse's usage errors (2) and --help (0), as a status for in-process callers
         return e.code if isinstance(e.code, int) else exits.USAGE
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return exits.INTERRUPTED
-    finally:
-        if close is not None:
-            close()
+
+
+def _main(argv: list[str] | None, paths: Sequence[qa.SamplingPath] | None, owner: contextlib.ExitStack) -> int:
+    """The command, with the engines it starts owned by ``owner``."""
+    parser = build_parser()
+    args, engine_kwargs = parser.parse(list(sys.argv[1:] if argv is None else argv))
+    try:
+        settings = parser.sampling_settings(args)
+        request = SampleRequest.from_user(prompt=args.prompt, **settings)
+        request.check(Limits.before_engine(args.max_n))
+    except InvalidRequest as e:
+        parser.parser.error(str(e))
+    ignored = [name for name in ("output_kind", "mode") if name in settings]
+    if ignored:
+        print(f"note: --{' and --'.join(n.replace('_', '-') for n in ignored)} ignored: the matrix runs every "
+              "output_kind in wrapper and native mode", file=sys.stderr)
+    check_out_folder(parser.parser, "--json", args.json)
+    front_ends = args.paths or ["async", "sync"] + (["remote"] if args.backend == "openai" else [])
+    if "remote" in front_ends and args.backend != "openai":
+        parser.parser.error("--paths remote needs --backend openai --base-url URL")
+    if paths is None:
+        try:
+            paths = build_paths(args, engine_kwargs, front_ends, owner)
+        except PlaygroundError as e:
+            parser.parser.error(str(e))
+
+    def progress(done: int, total: int, label: str) -> None:
+        print(f"cell {done + 1}/{total}: {label}", file=sys.stderr, flush=True)
+
+    try:
+        matrix = asyncio.run(qa.run_matrix(request, paths, on_cell=progress))
+    except InvalidRequest as e:
+        print(f"error: {e}", file=sys.stderr)
+        return exits.USAGE
+    print(matrix.table().to_string(max_colwidth=TABLE_WIDTH))  # full messages follow under "Broken rules"
+    print()
+    print(matrix.report())
+    sys.stdout.flush()
+    if args.json is not None:
+        write_atomically(args.json, [matrix.to_json(indent=1)])
+        print(f"wrote the matrix to {args.json}", file=sys.stderr)
+    return exits.OK if matrix.ok else exits.FAILED

@@ -8,6 +8,7 @@ import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
 
+from playground.bundles import PAGE_MAX_MB
 from playground.commands.cli import (
     PlaygroundParser,
     add_max_n_flag,
@@ -15,7 +16,6 @@ from playground.commands.cli import (
     create_remote_backend,
     positive_int,
 )
-from playground.bundles import PAGE_MAX_MB
 from playground.errors import PlaygroundError
 
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
@@ -84,7 +84,6 @@ def main(argv: list[str]) -> int:
               "engine. Pass --auth user:password (or set PLAYGROUND_AUTH).", file=sys.stderr)
     clock.phase("python and vLLM imports")
 
-    host = None
     if args.backend == "openai":
         from playground.ui import build_app, launch_app
 
@@ -94,28 +93,24 @@ def main(argv: list[str]) -> int:
             parser.parser.error(str(e))
     else:
         from playground.backends.embedded import EmbeddedBackend
-        from playground.backends.engine import EngineHost
         from playground.backends.resources import Workload
 
         # The engine's processes start on their own cores while this thread imports Gradio.
         workload = Workload(max_n=args.max_n, concurrency=args.concurrency)
         with ThreadPoolExecutor(1, thread_name_prefix="engine-start") as pool:
             began = time.time()
-            starting = pool.submit(EngineHost.start, args.model, workload=workload, **engine_kwargs)
+            starting = pool.submit(EmbeddedBackend.start, args.model, max_n=args.max_n, workload=workload,
+                                   **engine_kwargs)
             from playground.ui import build_app, launch_app
 
             clock.phase("Gradio imports (while the engine starts)")
-            host = starting.result()
+            backend = starting.result()
         clock.phase("engine start (spawn, imports, weights, KV cache)", since=began)
-        backend = EmbeddedBackend(host, max_n=args.max_n)
-    try:
+    with backend:  # an embedded engine's core process ends with the app, however it ends
         demo = build_app(backend, embedding_model=args.embedding_model, max_file_mb=args.max_file_mb)
         clock.phase("page built")
         launch_app(demo, concurrency=args.concurrency, queue_size=args.queue_size, server_name=args.host,
                    server_port=args.port, share=args.share, auth=auth, prevent_thread_lock=True)
         clock.phase(f"answering on port {args.port}")
         demo.block_thread()
-    finally:
-        if host is not None:
-            host.shutdown()
     return 0

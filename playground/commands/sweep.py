@@ -6,7 +6,8 @@
     python app.py sweep --prompt "What is 17 * 23?" --param temperature --values 0.3 1.0 --n 8 --answer last-number
 
 One full run per value (temperature, top_p, top_k, min_p, repetition_penalty, presence_penalty,
-frequency_penalty; or ``--param seed``: a list of base seeds), all with the same prompt, n and base
+frequency_penalty; or ``--param seed``: a list of base seeds, or FROM:COUNT for COUNT seeds n apart,
+so no two runs share a child seed), all with the same prompt, n and base
 seed (sample i uses seed + i in every run), one after another on an otherwise idle engine, so what
 differs between the runs comes from the setting alone. Without ``--seed`` one random base seed is
 drawn for the whole sweep (and recorded).
@@ -34,16 +35,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from playground import analysis
-from playground.backends.resources import Workload
+from playground.commands import exits
 from playground.commands.analyze import extractor_arg, majority_cell
 from playground.commands.cli import PlaygroundParser, add_max_n_flag, check_out_folder
-from playground.commands.progress import Ending, run_all, sync_runner, write_bundles
+from playground.commands.progress import Ending, run_all, write_bundles
 from playground.errors import InvalidRequest
+from playground.request import Limits
 from playground.run import Run
-from playground.sampling.request import Limits
-from playground.sampling.sweep import SWEEP_PARAMS, SweepRequest
+from playground.sampling.sweep_request import SWEEP_SETTINGS, SweepRequest, seed_overlap_note
 
-EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 NUMBER = re.compile(r"^[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$")
 SUMMARY_COLUMNS = ["value", "status", "seeds", "tokens", "mean_tokens", "mean_prob", "distinct_samples",
                    "identical_samples"]
@@ -58,16 +58,20 @@ class SweepResult(Ending):
 def build_parser() -> PlaygroundParser:
     def add_own(group) -> None:
         group.add_argument("--prompt", required=True, help="The prompt every run samples.")
-        group.add_argument("--param", required=True, choices=SWEEP_PARAMS, metavar="SETTING",
-                           help=f"The setting to vary: {', '.join(SWEEP_PARAMS)} (seed: a list of base seeds).")
+        group.add_argument("--param", required=True, choices=SWEEP_SETTINGS, metavar="SETTING",
+                           help=f"The setting to vary: {', '.join(SWEEP_SETTINGS)} (seed: a list of base seeds).")
         group.add_argument("--values", required=True, nargs="+", metavar="V",
                            help="The values, one full run each, in this order (at most 12).")
         group.add_argument("--out", type=Path, metavar="PATH",
                            help="Write the run bundles here (atomically), not to stdout.")
         add_max_n_flag(group, "run")
         group.add_argument("--answer", type=extractor_arg, default=None, metavar="EXTRACTOR",
-                           help="Add each value's majority answer and vote share to the table, answers read as: "
-                                "normalized, first-line, last-number, boxed or regex:PATTERN (one group).")
+                           help="Add each value's majority answer, vote share and when it settled to the table, "
+                                "answers read as: normalized, first-line, last-number, boxed or regex:PATTERN "
+                                "(one group).")
+        group.add_argument("--reference", metavar="ANSWER",
+                           help="The right answer (kept in every bundle): with --answer the table adds pass@1 and "
+                                "pass@n per value.")
 
     parser = PlaygroundParser("python app.py sweep", __doc__, add_own, sampling=True)
     parser.parser.formatter_class = argparse.RawDescriptionHelpFormatter  # keep the doc's layout
@@ -95,7 +99,10 @@ def sweep_from_args(parser: PlaygroundParser, args: argparse.Namespace) -> Sweep
         flag = "--seed" if args.param == "seed" else f"--{args.param.replace('_', '-')}"
         raise InvalidRequest(f"--param {args.param} sweeps {args.param} over --values: leave out {flag}")
     sweep = SweepRequest.from_user(args.param, args.values, prompt=args.prompt, **settings)
+    sweep.reference = args.reference
     sweep.check(Limits.before_engine(args.max_n))  # the engine's come later
+    if note := seed_overlap_note(sweep):
+        print(f"note: {note}", file=sys.stderr)
     return sweep
 
 
@@ -126,8 +133,9 @@ def summary_frame(runs: list[Run], answer: analysis.Extractor | None = None):
         return table
     if answer is not None:
         table["majority"] = [majority_cell(a, tied) for a, tied in zip(table["majority"], table["majority_tied"])]
-    table = table.reindex(columns=SUMMARY_COLUMNS + (["majority", "vote_share"] if answer is not None else []))
-    table = table.round({"mean_tokens": 1, "mean_prob": 3, "vote_share": 2})
+    answered = ["majority", "vote_share", "settled_at"] + (["pass_at_1", "pass_at_n"] if "pass_at_1" in table else [])
+    table = table.reindex(columns=SUMMARY_COLUMNS + (answered if answer is not None else []))
+    table = table.round({"mean_tokens": 1, "mean_prob": 3, "vote_share": 2, "pass_at_1": 2, "pass_at_n": 2})
     return table.rename(columns={"value": runs[0].request["sweep"]["param"]})
 
 
@@ -147,11 +155,11 @@ def execute(runner, sweep: SweepRequest, out: Path | None = None, progress: bool
             print(summary_frame(result.runs, answer).to_string(index=False), file=sys.stdout if out else sys.stderr)
         except analysis.InvalidExtractor as e:  # a pattern that takes too long; the bundles are written
             print(f"error: the summary: {e}", file=sys.stderr)
-            return EXIT_USAGE
+            return exits.USAGE
     ended = result.told(len(sweep.values) - len(result.runs) - len(result.refused), "value(s)")
     if ended is not None:
         return ended
-    return EXIT_FAILED if result.refused else EXIT_OK
+    return exits.FAILED if result.refused else exits.OK
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -166,13 +174,15 @@ def main(argv: list[str] | None = None) -> int:
             parser.parser.error(str(e))
         check_out_folder(parser.parser, "--out", args.out)
 
-        with sync_runner(args.model, engine_kwargs, Workload(max_n=args.max_n), args.max_n) as runner:
+        from playground.backends.sync import SyncRunner
+
+        with SyncRunner.start(args.model, max_n=args.max_n, **engine_kwargs) as runner:
             try:
                 sweep.check(runner.limits)  # the engine's own limits: its context, its logprobs cap
             except InvalidRequest as e:
                 print(f"error: {e}", file=sys.stderr)
-                return EXIT_USAGE
+                return exits.USAGE
             return execute(runner, sweep, args.out, answer=args.answer)
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
-        return EXIT_INTERRUPTED
+        return exits.INTERRUPTED

@@ -40,8 +40,8 @@ from playground.errors import InvalidRequest
 from playground.qa.cells import BAD_MARK, OK_MARK, Cell, Comparison, Matrix
 from playground.qa.contract import RULEBOOK, RULES
 from playground.qa.sampling_paths import SamplingPath, backend_paths, sync_paths
-from playground.sampling import plan
-from playground.sampling.request import OUTPUT_KINDS, SampleRequest
+from playground.request import OUTPUT_KINDS, SampleRequest
+from playground.sampling.plan import draw_seed
 
 __all__ = [
     "BAD_MARK", "OK_MARK", "ONE_AT_A_TIME", "RULES", "Cell", "Matrix", "OnCell", "SamplingPath", "backend_paths",
@@ -67,7 +67,7 @@ async def run_matrix(request: SampleRequest, paths: Sequence[SamplingPath], kind
     refuses) stops the matrix and is raised: it would fail every cell alike.
     """
     if request.seed is None:
-        request = dataclasses.replace(request, seed=plan.draw_seed())
+        request = dataclasses.replace(request, seed=draw_seed())
     started, t0 = time.time(), time.monotonic()
     cells: list[Cell] = []
     total = len(kinds) * len(paths)

@@ -14,8 +14,8 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 from playground.backends.base import record
+from playground.request import SampleRequest
 from playground.run import Run
-from playground.sampling.request import SampleRequest
 
 
 @dataclass

@@ -1,7 +1,7 @@
 """Folding the children's outputs back into parent outputs, by output_kind, as vLLM does.
 
 One class, used by both samplers (AsyncLLM and LLMEngine), so both keep vLLM's n > 1 contract
-(../shared/notes/vllm-parallel-sampling.md) by the same code.
+(the rules in its docstring, checked by ``playground/qa/contract.py``) by the same code.
 """
 
 from __future__ import annotations

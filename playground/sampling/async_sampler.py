@@ -13,7 +13,7 @@ from collections.abc import AsyncIterator, Callable, Iterable
 from vllm import RequestOutput, SamplingParams, TokensPrompt
 from vllm.v1.engine.exceptions import EngineDeadError
 
-from playground.sampling import aggregate, prompts
+from playground.sampling import aggregate, plan, prompts
 from playground.sampling import params as child_params
 
 # Called with (index, child's RequestOutput) before it is merged: per-child facts such as
@@ -53,18 +53,30 @@ class ParallelSampler:
 
         Modes: "wrapper" (our fan-out, child i seeded seed + i), "native" (n handed to vLLM),
         "same-seed" (our fan-out with one seed for all: the old identical-samples bug, on purpose).
+        vLLM leaves the children of an unseeded parent unseeded; the wrapper draws a base seed
+        instead, so every sample it returns can be replayed alone with seed + i.
         """
         tokens = self.tokenize(prompt)
         child_params.check(tokens["prompt_token_ids"], sampling_params, mode, self.max_n, self.max_model_len)
-        if mode == "native":
-            async for output in self.engine.generate(tokens, sampling_params, request_id):
-                yield output
-            return
-        async for output in self._fan_out(tokens, sampling_params, request_id, mode, on_child):
+        seed = sampling_params.seed if sampling_params.seed is not None or mode == "native" else plan.draw_seed()
+        run_plan = plan.make_plan(request_id, sampling_params.n, seed, mode)
+        async for output in self.sample(tokens, sampling_params, run_plan, on_child=on_child):
             yield output
 
-    async def _fan_out(self, tokens, sampling_params, request_id, mode, on_child) -> AsyncIterator[RequestOutput]:
-        aggregator = aggregate.ParentAggregator(request_id, sampling_params.n, sampling_params.output_kind)
+    async def sample(self, tokens: TokensPrompt, sampling_params: SamplingParams, run_plan: plan.Plan, *,
+                     on_child: ChildObserver | None = None) -> AsyncIterator[RequestOutput]:
+        """``generate`` for a request already checked and planned (the backends': one plan per
+        run, made before anything reached the engine): no check, no second plan."""
+        if run_plan.mode == "native":
+            async for output in self.engine.generate(tokens, sampling_params, run_plan.parent_id):
+                yield output
+            return
+        async for output in self._fan_out(tokens, sampling_params, run_plan, on_child):
+            yield output
+
+    async def _fan_out(self, tokens, sampling_params, run_plan: plan.Plan, on_child) -> AsyncIterator[RequestOutput]:
+        request_id = run_plan.parent_id
+        aggregator = aggregate.ParentAggregator(request_id, run_plan.n, sampling_params.output_kind)
         ready = asyncio.Event()
         failure: list[BaseException] = []
         queues = []
@@ -89,7 +101,7 @@ class ParallelSampler:
         try:
             # All children go in before the first output is read, as in vLLM's fan-out.
             self._children[request_id] = []
-            for child, params in child_params.children(request_id, sampling_params, mode):
+            for child, params in child_params.children(sampling_params, run_plan):
                 queues.append(queue := await self.engine.add_request(child.request_id, tokens, params))
                 self._children[request_id].append(queue.request_id)
                 if request_id in self._aborting:  # an abort came between two adds: this child goes too

@@ -1,10 +1,11 @@
 """The fan-out plan: which child requests a parent becomes, with which ids and seeds.
 
-This is vLLM's rule (``vllm/v1/engine/parallel_sampling.py``), written once for every path: the
-async sampler over AsyncLLM, the sync sampler over LLMEngine, the remote backend over HTTP, and
-the run record. A parent with n samples becomes n children with n = 1; child i is called
-``f"{i}_{parent_id}"`` and gets ``seed + i``. In "same-seed" mode every child gets the parent's
-seed, on purpose: that is the V0 bug the seed + i rule fixed (all n samples came out identical).
+This is vLLM's rule (``vllm/v1/engine/parallel_sampling.py``), written once and decided once per
+run: the async sampler over AsyncLLM, the sync sampler over LLMEngine, the remote backend over
+HTTP and the run record all take the same ``Plan``. A parent with n samples becomes n children
+with n = 1; child i is called ``f"{i}_{parent_id}"`` and gets ``seed + i``. In "same-seed" mode
+every child gets the parent's seed, on purpose: that is the V0 bug the seed + i rule fixed (all n
+samples came out identical).
 
 No vLLM here: the remote backend plans its HTTP requests with it on a machine without vLLM.
 """
@@ -15,10 +16,8 @@ import secrets
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from playground.errors import InvalidRequest
+from playground.request import check_mode, check_seed
 
-MODES = ("wrapper", "native", "same-seed")
-MAX_SEED = 2**63 - 1  # vLLM's seeds are 64-bit signed
 RANDOM_SEED_BELOW = 2**31  # a blank seed is drawn from [0, 2**31): short enough to read and type
 
 
@@ -29,6 +28,25 @@ class Child:
     index: int
     request_id: str
     seed: int | None
+
+
+@dataclass(frozen=True)
+class Plan:
+    """One parent request's fan-out. In native mode vLLM fans out itself, by the same rule: the
+    plan then says what its children are called and seeded, for the record."""
+
+    parent_id: str
+    mode: str
+    seed: int | None  # the base seed
+    children: tuple[Child, ...]
+
+    @property
+    def n(self) -> int:
+        return len(self.children)
+
+    @property
+    def seeds(self) -> list[int | None]:
+        return [child.seed for child in self.children]
 
 
 def child_request_id(index: int, parent_id: str) -> str:
@@ -50,28 +68,9 @@ def draw_seed(source: Callable[[int], int] | None = None) -> int:
     return (source or secrets.randbelow)(RANDOM_SEED_BELOW)
 
 
-def check_seed(seed: int | None, n: int) -> None:
-    """The base seed must leave room for seed + n - 1 in vLLM's 64-bit range."""
-    if seed is None:
-        return
-    if not 0 <= seed <= MAX_SEED:
-        raise InvalidRequest(f"seed must be a whole number from 0 to 2**63-1 ({MAX_SEED}), got {seed}")
-    if seed + n - 1 > MAX_SEED:
-        raise InvalidRequest(
-            f"seed {seed} is too large for n={n}: sample i uses seed+i, which must stay at or below "
-            f"2**63-1 ({MAX_SEED}), so the largest base seed for n={n} is {MAX_SEED - n + 1}"
-        )
-
-
-def check_mode(mode: str) -> None:
-    if mode not in MODES:
-        raise InvalidRequest(f"mode must be one of {', '.join(MODES)}, got {mode!r}")
-
-
-def plan(parent_id: str, n: int, seed: int | None, mode: str) -> list[Child]:
-    """The children a parent becomes. In native mode vLLM fans out itself, with the same rule;
-    the plan then says what its children are called and seeded, for the record."""
+def make_plan(parent_id: str, n: int, seed: int | None, mode: str) -> Plan:
+    """The children a parent becomes."""
     check_mode(mode)
     check_seed(seed, n)
     seeds = child_seeds(seed, n, mode)
-    return [Child(i, child_request_id(i, parent_id), s) for i, s in enumerate(seeds)]
+    return Plan(parent_id, mode, seed, tuple(Child(i, child_request_id(i, parent_id), s) for i, s in enumerate(seeds)))

@@ -17,7 +17,7 @@ from vllm.sampling_params import RequestOutputKind
 from vllm.v1.engine.exceptions import EngineDeadError
 
 from playground.errors import InvalidRequest
-from playground.sampling import aggregate, prompts
+from playground.sampling import aggregate, plan, prompts
 from playground.sampling import params as child_params
 from playground.sampling.async_sampler import ChildObserver
 
@@ -73,15 +73,24 @@ class SyncParallelSampler:
         # Tokenized once, before any child, as in the async wrapper (same ids on every path).
         tokens = prompts.tokenize(self.engine.tokenizer, prompt)
         child_params.check(tokens["prompt_token_ids"], sampling_params, mode, self.max_n, self.max_model_len)
-        if mode == "native":
+        seed = sampling_params.seed if sampling_params.seed is not None or mode == "native" else plan.draw_seed()
+        self.add_planned(tokens, sampling_params, plan.make_plan(request_id, sampling_params.n, seed, mode),
+                         on_child=on_child)
+
+    def add_planned(self, tokens: TokensPrompt, sampling_params: SamplingParams, run_plan: plan.Plan, *,
+                    on_child: ChildObserver | None = None) -> None:
+        """``add_request`` for a request already checked and planned (the runner's: one plan per
+        run, made before anything reached the engine)."""
+        request_id = run_plan.parent_id
+        if run_plan.mode == "native":
             added = [(request_id, None, sampling_params)]
         else:
             added = [(child.request_id, child.index, params)
-                     for child, params in child_params.children(request_id, sampling_params, mode)]
+                     for child, params in child_params.children(sampling_params, run_plan)]
         # Outputs are routed by engine id, so two running parents must not share one.
         if request_id in self._parents or any(engine_id in self._routes for engine_id, _, _ in added):
             raise InvalidRequest(f"request id {request_id!r} is already in use by a running request")
-        parent = _Parent(aggregate.ParentAggregator(request_id, sampling_params.n, sampling_params.output_kind), tokens,
+        parent = _Parent(aggregate.ParentAggregator(request_id, run_plan.n, sampling_params.output_kind), tokens,
                          on_child=on_child)
         try:
             for engine_id, index, params in added:

@@ -1,37 +1,40 @@
 """``/sample``: the app's API for scripts (gradio_client). Streams progress snapshots as JSON; its
 final value is the run bundle. It belongs to no browser session, so it touches no page state.
 A call that is cancelled (or whose client goes away) stops its run as the page's Stop does: the
-run is aborted by its parent id, so nothing of it is left running in the engine."""
+run is aborted by its parent id, so nothing of it is left running in the engine.
+
+Its parameters are the request schema's fields (``playground.request``), with the schema's
+defaults: every setting the page has, and nothing written out a second time.
+"""
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
+import inspect
 import json
+from collections.abc import AsyncIterator
 
+from playground.request import SampleRequest, fields
 from playground.run import Run
-from playground.sampling.request import SampleRequest
 from playground.ui.live import LiveRun
 from playground.ui.messages import shown
 from playground.ui.streaming import paced
 
+PROGRESS_EVERY = 0.25  # seconds between progress snapshots
 
-class SampleAPI:
-    def __init__(self, backend):
-        self.backend = backend
 
-    async def sample(self, prompt: str, n: int = 4, seed: int | None = None, output_kind: str = "CUMULATIVE",
-                     mode: str = "wrapper", temperature: float = 1.0, top_p: float = 1.0, top_k: int = 0,
-                     max_tokens: int = 64, stop: list[str] | None = None, logprobs: int | None = None,
-                     use_chat_template: bool = False, ignore_eos: bool = False) -> str:
+def sample_endpoint(backend):
+    """The ``/sample`` function for ``gr.api``: its signature and type hints are the schema's, so
+    gradio_client and the API page list every setting with its default."""
+
+    async def sample(*values) -> AsyncIterator[str]:
         """Sample n completions. Streams progress snapshots as JSON; the final value is the run bundle."""
         try:
-            sample_request = SampleRequest.from_user(
-                prompt=prompt, n=n, seed=seed, output_kind=output_kind, mode=mode, temperature=temperature,
-                top_p=top_p, top_k=top_k, max_tokens=max_tokens, stop=stop, logprobs=logprobs,
-                use_chat_template=use_chat_template, ignore_eos=ignore_eos)
+            request = SampleRequest.from_user(**dict(zip(NAMES, values)))
             latest = None
             # aclosing: a cancelled call aborts its run now, not when the generator is collected.
-            stream = paced(LiveRun(sample_request).follow(self.backend), interval=0.25)
+            stream = paced(LiveRun(request).follow(backend), interval=PROGRESS_EVERY)
             async with contextlib.aclosing(stream) as snapshots:
                 async for run in snapshots:
                     latest = run or latest  # a heartbeat (None) repeats the last progress
@@ -41,6 +44,31 @@ class SampleAPI:
                     yield json.dumps(progress(latest))
         except Exception as e:
             raise shown(e) from None
+
+    sample.__signature__ = SIGNATURE
+    sample.__annotations__ = {**ANNOTATIONS, "return": str}
+    return sample
+
+
+def _parameters() -> list[inspect.Parameter]:
+    return [inspect.Parameter(f.name, inspect.Parameter.POSITIONAL_OR_KEYWORD, default=_default(f),
+                              annotation=_ANNOTATION[f.type]) for f, _ in fields()]
+
+
+def _default(f: dataclasses.Field):
+    if f.default is not dataclasses.MISSING:
+        return f.default
+    if f.default_factory is not dataclasses.MISSING:
+        return None  # a list (stop strings): none
+    return inspect.Parameter.empty  # the prompt
+
+
+# The API's types: a list may also come as None (no stop strings).
+_ANNOTATION = {"str": str, "int": int, "int | None": int | None, "float": float, "list[str]": list[str] | None,
+               "bool": bool, "bool | None": bool | None}
+NAMES = [f.name for f, _ in fields()]
+SIGNATURE = inspect.Signature(_parameters(), return_annotation=str)
+ANNOTATIONS = {p.name: p.annotation for p in SIGNATURE.parameters.values()}
 
 
 def progress(run: Run | None) -> dict:

@@ -18,11 +18,11 @@ import gradio as gr
 
 from playground import analysis
 from playground.bundles import PAGE_MAX_MB, ReadLimits
-from playground.sampling.plan import MODES
-from playground.sampling.request import OUTPUT_KINDS, SampleRequest
+from playground.request import fields
 from playground.ui import compare_panel, panels, qa_panel, set_panel, sweep_panel, views
-from playground.ui.api import SampleAPI
+from playground.ui.api import sample_endpoint
 from playground.ui.controls import Controls
+from playground.ui.form import setting_controls
 from playground.ui.handlers import COLUMN_CLASS, COLUMNS_PER_ROW, Handlers
 from playground.ui.opening import Opener
 from playground.ui.panels import panel
@@ -38,19 +38,15 @@ EXAMPLES = [
     ["Write a haiku about autumn rain.", True, 4, 0.8],
     ["def fibonacci(n):", False, 4, 0.7],
 ]
-DEFAULT_LOGPROBS = 5  # the Logprobs tab has something to show from the first run
-MODE_INFO = ("wrapper: our fan-out, sample i seeded seed+i · native: n handed to vLLM · "
-             "same-seed: every sample gets the same seed (the old bug, on purpose)")
 
 
-def build_app(backend, max_n: int | None = None, sync_runner=None, embedding_model: str | None = None,
+def build_app(backend, sync_runner=None, embedding_model: str | None = None,
               max_file_mb: float = PAGE_MAX_MB) -> gr.Blocks:
     """The page on ``backend``; ``embedding_model``: a sentence-embedding model the Set tab may group
     samples by meaning with (None: not offered; the default setup is offline); ``max_file_mb``: the
     largest file the page accepts (``launch_app`` has Gradio refuse bigger uploads)."""
     limits = backend.limits
-    max_n = max_n or limits.max_n
-    defaults = SampleRequest(prompt="")
+    max_n = limits.max_n
     # An instruct model answers a question only inside its chat template; the examples that are
     # completions (a story's first line, code) switch it off themselves.
     chat_default = bool(backend.info().get("has_chat_template"))
@@ -64,42 +60,19 @@ def build_app(backend, max_n: int | None = None, sync_runner=None, embedding_mod
 
         with gr.Row():
             with gr.Column(scale=3):
-                prompt = gr.Textbox(label="Prompt", lines=4, elem_id="prompt",
-                                    placeholder="Type a prompt, or pick an example below")
+                form = setting_controls(limits, ["prompt"])
                 with gr.Row():
-                    use_chat = gr.Checkbox(label="Apply the chat template", value=chat_default,
-                                           elem_id="chat-template")
+                    form |= setting_controls(limits, ["use_chat_template"], use_chat_template=chat_default)
                     run_btn = gr.Button("Run", variant="primary", elem_id="run")
                     stop_btn = gr.Button("Stop", variant="stop", elem_id="stop")
                 with gr.Accordion("Rendered prompt: what the model receives", open=False):
                     rendered = gr.Markdown(elem_id="rendered-prompt")
                 examples_slot = gr.Column()
             with gr.Column(scale=2):
-                n = gr.Slider(1, max_n, value=min(4, max_n), step=1, label="n (samples)", elem_id="n")
-                seed = gr.Textbox(label="Seed", placeholder="blank = random (shown after the run)",
-                                  elem_id="seed")
-                output_kind = gr.Radio(list(OUTPUT_KINDS), value=defaults.output_kind, label="output_kind",
-                                       elem_id="output-kind")
-                mode = gr.Radio(list(MODES), value=defaults.mode, label="mode", info=MODE_INFO, elem_id="mode")
+                form |= setting_controls(limits, ["n", "seed", "output_kind", "mode"], n=min(4, max_n))
                 with gr.Accordion("Sampler settings", open=False):
-                    form = dict(
-                        prompt=prompt, use_chat_template=use_chat, n=n, seed=seed, output_kind=output_kind, mode=mode,
-                        temperature=gr.Slider(0, 2, value=defaults.temperature, step=0.05, label="temperature"),
-                        top_p=gr.Slider(0.01, 1, value=defaults.top_p, step=0.01, label="top_p"),
-                        top_k=gr.Number(value=defaults.top_k, precision=0, label="top_k (0 or -1: off)"),
-                        min_p=gr.Slider(0, 1, value=defaults.min_p, step=0.01, label="min_p"),
-                        max_tokens=gr.Slider(1, limits.max_model_len - 1, value=defaults.max_tokens, step=1,
-                                             label="max_tokens", elem_id="max-tokens"),
-                        presence_penalty=gr.Slider(-2, 2, value=0, step=0.1, label="presence_penalty"),
-                        frequency_penalty=gr.Slider(-2, 2, value=0, step=0.1, label="frequency_penalty"),
-                        repetition_penalty=gr.Slider(0.1, 2, value=1, step=0.05, label="repetition_penalty"),
-                        stop=gr.Textbox(label="Stop strings", lines=2, elem_id="stop-strings",
-                                        placeholder="one per line; \\n stands for a newline"),
-                        logprobs=gr.Slider(0, limits.max_logprobs, value=DEFAULT_LOGPROBS, step=1,
-                                           label="logprobs top-k (0: off)"),
-                        ignore_eos=gr.Checkbox(value=False, label="ignore_eos (always run to max_tokens)",
-                                               elem_id="ignore-eos"),
-                    )
+                    form |= setting_controls(limits, [f.name for f, meta in fields() if meta.sampler])
+        prompt, use_chat, n = form["prompt"], form["use_chat_template"], form["n"]
 
         with examples_slot:
             gr.Examples(EXAMPLES, [prompt, use_chat, n, form["temperature"]],
@@ -210,7 +183,7 @@ def build_app(backend, max_n: int | None = None, sync_runner=None, embedding_mod
             None, None, None, js="() => document.querySelector('#report-file').click()")
         demo.load(controls.on_load, [prompt, use_chat], [status, rendered], api_visibility="private")
         demo.load(None, None, None, js=set_panel.CLICK_JS)  # a click on an answer group's bar reaches the server
-        gr.api(SampleAPI(backend).sample, api_name="sample", concurrency_id="sampling")
+        gr.api(sample_endpoint(backend), api_name="sample", concurrency_id="sampling")
     demo.max_file_mb = max_file_mb  # for launch_app: Gradio refuses bigger uploads before they are read
     return demo
 

@@ -1,25 +1,64 @@
-"""The run form: the page's settings, by SampleRequest field name, into a checked SampleRequest.
+"""The run form: a control per request setting, made from the schema (``playground.request``), and
+the form's values back into a checked SampleRequest.
 
-The layout names each setting's component once (``inputs_kwargs``), so a handler receives the
-form as keyword arguments and nothing keeps a list of names in step with a list of components.
+The layout names each setting's control once (handlers receive the form as keyword arguments,
+``inputs_kwargs``), so nothing keeps a list of names in step with a list of components, and a
+new setting in the schema is a new control here without a line written for it.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import gradio as gr
 
 from playground.errors import InvalidRequest
-from playground.sampling.request import SampleRequest
+from playground.request import Limits, SampleRequest, fields
+
+ELEM_IDS = {"use_chat_template": "chat-template", "stop": "stop-strings"}  # "#stop" is the Stop button
+LABELS = {"n": "n (samples)", "use_chat_template": "Apply the chat template", "stop": "Stop strings",
+          "logprobs": "logprobs top-k (0: off)", "top_k": "top_k (0 or -1: off)", "seed": "Seed",
+          "ignore_eos": "ignore_eos (always run to max_tokens)"}
+
+
+def setting_controls(limits: Limits, names: list[str], **values: Any) -> dict[str, gr.components.Component]:
+    """The controls of ``names``, declared in the current layout, by field name. ``values``: a
+    control's starting value where it is not the schema's default."""
+    schema = {f.name: (f, meta) for f, meta in fields()}
+    return {name: _control(*schema[name], limits, values.get(name)) for name in names}
+
+
+def _control(f, meta, limits: Limits, value: Any) -> gr.components.Component:
+    name = f.name
+    default = value if value is not None else (None if f.default is dataclasses.MISSING else f.default)
+    common = {"label": LABELS.get(name, name), "elem_id": ELEM_IDS.get(name, name.replace("_", "-"))}
+    if meta.choices:
+        return gr.Radio(list(meta.choices), value=default, info=meta.help, **common)
+    if f.type.startswith("bool"):
+        return gr.Checkbox(value=bool(default), **common)
+    if f.type == "list[str]":
+        return gr.Textbox(lines=2, placeholder="one per line; \\n stands for a newline", **common)
+    if name == "seed":  # text: a 19-digit seed must not go through a float
+        return gr.Textbox(placeholder="blank = random (shown after the run)", **common)
+    if name == "prompt":
+        return gr.Textbox(lines=4, placeholder="Type a prompt, or pick an example below", label="Prompt",
+                          elem_id="prompt")
+    if meta.slider is not None:
+        low, high, step = meta.slider
+        if high is None:  # the engine's own bound: max_tokens below the context, n up to --max-n
+            high = getattr(limits, meta.limit) - (1 if meta.limit == "max_model_len" else 0)
+        return gr.Slider(low, high, value=min(default or 0, high), step=step, **common)
+    return gr.Number(value=default, precision=0 if f.type.startswith("int") else None, **common)
 
 
 def request_from_form(**settings: Any) -> SampleRequest:
-    """UI values -> a checked SampleRequest (numbers arrive as floats, stop strings as lines,
-    logprobs 0 means off)."""
-    stop = settings.pop("stop", None) or ""
-    settings["stop"] = [_unescape(line) for line in stop.splitlines() if line != ""]
-    settings["logprobs"] = settings.get("logprobs") or None  # the slider's 0 is "off"
+    """The form's values -> a SampleRequest (numbers arrive as floats, stop strings as lines, the
+    logprobs slider's 0 means off); gr.Error names a value that cannot be one."""
+    if "stop" in settings:
+        settings["stop"] = [_unescape(line) for line in (settings["stop"] or "").splitlines() if line != ""]
+    if "logprobs" in settings:
+        settings["logprobs"] = settings["logprobs"] or None
     try:
         return SampleRequest.from_user(**settings)
     except InvalidRequest as e:

@@ -23,8 +23,8 @@ import time
 from collections.abc import AsyncIterator
 
 from playground.backends.base import record
+from playground.request import SampleRequest
 from playground.run import Run
-from playground.sampling.request import SampleRequest
 
 log = logging.getLogger(__name__)
 _END = object()

@@ -61,7 +61,7 @@ class QATab:
 
     # --- handlers -------------------------------------------------------------------------------
 
-    async def run(self, progress=gr.Progress(), **settings):
+    async def run(self, progress=gr.Progress(), **settings):  # noqa: B008 (Gradio's way to ask for progress)
         """Run the matrix for the page's settings (the run form, by name); returns the grid, the
         report, the JSON file and the matrix (for clicks)."""
         request = request_from_form(**settings)
@@ -115,16 +115,14 @@ class QATab:
         return paths
 
     def _start_sync(self, model: str) -> None:
-        from playground.backends.engine import create_sync_engine
-        from playground.backends.resources import Workload
         from playground.backends.sync import SyncRunner
 
         with self._starting:  # a second caller waits for the first start rather than starting another
             if self.sync_runner is not None:
                 return
-            engine = create_sync_engine(model, workload=Workload(max_n=self.h.backend.limits.max_n))
-            atexit.register(engine.engine_core.shutdown)  # its engine core runs in a process of its own
-            self.sync_runner = SyncRunner(engine, max_n=self.h.backend.limits.max_n)
+            runner = SyncRunner.start(model, max_n=self.h.backend.limits.max_n)
+            atexit.register(runner.shutdown)  # its engine core runs in a process of its own: it ends with the app
+            self.sync_runner = runner
 
 
 # --- rendering -----------------------------------------------------------------------------------

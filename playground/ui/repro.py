@@ -8,8 +8,8 @@ import gradio as gr
 
 from playground.analysis import first_divergence, why_different
 from playground.backends.base import record
+from playground.request import SampleRequest
 from playground.run import Run
-from playground.sampling.request import SampleRequest
 from playground.ui.messages import shown
 
 
@@ -28,7 +28,8 @@ class Repro:
         if not 0 <= i < run.n:
             raise gr.Error(f"Sample i must be between 0 and {run.n - 1}, got {i}")
         original = run.samples[i]
-        request = rerun(run, n=1, seed=original.seed, mode="wrapper", output_kind="FINAL_ONLY")
+        request = SampleRequest.from_record(run.request, n=1, seed=original.seed, mode="wrapper",
+                                            output_kind="FINAL_ONLY")
         replay = await complete(self.backend, request)
         replayed = replay.samples[0]
         verdict = compare_tokens(original.token_ids, replayed.token_ids, partial=not original.finished)
@@ -45,8 +46,9 @@ class Repro:
         """Run the same request through the wrapper and through vLLM's native n, one after the other."""
         if run is None:
             raise gr.Error("Run something first: the comparison reuses its settings and seed.")
-        wrapper = await complete(self.backend, rerun(run, mode="wrapper", output_kind="FINAL_ONLY"))
-        native = await complete(self.backend, rerun(run, mode="native", output_kind="FINAL_ONLY"))
+        wrapper, native = [await complete(self.backend, SampleRequest.from_record(run.request, mode=mode,
+                                                                                   output_kind="FINAL_ONLY"))
+                           for mode in ("wrapper", "native")]
         rows = [[w.index, w.seed, len(w.token_ids), len(nat.token_ids), compare_tokens(w.token_ids, nat.token_ids)]
                 for w, nat in zip(wrapper.samples, native.samples)]
         same = sum(r[-1] == "identical" for r in rows)
@@ -58,15 +60,10 @@ class Repro:
                                 visible=True)
 
 
-def rerun(run: Run, **changes) -> SampleRequest:
-    fields = SampleRequest.__dataclass_fields__
-    return SampleRequest(**{**{k: v for k, v in run.request.items() if k in fields}, **changes})
-
-
 async def complete(backend, request: SampleRequest) -> Run:
     run = None
     try:
-        async for run in record(backend, request):
+        async for run in record(backend, request):  # noqa: B007 (the loop keeps the last)
             pass
     except Exception as e:
         raise shown(e) from None

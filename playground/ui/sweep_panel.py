@@ -20,7 +20,7 @@ from playground import analysis
 from playground.backends.base import record
 from playground.errors import InvalidRequest
 from playground.run import Run
-from playground.sampling.sweep import MAX_SWEEP_VALUES, SWEEP_PARAMS, SweepRequest
+from playground.sampling.sweep_request import MAX_SWEEP_VALUES, SWEEP_SETTINGS, SweepRequest
 from playground.ui.answers import once_per_run, optional_controls, with_chosen_answers
 from playground.ui.form import request_from_form
 from playground.ui.handlers import Handlers
@@ -72,7 +72,7 @@ class SweepTab:
         with gr.Tab("Sweep", id="sweep", elem_id="tab-sweep"):
             gr.Markdown(INTRO)
             with gr.Row():
-                self.param = gr.Dropdown(list(SWEEP_PARAMS), value="temperature", label="Setting to sweep",
+                self.param = gr.Dropdown(list(SWEEP_SETTINGS), value="temperature", label="Setting to sweep",
                                          elem_id="sweep-param")
                 self.values = gr.Textbox(value="0.3 0.7 1.0 1.3", label="Values (spaces or commas)",
                                          elem_id="sweep-values")

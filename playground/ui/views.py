@@ -80,7 +80,7 @@ def engine_status(info: dict, last_run: Run | None = None) -> str:
     up = ("● restarting the engine" if info.get("restarting") else
           "● engine up" if info.get("up", True) else "✖ engine down")
     where = info.get("base_url") or info.get("device", "")
-    parts = [f"**{info.get('model_name') or _short(info.get('model', '?'))}**", where,
+    parts = [f"**{_short(info.get('model', '?'))}**", where,
              f"vLLM {info.get('vllm_version', '?')}", up]
     if info.get("output_kind_source"):
         parts.append(info["output_kind_source"])

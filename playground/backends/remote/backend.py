@@ -30,13 +30,10 @@ import openai
 from playground.backends.base import Prepared
 from playground.backends.recorder import Observation
 from playground.backends.remote import convert
-from playground.backends.remote.client import Server, metric_total
-from playground.backends.remote.discovery import ServedModel, discover
-from playground.backends.remote.health import HealthWatch
-from playground.backends.remote.tokens import TokenTexts
-from playground.backends.remote.views import ClientViews, Usage
+from playground.backends.remote.convert import ClientViews, TokenTexts, Usage
+from playground.backends.remote.server import HealthWatch, ServedModel, Server, discover, metric_total
 from playground.errors import RemoteError
-from playground.sampling.request import Limits
+from playground.request import Limits
 
 OUTPUT_KIND_SOURCE = "client-side (server streams DELTA)"
 # The OpenAI API has no abort by id: closing a stream is what makes the server abort its request.
@@ -90,6 +87,12 @@ class RemoteBackend:
         async with server.client() as http:
             served = await discover(server, http, model)
         return cls(server, served, max_n=max_n, max_logprobs=max_logprobs)
+
+    def __enter__(self) -> RemoteBackend:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        """Nothing to shut down: each operation opens its own HTTP client and closes it."""
 
     @property
     def base_url(self) -> str:

@@ -15,12 +15,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from playground.errors import InvalidRequest
+from playground.request import SWEEP_SETTINGS, Limits, SampleRequest, check_n
 from playground.run import Run
-from playground.sampling import plan
-from playground.sampling.request import Limits, SampleRequest, check_n
+from playground.sampling.plan import draw_seed
 
-SWEEP_PARAMS = ("temperature", "top_p", "top_k", "min_p", "repetition_penalty", "presence_penalty",
-                "frequency_penalty", "seed")
 MAX_SWEEP_VALUES = 12  # each value is a full run, one after another: a sweep should stay a demo
 
 
@@ -32,6 +30,7 @@ class SweepRequest:
     base: SampleRequest
     param: str
     values: list[Any] = field(default_factory=list)
+    reference: str | None = None  # the right answer, kept in every run's bundle
 
     @classmethod
     def from_user(cls, param: str, values: Any, **settings: Any) -> SweepRequest:
@@ -43,15 +42,21 @@ class SweepRequest:
     def of(cls, base: SampleRequest, param: str, values: Any) -> SweepRequest:
         """``base`` swept over ``values``: a list, text separated by spaces or commas (the page's
         box), or both, each coerced like the request's own field (1 and "1.0" are one temperature).
-        The base's own value of the swept setting is ignored."""
+        The base's own value of the swept setting is ignored.
+
+        Base seeds may be written ``FROM:COUNT``: COUNT seeds from FROM, n apart. Sample i of a run
+        uses seed + i, so runs whose base seeds are closer than n share child seeds and their
+        samples are not independent; n apart, no two runs share one."""
         param = param.strip().lower() if isinstance(param, str) else param
-        if param not in SWEEP_PARAMS:
-            raise InvalidRequest(f"a sweep varies one of {', '.join(SWEEP_PARAMS)}, got {param!r}")
+        if param not in SWEEP_SETTINGS:
+            raise InvalidRequest(f"a sweep varies one of {', '.join(SWEEP_SETTINGS)}, got {param!r}")
         if isinstance(values, str):
             values = [values]
         if not isinstance(values, (list, tuple)):
             raise InvalidRequest(f"the sweep's values must be a list, got {type(values).__name__}")
         values = [part for v in values for part in (_split(v) if isinstance(v, str) else [v])]
+        if param == "seed":
+            values = [seed for v in values for seed in _seeds_apart(v, base.n)]
         coerced = []
         for position, value in enumerate(values, 1):
             if value is None:
@@ -85,7 +90,7 @@ class SweepRequest:
         uses the same seeds (a run would draw its own otherwise, and the sweep would compare
         different seeds as well as different settings)."""
         if self.param != "seed" and self.base.seed is None:
-            self.base.seed = plan.draw_seed(source)
+            self.base.seed = draw_seed(source)
 
     def requests(self) -> list[SampleRequest]:
         """One request per value, in order: the base with the swept setting changed."""
@@ -99,7 +104,35 @@ class SweepRequest:
 
     def mark(self, run: Run, position: int) -> Run:
         run.request["sweep"] = self.label(position)
+        if self.reference is not None:
+            run.request["reference"] = self.reference
         return run
+
+
+def _seeds_apart(value: Any, n: int) -> list[Any]:
+    """``FROM:COUNT`` as COUNT base seeds from FROM, n apart; any other value as it is."""
+    if not isinstance(value, str) or ":" not in value:
+        return [value]
+    start, _, count = value.partition(":")
+    first = SampleRequest.from_user(prompt="", seed=start).seed
+    how_many = SampleRequest.from_user(prompt="", n=count).n
+    if first is None or how_many > MAX_SWEEP_VALUES:
+        raise InvalidRequest(f"{value!r}: FROM:COUNT gives COUNT base seeds from FROM, n apart, at most "
+                             f"{MAX_SWEEP_VALUES}")
+    return [first + k * n for k in range(how_many)]
+
+
+def seed_overlap_note(sweep: SweepRequest) -> str | None:
+    """A sentence when the runs of a seed sweep share child seeds (base seeds closer than n)."""
+    if sweep.param != "seed":
+        return None
+    seeds = sorted(sweep.values)
+    close = [(a, b) for a, b in zip(seeds, seeds[1:]) if b - a < sweep.base.n]
+    if not close:
+        return None
+    a, b = close[0]
+    return (f"base seeds {a} and {b} are closer than n={sweep.base.n}: sample i uses seed + i, so those runs share "
+            f"child seeds and their samples are not independent; FROM:COUNT gives seeds n apart")
 
 
 def _split(text: str) -> list[str]:

@@ -1,4 +1,5 @@
-"""The vLLM server's addresses, an async HTTP client per operation, and its errors in sentences.
+"""One vLLM server: its addresses, an async HTTP client per operation, its errors in sentences,
+what it serves, and whether it answers.
 
 vLLM serves the OpenAI API under /v1 but its own endpoints (/tokenize, /detokenize, /health,
 /metrics, /version) at the server root, so one --base-url is split into both. Every failure,
@@ -8,18 +9,37 @@ server's own message (not a traceback), and the innermost cause rather than "Con
 An ``httpx.AsyncClient`` belongs to the event loop it first ran on, and the backend is called
 from several (Gradio's, a test's ``asyncio.run``, the QA matrix's), so no client outlives one
 operation: each render, health check or run opens its own (``Server.client``) and closes it.
+
+What a server serves is asked once, when the backend connects (``discover``): the backend answers
+``info()`` from it without asking again, so the page never waits on the network to describe the
+engine, and a server that cannot be used at all (nothing there, a wrong key, no such model) fails
+the connection with a sentence.
+
+Whether it answers (``HealthWatch``): a server can accept connections and then answer nothing
+(stuck, or swamped). Every request to it would then wait for --request-timeout (60 s by default)
+before failing, one person's run after another's. So /health is asked with a short timeout (vLLM
+answers it from its API process, at once when the server is well); a request made before a run
+starts (rendering the prompt) is sent together with a health check and abandoned, with a sentence
+naming the server, when that check fails or any caller's check has gone unanswered for
+``HEALTH_TIMEOUT``; and while the last check's failure is recent (``BELIEVED_FOR``), requests are
+refused at once. ``up`` is only ever what a health check found (or discovery), so a server whose
+API answers but whose engine died (/health answers 503) shows as down.
 """
 
 from __future__ import annotations
 
+import asyncio
 import re
-from collections.abc import Awaitable
-from typing import Any
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any, TypeVar
 
 import httpx
 import openai
 
 from playground.errors import SPLIT_PREFILL_CRASH, SPLIT_PREFILL_FIX, RemoteError
+from playground.request import Limits
 
 
 class Server:
@@ -177,3 +197,148 @@ def innermost_cause(error: BaseException) -> str:
     while (error.__cause__ or error.__context__) is not None:
         error = error.__cause__ or error.__context__
     return str(error) or type(error).__name__
+
+
+# --- what it serves -----------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class ServedModel:
+    """The model a backend drives on a server."""
+
+    name: str  # the served model name: what requests put in "model"
+    root: str  # the weights it was loaded from (Hugging Face id or folder)
+    max_model_len: int
+    vllm_version: str
+    has_chat_template: bool  # the server can render a chat for it
+
+
+async def discover(server: Server, http: httpx.AsyncClient, requested: str | None = None) -> ServedModel:
+    """Ask the server what it serves, and pick ``requested`` (default: its base model)."""
+    models = (await server.get(http, "/v1/models", "listing its models"))["data"]
+    if not models:
+        raise RemoteError(f"{server.where} serves no model")
+    names = [m["id"] for m in models]
+    if requested is None:
+        card = models[0]  # the base model comes first; LoRA adapters follow it
+    elif requested in names:
+        card = models[names.index(requested)]
+    else:
+        raise RemoteError(f"{server.where} does not serve {requested!r}; it serves: {', '.join(names)}")
+    version = (await server.get(http, "/version", "reading its version")).get("version", "unknown")
+    return ServedModel(
+        name=card["id"],
+        root=card.get("root") or card["id"],
+        max_model_len=card.get("max_model_len") or Limits().max_model_len,
+        vllm_version=version,
+        has_chat_template=await can_render_a_chat(server, http, card["id"]),
+    )
+
+
+async def can_render_a_chat(server: Server, http: httpx.AsyncClient, model: str) -> bool:
+    """Whether the server renders a chat for ``model``: a /tokenize of one message succeeds.
+    vLLM refuses it (HTTP 400) when the model has no chat template and none was given to it."""
+    body = {"model": model, "messages": [{"role": "user", "content": "Hello"}], "add_generation_prompt": True}
+    try:
+        response = await http.post("/tokenize", json=body)
+    except httpx.HTTPError as e:
+        raise server.error(e, "checking whether it renders a chat template") from e
+    if response.status_code in (401, 403):
+        server.check(response, "checking whether it renders a chat template")
+    return response.status_code == 200
+
+
+# --- whether it answers ------------------------------------------------------------------------
+
+HEALTH_TIMEOUT = 1.0  # seconds; a well server answers /health in milliseconds
+BELIEVED_FOR = 5.0  # seconds a failed check refuses requests at once, before the next one checks again
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class Health:
+    """One health check's finding: up or not, when (time.monotonic()), and why not."""
+
+    up: bool
+    at: float
+    problem: str | None = None  # a sentence naming the server, when it is not up
+
+
+class HealthWatch:
+    """The server's last known health, shared by every caller whatever its event loop: plain
+    data, replaced whole by each check."""
+
+    def __init__(self, server: Server):
+        self.server = server
+        self.last = Health(True, time.monotonic())  # discovery has just been answered
+        self._unanswered: list[float] = []  # when each check still waiting for its answer was sent
+
+    @property
+    def up(self) -> bool:
+        return self.last.up
+
+    async def check(self, http: httpx.AsyncClient) -> Health:
+        """Ask /health now, with the short timeout, and remember the answer."""
+        what = "checking its health"
+        sent = time.monotonic()
+        self._unanswered.append(sent)
+        try:
+            response = await http.get("/health", timeout=self.server.timeout(HEALTH_TIMEOUT))
+        except httpx.TimeoutException:
+            return self._silent()
+        except httpx.HTTPError as e:
+            problem = str(self.server.error(e, what))
+        else:
+            ok = response.status_code == 200
+            problem = None if ok else self.server.status_message(response.status_code, server_message(response), what)
+        finally:
+            self._unanswered.remove(sent)
+        self.last = Health(problem is None, time.monotonic(), problem)
+        return self.last
+
+    def _silent(self) -> Health:
+        problem = (f"{self.server.where} did not answer its health check within {HEALTH_TIMEOUT:g} s: "
+                   "it is stuck or overloaded")
+        self.last = Health(False, time.monotonic(), problem)
+        return self.last
+
+    def refuse_if_down(self) -> None:
+        """Refuse at once, naming the server, while a failed check is recent enough to believe."""
+        last = self.last
+        if not last.up and time.monotonic() - last.at < BELIEVED_FOR:
+            raise self.refusal(last)
+
+    @staticmethod
+    def refusal(health: Health) -> RemoteError:
+        problem = health.problem or ""
+        end = " " if problem.endswith((".", "?")) else ". "
+        return RemoteError(f"{problem}{end}The request was not run; try again once the server answers.")
+
+    async def guard(self, http: httpx.AsyncClient, work: Callable[[], Awaitable[T]]) -> T:
+        """``work()``'s result, unless the server is down, or first the health check sent beside
+        it fails or a check (this one, or one sent earlier by any caller) goes unanswered for
+        ``HEALTH_TIMEOUT``: then a RemoteError at once, rather than after --request-timeout.
+
+        When ``work`` fails, its own error is raised, once the check has finished (it is short),
+        so ``up`` says whether the server is still there.
+        """
+        self.refuse_if_down()
+        sent = time.monotonic()
+        job = asyncio.ensure_future(work())
+        check = asyncio.ensure_future(self.check(http))
+        try:
+            while not (job.done() or check.done()):
+                overdue_at = min([sent, *self._unanswered]) + HEALTH_TIMEOUT  # anyone's check, or ours
+                if time.monotonic() >= overdue_at:
+                    raise self.refusal(self._silent())
+                await asyncio.wait({job, check}, timeout=overdue_at - time.monotonic(),
+                                   return_when=asyncio.FIRST_COMPLETED)
+            if check.done() and not check.result().up:
+                raise self.refusal(check.result())
+            if job.done() and job.exception() is not None:
+                await asyncio.wait({check})
+            return await job
+        finally:
+            for task in (job, check):
+                task.cancel()
+            await asyncio.gather(job, check, return_exceptions=True)

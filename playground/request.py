@@ -1,0 +1,356 @@
+"""What a person asks for: the one schema of a parallel request's settings, and the checks every
+request passes on the server before it reaches an engine.
+
+``SampleRequest``'s fields are the schema: each has its type and default, and its ``Setting``
+(bounds, help, what it is to vLLM). Everything that names settings is derived from it: the coercion
+and checks here, the page's form, ``/sample``'s signature, the command lines' flags, vLLM's
+SamplingParams, the remote server's request body, and the lists of settings that compare,
+reproduce, report and sweep runs. A new setting is one more field here.
+
+The page's sliders have bounds, but an API client (or a crafted request) does not go through
+them, so every field is coerced and checked here, and each failure names the field, the value and
+the allowed range. Nothing here imports vLLM: the remote backend and the analysis read it too.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import numbers
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from decimal import Decimal, InvalidOperation
+from typing import Any
+
+from playground.errors import InvalidRequest
+
+OUTPUT_KINDS = ("CUMULATIVE", "DELTA", "FINAL_ONLY")
+MODES = ("wrapper", "native", "same-seed")
+GREEDY_EPS = 1e-5  # vLLM treats temperature below this as greedy
+MAX_SEED = 2**63 - 1  # vLLM's seeds are 64-bit signed
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Server-side limits; the engine supplies the context length and the logprobs cap."""
+
+    max_n: int = 256
+    max_model_len: int = 2048
+    max_logprobs: int = 20
+    max_stop_strings: int = 8
+    max_stop_chars: int = 200
+    max_prompt_chars: int = 100_000
+
+    @classmethod
+    def before_engine(cls, max_n: int) -> Limits:
+        """The limits a command line can check before an engine starts: the engine's own context
+        length and logprobs cap are not known yet, so they are left open here and checked at
+        submission, and a typo costs no engine start."""
+        return cls(max_n=max_n, max_model_len=2**31, max_logprobs=2**31)
+
+
+@dataclass(frozen=True)
+class Setting:
+    """What the schema says of one field beyond its type and default.
+
+    ``low``/``high`` bound it (``open_low``/``open_high``: the bound itself is refused); ``limit``
+    names the ``Limits`` field that bounds it from above instead. ``rule`` is the refusal's wording
+    when the bounds alone would read badly. ``sampler``: a field of vLLM's SamplingParams (``extra``:
+    sent to a server outside the OpenAI API's own fields; ``reports_only``: it changes what is
+    reported of the tokens, not which tokens are sampled).
+    ``sweep``: a sweep may vary it. ``slider``: the page's slider range and step (None: another
+    control; a ``limit`` closes the range at the engine's own bound).
+    """
+
+    help: str
+    low: float | None = None
+    high: float | None = None
+    open_low: bool = False
+    open_high: bool = False
+    limit: str | None = None
+    rule: str | None = None
+    choices: tuple[str, ...] | None = None
+    sampler: bool = False
+    extra: bool = False
+    reports_only: bool = False
+    sweep: bool = False
+    slider: tuple[float, float | None, float] | None = None
+
+
+def setting(default: Any = dataclasses.MISSING, **meta: Any) -> Any:
+    """A SampleRequest field with its Setting (lists get a fresh default each)."""
+    if isinstance(default, list):
+        return field(default_factory=lambda: list(default), metadata={"setting": Setting(**meta)})
+    return field(default=default, metadata={"setting": Setting(**meta)})
+
+
+@dataclass
+class SampleRequest:
+    """One parent request: a prompt, how many samples, and every sampler setting."""
+
+    prompt: str = setting(help="The text to sample from.")
+    n: int = setting(4, low=1, limit="max_n", slider=(1, None, 1), help="Samples (child requests) of the one prompt.")
+    seed: int | None = setting(None, help="Base seed: sample i uses seed + i. Blank: a random one, recorded.")
+    output_kind: str = setting("CUMULATIVE", choices=OUTPUT_KINDS,
+                               help="How outputs are yielded: CUMULATIVE, DELTA or FINAL_ONLY.")
+    mode: str = setting("wrapper", choices=MODES,
+                        help="wrapper: our fan-out, sample i seeded seed+i · native: n handed to vLLM · "
+                             "same-seed: every sample gets the same seed (the old bug, on purpose)")
+    temperature: float = setting(1.0, low=0, slider=(0, 2, 0.05), sampler=True, sweep=True, rule="must be 0 or more",
+                                 help="0 is greedy (needs n=1).")
+    top_p: float = setting(1.0, low=0, high=1, open_low=True, slider=(0.01, 1, 0.01), sampler=True, sweep=True,
+                           help="Nucleus sampling: the smallest set of tokens whose probability reaches top_p.")
+    top_k: int = setting(0, low=-1, sampler=True, extra=True, sweep=True,
+                         rule="must be -1 or 0 (off) or a positive count",
+                         help="The k most likely tokens (0 or -1: off).")
+    min_p: float = setting(0.0, low=0, high=1, slider=(0, 1, 0.01), sampler=True, extra=True, sweep=True,
+                           help="Tokens below min_p times the top token's probability are dropped.")
+    max_tokens: int = setting(64, low=1, limit="max_model_len", slider=(1, None, 1), sampler=True,
+                              rule="must be at least 1",
+                              help="Most tokens per sample.")
+    presence_penalty: float = setting(0.0, low=-2, high=2, slider=(-2, 2, 0.1), sampler=True, sweep=True,
+                                      help="Penalizes tokens that appeared at all.")
+    frequency_penalty: float = setting(0.0, low=-2, high=2, slider=(-2, 2, 0.1), sampler=True, sweep=True,
+                                       help="Penalizes tokens by how often they appeared.")
+    repetition_penalty: float = setting(1.0, low=0, high=2, open_low=True, slider=(0.1, 2, 0.05), sampler=True,
+                                        extra=True, sweep=True,
+                                        help="Above 1 discourages repeating prompt and output tokens.")
+    stop: list[str] = setting([], sampler=True, help="Strings that end a sample (not included in its text).")
+    logprobs: int | None = setting(5, low=0, limit="max_logprobs", slider=(0, None, 1), sampler=True, reports_only=True,
+                                   help="Top-k logprobs to record per token (none: off).")
+    use_chat_template: bool | None = setting(None, help="Wrap the prompt in the model's chat template "
+                                                        "(default: when the model has one).")
+    ignore_eos: bool = setting(False, sampler=True, extra=True, help="Always run to max_tokens.")
+
+    @classmethod
+    def from_user(cls, **raw: Any) -> SampleRequest:
+        """Coerce loosely typed input (UI numbers arrive as floats, seeds as text). None leaves a
+        field at its default, unless None is one of its values (a blank seed: random; logprobs:
+        off; the chat template: the model's). Check with ``check(limits)``."""
+        unknown = set(raw) - {f.name for f in dataclasses.fields(cls)}
+        if unknown:
+            raise InvalidRequest(f"unknown setting(s): {', '.join(sorted(unknown))}")
+        request = cls(prompt=_prompt(raw.pop("prompt", None)))
+        for name, value in raw.items():
+            if value is not None:
+                setattr(request, name, _COERCE[name](name, value))
+            elif name in _NULLABLE:  # a field that may be None: None is its value (logprobs off)
+                setattr(request, name, None)
+        return request
+
+    def check(self, limits: Limits) -> None:
+        """Every check that needs no tokenizer. Raises InvalidRequest naming the first problem."""
+        _check_prompt_text(self.prompt, limits)
+        check_n(self.n, limits.max_n)
+        for f, meta in fields():
+            value = getattr(self, f.name)
+            if meta.choices is not None and value not in meta.choices:
+                raise InvalidRequest(f"{f.name} must be one of {', '.join(meta.choices)}, got {value!r}")
+            if isinstance(value, (int, float)) and not isinstance(value, bool) and f.name != "n":
+                _check_bounds(f.name, value, meta, limits)
+        check_seed(self.seed, self.n)
+        check_greedy(self.temperature, self.n)
+        if self.max_tokens >= limits.max_model_len:
+            raise InvalidRequest(f"max_tokens={self.max_tokens} does not fit the context of {limits.max_model_len} "
+                                 "tokens")
+        if len(self.stop) > limits.max_stop_strings:
+            raise InvalidRequest(f"at most {limits.max_stop_strings} stop strings are allowed, got {len(self.stop)}")
+        for i, stop in enumerate(self.stop, 1):
+            if stop == "":
+                raise InvalidRequest(f"stop string #{i} is empty; an empty stop string would end every sample at once")
+            if len(stop) > limits.max_stop_chars:
+                raise InvalidRequest(f"stop string #{i} is longer than {limits.max_stop_chars} characters")
+            _check_text(stop, f"stop string #{i}")
+
+    def sampler_settings(self) -> dict[str, Any]:
+        """The settings that decide the sampled tokens, by name (vLLM's SamplingParams fields)."""
+        return {f.name: getattr(self, f.name) for f, meta in fields() if meta.sampler}
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_record(cls, request: dict[str, Any], **changes: Any) -> SampleRequest:
+        """The request a run record (``run.request``) was made from, with ``changes``: to run it
+        again (a replay, a comparison)."""
+        names = {f.name for f in dataclasses.fields(cls)}
+        return cls(**{**{k: v for k, v in request.items() if k in names}, **changes})
+
+
+def fields() -> Iterator[tuple[dataclasses.Field, Setting]]:
+    """The schema: every SampleRequest field with its Setting, in declaration order."""
+    for f in dataclasses.fields(SampleRequest):
+        yield f, f.metadata["setting"]
+
+
+SETTINGS = tuple(f.name for f, _ in fields())  # everything a run was asked for, in the schema's order
+TOKEN_SETTINGS = tuple(f.name for f, meta in fields() if meta.sampler and not meta.reports_only)  # decide the tokens
+SWEEP_SETTINGS = tuple(f.name for f, meta in fields() if meta.sweep) + ("seed",)  # what a sweep may vary
+
+
+def check_n(n: int, max_n: int) -> None:
+    if not 1 <= n <= max_n:
+        raise InvalidRequest(f"n must be between 1 and {max_n} (--max-n), got {n}")
+
+
+def check_greedy(temperature: float, n: int) -> None:
+    if temperature < GREEDY_EPS and n > 1:
+        raise InvalidRequest(
+            f"greedy sampling (temperature 0) with n={n} would give {n} identical samples, and vLLM "
+            "rejects it: raise the temperature or set n=1"
+        )
+
+
+def check_seed(seed: int | None, n: int) -> None:
+    """The base seed must leave room for seed + n - 1 in vLLM's 64-bit range."""
+    if seed is None:
+        return
+    if not 0 <= seed <= MAX_SEED:
+        raise InvalidRequest(f"seed must be a whole number from 0 to 2**63-1 ({MAX_SEED}), got {seed}")
+    if seed + n - 1 > MAX_SEED:
+        raise InvalidRequest(
+            f"seed {seed} is too large for n={n}: sample i uses seed+i, which must stay at or below "
+            f"2**63-1 ({MAX_SEED}), so the largest base seed for n={n} is {MAX_SEED - n + 1}"
+        )
+
+
+def check_mode(mode: str) -> None:
+    if mode not in MODES:
+        raise InvalidRequest(f"mode must be one of {', '.join(MODES)}, got {mode!r}")
+
+
+def check_context(prompt_tokens: int, max_tokens: int, max_model_len: int) -> None:
+    """The prompt and every sample's tokens must fit the model's context."""
+    if prompt_tokens == 0:
+        raise InvalidRequest("the prompt is empty after tokenization")
+    if prompt_tokens >= max_model_len:
+        raise InvalidRequest(
+            f"the prompt has {prompt_tokens} tokens, longer than the context of {max_model_len} tokens"
+        )
+    if prompt_tokens + max_tokens > max_model_len:
+        raise InvalidRequest(
+            f"max_tokens={max_tokens} is too big: the prompt has {prompt_tokens} tokens and the context "
+            f"is {max_model_len}, so at most {max_model_len - prompt_tokens} tokens fit"
+        )
+
+
+def _check_bounds(name: str, value: float, meta: Setting, limits: Limits) -> None:
+    """The field's bounds from its Setting: [low, high], a bound excluded when it is open, the
+    upper one from ``limits`` when the Setting names a limit."""
+    low, high = meta.low, getattr(limits, meta.limit) if meta.limit else meta.high
+    if meta.limit == "max_model_len":
+        high = None  # max_tokens: checked against the context with a sentence of its own
+    too_low = low is not None and (value <= low if meta.open_low else value < low)
+    too_high = high is not None and (value >= high if meta.open_high else value > high)
+    if not (too_low or too_high):
+        return
+    if meta.rule:
+        raise InvalidRequest(f"{name} {meta.rule}, got {value}")
+    if meta.limit == "max_logprobs":
+        raise InvalidRequest(f"{name} must be between {low:g} and the engine's limit of {high}, got {value}")
+    left, right = "(" if meta.open_low else "[", ")" if meta.open_high else "]"
+    raise InvalidRequest(f"{name} must be in {left}{low:g}, {high:g}{right}, got {value}")
+
+
+def _check_prompt_text(prompt: str, limits: Limits) -> None:
+    if not prompt.strip():
+        raise InvalidRequest("the prompt is empty: type some text to sample from")
+    if len(prompt) > limits.max_prompt_chars:
+        raise InvalidRequest(f"the prompt has {len(prompt)} characters, "
+                             f"more than the limit of {limits.max_prompt_chars}")
+    _check_text(prompt, "the prompt")
+
+
+def _check_text(text: str, what: str) -> None:
+    if "\x00" in text:
+        raise InvalidRequest(f"{what} contains a NUL character (\\x00), which is not text")
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as e:
+        raise InvalidRequest(f"{what} is not valid UTF-8 (a lone surrogate at position {e.start})") from None
+
+
+# --- coercion: loosely typed input -> the field's type ------------------------------------------
+
+def _prompt(value: Any) -> str:
+    if value is None:
+        raise InvalidRequest("the prompt is missing")
+    if isinstance(value, bytes):
+        try:
+            return value.decode("utf-8")
+        except UnicodeDecodeError as e:
+            raise InvalidRequest(f"the prompt is not valid UTF-8 (bad byte at position {e.start})") from None
+    if not isinstance(value, str):
+        raise InvalidRequest(f"the prompt must be text, got {type(value).__name__}")
+    return value
+
+
+def _int(name: str, value: Any) -> int:
+    """Whole numbers stay exact: text is parsed as a decimal, never through a float (which would
+    turn the seed 9007199254740993 into ...992 without a word). A float is accepted only when it
+    holds a whole number exactly (UI number boxes send 4.0 for 4)."""
+    if isinstance(value, bool):
+        raise InvalidRequest(f"{name} must be a whole number, got {value!r}")
+    if isinstance(value, str):
+        try:
+            number = Decimal(value.strip().replace("_", ""))
+        except InvalidOperation:
+            raise InvalidRequest(f"{name} must be a whole number, got {value!r}") from None
+        if number.is_finite() and number.adjusted() >= 40:  # int() of 1e999999999 would not end
+            raise InvalidRequest(f"{name} must be a whole number of at most 40 digits, got {value!r}")
+        if number.is_finite() and number == number.to_integral_value():
+            return int(number)
+        raise InvalidRequest(f"{name} must be a whole number, got {value!r}")
+    if isinstance(value, numbers.Integral):
+        return int(value)
+    if isinstance(value, numbers.Real) and math.isfinite(value) and float(value).is_integer():
+        return int(value)
+    raise InvalidRequest(f"{name} must be a whole number, got {value!r}")
+
+
+def _optional_int(name: str, value: Any) -> int | None:
+    """Blank text, or "none"/"off" for logprobs, is no value (the page's box, a batch line)."""
+    if isinstance(value, str) and value.strip().lower() in ("", "none", "off"):
+        return None
+    return _int(name, value)
+
+
+def _float(name: str, value: Any) -> float:
+    if isinstance(value, bool):
+        raise InvalidRequest(f"{name} must be a number, got {value!r}")
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        raise InvalidRequest(f"{name} must be a number, got {value!r}") from None
+    if not math.isfinite(number):
+        raise InvalidRequest(f"{name} must be a finite number, got {value!r}")
+    return number
+
+
+def _choice(name: str, value: Any) -> str:
+    if not isinstance(value, str):
+        raise InvalidRequest(f"{name} must be text, got {value!r}")
+    value = value.strip()
+    return value.upper() if name == "output_kind" else value.lower()
+
+
+def _stop(name: str, value: Any) -> list[str]:
+    if value == "":
+        return []
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, (list, tuple)) and all(isinstance(s, str) for s in value):
+        return list(value)
+    raise InvalidRequest(f"stop must be a string or a list of strings, got {value!r}")
+
+
+def _bool(name: str, value: Any) -> bool:
+    if isinstance(value, bool):
+        return value
+    raise InvalidRequest(f"{name} must be true or false, got {value!r}")
+
+
+_BY_TYPE = {"int": _int, "int | None": _optional_int, "float": _float, "str": _choice, "list[str]": _stop,
+            "bool": _bool, "bool | None": _bool}
+_COERCE = {f.name: _BY_TYPE[f.type] for f, _ in fields() if f.name != "prompt"}
+_NULLABLE = {f.name for f, _ in fields() if "None" in f.type}
