@@ -81,6 +81,7 @@ class EmbeddedBackend:
             max_n=self.max_n,
             max_model_len=self._info["max_model_len"],
             max_logprobs=self._info["max_logprobs"],
+            vocab_size=self._info["vocab_size"],
         )
         self.tokenizer = engine.tokenizer
         self.sampler = ParallelSampler(engine, self.max_n)  # one per engine: abort() finds parents by id
@@ -113,7 +114,7 @@ class EmbeddedBackend:
             raise EngineUnavailable(DEAD)
         request = prepared.request
         params = sampling_params(request)
-        tokens = TokensPrompt(prompt_token_ids=prepared.prompt_token_ids, prompt=prepared.rendered_prompt)
+        tokens = TokensPrompt(prompt_token_ids=prepared.engine_prompt_ids, prompt=prepared.rendered_prompt)
         # Native FINAL_ONLY builds its one output from the last child to finish, so the output's
         # engine facts cannot be attributed to outputs[0]; the wrapper reports them per child.
         attribute = request.mode == "native" and (request.output_kind != "FINAL_ONLY" or request.n == 1)

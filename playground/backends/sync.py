@@ -41,7 +41,7 @@ class SyncRunner:
         self.tokenizer = llm_engine.tokenizer
         self._info = {**describe_engine(llm_engine), "front_end": "LLMEngine"}
         self.limits = Limits(max_n=max_n, max_model_len=self._info["max_model_len"],
-                             max_logprobs=self._info["max_logprobs"])
+                             max_logprobs=self._info["max_logprobs"], vocab_size=self._info["vocab_size"])
         self._running: dict[str, Recording] = {}  # by parent request id
 
     @classmethod
@@ -80,7 +80,7 @@ class SyncRunner:
                                                                                     request.use_chat_template)))
         prepared = recording.prepared
         recording.watch = OutputWatch() if watch else None
-        tokens = TokensPrompt(prompt_token_ids=prepared.prompt_token_ids, prompt=prepared.rendered_prompt)
+        tokens = TokensPrompt(prompt_token_ids=prepared.engine_prompt_ids, prompt=prepared.rendered_prompt)
 
         def on_child(index: int, output: RequestOutput) -> None:
             recording.observe(child_observation(index, output))

@@ -65,7 +65,7 @@ def _default(f: dataclasses.Field):
 
 # The API's types: a list may also come as None (no stop strings).
 _ANNOTATION = {"str": str, "int": int, "int | None": int | None, "float": float, "list[str]": list[str] | None,
-               "bool": bool, "bool | None": bool | None}
+               "bool": bool, "bool | None": bool | None, "list[int] | None": list[int] | None}
 NAMES = [f.name for f, _ in fields()]
 SIGNATURE = inspect.Signature(_parameters(), return_annotation=str)
 ANNOTATIONS = {p.name: p.annotation for p in SIGNATURE.parameters.values()}
