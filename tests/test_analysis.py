@@ -149,7 +149,8 @@ def test_pairwise_heatmap_is_symmetric_and_labelled_with_divergence():
     assert len(z) == 3 and all(z[k][k] == 1.0 for k in range(3))
     assert all(z[a][b] == z[b][a] for a in range(3) for b in range(3))
     assert heat.text[0][1] == "2" and heat.text[0][2] == "=" and heat.text[2][0] == "="
-    assert "first divergence at token 2" in heat.hovertext[1][0]
+    assert heat.customdata[1][0] == 2 and heat.customdata[0][2] == -1  # the hover's first divergence
+    assert "first divergence at token %{customdata}" in heat.hovertemplate
     assert fig.layout.height
 
 

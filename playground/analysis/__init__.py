@@ -83,6 +83,7 @@ from playground.analysis.diff import (
     pairwise_frame,
     pairwise_heatmap,
     similarity,
+    similarity_matrix,
 )
 from playground.analysis.display import PARTIAL, message_figure, pieces, truncate, visible
 from playground.analysis.diversity import (
@@ -93,7 +94,6 @@ from playground.analysis.diversity import (
     ngram_kernel,
     pairwise_similarities,
     set_diversity,
-    similarity_matrix,
     vendi_score,
 )
 from playground.analysis.meaning import (

@@ -26,7 +26,15 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
-from playground.analysis.display import for_hover, height_for, message_figure, sample_color, truncate, visible
+from playground.analysis.display import (
+    drawn_samples,
+    for_hover,
+    height_for,
+    message_figure,
+    sample_color,
+    truncate,
+    visible,
+)
 from playground.run import Run
 
 TIMING_COLUMNS = ["sample", "seed", "tokens", "ttft", "total_time", "tokens_per_s", "decode_tokens_per_s",
@@ -76,15 +84,22 @@ def timing_frame(run: Run) -> pd.DataFrame:
 
 
 def tokens_over_time_figure(run: Run) -> go.Figure:
-    """Tokens received so far against time, one step line per sample."""
+    """Tokens received so far against time, one step line per sample (the first
+    ``MAX_SAMPLE_LINES``), and with more samples the mean over all of them."""
+    drawn, note = drawn_samples(run)
     fig = go.Figure()
-    for s in run.samples:
+    for s in drawn:
         if s.token_times:
             fig.add_trace(go.Scatter(
                 x=[0.0] + [t * 1000 for t in s.token_times], y=list(range(len(s.token_times) + 1)),
                 mode="lines", line={"shape": "hv", "color": sample_color(s.index)}, name=f"sample {s.index}",
             ))
-    fig.update_layout(title="Tokens received over time", xaxis_title="ms since the run started",
+    if note:
+        times = sorted(t for s in run.samples for t in s.token_times)
+        fig.add_trace(go.Scatter(x=[0.0] + [t * 1000 for t in times], y=[k / run.n for k in range(len(times) + 1)],
+                                 mode="lines", line={"shape": "hv", "color": "black", "width": 3},
+                                 name=f"mean of all {run.n}"))
+    fig.update_layout(title="Tokens received over time" + note, xaxis_title="ms since the run started",
                       yaxis_title="tokens", height=400)
     return fig
 
@@ -94,11 +109,16 @@ def itl_figure(run: Run) -> go.Figure:
     frame = itl_frame(run)
     if frame.empty:
         return message_figure("Inter-token latency", "fewer than two tokens per sample: no latencies")
+    drawn, note = drawn_samples(run, "boxes")
     fig = go.Figure()
+    if note:
+        fig.add_trace(go.Box(y=frame["itl"] * 1000, name=f"all {run.n}", boxpoints=False, marker_color="black"))
+    shown = {s.index for s in drawn}
     for sample, rows in frame.groupby("sample", sort=True):
-        fig.add_trace(go.Box(y=rows["itl"] * 1000, name=f"sample {sample}", boxpoints="outliers",
-                             marker_color=sample_color(sample)))
-    fig.update_layout(title="Inter-token latency per sample (0 ms: same event)", yaxis_title="ms",
+        if sample in shown:
+            fig.add_trace(go.Box(y=rows["itl"] * 1000, name=f"sample {sample}", boxpoints="outliers",
+                                 marker_color=sample_color(sample)))
+    fig.update_layout(title="Inter-token latency per sample (0 ms: same event)" + note, yaxis_title="ms",
                       height=400, showlegend=False)
     return fig
 

@@ -7,6 +7,7 @@ new branch starts exactly where their token ids first differ.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass, field
 
@@ -25,7 +26,8 @@ class Branch:
 
     ``prob`` is the probability of the branching (first) token and ``alternatives`` the top-k
     at that position, as (visible text, probability): both None/empty without logprobs. An
-    ``end`` branch has no tokens: it holds samples that stopped where others went on.
+    ``end`` branch has no tokens: it holds samples that stopped where others went on. An
+    ``others`` branch stands for that many small branches folded together (``fold``).
     """
 
     key: str
@@ -38,6 +40,7 @@ class Branch:
     prob: float | None = None
     alternatives: list[tuple[str, float]] = field(default_factory=list)
     children: list[Branch] = field(default_factory=list)
+    others: int = 0
 
     @property
     def count(self) -> int:
@@ -61,6 +64,24 @@ def divergence_tree(run: Run) -> Branch:
     root = Branch("root", None, 0, [], [], [s.index for s in run.samples])
     _grow(root, run, 0)
     return root
+
+
+def fold(branch: Branch, below: int) -> Branch:
+    """The tree with, under each branch, the children taken by fewer than ``below`` samples
+    folded into one "others" leaf: with many samples, a tree of every single-sample branch is
+    too wide to read (and to draw); the large branches are where the samples part."""
+    small = [c for c in branch.children if c.count < below and not c.end]
+    children = [fold(c, below) for c in branch.children if c not in small or len(small) == 1]
+    if len(small) > 1:
+        samples = sorted(i for c in small for i in c.samples)
+        children.append(Branch(f"{branch.key}/others", branch.key, small[0].start, [], [], samples,
+                               others=len(small)))
+    return dataclasses.replace(branch, children=children)
+
+
+def fold_for(n: int) -> int | None:
+    """The fold a tree of ``n`` samples is drawn with: none up to 32 samples."""
+    return None if n <= 32 else max(2, math.ceil(n / 64))
 
 
 def _grow(branch: Branch, run: Run, pos: int) -> None:
@@ -115,16 +136,20 @@ def tree_frame(run: Run) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=columns)
 
 
-def tree_figure(run: Run, maxdepth: int = 8) -> go.Figure:
+def tree_figure(run: Run, maxdepth: int = 8, fold_below: int | None = -1) -> go.Figure:
     """The tree as a left-to-right icicle: width of a box = samples that took the branch.
 
     Labels are cut to LABEL_WIDTH characters; the hover shows the full text with token
     boundaries, the samples, and the branching token's probability and alternatives. Deeper
     levels than ``maxdepth`` appear when a branch is clicked. Colour is the branching token's
     probability when logprobs were recorded; the prompt and 'end' boxes, which have no branching
-    token, are coloured as certain.
+    token, are coloured as certain. Branches of fewer than ``fold_below`` samples are folded into
+    one "others" box per parent (default: ``fold_for(n)``).
     """
     root = divergence_tree(run)
+    below = fold_for(run.n) if fold_below == -1 else fold_below
+    if below:
+        root = fold(root, below)
     branches = list(root.walk())
     labels, hovers = [], []
     for b in branches:
@@ -135,6 +160,11 @@ def tree_figure(run: Run, maxdepth: int = 8) -> go.Figure:
         if b.end:
             labels.append("⏹ end")
             hovers.append(f"stopped after token {b.start - 1}<br>samples {b.samples}")
+            continue
+        if b.others:
+            labels.append(f"… {b.others} branches")
+            hovers.append(f"{b.others} branches of fewer than {below} samples each, folded: {b.count} sample(s)"
+                          f"<br>samples {truncate(str(b.samples), 300)}")
             continue
         labels.append(for_hover(truncate(visible(b.text, multiline=False), LABEL_WIDTH)))
         hover = (f"<b>{for_hover(truncate(joined(b.texts), 600))}</b>"
@@ -154,7 +184,8 @@ def tree_figure(run: Run, maxdepth: int = 8) -> go.Figure:
         icicle.marker = {"colors": [1.0 if p is None else p for p in probs], "colorscale": "RdYlGn",
                          "cmin": 0, "cmax": 1, "showscale": True, "colorbar": {"title": "p(branch)"}}
     fig = go.Figure(icicle)
-    fig.update_layout(title="Divergence tree (box width = samples that took the branch)",
+    folded = f"; branches of fewer than {below} samples folded" if below else ""
+    fig.update_layout(title=f"Divergence tree (box width = samples that took the branch{folded})",
                       height=height_for(len(root.leaves()), per_row=28, minimum=360),
                       margin={"l": 10, "r": 10, "t": 50, "b": 10})
     return fig
