@@ -18,6 +18,7 @@ from playground.analysis.answers import (
     entropy_bits,
     group_answers,
     parse_extractor,
+    read_answers,
 )
 from playground.analysis.branching import (
     MAX_ALTERNATIVES,
@@ -250,6 +251,7 @@ __all__ = [
     "pass_at_k",
     "phases_frame",
     "pieces",
+    "read_answers",
     "read_reference",
     "report_for",
     "run_measures",

@@ -116,35 +116,43 @@ def diff_samples(ref: Sample, sample: Sample, deleted: bool = False) -> list[tup
     return out
 
 
-def diff_html(pairs: list[tuple[str, str | None]]) -> str:
-    """diff_samples' pairs as escaped HTML: one boxed span per token, coloured by label."""
-    spans = []
+def diff_html(pairs: list[tuple[str, str | None]], sample: int | None = None) -> str:
+    """diff_samples' pairs as escaped HTML: one boxed span per token, coloured by label. With
+    ``sample`` each of the sample's own tokens says where it is (``data-s``, ``data-p``: its
+    position), so a page can branch from the token clicked."""
+    spans, position = [], 0
     for text, label in pairs:
         label = label or "equal"
         style = (f"background:{DIFF_COLORS.get(label, '#ffffff')};border:1px solid #9ca3af;"
                  "border-radius:2px;margin:0 1px")
+        where = ""
         if label == "delete":
             style += ";text-decoration:line-through"
-        spans.append(f'<span class="tok tok-{html.escape(label)}" title="{html.escape(label)}" '
+        elif sample is not None:
+            where = f' data-s="{sample}" data-p="{position}"'
+            position += 1
+        spans.append(f'<span class="tok tok-{html.escape(label)}" title="{html.escape(label)}"{where} '
                      f'style="{style}">{html.escape(text)}</span>')
     return ('<div class="token-diff" style="font-family:monospace;white-space:pre-wrap;line-height:1.8">'
             + "".join(spans) + "</div>")
 
 
-def diff_rows(run: Run, reference: int, anchored: bool = False, with_similarity: bool = False) -> list[str]:
-    """One HTML row per sample against sample ``reference``: '#i · seed s · the reference /
-    identical / diverges at token k' and its tokens. The Diff tab and the HTML report show the
-    same rows; the tab anchors each (``id='diff-sample-i'``) and adds the similarity."""
+def diff_rows(run: Run, reference: int, anchored: bool = False, with_similarity: bool = False,
+              only: Sequence[int] | None = None) -> list[str]:
+    """One HTML row per sample (``only`` these, by index) against sample ``reference``: '#i ·
+    seed s · the reference / identical / diverges at token k' and its tokens. The Diff tab and the
+    HTML report show the same rows; the tab anchors each (``id='diff-sample-i'``), adds the
+    similarity and makes each token say where it is (to branch from it)."""
     ref = run.samples[reference]
     rows = []
-    for s in run.samples:
+    for s in run.samples if only is None else [run.samples[i] for i in only]:
         where = first_divergence(ref.token_ids, s.token_ids)
         said = ("the reference" if s.index == reference else
                 "identical" if where is None else f"diverges at token {where}")
         anchor = f" id='diff-sample-{s.index}'" if anchored else ""
         alike = f" · similarity {similarity(ref.token_ids, s.token_ids):.2f}" if with_similarity else ""
         rows.append(f"<div class='diff-row'{anchor}><b>#{s.index}</b> · seed {s.seed} · {html.escape(said)}{alike}"
-                    f"{diff_html(diff_samples(ref, s))}</div>")
+                    f"{diff_html(diff_samples(ref, s), s.index if anchored else None)}</div>")
     return rows
 
 

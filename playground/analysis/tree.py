@@ -174,8 +174,9 @@ def tree_figure(run: Run, maxdepth: int = 8, fold_below: int | None = -1) -> go.
             hover += f"<br>p(branch token) = {b.prob:.3f}<br>top-k: " + for_hover(
                 ", ".join(f"{t} {p:.3f}" for t, p in b.alternatives))
         hovers.append(hover)
-    icicle = go.Icicle(
+    icicle = go.Icicle(  # customdata: "sample,token" where a branch starts, for a page to branch from it
         ids=[b.key for b in branches], parents=[b.parent or "" for b in branches], labels=labels,
+        customdata=[f"{b.samples[0]},{b.start}" if b.samples else "" for b in branches],
         values=[b.count for b in branches], branchvalues="total", hovertext=hovers, hoverinfo="text",
         textinfo="label+value", tiling={"orientation": "h"}, maxdepth=maxdepth, sort=False,
     )
