@@ -87,7 +87,7 @@ from playground.analysis.sweep import (
 )
 from playground.analysis.timing import itl_figure, itl_frame, timing_frame, tokens_over_time_figure, ttft_figure
 from playground.analysis.tokens import PARTIAL, pieces, visible
-from playground.analysis.tree import Branch, divergence_tree, tree_figure, tree_frame
+from playground.analysis.tree import Branch, divergence_tree, prefix_order, tree_figure, tree_frame
 from playground.analysis.uncertainty import (
     agreement_figure,
     agreement_frame,
@@ -101,7 +101,7 @@ __all__ = [
     "visible", "pieces",
     "first_divergence", "similarity", "common_prefix", "identical_groups", "pairwise_frame", "diff_against",
     "diff_samples", "diff_rows", "diff_html", "pairwise_heatmap",
-    "divergence_tree", "tree_frame", "tree_figure",
+    "divergence_tree", "prefix_order", "tree_frame", "tree_figure",
     "entropy_lower_bound", "uncertainty_frame", "agreement_frame", "uncertainty_figure", "agreement_figure",
     "itl_frame", "timing_frame", "tokens_over_time_figure", "itl_figure", "ttft_figure",
     "event_outputs_frame", "events_figure",
