@@ -89,6 +89,7 @@ function reset(m) {
     M.order.push(i); M.shared.push(0); M.rank.push(i);
   }
   stats.resets++;
+  if (m.v) chosenView = m.v;
   columnsBox.textContent = '';
   for (const r of live.values()) r.row.remove();
   live = new Map(); spaceH = -1;

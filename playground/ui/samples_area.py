@@ -9,7 +9,7 @@ it whole, as one "replace"). The browser applies each to its own model of the ru
 the DOM; it never rebuilds all samples for an update.
 
 - reset ``{"k":"r","s":seq,"r":run,"id":request_id,"n":n,"sd":[seeds],"u":[...],...}``: a run
-  shown at once (opened, finished, or the first message of a run in flight);
+  shown at once (opened, finished, or the first message of a run in flight; ``"v"``: in that view);
 - delta ``{"k":"d","s":seq,"r":run,"u":[...],"f":[...],"o":[...],"c":[...],"st":status}``: only
   what changed since the previous message of this run;
 - view ``{"k":"v","s":seq,"v":"columns"|"wall"}``.
@@ -180,13 +180,19 @@ class SamplesSession:
 
     # --- messages -------------------------------------------------------------------------------
 
-    def show(self, run: Run) -> str:
-        """A reset: the whole run at once (a finished or opened run, or a stream's first message)."""
+    def show(self, run: Run, view: str | None = None) -> str:
+        """A reset: the whole run at once (a finished or opened run, or a stream's first message);
+        ``view``: show it in this view (else the one on screen, or "auto" by n)."""
+        if view is not None and view not in VIEWS:
+            raise ValueError(f"view must be one of {VIEWS}, got {view!r}")
         if self.feed is None or not self.feed.matches(run):
             self.runs += 1
             self.feed = SamplesFeed(run, self.runs)
         self.need_reset = False
-        return self._send(self.feed.reset(run, self.seq + 1))
+        message = self.feed.reset(run, self.seq + 1)
+        if view is not None:
+            message["v"] = view
+        return self._send(message)
 
     def update(self, run: Run) -> str | None:
         """The next message for a run in flight: a delta of what changed since the last message
@@ -346,8 +352,8 @@ class SamplesArea:
         message = session.update(run) if run is not None else None
         return {} if message is None else {self.html: message}
 
-    def show(self, session: SamplesSession, run: Run) -> dict:
-        return {self.html: session.show(run)}
+    def show(self, session: SamplesSession, run: Run, view: str | None = None) -> dict:
+        return {self.html: session.show(run, view)}
 
     def switch(self, session: SamplesSession, view: str) -> dict:
         return {self.html: session.switch(view)}

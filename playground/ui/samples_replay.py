@@ -19,7 +19,7 @@ from typing import Any
 import gradio as gr
 
 from playground.run import Run, Sample, TokenLogprob
-from playground.ui.samples_area import SamplesArea, SamplesSession
+from playground.ui.samples_area import VIEWS, SamplesArea, SamplesSession
 
 VOCAB = [" the", " sea", " light", "house", " keeper", ",", ".", "\n", " and", " a", " old", " wind", " night",
          " he", " she", " was", " of", " in", " to", " lamp", " ship", " rock", " storm", " waves", " every",
@@ -127,6 +127,8 @@ def demo_app(config: dict[str, Any], make_run: Callable[[dict], Run] | None = No
             full = make(config)
             record["sessions"].append(session)
             record["runs"].append(full)
+            if config.get("view") in VIEWS:
+                yield area.switch(session, config["view"])
             async for run in session.paced(replay(full, config.get("speed", 1.0)), window=config.get("window"),
                                            interval=config.get("interval")):
                 yield area.update(session, run)
@@ -134,7 +136,7 @@ def demo_app(config: dict[str, Any], make_run: Callable[[dict], Run] | None = No
         def show(session: SamplesSession):
             full = make(config)
             record["sessions"].append(session)
-            return area.show(session, full)
+            return area.show(session, full, config.get("view") if config.get("view") in VIEWS else None)
 
         def heard(evt: gr.SelectData):
             record["picked"].append(evt.index)
