@@ -47,7 +47,7 @@ let seq = 0, needReset = false, chosenView = null, view = 'columns', colour = 'p
 let cards = [], colDone = [], mapDone = [];
 let dirtyCol = new Set(), dirtyWall = new Set(), mapDirty = true;
 const stats = root.__sa = {tokens: 0, painted: 0, messages: 0, resets: 0, applyMs: 0, drawMs: 0, mapMs: 0,
-  view: () => view, status: () => M.st};
+  view: () => view, status: () => M.st, model: () => M};
 
 const visible = (piece) => piece === '' ? PARTIAL : piece.replace(/[ \t\r\n]/g, (c) => MARKS[c]);
 const prob = (lp) => lp === null || lp === undefined ? null : Math.exp(lp);

@@ -34,9 +34,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from playground.bench.browser import chromium_path  # noqa: E402
-from playground.run import Run  # noqa: E402
-from playground.ui.samples_replay import demo_app, synthetic_run  # noqa: E402
+from playground.bench.browser import chromium_path
+from playground.run import Run
+from playground.ui.samples_replay import demo_app, synthetic_run
 
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-quic",
                  "--no-first-run", "--disable-component-update", "--disable-sync"]

@@ -103,6 +103,7 @@ class SamplesFeed:
 
     def __init__(self, run: Run, key: int):
         self.key = key
+        self.run = run  # the very Run: a stream's record grows in place
         self.request_id = run.request.get("request_id")
         self.tokens = [0] * run.n  # tokens the browser has, per sample
         self.finished: list[str | None] = [None] * run.n
@@ -111,7 +112,7 @@ class SamplesFeed:
         self.status: str | None = None
 
     def matches(self, run: Run) -> bool:
-        return run.request.get("request_id") == self.request_id and len(self.tokens) == run.n
+        return run is self.run and len(self.tokens) == run.n
 
     def reset(self, run: Run, seq: int) -> dict:
         """Everything about the run, from the first token."""
