@@ -149,7 +149,7 @@ from playground.analysis.timing import (
     tokens_over_time_figure,
     ttft_figure,
 )
-from playground.analysis.tree import Branch, divergence_tree, tree_figure, tree_frame
+from playground.analysis.tree import Branch, divergence_tree, prefix_order, tree_figure, tree_frame
 from playground.analysis.uncertainty import (
     agreement_figure,
     agreement_frame,
@@ -251,6 +251,7 @@ __all__ = [
     "pass_at_k",
     "phases_frame",
     "pieces",
+    "prefix_order",
     "read_answers",
     "read_reference",
     "report_for",
