@@ -90,6 +90,7 @@ def build_app(backend, sync_runner=None, embedding_model: str | None = None,
         # --- the samples ----------------------------------------------------------------------
         summary = gr.Markdown(elem_id="run-summary")
         samples = SamplesArea()
+        branch_pick = gr.Textbox(visible="hidden", elem_id="branch-pick")  # a click on a token writes "i,k"
 
         # --- the tabs -------------------------------------------------------------------------
         with gr.Tabs(elem_id="panels") as tabs:
@@ -123,7 +124,7 @@ def build_app(backend, sync_runner=None, embedding_model: str | None = None,
                                   note=gr.Markdown(elem_id="inspector-note"), timeline=gr.Plot(label="Raw events"),
                                   events=gr.Dataframe(label="Every raw event the engine yielded", interactive=False,
                                                       elem_id="events-table"))
-            branch = branch_tab.declare()
+            branch = branch_tab.declare(branch_pick)
             repro = repro_tab.declare()
             sweep = sweep_tab.declare(measures)
             compare = compare_tab.declare(export_dir, measures)

@@ -80,18 +80,18 @@ class BranchTab:
     tree: gr.Plot
 
 
-def declare() -> BranchTab:
-    """The tab, declared in the current ``gr.Tabs``."""
+def declare(pick: gr.Textbox) -> BranchTab:
+    """The tab, declared in the current ``gr.Tabs``; ``pick``: the hidden box a click on a token
+    writes, declared outside the tabs (a tab's contents exist in the page only once it is opened)."""
     with gr.Tab("Branch", id="branch", elem_id="tab-branch"):
         gr.Markdown("Resample from a point of a sample: click a token in the **Diff** view or a box of the "
                     "**Tree** (or pick a sample in the samples area), choose the token to put there, and branch. "
                     "The branch keeps the run's settings and draws its own seeds; its samples hold only the "
                     "new tokens. **What if** runs one branch per likely token and puts them side by side.")
-        pick = gr.Textbox(visible="hidden", elem_id="branch-pick")
         with gr.Row():
             sample = gr.Number(value=0, precision=0, minimum=0, label="Sample i", elem_id="branch-sample")
             position = gr.Number(value=0, precision=0, minimum=0, label="At token k", elem_id="branch-position")
-            n = gr.Number(value=None, precision=0, minimum=1, label="n (blank: the run's)", elem_id="branch-n")
+            n = gr.Textbox(label="n (blank: the run's)", placeholder="the run's n", elem_id="branch-n")
         context = gr.Markdown(elem_id="branch-context")
         with gr.Row():
             choice = gr.Radio([MODEL_CHOOSES], value=MODEL_CHOOSES, label="Token at k", elem_id="branch-choice")
@@ -116,8 +116,11 @@ def connect(tab: BranchTab, page: Page, run_event_outputs: list, stream, set_tab
                     [tab.sample, tab.position, *place, page.tabs], api_visibility="private")
     for box in (tab.sample, tab.position):
         box.submit(partial(placed, tab), [page.current, tab.sample, tab.position], place, api_visibility="private")
-    page.samples.html.select(partial(sample_picked, tab), [page.current], [tab.sample, tab.position, *place],
-                             api_visibility="private")
+
+    def on_sample(run: Run | None, evt: gr.SelectData) -> dict:  # Gradio reads evt's type here
+        return sample_picked(tab, run, evt)
+
+    page.samples.html.select(on_sample, [page.current], [tab.sample, tab.position, *place], api_visibility="private")
     started = tab.branch_btn.click(partial(begin, tab, page),
                                    [page.live, page.current, tab.sample, tab.position, tab.choice, tab.token_id,
                                     tab.n], [page.live, page.summary, tab.note], queue=False, show_progress="hidden",
@@ -180,8 +183,8 @@ def branch_request(run: Run, sample, position, forced: int | None, forced_text: 
     i, k = int(sample), int(position)
     prefix = analysis.branch_prefix(run, i, k, forced)
     changes = {"seed": None, "prefix_token_ids": prefix or None}
-    if n not in (None, ""):
-        changes["n"] = int(n)
+    if n is not None and str(n).strip():
+        changes["n"] = SampleRequest.from_user(prompt="", n=str(n).strip()).n  # coerced like any n
     request = SampleRequest.from_record(run.request, **changes)
     if request.n > 1 and request.temperature < 1e-5:
         request.n = 1  # a greedy run of n > 1 is refused: one greedy continuation is what it means

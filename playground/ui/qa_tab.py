@@ -102,7 +102,11 @@ def connect(tab: QATab, page) -> None:
     tab.run_btn.click(partial(run, tab, page), inputs_kwargs=page.form,
                       outputs=[tab.grid, tab.report, tab.download, tab.matrix],
                       concurrency_limit=1, concurrency_id="qa-matrix", api_visibility="private")
-    tab.grid.select(partial(open_cell, tab, page), [tab.matrix, *page.inputs()], [*page.outputs(), tab.opened],
+
+    async def on_cell(matrix, history, session, evt: gr.SelectData, **settings):  # Gradio reads evt's type here
+        return await open_cell(tab, page, matrix, history, session, evt, **settings)
+
+    tab.grid.select(on_cell, [tab.matrix, *page.inputs()], [*page.outputs(), tab.opened],
                     inputs_kwargs=page.controls(), api_visibility="private")
 
 

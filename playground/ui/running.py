@@ -38,7 +38,7 @@ async def stream(page: Page, live_run: LiveRun | None, history: list | None, ses
     refresh about once a second, and every panel draws the finished run at the end
     (``settings``: the panels' own controls)."""
     if live_run is None or live_run.stopped:  # Stop came first; it has shown the run stopped
-        yield {}
+        yield {page.summary: gr.skip()}
         return
     figures_at = time.monotonic()
     run: Run | None = None
@@ -48,7 +48,7 @@ async def stream(page: Page, live_run: LiveRun | None, history: list | None, ses
             async for snapshot in snapshots:
                 run = snapshot or run  # None: a heartbeat, so a closed tab is noticed
                 if run is None or run.finished:
-                    yield {}
+                    yield {page.summary: gr.skip()}  # a heartbeat: Gradio notices a closed tab only at a yield
                     continue  # the final render follows the stream's end
                 figures = time.monotonic() - figures_at >= FIGURES_EVERY
                 if figures:

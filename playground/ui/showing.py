@@ -47,7 +47,7 @@ def live(page: Page, run: Run, session, figures: bool, settings: dict | None = N
     """A run in flight: what changed in the samples area, the summary line, and (``figures``)
     the panels' live parts (``settings``: the panels' controls)."""
     update = {**page.samples.update(session, run), page.summary: views.run_summary(run) if run.events
-              else views.waiting_summary(run)}
+              else views.waiting_summary(run)}  # never empty: Gradio reads an empty dict as one value
     if figures and run.events:
         for p in page.panels:
             update.update(p.show_live(run, settings))
