@@ -82,9 +82,23 @@ def run_to_the_end(page, prompt: str, n: int, seed: int, max_tokens: int) -> lis
     return columns(page, n)
 
 
+CARD = "#samples-area .sa-card[data-i='{}']"  # sample i's card in the samples area's columns view
+
+
 def columns(page, n: int) -> list[str]:
-    """The first ``n`` sample columns' texts."""
-    return [page.locator(f"#sample-{i}-text textarea").input_value() for i in range(n)]
+    """The first ``n`` samples' texts, as the samples area's cards show them (each token's piece:
+    an end-of-turn token is shown too)."""
+    return page.evaluate("(n) => Array.from({length: n}, (_, i) => document.querySelector("
+                         "`#samples-area .sa-card[data-i='${i}'] .sa-text`)?.textContent ?? '')", n)
+
+
+def header(page, i: int) -> str:
+    return page.locator(CARD.format(i) + " .sa-head").inner_text()
+
+
+def shown_text(sample) -> str:
+    """A sample's text as the samples area shows it: its tokens' pieces."""
+    return "".join(sample.token_texts)
 
 
 def click_bar(page, bar, hover: str) -> None:
@@ -97,17 +111,12 @@ def click_bar(page, bar, hover: str) -> None:
     page.mouse.up()
 
 
-def picked_columns(page) -> list[int]:
-    return page.evaluate("() => [...document.querySelectorAll('.sample.sample-picked [id$=\"-text\"]')]"
-                         ".map(e => Number(e.id.split('-')[1]))")
-
-
 def test_four_columns_fill_and_the_panels_draw_them(page):
     """One run, then the panels that read it: the token diff, the Set tab (a click on an answer
-    group's bar marks that group's columns) and the Timing tab's per-child timeline."""
+    group's bar names that group's samples) and the Timing tab's per-child timeline."""
     texts = run_to_the_end(page, "Once upon a time, in a village at the edge of the sea,", n=4, seed=42, max_tokens=24)
     assert all(t.strip() for t in texts), texts
-    assert not page.locator("#sample-4-text").is_visible()
+    assert page.locator("#samples-area .sa-card").count() == 4
     page.screenshot(path=ARTIFACTS / "run-n4.png", full_page=True)
 
     page.get_by_role("tab", name="Diff").click()
@@ -124,15 +133,12 @@ def test_four_columns_fill_and_the_panels_draw_them(page):
     bars.first.wait_for(timeout=30_000)
     groups = page.evaluate("() => document.querySelector('#set-groups-chart .js-plotly-plot').data[0].customdata")
     assert sorted(int(i) for g in groups for i in str(g).split(",")) == [0, 1, 2, 3], groups  # each sample once
-    assert picked_columns(page) == []
     last = len(groups) - 1
     page.locator("#set-groups-chart").scroll_into_view_if_needed()
     click_bar(page, bars.nth(last), "samples:")
     want = sorted(int(i) for i in str(groups[last]).split(","))
     page.locator("#set-picked-note").get_by_text("in this group").wait_for(timeout=10_000)
-    page.wait_for_function("(n) => document.querySelectorAll('.sample.sample-picked').length === n",
-                           arg=len(want), timeout=10_000)
-    assert picked_columns(page) == want
+    assert all(f"#{i} (seed" in page.locator("#set-picked-note").inner_text() for i in want)
     page.screenshot(path=ARTIFACTS / "set.png", full_page=True)
 
     page.get_by_role("tab", name="Timing").click()
@@ -149,13 +155,13 @@ def test_four_columns_fill_and_the_panels_draw_them(page):
 def test_stop_keeps_the_partial_text(page, backend, host):
     start_long_run(page)
     page.wait_for_function(
-        "() => (document.querySelector('#sample-0-text textarea')?.value || '').split(' ').length > 6",
-        timeout=120_000)
+        "() => (document.querySelector(\"#samples-area .sa-card[data-i='0'] .sa-text\")?.textContent || '')"
+        ".split(' ').length > 6", timeout=120_000)
     # The engine's own count, from the latest event: vLLM counts each of the 4 children, not the parent.
     page.locator("#run-summary").get_by_text("1 parent → 4 child requests in the engine").wait_for(timeout=10_000)
     page.locator("#stop").click()
     page.locator("#run-summary").get_by_text("stopped").first.wait_for(timeout=30_000)
-    partial = page.locator("#sample-0-text textarea").input_value()
+    partial = columns(page, 1)[0]
     assert len(partial.split()) > 6
     assert host.run(backend.num_unfinished()) == 0
     page.screenshot(path=ARTIFACTS / "stopped.png", full_page=True)
@@ -178,12 +184,12 @@ def test_stop_before_the_first_event_keeps_what_final_only_made(page, backend, h
     texts = columns(page, 8)
     assert all(t.strip() for t in texts), texts  # every sample kept its partial text
     for i in range(8):
-        assert "■ abort" in page.locator(f"#sample-{i}-header").inner_text()
+        assert "■ abort" in header(page, i)
     page.get_by_role("tab", name="Export").click()
     with page.expect_download() as download:
         page.locator("#download-json").click()
     run = Run.from_json(Path(download.value.path()).read_text(encoding="utf-8"))
-    assert run.status == "aborted" and [s.text for s in run.samples] == texts
+    assert run.status == "aborted" and [shown_text(s) for s in run.samples] == texts
     assert all(s.finish_reason == "abort" and s.token_ids for s in run.samples)
     assert len(run.events) == 1 and run.events[0].finished  # FINAL_ONLY's one output: the abort's
 
@@ -209,8 +215,8 @@ def test_stop_ends_a_queued_run_before_it_starts(page, client, backend, host):
 def test_closing_the_tab_aborts_every_child(browser, app_url, backend, host):
     page = open_page(browser, app_url)
     start_long_run(page)
-    page.wait_for_function("() => (document.querySelector('#sample-0-text textarea')?.value || '').length > 0",
-                           timeout=120_000)
+    page.wait_for_function("() => (document.querySelector(\"#samples-area .sa-card[data-i='0'] .sa-text\")"
+                           "?.textContent || '').length > 0", timeout=120_000)
     assert host.run(backend.num_unfinished()) == 4
     page.close()
     assert unfinished_after(backend, host, timeout=2) == 0, "children still running 2 s after the tab closed"
@@ -261,7 +267,7 @@ def test_reproducibility_export_and_history_work_on_the_shown_run(page, tmp_path
     with page.expect_download() as download:
         page.locator("#download-json").click()
     run = Run.from_json(Path(download.value.path()).read_text(encoding="utf-8"))
-    assert [s.text for s in run.samples] == texts and [s.seed for s in run.samples] == [7, 8, 9]
+    assert [shown_text(s) for s in run.samples] == texts and [s.seed for s in run.samples] == [7, 8, 9]
     with page.expect_download() as download:
         page.locator("#download-csv").click()
     tokens = pd.read_csv(download.value.path())
@@ -312,6 +318,6 @@ def test_reproducibility_export_and_history_work_on_the_shown_run(page, tmp_path
     page.locator("#history-pick input").click()
     page.get_by_role("option", name=re.compile("surprising")).click()
     page.locator("#reopen").click()
-    page.wait_for_function("(want) => document.querySelector('#sample-0-text textarea').value === want",
-                           arg=texts[0], timeout=30_000)
+    page.wait_for_function("(want) => document.querySelector(\"#samples-area .sa-card[data-i='0'] .sa-text\")"
+                           "?.textContent === want", arg=texts[0], timeout=30_000)
     assert columns(page, 3) == texts
