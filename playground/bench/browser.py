@@ -37,22 +37,27 @@ START_TIMEOUT = 600.0
 RUN_TIMEOUT = 300.0
 
 # Installed in the page before the Run click: watches every animation frame until the run ends.
-WATCH = """(n) => {
-  const columns = () => Array.from({length: n}, (_, i) => document.querySelector(`#sample-${i}-text textarea`));
+WATCH = """() => {
+  const sa = document.querySelector('#samples-area .sa').__sa;  // the samples area's own counts
   const summary = document.querySelector('#run-summary');
-  const w = window.__bench = {click: 0, first: null, finished: null, changes: [], gap: 0, longTasks: 0};
+  const w = window.__bench = {click: 0, first: null, finished: null, changes: [], gap: 0, longTasks: 0,
+                              bytes0: sa.bytes || 0, messages0: sa.messages || 0};
   new PerformanceObserver(list => { for (const e of list.getEntries()) w.longTasks += e.duration; })
     .observe({type: 'longtask'});
-  let previous = null, lastFrame = null;
+  let shown = sa.tokens, lastFrame = null;
   const frame = (now) => {
     if (lastFrame !== null) w.gap = Math.max(w.gap, now - lastFrame);
     lastFrame = now;
-    const texts = columns().map(c => c ? c.value : '');
-    const joined = texts.join('\\u0000');
-    if (previous !== null && joined !== previous) w.changes.push(now);
-    previous = joined;
-    if (w.first === null && texts.some(t => t.length)) w.first = now;
-    if (summary && /finished|stopped|error/.test(summary.innerText)) { w.finished = now; return; }
+    if (sa.tokens !== shown) {
+      shown = sa.tokens;
+      w.changes.push(now);
+      if (w.first === null && shown > 0) w.first = now;
+    }
+    if (summary && /finished|stopped|error/.test(summary.innerText)) {
+      w.finished = now; w.bytes = (sa.bytes || 0) - w.bytes0; w.messages = sa.messages - w.messages0;
+      w.heap = performance.memory ? performance.memory.usedJSHeapSize : null;
+      return;
+    }
     requestAnimationFrame(frame);
   };
   w.click = performance.now();
@@ -175,7 +180,7 @@ def page_run(browser, url: str, n: int, seed: int, max_tokens: int) -> dict[str,
         page.get_by_text("Sampler settings").click()
         _set_number(page, "max-tokens", max_tokens)
         page.locator("#ignore-eos input").check()
-        page.evaluate(WATCH, n)
+        page.evaluate(WATCH)
         page.wait_for_function("() => window.__bench.finished !== null", timeout=RUN_TIMEOUT * 1000)
         w = page.evaluate("() => window.__bench")
     finally:
@@ -188,6 +193,8 @@ def page_run(browser, url: str, n: int, seed: int, max_tokens: int) -> dict[str,
         "finished_s": (w["finished"] - w["click"]) / 1000,
         "updates_per_s": (len(changes) - 1) / streaming if streaming > 0 else float("nan"),
         "longest_frame_gap_ms": w["gap"], "long_tasks_ms": w["longTasks"],
+        "bytes_per_update": w["bytes"] / w["messages"] if w.get("messages") else float("nan"),
+        "heap_mb": w["heap"] / 2**20 if w.get("heap") else float("nan"),
     }
 
 
@@ -215,7 +222,7 @@ def measure_app(port: int, out: Path, ns: tuple[int, ...], max_tokens: int, repe
             with sync_playwright() as p:
                 browser = p.chromium.launch(executable_path=chromium, args=[
                     "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--no-first-run",
-                    "--disable-component-update", "--disable-sync"])
+                    "--disable-component-update", "--disable-sync", "--enable-precise-memory-info"])
                 try:
                     order = [("first after start", ns[0], 0)] + [
                         ("warm", n, rep) for rep in range(repetitions) for n in ns]

@@ -18,7 +18,16 @@ import pandas as pd
 
 from playground.bench.contenders import HFBaseline, engine_path, ui_path
 from playground.bench.limit import MachineLimit
-from playground.bench.measure import ENGINE_PATHS, LONG_PROMPT, PATHS, Arrivals, Settings, measurement, schedule
+from playground.bench.measure import (
+    ENGINE_PATHS,
+    LONG_PROMPT,
+    PATHS,
+    Arrivals,
+    Settings,
+    bundle_sizes,
+    measurement,
+    schedule,
+)
 from playground.bench.probes import cpu_seconds, engine_cores, kv_cache, machine, resident_memory
 from playground.bench.results import Report, headline_n, publish
 from playground.commands import exits
@@ -118,6 +127,12 @@ def run_benchmark(settings: Settings, host, app_url: str | None = None, model_pa
                         bar.update()
         except KeyboardInterrupt:
             interrupted = True
+    if not interrupted and "native" in runners:
+        from playground.backends.embedded import EmbeddedBackend
+
+        bar_n = headline_n(settings.ns)
+        environment["bundles"] = bundle_sizes(EmbeddedBackend(host, max_n=bar_n), settings.prompt, settings.seed,
+                                              bar_n, settings.max_tokens)
     environment["memory_end"] = resident_memory()
     environment["load_after"] = os.getloadavg()
     return Report(settings, pd.DataFrame(rows), pd.DataFrame(cache_rows), environment, interrupted)
