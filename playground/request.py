@@ -28,13 +28,16 @@ OUTPUT_KINDS = ("CUMULATIVE", "DELTA", "FINAL_ONLY")
 MODES = ("wrapper", "native", "same-seed")
 GREEDY_EPS = 1e-5  # vLLM treats temperature below this as greedy
 MAX_SEED = 2**63 - 1  # vLLM's seeds are 64-bit signed
+# The most samples of one request, unless --max-n says otherwise: self-consistency takes 20-40
+# samples, RL rollouts 8-64, pass@k curves 100 and more.
+DEFAULT_MAX_N = 256
 
 
 @dataclass(frozen=True)
 class Limits:
     """Server-side limits; the engine supplies the context length and the logprobs cap."""
 
-    max_n: int = 256
+    max_n: int = DEFAULT_MAX_N
     max_model_len: int = 2048
     max_logprobs: int = 20
     max_stop_strings: int = 8

@@ -35,7 +35,7 @@ def run_main(capsys, *args: str) -> tuple[int, str]:
 
 
 @pytest.mark.parametrize("args, message", [
-    (["--max-n", "0"], "--max-n must be between 1 and 256, got 0"),
+    (["--max-n", "0"], "--max-n must be between 1 and 1024, got 0"),
     (["--max-n", "many"], "--max-n must be a whole number, got 'many'"),
     (["--port", "http"], "--port must be a whole number"),
     (["--auth", "nocolon"], "--auth must look like user:password"),

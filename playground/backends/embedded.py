@@ -25,7 +25,7 @@ from playground.backends.outputs import OutputWatch, child_observation, observat
 from playground.backends.recorder import Observation
 from playground.backends.resources import Workload
 from playground.errors import EngineUnavailable
-from playground.request import Limits
+from playground.request import DEFAULT_MAX_N, Limits
 from playground.sampling import prompts
 from playground.sampling.async_sampler import ParallelSampler
 from playground.sampling.params import sampling_params
@@ -41,8 +41,8 @@ def _exit(message: str) -> None:
 
 
 class EmbeddedBackend:
-    def __init__(self, host: EngineHost, max_n: int = 32, on_restart_failure: Callable[[str], None] = _exit,
-                 watch_every: float = 1.0):
+    def __init__(self, host: EngineHost, max_n: int = DEFAULT_MAX_N,
+                 on_restart_failure: Callable[[str], None] = _exit, watch_every: float = 1.0):
         self.host = host
         self.max_n = max_n
         self.on_restart_failure = on_restart_failure

@@ -21,7 +21,7 @@ from playground.backends.outputs import OutputWatch, child_observation, observat
 from playground.backends.recorder import Observation
 from playground.backends.resources import Workload
 from playground.errors import EngineUnavailable, InvalidRequest
-from playground.request import Limits, SampleRequest
+from playground.request import DEFAULT_MAX_N, Limits, SampleRequest
 from playground.run import Run
 from playground.sampling import prompts
 from playground.sampling.params import sampling_params
@@ -35,7 +35,7 @@ LOST = ("the sampler finished this request without an output carrying its id (an
 class SyncRunner:
     """Runs SampleRequests on an ``LLMEngine`` and records each as a ``Run``."""
 
-    def __init__(self, llm_engine, max_n: int = 32):
+    def __init__(self, llm_engine, max_n: int = DEFAULT_MAX_N):
         self.engine = llm_engine
         self.sampler = SyncParallelSampler(llm_engine, max_n)
         self.tokenizer = llm_engine.tokenizer

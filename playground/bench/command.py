@@ -213,8 +213,8 @@ def main(argv: list[str] | None = None) -> int:
 
     from playground.backends.embedded import EmbeddedBackend
     from playground.backends.resources import Workload
-    from playground.commands.cli import DEFAULT_MAX_N
     from playground.commands.serve import DEFAULT_CONCURRENCY
+    from playground.request import DEFAULT_MAX_N
 
     # The KV cache the app would have, so the memory measures are the app's.
     workload = Workload(max_n=max(DEFAULT_MAX_N, *settings.ns), concurrency=DEFAULT_CONCURRENCY)
