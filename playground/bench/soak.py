@@ -126,8 +126,14 @@ def call_once(client, settings: dict[str, Any], cancel_after: float | None) -> C
                 return
             if data.get("request_id"):
                 call.request_id = data["request_id"]
-                call.seen = [s["num_tokens"] for s in data["samples"]]
                 return
+
+    def told() -> None:  # each snapshot says what changed: the counts so far add up over all of them
+        seen: dict[int, int] = {}
+        for data in map(json.loads, job.outputs()):
+            for s in [] if "request" in data else data.get("samples", []):  # not the final bundle
+                seen[s["index"]] = s["num_tokens"]
+        call.seen = [seen.get(i, 0) for i in range(settings["n"])]
 
     try:
         while not job.done():
@@ -135,6 +141,7 @@ def call_once(client, settings: dict[str, Any], cancel_after: float | None) -> C
                 call.first_output_s = time.monotonic() - started
             if cancel_after is not None and time.monotonic() - started >= cancel_after:
                 last_snapshot()
+                told()
                 job.cancel()
                 call.outcome = "cancelled"
                 return call
