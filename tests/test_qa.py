@@ -856,12 +856,12 @@ def test_the_tab_runs_a_matrix_renders_a_grid_and_a_json_file_and_opens_a_cell(b
     from playground.ui.samples_area import SamplesSession
 
     click = gr.SelectData(None, {"index": [1, 4], "value": "✔"})  # DELTA × sync native
-    update = asyncio.run(qa_tab.open_cell(tab, page, matrix, [], SamplesSession(), click))
+    update = asyncio.run(qa_tab.open_cell(tab, page, matrix, [], SamplesSession(), "QA matrix", click))
     opened = update[page.current]
     assert opened is matrix.cell("DELTA", "sync native").run
     assert json.loads(update[page.samples.html])["id"] == opened.request["request_id"]  # the samples area shows it
     assert update[tab.opened].startswith("Showing **DELTA × sync native** (LLMEngine")
-    assert asyncio.run(qa_tab.open_cell(tab, page, matrix, [], SamplesSession(),
+    assert asyncio.run(qa_tab.open_cell(tab, page, matrix, [], SamplesSession(), "QA matrix",
                                         gr.SelectData(None, {"index": [1, 0], "value": "DELTA"}))) == {}
 
 

@@ -30,6 +30,7 @@ from playground.ui import (
     repro_tab,
     running,
     set_tab,
+    showing,
     sweep_tab,
     views,
 )
@@ -99,28 +100,28 @@ def build_app(backend, sync_runner=None, embedding_model: str | None = None,
                     reference = gr.Dropdown(choices=[0], value=0, label="Reference sample", elem_id="reference")
                     diff_samples = gr.Textbox(label=f"Samples to compare (default: {panels.DIFF_ROWS} in the tree's "
                                                     "order)", placeholder="e.g. 0-15, 40", elem_id="diff-samples")
-                diff = panel(panels.diff, controls={"reference": reference, "diff_samples": diff_samples},
+                diff = panel("Diff", panels.diff, controls={"reference": reference, "diff_samples": diff_samples},
                              reference=reference, diff_view=gr.HTML(elem_id="diff-view"),
                              pairwise=gr.Plot(label="Pairwise similarity and divergence"))
             with gr.Tab("Tree", id="tree"):
-                tree = panel(panels.tree, tree=gr.Plot(label="Divergence tree (click a box to branch from it)",
+                tree = panel("Tree", panels.tree, tree=gr.Plot(label="Divergence tree (click a box to branch from it)",
                                                        elem_id="tree-chart"))
             set_ = set_tab.declare(embedding_model)
             with gr.Tab("Timing", id="timing"):
                 tokens_over_time = gr.Plot(label="Tokens over time")
                 with gr.Row():
                     itl, ttft = gr.Plot(label="Inter-token latency"), gr.Plot(label="Time to first token")
-                timing = panel(panels.timing, live=panels.timing_live, tokens_over_time=tokens_over_time, itl=itl,
-                               ttft=ttft, child_timeline=gr.Plot(label="What the engine did with each child",
+                timing = panel("Timing", panels.timing, live=panels.timing_live, tokens_over_time=tokens_over_time,
+                               itl=itl, ttft=ttft, child_timeline=gr.Plot(label="What the engine did with each child",
                                                                  elem_id="child-timeline"),
                                table=gr.Dataframe(label="Per sample", interactive=False))
             with gr.Tab("Logprobs", id="logprobs"):
-                logprobs = panel(panels.logprobs,
+                logprobs = panel("Logprobs", panels.logprobs,
                                  uncertainty=gr.Plot(label="Chosen-token probability and entropy "
                                                            "(lower bound from top-k)"),
                                  agreement=gr.Plot(label="Agreement across samples"))
             with gr.Tab("Inspector", id="inspector", elem_id="tab-inspector"):
-                inspector = panel(panels.inspector, live=panels.inspector_live,
+                inspector = panel("Inspector", panels.inspector, live=panels.inspector_live,
                                   note=gr.Markdown(elem_id="inspector-note"), timeline=gr.Plot(label="Raw events"),
                                   events=gr.Dataframe(label="Every raw event the engine yielded", interactive=False,
                                                       elem_id="events-table"))
@@ -134,7 +135,7 @@ def build_app(backend, sync_runner=None, embedding_model: str | None = None,
 
         page = Page(backend, export_dir, status, form, summary, samples, tabs,
                     [diff, tree, set_.panel(), timing, logprobs, inspector], history.pick, history.note,
-                    live=gr.State(None), current=gr.State(None), history=gr.State([]))
+                    live=gr.State(None), current=gr.State(None), history=gr.State([]), selected=gr.State("Diff"))
 
         # --- the events -----------------------------------------------------------------------
         prompt, use_chat = form["prompt"], form["use_chat_template"]
@@ -159,6 +160,9 @@ def build_app(backend, sync_runner=None, embedding_model: str | None = None,
             trigger(lambda run, ref, chosen: panels.diff_view(run, min(int(ref or 0), run.n - 1), chosen)
                     if run is not None else gr.skip(), [page.current, reference, diff_samples],
                     diff.components["diff_view"], api_visibility="private")
+        tabs.select(open_tab(page), [page.current], [page.selected, *[c for p in page.panels
+                                                                       for c in p.components.values()]],
+                    inputs_kwargs=shows, show_progress="hidden", api_visibility="private")
         set_tab.connect(set_, page.current)
         repro_tab.connect(repro, page)
         sweep_tab.connect(sweep, page)
@@ -172,6 +176,15 @@ def build_app(backend, sync_runner=None, embedding_model: str | None = None,
         gr.api(sample_endpoint(backend), api_name="sample", concurrency_id="sampling")
     demo.max_file_mb = max_file_mb  # for launch_app: Gradio refuses bigger uploads before they are read
     return demo
+
+
+def open_tab(page: Page):
+    """The listener of a tab opened (Gradio reads the type of ``evt`` from this function)."""
+
+    async def opened(run, evt: gr.SelectData, **settings):
+        return await showing.opened(page, run, evt, **settings)
+
+    return opened
 
 
 def picked_reference(evt: gr.SelectData):

@@ -113,7 +113,7 @@ def connect(tab: BranchTab, page: Page, run_event_outputs: list, stream, set_tab
     ``run_event_outputs`` what it writes. Returns the branch's run event (Stop cancels it)."""
     place = [tab.context, tab.choice, tab.token_id]
     tab.pick.change(partial(picked, tab, page), [page.current, tab.pick],
-                    [tab.sample, tab.position, *place, page.tabs], api_visibility="private")
+                    [tab.sample, tab.position, *place, page.tabs, page.selected], api_visibility="private")
     for box in (tab.sample, tab.position):
         box.submit(partial(placed, tab), [page.current, tab.sample, tab.position], place, api_visibility="private")
 
@@ -165,7 +165,7 @@ def picked(tab: BranchTab, page: Page, run: Run | None, text: str | None) -> dic
     except ValueError:
         return {}
     return {tab.sample: sample, tab.position: position, **point_view(tab, run, sample, position),
-            page.tabs: gr.update(selected="branch")}
+            page.tabs: gr.update(selected="branch"), page.selected: "Branch"}
 
 
 def placed(tab: BranchTab, run: Run | None, sample, position) -> dict:

@@ -74,7 +74,8 @@ def declare(limits: ReadLimits = DEFAULT_LIMITS) -> HistoryTab:
 def connect(tab: HistoryTab, page, sweep: SweepTab, compare: CompareTab) -> None:
     tab.reopen_btn.click(partial(reopen, page), [tab.pick, *page.inputs()], page.outputs(),
                          inputs_kwargs=page.controls(), api_visibility="private")
-    outputs = [*page.outputs(), *sweep.outputs(), compare.uploads, compare.a, compare.b, tab.opened, page.tabs]
+    outputs = [*page.outputs(), *sweep.outputs(), compare.uploads, compare.a, compare.b, tab.opened, page.tabs,
+               page.selected]
     # A refused file is a toast; nothing else changes (no progress badge over the panels either). Either
     # way the box is emptied for the next file: the note (or the toast) names the one just read.
     # (Gradio 6.31 runs a .then() only after a success, so the emptying follows both outcomes.)
@@ -87,14 +88,14 @@ def connect(tab: HistoryTab, page, sweep: SweepTab, compare: CompareTab) -> None
         after(lambda: None, None, tab.upload, show_progress="hidden", api_visibility="private")
 
 
-async def reopen(page, index, history: list, session, **settings) -> dict:
+async def reopen(page, index, history: list, session, selected, **settings) -> dict:
     if not history or index is None or not 0 <= int(index) < len(history):
         raise gr.Error("Pick a run from the list first.")
-    return await show(page, history[int(index)], history, session, settings)
+    return await show(page, history[int(index)], history, session, selected, settings)
 
 
-async def open_file(tab: HistoryTab, page, sweep: SweepTab, compare: CompareTab, path, history, session, uploads,
-                    sweep_runs, sweep_answer=None, sweep_pattern=None, **settings) -> dict:
+async def open_file(tab: HistoryTab, page, sweep: SweepTab, compare: CompareTab, path, history, session, selected,
+                    uploads, sweep_runs, sweep_answer=None, sweep_pattern=None, **settings) -> dict:
     runs = await asyncio.to_thread(read_upload, path, tab.limits)  # gr.Error: nothing changes
     most = page.backend.limits.max_n
     if any(run.n > most for run in runs):
@@ -107,10 +108,10 @@ async def open_file(tab: HistoryTab, page, sweep: SweepTab, compare: CompareTab,
         measures = sweep.measures_for(sweep_answer, sweep_pattern)  # gr.Error: nothing changes
     for run in runs[:-1]:
         history = remember(history or [], run)
-    update = await show(page, runs[-1], history, session, settings)
+    update = await show(page, runs[-1], history, session, selected, settings)
     if is_a_sweep:
         update.update({**await sweep_tab.draw(sweep, page, runs, measures=measures), sweep.runs: runs,
-                       page.tabs: gr.update(selected="sweep")})
+                       page.tabs: gr.update(selected="sweep"), page.selected: "Sweep"})
     update.update(compare_tab.add(compare, runs, update[page.history], uploads, runs if is_a_sweep else sweep_runs))
     update[tab.opened] = note(runs, is_a_sweep, path)
     return update

@@ -37,6 +37,7 @@ class Page:
     live: gr.State  # the run in flight (a LiveRun)
     current: gr.State  # the run on screen
     history: gr.State  # the session's last runs
+    selected: gr.State  # the label of the tab on screen: only its panel is drawn
     extra: dict[str, gr.components.Component] = field(default_factory=dict)  # what other tabs add to a shown run
 
     def controls(self) -> dict[str, gr.components.Component]:
@@ -51,5 +52,5 @@ class Page:
                 self.current, self.history, self.history_pick, self.history_note, *self.extra.values()]
 
     def inputs(self) -> list[gr.components.Component]:
-        """What showing a run reads: the session's history and its samples area."""
-        return [self.history, self.samples.session]
+        """What showing a run reads: the session's history, its samples area, the tab on screen."""
+        return [self.history, self.samples.session, self.selected]

@@ -50,6 +50,7 @@ class Panel:
     components: dict[str, gr.components.Component] = field(default_factory=dict)
     live: Callable[[Run], Values] | None = None
     controls: dict[str, gr.components.Component] = field(default_factory=dict)
+    tab: str = ""  # the label of the tab it fills: only the tab on screen is drawn
 
     def show(self, run: Run, settings: dict | None = None) -> dict:
         settings = settings or {}
@@ -65,10 +66,11 @@ class Panel:
         return {self.components[name]: value for name, value in values.items() if name in self.components}
 
 
-def panel(values: Callable[..., Values], live: Callable[[Run], Values] | None = None,
+def panel(tab: str, values: Callable[..., Values], live: Callable[[Run], Values] | None = None,
           controls: dict | None = None, **components) -> Panel:
-    """``panel(panels.timing, itl=gr.Plot(...), ...)``: the form the layout declares panels in."""
-    return Panel(values, components, live, controls or {})
+    """``panel("Timing", panels.timing, itl=gr.Plot(...), ...)``: the form the layout declares
+    panels in, inside the tab of that label."""
+    return Panel(values, components, live, controls or {}, tab)
 
 
 # --- one function per tab: Run -> {component name: value} ----------------------------------------

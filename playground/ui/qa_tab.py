@@ -103,8 +103,8 @@ def connect(tab: QATab, page) -> None:
                       outputs=[tab.grid, tab.report, tab.download, tab.matrix],
                       concurrency_limit=1, concurrency_id="qa-matrix", api_visibility="private")
 
-    async def on_cell(matrix, history, session, evt: gr.SelectData, **settings):  # Gradio reads evt's type here
-        return await open_cell(tab, page, matrix, history, session, evt, **settings)
+    async def on_cell(matrix, history, session, selected, evt: gr.SelectData, **settings):  # Gradio reads evt's type
+        return await open_cell(tab, page, matrix, history, session, selected, evt, **settings)
 
     tab.grid.select(on_cell, [tab.matrix, *page.inputs()], [*page.outputs(), tab.opened],
                     inputs_kwargs=page.controls(), api_visibility="private")
@@ -129,14 +129,15 @@ async def run(tab: QATab, page, progress=gr.Progress(), **settings):  # noqa: B0
             export(page.export_dir, matrix), matrix)
 
 
-async def open_cell(tab: QATab, page, matrix: qa.Matrix | None, history, session, evt: gr.SelectData, **settings):
+async def open_cell(tab: QATab, page, matrix: qa.Matrix | None, history, session, selected, evt: gr.SelectData,
+                    **settings):
     """Open the clicked cell's run in the samples area and panels (as the History tab does)."""
     cell = cell_at(matrix, evt.index)
     if cell is None:
         return {}  # the output_kind column, or nothing run yet
     if cell.run is None:
         raise gr.Error(f"{cell.label} did not run: {cell.error}")
-    update = await show(page, cell.run, history, session, settings)
+    update = await show(page, cell.run, history, session, selected, settings)
     update[tab.opened] = f"Showing **{cell.label}** ({cell.engine}) above: {cell.verdict()}"
     return update
 

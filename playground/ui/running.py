@@ -33,7 +33,8 @@ def begin(page: Page, live_run: LiveRun | None, **settings) -> dict:
     return {page.live: LiveRun(request_from_form(**settings)), page.summary: WAITING}
 
 
-async def stream(page: Page, live_run: LiveRun | None, history: list | None, session, **settings):
+async def stream(page: Page, live_run: LiveRun | None, history: list | None, session, selected: str | None,
+                 **settings):
     """Stream the run into the samples area; the summary follows it, the panels' live parts
     refresh about once a second, and every panel draws the finished run at the end
     (``settings``: the panels' own controls)."""
@@ -53,15 +54,15 @@ async def stream(page: Page, live_run: LiveRun | None, history: list | None, ses
                 figures = time.monotonic() - figures_at >= FIGURES_EVERY
                 if figures:
                     figures_at = time.monotonic()
-                yield live(page, run, session, figures, settings)
+                yield live(page, run, session, selected, figures, settings)
     except Exception as e:
         raise shown(e) from None
     if live_run.run is not None:
-        yield await show(page, live_run.run, history, session, settings)
+        yield await show(page, live_run.run, history, session, selected, settings)
 
 
 async def stop(page: Page, live_run: LiveRun | None, current: Run | None, history: list | None, session,
-               **settings) -> dict:
+               selected: str | None, **settings) -> dict:
     """End this session's run at any moment and show it as it stands (every child aborted, each
     sample's tokens so far kept)."""
     if live_run is None:
@@ -73,4 +74,4 @@ async def stop(page: Page, live_run: LiveRun | None, current: Run | None, histor
         return {page.summary: "■ stopped before it started: nothing was sent to the engine"}
     if current is not None and current.request.get("request_id") == run.request.get("request_id"):
         return {}  # it had finished and is on screen already
-    return await show(page, run, history, session, settings)
+    return await show(page, run, history, session, selected, settings)

@@ -1,9 +1,10 @@
 """Showing a run: every path that puts a run on screen (its end, Stop, History, the QA tab, an
-opened file, a branch) shows it by ``show``, in the samples area and every panel, from the one
-record; and the session remembers it.
+opened file, a branch) shows it by ``show``, in the samples area and the panel of the tab on
+screen, from the one record; and the session remembers it.
 
-Panels for a long run at n=256 take a moment: they are built off the event loop, so other
-sessions keep streaming meanwhile.
+Only the tab on screen is drawn, and another when it is opened (``opened``): at n=256 the six
+analysis tabs together are megabytes of figures, and a browser that takes them all at once stops
+painting for half a second. They are built off the event loop, so other sessions keep streaming.
 """
 
 from __future__ import annotations
@@ -20,13 +21,30 @@ from playground.ui.page import HISTORY_SIZE, Page
 FIGURES_EVERY = 1.0  # seconds between figure refreshes while streaming (figures travel whole)
 
 
-async def show(page: Page, run: Run, history: list | None, session, settings: dict | None = None) -> dict:
+async def show(page: Page, run: Run, history: list | None, session, selected: str | None,
+               settings: dict | None = None) -> dict:
     """Everything for a finished run, and the run remembered in the session's history.
-    ``settings``: the panels' controls as the handler received them."""
-    return await asyncio.to_thread(_show, page, run, history, session, settings or {})
+    ``selected``: the tab on screen; ``settings``: the panels' controls as the handler received them."""
+    return await asyncio.to_thread(_show, page, run, history, session, selected, settings or {})
 
 
-def _show(page: Page, run: Run, history: list | None, session, settings: dict) -> dict:
+async def opened(page: Page, run: Run | None, evt: gr.SelectData, **settings) -> dict:
+    """A tab opened: it becomes the one on screen, and its panel draws the run on screen."""
+    update = {page.selected: evt.value}
+    if run is not None:
+        update.update(await asyncio.to_thread(_panels, page, run, evt.value, settings))
+    return update
+
+
+def _panels(page: Page, run: Run, selected: str | None, settings: dict, live: bool = False) -> dict:
+    update = {}
+    for p in page.panels:
+        if p.tab == selected:
+            update.update(p.show_live(run, settings) if live else p.show(run, settings))
+    return update
+
+
+def _show(page: Page, run: Run, history: list | None, session, selected: str | None, settings: dict) -> dict:
     history = remember(history or [], run)
     update = {
         **page.samples.show(session, run),
@@ -38,19 +56,17 @@ def _show(page: Page, run: Run, history: list | None, session, settings: dict) -
                                      value=len(history) - 1),
         page.history_note: overlap_note(history),
     }
-    for p in page.panels:
-        update.update(p.show(run, settings))
+    update.update(_panels(page, run, selected, settings))
     return update
 
 
-def live(page: Page, run: Run, session, figures: bool, settings: dict | None = None) -> dict:
+def live(page: Page, run: Run, session, selected: str | None, figures: bool, settings: dict | None = None) -> dict:
     """A run in flight: what changed in the samples area, the summary line, and (``figures``)
-    the panels' live parts (``settings``: the panels' controls)."""
+    the live parts of the panel on screen (``settings``: the panels' controls)."""
     update = {**page.samples.update(session, run), page.summary: views.run_summary(run) if run.events
               else views.waiting_summary(run)}  # never empty: Gradio reads an empty dict as one value
     if figures and run.events:
-        for p in page.panels:
-            update.update(p.show_live(run, settings))
+        update.update(_panels(page, run, selected, settings or {}, live=True))
     return update
 
 
