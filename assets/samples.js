@@ -260,11 +260,10 @@ function drawWall() {
     for (const i of dirtyWall) mapDone[i] = M.T[i].length;
   }
   dirtyWall.clear();
-  lensLater();
+  placeLens();
 }
 function wallScrolled() {
   viewTop = wall.scrollTop;
-  lensLater();
   redraw();
 }
 wall.addEventListener('scroll', wallScrolled, {passive: true});
@@ -272,7 +271,7 @@ new ResizeObserver(() => { viewH = wall.clientHeight; redraw(); }).observe(wall)
 
 // --- the minimap: every token of every row, a few pixels each, in the wall's order ----------------
 const MAP_H = 480, CELL_W = 3;
-let mapRowH = 2, mapCols = 0;
+let mapRowH = 2, mapCols = 0, mapCssH = 0;
 function mapContext() {
   if (view !== 'wall' || M.n === 0) return null;
   const longest = M.T.reduce((a, t) => Math.max(a, t.length), 0);
@@ -281,6 +280,8 @@ function mapContext() {
   if (cols !== mapCols || rowH !== mapRowH || canvas.height !== M.n * rowH) {
     mapCols = cols; mapRowH = rowH;
     canvas.width = cols * CELL_W; canvas.height = M.n * rowH;
+    mapCssH = Math.min(M.n * rowH, MAP_H);  // n=1024: one pixel a row, squeezed
+    canvas.style.height = mapCssH + 'px';
     mapDirty = true;
   }
   return canvas.getContext('2d');
@@ -300,17 +301,10 @@ function drawMap(ctx) {
   for (let i = 0; i < M.n; i++) { for (let p = 0; p < M.T[i].length; p++) mapCell(ctx, i, p); mapDone[i] = M.T[i].length; }
   mapDirty = false;
 }
-let lensAsked = false;
-function lensLater() {
-  if (view !== 'wall') return;
-  if (lensAsked) return;
-  lensAsked = true;
-  requestAnimationFrame(() => {
-    lensAsked = false;
-    const total = wall.scrollHeight || 1, h = canvas.clientHeight;
-    lens.style.top = (wall.scrollTop / total * h) + 'px';
-    lens.style.height = Math.max(4, wall.clientHeight / total * h) + 'px';
-  });
+function placeLens() {  // the rows in view, on the map: from what is known, no layout read
+  const total = Math.max(1, M.n * rowH);
+  lens.style.top = (viewTop / total * mapCssH).toFixed(1) + 'px';
+  lens.style.height = Math.max(4, Math.min(viewH, total) / total * mapCssH).toFixed(1) + 'px';
 }
 function mapJump(e) {
   const box = canvas.getBoundingClientRect();
@@ -344,7 +338,6 @@ function setCells(c) {
   for (const r of live.values()) r.top = -1;
   spaceH = -1; redraw();
   for (const b of bar.querySelectorAll('[data-cells]')) b.classList.toggle('on', b.dataset.cells === c);
-  lensLater();
 }
 bar.addEventListener('click', (e) => {
   const b = e.target.closest('button');
