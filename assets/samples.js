@@ -126,9 +126,10 @@ function apply(m) {
   }
   for (const [i, reason] of (m.f || [])) { M.fin[i] = reason; dirtyCol.add(i); dirtyWall.add(i); }
   if (m.o) {
+    let moved = m.o.length !== M.order.length;
+    for (let r = 0; r < m.o.length; r++) if (M.rank[m.o[r]] !== r) { M.rank[m.o[r]] = r; moved = true; }
     M.order = m.o; M.shared = m.c;
-    for (let r = 0; r < m.o.length; r++) M.rank[m.o[r]] = r;
-    mapDirty = true;
+    if (moved) mapDirty = true;  // the map draws rows by rank; shared prefixes alone do not move it
   }
   if (m.st && m.st !== M.st) {
     M.st = m.st;
@@ -296,9 +297,20 @@ function mapCell(ctx, i, p) {
   ctx.fillStyle = mapColour(i, p);
   ctx.fillRect(p * CELL_W, M.rank[i] * mapRowH, CELL_W, mapRowH);
 }
-function drawMap(ctx) {
+function drawMap(ctx) {  // every cell, one path per colour (a fillStyle per cell costs more than the cells)
   ctx.clearRect(0, 0, canvas.width, canvas.height);
-  for (let i = 0; i < M.n; i++) { for (let p = 0; p < M.T[i].length; p++) mapCell(ctx, i, p); mapDone[i] = M.T[i].length; }
+  const paths = new Map();
+  for (let i = 0; i < M.n; i++) {
+    const y = M.rank[i] * mapRowH;
+    for (let p = 0; p < M.T[i].length; p++) {
+      const c = mapColour(i, p);
+      let path = paths.get(c);
+      if (!path) { path = new Path2D(); paths.set(c, path); }
+      path.rect(p * CELL_W, y, CELL_W, mapRowH);
+    }
+    mapDone[i] = M.T[i].length;
+  }
+  for (const [c, path] of paths) { ctx.fillStyle = c; ctx.fill(path); }
   mapDirty = false;
 }
 function placeLens() {  // the rows in view, on the map: from what is known, no layout read
