@@ -94,16 +94,6 @@ function reset(m) {
   for (const r of live.values()) r.row.remove();
   live = new Map(); spaceH = -1;
   cards = []; colDone = new Array(m.n).fill(0); mapDone = new Array(m.n).fill(0); selected = null;
-  const cf = document.createDocumentFragment();
-  for (let i = 0; i < m.n; i++) {
-    const card = document.createElement('div'); card.className = 'sa-card'; card.dataset.i = i;
-    const head = document.createElement('div'); head.className = 'sa-head';
-    const body = document.createElement('div'); body.className = 'sa-text';
-    const text = document.createTextNode(''); body.appendChild(text);
-    card.append(head, body); cf.appendChild(card);
-    cards.push({card, head, text, said: ''});
-  }
-  columnsBox.appendChild(cf);
   dirtyCol = new Set(M.order); dirtyWall = new Set(M.order); mapDirty = true;
   setView(chosenView || (props.view === 'auto' || !props.view ? (m.n <= (props.columns_up_to || 16) ? 'columns' : 'wall') : props.view));
   apply(m);
@@ -182,7 +172,22 @@ function draw() {
     : (view === 'wall' && colour === 'e' && anyTokens ? 'entropy of the top-k in bits (the rest counted as one outcome)' : '');
 }
 
+function makeCards() {  // the columns' cards, made the first time the columns are drawn for this run
+  const cf = document.createDocumentFragment();
+  for (let i = 0; i < M.n; i++) {
+    const card = document.createElement('div'); card.className = i === selected ? 'sa-card sel' : 'sa-card'; card.dataset.i = i;
+    const head = document.createElement('div'); head.className = 'sa-head';
+    const body = document.createElement('div'); body.className = 'sa-text';
+    const text = document.createTextNode(''); body.appendChild(text);
+    card.append(head, body); cf.appendChild(card);
+    cards.push({card, head, text, said: ''});
+    dirtyCol.add(i);
+  }
+  columnsBox.appendChild(cf);
+}
+
 function drawColumns() {
+  if (cards.length < M.n) makeCards();
   for (const i of dirtyCol) {
     const c = cards[i], T = M.T[i];
     if (T.length > colDone[i]) { c.text.appendData(T.slice(colDone[i]).join('')); colDone[i] = T.length; }
@@ -202,6 +207,9 @@ function cellClass(i, p) {
 // The wall is virtual: rows sit at top = rank x rowH in a box as tall as all of them, and only the
 // rows in view (and a margin) exist in the DOM, so a frame costs the same at n=32 and n=1024.
 const MARGIN_ROWS = 12;
+// A row's cells go in segments of SEGMENT: a new token lays out its segment, not the whole row.
+const SEGMENT = 16;
+const cellAt = (r, p) => p < 0 ? null : (r.cells.children[Math.floor(p / SEGMENT)] || {children: []}).children[p % SEGMENT] || null;
 let rowH = 16, viewTop = 0, viewH = 0, spaceH = -1, live = new Map();
 function makeRow(i) {
   const row = document.createElement('div'); row.className = i === selected ? 'sa-row sel' : 'sa-row'; row.dataset.i = i;
@@ -233,24 +241,21 @@ function drawWall() {
     if (r.top !== k) { r.row.style.top = (k * rowH) + 'px'; r.top = k; }
     const at = k > 0 && M.shared[k] > 0 ? M.shared[k] : -1;
     if (at !== r.dv) {
-      const old = r.cells.children[r.dv];
+      const old = cellAt(r, r.dv);
       if (old) old.classList.remove('dv');
       r.dv = at;
-      const cell = r.cells.children[at];
+      const cell = cellAt(r, at);
       if (cell) cell.classList.add('dv');
     }
     const T = M.T[i];
-    if (T.length > r.done) {
-      const frag = document.createDocumentFragment();
-      for (let p = r.done; p < T.length; p++) {
-        const s = document.createElement('span');
-        s.className = p === r.dv ? cellClass(i, p) + ' dv' : cellClass(i, p);
-        s.textContent = visible(T[p]);
-        frag.appendChild(s);
-      }
-      r.cells.appendChild(frag);
-      r.done = T.length;
+    for (let p = r.done; p < T.length; p++) {
+      if (p % SEGMENT === 0) r.cells.appendChild(document.createElement('span')).className = 'sa-seg';
+      const s = document.createElement('span');
+      s.className = p === r.dv ? cellClass(i, p) + ' dv' : cellClass(i, p);
+      s.textContent = visible(T[p]);
+      r.cells.lastChild.appendChild(s);
     }
+    r.done = T.length;
     const seed = M.seeds[i] === null || M.seeds[i] === undefined ? 'unseeded' : 'seed ' + M.seeds[i];
     const end = [finishLabel(i), seed].filter(Boolean).join(' \u00b7 ');
     if (end !== r.said) { r.end.textContent = end; r.said = end; }
@@ -365,7 +370,7 @@ function select(i) {
   if (selected !== null && cards[selected]) cards[selected].card.classList.remove('sel');
   if (selected !== null && live.has(selected)) live.get(selected).row.classList.remove('sel');
   selected = i;
-  cards[i].card.classList.add('sel');
+  if (cards[i]) cards[i].card.classList.add('sel');
   if (live.has(i)) live.get(i).row.classList.add('sel');
   trigger('select', {index: i, value: i, selected: true});
 }
@@ -379,8 +384,8 @@ const esc = (s) => s.replace(/[&<>"]/g, (c) => ({'&': '&amp;', '<': '&lt;', '>':
 wall.addEventListener('mouseover', (e) => {
   const cell = e.target.closest('.tk');
   if (!cell) { tip.hidden = true; return; }
-  const i = Number(cell.parentNode.parentNode.dataset.i);
-  const p = Array.prototype.indexOf.call(cell.parentNode.children, cell);
+  const seg = cell.parentNode, i = Number(seg.parentNode.parentNode.dataset.i);
+  const p = Array.prototype.indexOf.call(seg.parentNode.children, seg) * SEGMENT + Array.prototype.indexOf.call(seg.children, cell);
   const text = M.T[i][p], lp = M.L[i][p], top = M.K[i][p];
   let html = `<div class="sa-tip-head"><b>${esc(visible(text))}</b> <span>#${i} \u00b7 token ${p}</span></div>`;
   if (lp === null || lp === undefined) html += '<div>no logprobs recorded</div>';
