@@ -116,6 +116,11 @@ class SamplesSession:
     def in_flight(self) -> int:
         return self.seq - self.acked
 
+    @property
+    def streaming(self) -> bool:
+        """A ``paced`` stream is running (it sends the reset a browser asks for)."""
+        return self._loop is not None
+
     def ack(self, data: dict | None) -> None:
         """The browser painted every message up to ``data["s"]``; ``data["r"]``: it lacks the run
         (a delta reached it without the reset before) and wants a reset next."""
@@ -228,15 +233,21 @@ class SamplesArea:
             head=f"<style data-samples-area>{_asset('samples.css')}</style>", apply_default_css=False,
             elem_id=elem_id, render=render, view=view, columns_up_to=columns_up_to, wall_height=wall_height,
         )
-        self.html.ack(self._ack, [self.session], None, queue=False, show_progress="hidden",
+        self.html.ack(self._ack, [self.session], [self.html], queue=False, show_progress="hidden",
                       trigger_mode="multiple", api_visibility="private")
         self.html.select(self._remember, [self.session], None, queue=False, show_progress="hidden",
                          api_visibility="private")
 
     @staticmethod
-    async def _ack(session: SamplesSession | None, evt: gr.EventData) -> None:
-        if session is not None:
-            session.ack(evt._data if isinstance(evt._data, dict) else None)
+    async def _ack(session: SamplesSession | None, evt: gr.EventData):
+        """Note what the browser painted. A browser that lacks the run on screen while no stream
+        runs (the component was mounted again, after the run ended) gets it again at once."""
+        if session is None:
+            return gr.skip()
+        session.ack(evt._data if isinstance(evt._data, dict) else None)
+        if session.need_reset and not session.streaming and session.feed is not None:
+            return session.show(session.feed.run)
+        return gr.skip()
 
     @staticmethod
     async def _remember(session: SamplesSession | None, evt: gr.SelectData) -> None:
