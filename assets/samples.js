@@ -94,16 +94,6 @@ function reset(m) {
   for (const r of live.values()) r.row.remove();
   live = new Map(); spaceH = -1;
   cards = []; colDone = new Array(m.n).fill(0); mapDone = new Array(m.n).fill(0); selected = null;
-  const cf = document.createDocumentFragment();
-  for (let i = 0; i < m.n; i++) {
-    const card = document.createElement('div'); card.className = 'sa-card'; card.dataset.i = i;
-    const head = document.createElement('div'); head.className = 'sa-head';
-    const body = document.createElement('div'); body.className = 'sa-text';
-    const text = document.createTextNode(''); body.appendChild(text);
-    card.append(head, body); cf.appendChild(card);
-    cards.push({card, head, text, said: ''});
-  }
-  columnsBox.appendChild(cf);
   dirtyCol = new Set(M.order); dirtyWall = new Set(M.order); mapDirty = true;
   setView(chosenView || (props.view === 'auto' || !props.view ? (m.n <= (props.columns_up_to || 16) ? 'columns' : 'wall') : props.view));
   apply(m);
@@ -126,9 +116,10 @@ function apply(m) {
   }
   for (const [i, reason] of (m.f || [])) { M.fin[i] = reason; dirtyCol.add(i); dirtyWall.add(i); }
   if (m.o) {
+    let moved = m.o.length !== M.order.length;
+    for (let r = 0; r < m.o.length; r++) if (M.rank[m.o[r]] !== r) { M.rank[m.o[r]] = r; moved = true; }
     M.order = m.o; M.shared = m.c;
-    for (let r = 0; r < m.o.length; r++) M.rank[m.o[r]] = r;
-    mapDirty = true;
+    if (moved) mapDirty = true;  // the map draws rows by rank; shared prefixes alone do not move it
   }
   if (m.st && m.st !== M.st) {
     M.st = m.st;
@@ -181,7 +172,22 @@ function draw() {
     : (view === 'wall' && colour === 'e' && anyTokens ? 'entropy of the top-k in bits (the rest counted as one outcome)' : '');
 }
 
+function makeCards() {  // the columns' cards, made the first time the columns are drawn for this run
+  const cf = document.createDocumentFragment();
+  for (let i = 0; i < M.n; i++) {
+    const card = document.createElement('div'); card.className = i === selected ? 'sa-card sel' : 'sa-card'; card.dataset.i = i;
+    const head = document.createElement('div'); head.className = 'sa-head';
+    const body = document.createElement('div'); body.className = 'sa-text';
+    const text = document.createTextNode(''); body.appendChild(text);
+    card.append(head, body); cf.appendChild(card);
+    cards.push({card, head, text, said: ''});
+    dirtyCol.add(i);
+  }
+  columnsBox.appendChild(cf);
+}
+
 function drawColumns() {
+  if (cards.length < M.n) makeCards();
   for (const i of dirtyCol) {
     const c = cards[i], T = M.T[i];
     if (T.length > colDone[i]) { c.text.appendData(T.slice(colDone[i]).join('')); colDone[i] = T.length; }
@@ -201,6 +207,9 @@ function cellClass(i, p) {
 // The wall is virtual: rows sit at top = rank x rowH in a box as tall as all of them, and only the
 // rows in view (and a margin) exist in the DOM, so a frame costs the same at n=32 and n=1024.
 const MARGIN_ROWS = 12;
+// A row's cells go in segments of SEGMENT: a new token lays out its segment, not the whole row.
+const SEGMENT = 16;
+const cellAt = (r, p) => p < 0 ? null : (r.cells.children[Math.floor(p / SEGMENT)] || {children: []}).children[p % SEGMENT] || null;
 let rowH = 16, viewTop = 0, viewH = 0, spaceH = -1, live = new Map();
 function makeRow(i) {
   const row = document.createElement('div'); row.className = i === selected ? 'sa-row sel' : 'sa-row'; row.dataset.i = i;
@@ -232,24 +241,21 @@ function drawWall() {
     if (r.top !== k) { r.row.style.top = (k * rowH) + 'px'; r.top = k; }
     const at = k > 0 && M.shared[k] > 0 ? M.shared[k] : -1;
     if (at !== r.dv) {
-      const old = r.cells.children[r.dv];
+      const old = cellAt(r, r.dv);
       if (old) old.classList.remove('dv');
       r.dv = at;
-      const cell = r.cells.children[at];
+      const cell = cellAt(r, at);
       if (cell) cell.classList.add('dv');
     }
     const T = M.T[i];
-    if (T.length > r.done) {
-      const frag = document.createDocumentFragment();
-      for (let p = r.done; p < T.length; p++) {
-        const s = document.createElement('span');
-        s.className = p === r.dv ? cellClass(i, p) + ' dv' : cellClass(i, p);
-        s.textContent = visible(T[p]);
-        frag.appendChild(s);
-      }
-      r.cells.appendChild(frag);
-      r.done = T.length;
+    for (let p = r.done; p < T.length; p++) {
+      if (p % SEGMENT === 0) r.cells.appendChild(document.createElement('span')).className = 'sa-seg';
+      const s = document.createElement('span');
+      s.className = p === r.dv ? cellClass(i, p) + ' dv' : cellClass(i, p);
+      s.textContent = visible(T[p]);
+      r.cells.lastChild.appendChild(s);
     }
+    r.done = T.length;
     const seed = M.seeds[i] === null || M.seeds[i] === undefined ? 'unseeded' : 'seed ' + M.seeds[i];
     const end = [finishLabel(i), seed].filter(Boolean).join(' \u00b7 ');
     if (end !== r.said) { r.end.textContent = end; r.said = end; }
@@ -260,11 +266,10 @@ function drawWall() {
     for (const i of dirtyWall) mapDone[i] = M.T[i].length;
   }
   dirtyWall.clear();
-  lensLater();
+  placeLens();
 }
 function wallScrolled() {
   viewTop = wall.scrollTop;
-  lensLater();
   redraw();
 }
 wall.addEventListener('scroll', wallScrolled, {passive: true});
@@ -272,7 +277,7 @@ new ResizeObserver(() => { viewH = wall.clientHeight; redraw(); }).observe(wall)
 
 // --- the minimap: every token of every row, a few pixels each, in the wall's order ----------------
 const MAP_H = 480, CELL_W = 3;
-let mapRowH = 2, mapCols = 0;
+let mapRowH = 2, mapCols = 0, mapCssH = 0;
 function mapContext() {
   if (view !== 'wall' || M.n === 0) return null;
   const longest = M.T.reduce((a, t) => Math.max(a, t.length), 0);
@@ -281,6 +286,8 @@ function mapContext() {
   if (cols !== mapCols || rowH !== mapRowH || canvas.height !== M.n * rowH) {
     mapCols = cols; mapRowH = rowH;
     canvas.width = cols * CELL_W; canvas.height = M.n * rowH;
+    mapCssH = Math.min(M.n * rowH, MAP_H);  // n=1024: one pixel a row, squeezed
+    canvas.style.height = mapCssH + 'px';
     mapDirty = true;
   }
   return canvas.getContext('2d');
@@ -295,22 +302,26 @@ function mapCell(ctx, i, p) {
   ctx.fillStyle = mapColour(i, p);
   ctx.fillRect(p * CELL_W, M.rank[i] * mapRowH, CELL_W, mapRowH);
 }
-function drawMap(ctx) {
+function drawMap(ctx) {  // every cell, one path per colour (a fillStyle per cell costs more than the cells)
   ctx.clearRect(0, 0, canvas.width, canvas.height);
-  for (let i = 0; i < M.n; i++) { for (let p = 0; p < M.T[i].length; p++) mapCell(ctx, i, p); mapDone[i] = M.T[i].length; }
+  const paths = new Map();
+  for (let i = 0; i < M.n; i++) {
+    const y = M.rank[i] * mapRowH;
+    for (let p = 0; p < M.T[i].length; p++) {
+      const c = mapColour(i, p);
+      let path = paths.get(c);
+      if (!path) { path = new Path2D(); paths.set(c, path); }
+      path.rect(p * CELL_W, y, CELL_W, mapRowH);
+    }
+    mapDone[i] = M.T[i].length;
+  }
+  for (const [c, path] of paths) { ctx.fillStyle = c; ctx.fill(path); }
   mapDirty = false;
 }
-let lensAsked = false;
-function lensLater() {
-  if (view !== 'wall') return;
-  if (lensAsked) return;
-  lensAsked = true;
-  requestAnimationFrame(() => {
-    lensAsked = false;
-    const total = wall.scrollHeight || 1, h = canvas.clientHeight;
-    lens.style.top = (wall.scrollTop / total * h) + 'px';
-    lens.style.height = Math.max(4, wall.clientHeight / total * h) + 'px';
-  });
+function placeLens() {  // the rows in view, on the map: from what is known, no layout read
+  const total = Math.max(1, M.n * rowH);
+  lens.style.top = (viewTop / total * mapCssH).toFixed(1) + 'px';
+  lens.style.height = Math.max(4, Math.min(viewH, total) / total * mapCssH).toFixed(1) + 'px';
 }
 function mapJump(e) {
   const box = canvas.getBoundingClientRect();
@@ -344,7 +355,6 @@ function setCells(c) {
   for (const r of live.values()) r.top = -1;
   spaceH = -1; redraw();
   for (const b of bar.querySelectorAll('[data-cells]')) b.classList.toggle('on', b.dataset.cells === c);
-  lensLater();
 }
 bar.addEventListener('click', (e) => {
   const b = e.target.closest('button');
@@ -360,7 +370,7 @@ function select(i) {
   if (selected !== null && cards[selected]) cards[selected].card.classList.remove('sel');
   if (selected !== null && live.has(selected)) live.get(selected).row.classList.remove('sel');
   selected = i;
-  cards[i].card.classList.add('sel');
+  if (cards[i]) cards[i].card.classList.add('sel');
   if (live.has(i)) live.get(i).row.classList.add('sel');
   trigger('select', {index: i, value: i, selected: true});
 }
@@ -374,8 +384,8 @@ const esc = (s) => s.replace(/[&<>"]/g, (c) => ({'&': '&amp;', '<': '&lt;', '>':
 wall.addEventListener('mouseover', (e) => {
   const cell = e.target.closest('.tk');
   if (!cell) { tip.hidden = true; return; }
-  const i = Number(cell.parentNode.parentNode.dataset.i);
-  const p = Array.prototype.indexOf.call(cell.parentNode.children, cell);
+  const seg = cell.parentNode, i = Number(seg.parentNode.parentNode.dataset.i);
+  const p = Array.prototype.indexOf.call(seg.parentNode.children, seg) * SEGMENT + Array.prototype.indexOf.call(seg.children, cell);
   const text = M.T[i][p], lp = M.L[i][p], top = M.K[i][p];
   let html = `<div class="sa-tip-head"><b>${esc(visible(text))}</b> <span>#${i} \u00b7 token ${p}</span></div>`;
   if (lp === null || lp === undefined) html += '<div>no logprobs recorded</div>';

@@ -72,7 +72,7 @@ def design_config(design: str) -> dict:
     raise SystemExit(f"unknown design {design!r}: ack1, ack2, fixed100, fixed250, ...")
 
 
-def measure(browser, url: str, record: dict, timeout: float) -> dict:
+def measure(browser, url: str, record: dict, timeout: float, throttle: float = 1.0) -> dict:
     page = browser.new_page(viewport={"width": 1400, "height": 1000})
     errors: list[str] = []
     page.on("pageerror", lambda e: errors.append(str(e)))
@@ -82,6 +82,8 @@ def measure(browser, url: str, record: dict, timeout: float) -> dict:
         time.sleep(0.5)  # the page settles (fonts, Gradio's own start-up)
         cdp = page.context.new_cdp_session(page)
         cdp.send("Performance.enable")
+        if throttle > 1:  # a slower machine (or a busier tab): the page's main thread runs this many times slower
+            cdp.send("Emulation.setCPUThrottlingRate", {"rate": throttle})
         before = len(record["sessions"])
         page.evaluate(WATCH)
         page.wait_for_function("() => window.__bench.end !== null", timeout=timeout * 1000, polling=250)
@@ -116,6 +118,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--views", nargs="+", default=["wall", "columns"], choices=["wall", "columns"])
     parser.add_argument("--designs", nargs="+", default=["ack1", "ack2", "fixed100", "fixed250"])
     parser.add_argument("--speed", type=float, default=1.0, help="replay this many times faster than the engine")
+    parser.add_argument("--throttle", type=float, default=1.0,
+                        help="slow the page's CPU this many times (CDP), to see each design when the browser lags")
     parser.add_argument("--repeat", type=int, default=1, help="runs per configuration (the median is shown)")
     parser.add_argument("--bundle", type=Path, help="replay this run bundle (its n) instead of synthetic runs")
     parser.add_argument("--port", type=int, default=0)
@@ -144,8 +148,8 @@ def main(argv: list[str] | None = None) -> int:
                         config.update(n=n, view=view, **design_config(design))
                         runs = []
                         for _ in range(args.repeat):
-                            timeout = 60 + 0.25 * n
-                            runs.append(measure(browser, url, record, timeout))
+                            timeout = (60 + 0.25 * n) * args.throttle
+                            runs.append(measure(browser, url, record, timeout, args.throttle))
                         row = {"n": n, "view": view, "design": design, "runs": runs,
                                **{k: _median([r[k] for r in runs]) for k in runs[0] if k != "page_errors"},
                                "max_gap_ms_worst": max(r["max_gap_ms"] for r in runs),
@@ -156,7 +160,7 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         demo.close()
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps({"source": str(args.bundle or "synthetic"), "tokens": args.tokens, "speed": args.speed,
+    args.out.write_text(json.dumps({"source": str(args.bundle or "synthetic"), "tokens": args.tokens, "speed": args.speed, "throttle": args.throttle,
                                     "rows": rows}, indent=1))
     print("\n| n | view | design | first token ms | updates/s | longest gap ms (worst) | bytes/update mean (max) "
           "| heap MB | page errors |\n|---|---|---|---|---|---|---|---|---|")

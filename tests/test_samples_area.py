@@ -91,6 +91,37 @@ def test_a_reset_carries_everything_and_follows_a_request_for_one():
     assert json.loads(session.update(other))["k"] == "r"  # another run: a reset, never a delta
 
 
+def test_showing_the_run_just_streamed_sends_only_what_is_left():
+    import gradio as gr
+
+    from playground.ui.samples_area import SamplesArea
+
+    with gr.Blocks():
+        area = SamplesArea()
+    run, session = blank(2), SamplesSession()
+    area.update(session, run)
+    grow(run, 0, "a")
+    area.update(session, run)
+    run.status = "finished"
+    assert json.loads(area.show(session, run)[area.html]) == {"k": "d", "s": session.seq, "r": 1, "st": "finished"}
+    assert area.show(session, run) == {}  # nothing left
+    assert json.loads(area.show(session, run, force=True)[area.html])["k"] == "r"
+    assert json.loads(area.show(session, blank(2))[area.html])["k"] == "r"  # another run: everything
+
+
+def test_a_browser_that_lost_the_run_gets_it_back_from_its_ack():
+    import gradio as gr
+
+    from playground.ui.samples_area import SamplesArea
+
+    run, session = synthetic_run(3, 4), SamplesSession()
+    session.show(run)
+    painted = asyncio.run(SamplesArea._ack(session, gr.EventData(None, {"s": session.seq})))
+    assert isinstance(painted, gr.skip().__class__)  # nothing to send back
+    again = asyncio.run(SamplesArea._ack(session, gr.EventData(None, {"s": session.seq, "r": 1})))
+    assert json.loads(again)["k"] == "r" and not session.need_reset
+
+
 def test_wall_rows_follow_the_divergence_tree_and_shared_prefixes():
     sequences = [[1, 2, 3], [1, 2], [0, 5], [1, 2, 3], [1, 4], []]
     order, shared = prefix_order(sequences)

@@ -27,6 +27,13 @@ fewer than ``window`` messages are unacknowledged, carrying everything accumulat
 heartbeat while nothing changes (Gradio notices a closed tab only when the handler yields). The ack
 listener reads the session's State, which is the very object the streaming handler holds (Gradio
 deep-copies a State's initial value once per session, then keeps it), so no registry is needed.
+A browser that got a delta of a run it lacks says so in its ack; the stream (or, with none
+running, the ack's own answer) sends a reset.
+
+Measured (scripts/samples_harness.py, 2-core machine shared with other work): with the browser
+keeping up, acks and a fixed 100 ms interval give the same frame gaps and, from n=128 on, the
+same update rate (the engine's); acks double the rate at n=32 (20/s, the 50 ms floor, against
+10/s). With the page's CPU slowed 4x, acks sent fewer, larger messages and had the shorter gaps.
 """
 
 from __future__ import annotations
@@ -115,6 +122,11 @@ class SamplesSession:
     @property
     def in_flight(self) -> int:
         return self.seq - self.acked
+
+    @property
+    def streaming(self) -> bool:
+        """A ``paced`` stream is running (it sends the reset a browser asks for)."""
+        return self._loop is not None
 
     def ack(self, data: dict | None) -> None:
         """The browser painted every message up to ``data["s"]``; ``data["r"]``: it lacks the run
@@ -228,15 +240,21 @@ class SamplesArea:
             head=f"<style data-samples-area>{_asset('samples.css')}</style>", apply_default_css=False,
             elem_id=elem_id, render=render, view=view, columns_up_to=columns_up_to, wall_height=wall_height,
         )
-        self.html.ack(self._ack, [self.session], None, queue=False, show_progress="hidden",
+        self.html.ack(self._ack, [self.session], [self.html], queue=False, show_progress="hidden",
                       trigger_mode="multiple", api_visibility="private")
         self.html.select(self._remember, [self.session], None, queue=False, show_progress="hidden",
                          api_visibility="private")
 
     @staticmethod
-    async def _ack(session: SamplesSession | None, evt: gr.EventData) -> None:
-        if session is not None:
-            session.ack(evt._data if isinstance(evt._data, dict) else None)
+    async def _ack(session: SamplesSession | None, evt: gr.EventData):
+        """Note what the browser painted. A browser that lacks the run on screen while no stream
+        runs (the component was mounted again, after the run ended) gets it again at once."""
+        if session is None:
+            return gr.skip()
+        session.ack(evt._data if isinstance(evt._data, dict) else None)
+        if session.need_reset and not session.streaming and session.feed is not None:
+            return session.show(session.feed.run)
+        return gr.skip()
 
     @staticmethod
     async def _remember(session: SamplesSession | None, evt: gr.SelectData) -> None:
@@ -248,7 +266,13 @@ class SamplesArea:
         message = session.update(run) if run is not None else None
         return {} if message is None else {self.html: message}
 
-    def show(self, session: SamplesSession, run: Run, view: str | None = None) -> dict:
+    def show(self, session: SamplesSession, run: Run, view: str | None = None, force: bool = False) -> dict:
+        """A run at once. The run this session just streamed is already in the browser: it gets
+        only what is left (a reset of n=256 x 64 tokens with a top-5 is about 1.4 MB and takes
+        ~0.2 s to build, so call this off the event loop for big opened runs); ``force``: a reset."""
+        if not force and view is None and session.feed is not None and session.feed.matches(run) \
+                and not session.need_reset:
+            return self.update(session, run)
         return {self.html: session.show(run, view)}
 
     def switch(self, session: SamplesSession, view: str) -> dict:
