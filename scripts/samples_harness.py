@@ -34,9 +34,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from playground.bench.browser import chromium_path
-from playground.run import Run
-from playground.ui.samples_replay import demo_app, synthetic_run
+from playground.bench.browser import chromium_path  # noqa: E402 (after the path)
+from playground.run import Run  # noqa: E402 (after the path)
+from playground.ui.samples_replay import demo_app, synthetic_run  # noqa: E402 (after the path)
 
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-quic",
                  "--no-first-run", "--disable-component-update", "--disable-sync"]
@@ -160,8 +160,8 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         demo.close()
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps({"source": str(args.bundle or "synthetic"), "tokens": args.tokens, "speed": args.speed, "throttle": args.throttle,
-                                    "rows": rows}, indent=1))
+    args.out.write_text(json.dumps({"source": str(args.bundle or "synthetic"), "tokens": args.tokens,
+                                    "speed": args.speed, "throttle": args.throttle, "rows": rows}, indent=1))
     print("\n| n | view | design | first token ms | updates/s | longest gap ms (worst) | bytes/update mean (max) "
           "| heap MB | page errors |\n|---|---|---|---|---|---|---|---|---|")
     for row in rows:
@@ -185,8 +185,8 @@ def _median(values):
 
 
 def _line(row: dict) -> str:
-    keys = ["first_ms", "updates_per_s", "max_gap_ms", "max_gap_at_ms", "long_tasks_ms", "messages", "bytes_mean", "bytes_max",
-            "heap_mb"]
+    keys = ["first_ms", "updates_per_s", "max_gap_ms", "max_gap_at_ms", "long_tasks_ms", "messages", "bytes_mean",
+            "bytes_max", "heap_mb"]
     return f"n={row['n']} {row['view']} {row['design']}: " + ", ".join(f"{k}={row[k]}" for k in keys)
 
 

@@ -212,7 +212,7 @@ def test_paced_without_acks_sends_after_the_timeout_and_beats_while_silent():
         run = blank(1)
 
         async def engine():
-            for k in range(3):
+            for _ in range(3):
                 grow(run, 0, "x")
                 yield run
                 await asyncio.sleep(0.25)

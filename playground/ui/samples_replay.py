@@ -42,7 +42,7 @@ def synthetic_run(n: int, tokens: int = 64, *, seed: int = 0, logprobs: int | No
     rng = random.Random(seed)
     step_s = step_for(n) if step_s is None else step_s
     sequences: list[list[int]] = []
-    for i in range(n):
+    for _ in range(n):
         length = tokens if rng.random() >= stop_share else rng.randint(max(1, tokens // 8), tokens - 1)
         prefix: list[int] = []
         if sequences:
