@@ -366,17 +366,24 @@ bar.addEventListener('click', (e) => {
 setColour('p'); setCells('text'); setView(props.view === 'wall' ? 'wall' : 'columns');
 
 // --- a click selects a sample; the page hears it as the component's select event ------------------
-function select(i) {
+// (a token cell of the wall also says its position: the Branch tab starts there)
+function select(i, token) {
   if (selected !== null && cards[selected]) cards[selected].card.classList.remove('sel');
   if (selected !== null && live.has(selected)) live.get(selected).row.classList.remove('sel');
   selected = i;
   if (cards[i]) cards[i].card.classList.add('sel');
   if (live.has(i)) live.get(i).row.classList.add('sel');
-  trigger('select', {index: i, value: i, selected: true});
+  trigger('select', {index: i, value: {sample: i, token: token}, selected: true});
 }
+const tokenAt = (cell) => {  // a wall cell's position: its segment's place in the row, then its own
+  const seg = cell.parentNode;
+  return Array.prototype.indexOf.call(seg.parentNode.children, seg) * SEGMENT + Array.prototype.indexOf.call(seg.children, cell);
+};
 root.addEventListener('click', (e) => {
   const target = e.target.closest('.sa-row, .sa-card');
-  if (target && root.contains(target)) select(Number(target.dataset.i));
+  if (!target || !root.contains(target)) return;
+  const cell = e.target.closest('.sa-row .tk');
+  select(Number(target.dataset.i), cell ? tokenAt(cell) : null);
 });
 
 // --- hover: the token, its probability, and the top-k at its position -----------------------------
@@ -384,8 +391,7 @@ const esc = (s) => s.replace(/[&<>"]/g, (c) => ({'&': '&amp;', '<': '&lt;', '>':
 wall.addEventListener('mouseover', (e) => {
   const cell = e.target.closest('.tk');
   if (!cell) { tip.hidden = true; return; }
-  const seg = cell.parentNode, i = Number(seg.parentNode.parentNode.dataset.i);
-  const p = Array.prototype.indexOf.call(seg.parentNode.children, seg) * SEGMENT + Array.prototype.indexOf.call(seg.children, cell);
+  const i = Number(cell.parentNode.parentNode.parentNode.dataset.i), p = tokenAt(cell);
   const text = M.T[i][p], lp = M.L[i][p], top = M.K[i][p];
   let html = `<div class="sa-tip-head"><b>${esc(visible(text))}</b> <span>#${i} \u00b7 token ${p}</span></div>`;
   if (lp === null || lp === undefined) html += '<div>no logprobs recorded</div>';

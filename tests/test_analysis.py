@@ -154,6 +154,15 @@ def test_pairwise_heatmap_is_symmetric_and_labelled_with_divergence():
     assert fig.layout.height
 
 
+def test_the_pairwise_heatmap_of_a_large_run_draws_its_first_samples_and_says_so():
+    n = A.MAX_HEATMAP + 4
+    fig = A.pairwise_heatmap(make_run([[1, 2, k % 7] for k in range(n)]))
+    (heat,) = fig.data
+    assert len(heat.z) == len(heat.y) == A.MAX_HEATMAP and heat.text is None  # no cell text this large
+    assert heat.y[-1] == f"sample {A.MAX_HEATMAP - 1}"
+    assert f"of the first {A.MAX_HEATMAP} samples (of {n})" in fig.layout.title.text
+
+
 # ---- tree ---------------------------------------------------------------------------------------
 
 def branch_by_tokens(root, token_ids):

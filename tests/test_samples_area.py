@@ -22,6 +22,8 @@ from playground.ui.samples_area import SamplesSession
 from playground.ui.samples_replay import demo_app, synthetic_run
 from tests.helpers import free_port, wait_until
 
+NEXT_FRAME = "() => new Promise((done) => requestAnimationFrame(() => requestAnimationFrame(done)))"
+
 
 def blank(n: int, logprobs: bool = True) -> Run:
     return Run(request={"request_id": "run-test", "n": n}, samples=[
@@ -304,7 +306,7 @@ def test_the_wall_and_the_columns_stream_128_samples_in_chromium(served, page):
     height = page.evaluate("document.querySelector('.sa-wall').scrollHeight")
     for top in range(0, height, 300):
         page.evaluate(f"document.querySelector('.sa-wall').scrollTop = {top}")
-        page.wait_for_timeout(80)
+        page.evaluate(NEXT_FRAME)  # the rows in view are drawn on the frame after a scroll
         for i, y in page.evaluate("""() => [...document.querySelectorAll('.sa-row')]
                                     .map(r => [Number(r.dataset.i), parseFloat(r.style.top)])"""):
             seen[i] = y
@@ -313,7 +315,7 @@ def test_the_wall_and_the_columns_stream_128_samples_in_chromium(served, page):
 
     # Hover a token: its probability and the top-k at its position.
     page.evaluate("document.querySelector('.sa-wall').scrollTop = 0")
-    page.wait_for_timeout(100)  # the rows in view follow the scroll at the next frame
+    page.evaluate(NEXT_FRAME)
     i = prefix_order([s.token_ids for s in run.samples])[0][1]  # the second row
     row = page.locator(f'.sa-row[data-i="{i}"]')
     row.locator(".tk").nth(3).hover()
@@ -329,7 +331,10 @@ def test_the_wall_and_the_columns_stream_128_samples_in_chromium(served, page):
     row.locator(".sa-label").click()
     assert wait_until(lambda: record["picked"] and record["picked"][-1] == i, timeout=5)
     page.wait_for_function("(i) => document.querySelector('#picked textarea').value === i", arg=str(i), timeout=5_000)
-    assert session.selected == i
+    assert session.selected == i and record["tokens"][-1] is None
+    row.locator(".tk").nth(3).click()  # a token: its position too (the Branch tab starts there)
+    assert wait_until(lambda: record["tokens"] and record["tokens"][-1] == 3, timeout=5)
+    assert record["picked"][-1] == i
 
     gap, at = stream(page, config, "columns")
     run = record["runs"][-1]

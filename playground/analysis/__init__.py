@@ -75,6 +75,7 @@ from playground.analysis.convergence import (
 )
 from playground.analysis.diff import (
     DIFF_COLORS,
+    MAX_HEATMAP,
     common_prefix,
     diff_html,
     diff_rows,
@@ -169,6 +170,7 @@ __all__ = [
     "GROUP_COLUMNS",
     "LOGPROB_NOTE",
     "MAX_ALTERNATIVES",
+    "MAX_HEATMAP",
     "PARTIAL",
     "SAMPLE_COLUMNS",
     "SET_COLUMNS",

@@ -156,24 +156,33 @@ def diff_rows(run: Run, reference: int, anchored: bool = False, with_similarity:
     return rows
 
 
+MAX_HEATMAP = 256  # samples in the pairwise heatmap
+
+
 def pairwise_heatmap(run: Run) -> go.Figure:
     """Similarity of every pair of samples; each cell is labelled with the first divergence
-    position ('=' for identical samples)."""
-    names = [f"sample {s.index}" for s in run.samples]
+    position ('=' for identical samples). Of a run of more than ``MAX_HEATMAP`` samples, the first
+    ``MAX_HEATMAP``: the matrix grows with n squared (19 MB of figure at n=1024), and a page that
+    takes that stops painting."""
+    shown = run.samples[:MAX_HEATMAP]
+    names = [f"sample {s.index}" for s in shown]
     n = len(names)
-    tokens = [s.token_ids for s in run.samples]
+    tokens = [s.token_ids for s in shown]
     z, first = similarity_matrix(tokens), first_divergences(tokens)
     np.fill_diagonal(z, 1.0)
-    text = np.where(first < 0, "=", first.astype(str))
-    np.fill_diagonal(text, "")
+    labelled = n <= 16  # cell text is drawn only this small; beyond, it is the hover's
+    text = np.where(first < 0, "=", first.astype(str)) if labelled else None
+    if labelled:
+        np.fill_diagonal(text, "")
     fig = go.Figure(go.Heatmap(
-        z=z.round(3), x=names, y=names, text=text, texttemplate="%{text}" if n <= 16 else None,
+        z=z.round(3), x=names, y=names, text=text, texttemplate="%{text}" if labelled else None,
         customdata=first, hovertemplate="%{y} vs %{x}<br>similarity %{z:.3f}<br>first divergence at token "
                                         "%{customdata} (-1: identical)<extra></extra>",
         zmin=0, zmax=1, colorscale="Viridis", colorbar={"title": "similarity"},
     ))
+    of = f" of the first {n} samples (of {run.n})" if run.n > n else ""
     fig.update_layout(
-        title="Pairwise similarity (cell text: first divergent token position)",
+        title=f"Pairwise similarity{of} (cell text: first divergent token position)",
         height=height_for(n, per_row=22, minimum=360), yaxis_autorange="reversed",
     )
     return fig

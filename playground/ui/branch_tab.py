@@ -2,13 +2,14 @@
 person's choice there, and ask "what if" of every likely token at that point.
 
 A point is sample i at token k: picked by a click on a token in the Diff view, on a box of the
-divergence tree, or on a row of the samples area (then token 0), or typed. The branch is a new run
-of the same settings (n, output_kind, mode unless changed here) with its own seeds, whose prompt is
-the run's rendered prompt's ids, then sample i's first k tokens, then the chosen token (or the
-model's own choice). It streams like any run and is shown with its branch point named. "What if"
-runs one branch of n samples for each of the top-k tokens at the point, side by side: each
-token's probability there and what its samples say (majority answer and vote share with the Set
-tab's extractor, distinct-2), and one divergence tree with each branch under its token.
+divergence tree, or on a token of the samples area's wall (a sample's label or card: token 0), or
+typed. The branch is a new run of the same settings (n, output_kind, mode unless changed here)
+with its own seeds, whose prompt is the run's rendered prompt's ids, then sample i's first k
+tokens, then the chosen token (or the model's own choice). It streams like any run and is shown
+with its branch point named. "What if" runs one branch of n samples for each of the top-k tokens
+at the point, side by side: each token's probability there and what its samples say (majority
+answer and vote share with the Set tab's extractor, distinct-2), and one divergence tree with
+each branch under its token.
 """
 
 from __future__ import annotations
@@ -173,8 +174,11 @@ def placed(tab: BranchTab, run: Run | None, sample, position) -> dict:
 
 
 def sample_picked(tab: BranchTab, run: Run | None, evt: gr.SelectData) -> dict:
-    """A sample picked in the samples area: the point is its first token."""
-    return {tab.sample: int(evt.index), tab.position: 0, **point_view(tab, run, int(evt.index), 0)}
+    """A sample picked in the samples area: the point is the token clicked in the wall, or the
+    sample's first token (a click on its label or card)."""
+    token = evt.value.get("token") if isinstance(evt.value, dict) else None
+    position = int(token) if token is not None else 0
+    return {tab.sample: int(evt.index), tab.position: position, **point_view(tab, run, int(evt.index), position)}
 
 
 def branch_request(run: Run, sample, position, forced: int | None, forced_text: str | None,

@@ -224,7 +224,8 @@ class SamplesArea:
     - A finished or opened run at once: ``area.show(session, run)``; a view: ``area.switch(session,
       "wall")`` (the page's own buttons switch too, without the server).
     - A click on a sample: ``area.html.select(fn, ...)`` with ``evt: gr.SelectData``, ``evt.index``
-      the sample's index; ``session.selected`` holds the last one.
+      the sample's index, ``evt.value["token"]`` the position of the wall's token clicked (None
+      for a label or a card); ``session.selected`` holds the last sample.
 
     Outputs of handlers that write ``area.html`` should say ``show_progress="hidden"``: a progress
     overlay on every message would cover the samples.

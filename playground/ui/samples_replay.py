@@ -115,7 +115,7 @@ def demo_app(config: dict[str, Any], make_run: Callable[[dict], Run] | None = No
     handlers fill for measurement: ``sessions`` (each run's SamplesSession) and ``picked``.
     """
     make = make_run or (lambda c: synthetic_run(c.get("n", 32), c.get("tokens", 64), logprobs=c.get("logprobs", 5)))
-    record: dict[str, Any] = {"sessions": [], "picked": [], "runs": []}
+    record: dict[str, Any] = {"sessions": [], "picked": [], "tokens": [], "runs": []}
     with gr.Blocks(title="samples area") as demo:
         with gr.Row():
             run_btn = gr.Button("Run", elem_id="run")
@@ -140,6 +140,7 @@ def demo_app(config: dict[str, Any], make_run: Callable[[dict], Run] | None = No
 
         def heard(evt: gr.SelectData):
             record["picked"].append(evt.index)
+            record["tokens"].append(evt.value.get("token"))
             return str(evt.index)
 
         run_btn.click(stream, [area.session], [area.html], show_progress="hidden")
