@@ -345,6 +345,14 @@ def test_events_frame_and_figure_by_output_kind(kind, events, marks, carried):
     assert len(fig.layout.shapes) == 1  # the event that finished the run
 
 
+def test_the_events_timeline_of_a_large_run_marks_its_first_samples_and_counts_every_output():
+    run = make_run([[1, 2]] * 40)
+    fig = A.events_figure(run)
+    marked = {y for trace in fig.data[:2] for y in trace.y}
+    assert marked == set(range(32)) and f"{len(A.event_outputs_frame(run))} output(s)" in fig.layout.title.text
+    assert "of samples 0–31 of 40" in fig.layout.title.text and fig.layout.yaxis.range == (31.5, -0.5)
+
+
 def test_events_of_a_run_in_progress():
     run = make_run([[1, 2, 3], [1, 2, 3, 4]], finished=[], status="running")
     fig = A.events_figure(run)

@@ -214,8 +214,15 @@ def event_outputs_frame(run: Run) -> pd.DataFrame:
 
 def events_figure(run: Run) -> go.Figure:
     """A mark per event per index carried (size: tokens carried); a sample's finish is a red
-    diamond; a dashed line marks the event that finished the whole run."""
+    diamond; a dashed line marks the event that finished the whole run. Of a large run, the marks
+    of its first samples (``drawn_samples``): at n=128 every mark is thousands of them, and a page
+    that draws them stops painting for a second; the events table has every one."""
     frame = event_outputs_frame(run)
+    outputs = len(frame)
+    drawn, note = drawn_samples(run, "marks")
+    rows_shown = len(drawn) if note else run.n
+    if note:
+        frame = frame[frame["index"] < rows_shown]
     fig = go.Figure()
     for name, rows, symbol, color in (
         ("output", frame[frame["finish_reason"].isna()], "circle", "#3b82f6"),
@@ -241,10 +248,10 @@ def events_figure(run: Run) -> go.Figure:
         fig.update_layout(yaxis2={"title": "requests in the engine", "overlaying": "y", "side": "right",
                                   "rangemode": "tozero", "showgrid": False})
     fig.update_layout(
-        title=f"Raw events ({run.output_kind}): {len(run.events)} event(s), {len(frame)} output(s)",
+        title=f"Raw events ({run.output_kind}): {len(run.events)} event(s), {outputs} output(s){note}",
         # From 0, so a FINAL_ONLY run shows its one event at the end, not alone in the middle.
         xaxis={"title": "ms since the run started", "rangemode": "tozero"},
-        yaxis={"title": "sample index", "range": [run.n - 0.5, -0.5], "tickmode": "linear", "dtick": 1},
-        height=height_for(run.n, per_row=20, minimum=320),
+        yaxis={"title": "sample index", "range": [rows_shown - 0.5, -0.5], "tickmode": "linear", "dtick": 1},
+        height=height_for(rows_shown, per_row=20, minimum=320),
     )
     return fig

@@ -173,9 +173,21 @@ def build_app(backend, sync_runner=None, embedding_model: str | None = None,
         demo.load(partial(controls.on_load, page), [prompt, use_chat], [status, rendered], api_visibility="private")
         demo.load(None, None, None, js=set_tab.CLICK_JS)  # a click on an answer group's bar reaches the server
         demo.load(None, None, None, js=branch_tab.PICK_JS)  # a click on a token or a tree box offers a branch
+        if preload := plotly_preload_js():
+            demo.load(None, None, None, js=preload)
         gr.api(sample_endpoint(backend), api_name="sample", concurrency_id="sampling")
     demo.max_file_mb = max_file_mb  # for launch_app: Gradio refuses bigger uploads before they are read
     return demo
+
+
+def plotly_preload_js() -> str | None:
+    """Gradio loads its plotly renderer (a 4.6 MB script) when the page draws its first figure,
+    which is when a run ends: the page then stops painting for 1-1.5 s on a 2-core machine. Load
+    it while the page opens instead. None when this Gradio names the file otherwise."""
+    found = sorted((Path(gr.__file__).parent / "templates" / "frontend" / "assets").glob("PlotlyPlot-*.js"))
+    if not found:
+        return None
+    return f"() => {{ import(new URL('assets/{found[0].name}', document.baseURI).href).catch(() => {{}}); }}"
 
 
 def open_tab(page: Page):

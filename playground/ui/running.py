@@ -20,7 +20,7 @@ from playground.ui.form import request_from_form
 from playground.ui.live import LiveRun
 from playground.ui.messages import shown
 from playground.ui.page import Page
-from playground.ui.showing import FIGURES_EVERY, live, show
+from playground.ui.showing import figures_every, live, show
 
 BUSY = "A run of this page is still going: press Stop first, or wait for it to finish."
 WAITING = "⏳ waiting for a free slot…"
@@ -51,7 +51,7 @@ async def stream(page: Page, live_run: LiveRun | None, history: list | None, ses
                 if run is None or run.finished:
                     yield {page.summary: gr.skip()}  # a heartbeat: Gradio notices a closed tab only at a yield
                     continue  # the final render follows the stream's end
-                figures = time.monotonic() - figures_at >= FIGURES_EVERY
+                figures = time.monotonic() - figures_at >= figures_every(run.n)
                 if figures:
                     figures_at = time.monotonic()
                 yield live(page, run, session, selected, figures, settings)

@@ -18,7 +18,14 @@ from playground.run import Run
 from playground.ui import views
 from playground.ui.page import HISTORY_SIZE, Page
 
-FIGURES_EVERY = 1.0  # seconds between figure refreshes while streaming (figures travel whole)
+FIGURES_EVERY = 1.0  # seconds between figure refreshes while streaming, per 32 samples
+
+
+def figures_every(n: int) -> float:
+    """Seconds between the live figures of a run of n. A figure travels and is drawn whole, and
+    at n=128 drawing one keeps the browser from painting for 150-300 ms: once a second, that would
+    be the stall the samples area avoids."""
+    return FIGURES_EVERY * max(1.0, n / 32)
 
 
 async def show(page: Page, run: Run, history: list | None, session, selected: str | None,
