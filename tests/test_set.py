@@ -253,7 +253,7 @@ def test_batch_summary_has_the_set_measures():
 
 def test_set_tab_values_and_a_bar_click():
     from playground.ui import set_tab
-    from playground.ui.answers import extractor_spec
+    from playground.ui.answer_controls import extractor_spec
 
     shown = set_tab.set_values(TWO_GROUPS, extractor_spec("last-number", "ignored"))
     assert "**Majority answer: `12`** given by 3 of 5 samples: vote share **60%**" in shown.headline

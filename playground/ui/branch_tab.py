@@ -28,7 +28,7 @@ from playground.errors import InvalidRequest
 from playground.request import SampleRequest
 from playground.run import Run
 from playground.ui import views
-from playground.ui.answers import extractor_spec
+from playground.ui.answer_controls import extractor_spec
 from playground.ui.live import LiveRun
 from playground.ui.messages import shown
 from playground.ui.page import Page

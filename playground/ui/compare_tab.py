@@ -21,7 +21,7 @@ import gradio as gr
 
 from playground import analysis
 from playground.run import Run
-from playground.ui.answers import optional_controls, with_chosen_answers
+from playground.ui.answer_controls import optional_controls, with_chosen_answers
 
 INTRO = ("Pick two runs of this session (History, files opened in the History tab, the last sweep). With the "
          "same base seed, sample i has the same seed in both runs, so where they first part is what the "

@@ -18,7 +18,7 @@ import gradio as gr
 
 from playground import analysis
 from playground.run import Run
-from playground.ui.answers import extractor_spec
+from playground.ui.answer_controls import extractor_spec
 
 INTRO = ("The run bundle holds the request, every raw event and the samples; every view on this page is "
          "computed from it. The report is one HTML page of the run (samples, diff, tree, charts, set measures) "

@@ -31,7 +31,7 @@ from playground import analysis
 from playground.analysis import InvalidExtractor, SetMeasures, message_figure
 from playground.backends.embeddings import EmbeddingModelError, load_embedder
 from playground.run import Run
-from playground.ui.answers import CHOICES, PATTERN_EXAMPLE, PATTERN_LABEL, extractor_spec
+from playground.ui.answer_controls import CHOICES, PATTERN_EXAMPLE, PATTERN_LABEL, extractor_spec
 from playground.ui.panels import Panel
 
 INTRO = ("What the n samples say **together**: which answer most of them give (self-consistency: the majority "

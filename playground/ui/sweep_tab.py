@@ -23,7 +23,7 @@ from playground.backends.base import record
 from playground.errors import InvalidRequest
 from playground.run import Run
 from playground.sampling.sweep_request import MAX_SWEEP_VALUES, SWEEP_SETTINGS, SweepRequest, seed_overlap_note
-from playground.ui.answers import once_per_run, optional_controls, with_chosen_answers
+from playground.ui.answer_controls import once_per_run, optional_controls, with_chosen_answers
 from playground.ui.form import request_from_form
 from playground.ui.messages import shown
 from playground.ui.streaming import paced
