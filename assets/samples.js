@@ -46,7 +46,7 @@ function empty() {
 let seq = 0, needReset = false, chosenView = null, view = 'columns', colour = 'p', selected = null;
 let cards = [], colDone = [], mapDone = [];
 let dirtyCol = new Set(), dirtyWall = new Set(), mapDirty = true;
-const stats = root.__sa = {tokens: 0, painted: 0, messages: 0, resets: 0, applyMs: 0, drawMs: 0, mapMs: 0,
+const stats = root.__sa = {tokens: 0, painted: 0, messages: 0, bytes: 0, resets: 0, applyMs: 0, drawMs: 0, mapMs: 0,
   view: () => view, status: () => M.st, model: () => M};
 
 const visible = (piece) => piece === '' ? PARTIAL : piece.replace(/[ \t\r\n]/g, (c) => MARKS[c]);
@@ -69,7 +69,7 @@ function receive(text) {
   const started = performance.now();
   try { m = JSON.parse(text); } catch (e) { return; }
   if (!m || typeof m.s !== 'number') return;
-  stats.messages++;
+  stats.messages++; stats.bytes += text.length;  // characters of JSON: bytes, but for non-ASCII text
   if (m.k === 'r') reset(m);
   else if (m.k === 'v') { chosenView = m.v; setView(m.v); }
   else if (m.k === 'd') {

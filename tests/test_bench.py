@@ -3,6 +3,7 @@ the machines are shared and noisy, so only shapes, formats and arithmetic are ch
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import re
@@ -206,6 +207,16 @@ def test_a_tiny_real_run_writes_its_files_and_ends_with_the_headline(host, app_u
         assert (tmp_path / f"smoke-{name}").stat().st_size > 0
     last = capsys.readouterr().out.rstrip("\n").splitlines()[-1]
     assert HEADLINE.match(last), last
+
+    # The same report against itself as the baseline: every shared figure side by side, at 1.00.
+    bench.publish(report, tmp_path, "again", baseline=tmp_path / "smoke-results.json")
+    out = capsys.readouterr().out
+    table = out.split("Against the baseline")[1]
+    assert "native tok/s, n=1" in table and "hf tok/s, n=1" in table
+    shared = bench.against_baseline(*(json.loads((tmp_path / f"{label}-results.json").read_text())
+                                      for label in ("again", "smoke")))
+    assert len(shared) >= len(bench.PATHS) and (shared["this/baseline"] == 1.0).all()
+    assert HEADLINE.match(out.rstrip("\n").splitlines()[-1])
 
 
 def test_the_page_measures_from_a_real_chromium(app_url):

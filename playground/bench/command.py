@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import json
 import os
 import sys
 import time
@@ -171,8 +172,11 @@ def add_bench_flags(group) -> None:
     group.add_argument("--no-warmup", action="store_true", help="Skip the untimed first call of every path.")
     group.add_argument("--app", action=argparse.BooleanOptionalAction, default=True,
                        help="Then start `python app.py` as a person does: time to a working page, its memory, "
-                            "and the page in headless Chromium at n=8 and 32, the first run after start included "
-                            "(default on; --no-app skips it).")
+                            "and the page in headless Chromium at n=32, 128 and 256 (--quick: 32 and 256), the "
+                            "first run after start included (default on; --no-app skips it).")
+    group.add_argument("--baseline", type=Path, default=None, metavar="RESULTS_JSON",
+                       help="A results.json of an earlier run (another commit, another flag): print every figure "
+                            "the two share side by side, with this run's over the baseline's.")
     group.add_argument("--out", type=Path, default=Path("bench-results"),
                        help="Folder for the CSV, JSON and HTML results (default bench-results/).")
     group.add_argument("--soak", type=float, default=None, metavar="SECONDS",
@@ -210,6 +214,11 @@ def main(argv: list[str] | None = None) -> int:
     settings = settings_from_args(args)
     if max(settings.ns) > 256:
         parser.parser.error("--n: at most 256")
+    if args.baseline is not None:  # now, not after minutes of measuring
+        try:
+            json.loads(args.baseline.read_text())
+        except (OSError, ValueError) as e:
+            parser.parser.error(f"--baseline {args.baseline}: not a results.json ({e})")
 
     from playground.backends.embedded import EmbeddedBackend
     from playground.backends.resources import Workload
@@ -242,7 +251,7 @@ def main(argv: list[str] | None = None) -> int:
     if settings.app and not report.interrupted:
         report.environment["app"] = _measure_app(settings, args.out)
     report.environment["total_s"] = time.monotonic() - started
-    publish(report, args.out, "quick" if args.quick else "bench")
+    publish(report, args.out, "quick" if args.quick else "bench", baseline=args.baseline)
     return exits.INTERRUPTED if report.interrupted else exits.OK
 
 

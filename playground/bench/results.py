@@ -147,8 +147,8 @@ def browser_summary(runs: pd.DataFrame) -> pd.DataFrame:
     """Median of every browser figure per kind of run (first after start, warm) and n."""
     if not len(runs):
         return pd.DataFrame()
-    figures = [f for f in ("first_visible_s", "finished_s", "updates_per_s", "longest_frame_gap_ms", "long_tasks_ms",
-                           "bytes_per_update", "heap_mb") if f in runs]
+    figures = [f for f in ("first_visible_s", "finished_s", "updates_per_s", "steps_per_s", "longest_frame_gap_ms",
+                           "long_tasks_ms", "bytes_per_update", "heap_mb") if f in runs]
     return runs.groupby(["run", "n"], sort=False)[figures].median().reset_index()
 
 
@@ -174,6 +174,9 @@ def goals(ratios: pd.DataFrame, cache: pd.DataFrame, environment: dict[str, Any]
             if len(medians):
                 worst = medians.idxmin() if sign == ">=" else medians.idxmax()
                 value, where = float(medians[worst]), f"n={worst}"
+                if BROWSER[name] == "updates_per_s" and "steps_per_s" in warm:  # the page cannot outpace the engine
+                    steps = warm[warm["n"] == worst]["steps_per_s"].median()
+                    where += f" (the engine made {steps:.1f} steps/s)"
         elif name.startswith("bundle bytes") and environment.get("bundles"):  # the goal is without logprobs
             worst = max((b for b in environment["bundles"] if not b["logprobs"]), key=lambda b: b["bytes_per_token"])
             value, where = worst["bytes_per_token"], f"{worst['output_kind']}, n={worst['n']}"
@@ -348,10 +351,43 @@ def print_app(env: dict[str, Any]) -> None:
         print(summary.to_string(index=False, float_format="%.2f"))
 
 
-def publish(report: Report, out: Path, label: str) -> None:
-    """Write the files, print the tables, and end stdout with the headline ratios."""
+def comparable(document: dict[str, Any]) -> dict[str, float]:
+    """The figures of one results.json that another run can be set beside, by name."""
+    figures: dict[str, float] = {}
+    for row in document.get("summary", []):
+        figures[f"{row['path']} tok/s, n={row['n']}"] = row.get("tokens_per_s_median")
+    for row in document.get("browser", []):
+        for name in ("first_visible_s", "updates_per_s", "longest_frame_gap_ms", "bytes_per_update", "heap_mb"):
+            figures[f"page {row['run']} n={row['n']}: {name}"] = row.get(name)
+    environment = document.get("environment", {})
+    app = environment.get("app") or {}
+    figures["app start_s"] = app.get("start_s")
+    figures["app resident GiB"] = (app.get("memory") or {}).get("rss_gib")
+    for bundle in environment.get("bundles") or []:
+        top = ", top-k" if bundle.get("logprobs") else ""
+        figures[f"bundle bytes/token, {bundle['output_kind']} n={bundle['n']}{top}"] = bundle.get("bytes_per_token")
+    return {name: float(value) for name, value in figures.items() if isinstance(value, int | float)}
+
+
+def against_baseline(document: dict[str, Any], baseline: dict[str, Any]) -> pd.DataFrame:
+    """Every figure both runs have: the baseline's, this run's, and this over the baseline."""
+    now, before = comparable(document), comparable(baseline)
+    rows = [{"figure": name, "baseline": before[name], "this run": value,
+             "this/baseline": value / before[name] if before[name] else math.nan}
+            for name, value in now.items() if name in before]
+    return pd.DataFrame(rows, columns=["figure", "baseline", "this run", "this/baseline"])
+
+
+def publish(report: Report, out: Path, label: str, baseline: Path | None = None) -> None:
+    """Write the files, print the tables (beside a baseline run's, if given), and end stdout with
+    the headline ratios."""
     files = write_results(report, out, label)
     print_report(report, files)
+    if baseline is not None:
+        table = against_baseline(json.loads(files["results.json"].read_text()), json.loads(baseline.read_text()))
+        print(f"\nAgainst the baseline {baseline}:")
+        with pd.option_context("display.width", 200, "display.max_colwidth", 60):
+            print(table.to_string(index=False, float_format="%.2f") if len(table) else "(no figure in common)")
     if "total_s" in report.environment:
         print(f"Total time {report.environment['total_s']:.0f} s (after imports)")
     print(report.headline())

@@ -37,7 +37,7 @@ def sample_endpoint(backend):
             request = SampleRequest.from_user(**dict(zip(NAMES, values)))
             latest, told = None, Progress()
             # aclosing: a cancelled call aborts its run now, not when the generator is collected.
-            stream = paced(LiveRun(request).follow(backend), interval=PROGRESS_EVERY)
+            stream = paced(_with_tokens(LiveRun(request).follow(backend)), interval=PROGRESS_EVERY)
             async with contextlib.aclosing(stream) as snapshots:
                 async for run in snapshots:
                     latest = run or latest  # a heartbeat (None): a snapshot with nothing new
@@ -51,6 +51,15 @@ def sample_endpoint(backend):
     sample.__signature__ = SIGNATURE
     sample.__annotations__ = {**ANNOTATIONS, "return": str}
     return sample
+
+
+async def _with_tokens(runs: AsyncIterator[Run]) -> AsyncIterator[Run]:
+    """The run's snapshots from its first token on (and its end): a snapshot before any token
+    would start the pacing clock, and the first tokens would then wait a whole interval."""
+    async with contextlib.aclosing(runs) as snapshots:
+        async for run in snapshots:
+            if run.finished or any(s.token_ids for s in run.samples):
+                yield run
 
 
 def _parameters() -> list[inspect.Parameter]:

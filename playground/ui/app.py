@@ -183,11 +183,13 @@ def build_app(backend, sync_runner=None, embedding_model: str | None = None,
 def plotly_preload_js() -> str | None:
     """Gradio loads its plotly renderer (a 4.6 MB script) when the page draws its first figure,
     which is when a run ends: the page then stops painting for 1-1.5 s on a 2-core machine. Load
-    it while the page opens instead. None when this Gradio names the file otherwise."""
+    it while the page opens instead (``window.__plotlyReady`` says when it is in: the benchmark
+    waits for it). None when this Gradio names the file otherwise."""
     found = sorted((Path(gr.__file__).parent / "templates" / "frontend" / "assets").glob("PlotlyPlot-*.js"))
     if not found:
         return None
-    return f"() => {{ import(new URL('assets/{found[0].name}', document.baseURI).href).catch(() => {{}}); }}"
+    return (f"() => {{ window.__plotlyReady = false; import(new URL('assets/{found[0].name}', document.baseURI).href)"
+            ".then(() => { window.__plotlyReady = true; }, () => { window.__plotlyReady = null; }); }")
 
 
 def open_tab(page: Page):
