@@ -20,8 +20,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 STORY = "Once upon a time, in a village at the edge of the sea,"
-QUESTION = "What is 7 + 5? Answer with the number only."
-QUESTION_ANSWER = "12"
+QUESTION = "How many days are in a week? Answer with a number."
+QUESTION_ANSWER = "7"
 YES_NO = "Is the Pacific Ocean larger than the Atlantic Ocean? Answer yes or no."
 
 

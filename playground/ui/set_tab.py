@@ -225,11 +225,9 @@ def declare(embedding_model: str | None = None) -> SetTab:
             chart = gr.Plot(label="Answer groups", elem_id="set-groups-chart")
             diversity = gr.Dataframe(label="Diversity of the set", interactive=False, elem_id="set-figures")
         picked_note = gr.Markdown(elem_id="set-picked-note")
-        with gr.Row():
-            convergence = gr.Plot(label="How many samples: what k of the n would have given",
-                                  elem_id="set-convergence")
-            uncertainty = gr.Dataframe(label="Uncertainty of the set", interactive=False, wrap=True,
-                                       elem_id="set-uncertainty")
+        convergence = gr.Plot(label="How many samples: what k of the n would have given", elem_id="set-convergence")
+        uncertainty = gr.Dataframe(label="Uncertainty of the set", interactive=False, wrap=True,
+                                   elem_id="set-uncertainty")
         groups = gr.Dataframe(label="Answer groups", interactive=False, wrap=True, elem_id="set-groups")
         picked = gr.Textbox(visible="hidden", elem_id="set-picked")  # written by CLICK_JS
     return SetTab(embedding_model, extractor, pattern, reference, by_meaning, similarity, headline_, settled, chart,
