@@ -173,6 +173,8 @@ def resident_pages(pid: int):
 
 def page_run(browser, url: str, n: int, seed: int, max_tokens: int) -> dict[str, Any]:
     """One run on a fresh page; the measures of the module's docstring."""
+    from playground.ui.app import plotly_preload_js
+
     page = browser.new_page(viewport={"width": 1400, "height": 1000})
     try:
         page.goto(url)
@@ -182,8 +184,9 @@ def page_run(browser, url: str, n: int, seed: int, max_tokens: int) -> dict[str,
         page.get_by_text("Sampler settings").click()
         _set_number(page, "max-tokens", max_tokens)
         page.locator("#ignore-eos input").check()
-        with contextlib.suppress(Exception):  # the page's plotly preload is in (a person types longer)
-            page.wait_for_function("() => window.__plotlyReady !== false", timeout=30_000)
+        if plotly_preload_js():  # the page's plotly preload is in (a person types for longer than this)
+            page.wait_for_function("() => window.__plotlyReady === true || window.__plotlyReady === null",
+                                   timeout=60_000)
         page.evaluate(WATCH)
         page.wait_for_function("() => window.__bench.finished !== null", timeout=RUN_TIMEOUT * 1000)
         w = page.evaluate("() => window.__bench")
