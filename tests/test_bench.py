@@ -172,6 +172,8 @@ def test_readable_table_puts_each_path_beside_its_ratio_to_native():
     assert list(table["path"]) == ["native", "wrapper", "ui", "hf", "limit"]
     assert table.set_index("path").loc["native", "x native"] == 1.0
     assert table.set_index("path").loc["hf", "x native"] == pytest.approx(np.median([0.25, 0.4, 1 / 3]))
+    alone = MEASURED[MEASURED["path"] == "native"]  # --paths native: nothing to pair
+    assert list(bench.readable_table(bench.summarize(alone), bench.paired_ratios(alone))["x native"]) == [1.0]
 
 
 def test_quick_settings_measure_n16():

@@ -68,6 +68,11 @@ class EmbeddedBackend:
         self._closed.set()
         self.host.shutdown()
 
+    def stop_watching(self) -> None:
+        """The app is stopping: an engine that dies now is not rebuilt. Ctrl-C in a terminal
+        reaches the engine core too, and it is gone before the app has closed its server."""
+        self._closed.set()
+
     def __enter__(self) -> EmbeddedBackend:
         return self
 

@@ -66,7 +66,7 @@ def ratio_summary(ratios: pd.DataFrame) -> pd.DataFrame:
 def readable_table(summary: pd.DataFrame, ratios: pd.DataFrame) -> pd.DataFrame:
     """One row per (n, path): tokens/s and its ratio to native side by side, then the latencies."""
     table = summary.copy()
-    to_native = ratio_summary(ratios) if len(ratios) else pd.DataFrame(columns=["n", "name", "median"])
+    to_native = ratio_summary(ratios) if len(ratios) else pd.DataFrame(columns=["n", "name", "median", "min", "max"])
     to_native = to_native[to_native["name"].str.endswith(f"/{BASELINE}")].copy()
     to_native["path"] = to_native["name"].str.split("/").str[0]
     table = table.merge(to_native[["n", "path", "median", "min", "max"]], on=["n", "path"], how="left")
