@@ -139,9 +139,10 @@ def build_app(backend, sync_runner=None, embedding_model: str | None = None,
 
         # --- the events -----------------------------------------------------------------------
         prompt, use_chat = form["prompt"], form["use_chat_template"]
-        for trigger in (prompt.change, use_chat.change):
-            trigger(partial(controls.render_prompt, page), [prompt, use_chat], rendered, show_progress="hidden",
-                    trigger_mode="always_last", api_visibility="private")
+        # One listener for both: an example sets both at once, and two listeners could answer out of
+        # order, leaving the preview of a state the form is no longer in.
+        gr.on([prompt.change, use_chat.change], partial(controls.render_prompt, page), [prompt, use_chat], rendered,
+              show_progress="hidden", trigger_mode="always_last", api_visibility="private")
         # Checked outside the queue: the session holds its LiveRun before the run waits for a slot.
         started = run_btn.click(partial(running.begin, page), [page.live], [page.live, summary], inputs_kwargs=form,
                                 queue=False, show_progress="hidden", api_visibility="private")
