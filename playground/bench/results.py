@@ -92,6 +92,7 @@ def readable_table(summary: pd.DataFrame, ratios: pd.DataFrame) -> pd.DataFrame:
 
 HEADLINE_RATIOS = ("wrapper/native", "ui/native", "native/hf", "native/limit")
 EVERY_N = "every"
+TWO_PLACES = "{:.2f}".format  # a callable: to_string passes a string format only to all-float columns
 
 # (figure, at n (EVERY_N: the worst n; None: not per n), comparison, target)
 GOALS = [
@@ -301,15 +302,15 @@ def print_report(report: Report, files: dict[str, Path]) -> None:
     with pd.option_context("display.width", 200, "display.max_columns", 30):
         if len(report.rows):
             print("\nTokens per second (median of repetitions) and the paired ratio to native:")
-            print(readable_table(report.summary, report.ratios).to_string(index=False, float_format="%.2f"))
+            print(readable_table(report.summary, report.ratios).to_string(index=False, float_format=TWO_PLACES))
             print("\nGoal ratios (paired, per repetition):")
-            print(ratio_summary(report.ratios).to_string(index=False, float_format="%.2f"))
+            print(ratio_summary(report.ratios).to_string(index=False, float_format=TWO_PLACES))
         cache = cache_frame(report).dropna(subset=["cache_hit"])
         if len(cache):
             print("\nPrefix cache, children 1..n-1 (cached tokens / block-aligned prompt tokens):")
             table = cache.groupby(["path", "n", "prompt_tokens", "aligned_prompt_tokens", "cache_source"])
             print(table[["children_cached_tokens", "cache_hit"]].median().reset_index()
-                  .to_string(index=False, float_format="%.2f"))
+                  .to_string(index=False, float_format=TWO_PLACES))
         print(f"\nMemory (engine + UI, before HF loaded): RSS {mem.get('rss_mib', math.nan):.0f} MiB, "
               f"PSS {mem.get('pss_mib', math.nan):.0f} MiB over {mem.get('processes')} processes"
               + (f"; with HF loaded: RSS {env['memory_with_hf']['rss_mib']:.0f} MiB" if "memory_with_hf" in env
@@ -322,7 +323,7 @@ def print_report(report: Report, files: dict[str, Path]) -> None:
             print(pd.DataFrame(env["bundles"]).to_string(index=False))
         print_app(env)
         print("\nGoals:")
-        print(goals(report.ratios, cache_frame(report), env).to_string(index=False, float_format="%.2f"))
+        print(goals(report.ratios, cache_frame(report), env).to_string(index=False, float_format=TWO_PLACES))
     print("\nCaveats:\n" + "\n".join(f"- {c}" for c in caveats(report)))
     print("\nFiles: " + ", ".join(str(p) for p in files.values()))
     if report.interrupted:
@@ -348,7 +349,7 @@ def print_app(env: dict[str, Any]) -> None:
     summary = browser_summary(browser_runs(env))
     if len(summary):
         print("What the browser saw (headless Chromium; medians; the first run after start is its own row):")
-        print(summary.to_string(index=False, float_format="%.2f"))
+        print(summary.to_string(index=False, float_format=TWO_PLACES))
 
 
 def comparable(document: dict[str, Any]) -> dict[str, float]:
@@ -387,7 +388,7 @@ def publish(report: Report, out: Path, label: str, baseline: Path | None = None)
         table = against_baseline(json.loads(files["results.json"].read_text()), json.loads(baseline.read_text()))
         print(f"\nAgainst the baseline {baseline}:")
         with pd.option_context("display.width", 200, "display.max_colwidth", 60):
-            print(table.to_string(index=False, float_format="%.2f") if len(table) else "(no figure in common)")
+            print(table.to_string(index=False, float_format=TWO_PLACES) if len(table) else "(no figure in common)")
     if "total_s" in report.environment:
         print(f"Total time {report.environment['total_s']:.0f} s (after imports)")
     print(report.headline())
