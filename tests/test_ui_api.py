@@ -26,16 +26,17 @@ def test_sample_streams_updates_then_returns_the_bundle(client):
     progress = [json.loads(v) for v in values[:-1]]
     assert any(p["status"] == "running" and any(s["num_tokens"] for s in p["samples"]) for p in progress), \
         "no streamed update carried tokens before the end"
-    # Each snapshot carries only what is new: followed to the end, they add up to the samples so far.
-    texts, ids = {}, {}
+    # Each snapshot carries only what is new: followed to the end, they add up to the whole samples.
+    texts, ids, reasons = {}, {}, {}
     for snapshot in progress:
         for s in snapshot["samples"]:
             texts[s["index"]] = texts.get(s["index"], "") + s["new_text"]
             ids[s["index"]] = ids.get(s["index"], []) + s["new_token_ids"]
+            reasons[s["index"]] = s["finish_reason"]
             assert len(ids[s["index"]]) == s["num_tokens"]
     for s in final.samples:
-        assert s.token_ids[:len(ids.get(s.index, []))] == ids.get(s.index, [])
-        assert "".join(s.token_texts).startswith(texts.get(s.index, ""))
+        assert ids[s.index] == s.token_ids and texts[s.index] == "".join(s.token_texts)
+        assert reasons[s.index] == s.finish_reason
     assert final.status == "finished" and final.n == 4
     assert [s.seed for s in final.samples] == [11, 12, 13, 14]
     assert all(s.token_ids and s.finish_reason for s in final.samples)

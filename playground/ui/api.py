@@ -42,6 +42,9 @@ def sample_endpoint(backend):
                 async for run in snapshots:
                     latest = run or latest  # a heartbeat (None): a snapshot with nothing new
                     if latest is not None and latest.finished:
+                        last = told.snapshot(latest)  # what came since the last snapshot, finish reasons
+                        if last["samples"]:  # included: followed alone, the snapshots add up to the run
+                            yield json.dumps(last)
                         yield latest.to_json()
                         return
                     yield json.dumps(told.snapshot(latest))
