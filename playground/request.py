@@ -28,18 +28,22 @@ OUTPUT_KINDS = ("CUMULATIVE", "DELTA", "FINAL_ONLY")
 MODES = ("wrapper", "native", "same-seed")
 GREEDY_EPS = 1e-5  # vLLM treats temperature below this as greedy
 MAX_SEED = 2**63 - 1  # vLLM's seeds are 64-bit signed
+# The most samples of one request, unless --max-n says otherwise: self-consistency takes 20-40
+# samples, RL rollouts 8-64, pass@k curves 100 and more.
+DEFAULT_MAX_N = 256
 
 
 @dataclass(frozen=True)
 class Limits:
     """Server-side limits; the engine supplies the context length and the logprobs cap."""
 
-    max_n: int = 256
+    max_n: int = DEFAULT_MAX_N
     max_model_len: int = 2048
     max_logprobs: int = 20
     max_stop_strings: int = 8
     max_stop_chars: int = 200
     max_prompt_chars: int = 100_000
+    vocab_size: int | None = None  # token ids below it are the model's; None: the server checks them
 
     @classmethod
     def before_engine(cls, max_n: int) -> Limits:
@@ -121,6 +125,8 @@ class SampleRequest:
     use_chat_template: bool | None = setting(None, help="Wrap the prompt in the model's chat template "
                                                         "(default: when the model has one).")
     ignore_eos: bool = setting(False, sampler=True, extra=True, help="Always run to max_tokens.")
+    prefix_token_ids: list[int] | None = setting(None, help="Token ids sent after the rendered prompt as they are, "
+                                                            "never re-tokenized: where a branch of another run starts.")
 
     @classmethod
     def from_user(cls, **raw: Any) -> SampleRequest:
@@ -161,6 +167,11 @@ class SampleRequest:
             if len(stop) > limits.max_stop_chars:
                 raise InvalidRequest(f"stop string #{i} is longer than {limits.max_stop_chars} characters")
             _check_text(stop, f"stop string #{i}")
+        for position, token_id in enumerate(self.prefix_token_ids or []):
+            if token_id < 0 or (limits.vocab_size is not None and token_id >= limits.vocab_size):
+                vocabulary = f"0 to {limits.vocab_size - 1}" if limits.vocab_size else "0 or more"
+                raise InvalidRequest(f"prefix_token_ids[{position}] is {token_id}, not a token of the model: its ids "
+                                     f"are {vocabulary}")
 
     def sampler_settings(self) -> dict[str, Any]:
         """The settings that decide the sampled tokens, by name (vLLM's SamplingParams fields)."""
@@ -219,18 +230,19 @@ def check_mode(mode: str) -> None:
         raise InvalidRequest(f"mode must be one of {', '.join(MODES)}, got {mode!r}")
 
 
-def check_context(prompt_tokens: int, max_tokens: int, max_model_len: int) -> None:
-    """The prompt and every sample's tokens must fit the model's context."""
+def check_context(prompt_tokens: int, max_tokens: int, max_model_len: int, prefix_tokens: int = 0) -> None:
+    """The prompt (with a branch's prefix) and every sample's tokens must fit the model's context."""
     if prompt_tokens == 0:
         raise InvalidRequest("the prompt is empty after tokenization")
-    if prompt_tokens >= max_model_len:
+    what = (f"the prompt has {prompt_tokens} tokens and the prefix {prefix_tokens}" if prefix_tokens
+            else f"the prompt has {prompt_tokens} tokens")
+    if prompt_tokens + prefix_tokens >= max_model_len:
+        raise InvalidRequest(f"{what}, {'together ' if prefix_tokens else ''}longer than the context of "
+                             f"{max_model_len} tokens")
+    if prompt_tokens + prefix_tokens + max_tokens > max_model_len:
         raise InvalidRequest(
-            f"the prompt has {prompt_tokens} tokens, longer than the context of {max_model_len} tokens"
-        )
-    if prompt_tokens + max_tokens > max_model_len:
-        raise InvalidRequest(
-            f"max_tokens={max_tokens} is too big: the prompt has {prompt_tokens} tokens and the context "
-            f"is {max_model_len}, so at most {max_model_len - prompt_tokens} tokens fit"
+            f"max_tokens={max_tokens} is too big: {what} and the context is {max_model_len}, so at most "
+            f"{max_model_len - prompt_tokens - prefix_tokens} tokens fit"
         )
 
 
@@ -334,6 +346,15 @@ def _choice(name: str, value: Any) -> str:
     return value.upper() if name == "output_kind" else value.lower()
 
 
+def _token_ids(name: str, value: Any) -> list[int] | None:
+    """A list of whole numbers, or text of them separated by commas or spaces (a flag, a box)."""
+    if isinstance(value, str):
+        value = value.replace(",", " ").split()
+    if not isinstance(value, (list, tuple)):
+        raise InvalidRequest(f"{name} must be a list of token ids (whole numbers), got {value!r}")
+    return [_int(f"{name}[{position}]", v) for position, v in enumerate(value)] or None
+
+
 def _stop(name: str, value: Any) -> list[str]:
     if value == "":
         return []
@@ -351,6 +372,6 @@ def _bool(name: str, value: Any) -> bool:
 
 
 _BY_TYPE = {"int": _int, "int | None": _optional_int, "float": _float, "str": _choice, "list[str]": _stop,
-            "bool": _bool, "bool | None": _bool}
+            "bool": _bool, "bool | None": _bool, "list[int] | None": _token_ids}
 _COERCE = {f.name: _BY_TYPE[f.type] for f, _ in fields() if f.name != "prompt"}
 _NULLABLE = {f.name for f, _ in fields() if "None" in f.type}

@@ -25,9 +25,10 @@ def model_path() -> str:
     return str(prepare())
 
 
-# The KV cache is sized to the work (playground.backends.resources): n up to 32, and a test or two
-# at once; up to three engines run side by side (this one, the LLMEngine, a vllm serve).
-WORKLOAD = {"max_n": 32, "concurrency": 2}
+# The KV cache is sized to the work (playground.backends.resources): n up to the app's default
+# --max-n, and a test or two at once; up to three engines run side by side (this one, the
+# LLMEngine, a vllm serve).
+WORKLOAD = {"max_n": 256, "concurrency": 2}  # the app's default --max-n
 
 
 @pytest.fixture(scope="session")

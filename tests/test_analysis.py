@@ -149,8 +149,18 @@ def test_pairwise_heatmap_is_symmetric_and_labelled_with_divergence():
     assert len(z) == 3 and all(z[k][k] == 1.0 for k in range(3))
     assert all(z[a][b] == z[b][a] for a in range(3) for b in range(3))
     assert heat.text[0][1] == "2" and heat.text[0][2] == "=" and heat.text[2][0] == "="
-    assert "first divergence at token 2" in heat.hovertext[1][0]
+    assert heat.customdata[1][0] == 2 and heat.customdata[0][2] == -1  # the hover's first divergence
+    assert "first divergence at token %{customdata}" in heat.hovertemplate
     assert fig.layout.height
+
+
+def test_the_pairwise_heatmap_of_a_large_run_draws_its_first_samples_and_says_so():
+    n = A.MAX_HEATMAP + 4
+    fig = A.pairwise_heatmap(make_run([[1, 2, k % 7] for k in range(n)]))
+    (heat,) = fig.data
+    assert len(heat.z) == len(heat.y) == A.MAX_HEATMAP and heat.text is None  # no cell text this large
+    assert heat.y[-1] == f"sample {A.MAX_HEATMAP - 1}"
+    assert f"of the first {A.MAX_HEATMAP} samples (of {n})" in fig.layout.title.text
 
 
 # ---- tree ---------------------------------------------------------------------------------------
@@ -333,6 +343,14 @@ def test_events_frame_and_figure_by_output_kind(kind, events, marks, carried):
     output, finish = fig.data
     assert len(output.x) + len(finish.x) == marks and sorted(finish.y) == [0, 1, 2]
     assert len(fig.layout.shapes) == 1  # the event that finished the run
+
+
+def test_the_events_timeline_of_a_large_run_marks_its_first_samples_and_counts_every_output():
+    run = make_run([[1, 2]] * 40)
+    fig = A.events_figure(run)
+    marked = {y for trace in fig.data[:2] for y in trace.y}
+    assert marked == set(range(32)) and f"{len(A.event_outputs_frame(run))} output(s)" in fig.layout.title.text
+    assert "of samples 0–31 of 40" in fig.layout.title.text and fig.layout.yaxis.range == (31.5, -0.5)
 
 
 def test_events_of_a_run_in_progress():

@@ -89,8 +89,10 @@ def test_summary_says_which_samples_are_identical():
     frame = batch.summary_frame({1: run([[1, 2], [1, 3]]), 2: run([[4], [5], [4], [5], [6]])})
     assert list(frame.columns) == ["line", "prompt", "mode", "n", "tokens", "seconds", "tokens_per_s",
                                    "identical", "identical_samples", "answers", "majority", "vote_share",
-                                   "answer_entropy", "distinct_2", "similarity", "vendi"]
+                                   "answer_entropy", "distinct_2", "similarity", "vendi", "settled_at", "pass_at_1",
+                                   "pass_at_n", "eigv"]
     assert frame["identical"].tolist() == [False, True]
+    assert frame["pass_at_1"].isna().all()  # no reference: no pass@k
     assert frame["identical_samples"].tolist() == ["", "0=2, 1=3"]
     assert frame["tokens"].tolist() == [4, 5] and frame["tokens_per_s"].tolist() == [2.0, 2.5]
     assert frame["prompt"].str.len().max() <= 40

@@ -1,8 +1,10 @@
-"""The Sweep tab and opening saved runs, in a real headless Chromium on the real engine.
+"""The Sweep, Set and Branch tabs and opening saved runs, in a real headless Chromium on the real
+engine.
 
-One small sweep (2 values, n=2, a few tokens) is the only engine time: its JSONL download is then
-opened in a fresh page, alone and one line of it, so the page shows saved runs without running
-anything, and a malformed file is refused with a sentence while the page stays as it was.
+One small sweep (2 values, n=2, a few tokens) and one small run with its branch are the engine
+time: the sweep's JSONL download is then opened in a fresh page, alone and one line of it, so the
+page shows saved runs without running anything, and a malformed file is refused with a sentence
+while the page stays as it was. The Set tab's tests open saved runs whose answers are known.
 """
 
 from __future__ import annotations
@@ -131,5 +133,73 @@ def test_a_pattern_that_backtracks_ends_within_seconds_in_the_set_tab(browser, a
         assert "sample 0" in page.locator("#set-headline").inner_text()
         page.get_by_role("tab", name="Diff").click()  # the page still answers
         page.locator("#diff-view .diff-row").first.wait_for(timeout=10_000)
+    finally:
+        page.close()
+
+
+def test_a_reference_answer_draws_the_curves_and_says_where_the_majority_settled(browser, app_url,  # noqa: F811
+                                                                                  tmp_path):
+    """A saved run of 16 samples, 13 saying 391 and 3 saying 390: with the last number as the answer
+    and 391 as the reference, the Set tab says where the majority settled (before the last sample)
+    and pass@1, and the convergence chart draws agreement@k, pass@k and maj@k."""
+    from playground.analysis import settled_at, settled_sentence
+
+    answers = ["391"] * 5 + ["390"] + ["391"] * 6 + ["390"] * 2 + ["391"] * 2
+    run = Run(request={"request_id": "run-sums", "prompt": "17 * 23 =", "mode": "wrapper",
+                       "output_kind": "FINAL_ONLY", "seed": 0},
+              samples=[Sample(i, i, text=f"17 * 23 is {a}") for i, a in enumerate(answers)], status="finished")
+    path = tmp_path / "sums.json"
+    path.write_text(run.to_json(indent=1), encoding="utf-8")
+    page = open_page(browser, app_url)
+    try:
+        open_file(page, path)
+        page.locator("#upload-note").get_by_text("Opened sums.json").wait_for(timeout=30_000)
+        page.get_by_role("tab", name="Set").click()
+        page.locator("#set-extractor").get_by_label("last number").check()
+        box = page.locator("#set-reference textarea, #set-reference input").first
+        box.fill("391")
+        box.press("Enter")
+        page.locator("#set-headline").get_by_text("Against the reference").wait_for(timeout=30_000)
+        headline = page.locator("#set-headline").inner_text()
+        settled = settled_at(answers)
+        assert settled.at < 16 and settled_sentence(settled, 16).lower() in headline.lower(), headline
+        assert "pass@1 0.81" in headline and "pass@16 1.00" in headline
+        page.wait_for_function("() => document.querySelectorAll('#set-convergence .legendtext').length >= 3",
+                               timeout=30_000)
+        legend = page.evaluate("[...document.querySelectorAll('#set-convergence .legendtext')].map(t => t.textContent)")
+        assert {"agreement@k", "pass@k", "maj@k"} <= set(legend), legend
+    finally:
+        page.close()
+
+
+def test_a_token_clicked_in_the_diff_branches_the_run_with_the_token_chosen_there(browser, app_url):  # noqa: F811
+    """A run of 3 samples; a click on sample 1's fourth token in the Diff view opens the Branch tab
+    at that point with the tokens the model saw there; forcing one of them streams a new run whose
+    summary names the point, the token and the parent run, and the samples area shows it."""
+    page = open_page(browser, app_url)
+    try:
+        page.locator("#prompt textarea").fill("Once upon a time, in a village at the edge of the sea,")
+        set_slider(page, "n", 3)
+        page.locator("#seed textarea, #seed input").first.fill("7")
+        open_sampler_settings(page)
+        set_slider(page, "max-tokens", 10)
+        page.locator("#ignore-eos input").check()
+        page.locator("#run").click()
+        page.locator("#run-summary").get_by_text("finished").wait_for(timeout=120_000)
+        parent = page.locator("#run-summary code").first.inner_text()
+        page.get_by_role("tab", name="Diff").click()
+        page.locator("#diff-view .tok[data-s='1'][data-p='3']").first.click()
+        page.locator("#branch-context").get_by_text("at token 3").wait_for(timeout=30_000)
+        assert "Sample #1" in page.locator("#branch-context").inner_text()
+        options = page.locator("#branch-choice label")
+        assert options.count() >= 3  # the model's own choice and the top-k it saw there
+        options.nth(2).click()
+        page.locator("#branch-run").click()
+        page.locator("#run-summary").get_by_text("branched from #1 at token 3").wait_for(timeout=120_000)
+        page.locator("#run-summary").get_by_text("finished").wait_for(timeout=120_000)
+        summary = page.locator("#run-summary").inner_text()
+        assert f"of {parent}" in summary and "forced" in summary, summary
+        assert parent != page.locator("#run-summary code").first.inner_text()
+        assert len(columns(page, 3)) == 3 and all(columns(page, 3))
     finally:
         page.close()

@@ -35,7 +35,7 @@ def run_main(capsys, *args: str) -> tuple[int, str]:
 
 
 @pytest.mark.parametrize("args, message", [
-    (["--max-n", "0"], "--max-n must be between 1 and 256, got 0"),
+    (["--max-n", "0"], "--max-n must be between 1 and 1024, got 0"),
     (["--max-n", "many"], "--max-n must be a whole number, got 'many'"),
     (["--port", "http"], "--port must be a whole number"),
     (["--auth", "nocolon"], "--auth must look like user:password"),
@@ -59,3 +59,53 @@ def test_explicit_engine_flags_are_told_apart_from_defaults():
     args, given = parser.parse(["--max-model-len", "1024", "--no-enable-prefix-caching"])
     assert given == {"max_model_len": 1024, "enable_prefix_caching": False}
     assert args.model is None and args.enforce_eager is not True
+
+
+def test_ctrl_c_in_a_terminal_stops_the_app_and_its_engine_without_rebuilding_it(tmp_path):
+    """``python app.py`` as a newcomer runs it, a run streaming, then Ctrl-C as a terminal sends
+    it: to the whole process group, so the engine core gets it too and dies while the app is still
+    closing its server. The app must take that for the stop it is (not rebuild a dead engine),
+    end, and leave no engine process behind."""
+    import json
+    import os
+    import signal
+
+    import psutil
+    from gradio_client import Client
+
+    from playground.bench.browser import start_app
+    from tests.helpers import wait_until
+
+    log, port = tmp_path / "app.log", free_port()
+    proc, _ = start_app(port, log)
+    try:
+        children = psutil.Process(proc.pid).children(recursive=True)
+        assert any("EngineCore" in c.name() for c in children), [c.name() for c in children]
+        job = Client(f"http://127.0.0.1:{port}/", verbose=False).submit(
+            prompt="Once upon a time", n=4, seed=1, max_tokens=2000, ignore_eos=True, api_name="/sample")
+        assert wait_until(lambda: any(json.loads(v).get("samples") for v in job.outputs()), timeout=120)
+        os.killpg(proc.pid, signal.SIGINT)
+        proc.wait(120)
+        assert wait_until(lambda: not any(alive(c) for c in children), timeout=30), "a process outlived the app"
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    text = log.read_text()
+    assert "starting a new engine" not in text, text[-3000:]
+
+
+def alive(process) -> bool:
+    import psutil
+
+    try:
+        return process.is_running() and process.status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]

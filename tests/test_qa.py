@@ -509,7 +509,7 @@ def test_command_exit_status_and_usage_errors(capsys):
 def test_the_grid_colours_cells_and_maps_clicks_to_cells():
     import gradio as gr
 
-    from playground.ui import qa_panel
+    from playground.ui import qa_tab
 
     log: list = []
 
@@ -519,15 +519,15 @@ def test_the_grid_colours_cells_and_maps_clicks_to_cells():
     paths = [scripted_path("async wrapper", "wrapper", "AsyncLLM", log, change=early),
              scripted_path("async native", "native", "AsyncLLM", log)]
     matrix = asyncio.run(qa.run_matrix(SampleRequest(prompt="p *bold* <b>", n=3, seed=4), paths))
-    shown = gr.Dataframe(interactive=False).postprocess(qa_panel.grid(matrix))
+    shown = gr.Dataframe(interactive=False).postprocess(qa_tab.grid(matrix))
     assert shown.data[0] == ["CUMULATIVE", ("✖ finished-flag: event 0 of 3 is marked finished, but only the last "
                                             "event may be"), "✔"]
     styling = shown.metadata["styling"]
-    assert [row[1:] for row in styling] == [[qa_panel.RED, qa_panel.GREEN]] * 2 + [[qa_panel.GREEN] * 2]
-    assert qa_panel.cell_at(matrix, [1, 1]) is matrix.cell("DELTA", "async wrapper")
-    assert qa_panel.cell_at(matrix, [2, 2]) is matrix.cell("FINAL_ONLY", "async native")
-    assert [qa_panel.cell_at(matrix, i) for i in ([0, 0], [3, 1], [0, 3], None)] == [None] * 4
-    text = qa_panel.report(matrix)
+    assert [row[1:] for row in styling] == [[qa_tab.RED, qa_tab.GREEN]] * 2 + [[qa_tab.GREEN] * 2]
+    assert qa_tab.cell_at(matrix, [1, 1]) is matrix.cell("DELTA", "async wrapper")
+    assert qa_tab.cell_at(matrix, [2, 2]) is matrix.cell("FINAL_ONLY", "async native")
+    assert [qa_tab.cell_at(matrix, i) for i in ([0, 0], [3, 1], [0, 3], None)] == [None] * 4
+    text = qa_tab.report(matrix)
     assert text.startswith("**✖ 2 of 6 cells break a contract rule.**")
     assert r"'p \*bold\* \<b\>'" in text, "quoted prompts and samples must not turn into markup"
 
@@ -821,13 +821,14 @@ def test_a_stop_that_aborts_nothing_breaks_accounting(sync_engine, paths, monkey
 def test_the_tab_runs_a_matrix_renders_a_grid_and_a_json_file_and_opens_a_cell(backend, runner, monkeypatch):
     import gradio as gr
 
-    from playground.ui import build_app, qa_panel
+    from playground.ui import build_app, qa_tab
 
-    tabs = []
-    monkeypatch.setattr(qa_panel, "build", lambda h, sync_runner=None: tabs.append(qa_panel.QATab(h, sync_runner))
-                        or tabs[-1])
+    declared, pages = [], []
+    declare, connect = qa_tab.declare, qa_tab.connect
+    monkeypatch.setattr(qa_tab, "declare", lambda *args: declared.append(declare(*args)) or declared[-1])
+    monkeypatch.setattr(qa_tab, "connect", lambda tab, page: pages.append(page) or connect(tab, page))
     demo = build_app(backend, sync_runner=runner)
-    (tab,) = tabs
+    (tab,), (page,) = declared, pages
     assert any(b.get("props", {}).get("elem_id") == "tab-qa" for b in demo.config["components"])
 
     descriptions = []
@@ -835,7 +836,7 @@ def test_the_tab_runs_a_matrix_renders_a_grid_and_a_json_file_and_opens_a_cell(b
                     temperature=1.0, top_p=1.0, top_k=0, min_p=0.0, max_tokens=3, presence_penalty=0,
                     frequency_penalty=0, repetition_penalty=1, stop="", logprobs=0, ignore_eos=False)
     grid, report, json_file, matrix = asyncio.run(
-        tab.run(**settings, progress=lambda *a, desc=None, **k: descriptions.append(desc)))
+        qa_tab.run(tab, page, **settings, progress=lambda *a, desc=None, **k: descriptions.append(desc)))
 
     # Every cell green but vLLM's own finding (live CUMULATIVE lists on async native), when it shows.
     red = [c.label for c in matrix.cells if not c.ok]
@@ -848,24 +849,26 @@ def test_the_tab_runs_a_matrix_renders_a_grid_and_a_json_file_and_opens_a_cell(b
     assert shown.headers == ["output_kind", "async wrapper", "async native", "sync wrapper", "sync native"]
     assert [row[0] for row in shown.data] == ["CUMULATIVE", "DELTA", "FINAL_ONLY"]
     styles = json.dumps(shown.metadata)
-    assert styles.count(qa_panel.GREEN) == 12 - len(red) and styles.count(qa_panel.RED) == len(red)
-    assert json_file.startswith(str(tab.h.export_dir))
+    assert styles.count(qa_tab.GREEN) == 12 - len(red) and styles.count(qa_tab.RED) == len(red)
+    assert json_file.startswith(str(page.export_dir))
     assert qa.Matrix.from_json(Path(json_file).read_text(encoding="utf-8")).to_dict() == matrix.to_dict()
 
+    from playground.ui.samples_area import SamplesSession
+
     click = gr.SelectData(None, {"index": [1, 4], "value": "✔"})  # DELTA × sync native
-    update = asyncio.run(tab.open_cell(matrix, [], click))
-    opened = update[tab.h.c.current]
+    update = asyncio.run(qa_tab.open_cell(tab, page, matrix, [], SamplesSession(), "QA matrix", click))
+    opened = update[page.current]
     assert opened is matrix.cell("DELTA", "sync native").run
-    assert update[tab.h.c.texts[1]] == opened.samples[1].text
+    assert json.loads(update[page.samples.html])["id"] == opened.request["request_id"]  # the samples area shows it
     assert update[tab.opened].startswith("Showing **DELTA × sync native** (LLMEngine")
-    assert asyncio.run(tab.open_cell(matrix, [], gr.SelectData(None, {"index": [1, 0], "value": "DELTA"}))) == {}
+    assert asyncio.run(qa_tab.open_cell(tab, page, matrix, [], SamplesSession(), "QA matrix",
+                                        gr.SelectData(None, {"index": [1, 0], "value": "DELTA"}))) == {}
 
 
 def test_the_tab_starts_the_sync_engine_on_first_use(backend, runner, monkeypatch):
     import gradio as gr
 
-    from playground.ui import qa_panel
-    from playground.ui.handlers import Handlers
+    from playground.ui import qa_tab
 
     started = []
 
@@ -873,15 +876,15 @@ def test_the_tab_starts_the_sync_engine_on_first_use(backend, runner, monkeypatc
         started.append(model)
         self.sync_runner = runner
 
-    monkeypatch.setattr(qa_panel.QATab, "_start_sync", start)
+    monkeypatch.setattr(qa_tab.MatrixPaths, "_start_sync", start)
     with gr.Blocks(), gr.Tabs():
-        tab = qa_panel.QATab(Handlers(backend))
+        tab = qa_tab.declare(backend)
     descriptions = []
-    paths = asyncio.run(tab.paths(lambda *a, desc=None, **k: descriptions.append(desc)))
+    paths = asyncio.run(tab.paths.get(lambda *a, desc=None, **k: descriptions.append(desc)))
     assert [p.name for p in paths] == ["async wrapper", "async native", "sync wrapper", "sync native"]
     assert started == [backend.info()["model"]]
     assert descriptions and descriptions[0].startswith("starting the synchronous engine")
-    assert asyncio.run(tab.paths()) is paths and len(started) == 1, "the engine starts once"
+    assert asyncio.run(tab.paths.get()) is paths and len(started) == 1, "the engine starts once"
 
 
 def test_a_remote_server_gets_its_own_green_cells(remote):

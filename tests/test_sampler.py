@@ -158,7 +158,7 @@ def test_a_stop_string_ends_only_the_child_that_produced_it(host):
 
 
 @pytest.mark.parametrize("bad, message", [
-    (dict(n=33), "n must be between 1 and 32"),
+    (dict(n=257), "n must be between 1 and 256"),
     (dict(max_tokens=4000), "max_tokens=4000 is too big"),
 ])
 def test_validation_happens_before_the_engine(host, bad, message):

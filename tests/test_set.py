@@ -252,38 +252,40 @@ def test_batch_summary_has_the_set_measures():
 # ---- the Set tab's values -----------------------------------------------------------------------
 
 def test_set_tab_values_and_a_bar_click():
-    from playground.ui import set_panel
-    from playground.ui.answers import extractor_spec
+    from playground.ui import set_tab
+    from playground.ui.answer_controls import extractor_spec
 
-    shown = set_panel.set_values(TWO_GROUPS, extractor_spec("last-number", "ignored"))
+    shown = set_tab.set_values(TWO_GROUPS, extractor_spec("last-number", "ignored"))
     assert "**Majority answer: `12`** given by 3 of 5 samples: vote share **60%**" in shown.headline
     assert list(shown.chart.data[0].customdata) == ["0,1,2", "3,4"]
     assert shown.groups["size"].tolist() == [3, 2] and shown.samples["group"].tolist() == [1, 1, 1, 2, 2]
 
-    bad = set_panel.set_values(TWO_GROUPS, extractor_spec("regex", r"\d+"))
+    bad = set_tab.set_values(TWO_GROUPS, extractor_spec("regex", r"\d+"))
     assert bad.set_measures is None and "has 0 groups" in bad.headline
     assert bad.groups.empty and not bad.diversity.empty  # the diversity does not depend on the extractor
     assert extractor_spec("regex", r"is (\d+)") == r"regex:is (\d+)"
-    assert set_panel.picked_indices("3,4@1718000000000") == [3, 4] and set_panel.picked_indices("junk") == []
+    assert set_tab.picked_indices("3,4@1718000000000") == [3, 4] and set_tab.picked_indices("junk") == []
 
 
 def test_a_click_on_a_bar_tells_its_samples_in_chromium():
     """The tab alone in a real page and a real Chromium: Gradio's Plot has no click event, so CLICK_JS
     carries Plotly's click to the server; clicking a bar twice must say its samples each time."""
+    from functools import partial
+
     import gradio as gr
     from playwright.sync_api import sync_playwright
 
-    from playground.ui import set_panel
+    from playground.ui import set_tab
     from tests.helpers import free_port
     from tests.test_browser import CHROMIUM, click_bar
 
     with gr.Blocks() as demo:
         current = gr.State(TWO_GROUPS)
         with gr.Tabs():
-            tab = set_panel.SetTab()
-        tab.wire(current)
-        demo.load(None, None, None, js=set_panel.CLICK_JS)
-        demo.load(tab.values, [current, *tab.inputs()], tab.outputs())
+            tab = set_tab.declare()
+        set_tab.connect(tab, current)
+        demo.load(None, None, None, js=set_tab.CLICK_JS)
+        demo.load(partial(set_tab.redraw, tab), [current, *tab.controls().values()], list(tab.components().values()))
     _, url, _ = demo.launch(prevent_thread_lock=True, server_name="127.0.0.1", server_port=free_port(), quiet=True)
     try:
         with sync_playwright() as p:

@@ -75,7 +75,7 @@ def test_limits_and_bad_values_are_refused_with_a_sentence():
 def test_command_line_refuses_before_an_engine_starts(capsys):
     for param, argv, said in (
         ("seed", ["--values", *map(str, range(1, 14))], "a sweep runs at most 12 values"),
-        ("temperature", ["--values", "0.5", "1.0", "--n", "40"], "n must be between 1 and 32 (--max-n), got 40"),
+        ("temperature", ["--values", "0.5", "1.0", "--n", "300"], "n must be between 1 and 256 (--max-n), got 300"),
         ("temperature", ["--values", "0.5", "1.0", "--temperature", "0.5"], "leave out --temperature"),
         ("temperature", ["--values", "0.5", "--answer", "regex:("], "--answer: the pattern '(' does not compile"),
     ):
@@ -137,7 +137,7 @@ def test_ctrl_c_mid_sweep_writes_the_runs_that_finished(sync_engine, tmp_path, m
 # --- the page's sweep ---------------------------------------------------------------------------
 
 def test_the_page_streams_a_sweep_and_stop_keeps_what_finished(backend):
-    from playground.ui.sweep_panel import stream_sweep
+    from playground.ui.sweep_tab import stream_sweep
 
     sweep = SweepRequest.from_user("temperature", "0.6 1.2 1.5", prompt="The sea is", n=2, seed=4, max_tokens=12,
                                    ignore_eos=True)
@@ -164,8 +164,11 @@ def test_the_page_streams_a_sweep_and_stop_keeps_what_finished(backend):
 
 
 def test_sweep_tab_draws_a_saved_sweep_and_refuses_a_bad_one(tmp_path):
-    from playground.ui import sweep_panel
-    from playground.ui.handlers import Handlers
+    from types import SimpleNamespace
+
+    from playground.ui import sweep_tab
+
+    page = SimpleNamespace(export_dir=tmp_path)  # all the tab's drawing reads of the page
 
     asked = []
 
@@ -174,43 +177,43 @@ def test_sweep_tab_draws_a_saved_sweep_and_refuses_a_bad_one(tmp_path):
         return {"vendi": run.n - 0.5}
 
     with gr.Blocks():
-        tab = sweep_panel.build(Handlers(backend=None), measures=measures, chart=["distinct_samples", "vendi"])
-    update = tab.show(sweep_runs())
+        tab = sweep_tab.declare(measures=measures, chart=["distinct_samples", "vendi"])
+    update = sweep_tab.show(tab, tmp_path, sweep_runs())
     assert update[tab.table]["value"]["vendi"].tolist() == [2.5] * 3  # the set measures' hook
     assert sorted(asked) == ["run-0", "run-1", "run-2"]  # once per run for the chart, the table and the report
     assert [trace.name for trace in update[tab.chart].data] == ["distinct_samples", "vendi"]
     assert "temperature=1.5" in update[tab.grid] and update[tab.status].startswith("✔ finished · 3 of 3")
     assert Path(update[tab.report]).read_text(encoding="utf-8").count("Plotly.newPlot(") == 4
     assert len(Path(update[tab.bundles]).read_text(encoding="utf-8").splitlines()) == 3
-    assert tab.show(sweep_runs()[:1], stopped=True)[tab.status].startswith("■ stopped · 1 of 3")
+    assert sweep_tab.show(tab, tmp_path, sweep_runs()[:1], stopped=True)[tab.status].startswith("■ stopped · 1 of 3")
     # Answers read another way redraw the runs at hand: the majority's vote share joins the chart.
-    redrawn = asyncio.run(tab.redraw(sweep_runs(), "normalized", ""))
+    redrawn = asyncio.run(sweep_tab.redraw(tab, page, sweep_runs(), "normalized", ""))
     assert set(redrawn) == {tab.chart, tab.table, tab.report}
     assert [t.name for t in redrawn[tab.chart].data] == ["distinct_samples", "vendi", "vote_share"]
     assert redrawn[tab.table]["value"]["vote_share"].tolist() == [0.667, 0.333, 0.333]
     assert redrawn[tab.table]["value"]["vendi"].tolist() == [2.5] * 3  # the tab's own measures stay
     assert "vote_share" in Path(redrawn[tab.report]).read_text(encoding="utf-8")
-    assert asyncio.run(tab.redraw([], "normalized", "")) == {}
+    assert asyncio.run(sweep_tab.redraw(tab, page, [], "normalized", "")) == {}
     with pytest.raises(gr.Error, match="the pattern 'no group' has 0 groups"):
-        asyncio.run(tab.redraw(sweep_runs(), "regex", "no group"))
-    assert "vote_share" not in tab.show(sweep_runs())[tab.table]["value"]  # "none": no answers read
+        asyncio.run(sweep_tab.redraw(tab, page, sweep_runs(), "regex", "no group"))
+    assert "vote_share" not in sweep_tab.show(tab, tmp_path, sweep_runs())[tab.table]["value"]  # none read
     settings = {"prompt": "Hi", "use_chat_template": False, "n": 4, "seed": "", "output_kind": "DELTA",
                 "mode": "wrapper", "temperature": 1.0, "top_p": 1.0, "top_k": 0, "min_p": 0.0, "max_tokens": 8,
                 "presence_penalty": 0.0, "frequency_penalty": 0.0, "repetition_penalty": 1.0, "stop": "",
                 "logprobs": 0, "ignore_eos": False}
     with pytest.raises(gr.Error, match="at most 12 values"):
-        sweep_panel.sweep_from_ui(settings, "temperature", " ".join(str(k / 10) for k in range(1, 14)), LIMITS)
-    sweep = sweep_panel.sweep_from_ui(settings, "top_p", "0.5, 0.9", LIMITS)
+        sweep_tab.sweep_from_ui(settings, "temperature", " ".join(str(k / 10) for k in range(1, 14)), LIMITS)
+    sweep = sweep_tab.sweep_from_ui(settings, "top_p", "0.5, 0.9", LIMITS)
     assert [r.top_p for r in sweep.requests()] == [0.5, 0.9] and sweep.base.output_kind == "DELTA"
 
 
 def test_compare_tab_takes_an_opened_file_and_compares_two_runs(tmp_path):
-    from playground.ui import compare_panel
-    from playground.ui.opening import read_upload
+    from playground.ui import compare_tab
+    from playground.ui.history_tab import read_upload
 
     asked = []
     with gr.Blocks():
-        tab = compare_panel.build(tmp_path, measures=lambda run: asked.append(run.request["request_id"]) or {})
+        tab = compare_tab.declare(tmp_path, measures=lambda run: asked.append(run.request["request_id"]) or {})
     bad = tmp_path / "bad.jsonl"
     bad.write_text(sweep_runs()[0].to_json() + "\n{\"prompt\": \"hi\"}\n", encoding="utf-8")
     with pytest.raises(gr.Error, match="bad.jsonl, line 2: this is not a run bundle"):
@@ -218,13 +221,15 @@ def test_compare_tab_takes_an_opened_file_and_compares_two_runs(tmp_path):
     good = tmp_path / "sweep.jsonl"
     good.write_text("".join(r.to_json() + "\n" for r in sweep_runs()), encoding="utf-8")
     history = [make_run([[1, 2, 3]], "run-h")]
-    update = tab.add(read_upload(str(good)), history, [], None)
+    update = compare_tab.add(tab, read_upload(str(good)), history, [], None)
     uploads, a, b = update[tab.uploads], update[tab.a], update[tab.b]
     assert len(uploads) == 3
     assert a["choices"][0][0].startswith("history · run-h")
     assert a["value"] == "upload:run-2" and b["value"] == "upload:run-0"
-    assert len(tab.add(read_upload(str(good)), history, uploads, None)[tab.a]["choices"]) == 4, "a run is listed once"
-    headline, pairs, changed, measures, columns, report = tab.compare(a["value"], b["value"], history, uploads, None)
+    again = compare_tab.add(tab, read_upload(str(good)), history, uploads, None)
+    assert len(again[tab.a]["choices"]) == 4, "a run is listed once"
+    headline, pairs, changed, measures, columns, report = compare_tab.compare(tab, a["value"], b["value"], history,
+                                                                              uploads, None)
     assert "0 of 3 samples identical" in headline and "temperature 1.5 → 0.5" in headline
     assert pairs["value"]["verdict"].tolist() == ["diverged at token 1", "diverged at token 2", "diverged at token 0"]
     assert "compare-sample-2" in columns and Path(report).exists()
@@ -232,11 +237,11 @@ def test_compare_tab_takes_an_opened_file_and_compares_two_runs(tmp_path):
     assert measures["value"].set_index("figure").loc["distinct_samples", "A"] == 3
     assert sorted(asked) == ["run-0", "run-2"]  # each run's measures once, for the table and the report
     assert "vote_share" not in measures["value"]["figure"].tolist()  # "none": no answers read
-    answered = tab.compare(a["value"], b["value"], history, uploads, None, "normalized", "")[3]["value"]
+    answered = compare_tab.compare(tab, a["value"], b["value"], history, uploads, None, "normalized", "")[3]["value"]
     by_figure = answered.set_index("figure")
     assert by_figure.loc["majority", "A"] == "the grey is calm" and by_figure.loc["majority", "B"] == "the sea is calm"
     assert by_figure.loc["vote_share", "B - A"] == pytest.approx(0.333, abs=1e-3)
     with pytest.raises(gr.Error, match="the pattern 'x' has 0 groups"):
-        tab.compare(a["value"], b["value"], history, uploads, None, "regex", "x")
+        compare_tab.compare(tab, a["value"], b["value"], history, uploads, None, "regex", "x")
     with pytest.raises(gr.Error, match="Pick two runs first"):
-        tab.compare(None, b["value"], history, uploads, None)
+        compare_tab.compare(tab, None, b["value"], history, uploads, None)

@@ -175,8 +175,8 @@ def test_same_seed_mode_and_unseeded_samples(sampler):
 
 
 def test_validation_happens_before_the_engine(sampler, sync_engine):
-    with pytest.raises(InvalidRequest, match="n must be between 1 and 32"):
-        sampler.add_request("too-many", PROMPT, params(33), "wrapper")
+    with pytest.raises(InvalidRequest, match="n must be between 1 and 256"):
+        sampler.add_request("too-many", PROMPT, params(257), "wrapper")
     with pytest.raises(InvalidRequest, match="empty"):
         sampler.add_request("empty", "", params(2), "wrapper")
     assert sync_engine.get_num_unfinished_requests() == 0

@@ -26,6 +26,17 @@ def test_sample_streams_updates_then_returns_the_bundle(client):
     progress = [json.loads(v) for v in values[:-1]]
     assert any(p["status"] == "running" and any(s["num_tokens"] for s in p["samples"]) for p in progress), \
         "no streamed update carried tokens before the end"
+    # Each snapshot carries only what is new: followed to the end, they add up to the whole samples.
+    texts, ids, reasons = {}, {}, {}
+    for snapshot in progress:
+        for s in snapshot["samples"]:
+            texts[s["index"]] = texts.get(s["index"], "") + s["new_text"]
+            ids[s["index"]] = ids.get(s["index"], []) + s["new_token_ids"]
+            reasons[s["index"]] = s["finish_reason"]
+            assert len(ids[s["index"]]) == s["num_tokens"]
+    for s in final.samples:
+        assert ids[s.index] == s.token_ids and texts[s.index] == "".join(s.token_texts)
+        assert reasons[s.index] == s.finish_reason
     assert final.status == "finished" and final.n == 4
     assert [s.seed for s in final.samples] == [11, 12, 13, 14]
     assert all(s.token_ids and s.finish_reason for s in final.samples)
@@ -48,3 +59,16 @@ def test_cancelling_the_job_aborts_every_child(client, backend, host):
         time.sleep(0.05)
     job.cancel()
     assert wait_for_idle(backend, host) == 0
+
+
+def test_n256_on_the_default_engine_gives_256_samples_with_consecutive_seeds(client, backend):
+    """The app's default --max-n on the default CPU engine: one request of 256 samples runs in one
+    batch (the engine plan sizes max_num_seqs and the KV cache for it) and every sample comes back
+    with its own seed."""
+    assert backend.limits.max_n == 256
+    run = Run.from_json(client.predict(prompt=PROMPT, n=256, seed=1000, max_tokens=4, output_kind="FINAL_ONLY",
+                                       use_chat_template=False, api_name="/sample"))
+    assert run.status == "finished" and run.n == 256
+    assert [s.seed for s in run.samples] == list(range(1000, 1256))
+    assert all(s.token_ids and s.finish_reason for s in run.samples)
+    assert run.engine["max_num_seqs"] >= 256

@@ -239,8 +239,8 @@ def convergence_figure(c: Convergence) -> go.Figure:
     if c.settled.at is not None:
         fig.add_vline(x=c.settled.at, line_dash="dot", line_color="#6b7280",
                       annotation_text=f"settled after {c.settled.at}", annotation_position="top left")
-    how = "exact" if c.exact else f"estimated from {c.draws} random subsets per k, band: 95% interval"
-    fig.update_layout(title=f"{title}: the figures of k random samples ({how})", height=400,
+    how = "exact" if c.exact else f"estimated from {c.draws} draws per k, bands: 95%"
+    fig.update_layout(title=f"{title}: k of the {c.n} drawn at random ({how})", height=400,
                       xaxis_title="k (samples drawn)", yaxis={"title": "", "range": [0, 1.04]},
                       legend={"orientation": "h", "y": -0.2})
     return fig

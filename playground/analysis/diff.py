@@ -9,11 +9,13 @@ from __future__ import annotations
 import html
 from collections.abc import Sequence
 from difflib import SequenceMatcher
-from functools import lru_cache
 from itertools import takewhile
 
+import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
+from rapidfuzz import process
+from rapidfuzz.distance import Indel
 
 from playground.analysis.display import height_for, pieces, visible
 from playground.run import Run, Sample
@@ -33,19 +35,35 @@ def first_divergence(a: Sequence[int], b: Sequence[int]) -> int | None:
     return None if len(a) == len(b) else min(len(a), len(b))
 
 
+def similarity_matrix(samples: Sequence[Sequence[int]]) -> np.ndarray:
+    """n x n normalised Indel similarity of token ids, 2·LCS/(|a|+|b|); two empty samples: 1.0."""
+    if not samples:
+        return np.zeros((0, 0))
+    lists = [list(tokens) for tokens in samples]
+    return process.cdist(lists, lists, scorer=Indel.normalized_similarity, dtype=np.float64)
+
+
 def similarity(a: Sequence[int], b: Sequence[int]) -> float:
-    """difflib's ratio over token ids (1.0 for two empty samples). autojunk is off: it would
-    treat frequent tokens (spaces, 'the') as junk in samples over 200 tokens."""
-    return _ratio(tuple(a), tuple(b))
+    """The set measures' similarity of two token sequences, 2·LCS/(|a|+|b|) (1.0 for two empty
+    samples): one definition for the diff, the heatmap, comparisons and the set's diversity."""
+    return float(similarity_matrix([a, b])[0, 1])
 
 
-@lru_cache(maxsize=2048)
-def _ratio(a: tuple[int, ...], b: tuple[int, ...]) -> float:
-    # Cached: with autojunk off a pair of long samples costs up to a second, and the table, the
-    # heatmap and every UI refresh of a finished run ask for the same pairs again.
-    if a == b:
-        return 1.0
-    return SequenceMatcher(None, a, b, autojunk=False).ratio()
+def first_divergences(samples: Sequence[Sequence[int]]) -> np.ndarray:
+    """n x n first divergence positions (-1 where two samples are identical), computed a row at a
+    time over the padded token matrix: at n=256 that is 256 array comparisons, not 32,640 loops."""
+    n = len(samples)
+    lengths = np.array([len(s) for s in samples])
+    width = int(lengths.max(initial=0)) + 1
+    ids = np.full((n, width), -1, dtype=np.int64)  # -1 past a sample's end: differs from any token
+    for row, tokens in enumerate(samples):
+        ids[row, :len(tokens)] = tokens
+    out = np.empty((n, n), dtype=np.int64)
+    for row in range(n):
+        differ = ids != ids[row]
+        first = np.where(differ.any(axis=1), differ.argmax(axis=1), -1)
+        out[row] = first
+    return out
 
 
 def common_prefix(run: Run) -> int:
@@ -69,17 +87,13 @@ def identical_label(groups: list[list[int]]) -> str:
 
 def pairwise_frame(run: Run) -> pd.DataFrame:
     """One row per pair i < j: first divergence (None when identical) and similarity."""
-    rows = []
-    for a in run.samples:
-        for b in run.samples:
-            if a.index < b.index:
-                rows.append({
-                    "i": a.index,
-                    "j": b.index,
-                    "first_divergence": first_divergence(a.token_ids, b.token_ids),
-                    "similarity": similarity(a.token_ids, b.token_ids),
-                })
-    frame = pd.DataFrame(rows, columns=["i", "j", "first_divergence", "similarity"])
+    tokens = [s.token_ids for s in run.samples]
+    indices = [s.index for s in run.samples]
+    similar, first = similarity_matrix(tokens), first_divergences(tokens)
+    upper = np.triu_indices(len(tokens), k=1)
+    frame = pd.DataFrame({"i": [indices[a] for a in upper[0]], "j": [indices[b] for b in upper[1]],
+                          "first_divergence": [None if first[a, b] < 0 else int(first[a, b]) for a, b in zip(*upper)],
+                          "similarity": similar[upper]}, columns=["i", "j", "first_divergence", "similarity"])
     return frame.astype({"first_divergence": "Int64"})
 
 
@@ -102,61 +116,75 @@ def diff_samples(ref: Sample, sample: Sample, deleted: bool = False) -> list[tup
     return out
 
 
-def diff_html(pairs: list[tuple[str, str | None]]) -> str:
-    """diff_samples' pairs as escaped HTML: one boxed span per token, coloured by label."""
-    spans = []
+def diff_html(pairs: list[tuple[str, str | None]], sample: int | None = None) -> str:
+    """diff_samples' pairs as escaped HTML: one boxed span per token, coloured by label. With
+    ``sample`` each of the sample's own tokens says where it is (``data-s``, ``data-p``: its
+    position), so a page can branch from the token clicked."""
+    spans, position = [], 0
     for text, label in pairs:
         label = label or "equal"
         style = (f"background:{DIFF_COLORS.get(label, '#ffffff')};border:1px solid #9ca3af;"
                  "border-radius:2px;margin:0 1px")
+        where = ""
         if label == "delete":
             style += ";text-decoration:line-through"
-        spans.append(f'<span class="tok tok-{html.escape(label)}" title="{html.escape(label)}" '
+        elif sample is not None:
+            where = f' data-s="{sample}" data-p="{position}"'
+            position += 1
+        spans.append(f'<span class="tok tok-{html.escape(label)}" title="{html.escape(label)}"{where} '
                      f'style="{style}">{html.escape(text)}</span>')
     return ('<div class="token-diff" style="font-family:monospace;white-space:pre-wrap;line-height:1.8">'
             + "".join(spans) + "</div>")
 
 
-def diff_rows(run: Run, reference: int, anchored: bool = False, with_similarity: bool = False) -> list[str]:
-    """One HTML row per sample against sample ``reference``: '#i · seed s · the reference /
-    identical / diverges at token k' and its tokens. The Diff tab and the HTML report show the
-    same rows; the tab anchors each (``id='diff-sample-i'``) and adds the similarity."""
+def diff_rows(run: Run, reference: int, anchored: bool = False, with_similarity: bool = False,
+              only: Sequence[int] | None = None) -> list[str]:
+    """One HTML row per sample (``only`` these, by index) against sample ``reference``: '#i ·
+    seed s · the reference / identical / diverges at token k' and its tokens. The Diff tab and the
+    HTML report show the same rows; the tab anchors each (``id='diff-sample-i'``), adds the
+    similarity and makes each token say where it is (to branch from it)."""
     ref = run.samples[reference]
     rows = []
-    for s in run.samples:
+    for s in run.samples if only is None else [run.samples[i] for i in only]:
         where = first_divergence(ref.token_ids, s.token_ids)
         said = ("the reference" if s.index == reference else
                 "identical" if where is None else f"diverges at token {where}")
         anchor = f" id='diff-sample-{s.index}'" if anchored else ""
         alike = f" · similarity {similarity(ref.token_ids, s.token_ids):.2f}" if with_similarity else ""
         rows.append(f"<div class='diff-row'{anchor}><b>#{s.index}</b> · seed {s.seed} · {html.escape(said)}{alike}"
-                    f"{diff_html(diff_samples(ref, s))}</div>")
+                    f"{diff_html(diff_samples(ref, s), s.index if anchored else None)}</div>")
     return rows
+
+
+MAX_HEATMAP = 256  # samples in the pairwise heatmap
 
 
 def pairwise_heatmap(run: Run) -> go.Figure:
     """Similarity of every pair of samples; each cell is labelled with the first divergence
-    position ('=' for identical samples)."""
-    names = [f"sample {s.index}" for s in run.samples]
+    position ('=' for identical samples). Of a run of more than ``MAX_HEATMAP`` samples, the first
+    ``MAX_HEATMAP``: the matrix grows with n squared (19 MB of figure at n=1024), and a page that
+    takes that stops painting."""
+    shown = run.samples[:MAX_HEATMAP]
+    names = [f"sample {s.index}" for s in shown]
     n = len(names)
-    z = [[1.0] * n for _ in range(n)]
-    text = [[""] * n for _ in range(n)]
-    hover = [[f"{names[k]}: itself" for _ in range(n)] for k in range(n)]
-    for row in pairwise_frame(run).itertuples():
-        where = row.first_divergence
-        label = "=" if pd.isna(where) else str(where)
-        said = "identical" if pd.isna(where) else f"first divergence at token {where}"
-        for a, b in ((row.i, row.j), (row.j, row.i)):
-            z[a][b] = row.similarity
-            text[a][b] = label
-            hover[a][b] = f"{names[a]} vs {names[b]}<br>similarity {row.similarity:.3f}<br>{said}"
+    tokens = [s.token_ids for s in shown]
+    z, first = similarity_matrix(tokens), first_divergences(tokens)
+    np.fill_diagonal(z, 1.0)
+    labelled = n <= 16  # cell text is drawn only this small; beyond, it is the hover's
+    text = np.where(first < 0, "=", first.astype(str)) if labelled else None
+    if labelled:
+        np.fill_diagonal(text, "")
     fig = go.Figure(go.Heatmap(
-        z=z, x=names, y=names, text=text, texttemplate="%{text}" if n <= 16 else None,
-        hovertext=hover, hoverinfo="text",
+        z=z.round(3), x=names, y=names, text=text, texttemplate="%{text}" if labelled else None,
+        customdata=first, hovertemplate="%{y} vs %{x}<br>similarity %{z:.3f}<br>first divergence at token "
+                                        "%{customdata} (-1: identical)<extra></extra>",
         zmin=0, zmax=1, colorscale="Viridis", colorbar={"title": "similarity"},
     ))
+    of = f" of the first {n} samples (of {run.n})" if run.n > n else ""
     fig.update_layout(
-        title="Pairwise similarity (cell text: first divergent token position)",
+        title=f"Pairwise similarity{of} (cell text: first divergent token position)",
         height=height_for(n, per_row=22, minimum=360), yaxis_autorange="reversed",
+        # at most 24 labels an axis: measuring one per sample is most of the time to draw n=128
+        xaxis_nticks=min(n, 24), yaxis_nticks=min(n, 24),
     )
     return fig

@@ -16,7 +16,7 @@ import html
 import plotly.graph_objects as go
 from plotly.colors import qualitative
 
-from playground.run import Sample
+from playground.run import Run, Sample
 
 # A token that ends inside a multibyte UTF-8 character decodes to '' (the next token carries the
 # character); it still is a token and must take up room in every view.
@@ -89,6 +89,17 @@ def message_figure(title: str, message: str, height: int = 320) -> go.Figure:
     fig.add_annotation(text=message, showarrow=False, x=0.5, y=0.5, xref="paper", yref="paper")
     fig.update_layout(title=title, height=height, xaxis_visible=False, yaxis_visible=False)
     return fig
+
+
+MAX_SAMPLE_LINES = 32  # per-sample lines a figure draws: beyond, a line per sample is a blur and a slow page
+
+
+def drawn_samples(run: Run, names: str = "lines") -> tuple[list, str]:
+    """The samples a figure draws one line each for (the first ``MAX_SAMPLE_LINES`` by index), and
+    a note for its title when that is not all of them."""
+    if run.n <= MAX_SAMPLE_LINES:
+        return list(run.samples), ""
+    return list(run.samples[:MAX_SAMPLE_LINES]), f" ({names} of samples 0–{MAX_SAMPLE_LINES - 1} of {run.n})"
 
 
 def sample_color(index: int) -> str:

@@ -29,11 +29,9 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 
 import numpy as np
-from rapidfuzz import process
-from rapidfuzz.distance import Indel
 from scipy import sparse
 
-from playground.analysis.diff import common_prefix
+from playground.analysis.diff import common_prefix, similarity_matrix
 from playground.run import Run
 
 DISTINCT_ORDERS = (1, 2, 3)
@@ -54,14 +52,6 @@ def distinct_n(samples: Sequence[Sequence[int]], order: int) -> float | None:
     """
     grams = [g for tokens in samples for g in ngrams(tokens, order)]
     return len(set(grams)) / len(grams) if grams else None
-
-
-def similarity_matrix(samples: Sequence[Sequence[int]]) -> np.ndarray:
-    """n x n normalised Indel similarity of token ids, 2·LCS/(|a|+|b|); two empty samples: 1.0."""
-    if not samples:
-        return np.zeros((0, 0))
-    lists = [list(tokens) for tokens in samples]
-    return process.cdist(lists, lists, scorer=Indel.normalized_similarity, dtype=np.float64)
 
 
 def pairwise_similarities(samples: Sequence[Sequence[int]]) -> np.ndarray:

@@ -26,6 +26,7 @@ SET_COLUMNS = (["extractor", "answered", "groups", "majority", "majority_size", 
                + [f"{name}_after" for name in _DIVERSITY] + ["meaning_clusters", "semantic_entropy_bits"])
 GROUP_COLUMNS = ["group", "answer", "size", "share", "samples", "seeds", "example"]
 NO_ANSWER = "(no answer)"
+MAX_BARS = 20  # answer groups drawn one bar each; the rest share a bar
 LABEL_CHARS = 40  # of an answer on the chart's axis; the hover has it whole
 SAMPLE_COLUMNS = ["sample", "seed", "tokens", "answer", "group", "group_size", "meaning_cluster"]
 
@@ -118,7 +119,8 @@ def groups_frame(answers: Answers, example_chars: int = 120) -> pd.DataFrame:
 
 
 def answer_groups_figure(answers: Answers) -> go.Figure:
-    """A bar per answer group (the majority first), and one for the samples with no answer.
+    """A bar per answer group (the majority first), the groups beyond ``MAX_BARS`` in one bar, and
+    one for the samples with no answer.
 
     Each bar's ``customdata`` is its samples' indices, comma-separated ("0,2,5"): a click on a
     bar (Plotly's ``plotly_click``, ``points[0].customdata``) tells which samples are in the group.
@@ -126,7 +128,13 @@ def answer_groups_figure(answers: Answers) -> go.Figure:
     if not answers.n:
         return message_figure("Answer groups", "No samples.")
     bars = [(f"{k}. {_cut(g.answer, LABEL_CHARS)}", g.answer, g.indices, g.seeds, "#2563eb" if k == 1 else "#93c5fd")
-            for k, g in enumerate(answers.groups, 1)]
+            for k, g in enumerate(answers.groups[:MAX_BARS], 1)]
+    rest = answers.groups[MAX_BARS:]
+    if rest:
+        indices = sorted(i for g in rest for i in g.indices)
+        label = f"{len(rest)} more answers"
+        bars.append((label, f"{label}, each given by {max(g.size for g in rest)} sample(s) or fewer", indices,
+                     [None] * len(indices), "#bfdbfe"))
     if answers.unanswered:
         seeds = [None] * len(answers.unanswered)
         bars.append((NO_ANSWER, NO_ANSWER, answers.unanswered, seeds, "#d1d5db"))

@@ -26,7 +26,15 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
-from playground.analysis.display import for_hover, height_for, message_figure, sample_color, truncate, visible
+from playground.analysis.display import (
+    drawn_samples,
+    for_hover,
+    height_for,
+    message_figure,
+    sample_color,
+    truncate,
+    visible,
+)
 from playground.run import Run
 
 TIMING_COLUMNS = ["sample", "seed", "tokens", "ttft", "total_time", "tokens_per_s", "decode_tokens_per_s",
@@ -76,15 +84,22 @@ def timing_frame(run: Run) -> pd.DataFrame:
 
 
 def tokens_over_time_figure(run: Run) -> go.Figure:
-    """Tokens received so far against time, one step line per sample."""
+    """Tokens received so far against time, one step line per sample (the first
+    ``MAX_SAMPLE_LINES``), and with more samples the mean over all of them."""
+    drawn, note = drawn_samples(run)
     fig = go.Figure()
-    for s in run.samples:
+    for s in drawn:
         if s.token_times:
             fig.add_trace(go.Scatter(
                 x=[0.0] + [t * 1000 for t in s.token_times], y=list(range(len(s.token_times) + 1)),
                 mode="lines", line={"shape": "hv", "color": sample_color(s.index)}, name=f"sample {s.index}",
             ))
-    fig.update_layout(title="Tokens received over time", xaxis_title="ms since the run started",
+    if note:
+        times = sorted(t for s in run.samples for t in s.token_times)
+        fig.add_trace(go.Scatter(x=[0.0] + [t * 1000 for t in times], y=[k / run.n for k in range(len(times) + 1)],
+                                 mode="lines", line={"shape": "hv", "color": "black", "width": 3},
+                                 name=f"mean of all {run.n}"))
+    fig.update_layout(title="Tokens received over time" + note, xaxis_title="ms since the run started",
                       yaxis_title="tokens", height=400)
     return fig
 
@@ -94,11 +109,16 @@ def itl_figure(run: Run) -> go.Figure:
     frame = itl_frame(run)
     if frame.empty:
         return message_figure("Inter-token latency", "fewer than two tokens per sample: no latencies")
+    drawn, note = drawn_samples(run, "boxes")
     fig = go.Figure()
+    if note:
+        fig.add_trace(go.Box(y=frame["itl"] * 1000, name=f"all {run.n}", boxpoints=False, marker_color="black"))
+    shown = {s.index for s in drawn}
     for sample, rows in frame.groupby("sample", sort=True):
-        fig.add_trace(go.Box(y=rows["itl"] * 1000, name=f"sample {sample}", boxpoints="outliers",
-                             marker_color=sample_color(sample)))
-    fig.update_layout(title="Inter-token latency per sample (0 ms: same event)", yaxis_title="ms",
+        if sample in shown:
+            fig.add_trace(go.Box(y=rows["itl"] * 1000, name=f"sample {sample}", boxpoints="outliers",
+                                 marker_color=sample_color(sample)))
+    fig.update_layout(title="Inter-token latency per sample (0 ms: same event)" + note, yaxis_title="ms",
                       height=400, showlegend=False)
     return fig
 
@@ -194,8 +214,15 @@ def event_outputs_frame(run: Run) -> pd.DataFrame:
 
 def events_figure(run: Run) -> go.Figure:
     """A mark per event per index carried (size: tokens carried); a sample's finish is a red
-    diamond; a dashed line marks the event that finished the whole run."""
+    diamond; a dashed line marks the event that finished the whole run. Of a large run, the marks
+    of its first samples (``drawn_samples``): at n=128 every mark is thousands of them, and a page
+    that draws them stops painting for a second; the events table has every one."""
     frame = event_outputs_frame(run)
+    outputs = len(frame)
+    drawn, note = drawn_samples(run, "marks")
+    rows_shown = len(drawn) if note else run.n
+    if note:
+        frame = frame[frame["index"] < rows_shown]
     fig = go.Figure()
     for name, rows, symbol, color in (
         ("output", frame[frame["finish_reason"].isna()], "circle", "#3b82f6"),
@@ -221,10 +248,10 @@ def events_figure(run: Run) -> go.Figure:
         fig.update_layout(yaxis2={"title": "requests in the engine", "overlaying": "y", "side": "right",
                                   "rangemode": "tozero", "showgrid": False})
     fig.update_layout(
-        title=f"Raw events ({run.output_kind}): {len(run.events)} event(s), {len(frame)} output(s)",
+        title=f"Raw events ({run.output_kind}): {len(run.events)} event(s), {outputs} output(s){note}",
         # From 0, so a FINAL_ONLY run shows its one event at the end, not alone in the middle.
         xaxis={"title": "ms since the run started", "rangemode": "tozero"},
-        yaxis={"title": "sample index", "range": [run.n - 0.5, -0.5], "tickmode": "linear", "dtick": 1},
-        height=height_for(run.n, per_row=20, minimum=320),
+        yaxis={"title": "sample index", "range": [rows_shown - 0.5, -0.5], "tickmode": "linear", "dtick": 1},
+        height=height_for(rows_shown, per_row=20, minimum=320),
     )
     return fig

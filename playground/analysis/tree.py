@@ -7,6 +7,7 @@ new branch starts exactly where their token ids first differ.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass, field
 
@@ -25,7 +26,8 @@ class Branch:
 
     ``prob`` is the probability of the branching (first) token and ``alternatives`` the top-k
     at that position, as (visible text, probability): both None/empty without logprobs. An
-    ``end`` branch has no tokens: it holds samples that stopped where others went on.
+    ``end`` branch has no tokens: it holds samples that stopped where others went on. An
+    ``others`` branch stands for that many small branches folded together (``fold``).
     """
 
     key: str
@@ -38,6 +40,7 @@ class Branch:
     prob: float | None = None
     alternatives: list[tuple[str, float]] = field(default_factory=list)
     children: list[Branch] = field(default_factory=list)
+    others: int = 0
 
     @property
     def count(self) -> int:
@@ -61,6 +64,44 @@ def divergence_tree(run: Run) -> Branch:
     root = Branch("root", None, 0, [], [], [s.index for s in run.samples])
     _grow(root, run, 0)
     return root
+
+
+def fold(branch: Branch, below: int) -> Branch:
+    """The tree with, under each branch, the children taken by fewer than ``below`` samples
+    folded into one "others" leaf: with many samples, a tree of every single-sample branch is
+    too wide to read (and to draw); the large branches are where the samples part."""
+    small = [c for c in branch.children if c.count < below and not c.end]
+    children = [fold(c, below) for c in branch.children if c not in small or len(small) == 1]
+    if len(small) > 1:
+        samples = sorted(i for c in small for i in c.samples)
+        children.append(Branch(f"{branch.key}/others", branch.key, small[0].start, [], [], samples,
+                               others=len(small)))
+    return dataclasses.replace(branch, children=children)
+
+
+def fold_for(n: int) -> int | None:
+    """The fold a tree of ``n`` samples is drawn with: none up to 32 samples."""
+    return None if n <= 32 else max(2, math.ceil(n / 64))
+
+def prefix_order(sequences: list[list[int]]) -> tuple[list[int], list[int]]:
+    """The samples in the tree's order, and how many leading tokens each shares with the one before.
+
+    The lexicographic order of the token id sequences is the trie's depth-first order: samples that
+    share a prefix sit together, a sample that stopped where others went on comes before them (the
+    tree's ``end`` branch), and identical samples keep their index order. Returns the sample indices
+    in that order and, for each position in it, the length of the prefix shared with the previous
+    sample (0 for the first). Cheap enough to redo on every update of a run in flight: a C-level sort
+    of the lists themselves, then one pass over neighbours.
+    """
+    order = sorted(range(len(sequences)), key=sequences.__getitem__)
+    shared = [0] * len(order)
+    for rank in range(1, len(order)):
+        a, b = sequences[order[rank - 1]], sequences[order[rank]]
+        k, stop = 0, min(len(a), len(b))
+        while k < stop and a[k] == b[k]:
+            k += 1
+        shared[rank] = k
+    return order, shared
 
 
 def _grow(branch: Branch, run: Run, pos: int) -> None:
@@ -115,16 +156,20 @@ def tree_frame(run: Run) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=columns)
 
 
-def tree_figure(run: Run, maxdepth: int = 8) -> go.Figure:
+def tree_figure(run: Run, maxdepth: int = 8, fold_below: int | None = -1) -> go.Figure:
     """The tree as a left-to-right icicle: width of a box = samples that took the branch.
 
     Labels are cut to LABEL_WIDTH characters; the hover shows the full text with token
     boundaries, the samples, and the branching token's probability and alternatives. Deeper
     levels than ``maxdepth`` appear when a branch is clicked. Colour is the branching token's
     probability when logprobs were recorded; the prompt and 'end' boxes, which have no branching
-    token, are coloured as certain.
+    token, are coloured as certain. Branches of fewer than ``fold_below`` samples are folded into
+    one "others" box per parent (default: ``fold_for(n)``).
     """
     root = divergence_tree(run)
+    below = fold_for(run.n) if fold_below == -1 else fold_below
+    if below:
+        root = fold(root, below)
     branches = list(root.walk())
     labels, hovers = [], []
     for b in branches:
@@ -136,6 +181,11 @@ def tree_figure(run: Run, maxdepth: int = 8) -> go.Figure:
             labels.append("⏹ end")
             hovers.append(f"stopped after token {b.start - 1}<br>samples {b.samples}")
             continue
+        if b.others:
+            labels.append(f"… {b.others} branches")
+            hovers.append(f"{b.others} branches of fewer than {below} samples each, folded: {b.count} sample(s)"
+                          f"<br>samples {truncate(str(b.samples), 300)}")
+            continue
         labels.append(for_hover(truncate(visible(b.text, multiline=False), LABEL_WIDTH)))
         hover = (f"<b>{for_hover(truncate(joined(b.texts), 600))}</b>"
                  f"<br>tokens {b.start}–{b.start + len(b.token_ids) - 1}"
@@ -144,8 +194,9 @@ def tree_figure(run: Run, maxdepth: int = 8) -> go.Figure:
             hover += f"<br>p(branch token) = {b.prob:.3f}<br>top-k: " + for_hover(
                 ", ".join(f"{t} {p:.3f}" for t, p in b.alternatives))
         hovers.append(hover)
-    icicle = go.Icicle(
+    icicle = go.Icicle(  # customdata: "sample,token" where a branch starts, for a page to branch from it
         ids=[b.key for b in branches], parents=[b.parent or "" for b in branches], labels=labels,
+        customdata=[f"{b.samples[0]},{b.start}" if b.samples else "" for b in branches],
         values=[b.count for b in branches], branchvalues="total", hovertext=hovers, hoverinfo="text",
         textinfo="label+value", tiling={"orientation": "h"}, maxdepth=maxdepth, sort=False,
     )
@@ -154,7 +205,8 @@ def tree_figure(run: Run, maxdepth: int = 8) -> go.Figure:
         icicle.marker = {"colors": [1.0 if p is None else p for p in probs], "colorscale": "RdYlGn",
                          "cmin": 0, "cmax": 1, "showscale": True, "colorbar": {"title": "p(branch)"}}
     fig = go.Figure(icicle)
-    fig.update_layout(title="Divergence tree (box width = samples that took the branch)",
+    folded = f"; branches of fewer than {below} samples folded" if below else ""
+    fig.update_layout(title=f"Divergence tree (box width = samples that took the branch{folded})",
                       height=height_for(len(root.leaves()), per_row=28, minimum=360),
                       margin={"l": 10, "r": 10, "t": 50, "b": 10})
     return fig

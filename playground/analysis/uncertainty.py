@@ -15,7 +15,7 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from playground.analysis.display import for_hover, message_figure, pieces, sample_color, visible
+from playground.analysis.display import drawn_samples, for_hover, message_figure, pieces, sample_color, visible
 from playground.run import Run, TokenLogprob
 
 UNCERTAINTY_COLUMNS = ["sample", "position", "token_id", "token", "prob", "logprob", "rank",
@@ -100,6 +100,13 @@ def uncertainty_figure(run: Run) -> go.Figure:
         return message_figure("Per-token uncertainty", "no logprobs recorded: ask for logprobs (e.g. 5) to see this")
     fig = make_subplots(rows=2, cols=1, shared_xaxes=True, vertical_spacing=0.08,
                         subplot_titles=("p(sampled token)", "entropy lower bound from top-k (nats)"))
+    drawn, note = drawn_samples(run)
+    if note:  # the mean over every sample, beside the lines of the first ones
+        mean = frame.groupby("position", sort=True)[["prob", "entropy_lb_topk"]].mean()
+        for row, column in ((1, "prob"), (2, "entropy_lb_topk")):
+            fig.add_trace(go.Scatter(x=mean.index, y=mean[column], mode="lines", name=f"mean of all {run.n}",
+                                     line={"color": "black", "width": 3}, showlegend=row == 1), row=row, col=1)
+        frame = frame[frame["sample"].isin({s.index for s in drawn})]
     for sample, rows in frame.groupby("sample", sort=True):
         hover = [f"sample {sample}, token {r.position}: <b>{for_hover(r.token)}</b><br>p = {r.prob:.3f}, "
                  f"rank {r.rank}<br>entropy ≥ {r.entropy_lb_topk:.3f} nats (top-k mass {r.topk_mass:.3f})"
@@ -112,7 +119,7 @@ def uncertainty_figure(run: Run) -> go.Figure:
     fig.update_yaxes(range=[0, 1.02], row=1, col=1)
     fig.update_yaxes(rangemode="tozero", row=2, col=1)
     fig.update_xaxes(title="token position", row=2, col=1)
-    fig.update_layout(title="Per-token uncertainty", height=560)
+    fig.update_layout(title="Per-token uncertainty" + note, height=560)
     return fig
 
 

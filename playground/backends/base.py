@@ -10,7 +10,7 @@ from __future__ import annotations
 import contextlib
 import uuid
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from playground.backends.recorder import Observation, RunRecorder
@@ -31,19 +31,27 @@ class Prepared:
     prompt_token_ids: list[int]
     plan: Plan
     watch: bool = False  # keep every yielded output and report the ones that changed (QA matrix)
+    labels: dict[str, Any] = field(default_factory=dict)  # what the run is to its caller (a branch, a sweep)
 
     @property
     def request_id(self) -> str:
         return self.plan.parent_id
 
+    @property
+    def engine_prompt_ids(self) -> list[int]:
+        """What the engine is given: the rendered prompt's ids, then a branch's prefix as it is."""
+        return self.prompt_token_ids + (self.request.prefix_token_ids or [])
+
     def record_header(self) -> dict[str, Any]:
-        """The ``request`` part of the run bundle."""
+        """The ``request`` part of the run bundle: the rendered prompt stays the prompt's, and a
+        branch's prefix is ``prefix_token_ids``; samples hold only the tokens sampled."""
         return {
             **self.request.to_dict(),
             "request_id": self.request_id,
             "rendered_prompt": self.rendered_prompt,
             "prompt_token_ids": self.prompt_token_ids,
             "num_prompt_tokens": len(self.prompt_token_ids),
+            **self.labels,
         }
 
 
@@ -95,7 +103,7 @@ def prepare(limits: Limits, request: SampleRequest, rendered: tuple[str, list[in
     can show which seed was used.
     """
     text, token_ids = rendered
-    check_context(len(token_ids), request.max_tokens, limits.max_model_len)
+    check_context(len(token_ids), request.max_tokens, limits.max_model_len, len(request.prefix_token_ids or []))
     if request.seed is None:
         request.seed = draw_seed()
     return Prepared(request, text, token_ids, make_plan(new_request_id(), request.n, request.seed, request.mode))
@@ -134,23 +142,27 @@ class Recording:
         return self.finish("aborted", STOPPED)
 
 
-async def start(backend: Backend, request: SampleRequest) -> Recording:
+async def start(backend: Backend, request: SampleRequest, labels: dict[str, Any] | None = None) -> Recording:
     """Check ``request`` (nothing reaches the tokenizer or the server unchecked), render its
     prompt (awaited: a slow server must not hold up the event loop), and begin its Recording."""
     admit(backend, request)
     rendered = await backend.render(request.prompt, request.use_chat_template)
-    return Recording(backend, prepare(backend.limits, request, rendered))
+    prepared = prepare(backend.limits, request, rendered)
+    prepared.labels = dict(labels or {})
+    return Recording(backend, prepared)
 
 
-async def record(backend: Backend, request: SampleRequest, watch: bool = False) -> AsyncIterator[Run]:
+async def record(backend: Backend, request: SampleRequest, watch: bool = False,
+                 labels: dict[str, Any] | None = None) -> AsyncIterator[Run]:
     """Run ``request`` and yield the growing Run: once at the start (no events yet, so a caller
     holds the Run from the first moment), after every event, and once finished. ``watch``: the
     backend keeps every output it yields and records which changed afterwards (QA matrix).
+    ``labels``: what the run is to its caller, in its record (``{"branch": ...}``, a sweep's value).
 
     Whatever ends the stream (the end, an error, a Stop, a closed tab) the Run is finished with
     the matching status, and the backend's own cleanup aborts what is still running.
     """
-    recording = await start(backend, request)
+    recording = await start(backend, request, labels)
     recording.prepared.watch = watch
     run = recording.run
     try:

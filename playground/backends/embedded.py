@@ -25,7 +25,7 @@ from playground.backends.outputs import OutputWatch, child_observation, observat
 from playground.backends.recorder import Observation
 from playground.backends.resources import Workload
 from playground.errors import EngineUnavailable
-from playground.request import Limits
+from playground.request import DEFAULT_MAX_N, Limits
 from playground.sampling import prompts
 from playground.sampling.async_sampler import ParallelSampler
 from playground.sampling.params import sampling_params
@@ -41,8 +41,8 @@ def _exit(message: str) -> None:
 
 
 class EmbeddedBackend:
-    def __init__(self, host: EngineHost, max_n: int = 32, on_restart_failure: Callable[[str], None] = _exit,
-                 watch_every: float = 1.0):
+    def __init__(self, host: EngineHost, max_n: int = DEFAULT_MAX_N,
+                 on_restart_failure: Callable[[str], None] = _exit, watch_every: float = 1.0):
         self.host = host
         self.max_n = max_n
         self.on_restart_failure = on_restart_failure
@@ -68,6 +68,11 @@ class EmbeddedBackend:
         self._closed.set()
         self.host.shutdown()
 
+    def stop_watching(self) -> None:
+        """The app is stopping: an engine that dies now is not rebuilt. Ctrl-C in a terminal
+        reaches the engine core too, and it is gone before the app has closed its server."""
+        self._closed.set()
+
     def __enter__(self) -> EmbeddedBackend:
         return self
 
@@ -81,6 +86,7 @@ class EmbeddedBackend:
             max_n=self.max_n,
             max_model_len=self._info["max_model_len"],
             max_logprobs=self._info["max_logprobs"],
+            vocab_size=self._info["vocab_size"],
         )
         self.tokenizer = engine.tokenizer
         self.sampler = ParallelSampler(engine, self.max_n)  # one per engine: abort() finds parents by id
@@ -113,7 +119,7 @@ class EmbeddedBackend:
             raise EngineUnavailable(DEAD)
         request = prepared.request
         params = sampling_params(request)
-        tokens = TokensPrompt(prompt_token_ids=prepared.prompt_token_ids, prompt=prepared.rendered_prompt)
+        tokens = TokensPrompt(prompt_token_ids=prepared.engine_prompt_ids, prompt=prepared.rendered_prompt)
         # Native FINAL_ONLY builds its one output from the last child to finish, so the output's
         # engine facts cannot be attributed to outputs[0]; the wrapper reports them per child.
         attribute = request.mode == "native" and (request.output_kind != "FINAL_ONLY" or request.n == 1)

@@ -26,6 +26,7 @@ from playground.backends.resources import (
     apply_cpu_plan,
     engine_environment,
     plan_cpu,
+    size_batch,
     size_kv_cache,
     sizes_memory_itself,
 )
@@ -90,8 +91,8 @@ class EnginePlan:
 
 def plan_engine(model: str | None = None, *, cpu_threads: int | None = None, workload: Workload | None = None,
                 **engine_kwargs: Any) -> EnginePlan:
-    """The engine's config: vLLM's, with the CPU threads and the KV cache sized to ``workload``
-    (``Workload()``: one run of up to 32 samples at a time) unless a flag already chose them, and
+    """The engine's config: vLLM's, with the CPU threads, the batch and the KV cache sized to
+    ``workload`` (``Workload()``: one run of up to 256 samples at a time) unless a flag already chose them, and
     every prompt prefilled whole where a seeded request's generator cannot be rewound."""
     from vllm.platforms import current_platform
 
@@ -101,6 +102,8 @@ def plan_engine(model: str | None = None, *, cpu_threads: int | None = None, wor
     kv_bytes = None
     if cpu is not None:
         apply_cpu_plan(config, cpu)
+        if "max_num_seqs" not in engine_kwargs:
+            size_batch(config, workload or Workload())
         if not sizes_memory_itself(engine_kwargs):
             kv_bytes = size_kv_cache(config, workload or Workload())
     prefill = "vLLM's default"
@@ -201,6 +204,7 @@ def describe_engine(engine) -> dict[str, Any]:
         "device": "CPU" if current_platform.is_cpu() else current_platform.device_name.upper(),
         "max_model_len": config.model_config.max_model_len,
         "max_logprobs": config.model_config.max_logprobs,
+        "vocab_size": config.model_config.get_vocab_size(),
         "block_size": config.cache_config.block_size,
         "prefix_caching": bool(config.cache_config.enable_prefix_caching),
         "enforce_eager": config.model_config.enforce_eager,

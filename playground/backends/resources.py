@@ -33,6 +33,8 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from playground.request import DEFAULT_MAX_N
+
 SMALL_MACHINE_CORES = 4
 BIND_ENV = "VLLM_CPU_OMP_THREADS_BIND"
 KV_SPACE_ENV = "VLLM_CPU_KVCACHE_SPACE"
@@ -106,7 +108,7 @@ def apply_cpu_plan(config, plan: CpuPlan) -> None:
 class Workload:
     """What the engine serves at most at once: ``concurrency`` runs of up to ``max_n`` samples."""
 
-    max_n: int = 32
+    max_n: int = DEFAULT_MAX_N
     concurrency: int = 1
 
 
@@ -139,6 +141,15 @@ def sizes_memory_itself(explicit: Mapping[str, Any], environ: Mapping[str, str] 
     """True when the caller already chose the KV cache's memory (a flag or vLLM's variable)."""
     environ = os.environ if environ is None else environ
     return any(explicit.get(name) is not None for name in MEMORY_FLAGS) or bool(environ.get(KV_SPACE_ENV))
+
+
+def size_batch(config, workload: Workload) -> None:
+    """Let one run of ``max_n`` samples be scheduled in one batch: the scheduler's ``max_num_seqs``
+    is at least ``max_n`` (vLLM's CPU default is 128 or 256), so no sample of a run waits for others
+    of the same run to finish."""
+    scheduler = config.scheduler_config
+    scheduler.max_num_seqs = max(scheduler.max_num_seqs, workload.max_n)
+    scheduler.max_num_batched_tokens = max(scheduler.max_num_batched_tokens, scheduler.max_num_seqs)
 
 
 def size_kv_cache(config, workload: Workload) -> int:

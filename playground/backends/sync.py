@@ -21,7 +21,7 @@ from playground.backends.outputs import OutputWatch, child_observation, observat
 from playground.backends.recorder import Observation
 from playground.backends.resources import Workload
 from playground.errors import EngineUnavailable, InvalidRequest
-from playground.request import Limits, SampleRequest
+from playground.request import DEFAULT_MAX_N, Limits, SampleRequest
 from playground.run import Run
 from playground.sampling import prompts
 from playground.sampling.params import sampling_params
@@ -35,13 +35,13 @@ LOST = ("the sampler finished this request without an output carrying its id (an
 class SyncRunner:
     """Runs SampleRequests on an ``LLMEngine`` and records each as a ``Run``."""
 
-    def __init__(self, llm_engine, max_n: int = 32):
+    def __init__(self, llm_engine, max_n: int = DEFAULT_MAX_N):
         self.engine = llm_engine
         self.sampler = SyncParallelSampler(llm_engine, max_n)
         self.tokenizer = llm_engine.tokenizer
         self._info = {**describe_engine(llm_engine), "front_end": "LLMEngine"}
         self.limits = Limits(max_n=max_n, max_model_len=self._info["max_model_len"],
-                             max_logprobs=self._info["max_logprobs"])
+                             max_logprobs=self._info["max_logprobs"], vocab_size=self._info["vocab_size"])
         self._running: dict[str, Recording] = {}  # by parent request id
 
     @classmethod
@@ -80,7 +80,7 @@ class SyncRunner:
                                                                                     request.use_chat_template)))
         prepared = recording.prepared
         recording.watch = OutputWatch() if watch else None
-        tokens = TokensPrompt(prompt_token_ids=prepared.prompt_token_ids, prompt=prepared.rendered_prompt)
+        tokens = TokensPrompt(prompt_token_ids=prepared.engine_prompt_ids, prompt=prepared.rendered_prompt)
 
         def on_child(index: int, output: RequestOutput) -> None:
             recording.observe(child_observation(index, output))

@@ -64,6 +64,7 @@ from playground.bench.measure import (
     schedule,
 )
 from playground.bench.results import (
+    against_baseline,
     browser_summary,
     goals,
     headline,
@@ -81,6 +82,7 @@ __all__ = [
     "Arrivals",
     "Settings",
     "add_bench_flags",
+    "against_baseline",
     "aligned_prompt_tokens",
     "app_memory",
     "browser_summary",

@@ -11,8 +11,9 @@ group of its own, on a free port. Measures:
   ``max_tokens`` with ``ignore_eos``:
   - ``first_visible_s``: from the Run click to the first frame in which a sample column shows text;
   - ``finished_s``: to the frame in which the run summary says it finished;
-  - ``updates_per_s``: frames in which the columns' text changed, per second of streaming (the
-    UI paces its updates; the goal is under 20);
+  - ``updates_per_s``: frames in which the samples area's tokens changed, per second of streaming
+    (it cannot exceed the engine's steps: ``steps_per_s``, tokens per sample per second);
+  - ``bytes_per_update``: characters of the samples area's messages, per message;
   - ``longest_frame_gap_ms``: the longest the page went without a frame while the run was on
     (a stalled tab paints nothing), and ``long_tasks_ms``, main-thread tasks over 50 ms, summed.
   The first run is the first the app ever served (``first after start``); the others are warm.
@@ -37,22 +38,28 @@ START_TIMEOUT = 600.0
 RUN_TIMEOUT = 300.0
 
 # Installed in the page before the Run click: watches every animation frame until the run ends.
-WATCH = """(n) => {
-  const columns = () => Array.from({length: n}, (_, i) => document.querySelector(`#sample-${i}-text textarea`));
+WATCH = """() => {
+  const sa = document.querySelector('#samples-area .sa').__sa;  // the samples area's own counts
   const summary = document.querySelector('#run-summary');
-  const w = window.__bench = {click: 0, first: null, finished: null, changes: [], gap: 0, longTasks: 0};
+  const w = window.__bench = {click: 0, first: null, finished: null, changes: [], gap: 0, longTasks: 0,
+                              bytes0: sa.bytes || 0, messages0: sa.messages || 0};
   new PerformanceObserver(list => { for (const e of list.getEntries()) w.longTasks += e.duration; })
     .observe({type: 'longtask'});
-  let previous = null, lastFrame = null;
+  let shown = sa.tokens, lastFrame = null;
   const frame = (now) => {
     if (lastFrame !== null) w.gap = Math.max(w.gap, now - lastFrame);
     lastFrame = now;
-    const texts = columns().map(c => c ? c.value : '');
-    const joined = texts.join('\\u0000');
-    if (previous !== null && joined !== previous) w.changes.push(now);
-    previous = joined;
-    if (w.first === null && texts.some(t => t.length)) w.first = now;
-    if (summary && /finished|stopped|error/.test(summary.innerText)) { w.finished = now; return; }
+    if (sa.tokens !== shown) {
+      shown = sa.tokens;
+      w.changes.push(now);
+      if (w.first === null && shown > 0) w.first = now;
+    }
+    if (summary && /finished|stopped|error/.test(summary.innerText)) {
+      w.finished = now; w.bytes = (sa.bytes || 0) - w.bytes0; w.messages = sa.messages - w.messages0;
+      w.tokens = sa.tokens;
+      w.heap = performance.memory ? performance.memory.usedJSHeapSize : null;
+      return;
+    }
     requestAnimationFrame(frame);
   };
   w.click = performance.now();
@@ -166,6 +173,8 @@ def resident_pages(pid: int):
 
 def page_run(browser, url: str, n: int, seed: int, max_tokens: int) -> dict[str, Any]:
     """One run on a fresh page; the measures of the module's docstring."""
+    from playground.ui.app import plotly_preload_js
+
     page = browser.new_page(viewport={"width": 1400, "height": 1000})
     try:
         page.goto(url)
@@ -175,7 +184,10 @@ def page_run(browser, url: str, n: int, seed: int, max_tokens: int) -> dict[str,
         page.get_by_text("Sampler settings").click()
         _set_number(page, "max-tokens", max_tokens)
         page.locator("#ignore-eos input").check()
-        page.evaluate(WATCH, n)
+        if plotly_preload_js():  # the page's plotly preload is in (a person types for longer than this)
+            page.wait_for_function("() => window.__plotlyReady === true || window.__plotlyReady === null",
+                                   timeout=60_000)
+        page.evaluate(WATCH)
         page.wait_for_function("() => window.__bench.finished !== null", timeout=RUN_TIMEOUT * 1000)
         w = page.evaluate("() => window.__bench")
     finally:
@@ -187,7 +199,10 @@ def page_run(browser, url: str, n: int, seed: int, max_tokens: int) -> dict[str,
         "first_visible_s": (w["first"] - w["click"]) / 1000 if w["first"] is not None else float("nan"),
         "finished_s": (w["finished"] - w["click"]) / 1000,
         "updates_per_s": (len(changes) - 1) / streaming if streaming > 0 else float("nan"),
+        "steps_per_s": w.get("tokens", 0) / n / streaming if streaming > 0 else float("nan"),
         "longest_frame_gap_ms": w["gap"], "long_tasks_ms": w["longTasks"],
+        "bytes_per_update": w["bytes"] / w["messages"] if w.get("messages") else float("nan"),
+        "heap_mb": w["heap"] / 2**20 if w.get("heap") else float("nan"),
     }
 
 
@@ -215,7 +230,7 @@ def measure_app(port: int, out: Path, ns: tuple[int, ...], max_tokens: int, repe
             with sync_playwright() as p:
                 browser = p.chromium.launch(executable_path=chromium, args=[
                     "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--no-first-run",
-                    "--disable-component-update", "--disable-sync"])
+                    "--disable-component-update", "--disable-sync", "--enable-precise-memory-info"])
                 try:
                     order = [("first after start", ns[0], 0)] + [
                         ("warm", n, rep) for rep in range(repetitions) for n in ns]

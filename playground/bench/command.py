@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import json
 import os
 import sys
 import time
@@ -18,7 +19,16 @@ import pandas as pd
 
 from playground.bench.contenders import HFBaseline, engine_path, ui_path
 from playground.bench.limit import MachineLimit
-from playground.bench.measure import ENGINE_PATHS, LONG_PROMPT, PATHS, Arrivals, Settings, measurement, schedule
+from playground.bench.measure import (
+    ENGINE_PATHS,
+    LONG_PROMPT,
+    PATHS,
+    Arrivals,
+    Settings,
+    bundle_sizes,
+    measurement,
+    schedule,
+)
 from playground.bench.probes import cpu_seconds, engine_cores, kv_cache, machine, resident_memory
 from playground.bench.results import Report, headline_n, publish
 from playground.commands import exits
@@ -118,6 +128,12 @@ def run_benchmark(settings: Settings, host, app_url: str | None = None, model_pa
                         bar.update()
         except KeyboardInterrupt:
             interrupted = True
+    if not interrupted and "native" in runners:
+        from playground.backends.embedded import EmbeddedBackend
+
+        bar_n = headline_n(settings.ns)
+        environment["bundles"] = bundle_sizes(EmbeddedBackend(host, max_n=bar_n), settings.prompt, settings.seed,
+                                              bar_n, settings.max_tokens)
     environment["memory_end"] = resident_memory()
     environment["load_after"] = os.getloadavg()
     return Report(settings, pd.DataFrame(rows), pd.DataFrame(cache_rows), environment, interrupted)
@@ -156,8 +172,11 @@ def add_bench_flags(group) -> None:
     group.add_argument("--no-warmup", action="store_true", help="Skip the untimed first call of every path.")
     group.add_argument("--app", action=argparse.BooleanOptionalAction, default=True,
                        help="Then start `python app.py` as a person does: time to a working page, its memory, "
-                            "and the page in headless Chromium at n=8 and 32, the first run after start included "
-                            "(default on; --no-app skips it).")
+                            "and the page in headless Chromium at n=32, 128 and 256 (--quick: 32 and 256), the "
+                            "first run after start included (default on; --no-app skips it).")
+    group.add_argument("--baseline", type=Path, default=None, metavar="RESULTS_JSON",
+                       help="A results.json of an earlier run (another commit, another flag): print every figure "
+                            "the two share side by side, with this run's over the baseline's.")
     group.add_argument("--out", type=Path, default=Path("bench-results"),
                        help="Folder for the CSV, JSON and HTML results (default bench-results/).")
     group.add_argument("--soak", type=float, default=None, metavar="SECONDS",
@@ -195,11 +214,16 @@ def main(argv: list[str] | None = None) -> int:
     settings = settings_from_args(args)
     if max(settings.ns) > 256:
         parser.parser.error("--n: at most 256")
+    if args.baseline is not None:  # now, not after minutes of measuring
+        try:
+            json.loads(args.baseline.read_text())
+        except (OSError, ValueError) as e:
+            parser.parser.error(f"--baseline {args.baseline}: not a results.json ({e})")
 
     from playground.backends.embedded import EmbeddedBackend
     from playground.backends.resources import Workload
-    from playground.commands.cli import DEFAULT_MAX_N
     from playground.commands.serve import DEFAULT_CONCURRENCY
+    from playground.request import DEFAULT_MAX_N
 
     # The KV cache the app would have, so the memory measures are the app's.
     workload = Workload(max_n=max(DEFAULT_MAX_N, *settings.ns), concurrency=DEFAULT_CONCURRENCY)
@@ -227,7 +251,7 @@ def main(argv: list[str] | None = None) -> int:
     if settings.app and not report.interrupted:
         report.environment["app"] = _measure_app(settings, args.out)
     report.environment["total_s"] = time.monotonic() - started
-    publish(report, args.out, "quick" if args.quick else "bench")
+    publish(report, args.out, "quick" if args.quick else "bench", baseline=args.baseline)
     return exits.INTERRUPTED if report.interrupted else exits.OK
 
 

@@ -93,7 +93,8 @@ def ui_path(host, app_url: str, settings: Settings) -> Callable[..., Arrivals]:
         start = time.monotonic()
         job = client.submit(prompt=settings.prompt, n=n, seed=settings.seed, output_kind=settings.output_kind,
                             mode=settings.ui_mode, temperature=settings.temperature, top_p=1.0, top_k=0,
-                            max_tokens=max_tokens or settings.max_tokens, ignore_eos=True, api_name="/sample")
+                            max_tokens=max_tokens or settings.max_tokens, ignore_eos=True,
+                            use_chat_template=False, logprobs=None, api_name="/sample")  # as the engine paths
         read = 0
         while True:
             done = job.done()

@@ -64,13 +64,14 @@ class Settings:
     warmup: bool = True
     cache_probes: int = 3  # repetitions followed by a prefix-cache probe
     app: bool = True  # start `python app.py` too: its start, its memory, and the page in Chromium
-    browser_ns: tuple[int, ...] = (8, 32)
-    browser_tokens: int = 64  # long enough to see the page's update rate at n=32
+    browser_ns: tuple[int, ...] = (32, 128, 256)
+    browser_tokens: int = 64  # long enough to see the page's update rate
 
     @classmethod
     def quick(cls, **changes) -> Settings:
         """About 3 minutes on a 2-core machine, the engine's and the app's starts included."""
-        return cls(**{"ns": (16,), "max_tokens": 16, "repetitions": 2, "cache_probes": 1, **changes})
+        return cls(**{"ns": (16,), "max_tokens": 16, "repetitions": 2, "cache_probes": 1, "browser_ns": (32, 256),
+                      **changes})
 
 
 @dataclass
@@ -137,3 +138,30 @@ def cache_measures(n: int, arrivals: Arrivals, prompt_tokens: int, block_size: i
     else:
         return figures
     return figures | {"children_cached_tokens": cached, "cache_hit": cached / aligned, "cache_source": source}
+
+
+def bundle_sizes(backend, prompt: str, seed: int, n: int, max_tokens: int) -> list[dict[str, Any]]:
+    """Bytes of a run's bundle per sampled token (``Run.to_json``), for every output_kind, without
+    logprobs and with the page's top-5: a record must grow with the tokens, not their square."""
+    import asyncio
+
+    from playground.analysis import truncate
+    from playground.backends.base import record
+    from playground.bundle_format import bundle_bytes_per_token
+    from playground.request import OUTPUT_KINDS, SampleRequest
+
+    async def last(request: SampleRequest):
+        run = None
+        async for run in record(backend, request):  # noqa: B007 (the loop keeps the last)
+            pass
+        return run
+
+    rows = []
+    for kind in OUTPUT_KINDS:
+        for logprobs in (None, 5):
+            request = SampleRequest(prompt, n=n, seed=seed, max_tokens=max_tokens, ignore_eos=True, output_kind=kind,
+                                    logprobs=logprobs, use_chat_template=False)
+            run = asyncio.run(last(request))
+            rows.append({"output_kind": kind, "logprobs": logprobs or 0, "n": n, "max_tokens": max_tokens,
+                         "bytes_per_token": round(bundle_bytes_per_token(run), 1), "prompt": truncate(prompt, 20)})
+    return rows

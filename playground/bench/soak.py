@@ -45,7 +45,7 @@ class SoakPlan:
     max_n: int = 32
     max_tokens: int = 48
     prompt_words: tuple[int, int] = (5, 1500)
-    cancel_share: float = 0.3
+    cancel_every: int = 3  # each client cancels its 1st, 4th, 7th... call: a third, and from the start
     seed: int = 0  # the clients' choices are reproducible
 
     def request(self, rng: random.Random) -> dict[str, Any]:
@@ -111,36 +111,42 @@ class Call:
     error: str | None = None
 
 
-def call_once(client, settings: dict[str, Any], cancel_after: float | None) -> Call:
-    """Submit one /sample call; cancel it ``cancel_after`` seconds in (None: run it to its end)."""
+def call_once(client, settings: dict[str, Any], cancel_at: int | None) -> Call:
+    """Submit one /sample call; cancel it once a sample has shown ``cancel_at`` tokens (mid-stream,
+    whatever the machine's speed), or run it to its end (None)."""
     call = Call(settings)
     started = time.monotonic()
     job = client.submit(**settings, api_name="/sample")
+    seen: dict[int, int] = {}
+    read = 0  # the snapshots read so far: each says what changed, so the counts add up over all of them
 
-    def last_snapshot() -> None:
-        for text in reversed(job.outputs()):
+    def follow() -> None:
+        nonlocal read
+        outputs = job.outputs()
+        for text in outputs[read:]:
             data = json.loads(text)
             if "request" in data:  # the final value: the whole bundle
                 call.request_id = data["request"]["request_id"]
                 call.prompt_tokens = data["request"].get("num_prompt_tokens")
-                return
-            if data.get("request_id"):
-                call.request_id = data["request_id"]
-                call.seen = [s["num_tokens"] for s in data["samples"]]
-                return
+                continue
+            call.request_id = data.get("request_id") or call.request_id
+            for s in data.get("samples", []):
+                seen[s["index"]] = s["num_tokens"]
+        read = len(outputs)
+        call.seen = [seen.get(i, 0) for i in range(settings["n"])]
+        if call.first_output_s is None and any(call.seen):
+            call.first_output_s = time.monotonic() - started
 
     try:
         while not job.done():
-            if call.first_output_s is None and any(_has_output(t) for t in job.outputs()):
-                call.first_output_s = time.monotonic() - started
-            if cancel_after is not None and time.monotonic() - started >= cancel_after:
-                last_snapshot()
+            follow()
+            if cancel_at is not None and max(call.seen, default=0) >= cancel_at:
                 job.cancel()
                 call.outcome = "cancelled"
                 return call
             time.sleep(POLL_S)  # polling the job's state, not waiting for a guessed duration
         job.result()
-        last_snapshot()
+        follow()
         call.outcome = "finished"
         if call.first_output_s is None:
             call.first_output_s = time.monotonic() - started
@@ -151,11 +157,6 @@ def call_once(client, settings: dict[str, Any], cancel_after: float | None) -> C
     finally:
         call.seconds = time.monotonic() - started
     return call
-
-
-def _has_output(text: str) -> bool:
-    data = json.loads(text)
-    return "request" in data or any(s.get("num_tokens") for s in data.get("samples", []))
 
 
 def _is_refusal(text: str) -> bool:
@@ -233,10 +234,13 @@ def run_soak(url: str, watched: WatchedBackend, plan: SoakPlan) -> SoakReport:
     def client_loop(number: int) -> None:
         rng = random.Random(plan.seed * 1000 + number)
         client = Client(url, verbose=False)
+        made = 0
         while time.monotonic() < deadline:
             settings = plan.request(rng)
-            cancel_after = rng.uniform(0.3, 3.0) if rng.random() < plan.cancel_share else None
-            call = call_once(client, settings, cancel_after)
+            # cancelled at most halfway through its tokens, so the cancel lands while it streams
+            cancel_at = rng.randint(1, max(1, settings["max_tokens"] // 2))
+            call = call_once(client, settings, cancel_at if made % plan.cancel_every == 0 else None)
+            made += 1
             with lock:
                 calls.append(call)
 

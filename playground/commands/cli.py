@@ -17,13 +17,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from playground.errors import RemoteError
-from playground.request import SampleRequest, fields
+from playground.request import DEFAULT_MAX_N, SampleRequest, fields
 
 if TYPE_CHECKING:  # imported where used: `analyze` (no engine) loads this module, not openai or the engine
     from playground.backends.remote import RemoteBackend
 
-MAX_N_CEILING = 256
-DEFAULT_MAX_N = 32
+MAX_N_CEILING = 1024
 
 
 class PlaygroundParser:

@@ -71,6 +71,21 @@ class StartClock:
         self.last = now
 
 
+def stopping_on(signum: int, backend) -> None:
+    """On ``signum`` the backend stops rebuilding its engine, then the signal does what it did."""
+    previous = signal.getsignal(signum)
+
+    def stop(number, frame):
+        if hasattr(backend, "stop_watching"):
+            backend.stop_watching()
+        if callable(previous):
+            previous(number, frame)
+        else:
+            raise KeyboardInterrupt
+
+    signal.signal(signum, stop)
+
+
 def main(argv: list[str]) -> int:
     clock = StartClock()
     # `kill` (SIGTERM) ends the app like Ctrl-C: the engine-core process is shut down with it,
@@ -106,6 +121,7 @@ def main(argv: list[str]) -> int:
             clock.phase("Gradio imports (while the engine starts)")
             backend = starting.result()
         clock.phase("engine start (spawn, imports, weights, KV cache)", since=began)
+    stopping_on(signal.SIGINT, backend)
     with backend:  # an embedded engine's core process ends with the app, however it ends
         demo = build_app(backend, embedding_model=args.embedding_model, max_file_mb=args.max_file_mb)
         clock.phase("page built")

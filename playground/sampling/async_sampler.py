@@ -13,6 +13,7 @@ from collections.abc import AsyncIterator, Callable, Iterable
 from vllm import RequestOutput, SamplingParams, TokensPrompt
 from vllm.v1.engine.exceptions import EngineDeadError
 
+from playground.request import DEFAULT_MAX_N
 from playground.sampling import aggregate, plan, prompts
 from playground.sampling import params as child_params
 
@@ -25,7 +26,7 @@ class ParallelSampler:
     """One per engine: it knows which children belong to which running parent, so ``abort()``
     can take a parent's id, as AsyncLLM's does."""
 
-    def __init__(self, engine, max_n: int = 32):
+    def __init__(self, engine, max_n: int = DEFAULT_MAX_N):
         self.engine = engine
         self.max_n = max_n
         self.max_model_len = engine.vllm_config.model_config.max_model_len

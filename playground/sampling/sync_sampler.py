@@ -17,6 +17,7 @@ from vllm.sampling_params import RequestOutputKind
 from vllm.v1.engine.exceptions import EngineDeadError
 
 from playground.errors import InvalidRequest
+from playground.request import DEFAULT_MAX_N
 from playground.sampling import aggregate, plan, prompts
 from playground.sampling import params as child_params
 from playground.sampling.async_sampler import ChildObserver
@@ -55,7 +56,7 @@ class SyncParallelSampler:
     what you keep.
     """
 
-    def __init__(self, llm_engine, max_n: int = 32):
+    def __init__(self, llm_engine, max_n: int = DEFAULT_MAX_N):
         self.engine = llm_engine
         self.max_n = max_n
         self.max_model_len = llm_engine.vllm_config.model_config.max_model_len

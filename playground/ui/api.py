@@ -1,5 +1,8 @@
 """``/sample``: the app's API for scripts (gradio_client). Streams progress snapshots as JSON; its
 final value is the run bundle. It belongs to no browser session, so it touches no page state.
+Each snapshot carries only what changed since the one before (per sample: the tokens added, their
+text, how many it has, its finish reason): at n=256 a snapshot of every sample's whole text would
+grow with the square of the run.
 A call that is cancelled (or whose client goes away) stops its run as the page's Stop does: the
 run is aborted by its parent id, so nothing of it is left running in the engine.
 
@@ -32,22 +35,34 @@ def sample_endpoint(backend):
         """Sample n completions. Streams progress snapshots as JSON; the final value is the run bundle."""
         try:
             request = SampleRequest.from_user(**dict(zip(NAMES, values)))
-            latest = None
+            latest, told = None, Progress()
             # aclosing: a cancelled call aborts its run now, not when the generator is collected.
-            stream = paced(LiveRun(request).follow(backend), interval=PROGRESS_EVERY)
+            stream = paced(_with_tokens(LiveRun(request).follow(backend)), interval=PROGRESS_EVERY)
             async with contextlib.aclosing(stream) as snapshots:
                 async for run in snapshots:
-                    latest = run or latest  # a heartbeat (None) repeats the last progress
+                    latest = run or latest  # a heartbeat (None): a snapshot with nothing new
                     if latest is not None and latest.finished:
+                        last = told.snapshot(latest)  # what came since the last snapshot, finish reasons
+                        if last["samples"]:  # included: followed alone, the snapshots add up to the run
+                            yield json.dumps(last)
                         yield latest.to_json()
                         return
-                    yield json.dumps(progress(latest))
+                    yield json.dumps(told.snapshot(latest))
         except Exception as e:
             raise shown(e) from None
 
     sample.__signature__ = SIGNATURE
     sample.__annotations__ = {**ANNOTATIONS, "return": str}
     return sample
+
+
+async def _with_tokens(runs: AsyncIterator[Run]) -> AsyncIterator[Run]:
+    """The run's snapshots from its first token on (and its end): a snapshot before any token
+    would start the pacing clock, and the first tokens would then wait a whole interval."""
+    async with contextlib.aclosing(runs) as snapshots:
+        async for run in snapshots:
+            if run.finished or any(s.token_ids for s in run.samples):
+                yield run
 
 
 def _parameters() -> list[inspect.Parameter]:
@@ -65,15 +80,28 @@ def _default(f: dataclasses.Field):
 
 # The API's types: a list may also come as None (no stop strings).
 _ANNOTATION = {"str": str, "int": int, "int | None": int | None, "float": float, "list[str]": list[str] | None,
-               "bool": bool, "bool | None": bool | None}
+               "bool": bool, "bool | None": bool | None, "list[int] | None": list[int] | None}
 NAMES = [f.name for f, _ in fields()]
 SIGNATURE = inspect.Signature(_parameters(), return_annotation=str)
 ANNOTATIONS = {p.name: p.annotation for p in SIGNATURE.parameters.values()}
 
 
-def progress(run: Run | None) -> dict:
-    if run is None:
-        return {"status": "running", "samples": []}
-    return {"status": run.status, "request_id": run.request.get("request_id"),
-            "samples": [{"index": s.index, "seed": s.seed, "text": s.text, "num_tokens": len(s.token_ids),
-                         "finish_reason": s.finish_reason} for s in run.samples]}
+class Progress:
+    """What a caller has been told of its run so far, so each snapshot says only what is new."""
+
+    def __init__(self):
+        self.told: dict[int, tuple[int, str | None]] = {}  # sample -> (tokens told, finish reason told)
+
+    def snapshot(self, run: Run | None) -> dict:
+        if run is None:
+            return {"status": "running", "samples": []}
+        samples = []
+        for s in run.samples:
+            tokens, reason = self.told.get(s.index, (0, None))
+            if len(s.token_ids) == tokens and s.finish_reason == reason:
+                continue
+            samples.append({"index": s.index, "seed": s.seed, "new_text": "".join(s.token_texts[tokens:]),
+                            "new_token_ids": s.token_ids[tokens:], "num_tokens": len(s.token_ids),
+                            "finish_reason": s.finish_reason})
+            self.told[s.index] = (len(s.token_ids), s.finish_reason)
+        return {"status": run.status, "request_id": run.request.get("request_id"), "samples": samples}

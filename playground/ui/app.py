@@ -1,17 +1,17 @@
-"""The playground page: declared top to bottom, then wired to plain handlers over per-session
-gr.State (running.py and live.py: Run and Stop; handlers.py: showing a run, History; repro.py;
-opening.py: a saved run; api.py: /sample; controls.py; the tabs with handlers of their own:
-set_panel.py, sweep_panel.py, compare_panel.py, qa_panel.py). Each analysis tab is a Panel
-(panels.py; the Set tab's is ``SetTab.panel()``), so every path that shows a run shows it.
+"""The playground page, declared top to bottom, then connected to plain handlers.
 
-Sample columns are prebuilt up to max-n and shown or hidden by n: one async generator can then
-feed them all, and the API endpoints stay static for gradio_client (listeners made inside
-gr.render are invisible to it).
+The layout comes first, in the order it appears: the form, the run summary, the samples area (one
+component for every sample, fed by deltas, in columns or a token wall), and the tabs. What it
+declared becomes one ``Page``; only then are events connected, each handler a function over the
+page and the session's ``gr.State`` values (running.py: Run and Stop; showing.py: a run on
+screen; the tabs' own modules for their buttons). Each analysis tab is a Panel (panels.py), so
+every path that shows a run shows it in every tab.
 """
 
 from __future__ import annotations
 
-import math
+import tempfile
+from functools import partial
 from pathlib import Path
 
 import gradio as gr
@@ -19,15 +19,26 @@ import gradio as gr
 from playground import analysis
 from playground.bundles import PAGE_MAX_MB, ReadLimits
 from playground.request import fields
-from playground.ui import compare_panel, panels, qa_panel, set_panel, sweep_panel, views
+from playground.ui import (
+    branch_tab,
+    compare_tab,
+    controls,
+    export_tab,
+    history_tab,
+    panels,
+    qa_tab,
+    repro_tab,
+    running,
+    set_tab,
+    showing,
+    sweep_tab,
+    views,
+)
 from playground.ui.api import sample_endpoint
-from playground.ui.controls import Controls
 from playground.ui.form import setting_controls
-from playground.ui.handlers import COLUMN_CLASS, COLUMNS_PER_ROW, Handlers
-from playground.ui.opening import Opener
+from playground.ui.page import Page
 from playground.ui.panels import panel
-from playground.ui.repro import Repro
-from playground.ui.running import Running
+from playground.ui.samples_area import SamplesArea
 
 ASSETS = Path(__file__).resolve().parents[2] / "assets"
 EXAMPLES = [
@@ -37,6 +48,7 @@ EXAMPLES = [
     ["The three most surprising facts about octopuses are", False, 6, 1.0],
     ["Write a haiku about autumn rain.", True, 4, 0.8],
     ["def fibonacci(n):", False, 4, 0.7],
+    ["What is 17 * 23? Think step by step, then give the number.", True, 32, 0.8],
 ]
 
 
@@ -46,18 +58,18 @@ def build_app(backend, sync_runner=None, embedding_model: str | None = None,
     samples by meaning with (None: not offered; the default setup is offline); ``max_file_mb``: the
     largest file the page accepts (``launch_app`` has Gradio refuse bigger uploads)."""
     limits = backend.limits
-    max_n = limits.max_n
     # An instruct model answers a question only inside its chat template; the examples that are
     # completions (a story's first line, code) switch it off themselves.
     chat_default = bool(backend.info().get("has_chat_template"))
-    h = Handlers(backend)
+    export_dir = Path(tempfile.mkdtemp(prefix="vllm-playground-exports-"))
+    measures = analysis.set_measures_hook()  # the set measures beside a sweep's and a comparison's own
 
     with gr.Blocks(title="vLLM parallel-sampling playground") as demo:
+        # --- the form -------------------------------------------------------------------------
         gr.Markdown("# vLLM parallel-sampling playground\n"
                     "One prompt, n samples: watch them stream side by side, then see **where** and "
                     "**why** they diverge.", elem_id="title")
         status = gr.Markdown(views.engine_status(backend.info()), elem_id="engine-status")
-
         with gr.Row():
             with gr.Column(scale=3):
                 form = setting_controls(limits, ["prompt"])
@@ -69,126 +81,134 @@ def build_app(backend, sync_runner=None, embedding_model: str | None = None,
                     rendered = gr.Markdown(elem_id="rendered-prompt")
                 examples_slot = gr.Column()
             with gr.Column(scale=2):
-                form |= setting_controls(limits, ["n", "seed", "output_kind", "mode"], n=min(4, max_n))
+                form |= setting_controls(limits, ["n", "seed", "output_kind", "mode"], n=min(4, limits.max_n))
                 with gr.Accordion("Sampler settings", open=False):
                     form |= setting_controls(limits, [f.name for f, meta in fields() if meta.sampler])
-        prompt, use_chat, n = form["prompt"], form["use_chat_template"], form["n"]
-
         with examples_slot:
-            gr.Examples(EXAMPLES, [prompt, use_chat, n, form["temperature"]],
+            gr.Examples(EXAMPLES, [form["prompt"], form["use_chat_template"], form["n"], form["temperature"]],
                         label="Examples that show seeded diversity")
+
+        # --- the samples ----------------------------------------------------------------------
         summary = gr.Markdown(elem_id="run-summary")
+        samples = SamplesArea()
+        branch_pick = gr.Textbox(visible="hidden", elem_id="branch-pick")  # a click on a token writes "i,k"
 
-        rows, groups, headers, texts = [], [], [], []
-        for row in range(math.ceil(max_n / COLUMNS_PER_ROW)):
-            with gr.Row(equal_height=False, visible=row * COLUMNS_PER_ROW < n.value) as row_block:
-                rows.append(row_block)
-                for i in range(row * COLUMNS_PER_ROW, min(max_n, (row + 1) * COLUMNS_PER_ROW)):
-                    with gr.Column(visible=i < n.value, min_width=220, elem_classes=COLUMN_CLASS) as group:
-                        headers.append(gr.Markdown(f"**#{i}**", elem_id=f"sample-{i}-header"))
-                        texts.append(gr.Textbox(show_label=False, lines=5, max_lines=14, interactive=False,
-                                                elem_id=f"sample-{i}-text", elem_classes="sample-text"))
-                    groups.append(group)
-
-        measures = analysis.set_measures_hook()  # the set measures beside a sweep's and a comparison's own
+        # --- the tabs -------------------------------------------------------------------------
         with gr.Tabs(elem_id="panels") as tabs:
             with gr.Tab("Diff", id="diff", elem_id="tab-diff"):
-                diff = panel(panels.diff,
-                             reference=gr.Dropdown(choices=[0], value=0, label="Reference sample", elem_id="reference"),
-                             diff_view=gr.HTML(elem_id="diff-view"),
+                with gr.Row():
+                    reference = gr.Dropdown(choices=[0], value=0, label="Reference sample", elem_id="reference")
+                    diff_samples = gr.Textbox(label=f"Samples to compare (default: {panels.DIFF_ROWS} in the tree's "
+                                                    "order)", placeholder="e.g. 0-15, 40", elem_id="diff-samples")
+                diff = panel("Diff", panels.diff, controls={"reference": reference, "diff_samples": diff_samples},
+                             reference=reference, diff_view=gr.HTML(elem_id="diff-view"),
                              pairwise=gr.Plot(label="Pairwise similarity and divergence"))
             with gr.Tab("Tree", id="tree"):
-                tree = panel(panels.tree, tree=gr.Plot(label="Divergence tree"))
-            set_tab = set_panel.SetTab(embedding_model)
+                tree = panel("Tree", panels.tree, tree=gr.Plot(label="Divergence tree (click a box to branch from it)",
+                                                       elem_id="tree-chart"))
+            set_ = set_tab.declare(embedding_model)
             with gr.Tab("Timing", id="timing"):
                 tokens_over_time = gr.Plot(label="Tokens over time")
                 with gr.Row():
                     itl, ttft = gr.Plot(label="Inter-token latency"), gr.Plot(label="Time to first token")
-                timing = panel(panels.timing, live=panels.timing_live, tokens_over_time=tokens_over_time, itl=itl,
-                               ttft=ttft, child_timeline=gr.Plot(label="What the engine did with each child",
+                timing = panel("Timing", panels.timing, live=panels.timing_live, tokens_over_time=tokens_over_time,
+                               itl=itl, ttft=ttft, child_timeline=gr.Plot(label="What the engine did with each child",
                                                                  elem_id="child-timeline"),
                                table=gr.Dataframe(label="Per sample", interactive=False))
             with gr.Tab("Logprobs", id="logprobs"):
-                logprobs = panel(panels.logprobs,
+                logprobs = panel("Logprobs", panels.logprobs,
                                  uncertainty=gr.Plot(label="Chosen-token probability and entropy "
                                                            "(lower bound from top-k)"),
                                  agreement=gr.Plot(label="Agreement across samples"))
             with gr.Tab("Inspector", id="inspector", elem_id="tab-inspector"):
-                inspector = panel(panels.inspector, live=panels.inspector_live,
+                inspector = panel("Inspector", panels.inspector, live=panels.inspector_live,
                                   note=gr.Markdown(elem_id="inspector-note"), timeline=gr.Plot(label="Raw events"),
                                   events=gr.Dataframe(label="Every raw event the engine yielded", interactive=False,
                                                       elem_id="events-table"))
-            with gr.Tab("Reproducibility", id="repro"):
-                with gr.Row():
-                    replay_index = gr.Number(value=0, precision=0, label="Sample i", minimum=0, elem_id="replay-index")
-                    replay_btn = gr.Button("Replay sample i alone (seed+i, n=1)", elem_id="replay")
-                    compare_btn = gr.Button("Compare wrapper vs native", elem_id="compare")
-                repro_verdict = gr.Markdown(elem_id="repro-verdict")
-                # Hidden until the first verdict: an empty Dataframe shows a grid headed "1 2 3".
-                repro_table = gr.Dataframe(interactive=False, visible=False, elem_id="repro-table")
-            sweep_tab = sweep_panel.build(h, measures)
-            compare_tab = compare_panel.build(h.export_dir, measures)
-            with gr.Tab("Export", id="export"):
-                gr.Markdown("The run bundle holds the request, every raw event and the samples; every view "
-                            "on this page is computed from it. The report is one HTML page of the run (columns, "
-                            "diff, tree, charts, set figures) that opens anywhere, offline.")
-                with gr.Row():
-                    bundle_file = gr.DownloadButton("Run bundle (JSON)", value=None, elem_id="download-json")
-                    tokens_file = gr.DownloadButton("Tokens (CSV)", value=None, elem_id="download-csv")
-                    set_tab.export_to(gr.DownloadButton("Set figures (CSV)", value=None, elem_id="download-set-csv"),
-                                      h.export_dir)
-                    report_btn = gr.Button("Report (HTML)", elem_id="download-report")
-                    # Written on demand (it inlines plotly.js), then downloaded by a click on this hidden one.
-                    report_file = gr.DownloadButton(visible="hidden", elem_id="report-file")
-            with gr.Tab("History", id="history"):
-                history_pick = gr.Dropdown(choices=[], label="Runs of this browser session", type="index",
-                                           elem_id="history-pick")
-                reopen_btn = gr.Button("Open", elem_id="reopen")
-                opener = Opener(h, sweep_tab, compare_tab, tabs,
-                                ReadLimits(max_bytes=int(max_file_mb * 2**20), max_samples=max_n))
-            qa_tab = qa_panel.build(h, sync_runner)  # sync_runner: a SyncRunner, else started on first use
+            branch = branch_tab.declare(branch_pick)
+            repro = repro_tab.declare()
+            sweep = sweep_tab.declare(measures)
+            compare = compare_tab.declare(export_dir, measures)
+            export = export_tab.declare()
+            history = history_tab.declare(ReadLimits(max_bytes=int(max_file_mb * 2**20), max_samples=limits.max_n))
+            qa = qa_tab.declare(backend, sync_runner)
 
-        # This browser session's runs: the one in flight, the one on screen, the last few.
-        live, current, history = gr.State(None), gr.State(None), gr.State([])
+        page = Page(backend, export_dir, status, form, summary, samples, tabs,
+                    [diff, tree, set_.panel(), timing, logprobs, inspector], history.pick, history.note,
+                    live=gr.State(None), current=gr.State(None), history=gr.State([]), selected=gr.State("Diff"))
 
-        h.bind(panels=[diff, tree, set_tab.panel(), timing, logprobs, inspector], status=status, summary=summary,
-               n=n, rows=rows, groups=groups, headers=headers, texts=texts, live=live, current=current,
-               history=history, history_pick=history_pick, bundle_file=bundle_file, tokens_file=tokens_file)
-        controls, running, repro = Controls(h), Running(h), Repro(backend)
-        shows = h.controls()  # every handler that shows a run takes the panels' own controls too
-        qa_tab.wire(form)
-        set_tab.wire(current, groups, h.highlight)
-        sweep_tab.wire(form)
-        compare_tab.wire(history, sweep_tab.runs)
-        opener.wire()
-
-        for trigger in (prompt.change, use_chat.change):
-            trigger(controls.render_prompt, [prompt, use_chat], rendered, show_progress="hidden",
-                    trigger_mode="always_last", api_visibility="private")
-        n.change(controls.show_columns, n, [*rows, *groups], show_progress="hidden", api_visibility="private")
+        # --- the events -----------------------------------------------------------------------
+        prompt, use_chat = form["prompt"], form["use_chat_template"]
+        # One listener for both: an example sets both at once, and two listeners could answer out of
+        # order, leaving the preview of a state the form is no longer in.
+        gr.on([prompt.change, use_chat.change], partial(controls.render_prompt, page), [prompt, use_chat], rendered,
+              show_progress="hidden", trigger_mode="always_last", api_visibility="private")
         # Checked outside the queue: the session holds its LiveRun before the run waits for a slot.
-        started = run_btn.click(running.begin, [live], [live, summary, *headers, *texts, *groups], inputs_kwargs=form,
+        started = run_btn.click(partial(running.begin, page), [page.live], [page.live, summary], inputs_kwargs=form,
                                 queue=False, show_progress="hidden", api_visibility="private")
-        run_event = started.success(running.run, [live, history], h.outputs(), inputs_kwargs=shows,
+        shows = page.controls()  # every handler that shows a run takes the panels' own controls too
+        stream = partial(running.stream, page)
+        run_event = started.success(stream, [page.live, *page.inputs()], page.outputs(), inputs_kwargs=shows,
                                     concurrency_id="sampling", show_progress_on=[summary], api_visibility="private")
+        branch_event = branch_tab.connect(branch, page, page.outputs(), stream, set_)
         # Stop ends the session's LiveRun itself; cancelling the event also takes a queued run off the queue.
-        stop_btn.click(running.stop, [live, current, history], h.outputs(), inputs_kwargs=shows, cancels=[run_event],
-                       queue=False, show_progress="hidden", api_visibility="private")
-        diff.components["reference"].change(h.rediff, [current, diff.components["reference"]],
-                                            [diff.components["diff_view"]], api_visibility="private")
-        replay_btn.click(repro.replay, [current, replay_index], [repro_verdict, repro_table], api_visibility="private")
-        compare_btn.click(repro.compare, [current], [repro_verdict, repro_table], api_visibility="private")
-        reopen_btn.click(h.reopen, [history, history_pick], h.outputs(), inputs_kwargs=shows, api_visibility="private")
-        report_btn.click(h.report, [current], report_file, api_visibility="private").success(
-            None, None, None, js="() => document.querySelector('#report-file').click()")
-        demo.load(controls.on_load, [prompt, use_chat], [status, rendered], api_visibility="private")
-        demo.load(None, None, None, js=set_panel.CLICK_JS)  # a click on an answer group's bar reaches the server
+        stop_btn.click(partial(running.stop, page), [page.live, page.current, *page.inputs()], page.outputs(),
+                       inputs_kwargs=shows, cancels=[run_event, branch_event], queue=False, show_progress="hidden",
+                       api_visibility="private")
+        # A sample picked in the samples area becomes the Diff tab's reference.
+        samples.html.select(picked_reference, None, reference, api_visibility="private")
+        for trigger in (reference.change, diff_samples.submit):
+            trigger(lambda run, ref, chosen: panels.diff_view(run, min(int(ref or 0), run.n - 1), chosen)
+                    if run is not None else gr.skip(), [page.current, reference, diff_samples],
+                    diff.components["diff_view"], api_visibility="private")
+        tabs.select(open_tab(page), [page.current], [page.selected, *[c for p in page.panels
+                                                                       for c in p.components.values()]],
+                    inputs_kwargs=shows, show_progress="hidden", api_visibility="private")
+        set_tab.connect(set_, page.current)
+        repro_tab.connect(repro, page)
+        sweep_tab.connect(sweep, page)
+        compare_tab.connect(compare, page.history, sweep.runs, page.current)
+        export_tab.connect(export, page, set_)
+        history_tab.connect(history, page, sweep, compare)
+        qa_tab.connect(qa, page)
+        demo.load(partial(controls.on_load, page), [prompt, use_chat], [status, rendered], api_visibility="private")
+        demo.load(None, None, None, js=set_tab.CLICK_JS)  # a click on an answer group's bar reaches the server
+        demo.load(None, None, None, js=branch_tab.PICK_JS)  # a click on a token or a tree box offers a branch
+        if preload := plotly_preload_js():
+            demo.load(None, None, None, js=preload)
         gr.api(sample_endpoint(backend), api_name="sample", concurrency_id="sampling")
     demo.max_file_mb = max_file_mb  # for launch_app: Gradio refuses bigger uploads before they are read
     return demo
+
+
+def plotly_preload_js() -> str | None:
+    """Gradio loads its plotly renderer (a 4.6 MB script) when the page draws its first figure,
+    which is when a run ends: the page then stops painting for 1-1.5 s on a 2-core machine. Load
+    it while the page opens instead (``window.__plotlyReady`` says when it is in: the benchmark
+    waits for it). None when this Gradio names the file otherwise."""
+    found = sorted((Path(gr.__file__).parent / "templates" / "frontend" / "assets").glob("PlotlyPlot-*.js"))
+    if not found:
+        return None
+    return (f"() => {{ window.__plotlyReady = false; import(new URL('assets/{found[0].name}', document.baseURI).href)"
+            ".then(() => { window.__plotlyReady = true; }, () => { window.__plotlyReady = null; }); }")
+
+
+def open_tab(page: Page):
+    """The listener of a tab opened (Gradio reads the type of ``evt`` from this function)."""
+
+    async def opened(run, evt: gr.SelectData, **settings):
+        return await showing.opened(page, run, evt, **settings)
+
+    return opened
+
+
+def picked_reference(evt: gr.SelectData):
+    """A sample picked in the samples area becomes the Diff tab's reference."""
+    return gr.update(value=int(evt.index))
 
 
 def launch_app(demo: gr.Blocks, *, concurrency: int = 8, queue_size: int = 64, **launch_kwargs):
     """Launch with the playground's styles and queue settings (shared by app.py and the tests)."""
     demo.queue(default_concurrency_limit=concurrency, max_size=queue_size)
     return demo.launch(css_paths=[ASSETS / "style.css"], max_file_size=f"{demo.max_file_mb:g}mb", **launch_kwargs)
+

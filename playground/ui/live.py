@@ -35,8 +35,9 @@ ABORT_RETRY_S = 0.1  # an abort that came before the run's children reached the 
 class LiveRun:
     """A checked request and, once recording starts, its Run and the task that records it."""
 
-    def __init__(self, request: SampleRequest):
+    def __init__(self, request: SampleRequest, labels: dict | None = None):
         self.request = request
+        self.labels = labels  # what the run is to the page (a branch), in its record from the start
         self.run: Run | None = None  # from record()'s first yield on: before any event
         self.stopped = False
         self._task: asyncio.Task | None = None
@@ -62,7 +63,7 @@ class LiveRun:
 
         async def pump() -> None:
             try:
-                async for run in record(backend, self.request):
+                async for run in record(backend, self.request, labels=self.labels):
                     self.run = run
                     updates.put_nowait(run)
             except Exception as e:  # raised to the follower; CancelledError is a stop

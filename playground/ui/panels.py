@@ -1,15 +1,17 @@
-"""The analysis panels: each tab is a Panel, its components and a pure function from a Run to
-their values, all computed by playground.analysis.
+"""The analysis tabs: each is a Panel, its components and a pure function from a Run to their
+values, all computed by playground.analysis.
 
 A new view of a run is one more Panel: declare its components in the layout (app.py), write a
-function ``Run -> {name: value}`` here, and list the Panel where the page is wired. The run
-handlers, Stop, History, the QA tab and an opened file then show it for every run without knowing
-it exists. A tab with settings of its own (the Set tab's answer extractor) names them as the
-Panel's ``controls``: every path that shows a run passes their current values to ``values``.
+function ``Run -> {name: value}`` here, and list the Panel where the page is made. Every path that
+shows a run (the end of a run, Stop, History, the QA tab, an opened file, a branch) then shows it
+without knowing it exists. A tab with settings of its own (the Set tab's answer extractor, the
+Diff tab's samples) names them as the Panel's ``controls``: every path that shows a run passes
+their current values to ``values``.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -21,6 +23,7 @@ from playground import analysis
 from playground.run import Run
 
 MAX_EVENT_ROWS = 1000  # the table stays responsive; the JSON bundle has every event
+DIFF_ROWS = 16  # samples the Diff tab shows against the reference unless a person picks others
 
 KIND_NOTES = {
     "CUMULATIVE": "each event carries the **full text so far** of the samples that advanced, so the last "
@@ -28,7 +31,7 @@ KIND_NOTES = {
     "DELTA": "each event carries only the **new tokens** of the samples that advanced; when the consumer "
              "falls behind, queued pieces of the same index are concatenated into one event.",
     "FINAL_ONLY": "the engine yields **nothing until every sample has finished**, then one event with all n "
-                  "samples in index order. That is why the columns filled only at the end.",
+                  "samples in index order. That is why the samples filled only at the end.",
 }
 
 Values = dict[str, Any]
@@ -47,29 +50,38 @@ class Panel:
     components: dict[str, gr.components.Component] = field(default_factory=dict)
     live: Callable[[Run], Values] | None = None
     controls: dict[str, gr.components.Component] = field(default_factory=dict)
+    tab: str = ""  # the label of the tab it fills: only the tab on screen is drawn
 
     def show(self, run: Run, settings: dict | None = None) -> dict:
         settings = settings or {}
         return self._keyed(self.values(run, **{k: settings[k] for k in self.controls if k in settings}))
 
-    def show_live(self, run: Run) -> dict:
-        return self._keyed(self.live(run)) if self.live else {}
+    def show_live(self, run: Run, settings: dict | None = None) -> dict:
+        if not self.live:
+            return {}
+        settings = settings or {}
+        return self._keyed(self.live(run, **{k: settings[k] for k in self.controls if k in settings}))
 
     def _keyed(self, values: Values) -> dict:
-        return {self.components[name]: value for name, value in values.items()}
+        return {self.components[name]: value for name, value in values.items() if name in self.components}
 
 
-def panel(values: Callable[[Run], Values], live: Callable[[Run], Values] | None = None, **components) -> Panel:
-    """``panel(panels.timing, itl=gr.Plot(...), ...)``: the form the layout declares panels in."""
-    return Panel(values, components, live)
+def panel(tab: str, values: Callable[..., Values], live: Callable[[Run], Values] | None = None,
+          controls: dict | None = None, **components) -> Panel:
+    """``panel("Timing", panels.timing, itl=gr.Plot(...), ...)``: the form the layout declares
+    panels in, inside the tab of that label."""
+    return Panel(values, components, live, controls or {}, tab)
 
 
 # --- one function per tab: Run -> {component name: value} ----------------------------------------
 
-def diff(run: Run, reference: int = 0) -> Values:
-    reference = min(reference, run.n - 1)
+def diff(run: Run, reference: int | None = 0, diff_samples: str | None = None) -> Values:
+    """The samples against a reference, token by token: those a person picked (``diff_samples``,
+    e.g. "0-15, 40"), else the first DIFF_ROWS in the divergence tree's order (so the ones that
+    part late sit together); and the pairwise heatmap of every sample."""
+    reference = min(int(reference or 0), run.n - 1) if run.n else 0
     return {"reference": gr.update(choices=list(range(run.n)), value=reference),
-            "diff_view": diff_view(run, reference), "pairwise": analysis.pairwise_heatmap(run)}
+            "diff_view": diff_view(run, reference, diff_samples), "pairwise": analysis.pairwise_heatmap(run)}
 
 
 def tree(run: Run) -> Values:
@@ -100,17 +112,33 @@ def inspector_live(run: Run) -> Values:
 
 # --- the pieces ----------------------------------------------------------------------------------
 
-def diff_view(run: Run, reference: int) -> str:
-    """Every sample against the reference, token by token, with where it first diverges."""
+def picked(text: str | None, n: int) -> list[int] | None:
+    """Sample indices a person typed ("0-15, 40"), in range and once each; None for none."""
+    chosen: list[int] = []
+    for part in re.split(r"[\s,;]+", text or ""):
+        if match := re.fullmatch(r"(\d+)(?:-(\d+))?", part):
+            first, last = int(match[1]), int(match[2] or match[1])
+            chosen += [i for i in range(first, min(last, n - 1) + 1) if i not in chosen]
+    return chosen or None
+
+
+def diff_view(run: Run, reference: int, diff_samples: str | None = None) -> str:
+    """The chosen samples against the reference, token by token, with where each first diverges.
+    A click on a token offers to branch from it (the page listens for it)."""
     if not run.samples:
         return ""
     ref = run.samples[reference]
-    shared = analysis.common_prefix(run)
-    parts = [f"<p><b>All {run.n} samples share their first {shared} tokens.</b> Compared with sample "
-             f"{reference} (seed {ref.seed}): <span class='tok tok-insert'>inserted</span> and "
-             f"<span class='tok tok-replace'>replaced</span> tokens are highlighted; each box is one "
-             f"token, · a space, ↵ a newline.</p>"]
-    return "\n".join(parts + analysis.diff_rows(run, reference, anchored=True, with_similarity=True))
+    shown = picked(diff_samples, run.n)
+    if shown is None:
+        order, _ = analysis.prefix_order([s.token_ids for s in run.samples])
+        shown = [i for i in order if i == reference] + [i for i in order if i != reference][:DIFF_ROWS - 1]
+    more = (f" Showing {len(shown)} of the {run.n} samples (in the divergence tree's order): list others "
+            "above." if len(shown) < run.n else "")
+    parts = [f"<p><b>All {run.n} samples share their first {analysis.common_prefix(run)} tokens.</b> Compared with "
+             f"sample {reference} (seed {ref.seed}): <span class='tok tok-insert'>inserted</span> and "
+             f"<span class='tok tok-replace'>replaced</span> tokens are highlighted; each box is one token, · a "
+             f"space, ↵ a newline. Click a token to branch from it.{more}</p>"]
+    return "\n".join(parts + analysis.diff_rows(run, reference, anchored=True, with_similarity=True, only=shown))
 
 
 def inspector_note(run: Run) -> str:

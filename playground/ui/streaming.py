@@ -1,7 +1,8 @@
 """Pace a run's stream for the browser.
 
-The engine can yield hundreds of outputs a second at n=32; each Gradio yield is one server-sent
-event and a re-render. So updates are gathered and sent at most every ``interval`` seconds. A
+The engine can yield hundreds of outputs a second; each Gradio yield is one server-sent event. So
+updates are gathered and sent at most every ``interval`` seconds (``/sample``'s progress, a sweep's
+rows; the page's samples area paces itself by the browser's acknowledgements). A
 heartbeat keeps yielding while nothing arrives (FINAL_ONLY is silent until the end), because
 Gradio notices a closed tab only when the handler yields: without it, a closed tab would leave the
 children running until they finish.
@@ -15,17 +16,6 @@ from collections.abc import AsyncIterator
 from typing import TypeVar
 
 T = TypeVar("T")
-PER_COLUMN = 0.015  # seconds between updates per streaming column
-
-
-def pace_for(n: int) -> float:
-    """The interval between updates for a run of n columns. The browser re-renders every column
-    that changed on each update: at n=32 that kept Chromium's main thread 99 % busy (about 0.4 s
-    an update on a 2-core machine, so it painted 3-5 of 13 updates a second). Fewer updates for
-    more columns keeps the tab responsive; small runs keep the quick pace."""
-    return max(0.075, PER_COLUMN * n)
-
-
 async def paced(items: AsyncIterator[T], interval: float = 0.075, heartbeat: float = 0.5) -> AsyncIterator[T | None]:
     """Yield the latest item at most every ``interval`` s, ``None`` as a heartbeat after
     ``heartbeat`` s of silence, and always the last item. Closing this closes ``items``."""

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import html
+import time
 
-from playground.analysis import other_requests
+from playground.analysis import branch_label, other_requests
 from playground.run import Run, Sample
 
 
@@ -38,6 +39,8 @@ def run_summary(run: Run) -> str:
     text = (f"{state} · `{req.get('request_id', '')}` · n={run.n} · {req.get('mode')} · "
             f"{req.get('output_kind')} · {tokens} tokens in {elapsed:.2f} s"
             f"{f' ({tokens / elapsed:.1f} tok/s)' if elapsed > 0 else ''} · {len(run.events)} events · {seeds}")
+    if branch := branch_label(run):
+        text += f" · ⑂ {branch}"
     if run.status == "running":
         text += engine_requests_note(run)
     if run.status == "error" and run.error:
@@ -58,10 +61,11 @@ def engine_requests_note(run: Run) -> str:
             f"({latest} in flight there now{beside})")
 
 
-def waiting_summary(run: Run, elapsed: float) -> str:
+def waiting_summary(run: Run) -> str:
     """The line while no event has arrived yet (FINAL_ONLY is silent until every sample is done)."""
     req = run.request
     why = " (FINAL_ONLY yields nothing until every sample has finished)" if run.output_kind == "FINAL_ONLY" else ""
+    elapsed = time.time() - run.started_at
     return (f"● running · `{req.get('request_id', '')}` · n={run.n} · {req.get('mode')} · {run.output_kind} · "
             f"waiting for the first output… {elapsed:.1f} s{why} · {_seed_note(run)}")
 
@@ -120,5 +124,7 @@ def template_preview(rendered: str) -> str:
 def history_label(run: Run) -> str:
     prompt = " ".join(run.request.get("prompt", "").split())
     prompt = prompt[:40] + ("…" if len(prompt) > 40 else "")
+    branch = run.request.get("branch")
+    of = f" · ⑂ of {branch['run']} #{branch['sample']}@{branch['position']}" if branch else ""
     return (f"{run.request.get('request_id')} · n={run.n} · {run.request.get('mode')} · "
-            f"{run.request.get('output_kind')} · {run.status} · “{prompt}”")
+            f"{run.request.get('output_kind')} · {run.status}{of} · “{prompt}”")

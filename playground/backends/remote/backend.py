@@ -33,7 +33,7 @@ from playground.backends.remote import convert
 from playground.backends.remote.convert import ClientViews, TokenTexts, Usage
 from playground.backends.remote.server import HealthWatch, ServedModel, Server, discover, metric_total
 from playground.errors import RemoteError
-from playground.request import Limits
+from playground.request import DEFAULT_MAX_N, Limits
 
 OUTPUT_KIND_SOURCE = "client-side (server streams DELTA)"
 # The OpenAI API has no abort by id: closing a stream is what makes the server abort its request.
@@ -46,7 +46,7 @@ class RemoteBackend:
     """The Backend protocol over a vLLM server's HTTP API (see the module docstring).
     Made by ``await RemoteBackend.connect(base_url, ...)``, which asks the server what it serves."""
 
-    def __init__(self, server: Server, served: ServedModel, max_n: int = 32,
+    def __init__(self, server: Server, served: ServedModel, max_n: int = DEFAULT_MAX_N,
                  max_logprobs: int = DEFAULT_MAX_LOGPROBS):
         self.server = server
         self.model = served.name
@@ -79,7 +79,7 @@ class RemoteBackend:
         }
 
     @classmethod
-    async def connect(cls, base_url: str, api_key: str | None = None, max_n: int = 32,
+    async def connect(cls, base_url: str, api_key: str | None = None, max_n: int = DEFAULT_MAX_N,
                       request_timeout: float = 60.0, model: str | None = None,
                       max_logprobs: int = DEFAULT_MAX_LOGPROBS) -> RemoteBackend:
         """Ask the server what it serves; fail now, with a clear message, if it cannot be used."""

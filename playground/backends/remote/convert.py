@@ -46,7 +46,7 @@ def completion_body(prepared: Prepared, model: str, n: int, seed: int | None, re
     body's extra fields, beside the OpenAI API's."""
     extra: dict[str, Any] = {"return_token_ids": True, "request_id": request_id}
     body: dict[str, Any] = {
-        "model": model, "prompt": prepared.prompt_token_ids, "n": n, "seed": seed,
+        "model": model, "prompt": prepared.engine_prompt_ids, "n": n, "seed": seed,
         "stream": True, "stream_options": {"include_usage": True}, "extra_body": extra,
     }
     settings = prepared.request.sampler_settings()

@@ -1,0 +1,419 @@
+// The samples area in the browser: the body of gr.HTML's js_on_load (element, trigger, props, watch).
+// Messages (playground/ui/samples_area.py) update a model of the run; the active view appends what
+// it has not drawn yet, once per animation frame; after that frame the browser acknowledges the
+// highest message painted (trigger('ack')), which lets the server send the next one.
+const root = element.querySelector('.sa') || element;
+const PARTIAL = '\u27e8\u2026\u27e9';
+const MARKS = {' ': '\u00b7', '\t': '\u2192', '\r': '\u240d', '\n': '\u21b5'};
+// 10 buckets each: probability of the sampled token (red: unlikely, green: likely) and entropy of
+// the top-k in bits (light: sure, dark: spread), 0.35 bit per bucket.
+const PROB = ['#d73027', '#e75b3a', '#f4874b', '#fab065', '#fdd384', '#f0ea9c', '#d2ec95', '#a9da7f', '#7bc56c', '#4ea95d'];
+const ENTR = ['#f7f4f9', '#ebe4f1', '#ddd0e7', '#cdb9dc', '#bca1d0', '#ab89c4', '#9a70b8', '#8a58aa', '#7a419b', '#69298a'];
+const NEUTRAL = '#e6e6e6';
+const ENTROPY_STEP = 0.35;
+
+if (!document.getElementById('sa-palette')) {
+  const style = document.createElement('style');
+  style.id = 'sa-palette';
+  style.textContent = PROB.map((c, k) => `.sa-wall.by-p .p${k}{background:${c}}`).join('') +
+    ENTR.map((c, k) => `.sa-wall.by-e .e${k}{background:${c}}` + (k > 5 ? `.sa-wall.by-e .e${k}{color:#fff}` : '')).join('') +
+    `.sa-wall .nx{background:${NEUTRAL}}`;
+  document.head.appendChild(style);
+}
+
+root.innerHTML = `
+<div class="sa-bar">
+  <span class="sa-group" data-for="view"><button data-view="columns">Columns</button><button data-view="wall">Token wall</button></span>
+  <span class="sa-group sa-wallonly" data-for="colour">colour by <button data-colour="p">probability</button><button data-colour="e">entropy</button></span>
+  <span class="sa-group sa-wallonly" data-for="cells">cells <button data-cells="text">text</button><button data-cells="blocks">blocks</button></span>
+  <span class="sa-note"></span>
+</div>
+<div class="sa-columns"></div>
+<div class="sa-wallbox"><div class="sa-wall by-p"><div class="sa-space"></div></div><div class="sa-map"><canvas></canvas><div class="sa-lens"></div></div></div>
+<div class="sa-tip" hidden></div>`;
+const bar = root.querySelector('.sa-bar'), note = root.querySelector('.sa-note');
+const columnsBox = root.querySelector('.sa-columns'), wallBox = root.querySelector('.sa-wallbox');
+const wall = root.querySelector('.sa-wall'), space = root.querySelector('.sa-space'), map = root.querySelector('.sa-map');
+const canvas = map.querySelector('canvas'), lens = map.querySelector('.sa-lens'), tip = root.querySelector('.sa-tip');
+if (props.wall_height) wallBox.style.setProperty('--sa-wall-height', props.wall_height);
+
+// The model of the run on screen.
+let M = empty();
+function empty() {
+  return {run: null, id: '', n: 0, seeds: [], T: [], L: [], K: [], t0: [], t1: [], fin: [], st: '',
+          order: [], shared: [], rank: [], lp: false};
+}
+let seq = 0, needReset = false, chosenView = null, view = 'columns', colour = 'p', selected = null;
+let cards = [], colDone = [], mapDone = [];
+let dirtyCol = new Set(), dirtyWall = new Set(), mapDirty = true;
+const stats = root.__sa = {tokens: 0, painted: 0, messages: 0, bytes: 0, resets: 0, applyMs: 0, drawMs: 0, mapMs: 0,
+  view: () => view, status: () => M.st, model: () => M};
+
+const visible = (piece) => piece === '' ? PARTIAL : piece.replace(/[ \t\r\n]/g, (c) => MARKS[c]);
+const prob = (lp) => lp === null || lp === undefined ? null : Math.exp(lp);
+function entropy(top) {  // bits, over the top-k with the rest as one outcome (a lower bound)
+  if (!top || !top.length) return null;
+  let h = 0, mass = 0;
+  for (let j = 1; j < top.length; j += 2) {
+    const p = Math.exp(top[j]);
+    if (p > 0) { h -= p * Math.log2(p); mass += p; }
+  }
+  const rest = 1 - mass;
+  if (rest > 1e-9) h -= rest * Math.log2(rest);
+  return h;
+}
+const bucket = (x, step) => Math.max(0, Math.min(9, Math.floor(x / step)));
+
+function receive(text) {
+  let m;
+  const started = performance.now();
+  try { m = JSON.parse(text); } catch (e) { return; }
+  if (!m || typeof m.s !== 'number') return;
+  stats.messages++; stats.bytes += text.length;  // characters of JSON: bytes, but for non-ASCII text
+  if (m.k === 'r') reset(m);
+  else if (m.k === 'v') { chosenView = m.v; setView(m.v); }
+  else if (m.k === 'd') {
+    if (m.r !== M.run || m.s !== seq + 1) needReset = true;  // a delta of a run we lack, or one lost
+    else apply(m);
+  }
+  seq = Math.max(seq, m.s);
+  stats.applyMs += performance.now() - started;
+  frame();
+}
+
+function reset(m) {
+  M = empty();
+  M.run = m.r; M.id = m.id || ''; M.n = m.n; M.seeds = m.sd || [];
+  for (let i = 0; i < m.n; i++) {
+    M.T.push([]); M.L.push([]); M.K.push([]); M.t0.push(null); M.t1.push(null); M.fin.push(null);
+    M.order.push(i); M.shared.push(0); M.rank.push(i);
+  }
+  stats.resets++;
+  if (m.v) chosenView = m.v;
+  columnsBox.textContent = '';
+  for (const r of live.values()) r.row.remove();
+  live = new Map(); spaceH = -1;
+  cards = []; colDone = new Array(m.n).fill(0); mapDone = new Array(m.n).fill(0); selected = null;
+  dirtyCol = new Set(M.order); dirtyWall = new Set(M.order); mapDirty = true;
+  setView(chosenView || (props.view === 'auto' || !props.view ? (m.n <= (props.columns_up_to || 16) ? 'columns' : 'wall') : props.view));
+  apply(m);
+}
+
+function apply(m) {
+  for (const u of (m.u || [])) {
+    const i = u[0], pos = u[1];
+    if (i >= M.n || pos !== M.T[i].length) { needReset = true; continue; }
+    const texts = u[3];
+    for (let j = 0; j < texts.length; j++) {
+      M.T[i].push(texts[j]);
+      M.L[i].push(u[4] ? u[4][j] : null);
+      M.K[i].push(u[5] ? u[5][j] : null);
+      if (u[4] && u[4][j] !== null) M.lp = true;
+    }
+    if (u.length > 6) M.t0[i] = u[6];
+    M.t1[i] = u[2];
+    dirtyCol.add(i); dirtyWall.add(i);
+  }
+  for (const [i, reason] of (m.f || [])) { M.fin[i] = reason; dirtyCol.add(i); dirtyWall.add(i); }
+  if (m.o) {
+    let moved = m.o.length !== M.order.length;
+    for (let r = 0; r < m.o.length; r++) if (M.rank[m.o[r]] !== r) { M.rank[m.o[r]] = r; moved = true; }
+    M.order = m.o; M.shared = m.c;
+    if (moved) mapDirty = true;  // the map draws rows by rank; shared prefixes alone do not move it
+  }
+  if (m.st && m.st !== M.st) {
+    M.st = m.st;
+    if (m.st === 'aborted') for (let i = 0; i < M.n; i++) if (!M.fin[i]) { dirtyCol.add(i); dirtyWall.add(i); }
+  }
+}
+
+// --- drawing, once per animation frame ------------------------------------------------------------
+let asked = false, ackDue = false;
+function frame() { ackDue = true; redraw(); }
+function redraw() {
+  if (asked) return;
+  asked = true;
+  requestAnimationFrame(() => {
+    asked = false;
+    draw();
+    if (ackDue) { ackDue = false; setTimeout(ack, 0); }  // runs after this frame was painted
+  });
+}
+function ack() {
+  trigger('ack', {s: seq, r: needReset ? 1 : 0});
+  needReset = false;
+}
+
+function finishLabel(i) {
+  if (M.fin[i]) return '\u25a0 ' + M.fin[i];
+  return M.st === 'aborted' ? '\u25a0 stopped' : '';
+}
+function header(i) {
+  const n = M.T[i].length, parts = ['#' + i, M.seeds[i] === null || M.seeds[i] === undefined ? 'unseeded' : 'seed ' + M.seeds[i], n + ' tok'];
+  if (M.t0[i] !== null) {
+    parts.push('TTFT ' + M.t0[i].toFixed(2) + ' s');
+    if (n > 1 && M.t1[i] > M.t0[i]) parts.push(((n - 1) / (M.t1[i] - M.t0[i])).toFixed(1) + ' tok/s');
+  }
+  const f = finishLabel(i);
+  if (f) parts.push(f);
+  return parts.join(' \u00b7 ');
+}
+
+function draw() {
+  const started = performance.now();
+  if (view === 'columns') drawColumns(); else drawWall();
+  let tokens = 0;
+  for (let i = 0; i < M.n; i++) tokens += M.T[i].length;
+  stats.tokens = tokens; stats.painted++;
+  stats.drawMs += performance.now() - started;
+  const anyTokens = tokens > 0;
+  note.textContent = view === 'wall' && anyTokens && !M.lp
+    ? 'No logprobs recorded: tokens are coloured neutrally (set logprobs \u2265 1 to colour them).'
+    : (view === 'wall' && colour === 'e' && anyTokens ? 'entropy of the top-k in bits (the rest counted as one outcome)' : '');
+}
+
+function makeCards() {  // the columns' cards, made the first time the columns are drawn for this run
+  const cf = document.createDocumentFragment();
+  for (let i = 0; i < M.n; i++) {
+    const card = document.createElement('div'); card.className = i === selected ? 'sa-card sel' : 'sa-card'; card.dataset.i = i;
+    const head = document.createElement('div'); head.className = 'sa-head';
+    const body = document.createElement('div'); body.className = 'sa-text';
+    const text = document.createTextNode(''); body.appendChild(text);
+    card.append(head, body); cf.appendChild(card);
+    cards.push({card, head, text, said: ''});
+    dirtyCol.add(i);
+  }
+  columnsBox.appendChild(cf);
+}
+
+function drawColumns() {
+  if (cards.length < M.n) makeCards();
+  for (const i of dirtyCol) {
+    const c = cards[i], T = M.T[i];
+    if (T.length > colDone[i]) { c.text.appendData(T.slice(colDone[i]).join('')); colDone[i] = T.length; }
+    const h = header(i);
+    if (h !== c.said) { c.head.textContent = h; c.said = h; }
+  }
+  dirtyCol.clear();
+}
+
+function cellClass(i, p) {
+  const lp = M.L[i][p];
+  if (lp === null || lp === undefined) return 'tk nx';
+  const e = entropy(M.K[i][p]);
+  return 'tk p' + bucket(Math.exp(lp), 0.1) + (e === null ? ' ex' : ' e' + bucket(e, ENTROPY_STEP));
+}
+
+// The wall is virtual: rows sit at top = rank x rowH in a box as tall as all of them, and only the
+// rows in view (and a margin) exist in the DOM, so a frame costs the same at n=32 and n=1024.
+const MARGIN_ROWS = 12;
+// A row's cells go in segments of SEGMENT: a new token lays out its segment, not the whole row.
+const SEGMENT = 16;
+const cellAt = (r, p) => p < 0 ? null : (r.cells.children[Math.floor(p / SEGMENT)] || {children: []}).children[p % SEGMENT] || null;
+let rowH = 16, viewTop = 0, viewH = 0, spaceH = -1, live = new Map();
+function makeRow(i) {
+  const row = document.createElement('div'); row.className = i === selected ? 'sa-row sel' : 'sa-row'; row.dataset.i = i;
+  const label = document.createElement('span'); label.className = 'sa-label'; label.textContent = '#' + i;
+  const cells = document.createElement('span'); cells.className = 'sa-cells';
+  const end = document.createElement('span'); end.className = 'sa-end';
+  row.append(label, cells, end);
+  return {row, cells, end, done: 0, said: '', top: -1, dv: -1};
+}
+function drawWall() {
+  const height = M.n * rowH;
+  if (spaceH !== height) {
+    spaceH = height;
+    space.style.height = height + 'px';
+    wall.style.height = `min(${height + 18}px, var(--sa-wall-height, 70vh))`;
+    if (!viewH) viewH = Math.min(height, window.innerHeight * 0.7);  // until the ResizeObserver says
+  }
+  const first = Math.max(0, Math.floor(viewTop / rowH) - MARGIN_ROWS);
+  const last = Math.min(M.n - 1, Math.ceil((viewTop + viewH) / rowH) + MARGIN_ROWS);
+  for (const [i, r] of live) {
+    const k = M.rank[i];
+    if (k < first || k > last) { r.row.remove(); live.delete(i); }
+  }
+  const ctx = mapContext();
+  for (let k = first; k <= last; k++) {
+    const i = M.order[k];
+    let r = live.get(i);
+    if (!r) { r = makeRow(i); live.set(i, r); wall.appendChild(r.row); }
+    if (r.top !== k) { r.row.style.top = (k * rowH) + 'px'; r.top = k; }
+    const at = k > 0 && M.shared[k] > 0 ? M.shared[k] : -1;
+    if (at !== r.dv) {
+      const old = cellAt(r, r.dv);
+      if (old) old.classList.remove('dv');
+      r.dv = at;
+      const cell = cellAt(r, at);
+      if (cell) cell.classList.add('dv');
+    }
+    const T = M.T[i];
+    for (let p = r.done; p < T.length; p++) {
+      if (p % SEGMENT === 0) r.cells.appendChild(document.createElement('span')).className = 'sa-seg';
+      const s = document.createElement('span');
+      s.className = p === r.dv ? cellClass(i, p) + ' dv' : cellClass(i, p);
+      s.textContent = visible(T[p]);
+      r.cells.lastChild.appendChild(s);
+    }
+    r.done = T.length;
+    const seed = M.seeds[i] === null || M.seeds[i] === undefined ? 'unseeded' : 'seed ' + M.seeds[i];
+    const end = [finishLabel(i), seed].filter(Boolean).join(' \u00b7 ');
+    if (end !== r.said) { r.end.textContent = end; r.said = end; }
+  }
+  if (ctx) {
+    if (mapDirty) { const t = performance.now(); drawMap(ctx); stats.mapMs += performance.now() - t; }
+    else for (const i of dirtyWall) for (let p = mapDone[i]; p < M.T[i].length; p++) mapCell(ctx, i, p);
+    for (const i of dirtyWall) mapDone[i] = M.T[i].length;
+  }
+  dirtyWall.clear();
+  placeLens();
+}
+function wallScrolled() {
+  viewTop = wall.scrollTop;
+  redraw();
+}
+wall.addEventListener('scroll', wallScrolled, {passive: true});
+new ResizeObserver(() => { viewH = wall.clientHeight; redraw(); }).observe(wall);
+
+// --- the minimap: every token of every row, a few pixels each, in the wall's order ----------------
+const MAP_H = 480, CELL_W = 3;
+let mapRowH = 2, mapCols = 0, mapCssH = 0;
+function mapContext() {
+  if (view !== 'wall' || M.n === 0) return null;
+  const longest = M.T.reduce((a, t) => Math.max(a, t.length), 0);
+  const cols = Math.max(64, Math.ceil(longest / 64) * 64);
+  const rowH = Math.max(1, Math.min(6, Math.floor(MAP_H / M.n)));
+  if (cols !== mapCols || rowH !== mapRowH || canvas.height !== M.n * rowH) {
+    mapCols = cols; mapRowH = rowH;
+    canvas.width = cols * CELL_W; canvas.height = M.n * rowH;
+    mapCssH = Math.min(M.n * rowH, MAP_H);  // n=1024: one pixel a row, squeezed
+    canvas.style.height = mapCssH + 'px';
+    mapDirty = true;
+  }
+  return canvas.getContext('2d');
+}
+function mapColour(i, p) {
+  const lp = M.L[i][p];
+  if (lp === null || lp === undefined) return NEUTRAL;
+  if (colour === 'e') { const e = entropy(M.K[i][p]); return e === null ? NEUTRAL : ENTR[bucket(e, ENTROPY_STEP)]; }
+  return PROB[bucket(Math.exp(lp), 0.1)];
+}
+function mapCell(ctx, i, p) {
+  ctx.fillStyle = mapColour(i, p);
+  ctx.fillRect(p * CELL_W, M.rank[i] * mapRowH, CELL_W, mapRowH);
+}
+function drawMap(ctx) {  // every cell, one path per colour (a fillStyle per cell costs more than the cells)
+  ctx.clearRect(0, 0, canvas.width, canvas.height);
+  const paths = new Map();
+  for (let i = 0; i < M.n; i++) {
+    const y = M.rank[i] * mapRowH;
+    for (let p = 0; p < M.T[i].length; p++) {
+      const c = mapColour(i, p);
+      let path = paths.get(c);
+      if (!path) { path = new Path2D(); paths.set(c, path); }
+      path.rect(p * CELL_W, y, CELL_W, mapRowH);
+    }
+    mapDone[i] = M.T[i].length;
+  }
+  for (const [c, path] of paths) { ctx.fillStyle = c; ctx.fill(path); }
+  mapDirty = false;
+}
+function placeLens() {  // the rows in view, on the map: from what is known, no layout read
+  const total = Math.max(1, M.n * rowH);
+  lens.style.top = (viewTop / total * mapCssH).toFixed(1) + 'px';
+  lens.style.height = Math.max(4, Math.min(viewH, total) / total * mapCssH).toFixed(1) + 'px';
+}
+function mapJump(e) {
+  const box = canvas.getBoundingClientRect();
+  const rank = Math.floor((e.clientY - box.top) / box.height * M.n);
+  wall.scrollTop = Math.max(0, rank * rowH - viewH / 2);
+}
+canvas.addEventListener('mousedown', (e) => {
+  mapJump(e);
+  const move = (ev) => mapJump(ev), up = () => { window.removeEventListener('mousemove', move); window.removeEventListener('mouseup', up); };
+  window.addEventListener('mousemove', move); window.addEventListener('mouseup', up);
+});
+
+// --- views and switches ---------------------------------------------------------------------------
+function setView(v) {
+  if (v !== 'columns' && v !== 'wall') return;
+  view = v;
+  root.dataset.view = v;
+  for (const b of bar.querySelectorAll('[data-view]')) b.classList.toggle('on', b.dataset.view === v);
+  if (v === 'wall') { mapDirty = true; }
+  frame();
+}
+function setColour(c) {
+  colour = c;
+  wall.classList.toggle('by-p', c === 'p'); wall.classList.toggle('by-e', c === 'e');
+  for (const b of bar.querySelectorAll('[data-colour]')) b.classList.toggle('on', b.dataset.colour === c);
+  mapDirty = true; frame();
+}
+function setCells(c) {
+  wall.classList.toggle('blocks', c === 'blocks');
+  rowH = c === 'blocks' ? 11 : 16;
+  for (const r of live.values()) r.top = -1;
+  spaceH = -1; redraw();
+  for (const b of bar.querySelectorAll('[data-cells]')) b.classList.toggle('on', b.dataset.cells === c);
+}
+bar.addEventListener('click', (e) => {
+  const b = e.target.closest('button');
+  if (!b) return;
+  if (b.dataset.view) { chosenView = b.dataset.view; setView(b.dataset.view); }
+  if (b.dataset.colour) setColour(b.dataset.colour);
+  if (b.dataset.cells) setCells(b.dataset.cells);
+});
+setColour('p'); setCells('text'); setView(props.view === 'wall' ? 'wall' : 'columns');
+
+// --- a click selects a sample; the page hears it as the component's select event ------------------
+// (a token cell of the wall also says its position: the Branch tab starts there)
+function select(i, token) {
+  if (selected !== null && cards[selected]) cards[selected].card.classList.remove('sel');
+  if (selected !== null && live.has(selected)) live.get(selected).row.classList.remove('sel');
+  selected = i;
+  if (cards[i]) cards[i].card.classList.add('sel');
+  if (live.has(i)) live.get(i).row.classList.add('sel');
+  trigger('select', {index: i, value: {sample: i, token: token}, selected: true});
+}
+const tokenAt = (cell) => {  // a wall cell's position: its segment's place in the row, then its own
+  const seg = cell.parentNode;
+  return Array.prototype.indexOf.call(seg.parentNode.children, seg) * SEGMENT + Array.prototype.indexOf.call(seg.children, cell);
+};
+root.addEventListener('click', (e) => {
+  const target = e.target.closest('.sa-row, .sa-card');
+  if (!target || !root.contains(target)) return;
+  const cell = e.target.closest('.sa-row .tk');
+  select(Number(target.dataset.i), cell ? tokenAt(cell) : null);
+});
+
+// --- hover: the token, its probability, and the top-k at its position -----------------------------
+const esc = (s) => s.replace(/[&<>"]/g, (c) => ({'&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;'}[c]));
+wall.addEventListener('mouseover', (e) => {
+  const cell = e.target.closest('.tk');
+  if (!cell) { tip.hidden = true; return; }
+  const i = Number(cell.parentNode.parentNode.parentNode.dataset.i), p = tokenAt(cell);
+  const text = M.T[i][p], lp = M.L[i][p], top = M.K[i][p];
+  let html = `<div class="sa-tip-head"><b>${esc(visible(text))}</b> <span>#${i} \u00b7 token ${p}</span></div>`;
+  if (lp === null || lp === undefined) html += '<div>no logprobs recorded</div>';
+  else {
+    const e2 = entropy(top);
+    html += `<div>p = ${prob(lp).toFixed(3)}` + (e2 === null ? '' : ` \u00b7 top-k entropy ${e2.toFixed(2)} bits`) + '</div>';
+    if (top && top.length) {
+      html += '<table class="sa-topk">';
+      for (let j = 0; j < top.length; j += 2) {
+        const mine = top[j] === text ? ' class="mine"' : '';
+        html += `<tr${mine}><td>${esc(visible(top[j]))}</td><td>${Math.exp(top[j + 1]).toFixed(3)}</td></tr>`;
+      }
+      html += '</table>';
+    }
+  }
+  tip.innerHTML = html;
+  tip.hidden = false;
+  const box = cell.getBoundingClientRect();
+  tip.style.left = Math.min(window.innerWidth - 260, box.left) + 'px';
+  tip.style.top = (box.bottom + 4) + 'px';
+});
+wall.addEventListener('mouseleave', () => { tip.hidden = true; });
+
+watch('value', () => { if (props.value) receive(props.value); });
+if (props.value) receive(props.value);

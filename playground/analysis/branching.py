@@ -1,0 +1,132 @@
+"""Branches: runs that resample from a point of another run's sample, with a token of a person's
+choice there or none.
+
+A branch from sample i of a run at token k is a new request whose prompt is the run's rendered
+prompt, then sample i's first k tokens (``prefix_token_ids``, sent as ids, never re-tokenized),
+then, when asked, a forced token: one of the top-k alternatives the model saw at k, or any id.
+Its record says where it came from (``request.branch``); its samples hold only the new tokens.
+
+The what-if view runs one branch per alternative at a point and puts what each branch's samples
+say side by side: the alternative's probability there, the majority answer and its vote share,
+and how diverse the branch's samples are; ``graft`` makes one tree of them, each branch under its
+token, for the divergence tree.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import pandas as pd
+
+from playground.analysis.answers import Extractor, group_answers
+from playground.analysis.display import visible
+from playground.analysis.diversity import distinct_n
+from playground.run import Run, Sample, TokenLogprob
+
+MAX_ALTERNATIVES = 5  # branches of one what-if: each is a run of n samples
+WHAT_IF_COLUMNS = ["token", "token_id", "probability", "samples", "majority", "vote_share", "distinct_2", "request_id"]
+
+
+@dataclass(frozen=True)
+class Alternative:
+    """A token the model could have sampled at a position, with its probability there."""
+
+    token_id: int
+    probability: float | None
+    text: str
+
+
+@dataclass(frozen=True)
+class BranchPoint:
+    """Where a branch starts: sample ``sample`` of run ``run`` (a request id) after ``position``
+    of its tokens, with ``forced_token_id`` next (None: the model samples it)."""
+
+    run: str
+    sample: int
+    position: int
+    forced_token_id: int | None = None
+    forced_text: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """The record's ``request.branch``."""
+        return {"run": self.run, "sample": self.sample, "position": self.position,
+                "forced_token_id": self.forced_token_id, "forced_text": self.forced_text}
+
+
+def branch_prefix(parent: Run, sample: int, position: int, forced_token_id: int | None = None) -> list[int]:
+    """The tokens after the parent's rendered prompt: the parent's own prefix (a branch of a
+    branch), sample ``sample``'s first ``position`` tokens, then the forced token."""
+    if not 0 <= sample < parent.n:
+        raise ValueError(f"sample {sample} is not one of the run's {parent.n} samples")
+    tokens = parent.samples[sample].token_ids
+    if not 0 <= position <= len(tokens):
+        raise ValueError(f"token {position} is not within sample {sample}'s {len(tokens)} tokens")
+    return [*(parent.request.get("prefix_token_ids") or []), *tokens[:position],
+            *([] if forced_token_id is None else [forced_token_id])]
+
+
+def alternatives(run: Run, sample: int, position: int, k: int = MAX_ALTERNATIVES) -> list[Alternative]:
+    """The top ``k`` tokens the model saw at ``position`` of ``sample`` (from its logprobs), most
+    likely first; the sampled token among them. Empty without logprobs there."""
+    logprobs = run.samples[sample].logprobs or []
+    if position >= len(logprobs):
+        return []
+    at: TokenLogprob = logprobs[position]
+    return [Alternative(token_id, _probability(logprob), text if text is not None else f"⟨id {token_id}⟩")
+            for token_id, logprob, text in at.top[:k]]
+
+
+def branch_label(run: Run) -> str | None:
+    """Where a branched run came from, for people: "branched from #3 at token 7, forced ' Paris'"
+    (None for a run that is no branch)."""
+    branch = run.request.get("branch")
+    if not branch:
+        return None
+    where = f"branched from #{branch['sample']} at token {branch['position']}"
+    if branch.get("forced_token_id") is not None:
+        text = branch.get("forced_text")
+        where += f", forced {text!r}" if text is not None else f", forced token {branch['forced_token_id']}"
+    return f"{where} of {branch['run']}"
+
+
+def is_branch_of(run: Run, parent: Run) -> bool:
+    return (run.request.get("branch") or {}).get("run") == parent.request.get("request_id")
+
+
+def what_if_table(branches: list[tuple[Alternative, Run]], extractor: Extractor | str | None = None) -> pd.DataFrame:
+    """Per alternative (one branch run each): its probability at the point, and what its samples
+    say: the majority answer and its vote share (read by ``extractor``), and distinct-2."""
+    rows = []
+    for alternative, run in branches:
+        answers = group_answers(run, extractor)
+        rows.append({"token": visible(alternative.text), "token_id": alternative.token_id,
+                     "probability": alternative.probability, "samples": run.n,
+                     "majority": answers.majority.answer if answers.majority else None,
+                     "vote_share": answers.vote_share,
+                     "distinct_2": distinct_n([s.token_ids for s in run.samples], 2),
+                     "request_id": run.request.get("request_id")})
+    return pd.DataFrame(rows, columns=WHAT_IF_COLUMNS)
+
+
+def graft(branches: list[tuple[Alternative, Run]]) -> Run:
+    """One run whose samples are every branch's samples, each behind its branch's forced token:
+    its divergence tree splits first at the alternatives, then wherever each branch's samples part."""
+    samples = []
+    for alternative, run in branches:
+        for s in run.samples:
+            lead = TokenLogprob(alternative.token_id, math.log(alternative.probability)
+                                if alternative.probability else None, None, alternative.text)
+            samples.append(Sample(index=len(samples), seed=s.seed, text=alternative.text + s.text,
+                                  token_ids=[alternative.token_id, *s.token_ids],
+                                  token_texts=[alternative.text, *s.token_texts],
+                                  token_times=[0.0, *s.token_times],
+                                  logprobs=[lead, *s.logprobs] if s.logprobs is not None else None,
+                                  finish_reason=s.finish_reason))
+    first = branches[0][1].request if branches else {}
+    return Run(request={**first, "request_id": "what-if", "n": len(samples)}, samples=samples, status="finished")
+
+
+def _probability(logprob: float | None) -> float | None:
+    return None if logprob is None or math.isnan(logprob) else math.exp(logprob)

@@ -1,0 +1,281 @@
+"""The Branch tab: resample from any point of any sample of the run on screen, with the token of a
+person's choice there, and ask "what if" of every likely token at that point.
+
+A point is sample i at token k: picked by a click on a token in the Diff view, on a box of the
+divergence tree, or on a token of the samples area's wall (a sample's label or card: token 0), or
+typed. The branch is a new run of the same settings (n, output_kind, mode unless changed here)
+with its own seeds, whose prompt is the run's rendered prompt's ids, then sample i's first k
+tokens, then the chosen token (or the model's own choice). It streams like any run and is shown
+with its branch point named. "What if" runs one branch of n samples for each of the top-k tokens
+at the point, side by side: each token's probability there and what its samples say (majority
+answer and vote share with the Set tab's extractor, distinct-2), and one divergence tree with
+each branch under its token.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from dataclasses import dataclass
+from functools import partial
+
+import gradio as gr
+
+from playground import analysis
+from playground.analysis import Alternative, BranchPoint
+from playground.backends.base import record
+from playground.errors import InvalidRequest
+from playground.request import SampleRequest
+from playground.run import Run
+from playground.ui import views
+from playground.ui.answer_controls import extractor_spec
+from playground.ui.live import LiveRun
+from playground.ui.messages import shown
+from playground.ui.page import Page
+from playground.ui.running import BUSY, WAITING
+from playground.ui.showing import remember
+
+MODEL_CHOOSES = "the model's own choice"
+CONTEXT_TOKENS = 12  # tokens shown before the branch point
+PICK_JS = """
+() => {
+  const box = () => document.querySelector('#branch-pick textarea, #branch-pick input');
+  const say = (sample, position) => {
+    const b = box(); if (!b) return;
+    b.value = `${sample},${position}@${Date.now()}`;  // a second click on the same token is a change too
+    b.dispatchEvent(new Event('input', {bubbles: true}));
+  };
+  document.addEventListener('click', (e) => {
+    const tok = e.target.closest && e.target.closest('#diff-view .tok[data-s]');
+    if (tok) say(tok.dataset.s, tok.dataset.p);
+  });
+  const attach = () => document.querySelectorAll('#tree-chart .js-plotly-plot').forEach((gd) => {
+    if (gd._ev && !gd.__branchPick) {
+      gd.__branchPick = true;
+      gd.on('plotly_click', (data) => {
+        const point = data && data.points && data.points[0];
+        if (point && point.customdata) { const [s, p] = String(point.customdata).split(','); say(s, p); }
+      });
+    }
+  });
+  new MutationObserver(attach).observe(document.body, {childList: true, subtree: true});
+  attach();
+}
+"""
+
+
+@dataclass
+class BranchTab:
+    pick: gr.Textbox  # hidden: "sample,position@time", written by a click on a token or a tree box
+    sample: gr.Number
+    position: gr.Number
+    context: gr.Markdown
+    choice: gr.Radio
+    token_id: gr.Textbox
+    n: gr.Number
+    branch_btn: gr.Button
+    k: gr.Slider
+    what_if_btn: gr.Button
+    note: gr.Markdown
+    table: gr.Dataframe
+    tree: gr.Plot
+
+
+def declare(pick: gr.Textbox) -> BranchTab:
+    """The tab, declared in the current ``gr.Tabs``; ``pick``: the hidden box a click on a token
+    writes, declared outside the tabs (a tab's contents exist in the page only once it is opened)."""
+    with gr.Tab("Branch", id="branch", elem_id="tab-branch"):
+        gr.Markdown("Resample from a point of a sample: click a token in the **Diff** view or a box of the "
+                    "**Tree** (or pick a sample in the samples area), choose the token to put there, and branch. "
+                    "The branch keeps the run's settings and draws its own seeds; its samples hold only the "
+                    "new tokens. **What if** runs one branch per likely token and puts them side by side.")
+        with gr.Row():
+            sample = gr.Number(value=0, precision=0, minimum=0, label="Sample i", elem_id="branch-sample")
+            position = gr.Number(value=0, precision=0, minimum=0, label="At token k", elem_id="branch-position")
+            n = gr.Textbox(label="n (blank: the run's)", placeholder="the run's n", elem_id="branch-n")
+        context = gr.Markdown(elem_id="branch-context")
+        with gr.Row():
+            choice = gr.Radio([MODEL_CHOOSES], value=MODEL_CHOOSES, label="Token at k", elem_id="branch-choice")
+            token_id = gr.Textbox(label="…or a token id", placeholder="e.g. 12", elem_id="branch-token-id")
+        with gr.Row():
+            branch_btn = gr.Button("Branch", variant="primary", elem_id="branch-run")
+            k = gr.Slider(2, analysis.MAX_ALTERNATIVES, value=3, step=1, label="What if: the top k tokens",
+                          elem_id="what-if-k")
+            what_if_btn = gr.Button("What if", elem_id="what-if-run")
+        note = gr.Markdown(elem_id="branch-note")
+        table = gr.Dataframe(interactive=False, visible=False, elem_id="what-if-table")
+        tree = gr.Plot(label="The branches, each under its token", visible=False, elem_id="what-if-tree")
+    return BranchTab(pick, sample, position, context, choice, token_id, n, branch_btn, k, what_if_btn, note,
+                     table, tree)
+
+
+def connect(tab: BranchTab, page: Page, run_event_outputs: list, stream, set_tab) -> gr.events.Dependency:
+    """Hook up the events; ``stream`` is the page's run handler (a branch streams like any run),
+    ``run_event_outputs`` what it writes. Returns the branch's run event (Stop cancels it)."""
+    place = [tab.context, tab.choice, tab.token_id]
+    tab.pick.change(partial(picked, tab, page), [page.current, tab.pick],
+                    [tab.sample, tab.position, *place, page.tabs, page.selected], api_visibility="private")
+    for box in (tab.sample, tab.position):
+        box.submit(partial(placed, tab), [page.current, tab.sample, tab.position], place, api_visibility="private")
+
+    def on_sample(run: Run | None, evt: gr.SelectData) -> dict:  # Gradio reads evt's type here
+        return sample_picked(tab, run, evt)
+
+    page.samples.html.select(on_sample, [page.current], [tab.sample, tab.position, *place], api_visibility="private")
+    started = tab.branch_btn.click(partial(begin, tab, page),
+                                   [page.live, page.current, tab.sample, tab.position, tab.choice, tab.token_id,
+                                    tab.n], [page.live, page.summary, tab.note], queue=False, show_progress="hidden",
+                                   api_visibility="private")
+    event = started.success(stream, [page.live, *page.inputs()], run_event_outputs, inputs_kwargs=page.controls(),
+                            concurrency_id="sampling", show_progress_on=[page.summary], api_visibility="private")
+    tab.what_if_btn.click(partial(what_if, tab, page),
+                          [page.current, page.history, tab.sample, tab.position, tab.k, tab.n, set_tab.extractor,
+                           set_tab.pattern], [tab.note, tab.table, tab.tree, page.history, page.history_pick],
+                          concurrency_id="sampling", api_visibility="private")
+    return event
+
+
+# --- choosing the point -------------------------------------------------------------------------
+
+def point_view(tab: BranchTab, run: Run | None, sample, position) -> dict:
+    """The context of the point and the tokens that could stand there."""
+    try:
+        i, k = int(sample), int(position)
+        if run is None:
+            raise ValueError("no run on screen")
+        analysis.branch_prefix(run, i, k)
+    except (TypeError, ValueError) as e:
+        return {tab.context: f"⚠️ {e}" if run is not None else "Run something first, or open a saved run.",
+                tab.choice: gr.update(choices=[MODEL_CHOOSES], value=MODEL_CHOOSES)}
+    s = run.samples[i]
+    before = "".join(analysis.pieces(s)[max(0, k - CONTEXT_TOKENS):k])
+    here = analysis.pieces(s)[k] if k < len(s.token_ids) else "⏹ (the sample ended here)"
+    options = [(f"{analysis.visible(a.text, False)}  p={a.probability:.3f}" if a.probability is not None
+                else analysis.visible(a.text, False), str(a.token_id)) for a in analysis.alternatives(run, i, k)]
+    known = "" if options else " No logprobs were recorded there: type a token id, or let the model choose."
+    context = (f"Sample **#{i}** (seed {s.seed}) at token **{k}**: …`{analysis.visible(before, False)}` ▸ "
+               f"`{analysis.visible(here, False)}` (what it sampled).{known}")
+    return {tab.context: context, tab.choice: gr.update(choices=[MODEL_CHOOSES, *options], value=MODEL_CHOOSES),
+            tab.token_id: ""}
+
+
+def picked(tab: BranchTab, page: Page, run: Run | None, text: str | None) -> dict:
+    """A click on a token (Diff view) or a tree box: that point, and the Branch tab opens."""
+    try:
+        sample, position = (int(v) for v in (text or "").split("@")[0].split(","))
+    except ValueError:
+        return {}
+    return {tab.sample: sample, tab.position: position, **point_view(tab, run, sample, position),
+            page.tabs: gr.update(selected="branch"), page.selected: "Branch"}
+
+
+def placed(tab: BranchTab, run: Run | None, sample, position) -> dict:
+    return point_view(tab, run, sample, position)
+
+
+def sample_picked(tab: BranchTab, run: Run | None, evt: gr.SelectData) -> dict:
+    """A sample picked in the samples area: the point is the token clicked in the wall, or the
+    sample's first token (a click on its label or card)."""
+    token = evt.value.get("token") if isinstance(evt.value, dict) else None
+    position = int(token) if token is not None else 0
+    return {tab.sample: int(evt.index), tab.position: position, **point_view(tab, run, int(evt.index), position)}
+
+
+def branch_request(run: Run, sample, position, forced: int | None, forced_text: str | None,
+                   n) -> tuple[SampleRequest, dict]:
+    """The branch's request (the run's settings, its own seeds) and its record's label."""
+    i, k = int(sample), int(position)
+    prefix = analysis.branch_prefix(run, i, k, forced)
+    changes = {"seed": None, "prefix_token_ids": prefix or None}
+    if n is not None and str(n).strip():
+        changes["n"] = SampleRequest.from_user(prompt="", n=str(n).strip()).n  # coerced like any n
+    request = SampleRequest.from_record(run.request, **changes)
+    if request.n > 1 and request.temperature < 1e-5:
+        request.n = 1  # a greedy run of n > 1 is refused: one greedy continuation is what it means
+    point = BranchPoint(run.request["request_id"], i, k, forced, forced_text)
+    return request, {"branch": point.to_dict()}
+
+
+def forced_token(run: Run, sample, position, choice: str | None, token_id: str | None) -> tuple[int | None, str | None]:
+    """The token a person chose for the point: typed, picked among the alternatives, or none."""
+    if token_id and token_id.strip():
+        try:
+            return int(token_id.strip()), None
+        except ValueError:
+            raise gr.Error(f"A token id is a whole number, got {token_id!r}") from None
+    if not choice or choice == MODEL_CHOOSES:
+        return None, None
+    chosen = int(choice)
+    texts = {a.token_id: a.text for a in analysis.alternatives(run, int(sample), int(position))}
+    return chosen, texts.get(chosen)
+
+
+def begin(tab: BranchTab, page: Page, live_run: LiveRun | None, run: Run | None, sample, position, choice,
+          token_id, n) -> dict:
+    """The branch, checked, becomes this session's LiveRun; the run handler streams it."""
+    if live_run is not None and live_run.going:
+        raise gr.Error(BUSY)
+    if run is None:
+        raise gr.Error("Run something first, or open a saved run: a branch starts from a run on screen.")
+    try:
+        forced, text = forced_token(run, sample, position, choice, token_id)
+        request, labels = branch_request(run, sample, position, forced, text, n)
+    except (ValueError, InvalidRequest) as e:
+        raise gr.Error(str(e)) from None
+    note = analysis.branch_label(Run(request={**request.to_dict(), **labels}, samples=[]))
+    return {page.live: LiveRun(request, labels), page.summary: WAITING, tab.note: f"⑂ {note}: streaming above."}
+
+
+# --- what if ------------------------------------------------------------------------------------
+
+async def what_if(tab: BranchTab, page: Page, run: Run | None, history: list | None, sample, position, k, n,
+                  answer=None, pattern=None):
+    """One branch per top-k token at the point, all at once (the engine batches them), then the
+    table and the grafted tree; every branch joins the session's history."""
+    if run is None:
+        raise gr.Error("Run something first, or open a saved run: a branch starts from a run on screen.")
+    options = analysis.alternatives(run, int(sample), int(position), int(k))
+    if not options:
+        raise gr.Error(f"No logprobs were recorded at token {position} of sample {sample}: run with logprobs "
+                       "(e.g. 5) to ask what if.")
+    try:
+        requests = [branch_request(run, sample, position, a.token_id, a.text, n) for a in options]
+    except (ValueError, InvalidRequest) as e:
+        raise gr.Error(str(e)) from None
+    yield {tab.note: f"⏳ running {len(options)} branches of {requests[0][0].n} samples each…",
+           tab.table: gr.update(visible=False), tab.tree: gr.update(visible=False)}
+    try:
+        branches = await asyncio.gather(*(_complete(page.backend, r, labels) for r, labels in requests))
+    except Exception as e:
+        raise shown(e) from None
+    pairs = list(zip(options, branches))
+    history = history or []
+    for branch in branches:
+        history = remember(history, branch)
+    yield {tab.note: _what_if_note(run, sample, position, pairs),
+           tab.table: gr.update(value=what_if_frame(pairs, extractor_spec(answer, pattern)), visible=True),
+           tab.tree: gr.update(value=analysis.tree_figure(analysis.graft(pairs)), visible=True),
+           page.history: history,
+           page.history_pick: gr.update(choices=[(views.history_label(r), i) for i, r in enumerate(history)])}
+
+
+def what_if_frame(pairs: list[tuple[Alternative, Run]], extractor: str | None):
+    try:
+        return analysis.what_if_table(pairs, extractor).round(3)
+    except analysis.InvalidExtractor as e:
+        raise gr.Error(str(e)) from None
+
+
+def _what_if_note(run: Run, sample, position, pairs: list[tuple[Alternative, Run]]) -> str:
+    ids = ", ".join(f"`{r.request['request_id']}`" for _, r in pairs)
+    return (f"**What if**, at token {position} of sample #{sample} of `{run.request['request_id']}`: "
+            f"{len(pairs)} branches ({ids}), in History. Each row is one token forced at that point and what "
+            "its samples then said.")
+
+
+async def _complete(backend, request: SampleRequest, labels: dict) -> Run:
+    last = None
+    async with contextlib.aclosing(record(backend, request, labels=labels)) as runs:
+        async for last in runs:  # noqa: B007 (the loop keeps the last)
+            pass
+    return last

@@ -1,0 +1,175 @@
+"""The "Compare" tab.
+
+Pick any two runs of this browser session (History, opened files, the last sweep): both runs'
+columns index by index with where sample i of A first parts from sample i of B, the settings that
+differ, and the measures of both side by side. Files are opened in the History tab
+(history_tab.py), which hands their runs to ``add``. When the run on screen is a branch, the
+lists offer it and the run it branched from, A the parent and B the branch. Two runs that share
+child seeds are said to: their samples are not independent.
+
+Declared with ``declare()`` inside the page's ``gr.Tabs``; ``connect(tab, history, sweep_runs,
+current)`` hooks its events up (the page's History state, the Sweep tab's runs, the run on screen).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import partial
+from pathlib import Path
+
+import gradio as gr
+
+from playground import analysis
+from playground.run import Run
+from playground.ui.answer_controls import optional_controls, with_chosen_answers
+
+INTRO = ("Pick two runs of this session (History, files opened in the History tab, the last sweep). With the "
+         "same base seed, sample i has the same seed in both runs, so where they first part is what the "
+         "difference between the runs changed. Press *Update the lists* after new runs.")
+MAX_UPLOADED = 50  # runs kept per session from uploads; the oldest go first
+PAIR_COLUMNS = ["sample", "seed_a", "seed_b", "tokens_a", "tokens_b", "verdict", "token_a", "token_b", "similarity"]
+
+
+def pool(history: list[Run] | None, uploads: list[Run] | None,
+         sweep_runs: list[Run] | None) -> dict[str, tuple[str, Run]]:
+    """Every run the session can compare, once each (by request id, the first source that holds it),
+    by a key that stays valid while the lists grow and drop their oldest: key -> (label, run)."""
+    found, seen = {}, set()
+    for source, runs in (("history", history), ("upload", uploads), ("sweep", sweep_runs)):
+        for run in runs or []:
+            rid = run.request.get("request_id")
+            if rid not in seen:
+                seen.add(rid)
+                found[f"{source}:{rid}"] = (label(source, run), run)
+    return found
+
+
+def label(source: str, run: Run) -> str:
+    info = analysis.sweep_info(run)
+    what = f"{info['param']}={info['value']}" if info else f"n={run.n} · {run.request.get('mode')}"
+    prompt = analysis.truncate(" ".join(str(run.request.get("prompt", "")).split()), 33)
+    return f"{source} · {run.request.get('request_id')} · {what} · seed {run.request.get('seed')} · “{prompt}”"
+
+
+def comparison(a: Run, b: Run, measures: analysis.Measures | None = None) -> tuple[str, object, object, object, str]:
+    """The tab's view of A against B: the headline, the per-index table, the settings that differ,
+    the measures side by side, and both runs' columns with the token diff."""
+    pairs = analysis.pair_frame(a, b)
+    same = int((pairs["verdict"] == "identical").sum())
+    changed = analysis.settings_diff(a, b)
+    what = ", ".join(f"{r.setting} {r.A} → {r.B}" for r in changed.itertuples()) or "no setting"
+    headline = (f"**{same} of {len(pairs)} samples identical** between A (`{a.request.get('request_id')}`) and "
+                f"B (`{b.request.get('request_id')}`). Differing settings: {what}.")
+    for run, name in ((a, "A"), (b, "B")):
+        if branch := analysis.branch_label(run):
+            headline += f" {name} is {branch}."
+    for overlap in analysis.seed_overlaps([a, b]):
+        headline += f"\n\n⚠️ {analysis.seed_overlap_sentence(overlap, ['A', 'B'])}."
+    side_by_side = analysis.measures_side_by_side(a, b, measures).map(
+        lambda v: round(v, 3) if isinstance(v, float) else v)
+    return (headline, pairs[PAIR_COLUMNS].round(3), changed.astype(str), side_by_side,
+            analysis.comparison_html(a, b, frame=pairs))
+
+
+@dataclass
+class CompareTab:
+    a: gr.Dropdown
+    b: gr.Dropdown
+    refresh_btn: gr.Button
+    compare_btn: gr.Button
+    answer: gr.Dropdown
+    pattern: gr.Textbox
+    headline: gr.Markdown
+    changed: gr.Dataframe
+    side_by_side: gr.Dataframe
+    pairs: gr.Dataframe
+    columns: gr.HTML
+    report: gr.DownloadButton
+    uploads: gr.State
+    export_dir: Path
+    extra_measures: analysis.Measures | None = None
+
+
+def declare(export_dir, measures: analysis.Measures | None = None) -> CompareTab:
+    """The tab, declared in the current ``gr.Tabs`` (``export_dir``: where the page writes its
+    downloads; ``measures``: extra per-run measures, e.g. the set measures)."""
+    with gr.Tab("Compare", id="compare", elem_id="tab-compare"):
+        gr.Markdown(INTRO)
+        with gr.Row():
+            a = gr.Dropdown(choices=[], label="Run A", elem_id="compare-a")
+            b = gr.Dropdown(choices=[], label="Run B", elem_id="compare-b")
+        with gr.Row():
+            refresh_btn = gr.Button("Update the lists", elem_id="compare-refresh")
+            compare_btn = gr.Button("Compare", variant="primary", elem_id="compare-run")
+        with gr.Row():
+            answer, pattern = optional_controls("Compare the majority answers too, read as", "compare")
+        headline = gr.Markdown(elem_id="compare-headline")
+        with gr.Row():
+            changed = gr.Dataframe(label="Settings that differ", interactive=False, visible=False,
+                                   elem_id="compare-settings")
+            side_by_side = gr.Dataframe(label="Figures side by side", interactive=False, visible=False,
+                                        elem_id="compare-figures")
+        pairs = gr.Dataframe(label="Sample i of A against sample i of B", interactive=False, visible=False,
+                             elem_id="compare-pairs")
+        columns = gr.HTML(elem_id="compare-columns")
+        report = gr.DownloadButton("Comparison report (HTML)", value=None, elem_id="compare-report")
+        uploads = gr.State([])
+    return CompareTab(a, b, refresh_btn, compare_btn, answer, pattern, headline, changed, side_by_side, pairs,
+                      columns, report, uploads, Path(export_dir), measures)
+
+
+def connect(tab: CompareTab, history: gr.State, sweep_runs: gr.State, current: gr.State) -> None:
+    """Hook up the events: the sources are the page's History state and the Sweep tab's runs."""
+    sources = [history, tab.uploads, sweep_runs]
+    tab.refresh_btn.click(refresh, [*sources, current], [tab.a, tab.b], api_visibility="private")
+    tab.compare_btn.click(partial(compare, tab), [tab.a, tab.b, *sources, tab.answer, tab.pattern],
+                          [tab.headline, tab.pairs, tab.changed, tab.side_by_side, tab.columns, tab.report],
+                          api_visibility="private")
+
+
+# --- handlers -----------------------------------------------------------------------------------
+
+def add(tab: CompareTab, runs: list[Run], history, uploads, sweep_runs) -> dict:
+    """An opened file's runs join the session's uploads; with two or more, A and B are its first two."""
+    uploads = [*(uploads or []), *runs][-MAX_UPLOADED:]
+    choices = _choices(history, uploads, sweep_runs)
+    opened = {r.request.get("request_id") for r in runs}
+    keys = [key for key, (_, run) in pool(history, uploads, sweep_runs).items()
+            if run.request.get("request_id") in opened]
+    a, b = (keys[0], keys[1]) if len(keys) > 1 else (keys[0] if keys else None, None)
+    return {tab.uploads: uploads, tab.a: gr.update(choices=choices, value=a),
+            tab.b: gr.update(choices=choices, value=b)}
+
+
+def refresh(history, uploads, sweep_runs, current: Run | None = None):
+    """The lists, up to date; when the run on screen is a branch of a run they hold, A is that
+    parent and B the branch."""
+    runs = pool(history, uploads, sweep_runs)
+    choices = [(text, key) for key, (text, _) in runs.items()]
+    parent = (current.request.get("branch") or {}).get("run") if current is not None else None
+    keys = {run.request.get("request_id"): key for key, (_, run) in runs.items()}
+    if parent in keys and current.request.get("request_id") in keys:
+        return (gr.update(choices=choices, value=keys[parent]),
+                gr.update(choices=choices, value=keys[current.request["request_id"]]))
+    return gr.update(choices=choices), gr.update(choices=choices)
+
+
+def compare(tab: CompareTab, a_key, b_key, history, uploads, sweep_runs, answer=None, pattern=None):
+    runs = pool(history, uploads, sweep_runs)
+    if a_key not in runs or b_key not in runs:
+        raise gr.Error("Pick two runs first (Update the lists, then choose A and B).")
+    a, b = runs[a_key][1], runs[b_key][1]
+    extra = with_chosen_answers(tab.extra_measures, answer, pattern)  # gr.Error: a pattern that cannot work
+    headline, pairs, changed, side_by_side, columns = comparison(a, b, extra)
+    return (headline, gr.update(value=pairs, visible=True), gr.update(value=changed, visible=not changed.empty),
+            gr.update(value=side_by_side, visible=True), columns, export(tab, a, b, extra))
+
+
+def export(tab: CompareTab, a: Run, b: Run, measures: analysis.Measures | None = None) -> str:
+    path = tab.export_dir / f"compare-{a.request.get('request_id')}-{b.request.get('request_id')}.html"
+    path.write_text(analysis.comparison_report(a, b, measures), encoding="utf-8")
+    return str(path)
+
+
+def _choices(history, uploads, sweep_runs) -> list[tuple[str, str]]:
+    return [(text, key) for key, (text, _) in pool(history, uploads, sweep_runs).items()]

@@ -1,0 +1,130 @@
+"""The History tab: the session's last runs (to reopen; branches named with the run they came
+from; a warning when two of them share child seeds), and **Open a saved run**: a bundle the page
+exported, or the JSONL that ``batch`` or ``sweep`` wrote, shown by every panel without the engine.
+
+All or nothing: the file is read whole first (``playground.bundles.read_runs``), and a file that
+is not bundles, or holds one from a newer playground, is refused with the reader's sentence (it
+names the line) before anything on the page changes. Then one run is shown like a finished run;
+several go to History (the last one shown); a sweep is drawn by the Sweep tab too; and all of them
+join the Compare tab's lists.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+from functools import partial
+
+import gradio as gr
+
+from playground import analysis
+from playground.bundles import DEFAULT_LIMITS, ReadLimits, read_runs
+from playground.errors import InvalidBundle
+from playground.run import Run
+from playground.ui import compare_tab, sweep_tab
+from playground.ui.compare_tab import CompareTab
+from playground.ui.page import HISTORY_SIZE
+from playground.ui.showing import remember, show
+from playground.ui.sweep_tab import SweepTab
+
+LABEL = "Open a saved run: a bundle (.json) or the JSONL that batch or sweep wrote"
+
+
+def read_upload(path: str | None, limits: ReadLimits = DEFAULT_LIMITS) -> list[Run]:
+    """An uploaded file -> its runs; gr.Error with the reader's sentence (naming the line) for a file
+    that is not bundles, or is over ``limits``, so the handler changes nothing."""
+    if not path:
+        raise gr.Error("Choose a file first: a run bundle (.json) or the JSONL that batch or sweep wrote.")
+    try:
+        runs = read_runs(path, limits)
+    except InvalidBundle as e:
+        raise gr.Error(str(e)) from None
+    if not runs:
+        raise gr.Error("The file holds no run bundle.")
+    return runs
+
+
+def is_sweep(runs: list[Run]) -> bool:
+    """Several runs that each carry the same sweep's mark."""
+    params = {analysis.sweep_info(r).get("param") for r in runs}
+    return len(runs) > 1 and len(params) == 1 and None not in params
+
+
+@dataclass
+class HistoryTab:
+    pick: gr.Dropdown
+    reopen_btn: gr.Button
+    note: gr.Markdown  # seed overlaps among the runs listed
+    upload: gr.File
+    opened: gr.Markdown
+    limits: ReadLimits = DEFAULT_LIMITS
+
+
+def declare(limits: ReadLimits = DEFAULT_LIMITS) -> HistoryTab:
+    """The tab, declared in the current ``gr.Tabs``."""
+    with gr.Tab("History", id="history"):
+        pick = gr.Dropdown(choices=[], label="Runs of this browser session", type="index", elem_id="history-pick")
+        reopen_btn = gr.Button("Open", elem_id="reopen")
+        note_ = gr.Markdown(elem_id="history-note")
+        upload = gr.File(label=LABEL, file_types=[".json", ".jsonl"], type="filepath", elem_id="upload-runs")
+        opened = gr.Markdown(elem_id="upload-note")
+    return HistoryTab(pick, reopen_btn, note_, upload, opened, limits)
+
+
+def connect(tab: HistoryTab, page, sweep: SweepTab, compare: CompareTab) -> None:
+    tab.reopen_btn.click(partial(reopen, page), [tab.pick, *page.inputs()], page.outputs(),
+                         inputs_kwargs=page.controls(), api_visibility="private")
+    outputs = [*page.outputs(), *sweep.outputs(), compare.uploads, compare.a, compare.b, tab.opened, page.tabs,
+               page.selected]
+    # A refused file is a toast; nothing else changes (no progress badge over the panels either). Either
+    # way the box is emptied for the next file: the note (or the toast) names the one just read.
+    # (Gradio 6.31 runs a .then() only after a success, so the emptying follows both outcomes.)
+    opened = tab.upload.upload(partial(open_file, tab, page, sweep, compare),
+                               [tab.upload, *page.inputs(), compare.uploads, sweep.runs], outputs,
+                               inputs_kwargs={**page.controls(), "sweep_answer": sweep.answer,
+                                              "sweep_pattern": sweep.pattern},
+                               show_progress="hidden", api_visibility="private")
+    for after in (opened.success, opened.failure):
+        after(lambda: None, None, tab.upload, show_progress="hidden", api_visibility="private")
+
+
+async def reopen(page, index, history: list, session, selected, **settings) -> dict:
+    if not history or index is None or not 0 <= int(index) < len(history):
+        raise gr.Error("Pick a run from the list first.")
+    return await show(page, history[int(index)], history, session, selected, settings)
+
+
+async def open_file(tab: HistoryTab, page, sweep: SweepTab, compare: CompareTab, path, history, session, selected,
+                    uploads, sweep_runs, sweep_answer=None, sweep_pattern=None, **settings) -> dict:
+    runs = await asyncio.to_thread(read_upload, path, tab.limits)  # gr.Error: nothing changes
+    most = page.backend.limits.max_n
+    if any(run.n > most for run in runs):
+        widest = max(run.n for run in runs)
+        raise gr.Error(f"The file holds a run of n={widest}, and this page shows at most {most} samples: "
+                       f"start it with --max-n {widest} to open it.")
+    is_a_sweep = is_sweep(runs)
+    if is_a_sweep:
+        runs = analysis.sweep_order(runs)
+        measures = sweep.measures_for(sweep_answer, sweep_pattern)  # gr.Error: nothing changes
+    for run in runs[:-1]:
+        history = remember(history or [], run)
+    update = await show(page, runs[-1], history, session, selected, settings)
+    if is_a_sweep:
+        update.update({**await sweep_tab.draw(sweep, page, runs, measures=measures), sweep.runs: runs,
+                       page.tabs: gr.update(selected="sweep"), page.selected: "Sweep"})
+    update.update(compare_tab.add(compare, runs, update[page.history], uploads, runs if is_a_sweep else sweep_runs))
+    update[tab.opened] = note(runs, is_a_sweep, path)
+    return update
+
+
+def note(runs: list[Run], sweep: bool, path: str) -> str:
+    name = str(path).replace("\\", "/").rsplit("/", 1)[-1]
+    if len(runs) == 1:
+        return f"Opened **{name}**: run `{runs[0].request.get('request_id')}` is on screen, in every panel."
+    kept = (f" History keeps the last {HISTORY_SIZE}; every run is in the Compare tab's lists."
+            if len(runs) > HISTORY_SIZE else " They are in History and in the Compare tab's lists.")
+    if sweep:
+        info = analysis.sweep_info(runs[0])
+        return (f"Opened **{name}**: a sweep of {len(runs)} {info.get('param')} values, drawn in the Sweep tab; "
+                f"the last is on screen.{kept}")
+    return f"Opened **{name}**: {len(runs)} runs; the last is on screen.{kept}"

@@ -1,0 +1,56 @@
+"""The page as its handlers see it: every component they write, collected once the layout has
+declared them all, and the per-session states they read.
+
+``build_app`` declares the layout top to bottom, then makes one ``Page`` of what it declared and
+only then connects the events, each handler given the page whole: no component is looked up or
+filled in later. A browser session's own runs live in ``gr.State`` values (``live``, ``current``,
+``history`` and the samples area's session), which handlers take and return; nothing here grows
+with the sessions.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import gradio as gr
+
+from playground.ui.panels import Panel
+from playground.ui.samples_area import SamplesArea
+
+HISTORY_SIZE = 10  # runs a session keeps
+
+
+@dataclass
+class Page:
+    backend: Any
+    export_dir: Path  # downloads are written here only: a folder of the app's own
+    status: gr.Markdown
+    form: dict[str, gr.components.Component]  # the run's settings by request field
+    summary: gr.Markdown
+    samples: SamplesArea
+    tabs: gr.Tabs
+    panels: list[Panel]  # the tabs that show any run: Diff, Tree, Set, Timing, Logprobs, Inspector
+    history_pick: gr.Dropdown
+    history_note: gr.Markdown
+    live: gr.State  # the run in flight (a LiveRun)
+    current: gr.State  # the run on screen
+    history: gr.State  # the session's last runs
+    selected: gr.State  # the label of the tab on screen: only its panel is drawn
+    extra: dict[str, gr.components.Component] = field(default_factory=dict)  # what other tabs add to a shown run
+
+    def controls(self) -> dict[str, gr.components.Component]:
+        """The panels' own settings by name: every handler that shows a run takes them
+        (``inputs_kwargs=page.controls()``) and hands them to ``show``."""
+        return {name: component for p in self.panels for name, component in p.controls.items()}
+
+    def outputs(self) -> list[gr.components.Component]:
+        """Every component that showing a run updates."""
+        return [self.status, self.summary, self.samples.html, *self.form.values(),
+                *[c for p in self.panels for c in p.components.values()],
+                self.current, self.history, self.history_pick, self.history_note, *self.extra.values()]
+
+    def inputs(self) -> list[gr.components.Component]:
+        """What showing a run reads: the session's history, its samples area, the tab on screen."""
+        return [self.history, self.samples.session, self.selected]

@@ -1,0 +1,191 @@
+"""The "QA matrix" tab: one button runs the page's request under every output_kind × path
+(playground.qa), a grid shows each cell green or red with the rule that broke, and clicking a cell
+opens that cell's run in the samples area and panels above, like any other run.
+
+The synchronous LLMEngine is only needed here, and it costs a minute to start and a share of the
+machine's memory, so it starts on the first matrix run (or comes ready from ``build_app``). The
+paths belong to the app, not to a browser session: ``MatrixPaths`` holds them, one per page.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import atexit
+import re
+import threading
+import time
+from dataclasses import dataclass
+from functools import partial
+
+import gradio as gr
+
+from playground.qa import matrix as qa
+from playground.ui.form import request_from_form
+from playground.ui.messages import shown
+from playground.ui.showing import show
+
+GREEN = "background-color: #dcfce7; color: #14532d"
+RED = "background-color: #fee2e2; color: #7f1d1d"
+INTRO = ("Runs the request above under **every output_kind × every path** (our fan-out and vLLM's native "
+         "n, on the async AsyncLLM and the sync LLMEngine), **one cell at a time**, and checks each against "
+         "the parallel-sampling contract. output_kind and mode above are ignored; keep n and max_tokens small "
+         "(12 runs). Click a cell to open its run in the panels.")
+
+
+class MatrixPaths:
+    """The paths the page's matrix runs on: its backend (async, or remote) and, next to a local
+    engine, the sync front end, started on first use (a second caller waits for it)."""
+
+    def __init__(self, backend, sync_runner=None):
+        self.backend = backend
+        self.sync_runner = sync_runner  # a SyncRunner, or None: started on the first matrix run
+        self._starting = threading.Lock()
+        self._paths: list[qa.SamplingPath] | None = None
+
+    async def get(self, progress=None) -> list[qa.SamplingPath]:
+        if self._paths is not None:
+            return self._paths
+        remote = self.backend.info().get("backend") == "openai"
+        paths = qa.backend_paths(self.backend, "remote" if remote else "async")
+        if self.sync_runner is None and not remote:
+            if progress is not None:
+                progress(0, desc="starting the synchronous engine (LLMEngine, ~1 min; only the first matrix waits)")
+            try:
+                await asyncio.to_thread(self._start_sync, self.backend.info()["model"])
+            except Exception as e:
+                raise gr.Error(f"the synchronous engine (LLMEngine) could not start: {e}") from None
+        if self.sync_runner is not None:
+            paths += qa.sync_paths(self.sync_runner)
+        self._paths = paths
+        return paths
+
+    def _start_sync(self, model: str) -> None:
+        from playground.backends.sync import SyncRunner
+
+        with self._starting:
+            if self.sync_runner is not None:
+                return
+            runner = SyncRunner.start(model, max_n=self.backend.limits.max_n)
+            atexit.register(runner.shutdown)  # its engine core runs in a process of its own: it ends with the app
+            self.sync_runner = runner
+
+
+@dataclass
+class QATab:
+    run_btn: gr.Button
+    download: gr.DownloadButton
+    grid: gr.Dataframe
+    opened: gr.Markdown
+    report: gr.Markdown
+    matrix: gr.State
+    paths: MatrixPaths
+
+
+def declare(backend, sync_runner=None) -> QATab:
+    """The tab, declared in the current ``gr.Tabs``."""
+    with gr.Tab("QA matrix", id="qa", elem_id="tab-qa"):
+        gr.Markdown(INTRO)
+        with gr.Row():
+            run_btn = gr.Button("Run the QA matrix", variant="primary", elem_id="qa-run")
+            download = gr.DownloadButton("Matrix (JSON)", value=None, elem_id="qa-download")
+        grid_ = gr.Dataframe(label="output_kind × path (click a cell to open its run)", interactive=False,
+                             wrap=True, elem_id="qa-grid", visible=False)  # shown with the first matrix
+        opened = gr.Markdown(elem_id="qa-opened")
+        report_ = gr.Markdown(elem_id="qa-report")
+        matrix = gr.State(None)
+    return QATab(run_btn, download, grid_, opened, report_, matrix, MatrixPaths(backend, sync_runner))
+
+
+def connect(tab: QATab, page) -> None:
+    """Hook up the events; the run form and what showing a run updates come from ``page``."""
+    # One matrix at a time: each cell is meant to run alone on its engine.
+    tab.run_btn.click(partial(run, tab, page), inputs_kwargs=page.form,
+                      outputs=[tab.grid, tab.report, tab.download, tab.matrix],
+                      concurrency_limit=1, concurrency_id="qa-matrix", api_visibility="private")
+
+    async def on_cell(matrix, history, session, selected, evt: gr.SelectData, **settings):  # Gradio reads evt's type
+        return await open_cell(tab, page, matrix, history, session, selected, evt, **settings)
+
+    tab.grid.select(on_cell, [tab.matrix, *page.inputs()], [*page.outputs(), tab.opened],
+                    inputs_kwargs=page.controls(), api_visibility="private")
+
+
+# --- handlers -----------------------------------------------------------------------------------
+
+async def run(tab: QATab, page, progress=gr.Progress(), **settings):  # noqa: B008 (Gradio's way to ask for progress)
+    """Run the matrix for the page's settings (the run form, by name); returns the grid, the
+    report, the JSON file and the matrix (for clicks)."""
+    request = request_from_form(**settings)
+    paths = await tab.paths.get(progress)
+
+    def on_cell(done: int, total: int, label: str) -> None:
+        progress((done, total), desc=f"cell {done + 1} of {total}: {label}", unit="cells")
+
+    try:
+        matrix = await qa.run_matrix(request, paths, on_cell=on_cell)
+    except Exception as e:  # InvalidRequest: a setting the engine refuses; or a failure to explain
+        raise shown(e) from None
+    return (gr.update(value=grid(matrix), column_widths=column_widths(matrix), visible=True), report(matrix),
+            export(page.export_dir, matrix), matrix)
+
+
+async def open_cell(tab: QATab, page, matrix: qa.Matrix | None, history, session, selected, evt: gr.SelectData,
+                    **settings):
+    """Open the clicked cell's run in the samples area and panels (as the History tab does)."""
+    cell = cell_at(matrix, evt.index)
+    if cell is None:
+        return {}  # the output_kind column, or nothing run yet
+    if cell.run is None:
+        raise gr.Error(f"{cell.label} did not run: {cell.error}")
+    update = await show(page, cell.run, history, session, selected, settings)
+    update[tab.opened] = f"Showing **{cell.label}** ({cell.engine}) above: {cell.verdict()}"
+    return update
+
+
+def export(export_dir, matrix: qa.Matrix) -> str:
+    path = export_dir / f"qa-matrix-{time.strftime('%Y%m%d-%H%M%S')}-{id(matrix) % 10_000:04d}.json"
+    path.write_text(matrix.to_json(indent=1), encoding="utf-8")
+    return str(path)
+
+
+# --- rendering -----------------------------------------------------------------------------------
+
+def grid(matrix: qa.Matrix):
+    """The verdict table, each cell green (✔) or red (✖ rule: message)."""
+    frame = matrix.table().reset_index()
+
+    def color(value) -> str:
+        text = str(value)
+        return GREEN if text.startswith(qa.OK_MARK) else RED if text.startswith(qa.BAD_MARK) else ""
+
+    return frame.style.map(color, subset=matrix.path_names)
+
+
+def column_widths(matrix: qa.Matrix) -> list[str]:
+    """Equal path columns, so a long red message wraps in its own column instead of squeezing the rest."""
+    return ["12%"] + [f"{88 / len(matrix.paths):.1f}%"] * len(matrix.paths)
+
+
+def cell_at(matrix: qa.Matrix | None, index) -> qa.Cell | None:
+    """The cell under a grid click ``[row, column]``; column 0 is the output_kind label."""
+    if matrix is None or not isinstance(index, (list, tuple)) or len(index) != 2:
+        return None
+    row, column = index
+    if not 0 <= row < len(matrix.kinds) or not 1 <= column <= len(matrix.paths):
+        return None
+    return matrix.cell(matrix.kinds[row], matrix.path_names[column - 1])
+
+
+def report(matrix: qa.Matrix) -> str:
+    count = sum(not c.ok for c in matrix.cells)
+    headline = (f"**✔ Every contract rule holds in all {len(matrix.cells)} cells.**" if matrix.ok else
+                f"**✖ {count} of {len(matrix.cells)} cells break a contract rule.**")
+    lines = [f"{headline} Divergence between cells is reported, not judged: seeded results depend on the batch.", ""]
+    for line in matrix.report().splitlines():  # one bullet per line; indented lines nest
+        lines.append(("    - " if line.startswith("  ") else "- ") + _escape(line.strip()))
+    return "\n".join(lines)
+
+
+def _escape(text: str) -> str:
+    """Markdown-escape report text: sample texts and prompts are quoted in it as they are."""
+    return re.sub(r"([\\`*_{}\[\]<>()#+\-.!|~])", r"\\\1", text)

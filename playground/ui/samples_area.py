@@ -1,0 +1,280 @@
+"""The samples area: every sample of a run in one ``gr.HTML``, fed by deltas, in two views.
+
+The page declares a ``SamplesArea`` inside its Blocks. It holds the component (``area.html``) and a
+per-session ``gr.State`` (``area.session``: a ``SamplesSession``). The browser side is
+``assets/samples.js`` (the component's ``js_on_load``) and ``assets/samples.css`` (its ``head``).
+
+Messages. The component's value is one compact JSON message at a time (a string: Gradio then sends
+it whole, as one "replace"). The browser applies each to its own model of the run and appends to
+the DOM; it never rebuilds all samples for an update.
+
+- reset ``{"k":"r","s":seq,"r":run,"id":request_id,"n":n,"sd":[seeds],"u":[...],...}``: a run
+  shown at once (opened, finished, or the first message of a run in flight; ``"v"``: in that view);
+- delta ``{"k":"d","s":seq,"r":run,"u":[...],"f":[...],"o":[...],"c":[...],"st":status}``: only
+  what changed since the previous message of this run;
+- view ``{"k":"v","s":seq,"v":"columns"|"wall"}``.
+
+``u`` entries are ``[i, pos, t_last, texts, logprobs|0, tops|0]`` (+ ``t_first`` when ``pos`` is 0):
+sample i's tokens from position ``pos`` on, their text pieces, the sampled tokens' logprobs (3
+decimals) and top-k alternatives as flat ``[text, logprob, ...]`` lists; ``f``: ``[i, reason]``
+for samples that finished; ``o``/``c``: the wall's row order (the divergence tree's, see
+``analysis.prefix_order``) and each row's prefix shared with the row above, when they changed;
+``st``: the run's status when it changed. The browser derives tokens, TTFT and tok/s from these.
+
+Pacing. The browser acknowledges each message after the frame that painted it (``ack`` event:
+the highest sequence number painted). ``SamplesSession.paced`` lets the next update go only when
+fewer than ``window`` messages are unacknowledged, carrying everything accumulated meanwhile, with a
+heartbeat while nothing changes (Gradio notices a closed tab only when the handler yields). The ack
+listener reads the session's State, which is the very object the streaming handler holds (Gradio
+deep-copies a State's initial value once per session, then keeps it), so no registry is needed.
+A browser that got a delta of a run it lacks says so in its ack; the stream (or, with none
+running, the ack's own answer) sends a reset.
+
+Measured (scripts/samples_harness.py, 2-core machine shared with other work): with the browser
+keeping up, acks and a fixed 100 ms interval give the same frame gaps and, from n=128 on, the
+same update rate (the engine's); acks double the rate at n=32 (20/s, the 50 ms floor, against
+10/s). With the page's CPU slowed 4x, acks sent fewer, larger messages and had the shorter gaps.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import TypeVar
+
+import gradio as gr
+
+from playground.run import Run
+from playground.ui.samples_feed import SamplesFeed, encode
+
+T = TypeVar("T")
+ASSETS = Path(__file__).resolve().parents[2] / "assets"
+VIEWS = ("columns", "wall")
+COLUMNS_UP_TO = 16  # the "auto" view: columns up to this many samples, the token wall above
+SENT_KEPT = 20_000  # per-message records kept for measurement (time, bytes)
+
+
+class SamplesSession:
+    """One browser session's samples area: the feed of the run on screen, the sequence numbers
+    of the messages sent and acknowledged, the selected sample, and the pacing of a stream.
+
+    Lives in ``SamplesArea.session`` (a gr.State): the ack and select listeners and the page's
+    handlers all receive this same object for a given browser session.
+    """
+
+    def __init__(self, window: int = 1):
+        self.window = window  # messages allowed unacknowledged while streaming
+        self.feed: SamplesFeed | None = None
+        self.seq = 0  # the last message's number
+        self.acked = 0  # the highest number the browser painted
+        self.acks = 0
+        self.runs = 0
+        self.need_reset = False
+        self.selected: int | None = None
+        self.sent: list[tuple[float, int]] = []  # (monotonic time, bytes) per message, for measurement
+        self.acked_at: list[tuple[float, int]] = []  # (monotonic time, number painted) per ack
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._wake: asyncio.Event | None = None
+
+    def __deepcopy__(self, memo) -> SamplesSession:
+        return SamplesSession(self.window)  # each browser session starts afresh
+
+    # --- messages -------------------------------------------------------------------------------
+
+    def show(self, run: Run, view: str | None = None) -> str:
+        """A reset: the whole run at once (a finished or opened run, or a stream's first message);
+        ``view``: show it in this view (else the one on screen, or "auto" by n)."""
+        if view is not None and view not in VIEWS:
+            raise ValueError(f"view must be one of {VIEWS}, got {view!r}")
+        if self.feed is None or not self.feed.matches(run):
+            self.runs += 1
+            self.feed = SamplesFeed(run, self.runs)
+        self.need_reset = False
+        message = self.feed.reset(run, self.seq + 1)
+        if view is not None:
+            message["v"] = view
+        return self._send(message)
+
+    def update(self, run: Run) -> str | None:
+        """The next message for a run in flight: a delta of what changed since the last message
+        (a reset when the browser has another run or asked for one); None when nothing changed."""
+        if self.feed is None or not self.feed.matches(run) or self.need_reset:
+            return self.show(run)
+        message = self.feed.delta(run, self.seq + 1)
+        return None if message is None else self._send(message)
+
+    def switch(self, view: str) -> str:
+        if view not in VIEWS:
+            raise ValueError(f"view must be one of {VIEWS}, got {view!r}")
+        return self._send({"k": "v", "s": self.seq + 1, "v": view})
+
+    def _send(self, message: dict) -> str:
+        self.seq = message["s"]
+        text = encode(message)
+        if len(self.sent) < SENT_KEPT:
+            self.sent.append((time.monotonic(), len(text.encode())))
+        return text
+
+    # --- acknowledgements and pacing ------------------------------------------------------------
+
+    @property
+    def in_flight(self) -> int:
+        return self.seq - self.acked
+
+    @property
+    def streaming(self) -> bool:
+        """A ``paced`` stream is running (it sends the reset a browser asks for)."""
+        return self._loop is not None
+
+    def ack(self, data: dict | None) -> None:
+        """The browser painted every message up to ``data["s"]``; ``data["r"]``: it lacks the run
+        (a delta reached it without the reset before) and wants a reset next."""
+        data = data or {}
+        try:
+            painted = int(data.get("s", 0))
+        except (TypeError, ValueError):
+            return
+        self.acks += 1
+        if len(self.acked_at) < SENT_KEPT:
+            self.acked_at.append((time.monotonic(), painted))
+        self.acked = max(self.acked, min(painted, self.seq))
+        if data.get("r"):
+            self.need_reset = True
+        if self._loop is not None and self._wake is not None:
+            self._loop.call_soon_threadsafe(self._wake.set)  # safe from any thread
+
+    async def paced(self, items: AsyncIterator[T], *, window: int | None = None, min_interval: float = 0.05,
+                    heartbeat: float = 0.5, ack_timeout: float = 2.0,
+                    interval: float | None = None) -> AsyncIterator[T | None]:
+        """Yield the latest of ``items`` when the browser is ready for it, ``None`` as a heartbeat
+        after ``heartbeat`` s without a yield, and always the last item. Closing this closes
+        ``items``.
+
+        Ready: fewer than ``window`` messages unacknowledged and ``min_interval`` s since the last
+        send (at most 20 updates a second by default), or ``ack_timeout`` s without an ack (a lost
+        ack, or a hidden tab that paints nothing). ``interval``: fixed pacing instead, one send
+        every ``interval`` s whatever the acks (kept to compare the two by measurement). The
+        caller turns each item into a message with ``update`` before the next is asked for.
+        """
+        window = window or self.window
+        self._loop, self._wake = asyncio.get_running_loop(), asyncio.Event()
+        iterator = items.__aiter__()
+        step: asyncio.Task | None = None
+        latest: T | None = None
+        fresh = False
+        last_sent = last_yield = 0.0
+
+        def send_at() -> float:
+            if interval is not None:
+                return last_sent + interval
+            if self.in_flight < window:
+                return last_sent + min_interval
+            return last_sent + ack_timeout
+
+        try:
+            while True:
+                if step is None:
+                    step = asyncio.ensure_future(iterator.__anext__())
+                now = time.monotonic()
+                due = last_yield + heartbeat
+                if (fresh or self.need_reset) and latest is not None:
+                    due = min(due, send_at())
+                woken = asyncio.ensure_future(self._wake.wait())
+                done, _ = await asyncio.wait({step, woken}, timeout=max(0.0, due - now),
+                                             return_when=asyncio.FIRST_COMPLETED)
+                woken.cancel()
+                self._wake.clear()
+                if step in done:
+                    try:
+                        latest = step.result()
+                    except StopAsyncIteration:
+                        step = None
+                        break
+                    step, fresh = None, True
+                now = time.monotonic()
+                if (fresh or self.need_reset) and latest is not None and now >= send_at():
+                    yield latest
+                    fresh, last_sent, last_yield = False, now, now
+                elif now >= last_yield + heartbeat:
+                    yield None
+                    last_yield = now
+            if latest is not None:
+                yield latest
+        finally:
+            if step is not None:
+                step.cancel()
+                await asyncio.gather(step, return_exceptions=True)
+            await iterator.aclose()
+            self._loop = self._wake = None
+
+
+def _asset(name: str) -> str:
+    return (ASSETS / name).read_text(encoding="utf-8")
+
+
+class SamplesArea:
+    """The samples area of a page: declare it inside ``gr.Blocks``.
+
+    - ``area.html``: the gr.HTML to put in handlers' outputs; ``area.session``: the per-session
+      State to put in their inputs (a ``SamplesSession``).
+    - While streaming: ``async for run in session.paced(snapshots): yield area.update(session, run)``
+      (a heartbeat ``None`` gives ``{}``).
+    - A finished or opened run at once: ``area.show(session, run)``; a view: ``area.switch(session,
+      "wall")`` (the page's own buttons switch too, without the server).
+    - A click on a sample: ``area.html.select(fn, ...)`` with ``evt: gr.SelectData``, ``evt.index``
+      the sample's index, ``evt.value["token"]`` the position of the wall's token clicked (None
+      for a label or a card); ``session.selected`` holds the last sample.
+
+    Outputs of handlers that write ``area.html`` should say ``show_progress="hidden"``: a progress
+    overlay on every message would cover the samples.
+    """
+
+    def __init__(self, *, view: str = "auto", elem_id: str = "samples-area", window: int = 1,
+                 columns_up_to: int = COLUMNS_UP_TO, wall_height: str = "70vh", render: bool = True):
+        if view not in (*VIEWS, "auto"):
+            raise ValueError(f"view must be one of {VIEWS} or 'auto', got {view!r}")
+        self.session = gr.State(SamplesSession(window))
+        self.html = gr.HTML(
+            None, html_template='<div class="sa"></div>', js_on_load=_asset("samples.js"),
+            head=f"<style data-samples-area>{_asset('samples.css')}</style>", apply_default_css=False,
+            elem_id=elem_id, render=render, view=view, columns_up_to=columns_up_to, wall_height=wall_height,
+        )
+        self.html.ack(self._ack, [self.session], [self.html], queue=False, show_progress="hidden",
+                      trigger_mode="multiple", api_visibility="private")
+        self.html.select(self._remember, [self.session], None, queue=False, show_progress="hidden",
+                         api_visibility="private")
+
+    @staticmethod
+    async def _ack(session: SamplesSession | None, evt: gr.EventData):
+        """Note what the browser painted. A browser that lacks the run on screen while no stream
+        runs (the component was mounted again, after the run ended) gets it again at once."""
+        if session is None:
+            return gr.skip()
+        session.ack(evt._data if isinstance(evt._data, dict) else None)
+        if session.need_reset and not session.streaming and session.feed is not None:
+            return session.show(session.feed.run)
+        return gr.skip()
+
+    @staticmethod
+    async def _remember(session: SamplesSession | None, evt: gr.SelectData) -> None:
+        if session is not None:
+            session.selected = int(evt.index)
+
+    def update(self, session: SamplesSession, run: Run | None) -> dict:
+        """The handler's next yield for a run in flight (``{}`` when nothing changed)."""
+        message = session.update(run) if run is not None else None
+        return {} if message is None else {self.html: message}
+
+    def show(self, session: SamplesSession, run: Run, view: str | None = None, force: bool = False) -> dict:
+        """A run at once. The run this session just streamed is already in the browser: it gets
+        only what is left (a reset of n=256 x 64 tokens with a top-5 is about 1.4 MB and takes
+        ~0.2 s to build, so call this off the event loop for big opened runs); ``force``: a reset."""
+        if not force and view is None and session.feed is not None and session.feed.matches(run) \
+                and not session.need_reset:
+            return self.update(session, run)
+        return {self.html: session.show(run, view)}
+
+    def switch(self, session: SamplesSession, view: str) -> dict:
+        return {self.html: session.switch(view)}

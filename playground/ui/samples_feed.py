@@ -1,0 +1,118 @@
+"""The samples area's messages: what one browser holds of a run, and the next message for it.
+
+``SamplesFeed`` turns the growing Run into a reset (everything) or a delta (only what changed since
+its previous message); the message format is described in ``samples_area``. Pure: no Gradio.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any
+
+from playground.analysis.tree import prefix_order
+from playground.run import Run, Sample
+
+LOWEST_LOGPROB = -99.0  # JSON has no -inf; the browser shows p as 0 either way
+
+
+def encode(message: dict) -> str:
+    return json.dumps(message, separators=(",", ":"), ensure_ascii=False)
+
+
+def _logprob(value: float | None) -> float | None:
+    if value is None or math.isnan(value):
+        return None
+    return round(max(value, LOWEST_LOGPROB), 3)
+
+
+def _piece(sample: Sample, pos: int) -> str:
+    """The text of the token at ``pos``: its decoded piece, else the logprob's, else its id."""
+    if pos < len(sample.token_texts):
+        return sample.token_texts[pos]
+    lp = sample.logprobs[pos] if sample.logprobs and pos < len(sample.logprobs) else None
+    return lp.text if lp is not None and lp.text else f"⟨id {sample.token_ids[pos]}⟩"
+
+
+def finish_text(sample: Sample) -> str | None:
+    """The finish reason as the column header says it (a stop string in quotes)."""
+    reason = sample.finish_reason
+    if reason and sample.stop_reason is not None and reason == "stop":
+        reason += f" ({sample.stop_reason!r})"
+    return reason
+
+
+def _entry(sample: Sample, start: int) -> list:
+    """Sample ``sample``'s tokens from ``start`` on, as one ``u`` entry."""
+    stop = len(sample.token_ids)
+    texts = [_piece(sample, p) for p in range(start, stop)]
+    logprobs: Any = 0
+    tops: Any = 0
+    if sample.logprobs:
+        recorded = sample.logprobs[start:stop]
+        logprobs = [_logprob(lp.logprob) for lp in recorded] + [None] * (stop - start - len(recorded))
+        tops = [[x for tid, value, text in lp.top for x in (text if text is not None else f"⟨id {tid}⟩",
+                                                              _logprob(value))] for lp in recorded]
+        tops += [[]] * (stop - start - len(recorded))
+    times = sample.token_times
+    last = round(times[min(stop, len(times)) - 1], 2) if times else None
+    entry = [sample.index, start, last, texts, logprobs, tops]
+    if start == 0:
+        entry.append(round(times[0], 2) if times else None)
+    return entry
+
+
+class SamplesFeed:
+    """What the browser holds of one run; turns the growing Run into the next message."""
+
+    def __init__(self, run: Run, key: int):
+        self.key = key
+        self.run = run  # the very Run: a stream's record grows in place
+        self.request_id = run.request.get("request_id")
+        self.tokens = [0] * run.n  # tokens the browser has, per sample
+        self.finished: list[str | None] = [None] * run.n
+        self.order: list[int] | None = None
+        self.shared: list[int] | None = None
+        self.status: str | None = None
+
+    def matches(self, run: Run) -> bool:
+        return run is self.run and len(self.tokens) == run.n
+
+    def reset(self, run: Run, seq: int) -> dict:
+        """Everything about the run, from the first token."""
+        self.tokens = [0] * run.n
+        self.finished = [None] * run.n
+        self.order = self.shared = self.status = None
+        message = {"k": "r", "s": seq, "r": self.key, "id": self.request_id, "n": run.n,
+                   "sd": [s.seed for s in run.samples]}
+        message.update(self._changes(run))
+        return message
+
+    def delta(self, run: Run, seq: int) -> dict | None:
+        """What changed since the previous message; None when nothing did."""
+        changes = self._changes(run)
+        return {"k": "d", "s": seq, "r": self.key, **changes} if changes else None
+
+    def _changes(self, run: Run) -> dict:
+        out: dict[str, Any] = {}
+        grown, finished = [], []
+        for s in run.samples:
+            have = len(s.token_ids)
+            if have > self.tokens[s.index]:
+                grown.append(_entry(s, self.tokens[s.index]))
+                self.tokens[s.index] = have
+            reason = finish_text(s)
+            if reason != self.finished[s.index]:
+                finished.append([s.index, reason])
+                self.finished[s.index] = reason
+        if grown:
+            out["u"] = grown
+            order, shared = prefix_order([s.token_ids for s in run.samples])
+            if order != self.order or shared != self.shared:
+                out["o"], out["c"] = order, shared
+                self.order, self.shared = order, shared
+        if finished:
+            out["f"] = finished
+        if run.status != self.status:
+            out["st"] = self.status = run.status
+        return out

@@ -1,0 +1,94 @@
+"""Showing a run: every path that puts a run on screen (its end, Stop, History, the QA tab, an
+opened file, a branch) shows it by ``show``, in the samples area and the panel of the tab on
+screen, from the one record; and the session remembers it.
+
+Only the tab on screen is drawn, and another when it is opened (``opened``): at n=256 the six
+analysis tabs together are megabytes of figures, and a browser that takes them all at once stops
+painting for half a second. They are built off the event loop, so other sessions keep streaming.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+import gradio as gr
+
+from playground import analysis
+from playground.run import Run
+from playground.ui import views
+from playground.ui.page import HISTORY_SIZE, Page
+
+FIGURES_EVERY = 1.0  # seconds between figure refreshes while streaming, per 32 samples
+
+
+def figures_every(n: int) -> float:
+    """Seconds between the live figures of a run of n. A figure travels and is drawn whole, and
+    at n=128 drawing one keeps the browser from painting for 150-300 ms: once a second, that would
+    be the stall the samples area avoids."""
+    return FIGURES_EVERY * max(1.0, n / 32)
+
+
+async def show(page: Page, run: Run, history: list | None, session, selected: str | None,
+               settings: dict | None = None) -> dict:
+    """Everything for a finished run, and the run remembered in the session's history.
+    ``selected``: the tab on screen; ``settings``: the panels' controls as the handler received them."""
+    return await asyncio.to_thread(_show, page, run, history, session, selected, settings or {})
+
+
+async def opened(page: Page, run: Run | None, evt: gr.SelectData, **settings) -> dict:
+    """A tab opened: it becomes the one on screen, and its panel draws the run on screen."""
+    update = {page.selected: evt.value}
+    if run is not None:
+        update.update(await asyncio.to_thread(_panels, page, run, evt.value, settings))
+    return update
+
+
+def _panels(page: Page, run: Run, selected: str | None, settings: dict, live: bool = False) -> dict:
+    update = {}
+    for p in page.panels:
+        if p.tab == selected:
+            update.update(p.show_live(run, settings) if live else p.show(run, settings))
+    return update
+
+
+def _show(page: Page, run: Run, history: list | None, session, selected: str | None, settings: dict) -> dict:
+    history = remember(history or [], run)
+    update = {
+        **page.samples.show(session, run),
+        page.summary: views.run_summary(run),
+        page.status: views.engine_status(page.backend.info(), run),
+        page.current: run,
+        page.history: history,
+        page.history_pick: gr.update(choices=[(views.history_label(r), i) for i, r in enumerate(history)],
+                                     value=len(history) - 1),
+        page.history_note: overlap_note(history),
+    }
+    update.update(_panels(page, run, selected, settings))
+    return update
+
+
+def live(page: Page, run: Run, session, selected: str | None, figures: bool, settings: dict | None = None) -> dict:
+    """A run in flight: what changed in the samples area, the summary line, and (``figures``)
+    the live parts of the panel on screen (``settings``: the panels' controls)."""
+    update = {**page.samples.update(session, run), page.summary: views.run_summary(run) if run.events
+              else views.waiting_summary(run)}  # never empty: Gradio reads an empty dict as one value
+    if figures and run.events:
+        update.update(_panels(page, run, selected, settings or {}, live=True))
+    return update
+
+
+def remember(history: list, run: Run) -> list:
+    rid = run.request.get("request_id")
+    history = [r for r in history if r.request.get("request_id") != rid] + [run]
+    return history[-HISTORY_SIZE:]
+
+
+def overlap_note(runs: list[Run]) -> str:
+    """A warning for the runs of a list that share child seeds: sample i uses seed + i, so runs
+    whose base seeds are closer than n share samples' seeds, and comparing them compares
+    samples that are not independent."""
+    names = [f"`{r.request.get('request_id')}`" for r in runs]
+    sentences = [analysis.seed_overlap_sentence(o, names) for o in analysis.seed_overlaps(runs)]
+    if not sentences:
+        return ""
+    return "⚠️ " + "; ".join(sentences[:3]) + ("; and more" if len(sentences) > 3 else "") + "."

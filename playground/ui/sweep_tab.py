@@ -1,0 +1,237 @@
+"""The "Sweep" tab: the page's request run once per value of one setting, same seeds, one run after
+another, with the grid (rows: values, columns: sample indices) and the chart of the measures against
+the value filling in as each run finishes. Stop ends the sweep and keeps the runs that finished.
+
+Declared with ``declare()`` inside the page's ``gr.Tabs``; ``connect(tab, page)`` hooks its
+events up once the page is whole. ``show(tab, runs)`` draws any list of runs of one sweep, e.g. a
+sweep JSONL someone opened.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from functools import partial
+
+import gradio as gr
+
+from playground import analysis
+from playground.backends.base import record
+from playground.errors import InvalidRequest
+from playground.run import Run
+from playground.sampling.sweep_request import MAX_SWEEP_VALUES, SWEEP_SETTINGS, SweepRequest, seed_overlap_note
+from playground.ui.answer_controls import once_per_run, optional_controls, with_chosen_answers
+from playground.ui.form import request_from_form
+from playground.ui.messages import shown
+from playground.ui.streaming import paced
+
+INTRO = ("Runs the request above once per value of one setting (or once per base seed), **one run after "
+         "another, with the same seeds**: sample i keeps seed + i in every row, so what changes down a column "
+         f"comes from the setting. At most {MAX_SWEEP_VALUES} values; n and max_tokens come from above. Other "
+         "runs on the engine at the same time change the batch, and with it seeded tokens.")
+HIDDEN_COLUMNS = ["position", "param", "request_id"]  # the row's label says them
+# The values box as a setting is picked: base seeds 4 of them n apart, so no two runs share a child seed.
+DEFAULT_VALUES = {"temperature": "0.3 0.7 1.0 1.3", "top_p": "0.5 0.8 0.95 1.0", "top_k": "5 20 50 0",
+                  "min_p": "0 0.05 0.1 0.2", "presence_penalty": "-1 0 1", "frequency_penalty": "-1 0 1",
+                  "repetition_penalty": "0.8 1.0 1.2", "seed": "1:4"}
+
+
+async def stream_sweep(backend, sweep: SweepRequest,
+                       interval: float = 0.5) -> AsyncIterator[tuple[list[Run], Run | None]]:
+    """Run the sweep's values one after another through ``record``; yield ``(finished runs, the
+    run in progress or None)`` at most every ``interval`` s while a run streams (None between
+    events too: a heartbeat, so a closed tab is noticed) and once as each run finishes.
+
+    Closing this generator (Stop, a closed tab) aborts the run in progress; the finished ones are
+    whatever was last yielded.
+    """
+    sweep.fix_seed()
+    finished: list[Run] = []
+    for position, request in enumerate(sweep.requests()):
+        run = None
+        # aclosing: a stopped sweep aborts the run in progress now, not when it is collected.
+        async with contextlib.aclosing(paced(record(backend, request), interval=interval)) as snapshots:
+            async for snapshot in snapshots:
+                if snapshot is not None:
+                    run = sweep.mark(snapshot, position)
+                if run is not None and not run.finished:
+                    yield finished, run
+        if run is not None:
+            finished = [*finished, run]  # a new list: the caller may hold the previous one
+            yield finished, None
+
+
+@dataclass
+class SweepTab:
+    """The tab's components; ``measures``: extra per-run measures for its table and chart (the set
+    measures); ``chart_names``: the measures to draw (default: every numeric one)."""
+
+    param: gr.Dropdown
+    values: gr.Textbox
+    run_btn: gr.Button
+    stop_btn: gr.Button
+    answer: gr.Dropdown
+    pattern: gr.Textbox
+    reference: gr.Textbox
+    status: gr.Markdown
+    grid: gr.HTML
+    chart: gr.Plot
+    table: gr.Dataframe
+    report: gr.DownloadButton
+    bundles: gr.DownloadButton
+    runs: gr.State  # the finished runs, in value order: what Stop keeps
+    measures: analysis.Measures | None = None
+    chart_names: list[str] | None = None
+
+    def outputs(self) -> list:
+        return [self.status, self.grid, self.chart, self.table, self.report, self.bundles, self.runs]
+
+    def answer_controls(self) -> list:
+        return [self.answer, self.pattern]
+
+    def measures_for(self, answer: str | None, pattern: str | None) -> analysis.Measures | None:
+        """The tab's measures, plus the majority answer's vote share when an extractor is chosen."""
+        return with_chosen_answers(self.measures, answer, pattern)
+
+
+def declare(measures: analysis.Measures | None = None, chart: list[str] | None = None) -> SweepTab:
+    """The tab, declared in the current ``gr.Tabs``."""
+    with gr.Tab("Sweep", id="sweep", elem_id="tab-sweep"):
+        gr.Markdown(INTRO)
+        with gr.Row():
+            param = gr.Dropdown(list(SWEEP_SETTINGS), value="temperature", label="Setting to sweep",
+                                elem_id="sweep-param")
+            values = gr.Textbox(value=DEFAULT_VALUES["temperature"], label="Values (spaces or commas; base seeds "
+                                "also FROM:COUNT, n apart)", elem_id="sweep-values")
+            run_btn = gr.Button("Run the sweep", variant="primary", elem_id="sweep-run")
+            stop_btn = gr.Button("Stop", variant="stop", elem_id="sweep-stop")
+        with gr.Row():
+            # How answers are read for the majority's vote share (self-consistency) per value.
+            answer, pattern = optional_controls("Chart the majority answer, read as", "sweep")
+            reference = gr.Textbox(label="Reference answer (adds pass@1 and pass@n)", elem_id="sweep-reference")
+        status_ = gr.Markdown(elem_id="sweep-status")
+        grid = gr.HTML(elem_id="sweep-grid")
+        chart_ = gr.Plot(label="Figures against the value", elem_id="sweep-chart")
+        # Hidden until the first run: an empty Dataframe shows a grid headed "1 2 3".
+        table = gr.Dataframe(label="Per value", interactive=False, visible=False, elem_id="sweep-table")
+        with gr.Row():
+            report = gr.DownloadButton("Sweep report (HTML)", value=None, elem_id="sweep-report")
+            bundles = gr.DownloadButton("Sweep bundles (JSONL)", value=None, elem_id="sweep-bundles")
+        runs = gr.State([])
+    return SweepTab(param, values, run_btn, stop_btn, answer, pattern, reference, status_, grid, chart_, table,
+                    report, bundles, runs, measures, chart)
+
+
+def connect(tab: SweepTab, page) -> None:
+    """Hook up the events; the run form's components come from ``page``."""
+    # One sweep at a time on the engine: the runs should share the engine with as little as possible.
+    event = tab.run_btn.click(partial(run, tab, page), [tab.param, tab.values, *tab.answer_controls(), tab.reference],
+                              tab.outputs(), inputs_kwargs=page.form, concurrency_limit=1, concurrency_id="sweep",
+                              api_visibility="private")
+    tab.stop_btn.click(None, None, None, cancels=[event], api_visibility="private").then(
+        partial(stopped, tab, page), [tab.runs, *tab.answer_controls()], tab.outputs(), api_visibility="private")
+    # Another way of reading answers redraws the runs at hand; nothing runs again.
+    for trigger in (tab.answer.change, tab.pattern.submit):
+        trigger(partial(redraw, tab, page), [tab.runs, *tab.answer_controls()], [tab.chart, tab.table, tab.report],
+                api_visibility="private")
+    # A seed sweep offers base seeds n apart: runs that share no child seed are independent.
+    tab.param.change(lambda param: DEFAULT_VALUES.get(param, ""), tab.param, tab.values, api_visibility="private")
+
+
+# --- handlers -----------------------------------------------------------------------------------
+
+async def run(tab: SweepTab, page, param, values, answer=None, pattern=None, reference=None, **settings):
+    """Run the sweep (the page's form as ``settings``); each value's row fills as its run finishes."""
+    sweep = sweep_from_ui(settings, param, values, page.backend.limits)
+    sweep.reference = (reference or "").strip() or None
+    measures = tab.measures_for(answer, pattern)  # a bad pattern is refused before anything runs
+    started = time.monotonic()
+    note = seed_overlap_note(sweep)
+    yield {tab.status: f"⏳ starting a sweep of {len(sweep.values)} {sweep.param} values…"
+                       + (f"\n\n⚠️ {note}" if note else ""),
+           tab.grid: "", tab.chart: None, tab.runs: [], tab.table: gr.update(visible=False)}
+    try:
+        async with contextlib.aclosing(stream_sweep(page.backend, sweep)) as stream:
+            async for finished, live in stream:
+                if live is not None:
+                    tokens = sum(len(s.token_ids) for s in live.samples)
+                    yield {tab.status: f"● {sweep.param}={live.request['sweep']['value']} (value "
+                                       f"{len(finished) + 1} of {len(sweep.values)}): {tokens} tokens · "
+                                       f"{time.monotonic() - started:.0f} s",
+                           tab.grid: analysis.grid_html([*finished, live])}
+                else:
+                    final = len(finished) == len(sweep.values)
+                    yield {**await draw(tab, page, finished, final=final, measures=measures), tab.runs: finished}
+    except Exception as e:
+        raise shown(e) from None
+
+
+async def stopped(tab: SweepTab, page, runs: list[Run] | None, answer=None, pattern=None) -> dict:
+    """After Stop: the runs that finished, as they are (the one in progress was aborted)."""
+    return await draw(tab, page, runs or [], stopped=True, measures=tab.measures_for(answer, pattern))
+
+
+async def redraw(tab: SweepTab, page, runs: list[Run] | None, answer=None, pattern=None) -> dict:
+    """The chart, table and report of the runs at hand, with answers read the new way."""
+    if not runs:
+        return {}
+    update = await draw(tab, page, runs, measures=tab.measures_for(answer, pattern))
+    return {c: update[c] for c in (tab.chart, tab.table, tab.report)}
+
+
+# --- drawing ------------------------------------------------------------------------------------
+
+async def draw(tab: SweepTab, page, runs: list[Run], **kwargs) -> dict:
+    """``show`` off the event loop: the set measures of every run cost, and other sessions stream."""
+    return await asyncio.to_thread(show, tab, page.export_dir, runs, **kwargs)
+
+
+def show(tab: SweepTab, export_dir, runs: list[Run], final: bool = True, stopped: bool = False,
+         measures: analysis.Measures | None = None) -> dict:
+    """The tab's components for ``runs`` (of one sweep); ``final`` also writes the downloads.
+    ``measures``: default the tab's own (no answers read)."""
+    update = {tab.status: status(runs, stopped), tab.grid: analysis.grid_html(runs), tab.chart: None}
+    if not runs:
+        return update
+    table = analysis.sweep_table(runs, measures or once_per_run(tab.measures))  # one table: chart, rows, report
+    names = [*tab.chart_names, "vote_share"] if tab.chart_names is not None else None
+    update[tab.chart] = analysis.sweep_chart(runs, names=names, table=table)
+    shown_table = table.drop(columns=[c for c in HIDDEN_COLUMNS if c in table]).round(3)
+    update[tab.table] = gr.update(value=shown_table, visible=True)
+    if final:
+        update[tab.report], update[tab.bundles] = export(export_dir, runs, table)
+    return update
+
+
+def export(export_dir, runs: list[Run], table) -> tuple[str, str]:
+    stem = export_dir / f"sweep-{runs[0].request.get('request_id', 'run')}"
+    report, bundles = stem.with_suffix(".html"), stem.with_suffix(".jsonl")
+    report.write_text(analysis.sweep_report(runs, table=table), encoding="utf-8")
+    bundles.write_text("".join(run.to_json() + "\n" for run in runs), encoding="utf-8")
+    return str(report), str(bundles)
+
+
+def sweep_from_ui(settings: dict, param, values, limits) -> SweepRequest:
+    """The page's form (by field name) and the sweep's two boxes -> a checked SweepRequest, or
+    gr.Error (a sentence)."""
+    base = request_from_form(**settings)
+    try:
+        sweep = SweepRequest.of(base, param or "", values or "")
+        sweep.check(limits)
+    except InvalidRequest as e:
+        raise gr.Error(str(e)) from None
+    return sweep
+
+
+def status(runs: list[Run], stopped: bool = False) -> str:
+    if not runs:
+        return "■ stopped before the first value finished" if stopped else ""
+    info = analysis.sweep_info(runs[0])
+    total = len(info.get("values") or runs)
+    done = f"{len(runs)} of {total} {info.get('param', 'setting')} values" if info else f"{len(runs)} runs"
+    seed = runs[0].request.get("seed")
+    head = "✔ finished" if len(runs) >= total else "■ stopped" if stopped else "●"
+    return f"{head} · {done} · base seed {seed} · n={runs[0].n}"

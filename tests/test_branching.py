@@ -1,0 +1,78 @@
+"""Branching from a token: a new run whose prompt is another run's rendered prompt plus a sample's
+first k tokens (and, when asked, a forced token), sent as ids. Real engine, real server."""
+
+from __future__ import annotations
+
+import pytest
+
+from playground import analysis as A
+from playground.request import SampleRequest
+from playground.run import Run
+from tests.helpers import assert_refused_clearly, record_to_end
+
+PROMPT = "The capital of France is"
+
+
+@pytest.fixture(scope="module")
+def greedy(backend) -> Run:
+    return record_to_end(backend, SampleRequest(PROMPT, n=1, temperature=0, max_tokens=12, logprobs=3,
+                                                use_chat_template=False, ignore_eos=True))
+
+
+def test_a_greedy_branch_continues_with_the_samples_own_next_token(backend, greedy):
+    """At temperature 0 the model's choice after the prefix is the one it made the first time:
+    a branch at token k (no forced token) starts with the sample's token k, and says where it
+    came from; its prompt token ids stay the rendered prompt's."""
+    tokens = greedy.samples[0].token_ids
+    for k in (0, 3, 7):
+        point = A.BranchPoint(greedy.request["request_id"], 0, k)
+        request = SampleRequest(PROMPT, n=1, temperature=0, max_tokens=3, use_chat_template=False,
+                                prefix_token_ids=A.branch_prefix(greedy, 0, k) or None)
+        branch = _record(backend, request, {"branch": point.to_dict()})
+        assert branch.samples[0].token_ids[0] == tokens[k], k
+        assert branch.request["prompt_token_ids"] == greedy.request["prompt_token_ids"]
+        assert branch.request["prefix_token_ids"] == (tokens[:k] or None)
+        assert A.branch_label(branch) == f"branched from #0 at token {k} of {greedy.request['request_id']}"
+
+
+def test_a_forced_alternative_is_the_branchs_first_context_token(backend, greedy):
+    second = A.alternatives(greedy, 0, 2)[1]  # the model's second choice at token 2
+    prefix = A.branch_prefix(greedy, 0, 2, second.token_id)
+    point = A.BranchPoint(greedy.request["request_id"], 0, 2, second.token_id, second.text)
+    branch = _record(backend, SampleRequest(PROMPT, n=4, seed=3, max_tokens=4, use_chat_template=False,
+                                            prefix_token_ids=prefix), {"branch": point.to_dict()})
+    assert prefix[-1] == second.token_id and len(prefix) == 3
+    assert all(s.token_ids and s.finish_reason for s in branch.samples)  # only the new tokens
+    assert A.branch_label(branch).startswith(f"branched from #0 at token 2, forced {second.text!r}")
+
+
+@pytest.mark.parametrize("prefix, says", [
+    ([1, 49152], "prefix_token_ids[1] is 49152, not a token of the model: its ids are 0 to 49151"),
+    ([-1], "prefix_token_ids[0] is -1, not a token of the model"),
+    ([5] * 2044, "the prompt has 5 tokens and the prefix 2044, together longer than the context of 2048 tokens"),
+    ([5] * 2000, "max_tokens=64 is too big: the prompt has 5 tokens and the prefix 2000"),
+    ("seven", "prefix_token_ids[0] must be a whole number, got 'seven'"),
+])
+def test_a_prefix_the_engine_cannot_take_is_refused_through_sample_and_the_next_request_works(
+        client, prefix, says):
+    with pytest.raises(Exception) as refused:
+        client.predict(prompt=PROMPT, n=2, seed=1, max_tokens=64, use_chat_template=False, prefix_token_ids=prefix,
+                       api_name="/sample")
+    assert_refused_clearly(refused.value, says)
+    run = Run.from_json(client.predict(prompt=PROMPT, n=2, seed=1, max_tokens=4, use_chat_template=False,
+                                       prefix_token_ids=[330, 3358], api_name="/sample"))
+    assert run.status == "finished" and run.request["prefix_token_ids"] == [330, 3358]
+
+
+def _record(backend, request: SampleRequest, labels: dict) -> Run:
+    import asyncio
+
+    from playground.backends.base import record
+
+    async def last() -> Run:
+        run = None
+        async for run in record(backend, request, labels=labels):  # noqa: B007 (the loop keeps the last)
+            pass
+        return run
+
+    return asyncio.run(last())

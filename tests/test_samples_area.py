@@ -1,0 +1,362 @@
+"""The samples area (playground/ui/samples_area.py): the feed's messages, the pacing by acks, and the
+component in a real Chromium.
+
+The browser test streams a synthetic run (``samples_replay.synthetic_run``, replayed at an engine's
+pace) into a minimal gr.Blocks page served on loopback: it tests the component, not the engine.
+The page test on the real engine comes when the playground's page adopts the component.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import json
+import math
+from pathlib import Path
+
+import pytest
+
+from playground.analysis import prefix_order
+from playground.run import Run, Sample, TokenLogprob
+from playground.ui.samples_area import SamplesSession
+from playground.ui.samples_replay import demo_app, synthetic_run
+from tests.helpers import free_port, wait_until
+
+NEXT_FRAME = "() => new Promise((done) => requestAnimationFrame(() => requestAnimationFrame(done)))"
+
+
+def blank(n: int, logprobs: bool = True) -> Run:
+    return Run(request={"request_id": "run-test", "n": n}, samples=[
+        Sample(index=i, seed=10 + i, logprobs=[] if logprobs else None) for i in range(n)])
+
+
+def grow(run: Run, index: int, *pieces: str, t: float = 0.5) -> None:
+    s = run.samples[index]
+    for piece in pieces:
+        token = 1000 + sum(map(ord, piece))  # ordered as the pieces are, for one-letter pieces
+        s.token_ids.append(token)
+        s.token_texts.append(piece)
+        s.token_times.append(t)
+        if s.logprobs is not None:
+            s.logprobs.append(TokenLogprob(token, math.log(0.5), 1, piece, [(token, math.log(0.5), piece),
+                                                                                (7, math.log(0.25), "x")]))
+
+
+# ---- the feed ------------------------------------------------------------------------------------
+
+def test_a_delta_carries_only_the_new_tokens_of_the_samples_that_grew():
+    run, session = blank(3), SamplesSession()
+    first = json.loads(session.update(run))
+    assert first["k"] == "r" and first["n"] == 3 and first["sd"] == [10, 11, 12] and "u" not in first
+    grow(run, 0, "Once", " upon")
+    grow(run, 2, "Hi")
+    delta = json.loads(session.update(run))
+    assert delta["k"] == "d" and delta["s"] == first["s"] + 1 and delta["r"] == first["r"]
+    assert [(u[0], u[1], u[3]) for u in delta["u"]] == [(0, 0, ["Once", " upon"]), (2, 0, ["Hi"])]
+    assert delta["u"][0][4] == [-0.693, -0.693] and delta["u"][0][5][0] == ["Once", -0.693, "x", -1.386]
+    grow(run, 0, " a", " time", t=0.9)
+    delta = json.loads(session.update(run))
+    assert [(u[0], u[1], u[2], u[3]) for u in delta["u"]] == [(0, 2, 0.9, [" a", " time"])]
+    assert len(delta["u"][0]) == 6  # the first token's time went with position 0 only
+    assert session.update(run) is None  # nothing new: no message
+
+
+def test_finish_reasons_and_the_status_go_once():
+    run, session = blank(2), SamplesSession()
+    session.update(run)
+    grow(run, 0, "a")
+    run.samples[0].finish_reason, run.samples[0].stop_reason = "stop", "\n\n"
+    delta = json.loads(session.update(run))
+    assert delta["f"] == [[0, "stop ('\\n\\n')"]]
+    run.status = "aborted"
+    delta = json.loads(session.update(run))
+    assert delta == {"k": "d", "s": delta["s"], "r": delta["r"], "st": "aborted"}
+
+
+def test_a_reset_carries_everything_and_follows_a_request_for_one():
+    run = synthetic_run(6, 10, seed=3)
+    session = SamplesSession()
+    reset = json.loads(session.show(run, view="wall"))
+    assert reset["k"] == "r" and reset["v"] == "wall" and reset["st"] == "finished"
+    by_sample = {u[0]: u for u in reset["u"]}
+    for s in run.samples:
+        u = by_sample[s.index]
+        assert u[1] == 0 and u[3] == s.token_texts and u[6] == round(s.token_times[0], 2)
+        assert len(u[4]) == len(u[5]) == len(s.token_ids)
+    assert sorted(reset["f"]) == [[s.index, s.finish_reason] for s in run.samples]
+    assert (reset["o"], reset["c"]) == tuple(map(list, prefix_order([s.token_ids for s in run.samples])))
+    assert session.update(run) is None
+    session.ack({"s": reset["s"], "r": 1})  # the browser lost the run: the next message is a reset
+    assert json.loads(session.update(run))["k"] == "r"
+    other = synthetic_run(6, 10, seed=4)
+    other.request["request_id"] = "another"
+    assert json.loads(session.update(other))["k"] == "r"  # another run: a reset, never a delta
+
+
+def test_showing_the_run_just_streamed_sends_only_what_is_left():
+    import gradio as gr
+
+    from playground.ui.samples_area import SamplesArea
+
+    with gr.Blocks():
+        area = SamplesArea()
+    run, session = blank(2), SamplesSession()
+    area.update(session, run)
+    grow(run, 0, "a")
+    area.update(session, run)
+    run.status = "finished"
+    assert json.loads(area.show(session, run)[area.html]) == {"k": "d", "s": session.seq, "r": 1, "st": "finished"}
+    assert area.show(session, run) == {}  # nothing left
+    assert json.loads(area.show(session, run, force=True)[area.html])["k"] == "r"
+    assert json.loads(area.show(session, blank(2))[area.html])["k"] == "r"  # another run: everything
+
+
+def test_a_browser_that_lost_the_run_gets_it_back_from_its_ack():
+    import gradio as gr
+
+    from playground.ui.samples_area import SamplesArea
+
+    run, session = synthetic_run(3, 4), SamplesSession()
+    session.show(run)
+    painted = asyncio.run(SamplesArea._ack(session, gr.EventData(None, {"s": session.seq})))
+    assert isinstance(painted, gr.skip().__class__)  # nothing to send back
+    again = asyncio.run(SamplesArea._ack(session, gr.EventData(None, {"s": session.seq, "r": 1})))
+    assert json.loads(again)["k"] == "r" and not session.need_reset
+
+
+def test_wall_rows_follow_the_divergence_tree_and_shared_prefixes():
+    sequences = [[1, 2, 3], [1, 2], [0, 5], [1, 2, 3], [1, 4], []]
+    order, shared = prefix_order(sequences)
+    assert order == [5, 2, 1, 0, 3, 4]  # the empty one first, a stopped prefix before its longer kin
+    assert shared == [0, 0, 0, 2, 3, 1]
+    run, session = blank(3), SamplesSession()
+    session.update(run)
+    grow(run, 0, "b")
+    grow(run, 1, "a")
+    grow(run, 2, "b", "c")
+    delta = json.loads(session.update(run))
+    assert delta["o"] == [1, 0, 2] and delta["c"] == [0, 0, 1]
+    grow(run, 1, "z")
+    assert "o" not in json.loads(session.update(run))  # unchanged order: not sent again
+
+
+def test_messages_stay_small_and_do_not_grow_with_the_text():
+    run, session = blank(256), SamplesSession()
+    session.update(run)
+    sizes = []
+    for _ in range(40):
+        for i in range(256):
+            grow(run, i, " token")
+        sizes.append(len(session.update(run)))
+    # One token per sample: its text, logprob, a top-2 and its time; the 40th costs what the 2nd did
+    # (the 1st also carries the row order and the first token's times).
+    assert sizes[0] < 256 * 80 and sizes[-1] <= 1.05 * sizes[1] < 256 * 72, sizes  # (positions gain a digit)
+    plain = blank(256, logprobs=False)
+    session.update(plain)
+    for i in range(256):
+        grow(plain, i, " token")
+    grow(plain, 0, " more")
+    assert len(session.update(plain)) < 256 * 40  # with the row order, sent as it changed
+
+
+def test_messages_are_strict_json():
+    run, session = blank(2), SamplesSession()
+    grow(run, 0, "a")
+    grow(run, 1, "b")
+    run.samples[0].logprobs[0].logprob = -math.inf
+    run.samples[1].logprobs[0].logprob = math.nan
+    text = session.show(run)
+    assert "Infinity" not in text and "NaN" not in text
+    entries = {u[0]: u for u in json.loads(text)["u"]}
+    assert entries[0][4][0] == -99.0 and entries[1][4][0] is None
+
+
+def test_a_state_copy_is_a_fresh_session():
+    session = SamplesSession(window=2)
+    session.update(blank(2))
+    fresh = copy.deepcopy(session)
+    assert fresh.window == 2 and fresh.feed is None and fresh.seq == 0
+
+
+# ---- pacing --------------------------------------------------------------------------------------
+
+def test_paced_waits_for_the_ack_then_sends_everything_accumulated():
+    async def main():
+        session = SamplesSession()
+        run = blank(1)
+
+        async def engine():
+            for k in range(60):
+                grow(run, 0, f"{k} ")
+                yield run
+                await asyncio.sleep(0.005)
+
+        sent, waiting = [], []
+        async for item in session.paced(engine(), min_interval=0.0, heartbeat=10, ack_timeout=10):
+            waiting.append(session.in_flight)
+            message = session.update(item)
+            if message is not None:
+                sent.append(json.loads(message))
+                # the browser paints it and acknowledges 50 ms later
+                asyncio.get_running_loop().call_later(0.05, session.ack, {"s": session.seq})
+        assert set(waiting[:-1]) == {0}  # a message goes once the one before was painted (the last goes anyway)
+        return sent
+
+    sent = asyncio.run(main())
+    tokens = [len(m["u"][0][3]) for m in sent if "u" in m]
+    assert sum(tokens) == 60, tokens  # none lost
+    assert max(tokens) >= 4 and len(sent) < 30, tokens  # what came while waiting went together
+
+
+def test_paced_without_acks_sends_after_the_timeout_and_beats_while_silent():
+    async def main():
+        session = SamplesSession()
+        run = blank(1)
+
+        async def engine():
+            for _ in range(3):
+                grow(run, 0, "x")
+                yield run
+                await asyncio.sleep(0.25)
+
+        got = []
+        async for item in session.paced(engine(), heartbeat=0.1, ack_timeout=0.2, min_interval=0.0):
+            got.append(item)
+            if item is not None:
+                session.update(item)
+        return got
+
+    got = asyncio.run(main())
+    assert None in got and got[-1] is not None  # heartbeats, and always the last item
+    assert sum(item is not None for item in got) >= 3
+
+
+# ---- in Chromium ---------------------------------------------------------------------------------
+
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-quic",
+                 "--no-first-run", "--disable-component-update", "--disable-sync"]
+WATCH = """() => {
+  const sa = document.querySelector('#samples-area .sa').__sa;
+  const w = window.__watch = {gap: 0, at: 0, end: false, t0: performance.now()};
+  const resets = sa.resets;  // the run on screen may have finished already: wait for the new one
+  let last = null;
+  const frame = (now) => {
+    if (last !== null && now - last > w.gap) { w.gap = now - last; w.at = last - w.t0; }
+    last = now;
+    if (sa.resets > resets && sa.status() === 'finished') { w.end = true; return; }
+    requestAnimationFrame(frame);
+  };
+  document.querySelector('#run').click();
+  requestAnimationFrame(frame);
+}"""
+
+
+@pytest.fixture(scope="module")
+def served():
+    from playground.bench.browser import chromium_location
+
+    if not Path(chromium_location()).exists():
+        pytest.fail(f"Chromium not found at {chromium_location()}: install it or set PLAYGROUND_CHROMIUM")
+    config = {"n": 128, "tokens": 48}
+    demo, record = demo_app(config, make_run=lambda c: synthetic_run(c["n"], c["tokens"], seed=7,
+                                                                     logprobs=c.get("logprobs", 5)))
+    demo.queue()
+    _, url, _ = demo.launch(prevent_thread_lock=True, server_name="127.0.0.1", server_port=free_port(), quiet=True)
+    yield url, config, record
+    demo.close()
+
+
+@pytest.fixture(scope="module")
+def page(served):
+    from playwright.sync_api import sync_playwright
+
+    from playground.bench.browser import chromium_location
+
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=chromium_location(), args=CHROMIUM_ARGS)
+        page = browser.new_page(viewport={"width": 1400, "height": 1000})
+        errors: list[str] = []
+        page.on("pageerror", lambda e: errors.append(str(e)))
+        page.goto(served[0])
+        page.locator("#samples-area .sa-bar").wait_for()
+        page.errors = errors
+        yield page
+        browser.close()
+
+
+def stream(page, config: dict, view: str) -> tuple[float, float]:
+    """Run the replay in ``view``; the longest frame gap (ms) from the click to the end, and when it
+    began (ms after the click)."""
+    config["view"] = view
+    page.evaluate(WATCH)
+    page.wait_for_function("() => window.__watch.end", timeout=30_000, polling=200)
+    return page.evaluate("[window.__watch.gap, window.__watch.at]")
+
+
+def test_the_wall_and_the_columns_stream_128_samples_in_chromium(served, page):
+    _, config, record = served
+    gap, at = stream(page, config, "wall")
+    run = record["runs"][-1]
+    session = record["sessions"][-1]
+    assert gap < 300, f"a frame gap of {gap:.0f} ms while streaming into the wall, {at:.0f} ms after the click"
+    assert session.acks >= session.seq - 2 > 5, "the browser did not acknowledge its messages"
+
+    # Every sample has its row, in the divergence tree's order (rows exist only in view: scroll through).
+    seen: dict[int, int] = {}
+    height = page.evaluate("document.querySelector('.sa-wall').scrollHeight")
+    for top in range(0, height, 300):
+        page.evaluate(f"document.querySelector('.sa-wall').scrollTop = {top}")
+        page.evaluate(NEXT_FRAME)  # the rows in view are drawn on the frame after a scroll
+        for i, y in page.evaluate("""() => [...document.querySelectorAll('.sa-row')]
+                                    .map(r => [Number(r.dataset.i), parseFloat(r.style.top)])"""):
+            seen[i] = y
+    assert sorted(seen) == list(range(128))
+    assert sorted(seen, key=seen.get) == prefix_order([s.token_ids for s in run.samples])[0]
+
+    # Hover a token: its probability and the top-k at its position.
+    page.evaluate("document.querySelector('.sa-wall').scrollTop = 0")
+    page.evaluate(NEXT_FRAME)
+    i = prefix_order([s.token_ids for s in run.samples])[0][1]  # the second row
+    row = page.locator(f'.sa-row[data-i="{i}"]')
+    row.locator(".tk").nth(3).hover()
+    tip = page.locator(".sa-tip")
+    tip.wait_for(state="visible")
+    top = run.samples[i].logprobs[3].top
+    assert f"p = {math.exp(run.samples[i].logprobs[3].logprob):.3f}" in tip.inner_text()
+    assert tip.locator(".sa-topk tr").count() == len(top) == 5
+    alternative = top[-1][2].replace(" ", "·")
+    assert alternative in tip.inner_text()
+
+    # A click on a row reaches the Python listener with that sample's index.
+    row.locator(".sa-label").click()
+    assert wait_until(lambda: record["picked"] and record["picked"][-1] == i, timeout=5)
+    page.wait_for_function("(i) => document.querySelector('#picked textarea').value === i", arg=str(i), timeout=5_000)
+    assert session.selected == i and record["tokens"][-1] is None
+    row.locator(".tk").nth(3).click()  # a token: its position too (the Branch tab starts there)
+    assert wait_until(lambda: record["tokens"] and record["tokens"][-1] == 3, timeout=5)
+    assert record["picked"][-1] == i
+
+    gap, at = stream(page, config, "columns")
+    run = record["runs"][-1]
+    assert gap < 300, f"a frame gap of {gap:.0f} ms while streaming into the columns, {at:.0f} ms after the click"
+    texts = page.evaluate("() => [...document.querySelectorAll('.sa-card .sa-text')].map(e => e.textContent)")
+    assert texts == [s.text or "".join(s.token_texts) for s in run.samples]
+    header = page.locator(".sa-card .sa-head").nth(5).inner_text()
+    s = run.samples[5]
+    assert f"#5 · seed {s.seed} · {len(s.token_ids)} tok · TTFT" in header and f"■ {s.finish_reason}" in header
+    assert page.errors == []
+
+
+def test_a_run_without_logprobs_is_shown_at_once_in_neutral_colours(served, page):
+    _, config, _ = served
+    config.update(view="wall", logprobs=None)
+    try:
+        page.locator("#show").click()
+        page.wait_for_function("() => document.querySelector('.sa-wall .tk.nx')", timeout=10_000)
+    finally:
+        config.pop("logprobs")
+    assert "No logprobs recorded" in page.locator(".sa-note").inner_text()
+    assert page.locator(".sa-wall .tk.nx").count() == page.locator(".sa-wall .tk").count() > 0
+    page.locator(".sa-group button[data-view=columns]").click()  # switching needs no server
+    page.locator(".sa-columns").wait_for(state="visible")
+    assert page.locator(".sa-card").count() == config["n"] and page.errors == []
