@@ -44,6 +44,7 @@ function empty() {
           order: [], shared: [], rank: [], lp: false};
 }
 let seq = 0, needReset = false, chosenView = null, view = 'columns', colour = 'p', selected = null;
+let marked = new Set();  // the samples of the answer group last clicked in the Set tab
 let cards = [], colDone = [], mapDone = [];
 let dirtyCol = new Set(), dirtyWall = new Set(), mapDirty = true;
 const stats = root.__sa = {tokens: 0, painted: 0, messages: 0, bytes: 0, resets: 0, applyMs: 0, drawMs: 0, mapMs: 0,
@@ -93,7 +94,7 @@ function reset(m) {
   columnsBox.textContent = '';
   for (const r of live.values()) r.row.remove();
   live = new Map(); spaceH = -1;
-  cards = []; colDone = new Array(m.n).fill(0); mapDone = new Array(m.n).fill(0); selected = null;
+  cards = []; colDone = new Array(m.n).fill(0); mapDone = new Array(m.n).fill(0); selected = null; marked = new Set();
   dirtyCol = new Set(M.order); dirtyWall = new Set(M.order); mapDirty = true;
   setView(chosenView || (props.view === 'auto' || !props.view ? (m.n <= (props.columns_up_to || 16) ? 'columns' : 'wall') : props.view));
   apply(m);
@@ -176,6 +177,7 @@ function makeCards() {  // the columns' cards, made the first time the columns a
   const cf = document.createDocumentFragment();
   for (let i = 0; i < M.n; i++) {
     const card = document.createElement('div'); card.className = i === selected ? 'sa-card sel' : 'sa-card'; card.dataset.i = i;
+    if (marked.has(i)) card.classList.add('mk');
     const head = document.createElement('div'); head.className = 'sa-head';
     const body = document.createElement('div'); body.className = 'sa-text';
     const text = document.createTextNode(''); body.appendChild(text);
@@ -213,6 +215,7 @@ const cellAt = (r, p) => p < 0 ? null : (r.cells.children[Math.floor(p / SEGMENT
 let rowH = 16, viewTop = 0, viewH = 0, spaceH = -1, live = new Map();
 function makeRow(i) {
   const row = document.createElement('div'); row.className = i === selected ? 'sa-row sel' : 'sa-row'; row.dataset.i = i;
+  if (marked.has(i)) row.classList.add('mk');
   const label = document.createElement('span'); label.className = 'sa-label'; label.textContent = '#' + i;
   const cells = document.createElement('span'); cells.className = 'sa-cells';
   const end = document.createElement('span'); end.className = 'sa-end';
@@ -375,6 +378,13 @@ function select(i, token) {
   if (live.has(i)) live.get(i).row.classList.add('sel');
   trigger('select', {index: i, value: {sample: i, token: token}, selected: true});
 }
+// --- the Set tab's bar click marks its answer group's samples (a 'sa-mark' event with their indices) --
+document.addEventListener('sa-mark', (e) => {
+  marked = new Set((e.detail || []).filter((i) => i >= 0 && i < M.n));
+  cards.forEach((c, i) => c.card.classList.toggle('mk', marked.has(i)));
+  for (const [i, r] of live) r.row.classList.toggle('mk', marked.has(i));
+  root.dataset.marked = marked.size;
+});
 const tokenAt = (cell) => {  // a wall cell's position: its segment's place in the row, then its own
   const seg = cell.parentNode;
   return Array.prototype.indexOf.call(seg.parentNode.children, seg) * SEGMENT + Array.prototype.indexOf.call(seg.children, cell);

@@ -139,6 +139,11 @@ def test_four_columns_fill_and_the_panels_draw_them(page):
     want = sorted(int(i) for i in str(groups[last]).split(","))
     page.locator("#set-picked-note").get_by_text("in this group").wait_for(timeout=10_000)
     assert all(f"#{i} (seed" in page.locator("#set-picked-note").inner_text() for i in want)
+    # the samples area marks the group's samples, and only them
+    page.wait_for_function("(n) => document.querySelectorAll('#samples-area .sa-card.mk').length === n",
+                           arg=len(want), timeout=10_000)
+    marked = page.eval_on_selector_all("#samples-area .sa-card.mk", "cards => cards.map(c => Number(c.dataset.i))")
+    assert sorted(marked) == want
     page.screenshot(path=ARTIFACTS / "set.png", full_page=True)
 
     page.get_by_role("tab", name="Timing").click()
