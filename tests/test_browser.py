@@ -70,13 +70,20 @@ def start_long_run(page, output_kind: str = "CUMULATIVE", n: int = 4) -> None:
     page.locator("#run").click()
 
 
-def run_to_the_end(page, prompt: str, n: int, seed: int, max_tokens: int) -> list[str]:
-    """Fill the form, run, wait for the finish, and return the n columns' texts."""
+def fill_form(page, prompt: str, n: int, seed: int, max_tokens: int, ignore_eos: bool = False) -> None:
+    """The settings the browser tests change: prompt, n, seed, max_tokens and ignore_eos."""
     page.locator("#prompt textarea").fill(prompt)
     set_slider(page, "n", n)
     page.locator("#seed textarea, #seed input").first.fill(str(seed))
     open_sampler_settings(page)
     set_slider(page, "max-tokens", max_tokens)
+    if ignore_eos:
+        page.locator("#ignore-eos input").check()
+
+
+def run_to_the_end(page, prompt: str, n: int, seed: int, max_tokens: int) -> list[str]:
+    """Fill the form, run, wait for the finish, and return the n columns' texts."""
+    fill_form(page, prompt, n, seed, max_tokens)
     page.locator("#run").click()
     page.locator("#run-summary").get_by_text("finished").wait_for(timeout=120_000)
     return columns(page, n)
@@ -364,12 +371,7 @@ def test_n128_streams_in_the_wall_and_in_columns_without_stalling_the_tab(page):
     360 and 420 ms. The 250-300 ms goal is the benchmark's, on a quiet machine."""
     errors: list[str] = []
     page.on("pageerror", lambda e: errors.append(str(e)))
-    page.locator("#prompt textarea").fill("Write one sentence about the sea.")
-    set_slider(page, "n", 128)
-    page.locator("#seed textarea, #seed input").first.fill("21")
-    open_sampler_settings(page)
-    set_slider(page, "max-tokens", 24)
-    page.locator("#ignore-eos input").check()
+    fill_form(page, "Write one sentence about the sea.", n=128, seed=21, max_tokens=24, ignore_eos=True)
     for view in ("Token wall", "Columns"):
         page.locator("#samples-area .sa-bar").get_by_text(view, exact=True).click()
         page.evaluate(FRAMES)

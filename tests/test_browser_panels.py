@@ -18,9 +18,8 @@ from tests.test_browser import (  # noqa: F401  (browser: the fixture)
     ARTIFACTS,
     browser,
     columns,
+    fill_form,
     open_page,
-    open_sampler_settings,
-    set_slider,
 )
 
 
@@ -29,15 +28,20 @@ def open_file(page, path: Path) -> None:
     page.locator("#upload-runs input[type=file]").set_input_files(str(path))
 
 
+def open_saved_run(browser, app_url, run: Run, path: Path):  # noqa: F811
+    """A new page showing ``run``, saved to ``path`` as the page exports one (the caller closes it)."""
+    path.write_text(run.to_json(indent=1), encoding="utf-8")
+    page = open_page(browser, app_url)
+    open_file(page, path)
+    page.locator("#upload-note").get_by_text(f"Opened {path.name}").wait_for(timeout=30_000)
+    return page
+
+
 def test_a_sweep_fills_its_grid_and_chart_and_its_file_opens_without_the_engine(
         browser, app_url, backend, host, tmp_path):  # noqa: F811
     page = open_page(browser, app_url)
     try:
-        page.locator("#prompt textarea").fill("The sea is")
-        set_slider(page, "n", 2)
-        page.locator("#seed textarea, #seed input").first.fill("3")
-        open_sampler_settings(page)
-        set_slider(page, "max-tokens", 6)
+        fill_form(page, "The sea is", n=2, seed=3, max_tokens=6)
         page.get_by_role("tab", name="Sweep").click()
         page.locator("#sweep-values textarea, #sweep-values input").first.fill("0.5 1.5")
         page.locator("#sweep-run").click()
@@ -115,12 +119,8 @@ def test_a_pattern_that_backtracks_ends_within_seconds_in_the_set_tab(browser, a
 
     run = Run(request={"request_id": "run-patterns", "prompt": "p", "mode": "wrapper", "output_kind": "FINAL_ONLY",
                        "seed": 0}, samples=[Sample(i, i, text="a" * 400 + "!") for i in range(3)], status="finished")
-    path = tmp_path / "patterns.json"
-    path.write_text(run.to_json(indent=1), encoding="utf-8")
-    page = open_page(browser, app_url)
+    page = open_saved_run(browser, app_url, run, tmp_path / "patterns.json")
     try:
-        open_file(page, path)
-        page.locator("#upload-note").get_by_text("Opened patterns.json").wait_for(timeout=30_000)
         page.get_by_role("tab", name="Set").click()
         page.locator("#set-extractor").get_by_label("regular expression").check()
         for pattern, says in ((CATASTROPHIC, "No sample has an answer"), (TOO_SLOW, "took more than 2 s")):
@@ -148,12 +148,8 @@ def test_a_reference_answer_draws_the_curves_and_says_where_the_majority_settled
     run = Run(request={"request_id": "run-sums", "prompt": "17 * 23 =", "mode": "wrapper",
                        "output_kind": "FINAL_ONLY", "seed": 0},
               samples=[Sample(i, i, text=f"17 * 23 is {a}") for i, a in enumerate(answers)], status="finished")
-    path = tmp_path / "sums.json"
-    path.write_text(run.to_json(indent=1), encoding="utf-8")
-    page = open_page(browser, app_url)
+    page = open_saved_run(browser, app_url, run, tmp_path / "sums.json")
     try:
-        open_file(page, path)
-        page.locator("#upload-note").get_by_text("Opened sums.json").wait_for(timeout=30_000)
         page.get_by_role("tab", name="Set").click()
         page.locator("#set-extractor").get_by_label("last number").check()
         box = page.locator("#set-reference textarea, #set-reference input").first
@@ -178,12 +174,8 @@ def test_a_token_clicked_in_the_diff_branches_the_run_with_the_token_chosen_ther
     summary names the point, the token and the parent run, and the samples area shows it."""
     page = open_page(browser, app_url)
     try:
-        page.locator("#prompt textarea").fill("Once upon a time, in a village at the edge of the sea,")
-        set_slider(page, "n", 3)
-        page.locator("#seed textarea, #seed input").first.fill("7")
-        open_sampler_settings(page)
-        set_slider(page, "max-tokens", 10)
-        page.locator("#ignore-eos input").check()
+        fill_form(page, "Once upon a time, in a village at the edge of the sea,", n=3, seed=7, max_tokens=10,
+                  ignore_eos=True)
         page.locator("#run").click()
         page.locator("#run-summary").get_by_text("finished").wait_for(timeout=120_000)
         parent = page.locator("#run-summary code").first.inner_text()
