@@ -34,34 +34,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from playground.bench.browser import chromium_path  # noqa: E402 (after the path)
+from playground.bench.browser import CHROMIUM_ARGS, WATCH, chromium_path  # noqa: E402 (after the path)
 from playground.run import Run  # noqa: E402 (after the path)
 from playground.ui.samples_replay import demo_app, synthetic_run  # noqa: E402 (after the path)
-
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-quic",
-                 "--no-first-run", "--disable-component-update", "--disable-sync"]
-
-WATCH = """() => {
-  const sa = document.querySelector('#samples-area .sa').__sa;
-  const w = window.__bench = {click: 0, first: null, end: null, changes: [], gap: 0, longTasks: 0};
-  new PerformanceObserver(list => { for (const e of list.getEntries()) w.longTasks += e.duration; })
-    .observe({type: 'longtask'});
-  let lastFrame = null, shown = 0;
-  const frame = (now) => {
-    if (lastFrame !== null && now - lastFrame > w.gap) { w.gap = now - lastFrame; w.gapAt = lastFrame - w.click; }
-    lastFrame = now;
-    if (sa.tokens !== shown) {
-      shown = sa.tokens;
-      w.changes.push(now);
-      if (w.first === null && shown > 0) w.first = now;
-    }
-    if (sa.status() === 'finished' && sa.tokens === shown && w.end === null) { w.end = now; return; }
-    requestAnimationFrame(frame);
-  };
-  w.click = performance.now();
-  document.querySelector('#run').click();
-  requestAnimationFrame(frame);
-}"""
 
 
 def design_config(design: str) -> dict:
@@ -85,9 +60,9 @@ def measure(browser, url: str, record: dict, timeout: float, throttle: float = 1
         if throttle > 1:  # a slower machine (or a busier tab): the page's main thread runs this many times slower
             cdp.send("Emulation.setCPUThrottlingRate", {"rate": throttle})
         before = len(record["sessions"])
-        page.evaluate(WATCH)
-        page.wait_for_function("() => window.__bench.end !== null", timeout=timeout * 1000, polling=250)
-        w = page.evaluate("window.__bench")
+        page.evaluate(WATCH, "area")
+        page.wait_for_function("() => window.__watch.end !== null", timeout=timeout * 1000, polling=250)
+        w = page.evaluate("window.__watch")
         metrics = {m["name"]: m["value"] for m in cdp.send("Performance.getMetrics")["metrics"]}
     finally:
         page.close()

@@ -15,7 +15,7 @@ from playground.run import Event, EventOutput, Run, Sample, TokenLogprob
 
 # A toy vocabulary: token id -> decoded piece. 7 and 8 are the two halves of 'é' (0xC3 0xA9):
 # the first decodes to '' (it ends inside the character), the second carries it.
-VOCAB = {1: "The", 2: " sea", 3: " is", 4: " calm", 5: "\n", 6: "\t", 7: "", 8: "é", 9: " <b>&"}
+VOCAB = {1: "The", 2: " sea", 3: " is", 4: " calm", 5: "\n", 6: "\t", 7: "", 8: "é", 9: " <b>&", 10: ' "it\'s"'}
 
 
 def make_run(seqs, kind="DELTA", logprobs=None, finished=None, status="finished", cached=None, step=0.1):
@@ -230,6 +230,13 @@ def test_tree_figure_traces_counts_and_truncated_labels():
     assert frame["leaf"].sum() == 3 and frame.loc[frame["leaf"], "count"].sum() == 3
     assert icicle.marker.colorscale is None  # no logprobs: no probability colours
     assert fig.layout.height
+
+
+def test_tree_labels_escape_markup_but_show_quotes_as_they_are():
+    (icicle,) = A.tree_figure(make_run([[1, 9, 10], [1, 2]])).data
+    label = next(label for label in icicle.labels if "b&gt;" in label)
+    assert "<b>" not in label and "&lt;b&gt;&amp;" in label  # a sample's markup is text
+    assert "\"it's\"" in label and "&quot;" not in label and "&#x27;" not in label  # plotly shows entities as written
 
 
 def test_tree_figure_stays_sized_for_32_samples():

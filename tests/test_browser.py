@@ -9,7 +9,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from playground.bench.browser import chromium_location
+from playground.bench.browser import CHROMIUM_ARGS, WATCH, chromium_location
 from playground.run import Run
 from tests.helpers import unfinished_after, wait_until
 
@@ -25,11 +25,7 @@ def browser():
         pytest.fail(f"Chromium not found at {CHROMIUM}: run `make test` (it installs it) or set PLAYGROUND_CHROMIUM")
     ARTIFACTS.mkdir(exist_ok=True)
     with sync_playwright() as p:
-        browser = p.chromium.launch(
-            executable_path=CHROMIUM,
-            args=["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-quic",
-                  "--no-first-run", "--disable-component-update", "--disable-sync"],
-        )
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         yield browser
         browser.close()
 
@@ -335,32 +331,6 @@ def test_reproducibility_export_and_history_work_on_the_shown_run(page, tmp_path
     assert columns(page, 3) == texts
 
 
-FRAMES = """() => {
-  // While the run streams: gap, the longest time without a frame, and task, the longest task the
-  // page ran (its own work); end_gap: the longest time without a frame from the frame that brings
-  // the finished run to a second later, when the open tab draws its figures.
-  const w = window.__frames = {gap: 0, at: 0, task: 0, end_gap: 0, ended_at: null, end: false, started: false,
-                               t0: performance.now()};
-  new PerformanceObserver((list) => {
-    for (const e of list.getEntries()) if (w.ended_at === null) w.task = Math.max(w.task, e.duration);
-  }).observe({type: 'longtask'});
-  let last = null;
-  const frame = (now) => {
-    const gap = last === null ? 0 : now - last;
-    const ended = /finished|stopped|error/.test(document.querySelector('#run-summary').innerText);
-    if (!ended) w.started = true;  // the last run's summary stays until this one begins
-    if (w.ended_at === null && ended && w.started) w.ended_at = now;
-    if (w.ended_at === null && gap > w.gap) { w.gap = gap; w.at = last - w.t0; }
-    if (w.ended_at !== null) w.end_gap = Math.max(w.end_gap, gap);
-    last = now;
-    if (w.ended_at !== null && now - w.ended_at > 1000) { w.end = true; return; }
-    requestAnimationFrame(frame);
-  };
-  document.querySelector('#run').click();
-  requestAnimationFrame(frame);
-}"""
-
-
 def test_n128_streams_in_the_wall_and_in_columns_without_stalling_the_tab(page):
     """n=128 on the real engine, into the token wall and then into columns: every sample shows, no
     task of the page takes 600 ms while the run streams, the tab never goes a second without a frame
@@ -374,14 +344,14 @@ def test_n128_streams_in_the_wall_and_in_columns_without_stalling_the_tab(page):
     fill_form(page, "Write one sentence about the sea.", n=128, seed=21, max_tokens=24, ignore_eos=True)
     for view in ("Token wall", "Columns"):
         page.locator("#samples-area .sa-bar").get_by_text(view, exact=True).click()
-        page.evaluate(FRAMES)
-        page.wait_for_function("() => window.__frames.end", timeout=180_000, polling=200)
-        w = page.evaluate("window.__frames")
+        page.evaluate(WATCH, "summary")
+        page.wait_for_function("() => window.__watch.done", timeout=180_000, polling=200)
+        w = page.evaluate("window.__watch")
         assert "finished" in page.locator("#run-summary").inner_text()
         seen = f"{view}: the longest task {w['task']:.0f} ms, the longest frame gap {w['gap']:.0f} ms " \
-               f"({w['at']:.0f} ms after the click) while streaming"
+               f"({w['gapAt']:.0f} ms after the click) while streaming"
         assert w["task"] < 600 and w["gap"] < 1000, seen
-        assert w["end_gap"] < 1000, f"{view}: the finished run took the tab {w['end_gap']:.0f} ms without a frame"
+        assert w["endGap"] < 1000, f"{view}: the finished run took the tab {w['endGap']:.0f} ms without a frame"
         if view == "Token wall":
             rows: set[int] = set()
             height = page.evaluate("document.querySelector('#samples-area .sa-wall').scrollHeight")

@@ -169,7 +169,8 @@ def test_a_reference_answer_draws_the_curves_and_says_where_the_majority_settled
 
 
 def test_a_token_clicked_in_the_diff_branches_the_run_with_the_token_chosen_there(browser, app_url):  # noqa: F811
-    """A run of 3 samples; a click on sample 1's fourth token in the Diff view opens the Branch tab
+    """A run of 3 samples; the Branch tab opened as it is offers the tokens at sample 0's first
+    token; a click on sample 1's fourth token in the Diff view opens the Branch tab
     at that point with the tokens the model saw there; forcing one of them streams a new run whose
     summary names the point, the token and the parent run, and the samples area shows it."""
     page = open_page(browser, app_url)
@@ -179,6 +180,9 @@ def test_a_token_clicked_in_the_diff_branches_the_run_with_the_token_chosen_ther
         page.locator("#run").click()
         page.locator("#run-summary").get_by_text("finished").wait_for(timeout=120_000)
         parent = page.locator("#run-summary code").first.inner_text()
+        page.get_by_role("tab", name="Branch").click()  # opened as it is: the tokens at sample 0's first token
+        page.locator("#branch-context").get_by_text("Sample #0").wait_for(timeout=30_000)
+        assert page.locator("#branch-choice label").count() >= 3
         page.get_by_role("tab", name="Diff").click()
         page.locator("#diff-view .tok[data-s='1'][data-p='3']").first.click()
         page.locator("#branch-context").get_by_text("at token 3").wait_for(timeout=30_000)

@@ -2,8 +2,8 @@
 component in a real Chromium.
 
 The browser test streams a synthetic run (``samples_replay.synthetic_run``, replayed at an engine's
-pace) into a minimal gr.Blocks page served on loopback: it tests the component, not the engine.
-The page test on the real engine comes when the playground's page adopts the component.
+pace) into a minimal gr.Blocks page served on loopback: it tests the component alone, at a pace
+a test can set; the page on the real engine is tests/test_browser.py's n=128 test.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from playground.analysis import prefix_order
+from playground.bench.browser import CHROMIUM_ARGS, WATCH
 from playground.run import Run, Sample, TokenLogprob
 from playground.ui.samples_area import SamplesSession
 from playground.ui.samples_replay import demo_app, synthetic_run
@@ -233,24 +234,6 @@ def test_paced_without_acks_sends_after_the_timeout_and_beats_while_silent():
 
 # ---- in Chromium ---------------------------------------------------------------------------------
 
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-quic",
-                 "--no-first-run", "--disable-component-update", "--disable-sync"]
-WATCH = """() => {
-  const sa = document.querySelector('#samples-area .sa').__sa;
-  const w = window.__watch = {gap: 0, at: 0, end: false, t0: performance.now()};
-  const resets = sa.resets;  // the run on screen may have finished already: wait for the new one
-  let last = null;
-  const frame = (now) => {
-    if (last !== null && now - last > w.gap) { w.gap = now - last; w.at = last - w.t0; }
-    last = now;
-    if (sa.resets > resets && sa.status() === 'finished') { w.end = true; return; }
-    requestAnimationFrame(frame);
-  };
-  document.querySelector('#run').click();
-  requestAnimationFrame(frame);
-}"""
-
-
 @pytest.fixture(scope="module")
 def served():
     from playground.bench.browser import chromium_location
@@ -288,9 +271,9 @@ def stream(page, config: dict, view: str) -> tuple[float, float]:
     """Run the replay in ``view``; the longest frame gap (ms) from the click to the end, and when it
     began (ms after the click)."""
     config["view"] = view
-    page.evaluate(WATCH)
-    page.wait_for_function("() => window.__watch.end", timeout=30_000, polling=200)
-    return page.evaluate("[window.__watch.gap, window.__watch.at]")
+    page.evaluate(WATCH, "area")
+    page.wait_for_function("() => window.__watch.end !== null", timeout=30_000, polling=200)
+    return page.evaluate("[window.__watch.gap, window.__watch.gapAt]")
 
 
 def test_the_wall_and_the_columns_stream_128_samples_in_chromium(served, page):

@@ -72,3 +72,18 @@ def test_n256_on_the_default_engine_gives_256_samples_with_consecutive_seeds(cli
     assert [s.seed for s in run.samples] == list(range(1000, 1256))
     assert all(s.token_ids and s.finish_reason for s in run.samples)
     assert run.engine["max_num_seqs"] >= 256
+
+
+def test_the_status_line_says_what_the_children_read_from_the_prefix_cache():
+    from playground.run import Sample
+    from playground.ui.views import engine_status
+
+    def run(prompt_tokens: int, cached: list[int | None]) -> Run:
+        return Run(request={"num_prompt_tokens": prompt_tokens}, samples=[
+            Sample(index=i, seed=i, num_cached_tokens=c) for i, c in enumerate(cached)])
+
+    info = {"model": "/cache/SmolLM2", "device": "CPU", "vllm_version": "0.32.0", "block_size": 128}
+    assert "shared no prefill" in engine_status(info, run(30, [0, 0, 0]))
+    assert "children 1..n-1 read 256–256 of 300 prompt tokens" in engine_status(info, run(300, [0, 256, 256]))
+    assert "not reported" in engine_status(info, run(300, [None, None]))
+    assert "last run" not in engine_status(info, run(300, [0]))  # n=1: nothing to share

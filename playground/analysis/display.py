@@ -75,8 +75,9 @@ def truncate(text: str, width: int) -> str:
 
 
 def for_hover(text: str) -> str:
-    """Plotly hover labels read a little HTML: escape, and keep line breaks as <br>."""
-    return html.escape(text).replace("\n", "<br>")
+    """Plotly labels read a little HTML: escape it, and keep line breaks as <br>. Quotes stay as
+    they are: plotly shows ``&quot;`` as it is written."""
+    return html.escape(text, quote=False).replace("\n", "<br>")
 
 
 def height_for(rows: int, per_row: int = 26, minimum: int = 320, maximum: int = 960) -> int:

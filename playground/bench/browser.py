@@ -37,29 +37,53 @@ CHROMIUM_ENV = "PLAYGROUND_CHROMIUM"
 START_TIMEOUT = 600.0
 RUN_TIMEOUT = 300.0
 
-# Installed in the page before the Run click: watches every animation frame until the run ends.
-WATCH = """() => {
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-quic",
+                 "--no-first-run", "--disable-component-update", "--disable-sync"]
+
+# The page's own account of a run, shared by the bench, the browser tests and the samples harness.
+# ``page.evaluate(WATCH, end_by)`` clicks Run and watches every animation frame until the run ends
+# and one second beyond (what the end draws): ``window.__watch``. The end is seen by "summary" (the
+# page's run summary says finished, stopped or error, after it said something else: the last run's
+# summary stays until the next begins) or by "area" (a samples area alone: a new run in it says
+# finished). In the page's clock (ms): click, first (a token shows), end, changes (frames in which
+# the shown tokens changed); until the end: gap (the longest time without a frame) and gapAt (when
+# it began, after the click), task (the longest task the page ran: its own work) and longTasks
+# (their sum); endGap: the longest time without a frame in the second after the end; at the end:
+# tokens, bytes and messages received, heap. done: the second after the end is over.
+WATCH = """(endBy) => {
   const sa = document.querySelector('#samples-area .sa').__sa;  // the samples area's own counts
   const summary = document.querySelector('#run-summary');
-  const w = window.__bench = {click: 0, first: null, finished: null, changes: [], gap: 0, longTasks: 0,
-                              bytes0: sa.bytes || 0, messages0: sa.messages || 0};
-  new PerformanceObserver(list => { for (const e of list.getEntries()) w.longTasks += e.duration; })
-    .observe({type: 'longtask'});
-  let shown = sa.tokens, lastFrame = null;
+  const w = window.__watch = {click: 0, first: null, end: null, done: false, changes: [], gap: 0, gapAt: 0,
+                              task: 0, longTasks: 0, endGap: 0, bytes0: sa.bytes || 0, messages0: sa.messages || 0};
+  new PerformanceObserver(list => {
+    for (const e of list.getEntries()) {
+      if (w.end === null) { w.longTasks += e.duration; w.task = Math.max(w.task, e.duration); }
+    }
+  }).observe({type: 'longtask'});
+  const resets = sa.resets;
+  let began = false, shown = sa.tokens, last = null;
+  const over = () => {
+    if (endBy === 'area') return sa.resets > resets && sa.status() === 'finished';
+    const said = /finished|stopped|error/.test(summary.innerText);
+    began = began || !said;
+    return began && said;
+  };
   const frame = (now) => {
-    if (lastFrame !== null) w.gap = Math.max(w.gap, now - lastFrame);
-    lastFrame = now;
-    if (sa.tokens !== shown) {
-      shown = sa.tokens;
-      w.changes.push(now);
-      if (w.first === null && shown > 0) w.first = now;
-    }
-    if (summary && /finished|stopped|error/.test(summary.innerText)) {
-      w.finished = now; w.bytes = (sa.bytes || 0) - w.bytes0; w.messages = sa.messages - w.messages0;
-      w.tokens = sa.tokens;
-      w.heap = performance.memory ? performance.memory.usedJSHeapSize : null;
-      return;
-    }
+    if (last !== null && w.end === null && now - last > w.gap) { w.gap = now - last; w.gapAt = last - w.click; }
+    if (last !== null && w.end !== null) w.endGap = Math.max(w.endGap, now - last);
+    last = now;
+    if (w.end === null) {
+      if (sa.tokens !== shown) {
+        shown = sa.tokens;
+        w.changes.push(now);
+        if (w.first === null && shown > 0) w.first = now;
+      }
+      if (over()) {
+        w.end = now; w.tokens = sa.tokens;
+        w.bytes = (sa.bytes || 0) - w.bytes0; w.messages = (sa.messages || 0) - w.messages0;
+        w.heap = performance.memory ? performance.memory.usedJSHeapSize : null;
+      }
+    } else if (now - w.end > 1000) { w.done = true; return; }
     requestAnimationFrame(frame);
   };
   w.click = performance.now();
@@ -187,9 +211,9 @@ def page_run(browser, url: str, n: int, seed: int, max_tokens: int) -> dict[str,
         if plotly_preload_js():  # the page's plotly preload is in (a person types for longer than this)
             page.wait_for_function("() => window.__plotlyReady === true || window.__plotlyReady === null",
                                    timeout=60_000)
-        page.evaluate(WATCH)
-        page.wait_for_function("() => window.__bench.finished !== null", timeout=RUN_TIMEOUT * 1000)
-        w = page.evaluate("() => window.__bench")
+        page.evaluate(WATCH, "summary")
+        page.wait_for_function("() => window.__watch.end !== null", timeout=RUN_TIMEOUT * 1000)
+        w = page.evaluate("() => window.__watch")
     finally:
         page.close()
     changes = [t for t in w["changes"] if w["first"] is not None and t >= w["first"]]
@@ -197,7 +221,7 @@ def page_run(browser, url: str, n: int, seed: int, max_tokens: int) -> dict[str,
     return {
         "n": n, "max_tokens": max_tokens,
         "first_visible_s": (w["first"] - w["click"]) / 1000 if w["first"] is not None else float("nan"),
-        "finished_s": (w["finished"] - w["click"]) / 1000,
+        "finished_s": (w["end"] - w["click"]) / 1000,
         "updates_per_s": (len(changes) - 1) / streaming if streaming > 0 else float("nan"),
         "steps_per_s": w.get("tokens", 0) / n / streaming if streaming > 0 else float("nan"),
         "longest_frame_gap_ms": w["gap"], "long_tasks_ms": w["longTasks"],
@@ -228,9 +252,8 @@ def measure_app(port: int, out: Path, ns: tuple[int, ...], max_tokens: int, repe
             from playwright.sync_api import sync_playwright
 
             with sync_playwright() as p:
-                browser = p.chromium.launch(executable_path=chromium, args=[
-                    "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--no-first-run",
-                    "--disable-component-update", "--disable-sync", "--enable-precise-memory-info"])
+                browser = p.chromium.launch(executable_path=chromium,
+                                            args=[*CHROMIUM_ARGS, "--enable-precise-memory-info"])
                 try:
                     order = [("first after start", ns[0], 0)] + [
                         ("warm", n, rep) for rep in range(repetitions) for n in ns]

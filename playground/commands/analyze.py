@@ -166,58 +166,53 @@ def to_json(args, analysed: list[Analysed], errors: list[BundleError]) -> str:
     return json.dumps(document, indent=1, ensure_ascii=False)
 
 
+@exits.as_status
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
+    args = parser.parse_args(list(sys.argv[1:] if argv is None else argv))
+    for flag, path in (("--json", args.json), ("--html", args.html)):
+        check_out_folder(parser, flag, path)
     try:
-        args = parser.parse_args(list(sys.argv[1:] if argv is None else argv))
-        for flag, path in (("--json", args.json), ("--html", args.html)):
-            check_out_folder(parser, flag, path)
+        bundles, errors = read_bundles(args.input)
+    except InvalidBundle as e:
+        parser.error(str(e))
+    for error in errors:
+        print(f"skipping {error}", file=sys.stderr)
+    embedder = None
+    if args.embedding_model and bundles:
+        print(f"loading the embedding model {args.embedding_model}…", file=sys.stderr)
         try:
-            bundles, errors = read_bundles(args.input)
-        except InvalidBundle as e:
+            embedder = load_embedder(args.embedding_model, offline=not args.download)
+        except EmbeddingModelError as e:
             parser.error(str(e))
-        for error in errors:
+    analysed = []
+    for bundle in bundles:
+        try:
+            result = analyze(bundle, args.answer, embedder, args.similarity, args.reference)
+        except InvalidExtractor as e:  # a pattern that takes too long: it would on every bundle
+            print(f"error: {where(bundle)}: {e}", file=sys.stderr)
+            return exits.USAGE
+        except EmbeddingModelError as e:
+            errors.append(error := BundleError(bundle.line, str(e)))
             print(f"skipping {error}", file=sys.stderr)
-        embedder = None
-        if args.embedding_model and bundles:
-            print(f"loading the embedding model {args.embedding_model}…", file=sys.stderr)
-            try:
-                embedder = load_embedder(args.embedding_model, offline=not args.download)
-            except EmbeddingModelError as e:
-                parser.error(str(e))
-        analysed = []
-        for bundle in bundles:
-            try:
-                result = analyze(bundle, args.answer, embedder, args.similarity, args.reference)
-            except InvalidExtractor as e:  # a pattern that takes too long: it would on every bundle
-                print(f"error: {where(bundle)}: {e}", file=sys.stderr)
-                return exits.USAGE
-            except EmbeddingModelError as e:
-                errors.append(error := BundleError(bundle.line, str(e)))
-                print(f"skipping {error}", file=sys.stderr)
-                continue
-            analysed.append(result)
-            print(describe(result), flush=True)
-        if args.json is not None:
-            write_atomically(args.json, [to_json(args, analysed, errors)])
-            print(f"wrote the figures of {len(analysed)} run(s) to {args.json}", file=sys.stderr)
-        if args.html is not None and analysed:
-            runs = [a.bundle.run for a in analysed]
-            write_atomically(args.html, [analysis.report_for(runs, analysis.set_measures_hook(args.answer))])
-            print(f"wrote the report of {len(runs)} run(s) to {args.html}", file=sys.stderr)
-        if not bundles:
-            print(f"no run bundle in {args.input}", file=sys.stderr)
-            return exits.FAILED
-        for overlap in analysis.seed_overlaps([a.bundle.run for a in analysed]):
-            names = [where(a.bundle) for a in analysed]
-            print(f"note: {analysis.seed_overlap_sentence(overlap, names)}", file=sys.stderr)
-        lines = [str(e.line) for e in errors if e.line is not None]
-        skipped = ([f"line(s) {', '.join(lines)}"] if lines else []) + [where(e) for e in errors if e.line is None]
-        print(f"analysed {len(analysed)} run(s)" + (f"; skipped {' and '.join(skipped)}" if skipped else ""),
-              file=sys.stderr)
-        return exits.FAILED if errors else exits.OK
-    except SystemExit as e:  # argparse's usage errors (2) and --help (0), as a status for in-process callers
-        return e.code if isinstance(e.code, int) else exits.USAGE
-    except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
-        return exits.INTERRUPTED
+            continue
+        analysed.append(result)
+        print(describe(result), flush=True)
+    if args.json is not None:
+        write_atomically(args.json, [to_json(args, analysed, errors)])
+        print(f"wrote the figures of {len(analysed)} run(s) to {args.json}", file=sys.stderr)
+    if args.html is not None and analysed:
+        runs = [a.bundle.run for a in analysed]
+        write_atomically(args.html, [analysis.report_for(runs, analysis.set_measures_hook(args.answer))])
+        print(f"wrote the report of {len(runs)} run(s) to {args.html}", file=sys.stderr)
+    if not bundles:
+        print(f"no run bundle in {args.input}", file=sys.stderr)
+        return exits.FAILED
+    for overlap in analysis.seed_overlaps([a.bundle.run for a in analysed]):
+        names = [where(a.bundle) for a in analysed]
+        print(f"note: {analysis.seed_overlap_sentence(overlap, names)}", file=sys.stderr)
+    lines = [str(e.line) for e in errors if e.line is not None]
+    skipped = ([f"line(s) {', '.join(lines)}"] if lines else []) + [where(e) for e in errors if e.line is None]
+    print(f"analysed {len(analysed)} run(s)" + (f"; skipped {' and '.join(skipped)}" if skipped else ""),
+          file=sys.stderr)
+    return exits.FAILED if errors else exits.OK

@@ -49,7 +49,7 @@ from playground.commands.cli import (
     positive_int,
     write_atomically,
 )
-from playground.commands.progress import Ending, run_all, write_bundles
+from playground.commands.progress import Ending, print_summary, run_all, write_bundles
 from playground.errors import InvalidRequest
 from playground.request import Limits, SampleRequest
 from playground.run import Run
@@ -221,47 +221,41 @@ def execute(runner, lines: list[Line], errors: list[LineError], out: Path | None
     recap = f"; skipped line(s) {', '.join(map(str, skipped))}" if skipped else ""
     print(f"wrote {len(result.runs)} run(s){where}{recap}", file=sys.stderr)
     if summary and result.runs:
-        # Beside bundles on stdout the table would break the JSONL, so it goes to stderr then.
-        try:
-            print(summary_frame(result.runs, answer).to_string(index=False), file=sys.stdout if out else sys.stderr)
-        except analysis.InvalidExtractor as e:  # a pattern that takes too long; the bundles are written
-            print(f"error: the summary: {e}", file=sys.stderr)
-            return exits.USAGE
+        refused = print_summary(lambda: summary_frame(result.runs, answer), out)
+        if refused is not None:
+            return refused
     ended = result.told(len(lines) - len(result.runs) - len(result.errors), "prompt(s)")
     if ended is not None:
         return ended
     return exits.FAILED if skipped else exits.OK
 
 
+@exits.as_status
 def main(argv: list[str] | None = None) -> int:
     # Before vLLM is imported (by the parser): its log goes to stdout by default, where bundles go.
     os.environ.setdefault("VLLM_LOGGING_STREAM", "ext://sys.stderr")
+    parser = build_parser()
+    args, engine_kwargs = parser.parse(list(sys.argv[1:] if argv is None else argv))
     try:
-        parser = build_parser()
-        args, engine_kwargs = parser.parse(list(sys.argv[1:] if argv is None else argv))
-        try:
-            defaults = parser.sampling_settings(args)
-        except InvalidRequest as e:
-            parser.parser.error(str(e))
-        check_out_folder(parser.parser, "--out", args.out)
-        try:
-            lines, errors = read_lines(Path(args.input), defaults, args.max_n, args.reference)
-        except OSError as e:
-            parser.parser.error(f"cannot read {args.input}: {e.strerror or e}")
-        for error in errors:
-            print(f"skipping {error}", file=sys.stderr)
-        if not lines:
-            print("no line to run", file=sys.stderr)
-            if args.out is not None:
-                write_atomically(args.out, [])
-            return exits.FAILED if errors else exits.OK
+        defaults = parser.sampling_settings(args)
+    except InvalidRequest as e:
+        parser.parser.error(str(e))
+    check_out_folder(parser.parser, "--out", args.out)
+    try:
+        lines, errors = read_lines(Path(args.input), defaults, args.max_n, args.reference)
+    except OSError as e:
+        parser.parser.error(f"cannot read {args.input}: {e.strerror or e}")
+    for error in errors:
+        print(f"skipping {error}", file=sys.stderr)
+    if not lines:
+        print("no line to run", file=sys.stderr)
+        if args.out is not None:
+            write_atomically(args.out, [])
+        return exits.FAILED if errors else exits.OK
 
-        # KV cache for the prompts in flight at once (--max-in-flight), each with up to --max-n samples.
-        workload = Workload(max_n=args.max_n, concurrency=args.max_in_flight)
-        from playground.backends.sync import SyncRunner
+    # KV cache for the prompts in flight at once (--max-in-flight), each with up to --max-n samples.
+    workload = Workload(max_n=args.max_n, concurrency=args.max_in_flight)
+    from playground.backends.sync import SyncRunner
 
-        with SyncRunner.start(args.model, max_n=args.max_n, workload=workload, **engine_kwargs) as runner:
-            return execute(runner, lines, errors, args.out, args.summary, args.max_in_flight, answer=args.answer)
-    except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
-        return exits.INTERRUPTED
+    with SyncRunner.start(args.model, max_n=args.max_n, workload=workload, **engine_kwargs) as runner:
+        return execute(runner, lines, errors, args.out, args.summary, args.max_in_flight, answer=args.answer)

@@ -12,4 +12,29 @@
 - ``INTERRUPTED`` (130): stopped by Ctrl-C (128 + SIGINT, as a shell reports it).
 """
 
+
+from __future__ import annotations
+
+import functools
+import sys
+from collections.abc import Callable
+
 OK, FAILED, USAGE, INTERRUPTED = 0, 1, 2, 130
+
+
+def as_status(main: Callable[..., int]) -> Callable[..., int]:
+    """A command's ``main`` that returns its exit status however it ends, so in-process callers
+    (``app.py``, tests) get a number: argparse's own exits (2 for a bad flag, 0 for --help) and
+    Ctrl-C (said on stderr) included."""
+
+    @functools.wraps(main)
+    def status(*args, **kwargs) -> int:
+        try:
+            return main(*args, **kwargs)
+        except SystemExit as e:
+            return e.code if isinstance(e.code, int) else USAGE
+        except KeyboardInterrupt:
+            print("interrupted", file=sys.stderr)
+            return INTERRUPTED
+
+    return status

@@ -1,8 +1,8 @@
 """Many runs from the command line, one way: ``batch`` and ``sweep`` start their engine as a
 ``SyncRunner`` (a context manager: its engine core is shut down however the command ends), hand
 their requests to ``run_all``, which runs them under a progress bar and ends on Ctrl-C or a dead
-engine with what finished, leaving nothing running in the engine, and write what finished with
-``write_bundles``."""
+engine with what finished, leaving nothing running in the engine, write what finished with
+``write_bundles`` and their table with ``print_summary``."""
 
 from __future__ import annotations
 
@@ -12,6 +12,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+from playground import analysis
+from playground.commands import exits
 from playground.commands.cli import write_atomically
 from playground.errors import EngineUnavailable, InvalidRequest
 from playground.request import SampleRequest
@@ -69,3 +71,16 @@ def write_bundles(out: Path | None, bundles: Iterable[str]) -> None:
         for bundle in bundles:
             print(bundle)
         sys.stdout.flush()
+
+
+def print_summary(table: Callable[[], object], out: Path | None) -> int | None:
+    """Print the runs' summary table (``table()``, a DataFrame) to stdout when the bundles went to
+    ``out``, else to stderr (beside bundles on stdout it would break the JSONL). A typed pattern
+    that took too long is said as an error and gives the usage status (the bundles are written
+    already); else None."""
+    try:
+        print(table().to_string(index=False), file=sys.stdout if out else sys.stderr)
+    except analysis.InvalidExtractor as e:
+        print(f"error: the summary: {e}", file=sys.stderr)
+        return exits.USAGE
+    return None

@@ -92,18 +92,13 @@ def build_paths(args, engine_kwargs: dict, front_ends: list[str], owner: context
     return paths
 
 
+@exits.as_status
 def main(argv: list[str] | None = None, paths: Sequence[qa.SamplingPath] | None = None) -> int:
     """``python app.py qa``. ``paths``: already-running paths to use instead of starting engines
     (tests: an engine start costs a minute or more); they are left running."""
     os.environ.setdefault("VLLM_LOGGING_STREAM", "ext://sys.stderr")  # stdout carries the table only
-    try:
-        with contextlib.ExitStack() as owner:
-            return _main(argv, paths, owner)
-    except SystemExit as e:  # argparse's usage errors (2) and --help (0), as a status for in-process callers
-        return e.code if isinstance(e.code, int) else exits.USAGE
-    except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
-        return exits.INTERRUPTED
+    with contextlib.ExitStack() as owner:
+        return _main(argv, paths, owner)
 
 
 def _main(argv: list[str] | None, paths: Sequence[qa.SamplingPath] | None, owner: contextlib.ExitStack) -> int:

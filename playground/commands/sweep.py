@@ -38,7 +38,7 @@ from playground import analysis
 from playground.commands import exits
 from playground.commands.analyze import extractor_arg, majority_cell
 from playground.commands.cli import PlaygroundParser, add_max_n_flag, check_out_folder
-from playground.commands.progress import Ending, run_all, write_bundles
+from playground.commands.progress import Ending, print_summary, run_all, write_bundles
 from playground.errors import InvalidRequest
 from playground.request import Limits
 from playground.run import Run
@@ -150,39 +150,33 @@ def execute(runner, sweep: SweepRequest, out: Path | None = None, progress: bool
              else f"base seed {sweep.base.seed}")
     print(f"wrote {len(result.runs)} of {len(sweep.values)} run(s){where} ({seeds})", file=sys.stderr)
     if result.runs:
-        # Beside bundles on stdout the table would break the JSONL, so it goes to stderr then.
-        try:
-            print(summary_frame(result.runs, answer).to_string(index=False), file=sys.stdout if out else sys.stderr)
-        except analysis.InvalidExtractor as e:  # a pattern that takes too long; the bundles are written
-            print(f"error: the summary: {e}", file=sys.stderr)
-            return exits.USAGE
+        refused = print_summary(lambda: summary_frame(result.runs, answer), out)
+        if refused is not None:
+            return refused
     ended = result.told(len(sweep.values) - len(result.runs) - len(result.refused), "value(s)")
     if ended is not None:
         return ended
     return exits.FAILED if result.refused else exits.OK
 
 
+@exits.as_status
 def main(argv: list[str] | None = None) -> int:
     # Before vLLM is imported (by the parser): its log goes to stdout by default, where bundles go.
     os.environ.setdefault("VLLM_LOGGING_STREAM", "ext://sys.stderr")
+    parser = build_parser()
+    args, engine_kwargs = parser.parse(join_values(list(sys.argv[1:] if argv is None else argv)))
     try:
-        parser = build_parser()
-        args, engine_kwargs = parser.parse(join_values(list(sys.argv[1:] if argv is None else argv)))
+        sweep = sweep_from_args(parser, args)
+    except InvalidRequest as e:
+        parser.parser.error(str(e))
+    check_out_folder(parser.parser, "--out", args.out)
+
+    from playground.backends.sync import SyncRunner
+
+    with SyncRunner.start(args.model, max_n=args.max_n, **engine_kwargs) as runner:
         try:
-            sweep = sweep_from_args(parser, args)
+            sweep.check(runner.limits)  # the engine's own limits: its context, its logprobs cap
         except InvalidRequest as e:
-            parser.parser.error(str(e))
-        check_out_folder(parser.parser, "--out", args.out)
-
-        from playground.backends.sync import SyncRunner
-
-        with SyncRunner.start(args.model, max_n=args.max_n, **engine_kwargs) as runner:
-            try:
-                sweep.check(runner.limits)  # the engine's own limits: its context, its logprobs cap
-            except InvalidRequest as e:
-                print(f"error: {e}", file=sys.stderr)
-                return exits.USAGE
-            return execute(runner, sweep, args.out, answer=args.answer)
-    except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
-        return exits.INTERRUPTED
+            print(f"error: {e}", file=sys.stderr)
+            return exits.USAGE
+        return execute(runner, sweep, args.out, answer=args.answer)

@@ -22,6 +22,7 @@ from playground.request import SampleRequest, fields
 from playground.run import Run
 from playground.ui.live import LiveRun
 from playground.ui.messages import shown
+from playground.ui.samples_feed import Told
 from playground.ui.streaming import paced
 
 PROGRESS_EVERY = 0.25  # seconds between progress snapshots
@@ -90,18 +91,12 @@ class Progress:
     """What a caller has been told of its run so far, so each snapshot says only what is new."""
 
     def __init__(self):
-        self.told: dict[int, tuple[int, str | None]] = {}  # sample -> (tokens told, finish reason told)
+        self.told = Told()
 
     def snapshot(self, run: Run | None) -> dict:
         if run is None:
             return {"status": "running", "samples": []}
-        samples = []
-        for s in run.samples:
-            tokens, reason = self.told.get(s.index, (0, None))
-            if len(s.token_ids) == tokens and s.finish_reason == reason:
-                continue
-            samples.append({"index": s.index, "seed": s.seed, "new_text": "".join(s.token_texts[tokens:]),
-                            "new_token_ids": s.token_ids[tokens:], "num_tokens": len(s.token_ids),
-                            "finish_reason": s.finish_reason})
-            self.told[s.index] = (len(s.token_ids), s.finish_reason)
+        samples = [{"index": s.index, "seed": s.seed, "new_text": "".join(s.token_texts[before:]),
+                    "new_token_ids": s.token_ids[before:], "num_tokens": len(s.token_ids),
+                    "finish_reason": s.finish_reason} for s, before, _ in self.told.news(run)]
         return {"status": run.status, "request_id": run.request.get("request_id"), "samples": samples}

@@ -66,6 +66,7 @@ PICK_JS = """
 
 @dataclass
 class BranchTab:
+    panel: gr.Tab
     pick: gr.Textbox  # hidden: "sample,position@time", written by a click on a token or a tree box
     sample: gr.Number
     position: gr.Number
@@ -84,7 +85,7 @@ class BranchTab:
 def declare(pick: gr.Textbox) -> BranchTab:
     """The tab, declared in the current ``gr.Tabs``; ``pick``: the hidden box a click on a token
     writes, declared outside the tabs (a tab's contents exist in the page only once it is opened)."""
-    with gr.Tab("Branch", id="branch", elem_id="tab-branch"):
+    with gr.Tab("Branch", id="branch", elem_id="tab-branch") as panel:
         gr.Markdown("Resample from a point of a sample: click a token in the **Diff** view or a box of the "
                     "**Tree** (or pick a sample in the samples area), choose the token to put there, and branch. "
                     "The branch keeps the run's settings and draws its own seeds; its samples hold only the "
@@ -105,7 +106,7 @@ def declare(pick: gr.Textbox) -> BranchTab:
         note = gr.Markdown(elem_id="branch-note")
         table = gr.Dataframe(interactive=False, visible=False, elem_id="what-if-table")
         tree = gr.Plot(label="The branches, each under its token", visible=False, elem_id="what-if-tree")
-    return BranchTab(pick, sample, position, context, choice, token_id, n, branch_btn, k, what_if_btn, note,
+    return BranchTab(panel, pick, sample, position, context, choice, token_id, n, branch_btn, k, what_if_btn, note,
                      table, tree)
 
 
@@ -115,8 +116,9 @@ def connect(tab: BranchTab, page: Page, run_event_outputs: list, stream, set_tab
     place = [tab.context, tab.choice, tab.token_id]
     tab.pick.change(partial(picked, tab, page), [page.current, tab.pick],
                     [tab.sample, tab.position, *place, page.tabs, page.selected], api_visibility="private")
-    for box in (tab.sample, tab.position):
-        box.submit(partial(placed, tab), [page.current, tab.sample, tab.position], place, api_visibility="private")
+    # The point's tokens show as the tab opens (the run on screen may be new) and as i or k change.
+    gr.on([tab.panel.select, tab.sample.input, tab.position.input], partial(placed, tab),
+          [page.current, tab.sample, tab.position], place, api_visibility="private")
 
     def on_sample(run: Run | None, evt: gr.SelectData) -> dict:  # Gradio reads evt's type here
         return sample_picked(tab, run, evt)

@@ -39,6 +39,7 @@ same update rate (the engine's); acks double the rate at n=32 (20/s, the 50 ms f
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -48,6 +49,7 @@ import gradio as gr
 
 from playground.run import Run
 from playground.ui.samples_feed import SamplesFeed, encode
+from playground.ui.streaming import paced
 
 T = TypeVar("T")
 ASSETS = Path(__file__).resolve().parents[2] / "assets"
@@ -148,9 +150,8 @@ class SamplesSession:
     async def paced(self, items: AsyncIterator[T], *, window: int | None = None, min_interval: float = 0.05,
                     heartbeat: float = 0.5, ack_timeout: float = 2.0,
                     interval: float | None = None) -> AsyncIterator[T | None]:
-        """Yield the latest of ``items`` when the browser is ready for it, ``None`` as a heartbeat
-        after ``heartbeat`` s without a yield, and always the last item. Closing this closes
-        ``items``.
+        """``streaming.paced`` with the browser's readiness as its rule, and a reset the browser asks
+        for sent even when nothing new came.
 
         Ready: fewer than ``window`` messages unacknowledged and ``min_interval`` s since the last
         send (at most 20 updates a second by default), or ``ack_timeout`` s without an ack (a lost
@@ -160,53 +161,18 @@ class SamplesSession:
         """
         window = window or self.window
         self._loop, self._wake = asyncio.get_running_loop(), asyncio.Event()
-        iterator = items.__aiter__()
-        step: asyncio.Task | None = None
-        latest: T | None = None
-        fresh = False
-        last_sent = last_yield = 0.0
 
-        def send_at() -> float:
+        def due(last_sent: float) -> float:
             if interval is not None:
                 return last_sent + interval
-            if self.in_flight < window:
-                return last_sent + min_interval
-            return last_sent + ack_timeout
+            return last_sent + (min_interval if self.in_flight < window else ack_timeout)
 
+        stream = paced(items, heartbeat=heartbeat, due=due, wake=self._wake, wanted=lambda: self.need_reset)
         try:
-            while True:
-                if step is None:
-                    step = asyncio.ensure_future(iterator.__anext__())
-                now = time.monotonic()
-                due = last_yield + heartbeat
-                if (fresh or self.need_reset) and latest is not None:
-                    due = min(due, send_at())
-                woken = asyncio.ensure_future(self._wake.wait())
-                done, _ = await asyncio.wait({step, woken}, timeout=max(0.0, due - now),
-                                             return_when=asyncio.FIRST_COMPLETED)
-                woken.cancel()
-                self._wake.clear()
-                if step in done:
-                    try:
-                        latest = step.result()
-                    except StopAsyncIteration:
-                        step = None
-                        break
-                    step, fresh = None, True
-                now = time.monotonic()
-                if (fresh or self.need_reset) and latest is not None and now >= send_at():
-                    yield latest
-                    fresh, last_sent, last_yield = False, now, now
-                elif now >= last_yield + heartbeat:
-                    yield None
-                    last_yield = now
-            if latest is not None:
-                yield latest
+            async with contextlib.aclosing(stream) as updates:
+                async for item in updates:
+                    yield item
         finally:
-            if step is not None:
-                step.cancel()
-                await asyncio.gather(step, return_exceptions=True)
-            await iterator.aclose()
             self._loop = self._wake = None
 
 

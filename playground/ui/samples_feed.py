@@ -1,13 +1,15 @@
 """The samples area's messages: what one browser holds of a run, and the next message for it.
 
 ``SamplesFeed`` turns the growing Run into a reset (everything) or a delta (only what changed since
-its previous message); the message format is described in ``samples_area``. Pure: no Gradio.
+its previous message); the message format is described in ``samples_area``. ``Told`` is the rule
+both it and ``/sample``'s progress snapshots follow a run by. Pure: no Gradio.
 """
 
 from __future__ import annotations
 
 import json
 import math
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from playground.analysis.tree import prefix_order
@@ -62,6 +64,26 @@ def _entry(sample: Sample, start: int) -> list:
     return entry
 
 
+class Told:
+    """What a reader has been told of a run so far, per sample: how many tokens and which finish
+    reason (as ``reason`` words it), so that each message says only what is new."""
+
+    def __init__(self, reason: Callable[[Sample], str | None] = lambda s: s.finish_reason):
+        self.reason = reason
+        self.tokens: dict[int, int] = {}
+        self.reasons: dict[int, str | None] = {}
+
+    def news(self, run: Run) -> Iterator[tuple[Sample, int, bool]]:
+        """Each sample with something new: ``(sample, tokens told before, whether its finish
+        reason is new)``; from then on it counts as told."""
+        for s in run.samples:
+            before, reason = self.tokens.get(s.index, 0), self.reason(s)
+            ended = reason != self.reasons.get(s.index)
+            if len(s.token_ids) > before or ended:
+                self.tokens[s.index], self.reasons[s.index] = len(s.token_ids), reason
+                yield s, before, ended
+
+
 class SamplesFeed:
     """What the browser holds of one run; turns the growing Run into the next message."""
 
@@ -69,19 +91,18 @@ class SamplesFeed:
         self.key = key
         self.run = run  # the very Run: a stream's record grows in place
         self.request_id = run.request.get("request_id")
-        self.tokens = [0] * run.n  # tokens the browser has, per sample
-        self.finished: list[str | None] = [None] * run.n
+        self.n = run.n
+        self.told = Told(finish_text)  # what the browser has
         self.order: list[int] | None = None
         self.shared: list[int] | None = None
         self.status: str | None = None
 
     def matches(self, run: Run) -> bool:
-        return run is self.run and len(self.tokens) == run.n
+        return run is self.run and self.n == run.n
 
     def reset(self, run: Run, seq: int) -> dict:
         """Everything about the run, from the first token."""
-        self.tokens = [0] * run.n
-        self.finished = [None] * run.n
+        self.told = Told(finish_text)
         self.order = self.shared = self.status = None
         message = {"k": "r", "s": seq, "r": self.key, "id": self.request_id, "n": run.n,
                    "sd": [s.seed for s in run.samples]}
@@ -96,15 +117,11 @@ class SamplesFeed:
     def _changes(self, run: Run) -> dict:
         out: dict[str, Any] = {}
         grown, finished = [], []
-        for s in run.samples:
-            have = len(s.token_ids)
-            if have > self.tokens[s.index]:
-                grown.append(_entry(s, self.tokens[s.index]))
-                self.tokens[s.index] = have
-            reason = finish_text(s)
-            if reason != self.finished[s.index]:
-                finished.append([s.index, reason])
-                self.finished[s.index] = reason
+        for s, before, ended in self.told.news(run):
+            if len(s.token_ids) > before:
+                grown.append(_entry(s, before))
+            if ended:
+                finished.append([s.index, self.told.reasons[s.index]])
         if grown:
             out["u"] = grown
             order, shared = prefix_order([s.token_ids for s in run.samples])

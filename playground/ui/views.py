@@ -97,7 +97,8 @@ def _cache_note(run: Run, block_size: int | None) -> str:
     """Prefix-cache hits of children 1..n-1: only whole blocks of the prompt can be shared."""
     prompt = run.request.get("num_prompt_tokens", 0)
     if block_size and prompt < block_size:
-        return f"last run: prompt of {prompt} tokens is shorter than one {block_size}-token cache block"
+        return (f"last run: the children shared no prefill (its prompt of {prompt} tokens is shorter than "
+                f"one {block_size}-token cache block)")
     cached = [s.num_cached_tokens for s in run.samples[1:] if s.num_cached_tokens is not None]
     if not cached:
         return "last run: prefix-cache hits not reported per child in this mode"
