@@ -107,15 +107,14 @@ def test_common_prefix_and_identical_groups():
     assert A.identical_groups(make_run([[], []])) == [[0, 1]]
 
 
-def test_pairwise_frame_known_pairs():
-    frame = A.pairwise_frame(make_run([[1, 2, 3, 4], [1, 2, 3, 5], [1, 2, 3, 4], []]))
-    assert len(frame) == 6
-    pair = frame.set_index(["i", "j"])
-    assert pair.loc[(0, 1), "first_divergence"] == 3
-    assert pair.loc[(0, 1), "similarity"] == pytest.approx(0.75)  # 2*3 matches / 8 tokens
-    assert pd.isna(pair.loc[(0, 2), "first_divergence"]) and pair.loc[(0, 2), "similarity"] == 1.0
-    assert pair.loc[(0, 3), "first_divergence"] == 0 and pair.loc[(0, 3), "similarity"] == 0.0
-    assert A.pairwise_frame(make_run([[1, 2]])).empty  # n=1: no pairs
+def test_pairwise_first_divergence_and_similarity_known_pairs():
+    tokens = [[1, 2, 3, 4], [1, 2, 3, 5], [1, 2, 3, 4], []]
+    first, similar = A.first_divergences(tokens), A.similarity_matrix(tokens)
+    assert first[0, 1] == first[1, 0] == 3
+    assert similar[0, 1] == pytest.approx(0.75)  # 2*3 matches / 8 tokens
+    assert first[0, 2] == -1 and similar[0, 2] == 1.0  # identical
+    assert first[0, 3] == 0 and similar[0, 3] == 0.0
+    assert A.first_divergences([[1, 2]]).shape == (1, 1)  # n=1: no pairs
 
 
 def test_diff_samples_labels_each_token():
@@ -222,12 +221,13 @@ def test_tree_figure_traces_counts_and_truncated_labels():
     run = make_run([long, long[:20] + [5], [1]])
     fig = A.tree_figure(run)
     (icicle,) = fig.data
-    frame = A.tree_frame(run)
-    assert list(icicle.ids) == list(frame["key"]) and list(icicle.values) == list(frame["count"])
+    branches = list(A.divergence_tree(run).walk())
+    assert list(icicle.ids) == [b.key for b in branches] and list(icicle.values) == [b.count for b in branches]
     assert icicle.values[0] == 3 and icicle.branchvalues == "total"
     assert all(len(label) <= LABEL_WIDTH for label in icicle.labels)
     assert any("w139" in h for h in icicle.hovertext)  # the full text is in the hover
-    assert frame["leaf"].sum() == 3 and frame.loc[frame["leaf"], "count"].sum() == 3
+    leaves = [b for b in branches if not b.children]
+    assert len(leaves) == 3 and sum(b.count for b in leaves) == 3
     assert icicle.marker.colorscale is None  # no logprobs: no probability colours
     assert fig.layout.height
 
@@ -404,7 +404,7 @@ EDGE_RUNS = {
     "cumulative": make_run([[1, 2], [1, 3]], kind="CUMULATIVE"),
 }
 
-FRAMES = [A.pairwise_frame, A.tree_frame, A.uncertainty_frame, A.agreement_frame, A.timing_frame, A.itl_frame,
+FRAMES = [A.uncertainty_frame, A.agreement_frame, A.timing_frame, A.itl_frame,
           A.event_outputs_frame, A.run_row]
 FIGURES = [A.pairwise_heatmap, A.tree_figure, A.uncertainty_figure, A.agreement_figure, A.tokens_over_time_figure,
            A.itl_figure, A.ttft_figure, A.events_figure]
@@ -434,7 +434,7 @@ def test_split_multibyte_pieces_stay_visible_tokens():
     assert [label for _, label in pairs] == ["equal", "equal", "equal", "replace"]
     shared = A.divergence_tree(run).children[0]
     assert shared.token_ids == [1, 7, 8] and shared.text == "Theé"
-    assert A.PARTIAL in A.tree_frame(run).loc[1, "text"]
+    assert A.PARTIAL in A.tree_figure(run).data[0].hovertext[1]  # each token shown, a split one too
     assert A.agreement_frame(run).loc[1, "top_token"] == A.PARTIAL
 
 
@@ -442,5 +442,5 @@ def test_analysis_survives_the_json_bundle():
     logprobs = {0: [lp(1, {1: 0.9, 2: 0.1}), lp(2, {2: 0.6, 3: 0.3})]}
     run = make_run([[1, 2], [1, 3]], logprobs=logprobs)
     again = Run.from_json(run.to_json())
-    pd.testing.assert_frame_equal(A.tree_frame(again), A.tree_frame(run))
+    assert A.tree_figure(again).to_json() == A.tree_figure(run).to_json()
     pd.testing.assert_frame_equal(A.uncertainty_frame(again), A.uncertainty_frame(run))

@@ -3,7 +3,8 @@ bundle must round-trip unchanged, and every analysis must agree with it."""
 
 from __future__ import annotations
 
-import pandas as pd
+import itertools
+
 import plotly.graph_objects as go
 import pytest
 
@@ -72,15 +73,16 @@ def test_a_bundle_round_trips_through_json_unchanged(real_run):
 
 def test_diff_and_tree_agree_with_the_token_ids(real_run):
     samples = real_run.samples
-    pairs = A.pairwise_frame(real_run)
-    assert len(pairs) == N * (N - 1) // 2
+    tokens = [s.token_ids for s in samples]
+    first, similar = A.first_divergences(tokens), A.similarity_matrix(tokens)
     prefix = A.common_prefix(real_run)
-    for row in pairs.itertuples():
-        a, b = samples[row.i].token_ids, samples[row.j].token_ids
-        if pd.isna(row.first_divergence):
-            assert a == b and row.similarity == 1.0
+    for i, j in itertools.combinations(range(N), 2):
+        a, b = tokens[i], tokens[j]
+        if first[i, j] < 0:
+            assert a == b and similar[i, j] == 1.0
         else:
-            assert row.first_divergence >= prefix and a[:row.first_divergence] == b[:row.first_divergence]
+            k = int(first[i, j])
+            assert k >= prefix and a[:k] == b[:k] and (k == min(len(a), len(b)) or a[k] != b[k])
     for s in samples:
         diff = A.diff_samples(real_run.samples[0], s)
         assert len(diff) == len(s.token_ids)

@@ -285,8 +285,8 @@ def test_headline_and_everything_for_json():
     # Two blocks of identical texts with no word in common: W is block-diagonal with blocks of ones,
     # D^-1/2 W D^-1/2 has eigenvalues 1, 1, 0...: EigV 2.
     assert how_many.headline() == "settled after 7 of 8 · pass@1 0.75 · pass@8 1.00 · EigV 2.00"
-    assert A.how_many_headline(make_run(TEXTS), "last-number") == "settled after 7 of 8 · EigV 2.00"
-    assert A.how_many_headline(make_run(["a", "b"])) == "not settled within 2 · EigV 2.00"
+    assert A.how_many_samples(make_run(TEXTS), "last-number").headline() == "settled after 7 of 8 · EigV 2.00"
+    assert A.how_many_samples(make_run(["a", "b"])).headline() == "not settled within 2 · EigV 2.00"
     d = how_many.to_dict()
     for name in ["agreement_at_k", "pass_at_k", "maj_at_k", "settled_at", "eigv_jaccard", "degmat_jaccard",
                  "sequence_logprob", "mean_nll", "perplexity", "sequence_entropy"]:

@@ -205,6 +205,24 @@ def test_sweep_tab_draws_a_saved_sweep_and_refuses_a_bad_one(tmp_path):
     assert [r.top_p for r in sweep.requests()] == [0.5, 0.9] and sweep.base.output_kind == "DELTA"
 
 
+def test_compare_tab_starts_with_a_branch_and_its_parent_else_the_run_before_and_keeps_a_choice():
+    from playground.ui.compare_tab import refresh
+
+    first, parent, other = (make_run([[1, 2]], rid) for rid in ("run-1", "run-p", "run-o"))
+    branch = make_run([[3]], "run-b")
+    branch.request["branch"] = {"run": "run-p", "sample": 0, "position": 1, "forced_token_id": None}
+    history = [first, parent, other, branch]
+    values = lambda a, b: (a.get("value"), b.get("value"))  # noqa: E731
+    assert values(*refresh(history, [], None, branch)) == ("history:run-p", "history:run-b")
+    assert values(*refresh(history, [], None, other)) == ("history:run-b", "history:run-o")  # the newest other
+    assert values(*refresh(history[:3], [], None, other)) == ("history:run-p", "history:run-o")
+    kept = refresh(history, [], None, branch, "history:run-1", "history:run-b")  # a choice with the run on screen
+    assert values(*kept) == (None, None) and len(kept[0]["choices"]) == 4
+    assert values(*refresh(history, [], None, branch, "history:run-1", "history:run-o")) == (
+        "history:run-p", "history:run-b")  # a new run on screen: its pair again
+    assert values(*refresh([first], [], None, first)) == (None, None)  # one run: nothing to pair
+
+
 def test_compare_tab_takes_an_opened_file_and_compares_two_runs(tmp_path):
     from playground.ui import compare_tab
     from playground.ui.history_tab import read_upload

@@ -29,7 +29,6 @@ from playground.analysis.branching import (
     branch_label,
     branch_prefix,
     graft,
-    is_branch_of,
     what_if_table,
 )
 from playground.analysis.comparison import (
@@ -64,7 +63,6 @@ from playground.analysis.convergence import (
     agreement_at_k,
     convergence_figure,
     convergence_of,
-    how_many_headline,
     how_many_samples,
     maj_at_k,
     pass_at_k,
@@ -81,8 +79,8 @@ from playground.analysis.diff import (
     diff_rows,
     diff_samples,
     first_divergence,
+    first_divergences,
     identical_groups,
-    pairwise_frame,
     pairwise_heatmap,
     similarity,
     similarity_matrix,
@@ -150,7 +148,7 @@ from playground.analysis.timing import (
     tokens_over_time_figure,
     ttft_figure,
 )
-from playground.analysis.tree import Branch, divergence_tree, prefix_order, tree_figure, tree_frame
+from playground.analysis.tree import Branch, divergence_tree, prefix_order, tree_figure
 from playground.analysis.uncertainty import (
     agreement_figure,
     agreement_frame,
@@ -227,14 +225,13 @@ __all__ = [
     "event_outputs_frame",
     "events_figure",
     "first_divergence",
+    "first_divergences",
     "graft",
     "grid_html",
     "group_answers",
     "groups_frame",
-    "how_many_headline",
     "how_many_samples",
     "identical_groups",
-    "is_branch_of",
     "itl_figure",
     "itl_frame",
     "jaccard_matrix",
@@ -246,7 +243,6 @@ __all__ = [
     "ngram_kernel",
     "other_requests",
     "pair_frame",
-    "pairwise_frame",
     "pairwise_heatmap",
     "pairwise_similarities",
     "parse_extractor",
@@ -283,7 +279,6 @@ __all__ = [
     "timing_frame",
     "tokens_over_time_figure",
     "tree_figure",
-    "tree_frame",
     "truncate",
     "ttft_figure",
     "uncertainty_figure",

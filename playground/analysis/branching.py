@@ -91,10 +91,6 @@ def branch_label(run: Run) -> str | None:
     return f"{where} of {branch['run']}"
 
 
-def is_branch_of(run: Run, parent: Run) -> bool:
-    return (run.request.get("branch") or {}).get("run") == parent.request.get("request_id")
-
-
 def what_if_table(branches: list[tuple[Alternative, Run]], extractor: Extractor | str | None = None) -> pd.DataFrame:
     """Per alternative (one branch run each): its probability at the point, and what its samples
     say: the majority answer and its vote share (read by ``extractor``), and distinct-2."""

@@ -278,10 +278,6 @@ def how_many_samples(run: Run, extractor: Extractor | str | None = None, referen
     return HowMany(convergence_of(run, extractor, reference, draws=draws, seed=seed), confidence_of(run))
 
 
-def how_many_headline(run: Run, extractor: Extractor | str | None = None, reference: str | None = None) -> str:
-    return how_many_samples(run, extractor, reference).headline()
-
-
 # ---- computing the curves -----------------------------------------------------------------------
 
 def _curves(answers: Sequence[str | None], reference: str | None, draws: int, seed: int,

@@ -12,7 +12,6 @@ from difflib import SequenceMatcher
 from itertools import takewhile
 
 import numpy as np
-import pandas as pd
 import plotly.graph_objects as go
 from rapidfuzz import process
 from rapidfuzz.distance import Indel
@@ -83,18 +82,6 @@ def identical_groups(run: Run) -> list[list[int]]:
 def identical_label(groups: list[list[int]]) -> str:
     """identical_groups as tables show them, like '0=2; 1=3' (run_row and sweep_table write it alike)."""
     return "; ".join("=".join(map(str, g)) for g in groups)
-
-
-def pairwise_frame(run: Run) -> pd.DataFrame:
-    """One row per pair i < j: first divergence (None when identical) and similarity."""
-    tokens = [s.token_ids for s in run.samples]
-    indices = [s.index for s in run.samples]
-    similar, first = similarity_matrix(tokens), first_divergences(tokens)
-    upper = np.triu_indices(len(tokens), k=1)
-    frame = pd.DataFrame({"i": [indices[a] for a in upper[0]], "j": [indices[b] for b in upper[1]],
-                          "first_divergence": [None if first[a, b] < 0 else int(first[a, b]) for a, b in zip(*upper)],
-                          "similarity": similar[upper]}, columns=["i", "j", "first_divergence", "similarity"])
-    return frame.astype({"first_divergence": "Int64"})
 
 
 def diff_samples(ref: Sample, sample: Sample, deleted: bool = False) -> list[tuple[str, str]]:

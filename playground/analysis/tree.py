@@ -11,7 +11,6 @@ import dataclasses
 import math
 from dataclasses import dataclass, field
 
-import pandas as pd
 import plotly.graph_objects as go
 
 from playground.analysis.display import for_hover, height_for, joined, pieces, truncate, visible
@@ -139,21 +138,6 @@ def _branch_point(run: Run, group: list[int], pos: int) -> tuple[float | None, l
                             for tid, value, text in lp.top]
             return math.exp(lp.logprob), alternatives
     return None, []
-
-
-def tree_frame(run: Run) -> pd.DataFrame:
-    """The tree as a table, parents before children: one row per branch."""
-    rows = []
-    for b in divergence_tree(run).walk():
-        rows.append({
-            "key": b.key, "parent": b.parent, "start": b.start, "tokens": len(b.token_ids),
-            "text": joined(b.texts) if b.texts else "", "count": b.count, "samples": b.samples,
-            "end": b.end, "leaf": not b.children, "prob": b.prob,
-            "alternatives": ", ".join(f"{t} {p:.2f}" for t, p in b.alternatives),
-        })
-    columns = ["key", "parent", "start", "tokens", "text", "count", "samples", "end", "leaf", "prob",
-               "alternatives"]
-    return pd.DataFrame(rows, columns=columns)
 
 
 def tree_figure(run: Run, maxdepth: int = 8, fold_below: int | None = -1) -> go.Figure:

@@ -25,7 +25,9 @@ from playground.ui.answer_controls import optional_controls, with_chosen_answers
 
 INTRO = ("Pick two runs of this session (History, files opened in the History tab, the last sweep). With the "
          "same base seed, sample i has the same seed in both runs, so where they first part is what the "
-         "difference between the runs changed. Press *Update the lists* after new runs.")
+         "difference between the runs changed. The lists are brought up to date as the tab opens (or with "
+         "*Update the lists*): A and B start as the run on screen's parent and the run, when it is a branch, "
+         "else as the newest other run and the run.")
 MAX_UPLOADED = 50  # runs kept per session from uploads; the oldest go first
 PAIR_COLUMNS = ["sample", "seed_a", "seed_b", "tokens_a", "tokens_b", "verdict", "token_a", "token_b", "similarity"]
 
@@ -73,6 +75,7 @@ def comparison(a: Run, b: Run, measures: analysis.Measures | None = None) -> tup
 
 @dataclass
 class CompareTab:
+    panel: gr.Tab
     a: gr.Dropdown
     b: gr.Dropdown
     refresh_btn: gr.Button
@@ -93,7 +96,7 @@ class CompareTab:
 def declare(export_dir, measures: analysis.Measures | None = None) -> CompareTab:
     """The tab, declared in the current ``gr.Tabs`` (``export_dir``: where the page writes its
     downloads; ``measures``: extra per-run measures, e.g. the set measures)."""
-    with gr.Tab("Compare", id="compare", elem_id="tab-compare"):
+    with gr.Tab("Compare", id="compare", elem_id="tab-compare") as panel:
         gr.Markdown(INTRO)
         with gr.Row():
             a = gr.Dropdown(choices=[], label="Run A", elem_id="compare-a")
@@ -114,14 +117,15 @@ def declare(export_dir, measures: analysis.Measures | None = None) -> CompareTab
         columns = gr.HTML(elem_id="compare-columns")
         report = gr.DownloadButton("Comparison report (HTML)", value=None, elem_id="compare-report")
         uploads = gr.State([])
-    return CompareTab(a, b, refresh_btn, compare_btn, answer, pattern, headline, changed, side_by_side, pairs,
+    return CompareTab(panel, a, b, refresh_btn, compare_btn, answer, pattern, headline, changed, side_by_side, pairs,
                       columns, report, uploads, Path(export_dir), measures)
 
 
 def connect(tab: CompareTab, history: gr.State, sweep_runs: gr.State, current: gr.State) -> None:
     """Hook up the events: the sources are the page's History state and the Sweep tab's runs."""
     sources = [history, tab.uploads, sweep_runs]
-    tab.refresh_btn.click(refresh, [*sources, current], [tab.a, tab.b], api_visibility="private")
+    gr.on([tab.panel.select, tab.refresh_btn.click], refresh, [*sources, current, tab.a, tab.b], [tab.a, tab.b],
+          api_visibility="private")
     tab.compare_btn.click(partial(compare, tab), [tab.a, tab.b, *sources, tab.answer, tab.pattern],
                           [tab.headline, tab.pairs, tab.changed, tab.side_by_side, tab.columns, tab.report],
                           api_visibility="private")
@@ -141,16 +145,22 @@ def add(tab: CompareTab, runs: list[Run], history, uploads, sweep_runs) -> dict:
             tab.b: gr.update(choices=choices, value=b)}
 
 
-def refresh(history, uploads, sweep_runs, current: Run | None = None):
-    """The lists, up to date; when the run on screen is a branch of a run they hold, A is that
-    parent and B the branch."""
+def refresh(history, uploads, sweep_runs, current: Run | None = None, a_key=None, b_key=None):
+    """The lists, up to date. A and B chosen before stay while the run on screen is one of them;
+    else, when the run on screen is a branch of a run they hold, A is that parent and B the branch;
+    else A is the newest other run and B the run on screen."""
     runs = pool(history, uploads, sweep_runs)
     choices = [(text, key) for key, (text, _) in runs.items()]
-    parent = (current.request.get("branch") or {}).get("run") if current is not None else None
     keys = {run.request.get("request_id"): key for key, (_, run) in runs.items()}
-    if parent in keys and current.request.get("request_id") in keys:
-        return (gr.update(choices=choices, value=keys[parent]),
-                gr.update(choices=choices, value=keys[current.request["request_id"]]))
+    shown_key = keys.get(current.request.get("request_id")) if current is not None else None
+    if a_key in runs and b_key in runs and shown_key in (a_key, b_key, None):
+        return gr.update(choices=choices), gr.update(choices=choices)
+    parent = (current.request.get("branch") or {}).get("run") if current is not None else None
+    if shown_key is not None and parent in keys:
+        return gr.update(choices=choices, value=keys[parent]), gr.update(choices=choices, value=shown_key)
+    others = [key for key in runs if key != shown_key]
+    if shown_key is not None and others:
+        return gr.update(choices=choices, value=others[-1]), gr.update(choices=choices, value=shown_key)
     return gr.update(choices=choices), gr.update(choices=choices)
 
 

@@ -29,6 +29,11 @@ class ReproTab:
 def declare() -> ReproTab:
     """The tab, declared in the current ``gr.Tabs``."""
     with gr.Tab("Reproducibility", id="repro"):
+        gr.Markdown("Is a seeded sample reproducible? **Replay** runs sample i alone, with its own seed (seed + i) "
+                    "and n = 1; **Compare** runs the whole request again through the wrapper and through vLLM's "
+                    "native n. Each says, from the token ids, *identical* or where the first token differs, and "
+                    "when they differ, which condition did: on a CPU the batch a sample shares changes its "
+                    "arithmetic, so a sample alone may part from the same sample among n.")
         with gr.Row():
             index = gr.Number(value=0, precision=0, label="Sample i", minimum=0, elem_id="replay-index")
             replay_btn = gr.Button("Replay sample i alone (seed+i, n=1)", elem_id="replay")

@@ -6,26 +6,7 @@ import html
 import time
 
 from playground.analysis import branch_label, other_requests
-from playground.run import Run, Sample
-
-
-def column_header(sample: Sample, run: Run) -> str:
-    """Index, seed, tokens so far, time to first token, tokens per second, finish reason."""
-    parts = [f"**#{sample.index}**", f"seed {sample.seed}" if sample.seed is not None else "unseeded",
-             f"{len(sample.token_ids)} tok"]
-    if sample.ttft is not None:
-        parts.append(f"TTFT {sample.ttft:.2f} s")
-        last = sample.token_times[-1]
-        if len(sample.token_times) > 1 and last > sample.ttft:
-            parts.append(f"{(len(sample.token_times) - 1) / (last - sample.ttft):.1f} tok/s")
-    if sample.finish_reason:
-        reason = sample.finish_reason
-        if sample.stop_reason is not None and reason == "stop":
-            reason += f" ({sample.stop_reason!r})"
-        parts.append(f"■ {reason}")
-    elif run.status == "aborted":
-        parts.append("■ stopped")
-    return " · ".join(parts)
+from playground.run import Run
 
 
 def run_summary(run: Run) -> str:
