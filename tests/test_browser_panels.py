@@ -173,7 +173,8 @@ def test_a_token_clicked_in_the_diff_branches_the_run_with_the_token_chosen_ther
     token; a click on sample 1's fourth token in the Diff view opens the Branch tab
     at that point with the tokens the model saw there; forcing one of them streams a new run whose
     summary names the point, the token and the parent run, and the samples area shows it; the
-    Compare tab then opens with the parent as A and the branch as B."""
+    Branch tab keeps its point in the parent, and the Compare tab opens with the parent as A and
+    the branch as B."""
     page = open_page(browser, app_url)
     try:
         fill_form(page, "Once upon a time, in a village at the edge of the sea,", n=3, seed=7, max_tokens=10,
@@ -199,6 +200,9 @@ def test_a_token_clicked_in_the_diff_branches_the_run_with_the_token_chosen_ther
         branch = page.locator("#run-summary code").first.inner_text()
         assert parent != branch
         assert len(columns(page, 3)) == 3 and all(columns(page, 3))
+        page.get_by_role("tab", name="Diff").click()
+        page.get_by_role("tab", name="Branch").click()  # the point stays in the parent: a second branch starts there
+        page.locator("#branch-context").get_by_text(f"at token 3 of {parent}").wait_for(timeout=30_000)
         page.get_by_role("tab", name="Compare").click()  # opens with the parent as A and the branch as B
         page.wait_for_function("([a, b]) => document.querySelector('#compare-a input')?.value.includes(a) && "
                                "document.querySelector('#compare-b input')?.value.includes(b)", arg=[parent, branch],

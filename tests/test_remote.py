@@ -282,6 +282,32 @@ def test_a_client_side_abort_ends_each_view_as_asyncllm_does():
             assert outputs == {0: (" a c", [1, 3], "abort"), 1: (" b", [2], "length"), 2: ("", [], "abort")}
 
 
+def test_a_branch_goes_to_the_server_as_token_ids_and_continues_a_greedy_sample(remote):
+    """Branching on the remote path: the rendered prompt's ids and a sample's first k tokens go to
+    the server as one token-id prompt; at temperature 0 the branch continues with the sample's own
+    token k, and the record keeps the prompt and the prefix apart, as on the embedded engine."""
+    from playground import analysis as A
+
+    greedy = run_request(remote, n=1, temperature=0, max_tokens=8, ignore_eos=True)
+    tokens = greedy.samples[0].token_ids
+    for k in (0, 5):
+        branch = run_request(remote, n=1, temperature=0, max_tokens=2,
+                             prefix_token_ids=A.branch_prefix(greedy, 0, k) or None)
+        assert branch.request["prompt_token_ids"] == greedy.request["prompt_token_ids"]
+        assert branch.request["prefix_token_ids"] == (tokens[:k] or None)
+        assert branch.samples[0].token_ids == tokens[k:k + 2]  # only the new tokens, the sample's own
+    forced = run_request(remote, n=3, seed=9, max_tokens=2, prefix_token_ids=[*tokens[:5], tokens[5] + 1])
+    assert forced.request["prefix_token_ids"][-1] == tokens[5] + 1
+    assert [s.seed for s in forced.samples] == [9, 10, 11] and all(len(s.token_ids) == 2 for s in forced.samples)
+
+
+def test_a_token_id_the_server_does_not_know_gives_its_message_and_the_next_request_works(remote):
+    with pytest.raises(RemoteError) as error:  # the remote backend does not know the vocabulary: the server says
+        run_request(remote, n=2, seed=1, max_tokens=4, prefix_token_ids=[1, 10**8])
+    assert remote.base_url in str(error.value) and "100000000" in str(error.value), str(error.value)
+    assert run_request(remote, n=2, seed=1, max_tokens=4).status == "finished"
+
+
 def test_logprobs_above_the_servers_limit_give_its_message(remote_server):
     generous = connect(remote_server.url, max_n=8, max_logprobs=50)  # let the server judge
     with pytest.raises(RemoteError) as error:

@@ -10,6 +10,10 @@ with its branch point named. "What if" runs one branch of n samples for each of 
 at the point, side by side: each token's probability there and what its samples say (majority
 answer and vote share with the Set tab's extractor, distinct-2), and one divergence tree with
 each branch under its token.
+
+The point belongs to a run: the tab keeps it (``BranchTab.source``), so a second branch from the
+same point, after the first has become the run on screen, still starts from the first run. A new
+point (a click, i or k typed) or a run on screen that is not a branch of it moves the tab there.
 """
 
 from __future__ import annotations
@@ -80,6 +84,7 @@ class BranchTab:
     note: gr.Markdown
     table: gr.Dataframe
     tree: gr.Plot
+    source: gr.State  # the run the point is read from
 
 
 def declare(pick: gr.Textbox) -> BranchTab:
@@ -106,33 +111,35 @@ def declare(pick: gr.Textbox) -> BranchTab:
         note = gr.Markdown(elem_id="branch-note")
         table = gr.Dataframe(interactive=False, visible=False, elem_id="what-if-table")
         tree = gr.Plot(label="The branches, each under its token", visible=False, elem_id="what-if-tree")
+        source = gr.State(None)
     return BranchTab(panel, pick, sample, position, context, choice, token_id, n, branch_btn, k, what_if_btn, note,
-                     table, tree)
+                     table, tree, source)
 
 
 def connect(tab: BranchTab, page: Page, run_event_outputs: list, stream, set_tab) -> gr.events.Dependency:
     """Hook up the events; ``stream`` is the page's run handler (a branch streams like any run),
     ``run_event_outputs`` what it writes. Returns the branch's run event (Stop cancels it)."""
-    place = [tab.context, tab.choice, tab.token_id]
+    place = [tab.context, tab.choice, tab.token_id, tab.source]
     tab.pick.change(partial(picked, tab, page), [page.current, tab.pick],
                     [tab.sample, tab.position, *place, page.tabs, page.selected], api_visibility="private")
-    # The point's tokens show as the tab opens (the run on screen may be new) and as i or k change.
+    # The point's tokens show as the tab opens and as i or k change (see ``placed`` for which run).
     gr.on([tab.panel.select, tab.sample.input, tab.position.input], partial(placed, tab),
-          [page.current, tab.sample, tab.position], place, api_visibility="private")
+          [page.current, tab.source, tab.sample, tab.position], place, api_visibility="private")
 
     def on_sample(run: Run | None, evt: gr.SelectData) -> dict:  # Gradio reads evt's type here
         return sample_picked(tab, run, evt)
 
     page.samples.html.select(on_sample, [page.current], [tab.sample, tab.position, *place], api_visibility="private")
     started = tab.branch_btn.click(partial(begin, tab, page),
-                                   [page.live, page.current, tab.sample, tab.position, tab.choice, tab.token_id,
-                                    tab.n], [page.live, page.summary, tab.note], queue=False, show_progress="hidden",
-                                   api_visibility="private")
+                                   [page.live, tab.source, page.current, tab.sample, tab.position, tab.choice,
+                                    tab.token_id, tab.n], [page.live, page.summary, tab.note], queue=False,
+                                   show_progress="hidden", api_visibility="private")
     event = started.success(stream, [page.live, *page.inputs()], run_event_outputs, inputs_kwargs=page.controls(),
                             concurrency_id="sampling", show_progress_on=[page.summary], api_visibility="private")
     tab.what_if_btn.click(partial(what_if, tab, page),
-                          [page.current, page.history, tab.sample, tab.position, tab.k, tab.n, set_tab.extractor,
-                           set_tab.pattern], [tab.note, tab.table, tab.tree, page.history, page.history_pick],
+                          [tab.source, page.current, page.history, tab.sample, tab.position, tab.k, tab.n,
+                           set_tab.extractor, set_tab.pattern],
+                          [tab.note, tab.table, tab.tree, page.history, page.history_pick],
                           concurrency_id="sampling", api_visibility="private")
     return event
 
@@ -148,17 +155,17 @@ def point_view(tab: BranchTab, run: Run | None, sample, position) -> dict:
         analysis.branch_prefix(run, i, k)
     except (TypeError, ValueError) as e:
         return {tab.context: f"⚠️ {e}" if run is not None else "Run something first, or open a saved run.",
-                tab.choice: gr.update(choices=[MODEL_CHOOSES], value=MODEL_CHOOSES)}
+                tab.choice: gr.update(choices=[MODEL_CHOOSES], value=MODEL_CHOOSES), tab.source: run}
     s = run.samples[i]
     before = "".join(analysis.pieces(s)[max(0, k - CONTEXT_TOKENS):k])
     here = analysis.pieces(s)[k] if k < len(s.token_ids) else "⏹ (the sample ended here)"
     options = [(f"{analysis.visible(a.text, False)}  p={a.probability:.3f}" if a.probability is not None
                 else analysis.visible(a.text, False), str(a.token_id)) for a in analysis.alternatives(run, i, k)]
     known = "" if options else " No logprobs were recorded there: type a token id, or let the model choose."
-    context = (f"Sample **#{i}** (seed {s.seed}) at token **{k}**: …`{analysis.visible(before, False)}` ▸ "
-               f"`{analysis.visible(here, False)}` (what it sampled).{known}")
+    context = (f"Sample **#{i}** (seed {s.seed}) at token **{k}** of `{run.request.get('request_id')}`: "
+               f"…`{analysis.visible(before, False)}` ▸ `{analysis.visible(here, False)}` (what it sampled).{known}")
     return {tab.context: context, tab.choice: gr.update(choices=[MODEL_CHOOSES, *options], value=MODEL_CHOOSES),
-            tab.token_id: ""}
+            tab.token_id: "", tab.source: run}
 
 
 def picked(tab: BranchTab, page: Page, run: Run | None, text: str | None) -> dict:
@@ -171,8 +178,12 @@ def picked(tab: BranchTab, page: Page, run: Run | None, text: str | None) -> dic
             page.tabs: gr.update(selected="branch"), page.selected: "Branch"}
 
 
-def placed(tab: BranchTab, run: Run | None, sample, position) -> dict:
-    return point_view(tab, run, sample, position)
+def placed(tab: BranchTab, current: Run | None, source: Run | None, sample, position) -> dict:
+    """The tab opened, or i or k typed: the point in the tab's run while the run on screen is that
+    run or a branch of it (a second branch from the same point), else in the run on screen."""
+    keep = source is not None and current is not None and source.request.get("request_id") in (
+        current.request.get("request_id"), (current.request.get("branch") or {}).get("run"))
+    return point_view(tab, source if keep else current, sample, position)
 
 
 def sample_picked(tab: BranchTab, run: Run | None, evt: gr.SelectData) -> dict:
@@ -212,9 +223,11 @@ def forced_token(run: Run, sample, position, choice: str | None, token_id: str |
     return chosen, texts.get(chosen)
 
 
-def begin(tab: BranchTab, page: Page, live_run: LiveRun | None, run: Run | None, sample, position, choice,
-          token_id, n) -> dict:
-    """The branch, checked, becomes this session's LiveRun; the run handler streams it."""
+def begin(tab: BranchTab, page: Page, live_run: LiveRun | None, source: Run | None, current: Run | None, sample,
+          position, choice, token_id, n) -> dict:
+    """The branch, checked, becomes this session's LiveRun; the run handler streams it. It starts
+    from the tab's run (the run on screen, until the tab has one)."""
+    run = source if source is not None else current
     if live_run is not None and live_run.going:
         raise gr.Error(BUSY)
     if run is None:
@@ -230,10 +243,11 @@ def begin(tab: BranchTab, page: Page, live_run: LiveRun | None, run: Run | None,
 
 # --- what if ------------------------------------------------------------------------------------
 
-async def what_if(tab: BranchTab, page: Page, run: Run | None, history: list | None, sample, position, k, n,
-                  answer=None, pattern=None):
+async def what_if(tab: BranchTab, page: Page, source: Run | None, current: Run | None, history: list | None, sample,
+                  position, k, n, answer=None, pattern=None):
     """One branch per top-k token at the point, all at once (the engine batches them), then the
     table and the grafted tree; every branch joins the session's history."""
+    run = source if source is not None else current
     if run is None:
         raise gr.Error("Run something first, or open a saved run: a branch starts from a run on screen.")
     options = analysis.alternatives(run, int(sample), int(position), int(k))
