@@ -15,6 +15,7 @@ import logging
 import threading
 import time
 from collections.abc import AsyncIterator, Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -271,7 +272,7 @@ class EngineHost:
         """
         old, self.engine = self.engine, None
         if old is not None:
-            old.shutdown()
+            _shut_down(old)
         engine = self._factory()
         self.run(warm_up(engine))
         self.engine = engine
@@ -326,10 +327,18 @@ class EngineHost:
     def shutdown(self) -> None:
         if self.engine is not None:
             engine, self.engine = self.engine, None
-            self.run(_call_sync(engine.shutdown))
+            self.run(_call_sync(partial(_shut_down, engine)))
         self.loop.call_soon_threadsafe(self.loop.stop)
         self._thread.join(timeout=10)
 
 
 async def _call_sync(fn):
     fn()
+
+
+def _shut_down(engine) -> None:
+    """Shut an AsyncLLM down once. Its ``__del__`` shuts it down again whenever it is collected,
+    which for an engine still referenced at exit is during interpreter teardown, when the
+    functions it calls are gone (a TypeError printed at every exit); once done, that is a no-op."""
+    engine.shutdown()
+    engine.shutdown = lambda *args, **kwargs: None
