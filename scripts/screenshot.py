@@ -7,7 +7,8 @@
     .venv/bin/python scripts/screenshot.py [--chromium /usr/bin/chromium] [--only screenshot convergence branch]
 
 One engine for the three (about 3 minutes on a 2-core CPU). Every run is seeded, so the pictures
-come out the same on the same machine.
+come out the same on the same machine, but for the branches of "what if": a branch draws seeds of
+its own, so that picture (and the README's words on it) changes with each shot.
 """
 
 from __future__ import annotations
