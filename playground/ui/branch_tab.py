@@ -109,7 +109,9 @@ def declare(pick: gr.Textbox) -> BranchTab:
                           elem_id="what-if-k")
             what_if_btn = gr.Button("What if", elem_id="what-if-run")
         note = gr.Markdown(elem_id="branch-note")
-        table = gr.Dataframe(interactive=False, visible=False, elem_id="what-if-table")
+        # Columns as analysis.WHAT_IF_COLUMNS: the majority answer takes the room it needs.
+        table = gr.Dataframe(interactive=False, visible=False, wrap=True, elem_id="what-if-table",
+                             column_widths=["8%", "9%", "10%", "8%", "34%", "10%", "9%", "12%"])
         tree = gr.Plot(label="The branches, each under its token", visible=False, elem_id="what-if-tree")
         source = gr.State(None)
     return BranchTab(panel, pick, sample, position, context, choice, token_id, n, branch_btn, k, what_if_btn, note,
