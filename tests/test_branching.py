@@ -33,6 +33,7 @@ def test_a_greedy_branch_continues_with_the_samples_own_next_token(backend, gree
         assert branch.request["prompt_token_ids"] == greedy.request["prompt_token_ids"]
         assert branch.request["prefix_token_ids"] == (tokens[:k] or None)
         assert A.branch_label(branch) == f"branched from #0 at token {k} of {greedy.request['request_id']}"
+        assert A.branched_from(branch) == greedy.request["request_id"] and A.branched_from(greedy) is None
 
 
 def test_a_forced_alternative_is_the_branchs_first_context_token(backend, greedy):

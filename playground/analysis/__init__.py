@@ -28,6 +28,7 @@ from playground.analysis.branching import (
     alternatives,
     branch_label,
     branch_prefix,
+    branched_from,
     graft,
     what_if_table,
 )
@@ -200,6 +201,7 @@ __all__ = [
     "answer_groups_figure",
     "branch_label",
     "branch_prefix",
+    "branched_from",
     "child_timeline_figure",
     "cluster_by_similarity",
     "common_prefix",

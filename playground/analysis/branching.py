@@ -78,6 +78,11 @@ def alternatives(run: Run, sample: int, position: int, k: int = MAX_ALTERNATIVES
             for token_id, logprob, text in at.top[:k]]
 
 
+def branched_from(run: Run | None) -> str | None:
+    """The request id of the run ``run`` was branched from (None: no run, or no branch)."""
+    return (run.request.get("branch") or {}).get("run") if run is not None else None
+
+
 def branch_label(run: Run) -> str | None:
     """Where a branched run came from, for people: "branched from #3 at token 7, forced ' Paris'"
     (None for a run that is no branch)."""

@@ -12,7 +12,6 @@
 - ``INTERRUPTED`` (130): stopped by Ctrl-C (128 + SIGINT, as a shell reports it).
 """
 
-
 from __future__ import annotations
 
 import functools

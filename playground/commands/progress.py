@@ -11,6 +11,7 @@ import sys
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from playground import analysis
 from playground.commands import exits
@@ -18,6 +19,9 @@ from playground.commands.cli import write_atomically
 from playground.errors import EngineUnavailable, InvalidRequest
 from playground.request import SampleRequest
 from playground.run import Run
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 
 @dataclass
@@ -73,7 +77,7 @@ def write_bundles(out: Path | None, bundles: Iterable[str]) -> None:
         sys.stdout.flush()
 
 
-def print_summary(table: Callable[[], object], out: Path | None) -> int | None:
+def print_summary(table: Callable[[], pd.DataFrame], out: Path | None) -> int | None:
     """Print the runs' summary table (``table()``, a DataFrame) to stdout when the bundles went to
     ``out``, else to stderr (beside bundles on stdout it would break the JSONL). A typed pattern
     that took too long is said as an error and gives the usage status (the bundles are written

@@ -184,7 +184,7 @@ def placed(tab: BranchTab, current: Run | None, source: Run | None, sample, posi
     """The tab opened, or i or k typed: the point in the tab's run while the run on screen is that
     run or a branch of it (a second branch from the same point), else in the run on screen."""
     keep = source is not None and current is not None and source.request.get("request_id") in (
-        current.request.get("request_id"), (current.request.get("branch") or {}).get("run"))
+        current.request.get("request_id"), analysis.branched_from(current))
     return point_view(tab, source if keep else current, sample, position)
 
 

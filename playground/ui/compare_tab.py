@@ -155,7 +155,7 @@ def refresh(history, uploads, sweep_runs, current: Run | None = None, a_key=None
     shown_key = keys.get(current.request.get("request_id")) if current is not None else None
     if a_key in runs and b_key in runs and shown_key in (a_key, b_key, None):
         return gr.update(choices=choices), gr.update(choices=choices)
-    parent = (current.request.get("branch") or {}).get("run") if current is not None else None
+    parent = analysis.branched_from(current)
     if shown_key is not None and parent in keys:
         return gr.update(choices=choices, value=keys[parent]), gr.update(choices=choices, value=shown_key)
     others = [key for key in runs if key != shown_key]
