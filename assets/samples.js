@@ -5,8 +5,9 @@
 const root = element.querySelector('.sa') || element;
 const PARTIAL = '\u27e8\u2026\u27e9';
 const MARKS = {' ': '\u00b7', '\t': '\u2192', '\r': '\u240d', '\n': '\u21b5'};
-// 10 buckets each: probability of the sampled token (red: unlikely, green: likely) and entropy of
-// the top-k in bits (light: sure, dark: spread), 0.35 bit per bucket.
+// 10 buckets each: probability of the sampled token (red: unlikely, green: likely) and the token's
+// entropy in bits (light: sure, dark: spread), 0.35 bit per bucket. The entropy is the server's
+// number (a lower bound from the top-k, analysis.token_entropy): the page never derives its own.
 const PROB = ['#d73027', '#e75b3a', '#f4874b', '#fab065', '#fdd384', '#f0ea9c', '#d2ec95', '#a9da7f', '#7bc56c', '#4ea95d'];
 const ENTR = ['#f7f4f9', '#ebe4f1', '#ddd0e7', '#cdb9dc', '#bca1d0', '#ab89c4', '#9a70b8', '#8a58aa', '#7a419b', '#69298a'];
 const NEUTRAL = '#e6e6e6';
@@ -40,7 +41,7 @@ if (props.wall_height) wallBox.style.setProperty('--sa-wall-height', props.wall_
 // The model of the run on screen.
 let M = empty();
 function empty() {
-  return {run: null, id: '', n: 0, seeds: [], T: [], L: [], K: [], t0: [], t1: [], fin: [], st: '',
+  return {run: null, id: '', n: 0, seeds: [], T: [], L: [], K: [], E: [], t0: [], t1: [], fin: [], st: '',
           order: [], shared: [], rank: [], lp: false};
 }
 let seq = 0, needReset = false, chosenView = null, view = 'columns', colour = 'p', selected = null;
@@ -52,17 +53,6 @@ const stats = root.__sa = {tokens: 0, painted: 0, messages: 0, bytes: 0, resets:
 
 const visible = (piece) => piece === '' ? PARTIAL : piece.replace(/[ \t\r\n]/g, (c) => MARKS[c]);
 const prob = (lp) => lp === null || lp === undefined ? null : Math.exp(lp);
-function entropy(top) {  // bits, over the top-k with the rest as one outcome (a lower bound)
-  if (!top || !top.length) return null;
-  let h = 0, mass = 0;
-  for (let j = 1; j < top.length; j += 2) {
-    const p = Math.exp(top[j]);
-    if (p > 0) { h -= p * Math.log2(p); mass += p; }
-  }
-  const rest = 1 - mass;
-  if (rest > 1e-9) h -= rest * Math.log2(rest);
-  return h;
-}
 const bucket = (x, step) => Math.max(0, Math.min(9, Math.floor(x / step)));
 
 function receive(text) {
@@ -86,7 +76,7 @@ function reset(m) {
   M = empty();
   M.run = m.r; M.id = m.id || ''; M.n = m.n; M.seeds = m.sd || [];
   for (let i = 0; i < m.n; i++) {
-    M.T.push([]); M.L.push([]); M.K.push([]); M.t0.push(null); M.t1.push(null); M.fin.push(null);
+    M.T.push([]); M.L.push([]); M.K.push([]); M.E.push([]); M.t0.push(null); M.t1.push(null); M.fin.push(null);
     M.order.push(i); M.shared.push(0); M.rank.push(i);
   }
   stats.resets++;
@@ -109,9 +99,10 @@ function apply(m) {
       M.T[i].push(texts[j]);
       M.L[i].push(u[4] ? u[4][j] : null);
       M.K[i].push(u[5] ? u[5][j] : null);
+      M.E[i].push(u[6] ? u[6][j] : null);
       if (u[4] && u[4][j] !== null) M.lp = true;
     }
-    if (u.length > 6) M.t0[i] = u[6];
+    if (u.length > 7) M.t0[i] = u[7];
     M.t1[i] = u[2];
     dirtyCol.add(i); dirtyWall.add(i);
   }
@@ -170,7 +161,7 @@ function draw() {
   const anyTokens = tokens > 0;
   note.textContent = view === 'wall' && anyTokens && !M.lp
     ? 'No logprobs recorded: tokens are coloured neutrally (set logprobs \u2265 1 to colour them).'
-    : (view === 'wall' && colour === 'e' && anyTokens ? 'entropy of the top-k in bits (the rest counted as one outcome)' : '');
+    : (view === 'wall' && colour === 'e' && anyTokens ? 'entropy in bits (a lower bound from the top-k, as in the Logprobs tab)' : '');
 }
 
 function makeCards() {  // the columns' cards, made the first time the columns are drawn for this run
@@ -202,8 +193,8 @@ function drawColumns() {
 function cellClass(i, p) {
   const lp = M.L[i][p];
   if (lp === null || lp === undefined) return 'tk nx';
-  const e = entropy(M.K[i][p]);
-  return 'tk p' + bucket(Math.exp(lp), 0.1) + (e === null ? ' ex' : ' e' + bucket(e, ENTROPY_STEP));
+  const e = M.E[i][p];
+  return 'tk p' + bucket(Math.exp(lp), 0.1) + (e === null || e === undefined ? ' ex' : ' e' + bucket(e, ENTROPY_STEP));
 }
 
 // The wall is virtual: rows sit at top = rank x rowH in a box as tall as all of them, and only the
@@ -298,7 +289,7 @@ function mapContext() {
 function mapColour(i, p) {
   const lp = M.L[i][p];
   if (lp === null || lp === undefined) return NEUTRAL;
-  if (colour === 'e') { const e = entropy(M.K[i][p]); return e === null ? NEUTRAL : ENTR[bucket(e, ENTROPY_STEP)]; }
+  if (colour === 'e') { const e = M.E[i][p]; return e === null || e === undefined ? NEUTRAL : ENTR[bucket(e, ENTROPY_STEP)]; }
   return PROB[bucket(Math.exp(lp), 0.1)];
 }
 function mapCell(ctx, i, p) {
@@ -402,12 +393,12 @@ wall.addEventListener('mouseover', (e) => {
   const cell = e.target.closest('.tk');
   if (!cell) { tip.hidden = true; return; }
   const i = Number(cell.parentNode.parentNode.parentNode.dataset.i), p = tokenAt(cell);
-  const text = M.T[i][p], lp = M.L[i][p], top = M.K[i][p];
+  const text = M.T[i][p], lp = M.L[i][p], top = M.K[i][p], h = M.E[i][p];
   let html = `<div class="sa-tip-head"><b>${esc(visible(text))}</b> <span>#${i} \u00b7 token ${p}</span></div>`;
   if (lp === null || lp === undefined) html += '<div>no logprobs recorded</div>';
   else {
-    const e2 = entropy(top);
-    html += `<div>p = ${prob(lp).toFixed(3)}` + (e2 === null ? '' : ` \u00b7 top-k entropy ${e2.toFixed(2)} bits`) + '</div>';
+    html += `<div>p = ${prob(lp).toFixed(3)}` +
+      (h === null || h === undefined ? '' : ` \u00b7 <span class="sa-entropy">entropy \u2265 ${h.toFixed(2)} bits</span>`) + '</div>';
     if (top && top.length) {
       html += '<table class="sa-topk">';
       for (let j = 0; j < top.length; j += 2) {

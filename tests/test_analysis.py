@@ -250,34 +250,41 @@ def test_tree_figure_stays_sized_for_32_samples():
 
 # ---- uncertainty --------------------------------------------------------------------------------
 
-def test_entropy_lower_bound_known_value():
-    entropy, mass, residual = A.entropy_lower_bound(lp(1, {1: 0.5, 2: 0.25}))
+def test_token_entropy_known_values_in_bits():
+    entropy, mass, residual = A.token_entropy(lp(1, {1: 0.5, 2: 0.25}))
     assert mass == pytest.approx(0.75) and residual == pytest.approx(0.25)
-    # listed: 0.5 ln 2 + 0.25 ln 4; residual 0.25 in tokens of p <= 0.25: >= 0.25 ln 4
-    assert entropy == pytest.approx(0.5 * math.log(2) + 0.5 * math.log(4))
-    entropy, _, residual = A.entropy_lower_bound(lp(1, {1: 1.0}))
+    # listed: 0.5 log2 2 + 0.25 log2 4 = 1 bit; the residual 0.25 in tokens of p <= 0.25: >= 0.25 log2 4
+    assert entropy == pytest.approx(1.0 + 0.5)
+    entropy, _, residual = A.token_entropy(lp(1, {1: 1.0}))
     assert entropy == pytest.approx(0.0) and residual == pytest.approx(0.0)
+    # A small residual below p_k counts as at least one outcome of its own mass: r log2(1/r).
+    entropy, _, residual = A.token_entropy(lp(1, {1: 0.6, 2: 0.3}))
+    assert residual == pytest.approx(0.1)
+    assert entropy == pytest.approx(-(0.6 * math.log2(0.6) + 0.3 * math.log2(0.3)) + 0.1 * math.log2(10))
 
 
-def test_entropy_lower_bound_never_exceeds_the_true_entropy():
+def test_token_entropy_never_exceeds_the_true_entropy_and_beats_both_older_bounds():
     rng = random.Random(1)
     for _ in range(300):
         weights = [rng.random() ** 4 for _ in range(30)]
         probs = sorted((w / sum(weights) for w in weights), reverse=True)
-        true_entropy = -sum(p * math.log(p) for p in probs)
+        true_entropy = -sum(p * math.log2(p) for p in probs)
         k = rng.randrange(0, 6)
         chosen = rng.randrange(30)  # maybe far below the top-k, as vLLM may list it
         listed = {t: probs[t] for t in range(k)}
         listed.setdefault(chosen, probs[chosen])
-        bound, _, _ = A.entropy_lower_bound(lp(chosen, listed, rank=chosen + 1))
+        bound, _, residual = A.token_entropy(lp(chosen, listed, rank=chosen + 1))
         assert bound <= true_entropy + 1e-9
-        assert bound >= -sum(p * math.log(p) for p in listed.values()) - 1e-9
+        exact_part = -sum(p * math.log2(p) for p in listed.values())
+        assert bound >= exact_part - 1e-9
+        if residual > 1e-9:  # the rest as one outcome (the wall's old bound) is never tighter
+            assert bound >= exact_part + residual * -math.log2(residual) - 1e-9
 
 
 def test_uncertainty_frame_rows_and_missing_logprobs():
     logprobs = {0: [lp(1, {1: 0.8, 2: 0.2}), lp(2, {3: 0.5, 2: 0.4})]}
     frame = A.uncertainty_frame(make_run([[1, 2], [1, 3, 4]], logprobs=logprobs))
-    assert len(frame) == 5 and "entropy_lb_topk" in frame.columns
+    assert len(frame) == 5 and "entropy_lb_bits" in frame.columns
     row = frame[(frame["sample"] == 0) & (frame["position"] == 1)].iloc[0]
     assert row["prob"] == pytest.approx(0.4) and row["rank"] == 2 and "·is 0.500" in row["alternatives"]
     assert frame[frame["sample"] == 1]["prob"].isna().all()  # sample 1 recorded no logprobs

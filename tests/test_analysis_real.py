@@ -106,7 +106,7 @@ def test_uncertainty_and_timing_cover_every_token(real_run):
     tokens = sum(len(s.token_ids) for s in real_run.samples)
     frame = A.uncertainty_frame(real_run)
     assert len(frame) == tokens and frame["prob"].notna().all()
-    assert (frame["entropy_lb_topk"] >= 0).all() and (frame["topk_mass"] <= 1 + 1e-6).all()
+    assert (frame["entropy_lb_bits"] >= 0).all() and (frame["topk_mass"] <= 1 + 1e-6).all()
     agreement = A.agreement_frame(real_run)
     assert (agreement["agreement"].iloc[:A.common_prefix(real_run)] == 1.0).all()
     timing = A.timing_frame(real_run)

@@ -226,13 +226,13 @@ def test_a_stop_keeps_each_samples_tokens_and_the_server_aborts(remote, kind):
     so the streams are closed (the server aborts those requests) and the last output, each
     sample's tokens so far with finish_reason "abort", is built on the client, for every
     output_kind (FINAL_ONLY had shown nothing before it)."""
-    from playground.ui.live import LiveRun
+    from playground.backends.live import LiveRun, State
     from tests.helpers import await_until
 
     async def go():
         before = await _server_tokens(remote)
-        live = LiveRun(SampleRequest(prompt=PROMPT, n=3, seed=4, max_tokens=1500, ignore_eos=True, output_kind=kind,
-                                     logprobs=2))
+        live = await LiveRun.plan(remote, SampleRequest(prompt=PROMPT, n=3, seed=4, max_tokens=1500, ignore_eos=True,
+                                                        output_kind=kind, logprobs=2))
 
         async def follow():
             async for _ in live.follow(remote):
@@ -245,6 +245,7 @@ def test_a_stop_keeps_each_samples_tokens_and_the_server_aborts(remote, kind):
             await asyncio.sleep(0.05)
         run = await live.stop_and_wait()
         await task
+        assert live.state is State.STOPPED and not live.going
         closed = time.monotonic()
         while await remote.num_unfinished() and time.monotonic() - closed < 3:
             await asyncio.sleep(0.05)

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from playground.analysis import prefix_order
+from playground.analysis import entropy_at, prefix_order
 from playground.bench.browser import CHROMIUM_ARGS, WATCH
 from playground.run import Run, Sample, TokenLogprob
 from playground.ui.samples_area import SamplesSession
@@ -58,7 +58,7 @@ def test_a_delta_carries_only_the_new_tokens_of_the_samples_that_grew():
     grow(run, 0, " a", " time", t=0.9)
     delta = json.loads(session.update(run))
     assert [(u[0], u[1], u[2], u[3]) for u in delta["u"]] == [(0, 2, 0.9, [" a", " time"])]
-    assert len(delta["u"][0]) == 6  # the first token's time went with position 0 only
+    assert len(delta["u"][0]) == 7  # the first token's time went with position 0 only
     assert session.update(run) is None  # nothing new: no message
 
 
@@ -82,8 +82,10 @@ def test_a_reset_carries_everything_and_follows_a_request_for_one():
     by_sample = {u[0]: u for u in reset["u"]}
     for s in run.samples:
         u = by_sample[s.index]
-        assert u[1] == 0 and u[3] == s.token_texts and u[6] == round(s.token_times[0], 2)
-        assert len(u[4]) == len(u[5]) == len(s.token_ids)
+        assert u[1] == 0 and u[3] == s.token_texts and u[7] == round(s.token_times[0], 2)
+        assert len(u[4]) == len(u[5]) == len(u[6]) == len(s.token_ids)
+        # Each token's entropy is the Logprobs tab's number, in bits: the browser derives none.
+        assert u[6] == [round(entropy_at(lp), 2) for lp in s.logprobs]
     assert sorted(reset["f"]) == [[s.index, s.finish_reason] for s in run.samples]
     assert (reset["o"], reset["c"]) == tuple(map(list, prefix_order([s.token_ids for s in run.samples])))
     assert session.update(run) is None
@@ -149,9 +151,9 @@ def test_messages_stay_small_and_do_not_grow_with_the_text():
         for i in range(256):
             grow(run, i, " token")
         sizes.append(len(session.update(run)))
-    # One token per sample: its text, logprob, a top-2 and its time; the 40th costs what the 2nd did
-    # (the 1st also carries the row order and the first token's times).
-    assert sizes[0] < 256 * 80 and sizes[-1] <= 1.05 * sizes[1] < 256 * 72, sizes  # (positions gain a digit)
+    # One token per sample: its text, logprob, a top-2, its entropy and its time; the 40th costs what the
+    # 2nd did (the 1st also carries the row order and the first token's times).
+    assert sizes[0] < 256 * 88 and sizes[-1] <= 1.05 * sizes[1] < 256 * 80, sizes  # (positions gain a digit)
     plain = blank(256, logprobs=False)
     session.update(plain)
     for i in range(256):

@@ -1,9 +1,11 @@
 """How sure the model was at each token, and how much the n samples agree there.
 
 vLLM returns only the top-k logprobs (plus the sampled token), so the entropy cannot be computed
-exactly; what is computed is a lower bound, named so (``entropy_lb_topk``) wherever it appears.
-These are the distributions as vLLM reports them (by default the raw model's, before
-temperature, top-p and penalties).
+exactly; what is computed is a lower bound, in bits, named so (``entropy_lb_bits``) wherever it
+appears. It is the one entropy of a token in the playground: the token wall's colour and hover,
+this tab, the CSV export and the reports all read ``token_entropy`` (the browser is sent the
+number, it never derives its own). These are the distributions as vLLM reports them (by default
+the raw model's, before temperature, top-p and penalties).
 """
 
 from __future__ import annotations
@@ -19,15 +21,19 @@ from playground.analysis.display import drawn_samples, for_hover, message_figure
 from playground.run import Run, TokenLogprob
 
 UNCERTAINTY_COLUMNS = ["sample", "position", "token_id", "token", "prob", "logprob", "rank",
-                       "entropy_lb_topk", "topk_mass", "residual_mass", "alternatives"]
+                       "entropy_lb_bits", "topk_mass", "residual_mass", "alternatives"]
+ENTROPY_NAME = "entropy lower bound from top-k (bits)"
 
 
-def entropy_lower_bound(lp: TokenLogprob) -> tuple[float, float, float]:
-    """(entropy lower bound in nats, mass of the returned tokens, residual mass) at one position.
+def token_entropy(lp: TokenLogprob) -> tuple[float, float, float]:
+    """(entropy lower bound in bits, mass of the listed tokens, residual mass r) at one position.
 
-    The returned tokens contribute -sum(p log p) exactly. Every token not returned ranks below
-    the top-k, so its p is at most the smallest top-k probability p_k; hence the residual mass r
-    contributes at least r * -log(p_k). Both parts only undercount: the sum is a lower bound.
+    The listed tokens (the top-k and the sampled one) contribute -sum(p log2 p) exactly. Each
+    token not listed ranks below the top-k, so its p is at most the smallest top-k probability
+    p_k, and at most r; and -p log2 p >= -p log2 m for p <= m. So the rest contributes at least
+    r * -log2(min(p_k, r)): the tighter of "the rest spread below p_k" and "the rest as one
+    outcome". Every part only undercounts: the sum is a lower bound, and never above log2 of the
+    vocabulary.
     """
     listed = [(tid, math.exp(v)) for tid, v, _ in lp.top if v is not None]
     if not listed and lp.logprob is not None:
@@ -35,13 +41,14 @@ def entropy_lower_bound(lp: TokenLogprob) -> tuple[float, float, float]:
     probs = [p for _, p in listed]
     mass = sum(probs)
     residual = max(0.0, 1.0 - mass)
-    entropy = -sum(p * math.log(p) for p in probs if p > 0)
+    entropy = -sum(p * math.log2(p) for p in probs if p > 0)
     # The sampled token is listed even when it ranks below the top-k; unless its rank shows it is
     # among the listed ranks 1..m, leave it out of p_k (which only makes the bound more cautious).
     inside = lp.rank is not None and lp.rank <= len(listed)
     ranked = [p for tid, p in listed if inside or tid != lp.token_id]
-    if residual > 0 and ranked and min(ranked) > 0:
-        entropy += residual * -math.log(min(ranked))
+    bound = min([residual, *ranked]) if ranked else residual
+    if residual > 1e-12 and bound > 0:
+        entropy += residual * -math.log2(bound)
     return entropy, mass, residual
 
 
@@ -57,11 +64,27 @@ def uncertainty_frame(run: Run) -> pd.DataFrame:
             lp = s.logprobs[pos] if s.logprobs and pos < len(s.logprobs) else None
             row = {"sample": s.index, "position": pos, "token_id": token_id, "token": visible(texts[pos], False)}
             if lp is not None and lp.logprob is not None:
-                entropy, mass, residual = entropy_lower_bound(lp)
-                row.update(prob=math.exp(lp.logprob), logprob=lp.logprob, rank=lp.rank, entropy_lb_topk=entropy,
+                entropy, mass, residual = token_entropy(lp)
+                row.update(prob=math.exp(lp.logprob), logprob=lp.logprob, rank=lp.rank, entropy_lb_bits=entropy,
                            topk_mass=mass, residual_mass=residual, alternatives=_alternatives(lp))
             rows.append(row)
     return pd.DataFrame(rows, columns=UNCERTAINTY_COLUMNS)
+
+
+def entropy_at(lp: TokenLogprob | None) -> float | None:
+    """``token_entropy``'s bound in bits, or None where nothing was recorded."""
+    if lp is None or (lp.logprob is None and not lp.top):
+        return None
+    return token_entropy(lp)[0]
+
+
+def tokens_table(run: Run) -> pd.DataFrame:
+    """The tokens export (``Run.tokens_frame``: a row per sample x token) with each token's
+    entropy bound in bits, the number the page shows for that token."""
+    frame = run.tokens_frame()
+    frame["entropy_lb_bits"] = [entropy_at(s.logprobs[pos] if s.logprobs and pos < len(s.logprobs) else None)
+                                for s in run.samples for pos in range(len(s.token_ids))]
+    return frame
 
 
 def _alternatives(lp: TokenLogprob) -> str:
@@ -99,23 +122,23 @@ def uncertainty_figure(run: Run) -> go.Figure:
     if frame.empty:
         return message_figure("Per-token uncertainty", "no logprobs recorded: ask for logprobs (e.g. 5) to see this")
     fig = make_subplots(rows=2, cols=1, shared_xaxes=True, vertical_spacing=0.08,
-                        subplot_titles=("p(sampled token)", "entropy lower bound from top-k (nats)"))
+                        subplot_titles=("p(sampled token)", ENTROPY_NAME))
     drawn, note = drawn_samples(run)
     if note:  # the mean over every sample, beside the lines of the first ones
-        mean = frame.groupby("position", sort=True)[["prob", "entropy_lb_topk"]].mean()
-        for row, column in ((1, "prob"), (2, "entropy_lb_topk")):
+        mean = frame.groupby("position", sort=True)[["prob", "entropy_lb_bits"]].mean()
+        for row, column in ((1, "prob"), (2, "entropy_lb_bits")):
             fig.add_trace(go.Scatter(x=mean.index, y=mean[column], mode="lines", name=f"mean of all {run.n}",
                                      line={"color": "black", "width": 3}, showlegend=row == 1), row=row, col=1)
         frame = frame[frame["sample"].isin({s.index for s in drawn})]
     for sample, rows in frame.groupby("sample", sort=True):
         hover = [f"sample {sample}, token {r.position}: <b>{for_hover(r.token)}</b><br>p = {r.prob:.3f}, "
-                 f"rank {r.rank}<br>entropy ≥ {r.entropy_lb_topk:.3f} nats (top-k mass {r.topk_mass:.3f})"
+                 f"rank {r.rank}<br>entropy ≥ {r.entropy_lb_bits:.2f} bits (top-k mass {r.topk_mass:.3f})"
                  f"<br>top-k: {for_hover(r.alternatives)}" for r in rows.itertuples()]
         common = {"x": rows["position"], "mode": "lines+markers", "name": f"sample {sample}",
                   "legendgroup": str(sample), "hovertext": hover, "hoverinfo": "text",
                   "line": {"color": sample_color(sample)}}
         fig.add_trace(go.Scatter(y=rows["prob"], **common), row=1, col=1)
-        fig.add_trace(go.Scatter(y=rows["entropy_lb_topk"], showlegend=False, **common), row=2, col=1)
+        fig.add_trace(go.Scatter(y=rows["entropy_lb_bits"], showlegend=False, **common), row=2, col=1)
     fig.update_yaxes(range=[0, 1.02], row=1, col=1)
     fig.update_yaxes(rangemode="tozero", row=2, col=1)
     fig.update_xaxes(title="token position", row=2, col=1)

@@ -8,6 +8,7 @@ remote) and the sync runner over LLMEngine, so a run reads the same whichever pa
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
@@ -87,25 +88,27 @@ def new_request_id() -> str:
     return f"run-{uuid.uuid4().hex[:8]}"
 
 
-def admit(backend, request: SampleRequest) -> None:
+def admit(backend, request: SampleRequest) -> SampleRequest:
     """What is decided before the tokenizer sees a request: every check that needs no tokenizer,
-    and what the request leaves to the model (the chat template, when the model has one)."""
+    and what the request leaves to the model (the chat template, when the model has one). The
+    caller's request is left as it was: the decided one is returned."""
     request.check(backend.limits)
     if request.use_chat_template is None:
-        request.use_chat_template = bool(backend.info().get("has_chat_template"))
+        request = dataclasses.replace(request, use_chat_template=bool(backend.info().get("has_chat_template")))
+    return request
 
 
 def prepare(limits: Limits, request: SampleRequest, rendered: tuple[str, list[int]]) -> Prepared:
     """Check what needs the rendered prompt, and plan the run, before the engine sees anything
     (``admit`` came before rendering: nothing unchecked reaches the tokenizer).
 
-    A blank seed becomes a random one here, in every mode, so the run can be replayed and the UI
-    can show which seed was used.
+    A blank seed becomes a random one here, once, in every mode, so the run can be replayed and the
+    UI can show which seed was used (the Prepared request holds it; the caller's is not changed).
     """
     text, token_ids = rendered
     check_context(len(token_ids), request.max_tokens, limits.max_model_len, len(request.prefix_token_ids or []))
     if request.seed is None:
-        request.seed = draw_seed()
+        request = dataclasses.replace(request, seed=draw_seed())
     return Prepared(request, text, token_ids, make_plan(new_request_id(), request.n, request.seed, request.mode))
 
 
@@ -142,34 +145,44 @@ class Recording:
         return self.finish("aborted", STOPPED)
 
 
-async def start(backend: Backend, request: SampleRequest, labels: dict[str, Any] | None = None) -> Recording:
+async def plan_request(backend: Backend, request: SampleRequest, labels: dict[str, Any] | None = None,
+                       watch: bool = False) -> Prepared:
     """Check ``request`` (nothing reaches the tokenizer or the server unchecked), render its
-    prompt (awaited: a slow server must not hold up the event loop), and begin its Recording."""
-    admit(backend, request)
+    prompt (awaited: a slow server must not hold up the event loop), and plan it: everything
+    before the engine. InvalidRequest names what cannot run."""
+    request = admit(backend, request)
     rendered = await backend.render(request.prompt, request.use_chat_template)
     prepared = prepare(backend.limits, request, rendered)
     prepared.labels = dict(labels or {})
-    return Recording(backend, prepared)
+    prepared.watch = watch
+    return prepared
 
 
 async def record(backend: Backend, request: SampleRequest, watch: bool = False,
                  labels: dict[str, Any] | None = None) -> AsyncIterator[Run]:
-    """Run ``request`` and yield the growing Run: once at the start (no events yet, so a caller
-    holds the Run from the first moment), after every event, and once finished. ``watch``: the
+    """Check, plan and run ``request`` (``record_planned`` says what is yielded). ``watch``: the
     backend keeps every output it yields and records which changed afterwards (QA matrix).
-    ``labels``: what the run is to its caller, in its record (``{"branch": ...}``, a sweep's value).
+    ``labels``: what the run is to its caller, in its record (``{"branch": ...}``, a sweep's value)."""
+    prepared = await plan_request(backend, request, labels, watch)
+    async with contextlib.aclosing(record_planned(backend, prepared)) as runs:
+        async for run in runs:
+            yield run
+
+
+async def record_planned(backend: Backend, prepared: Prepared) -> AsyncIterator[Run]:
+    """Run a planned request and yield the growing Run: once at the start (no events yet, so a
+    caller holds the Run from the first moment), after every event, and once finished.
 
     Whatever ends the stream (the end, an error, a Stop, a closed tab) the Run is finished with
     the matching status, and the backend's own cleanup aborts what is still running.
     """
-    recording = await start(backend, request, labels)
-    recording.prepared.watch = watch
+    recording = Recording(backend, prepared)
     run = recording.run
     try:
         yield run
         # aclosing: when we are closed, the backend's cleanup (aborting children) runs now,
         # not whenever the garbage collector gets to its generator.
-        async with contextlib.aclosing(backend.stream(recording.prepared)) as observations:
+        async with contextlib.aclosing(backend.stream(prepared)) as observations:
             async for observation in observations:
                 if recording.observe(observation):
                     yield run

@@ -75,10 +75,11 @@ class SyncRunner:
         """Check ``request`` (InvalidRequest, before the engine sees anything), add it, and return
         its live Run; ``step()`` grows it. The request's blank seed is filled in, as in the UI.
         ``watch``: keep every output and record which changed after it was yielded (QA matrix)."""
-        admit(self, request)  # before the tokenizer sees anything
+        request = admit(self, request)  # before the tokenizer sees anything
         recording = Recording(self, prepare(self.limits, request, self.render_prompt(request.prompt,
                                                                                     request.use_chat_template)))
         prepared = recording.prepared
+        request = prepared.request  # with its seed drawn
         recording.watch = OutputWatch() if watch else None
         tokens = TokensPrompt(prompt_token_ids=prepared.engine_prompt_ids, prompt=prepared.rendered_prompt)
 

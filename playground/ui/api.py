@@ -18,9 +18,9 @@ import inspect
 import json
 from collections.abc import AsyncIterator
 
+from playground.backends.live import LiveRun
 from playground.request import SampleRequest, fields
 from playground.run import Run
-from playground.ui.live import LiveRun
 from playground.ui.messages import shown
 from playground.ui.samples_feed import Told
 from playground.ui.streaming import paced
@@ -36,9 +36,10 @@ def sample_endpoint(backend):
         """Sample n completions. Streams progress snapshots as JSON; the final value is the run bundle."""
         try:
             request = SampleRequest.from_user(**dict(zip(NAMES, values)))
+            live = await LiveRun.plan(backend, request)
             latest, told = None, Progress()
             # aclosing: a cancelled call aborts its run now, not when the generator is collected.
-            stream = paced(_with_tokens(LiveRun(request).follow(backend)), interval=PROGRESS_EVERY)
+            stream = paced(_with_tokens(live.follow(backend)), interval=PROGRESS_EVERY)
             async with contextlib.aclosing(stream) as snapshots:
                 async for run in snapshots:
                     latest = run or latest  # a heartbeat (None): a snapshot with nothing new

@@ -41,15 +41,32 @@ from playground.ui.panels import panel
 from playground.ui.samples_area import SamplesArea
 
 ASSETS = Path(__file__).resolve().parents[2] / "assets"
-EXAMPLES = [
-    # Open-ended starts: seeded samples diverge within a few tokens, and the tree shows where.
-    ["Once upon a time, in a village at the edge of the sea,", False, 4, 1.0],
-    ["Give me a name for a pet dragon and say why.", True, 8, 0.9],
-    ["The three most surprising facts about octopuses are", False, 6, 1.0],
-    ["Write a haiku about autumn rain.", True, 4, 0.8],
-    ["def fibonacci(n):", False, 4, 0.7],
-    ["What is 17 * 23? Think step by step, then give the number.", True, 32, 0.8],
-]
+# Open-ended starts: seeded samples diverge within a few tokens, and the tree shows where. Each with
+# what it needs: the chat template (an instruct model answers questions only inside it), n and a
+# temperature.
+EXAMPLES = {
+    "Once upon a time, in a village at the edge of the sea,": (False, 4, 1.0),
+    "Give me a name for a pet dragon and say why.": (True, 8, 0.9),
+    "The three most surprising facts about octopuses are": (False, 6, 1.0),
+    "Write a haiku about autumn rain.": (True, 4, 0.8),
+    "def fibonacci(n):": (False, 4, 0.7),
+    "What is 17 * 23? Think step by step, then give the number.": (True, 32, 0.8),
+}
+# After Run (or Branch), the run streams under the summary: bring it into view when it is not,
+# without moving a page whose samples a person can already see.
+SHOW_SAMPLES_JS = """
+() => {
+  const summary = document.querySelector('#run-summary');
+  if (!summary) return;
+  const top = summary.getBoundingClientRect().top;
+  if (top < 0 || top > window.innerHeight * 0.6) summary.scrollIntoView({behavior: 'smooth', block: 'start'});
+}
+"""
+
+
+def example_settings(prompt: str) -> tuple:
+    """An example's chat template, n and temperature, set as its prompt is picked."""
+    return EXAMPLES.get(prompt, (gr.skip(), gr.skip(), gr.skip()))
 
 
 def build_app(backend, sync_runner=None, embedding_model: str | None = None,
@@ -70,6 +87,8 @@ def build_app(backend, sync_runner=None, embedding_model: str | None = None,
                     "One prompt, n samples: watch them stream side by side, then see **where** and "
                     "**why** they diverge.", elem_id="title")
         status = gr.Markdown(views.engine_status(backend.info()), elem_id="engine-status")
+        # Compact on purpose: the samples are the product, and they stream right under the form
+        # (in view after Run at 1280x720); examples are one line of chips, the rest folds away.
         with gr.Row():
             with gr.Column(scale=3):
                 form = setting_controls(limits, ["prompt"])
@@ -77,16 +96,17 @@ def build_app(backend, sync_runner=None, embedding_model: str | None = None,
                     form |= setting_controls(limits, ["use_chat_template"], use_chat_template=chat_default)
                     run_btn = gr.Button("Run", variant="primary", elem_id="run")
                     stop_btn = gr.Button("Stop", variant="stop", elem_id="stop")
+                examples_slot = gr.Column(elem_id="examples")
                 with gr.Accordion("Rendered prompt: what the model receives", open=False):
                     rendered = gr.Markdown(elem_id="rendered-prompt")
-                examples_slot = gr.Column()
             with gr.Column(scale=2):
                 form |= setting_controls(limits, ["n", "seed", "output_kind", "mode"], n=min(4, limits.max_n))
                 with gr.Accordion("Sampler settings", open=False):
                     form |= setting_controls(limits, [f.name for f, meta in fields() if meta.sampler])
         with examples_slot:
-            gr.Examples(EXAMPLES, [form["prompt"], form["use_chat_template"], form["n"], form["temperature"]],
-                        label="Examples that show seeded diversity")
+            gr.Examples([[prompt] for prompt in EXAMPLES], [form["prompt"]],
+                        label="Examples that show seeded diversity", fn=example_settings, outputs=[form["use_chat_template"], form["n"], form["temperature"]],
+                        run_on_click=True, api_visibility="private")
 
         # --- the samples ----------------------------------------------------------------------
         summary = gr.Markdown(elem_id="run-summary")
@@ -143,15 +163,19 @@ def build_app(backend, sync_runner=None, embedding_model: str | None = None,
         # order, leaving the preview of a state the form is no longer in.
         gr.on([prompt.change, use_chat.change], partial(controls.render_prompt, page), [prompt, use_chat], rendered,
               show_progress="hidden", trigger_mode="always_last", api_visibility="private")
-        # Checked outside the queue: the session holds its LiveRun before the run waits for a slot.
+        # Checked and planned outside the queue: a refusal is shown at once and nothing is stored; else
+        # the session holds its action before the run waits for a slot.
         started = run_btn.click(partial(running.begin, page), [page.live], [page.live, summary], inputs_kwargs=form,
                                 queue=False, show_progress="hidden", api_visibility="private")
         shows = page.controls()  # every handler that shows a run takes the panels' own controls too
         stream = partial(running.stream, page)
         run_event = started.success(stream, [page.live, *page.inputs()], page.outputs(), inputs_kwargs=shows,
                                     concurrency_id="sampling", show_progress_on=[summary], api_visibility="private")
+        run_btn.click(None, None, None, js=SHOW_SAMPLES_JS)
         branch_event = branch_tab.connect(branch, page, page.outputs(), stream, set_)
-        # Stop ends the session's LiveRun itself; cancelling the event also takes a queued run off the queue.
+        branch.branch_btn.click(None, None, None, js=SHOW_SAMPLES_JS)
+        # Stop ends the session's action itself (any button's); cancelling the event also takes a queued
+        # run off the queue.
         stop_btn.click(partial(running.stop, page), [page.live, page.current, *page.inputs()], page.outputs(),
                        inputs_kwargs=shows, cancels=[run_event, branch_event], queue=False, show_progress="hidden",
                        api_visibility="private")
@@ -178,6 +202,7 @@ def build_app(backend, sync_runner=None, embedding_model: str | None = None,
             demo.load(None, None, None, js=preload)
         gr.api(sample_endpoint(backend), api_name="sample", concurrency_id="sampling")
     demo.max_file_mb = max_file_mb  # for launch_app: Gradio refuses bigger uploads before they are read
+    demo.playground_page = page  # what the handlers are given (tests drive them directly)
     return demo
 
 

@@ -18,8 +18,6 @@ point (a click, i or k typed) or a run on screen that is not a branch of it move
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 from dataclasses import dataclass
 from functools import partial
 
@@ -27,16 +25,14 @@ import gradio as gr
 
 from playground import analysis
 from playground.analysis import Alternative, BranchPoint
-from playground.backends.base import record
-from playground.errors import InvalidRequest
+from playground.backends.live import State
+from playground.errors import PlaygroundError
 from playground.request import SampleRequest
 from playground.run import Run
 from playground.ui import views
 from playground.ui.answer_controls import extractor_spec
-from playground.ui.live import LiveRun
-from playground.ui.messages import shown
 from playground.ui.page import Page
-from playground.ui.running import BUSY, WAITING
+from playground.ui.running import Action, follow_all, plan_action, refused
 from playground.ui.showing import remember
 
 MODEL_CHOOSES = "the model's own choice"
@@ -138,11 +134,13 @@ def connect(tab: BranchTab, page: Page, run_event_outputs: list, stream, set_tab
                                    show_progress="hidden", api_visibility="private")
     event = started.success(stream, [page.live, *page.inputs()], run_event_outputs, inputs_kwargs=page.controls(),
                             concurrency_id="sampling", show_progress_on=[page.summary], api_visibility="private")
-    tab.what_if_btn.click(partial(what_if, tab, page),
-                          [tab.source, page.current, page.history, tab.sample, tab.position, tab.k, tab.n,
-                           set_tab.extractor, set_tab.pattern],
-                          [tab.note, tab.table, tab.tree, page.history, page.history_pick],
-                          concurrency_id="sampling", api_visibility="private")
+    asked = tab.what_if_btn.click(partial(begin_what_if, tab, page),
+                                  [page.live, tab.source, page.current, tab.sample, tab.position, tab.k, tab.n],
+                                  [page.live, tab.note, tab.table, tab.tree], queue=False, show_progress="hidden",
+                                  api_visibility="private")
+    asked.success(partial(what_if, tab, page), [page.live, page.history, set_tab.extractor, set_tab.pattern],
+                  [tab.note, tab.table, tab.tree, page.history, page.history_pick],
+                  concurrency_id="sampling", api_visibility="private")
     return event
 
 
@@ -225,30 +223,31 @@ def forced_token(run: Run, sample, position, choice: str | None, token_id: str |
     return chosen, texts.get(chosen)
 
 
-def begin(tab: BranchTab, page: Page, live_run: LiveRun | None, source: Run | None, current: Run | None, sample,
-          position, choice, token_id, n) -> dict:
-    """The branch, checked, becomes this session's LiveRun; the run handler streams it. It starts
-    from the tab's run (the run on screen, until the tab has one)."""
+async def begin(tab: BranchTab, page: Page, action: Action | None, source: Run | None, current: Run | None, sample,
+                position, choice, token_id, n) -> dict:
+    """The branch, checked and planned, becomes this session's action; the run handler streams
+    it. It starts from the tab's run (the run on screen, until the tab has one)."""
     run = source if source is not None else current
-    if live_run is not None and live_run.going:
-        raise gr.Error(BUSY)
     if run is None:
         raise gr.Error("Run something first, or open a saved run: a branch starts from a run on screen.")
     try:
         forced, text = forced_token(run, sample, position, choice, token_id)
         request, labels = branch_request(run, sample, position, forced, text, n)
-    except (ValueError, InvalidRequest) as e:
-        raise gr.Error(str(e)) from None
+        action = await plan_action(page, action, "Branch", [(request, labels)])
+    except (ValueError, PlaygroundError) as e:
+        message = refused(e)
+        return {page.live: None, page.summary: message, tab.note: message}
     note = analysis.branch_label(Run(request={**request.to_dict(), **labels}, samples=[]))
-    return {page.live: LiveRun(request, labels), page.summary: WAITING, tab.note: f"⑂ {note}: streaming above."}
+    return {page.live: action, page.summary: views.queued_summary(action.runs[0]),
+            tab.note: f"⑂ {note}: streaming above."}
 
 
 # --- what if ------------------------------------------------------------------------------------
 
-async def what_if(tab: BranchTab, page: Page, source: Run | None, current: Run | None, history: list | None, sample,
-                  position, k, n, answer=None, pattern=None):
-    """One branch per top-k token at the point, all at once (the engine batches them), then the
-    table and the grafted tree; every branch joins the session's history."""
+async def begin_what_if(tab: BranchTab, page: Page, action: Action | None, source: Run | None, current: Run | None,
+                        sample, position, k, n) -> dict:
+    """One branch per top-k token at the point, checked and planned as one action of the session
+    (Stop ends them all)."""
     run = source if source is not None else current
     if run is None:
         raise gr.Error("Run something first, or open a saved run: a branch starts from a run on screen.")
@@ -258,23 +257,39 @@ async def what_if(tab: BranchTab, page: Page, source: Run | None, current: Run |
                        "(e.g. 5) to ask what if.")
     try:
         requests = [branch_request(run, sample, position, a.token_id, a.text, n) for a in options]
-    except (ValueError, InvalidRequest) as e:
-        raise gr.Error(str(e)) from None
-    yield {tab.note: f"⏳ running {len(options)} branches of {requests[0][0].n} samples each…",
-           tab.table: gr.update(visible=False), tab.tree: gr.update(visible=False)}
-    try:
-        branches = await asyncio.gather(*(_complete(page.backend, r, labels) for r, labels in requests))
-    except Exception as e:
-        raise shown(e) from None
-    pairs = list(zip(options, branches))
+        action = await plan_action(page, action, "What if", requests)
+    except (ValueError, PlaygroundError) as e:
+        return {page.live: None, tab.note: refused(e)}
+    action.about = (run, int(sample), int(position), options)
+    return {page.live: action, tab.note: f"⏳ running {len(options)} branches of {requests[0][0].n} samples each…",
+            tab.table: gr.update(visible=False), tab.tree: gr.update(visible=False)}
+
+
+async def what_if(tab: BranchTab, page: Page, action: Action | None, history: list | None, answer=None,
+                  pattern=None):
+    """The branches run at once (the engine batches them), then the table and the grafted tree;
+    every branch that began joins the session's history, stopped ones with what they had."""
+    lives = await follow_all(action, page.backend)
+    if not lives:
+        return {tab.note: "■ What if was stopped before it started: nothing was sent to the engine."}
+    branches = [live.run for live in lives if live.run is not None]
     history = history or []
     for branch in branches:
         history = remember(history, branch)
-    yield {tab.note: _what_if_note(run, sample, position, pairs),
-           tab.table: gr.update(value=what_if_frame(pairs, extractor_spec(answer, pattern)), visible=True),
-           tab.tree: gr.update(value=analysis.tree_figure(analysis.graft(pairs)), visible=True),
-           page.history: history,
-           page.history_pick: gr.update(choices=[(views.history_label(r), i) for i, r in enumerate(history)])}
+    update = {page.history: history,
+              page.history_pick: gr.update(choices=[(views.history_label(r), i) for i, r in enumerate(history)])}
+    failed = [live for live in lives if live.state in (State.REFUSED, State.ERROR)]
+    if failed or len(branches) < len(lives):
+        reason = failed[0].reason if failed else "stopped before every branch started"
+        gr.Warning(reason)
+        return {**update, tab.note: f"✖ What if did not complete: {reason}. The branches that ran are in History."}
+    run, sample, position, options = action.about
+    pairs = list(zip(options, branches))
+    stopped = (" Stopped: each branch keeps the tokens it had." if any(live.state is State.STOPPED for live in lives)
+               else "")
+    return {**update, tab.note: _what_if_note(run, sample, position, pairs) + stopped,
+            tab.table: gr.update(value=what_if_frame(pairs, extractor_spec(answer, pattern)), visible=True),
+            tab.tree: gr.update(value=analysis.tree_figure(analysis.graft(pairs)), visible=True)}
 
 
 def what_if_frame(pairs: list[tuple[Alternative, Run]], extractor: str | None):
@@ -289,11 +304,3 @@ def _what_if_note(run: Run, sample, position, pairs: list[tuple[Alternative, Run
     return (f"**What if**, at token {position} of sample #{sample} of `{run.request['request_id']}`: "
             f"{len(pairs)} branches ({ids}), in History. Each row is one token forced at that point and what "
             "its samples then said.")
-
-
-async def _complete(backend, request: SampleRequest, labels: dict) -> Run:
-    last = None
-    async with contextlib.aclosing(record(backend, request, labels=labels)) as runs:
-        async for last in runs:  # noqa: B007 (the loop keeps the last)
-            pass
-    return last

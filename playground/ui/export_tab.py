@@ -75,7 +75,7 @@ def bundle_file(export_dir: Path, run: Run) -> str:
 
 def tokens_file(export_dir: Path, run: Run) -> str:
     path = _stem(export_dir, run).with_suffix(".csv")
-    run.tokens_frame().to_csv(path, index=False)
+    analysis.tokens_table(run).to_csv(path, index=False)
     return str(path)
 
 

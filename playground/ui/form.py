@@ -42,7 +42,7 @@ def _control(f, meta, limits: Limits, value: Any) -> gr.components.Component:
     if name == "seed":  # text: a 19-digit seed must not go through a float
         return gr.Textbox(placeholder="blank = random (shown after the run)", **common)
     if name == "prompt":
-        return gr.Textbox(lines=4, placeholder="Type a prompt, or pick an example below", label="Prompt",
+        return gr.Textbox(lines=3, placeholder="Type a prompt, or pick an example below", label="Prompt",
                           elem_id="prompt")
     if meta.slider is not None:
         low, high, step = meta.slider
@@ -52,15 +52,20 @@ def _control(f, meta, limits: Limits, value: Any) -> gr.components.Component:
     return gr.Number(value=default, precision=0 if f.type.startswith("int") else None, **common)
 
 
-def request_from_form(**settings: Any) -> SampleRequest:
+def form_request(**settings: Any) -> SampleRequest:
     """The form's values -> a SampleRequest (numbers arrive as floats, stop strings as lines, the
-    logprobs slider's 0 means off); gr.Error names a value that cannot be one."""
+    logprobs slider's 0 means off); InvalidRequest names a value that cannot be one."""
     if "stop" in settings:
         settings["stop"] = [_unescape(line) for line in (settings["stop"] or "").splitlines() if line != ""]
     if "logprobs" in settings:
         settings["logprobs"] = settings["logprobs"] or None
+    return SampleRequest.from_user(**settings)
+
+
+def request_from_form(**settings: Any) -> SampleRequest:
+    """``form_request`` for a handler: gr.Error names a value that cannot be one."""
     try:
-        return SampleRequest.from_user(**settings)
+        return form_request(**settings)
     except InvalidRequest as e:
         raise gr.Error(str(e)) from None
 

@@ -34,7 +34,7 @@ class Page:
     panels: list[Panel]  # the tabs that show any run: Diff, Tree, Set, Timing, Logprobs, Inspector
     history_pick: gr.Dropdown
     history_note: gr.Markdown
-    live: gr.State  # the run in flight (a LiveRun)
+    live: gr.State  # the session's action: the runs one button started (running.Action), or None
     current: gr.State  # the run on screen
     history: gr.State  # the session's last runs
     selected: gr.State  # the label of the tab on screen: only its panel is drawn

@@ -11,10 +11,11 @@ import gradio as gr
 
 from playground import analysis
 from playground.analysis import first_divergence, why_different
-from playground.backends.base import record
+from playground.backends.live import State
+from playground.errors import PlaygroundError
 from playground.request import SampleRequest
 from playground.run import Run
-from playground.ui.messages import shown
+from playground.ui.running import Action, follow_all, plan_action, refused
 
 
 @dataclass
@@ -45,14 +46,35 @@ def declare() -> ReproTab:
 
 
 def connect(tab: ReproTab, page) -> None:
-    tab.replay_btn.click(partial(replay, page.backend), [page.current, tab.index], [tab.verdict, tab.table],
-                         api_visibility="private")
-    tab.compare_btn.click(partial(compare, page.backend), [page.current], [tab.verdict, tab.table],
-                          api_visibility="private")
+    """Replay and Compare are actions of the session like Run (running.py): refused while another
+    goes, ended by Stop, their runs checked and planned before they wait for a slot."""
+    outputs = [page.live, tab.verdict, tab.table]
+    tab.replay_btn.click(partial(begin_replay, tab, page), [page.live, page.current, tab.index], outputs,
+                         queue=False, show_progress="hidden", api_visibility="private"
+                         ).success(partial(replay, page.backend), [page.live], [tab.verdict, tab.table],
+                                   concurrency_id="sampling", api_visibility="private")
+    tab.compare_btn.click(partial(begin_compare, tab, page), [page.live, page.current], outputs, queue=False,
+                          show_progress="hidden", api_visibility="private"
+                          ).success(partial(compare, page.backend), [page.live], [tab.verdict, tab.table],
+                                    concurrency_id="sampling", api_visibility="private")
 
 
-async def replay(backend, run: Run | None, index):
-    """Run sample i alone (n=1, its own seed) and say whether it came out the same."""
+async def _begin(tab: ReproTab, page, action: Action | None, name: str, requests: list[SampleRequest],
+                 about: tuple) -> dict:
+    """The action's runs, planned; a rerun keeps the branch of the run it repeats (it starts from
+    the same point)."""
+    of = about[0]
+    labels = {"branch": of.request["branch"]} if of.request.get("branch") else None
+    try:
+        action = await plan_action(page, action, name, [(request, labels) for request in requests])
+    except PlaygroundError as e:
+        return {page.live: None, tab.verdict: refused(e)}
+    action.about = about
+    return {page.live: action, tab.verdict: f"⏳ {name}: running…", tab.table: gr.update(visible=False)}
+
+
+async def begin_replay(tab: ReproTab, page, action: Action | None, run: Run | None, index) -> dict:
+    """Sample i of the run on screen, alone: n=1, its own seed (seed + i)."""
     if run is None:
         raise gr.Error("Run something first: replay needs a run to compare with.")
     try:
@@ -61,10 +83,18 @@ async def replay(backend, run: Run | None, index):
         raise gr.Error(f"Sample i must be a whole number, got {index!r}") from None
     if not 0 <= i < run.n:
         raise gr.Error(f"Sample i must be between 0 and {run.n - 1}, got {i}")
-    original = run.samples[i]
-    request = SampleRequest.from_record(run.request, n=1, seed=original.seed, mode="wrapper", output_kind="FINAL_ONLY")
-    replayed_run = await complete(backend, request, run)
-    replayed = replayed_run.samples[0]
+    request = SampleRequest.from_record(run.request, n=1, seed=run.samples[i].seed, mode="wrapper",
+                                        output_kind="FINAL_ONLY")
+    return await _begin(tab, page, action, "Replay", [request], (run, i))
+
+
+async def replay(backend, action: Action | None):
+    """Run sample i alone and say whether it came out the same."""
+    ended = await _ended(action, backend)
+    if isinstance(ended, str):
+        return ended, gr.skip()
+    (run, i), (replayed_run,) = action.about, ended
+    original, replayed = run.samples[i], replayed_run.samples[0]
     verdict = compare_tokens(original.token_ids, replayed.token_ids, partial=not original.finished)
     branch = analysis.branch_label(run)
     text = (f"**Sample {i} (seed {original.seed}) replayed alone: {verdict}.** "
@@ -78,13 +108,21 @@ async def replay(backend, run: Run | None, index):
                                                   "verdict", "replayed text"], visible=True)
 
 
-async def compare(backend, run: Run | None):
-    """Run the same request through the wrapper and through vLLM's native n, one after the other."""
+async def begin_compare(tab: ReproTab, page, action: Action | None, run: Run | None) -> dict:
+    """The run on screen again, through the wrapper and through vLLM's native n."""
     if run is None:
         raise gr.Error("Run something first: the comparison reuses its settings and seed.")
-    wrapper, native = [await complete(backend, SampleRequest.from_record(run.request, mode=mode,
-                                                                          output_kind="FINAL_ONLY"), run)
-                       for mode in ("wrapper", "native")]
+    requests = [SampleRequest.from_record(run.request, mode=mode, output_kind="FINAL_ONLY")
+                for mode in ("wrapper", "native")]
+    return await _begin(tab, page, action, "Compare", requests, (run,))
+
+
+async def compare(backend, action: Action | None):
+    """The two runs, one after the other, and the verdict per sample."""
+    ended = await _ended(action, backend, together=False)
+    if isinstance(ended, str):
+        return ended, gr.skip()
+    (run,), (wrapper, native) = action.about, ended
     rows = [[w.index, w.seed, len(w.token_ids), len(nat.token_ids), compare_tokens(w.token_ids, nat.token_ids)]
             for w, nat in zip(wrapper.samples, native.samples)]
     same = sum(r[-1] == "identical" for r in rows)
@@ -96,16 +134,18 @@ async def compare(backend, run: Run | None):
                             visible=True)
 
 
-async def complete(backend, request: SampleRequest, of: Run | None = None) -> Run:
-    """The request run to its end; ``of``: the run it repeats, whose branch (if any) it keeps."""
-    labels = {"branch": of.request["branch"]} if of is not None and of.request.get("branch") else None
-    run = None
-    try:
-        async for run in record(backend, request, labels=labels):  # noqa: B007 (the loop keeps the last)
-            pass
-    except Exception as e:
-        raise shown(e) from None
-    return run
+async def _ended(action: Action | None, backend, together: bool = True) -> list[Run] | str:
+    """The action's runs, each finished; else the sentence that says why not (stopped, refused,
+    failed)."""
+    lives = await follow_all(action, backend, together=together)
+    if not lives:
+        return "■ Stopped before it started: nothing was sent to the engine."
+    for live in lives:
+        if live.state is not State.FINISHED:
+            if live.state in (State.REFUSED, State.ERROR):
+                gr.Warning(live.reason or live.state.value)
+            return f"■ {live.state.value}: {live.reason or 'it did not finish'}; no verdict."
+    return [live.run for live in lives]
 
 
 def why(a: Run, b: Run, a_name: str, b_name: str) -> str:

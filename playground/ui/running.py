@@ -1,53 +1,104 @@
-"""Run and Stop, for the page's form and for a branch.
+"""Run and Stop, and every other button that starts runs (Branch, What if, Replay, Compare): one
+model of what a browser session has going, written once.
 
-Run is two steps. ``begin`` checks the form outside the queue, so a mistake is named at once and
-the session holds its LiveRun before the run waits for a free slot; ``stream`` then records it
-into the samples area, one delta at a time, each sent when the browser has painted the one
-before (the samples area's acknowledgements), so n=256 streams without stalling the tab. Stop
-ends the session's LiveRun in whatever state it is: queued, waiting for the first event, or
-streaming; it aborts the run by its parent id, so what the samples had is kept.
+A session holds at most one ``Action`` (in ``page.live``): the runs one button started, each a
+``LiveRun`` with its state (backends/live.py). Every button is two steps. ``begin`` (outside the
+queue) refuses while the session's action is going, then checks, renders and plans the runs: a
+refusal is shown with its reason and nothing is stored, so the next Run works; otherwise the
+session holds the action before it waits for a free slot. The action's follower (queued) then
+records it: ``stream`` into the samples area for Run and Branch, one delta at a time, each sent
+when the browser has painted the one before (the samples area's acknowledgements), so n=256
+streams without stalling the tab. Stop ends the session's action in whatever state it is:
+queued, waiting for the first output, or streaming; it aborts by parent id, so what the samples
+had is kept. Whatever happens, an action ends in a state from which the next one starts.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
 
 import gradio as gr
 
+from playground.backends.live import LiveRun, State
+from playground.errors import EngineUnavailable, PlaygroundError
+from playground.request import SampleRequest
 from playground.run import Run
-from playground.ui.form import request_from_form
-from playground.ui.live import LiveRun
+from playground.ui import views
+from playground.ui.form import form_request
 from playground.ui.messages import shown
 from playground.ui.page import Page
 from playground.ui.showing import figures_every, live, show
 
 BUSY = "A run of this page is still going: press Stop first, or wait for it to finish."
-WAITING = "⏳ waiting for a free slot…"
 
 
-def begin(page: Page, live_run: LiveRun | None, **settings) -> dict:
-    """The form, checked, becomes this session's LiveRun."""
-    if live_run is not None and live_run.going:
+@dataclass
+class Action:
+    """One action of a browser session (Run, Branch, What if, Replay, Compare) and the runs it
+    started: what Stop ends, and what keeps another action from starting while it goes."""
+
+    name: str
+    runs: list[LiveRun]
+    about: Any = None  # what the action's follower needs besides the runs (What if: the point's tokens)
+
+    @property
+    def going(self) -> bool:
+        return any(r.going for r in self.runs)
+
+    async def stop_and_wait(self) -> None:
+        await asyncio.gather(*(r.stop_and_wait() for r in self.runs))
+
+
+async def plan_action(page: Page, action: Action | None, name: str,
+                      requests: list[tuple[SampleRequest, dict | None]]) -> Action:
+    """The runs of a new action, checked, rendered and planned; nothing is stored here. gr.Error
+    while the session's action is going; the PlaygroundError of the first request that cannot run
+    (a setting, the context, an engine that is down)."""
+    if action is not None and action.going:
         raise gr.Error(BUSY)
-    return {page.live: LiveRun(request_from_form(**settings)), page.summary: WAITING}
+    info = page.backend.info()
+    if not info.get("up", True):
+        raise EngineUnavailable(views.engine_down(info))
+    return Action(name, [await LiveRun.plan(page.backend, request, labels) for request, labels in requests])
 
 
-async def stream(page: Page, live_run: LiveRun | None, history: list | None, session, selected: str | None,
+def refused(error: Exception) -> str:
+    """A refusal as the page says it: a toast, and the sentence for the summary or note."""
+    message = str(shown(error).message)
+    gr.Warning(message)
+    return views.refused_summary(message)
+
+
+async def begin(page: Page, action: Action | None, **settings) -> dict:
+    """The Run button: the form, checked and planned, becomes this session's action."""
+    try:
+        action = await plan_action(page, action, "Run", [(form_request(**settings), None)])
+    except PlaygroundError as e:
+        return {page.live: None, page.summary: refused(e)}
+    return {page.live: action, page.summary: views.queued_summary(action.runs[0])}
+
+
+async def stream(page: Page, action: Action | None, history: list | None, session, selected: str | None,
                  **settings):
-    """Stream the run into the samples area; the summary follows it, the panels' live parts
-    refresh about once a second, and every panel draws the finished run at the end
-    (``settings``: the panels' own controls)."""
-    if live_run is None or live_run.stopped:  # Stop came first; it has shown the run stopped
+    """Stream the action's run (Run, Branch) into the samples area; the summary follows it, the
+    panels' live parts refresh about once a second, and every panel draws the run at its end
+    (``settings``: the panels' own controls). Nothing to do when the run is not queued: a Stop
+    came first, or the action was refused."""
+    live_run = action.runs[0] if action is not None and action.runs else None
+    if live_run is None or live_run.state is not State.QUEUED:
         yield {page.summary: gr.skip()}
         return
     figures_at = time.monotonic()
-    run: Run | None = None
     try:
         # aclosing: a closed tab or a cancelled event stops the LiveRun now, not when collected.
         async with contextlib.aclosing(session.paced(live_run.follow(page.backend))) as snapshots:
             async for snapshot in snapshots:
-                run = snapshot or run  # None: a heartbeat, so a closed tab is noticed
+                run = snapshot or live_run.run  # None: a heartbeat (the waiting line's clock still moves)
                 if run is None or run.finished:
                     yield {page.summary: gr.skip()}  # a heartbeat: Gradio notices a closed tab only at a yield
                     continue  # the final render follows the stream's end
@@ -55,23 +106,60 @@ async def stream(page: Page, live_run: LiveRun | None, history: list | None, ses
                 if figures:
                     figures_at = time.monotonic()
                 yield live(page, run, session, selected, figures, settings)
-    except Exception as e:
-        raise shown(e) from None
-    if live_run.run is not None:
-        yield await show(page, live_run.run, history, session, selected, settings)
+    except Exception as e:  # the LiveRun's state says what happened; a bug is logged here
+        shown(e)
+    yield await ended(page, live_run, history, session, selected, settings)
 
 
-async def stop(page: Page, live_run: LiveRun | None, current: Run | None, history: list | None, session,
+async def ended(page: Page, live_run: LiveRun, history: list | None, session, selected: str | None,
+                settings: dict) -> dict:
+    """A run that has ended, on screen: the run in every panel when it began, else the reason."""
+    if live_run.state in (State.REFUSED, State.ERROR):
+        gr.Warning(live_run.reason or live_run.state.value)
+    if live_run.run is None:
+        return {page.summary: views.ended_summary(live_run)}
+    return await show(page, live_run.run, history, session, selected, settings)
+
+
+async def stop(page: Page, action: Action | None, current: Run | None, history: list | None, session,
                selected: str | None, **settings) -> dict:
-    """End this session's run at any moment and show it as it stands (every child aborted, each
-    sample's tokens so far kept)."""
-    if live_run is None:
+    """End this session's action at any moment and show its run as it stands (every child
+    aborted, each sample's tokens so far kept). The followers of What if, Replay and Compare
+    see their runs end and say so themselves."""
+    if action is None:
         return {}
-    if live_run.going:
-        await live_run.stop_and_wait()
+    if action.going:
+        await action.stop_and_wait()
+    if action.name not in ("Run", "Branch"):
+        return {}
+    live_run = action.runs[0]
+    if live_run.run is None:  # stopped before it started: nothing reached the engine
+        return {page.summary: views.ended_summary(live_run)}
     run = live_run.run
-    if run is None:  # stopped before it started: nothing reached the engine
-        return {page.summary: "■ stopped before it started: nothing was sent to the engine"}
     if current is not None and current.request.get("request_id") == run.request.get("request_id"):
         return {}  # it had finished and is on screen already
     return await show(page, run, history, session, selected, settings)
+
+
+async def follow_all(action: Action | None, backend, together: bool = True,
+                     each: Callable[[LiveRun], Awaitable[None]] | None = None) -> list[LiveRun]:
+    """Record an action's queued runs to their ends, all at once (``together``) or one after
+    another, and return them, each in its end state; an empty list when there is nothing to
+    follow (a Stop came first). ``each``: awaited as each run ends."""
+    if action is None or not action.runs or action.runs[0].state is not State.QUEUED:
+        return []
+
+    async def one(live_run: LiveRun) -> None:
+        with contextlib.suppress(Exception):  # its state and reason say what happened
+            async with contextlib.aclosing(live_run.follow(backend)) as runs:
+                async for _ in runs:
+                    pass
+        if each is not None:
+            await each(live_run)
+
+    if together:
+        await asyncio.gather(*(one(r) for r in action.runs))
+    else:
+        for live_run in action.runs:
+            await one(live_run)
+    return action.runs

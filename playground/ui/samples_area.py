@@ -14,9 +14,10 @@ the DOM; it never rebuilds all samples for an update.
   what changed since the previous message of this run;
 - view ``{"k":"v","s":seq,"v":"columns"|"wall"}``.
 
-``u`` entries are ``[i, pos, t_last, texts, logprobs|0, tops|0]`` (+ ``t_first`` when ``pos`` is 0):
-sample i's tokens from position ``pos`` on, their text pieces, the sampled tokens' logprobs (3
-decimals) and top-k alternatives as flat ``[text, logprob, ...]`` lists; ``f``: ``[i, reason]``
+``u`` entries are ``[i, pos, t_last, texts, logprobs|0, tops|0, entropies|0]`` (+ ``t_first`` when
+``pos`` is 0): sample i's tokens from position ``pos`` on, their text pieces, the sampled tokens'
+logprobs (3 decimals), top-k alternatives as flat ``[text, logprob, ...]`` lists, and each token's
+entropy bound in bits (2 decimals; ``analysis.token_entropy``, the one the Logprobs tab shows); ``f``: ``[i, reason]``
 for samples that finished; ``o``/``c``: the wall's row order (the divergence tree's, see
 ``analysis.prefix_order``) and each row's prefix shared with the row above, when they changed;
 ``st``: the run's status when it changed. The browser derives tokens, TTFT and tok/s from these.

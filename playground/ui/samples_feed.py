@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from playground.analysis.tree import prefix_order
+from playground.analysis.uncertainty import entropy_at
 from playground.run import Run, Sample
 
 LOWEST_LOGPROB = -99.0  # JSON has no -inf; the browser shows p as 0 either way
@@ -50,15 +51,18 @@ def _entry(sample: Sample, start: int) -> list:
     texts = [_piece(sample, p) for p in range(start, stop)]
     logprobs: Any = 0
     tops: Any = 0
+    entropies: Any = 0
     if sample.logprobs:
         recorded = sample.logprobs[start:stop]
-        logprobs = [_logprob(lp.logprob) for lp in recorded] + [None] * (stop - start - len(recorded))
+        missing = [None] * (stop - start - len(recorded))
+        logprobs = [_logprob(lp.logprob) for lp in recorded] + missing
         tops = [[x for tid, value, text in lp.top for x in (text if text is not None else f"⟨id {tid}⟩",
                                                               _logprob(value))] for lp in recorded]
-        tops += [[]] * (stop - start - len(recorded))
+        tops += [[]] * len(missing)
+        entropies = [None if (e := entropy_at(lp)) is None else round(e, 2) for lp in recorded] + missing
     times = sample.token_times
     last = round(times[min(stop, len(times)) - 1], 2) if times else None
-    entry = [sample.index, start, last, texts, logprobs, tops]
+    entry = [sample.index, start, last, texts, logprobs, tops, entropies]
     if start == 0:
         entry.append(round(times[0], 2) if times else None)
     return entry

@@ -51,13 +51,47 @@ def waiting_summary(run: Run) -> str:
             f"waiting for the first output… {elapsed:.1f} s{why} · {_seed_note(run)}")
 
 
+def queued_summary(live_run) -> str:
+    """The line while a checked run waits for a free slot (``live_run``: a queued LiveRun)."""
+    request = live_run.request
+    return (f"⏳ queued: waiting for a free slot · `{live_run.request_id}` · n={request.n} · {request.mode} · "
+            f"{request.output_kind} · {_seeds(request.seed, request.n, request.mode)}")
+
+
+def refused_summary(reason: str) -> str:
+    """The line after a request was refused: nothing was sent, the page is ready for the next Run."""
+    return f"✖ refused: {reason.rstrip('.')}. Nothing was sent to the engine; change it and Run again."
+
+
+def ended_summary(live_run) -> str:
+    """The line for a run that ended before it had a record (stopped while queued, refused or
+    failed before its first moment in the engine)."""
+    state = live_run.state.value
+    if state == "stopped":
+        return f"■ {live_run.reason or 'stopped'}"
+    if state == "refused":
+        return refused_summary(live_run.reason or "refused")
+    return f"✖ {state}: {live_run.reason or 'the run did not start'}"
+
+
+def engine_down(info: dict) -> str:
+    """Why no run can start now, from the backend's description."""
+    if info.get("restarting"):
+        return "the vLLM engine is restarting after a failure; try again in a minute"
+    where = info.get("base_url")
+    return f"the vLLM server at {where} does not answer" if where else "the vLLM engine is down"
+
+
 def _seed_note(run: Run) -> str:
-    seed = run.request.get("seed")
+    return _seeds(run.request.get("seed"), run.n, run.request.get("mode"))
+
+
+def _seeds(seed: int | None, n: int, mode: str | None) -> str:
     if seed is None:
         return "unseeded"
-    if run.request.get("mode") == "same-seed":
+    if mode == "same-seed":
         return f"every sample seed {seed} (same-seed mode)"
-    return f"seeds {seed}…{seed + run.n - 1} (sample i uses seed+i)"
+    return f"seeds {seed}…{seed + n - 1} (sample i uses seed+i)"
 
 
 def engine_status(info: dict, last_run: Run | None = None) -> str:

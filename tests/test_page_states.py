@@ -1,0 +1,276 @@
+"""The page's run states at the handler level (ui/running.py, branch_tab.py over backends/live.py),
+on the real engine: whatever a person does, in any order, the session ends in a state from which
+the next Run works, and nothing is left running in the engine.
+
+The handlers are called as Gradio calls them: ``begin`` outside the queue, its follower with the
+session's State values, Stop cancelling the follower's event and calling ``stop``; a closed tab
+is the follower cancelled. The browser's side of the same states is tests/test_browser_states.py.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import threading
+
+import gradio as gr
+import pytest
+from hypothesis import HealthCheck, settings
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
+
+from playground.backends.live import State
+from playground.run import Run
+from playground.ui import branch_tab, running
+from playground.ui.samples_area import SamplesSession
+from tests.helpers import wait_until
+
+SHORT = "Write one sentence about the sea."
+PAST_THE_CONTEXT = "word " * 3000  # more than the default context of 2048 tokens
+
+
+@pytest.fixture(scope="module")
+def loop():
+    """The event loop Gradio's server would run the handlers on."""
+    loop = asyncio.new_event_loop()
+    thread = threading.Thread(target=loop.run_forever, daemon=True)
+    thread.start()
+    yield loop
+    loop.call_soon_threadsafe(loop.stop)
+    thread.join(timeout=10)
+
+
+@pytest.fixture(scope="module")
+def page(backend):
+    from playground.ui import build_app
+
+    return build_app(backend).playground_page
+
+
+class Tab:
+    """One browser session: its State values, as Gradio keeps them, and the follower in flight."""
+
+    def __init__(self, page, loop):
+        self.page, self.loop = page, loop
+        self.live = self.current = None
+        self.history: list = []
+        self.samples = SamplesSession()
+        self.summary = ""
+        self.follower: asyncio.Task | None = None
+
+    def call(self, coro, timeout: float = 120):
+        return asyncio.run_coroutine_threadsafe(coro, self.loop).result(timeout)
+
+    def apply(self, update: dict) -> None:
+        page = self.page
+        for key, attribute in ((page.live, "live"), (page.current, "current"), (page.history, "history")):
+            if key in update:
+                setattr(self, attribute, update[key])
+        summary = update.get(page.summary)
+        if isinstance(summary, str):
+            self.summary = summary
+
+    def form(self, prompt: str, n: int = 2, max_tokens: int = 8, ignore_eos: bool = False) -> dict:
+        return {"prompt": prompt, "n": n, "seed": "7", "max_tokens": max_tokens, "ignore_eos": ignore_eos,
+                "output_kind": "DELTA", "mode": "wrapper", "temperature": 1.0, "use_chat_template": False}
+
+    def run(self, **form) -> None:
+        """Press Run: ``begin``, then (as ``.success`` does) its follower in the queue."""
+        self.press(running.begin(self.page, self.live, **self.form(**form)))
+
+    def press(self, begin) -> None:
+        self.apply(self.call(begin))
+
+        async def start() -> asyncio.Task:
+            return asyncio.ensure_future(self._follow())
+
+        self.follower = self.call(start())
+
+    async def _follow(self) -> None:
+        stream = running.stream(self.page, self.live, self.history, self.samples, "Diff")
+        async with contextlib.aclosing(stream) as updates:
+            async for update in updates:
+                self.apply(update)
+
+    def stop(self) -> None:
+        """Press Stop: the follower's event is cancelled, and ``stop`` ends the action."""
+        self.cancel_follower()
+        self.apply(self.call(running.stop(self.page, self.live, self.current, self.history, self.samples,
+                                          "Diff")))
+
+    def cancel_follower(self) -> None:
+        """The follower's event cancelled (Stop's ``cancels``, or a tab that went away), and its
+        cleanup waited for."""
+        follower = self.follower
+
+        async def cancel() -> None:
+            follower.cancel()
+            await asyncio.wait({follower})
+
+        if follower is not None and not follower.done():
+            self.call(cancel(), 30)
+
+    def wait(self, timeout: float = 120) -> None:
+        follower = self.follower
+
+        async def done() -> None:
+            await follower
+
+        if follower is not None:
+            self.call(done(), timeout)
+
+    @property
+    def going(self) -> bool:
+        return self.live is not None and self.live.going
+
+
+def engine_idle(backend, host, timeout: float = 5.0) -> bool:
+    return wait_until(lambda: host.run(backend.num_unfinished()) == 0, timeout)
+
+
+def test_a_refusal_is_named_stores_nothing_and_the_next_run_works(page, loop, backend, host):
+    tab = Tab(page, loop)
+    for prompt, reason in (("", "the prompt is empty"), (PAST_THE_CONTEXT, "longer than the context")):
+        tab.run(prompt=prompt)
+        tab.wait()
+        assert tab.live is None, "a refused request was stored for the session"
+        assert tab.summary.startswith("✖ refused") and reason in tab.summary, tab.summary
+        assert "waiting for a free slot" not in tab.summary
+        tab.run(prompt=SHORT)
+        assert isinstance(tab.live, running.Action) and tab.live.going
+        tab.wait()
+        assert tab.live.runs[0].state is State.FINISHED and tab.summary.startswith("✔ finished"), tab.summary
+        assert tab.current is tab.live.runs[0].run
+    assert engine_idle(backend, host)
+
+
+def test_a_branch_prefix_past_the_context_is_refused_and_a_run_while_a_branch_streams_waits(page, loop, backend,
+                                                                                           host):
+    tab = Tab(page, loop)
+    tab.run(prompt=SHORT, max_tokens=16, ignore_eos=True)
+    tab.wait()
+    source: Run = tab.current
+    assert source.status == "finished" and len(source.samples[0].token_ids) == 16
+
+    def branch(max_tokens=None):
+        run = source
+        if max_tokens is not None:  # the same point, in a run whose max_tokens no longer fits after the prefix
+            run = Run(request={**source.request, "max_tokens": max_tokens}, samples=source.samples)
+        return branch_tab.begin(branch_controls, page, tab.live, run, tab.current, 0, 12, branch_tab.MODEL_CHOOSES,
+                                "", "")
+
+    with gr.Blocks(), gr.Tabs():  # the tab's components: the handler writes its note
+        branch_controls = branch_tab.declare(gr.Textbox())
+    limit = backend.limits.max_model_len - source.request["num_prompt_tokens"]
+    tab.press(branch(max_tokens=limit - 5))  # fits the prompt alone, not with the 12-token prefix
+    tab.wait()
+    assert tab.live is None and "refused" in tab.summary and "max_tokens" in tab.summary, tab.summary
+
+    tab.press(branch())
+    assert wait_until(lambda: tab.live.runs[0].state in (State.STARTING, State.STREAMING, State.FINISHED), 30)
+    if tab.going:  # a Run while the branch streams is refused, and the branch goes on
+        with pytest.raises(gr.Error, match="still going"):
+            tab.call(running.begin(page, tab.live, **tab.form(SHORT)))
+    tab.wait()
+    assert tab.live.name == "Branch" and tab.live.runs[0].state is State.FINISHED
+    assert tab.current.request["branch"]["position"] == 12
+    tab.run(prompt=SHORT)
+    tab.wait()
+    assert tab.live.runs[0].state is State.FINISHED
+    assert engine_idle(backend, host)
+
+
+def test_stop_then_run_and_a_closed_tab_then_a_new_one(page, loop, backend, host):
+    tab = Tab(page, loop)
+    tab.run(prompt=SHORT, max_tokens=1500, ignore_eos=True)
+    assert wait_until(lambda: tab.live.runs[0].state is State.STREAMING, 60)
+    tab.stop()
+    assert tab.live.runs[0].state is State.STOPPED and not tab.going
+    assert tab.current.status == "aborted" and all(s.finish_reason == "abort" for s in tab.current.samples)
+    assert engine_idle(backend, host)
+    tab.run(prompt=SHORT)
+    tab.wait()
+    assert tab.live.runs[0].state is State.FINISHED
+
+    closed = Tab(page, loop)
+    closed.run(prompt=SHORT, max_tokens=1500, ignore_eos=True)
+    assert wait_until(lambda: closed.live.runs[0].state is State.STREAMING, 60)
+    closed.cancel_follower()  # the tab went away: Gradio closes its handler
+    assert closed.live.runs[0].state is State.STOPPED
+    assert engine_idle(backend, host, timeout=3)
+    fresh = Tab(page, loop)
+    fresh.run(prompt=SHORT)
+    fresh.wait()
+    assert fresh.live.runs[0].state is State.FINISHED
+
+
+# --- random sequences of what a person does ---------------------------------------------------------
+
+PROMPTS = st.sampled_from([SHORT, "", PAST_THE_CONTEXT])
+
+
+class Sessions(RuleBasedStateMachine):
+    """Run (valid or refused, short or long), Stop, a closed tab and waiting, in any order, on one
+    session; every so often a fresh tab. Invariants: at most one run of the session in the engine,
+    none once the session has nothing going, and (teardown) the next Run always works."""
+
+    page = loop = backend = host = None  # set by the test below
+
+    def __init__(self):
+        super().__init__()
+        self.tab = Tab(self.page, self.loop)
+
+    @rule(prompt=PROMPTS, n=st.integers(1, 3), long=st.booleans())
+    def press_run(self, prompt, n, long):
+        busy = self.tab.going
+        try:
+            self.tab.run(prompt=prompt, n=n, max_tokens=400 if long else 4, ignore_eos=long)
+        except gr.Error as e:
+            assert busy and e.message == running.BUSY, e
+            return
+        assert not busy, "a second action started while one was going"
+        if prompt != SHORT:
+            assert self.tab.live is None and self.tab.summary.startswith("✖ refused"), self.tab.summary
+
+    @precondition(lambda self: self.tab.live is not None)
+    @rule()
+    def press_stop(self):
+        self.tab.stop()
+        assert not self.tab.going
+
+    @precondition(lambda self: self.tab.follower is not None)
+    @rule()
+    def close_the_tab(self):
+        self.tab.cancel_follower()
+        assert not self.tab.going
+        self.tab = Tab(self.page, self.loop)
+
+    @rule()
+    def wait_for_the_end(self):
+        self.tab.wait()
+        assert not self.tab.going
+
+    @invariant()
+    def one_run_at_most_and_none_left(self):
+        live = self.tab.live
+        if live is not None and live.going:
+            assert self.host.run(self.backend.num_unfinished()) <= live.runs[0].request.n
+        else:
+            assert engine_idle(self.backend, self.host), "requests left in the engine with nothing going"
+
+    def teardown(self):
+        tab = self.tab
+        tab.cancel_follower()
+        if tab.going:
+            tab.stop()
+        tab.run(prompt=SHORT)
+        tab.wait()
+        assert tab.live.runs[0].state is State.FINISHED, tab.summary
+        assert engine_idle(self.backend, self.host)
+
+
+def test_any_sequence_of_run_stop_refusal_and_close_leaves_the_next_run_working(page, loop, backend, host):
+    Sessions.page, Sessions.loop, Sessions.backend, Sessions.host = page, loop, backend, host
+    machine = settings(max_examples=6, stateful_step_count=6, deadline=None,
+                       suppress_health_check=list(HealthCheck))(Sessions)
+    machine.TestCase().runTest()
