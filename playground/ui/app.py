@@ -105,8 +105,9 @@ def build_app(backend, sync_runner=None, embedding_model: str | None = None,
                     form |= setting_controls(limits, [f.name for f, meta in fields() if meta.sampler])
         with examples_slot:
             gr.Examples([[prompt] for prompt in EXAMPLES], [form["prompt"]],
-                        label="Examples that show seeded diversity", fn=example_settings, outputs=[form["use_chat_template"], form["n"], form["temperature"]],
-                        run_on_click=True, api_visibility="private")
+                        label="Examples that show seeded diversity", fn=example_settings,
+                        outputs=[form["use_chat_template"], form["n"], form["temperature"]], run_on_click=True,
+                        api_visibility="private")
 
         # --- the samples ----------------------------------------------------------------------
         summary = gr.Markdown(elem_id="run-summary")
