@@ -15,6 +15,12 @@ from __future__ import annotations
 import importlib
 import sys
 
+from playground import terminal
+
+# Before anything imports vLLM or torch; this runs in the engine core process too (a spawned
+# process imports the main module again), so its start-up noise is silenced as well.
+terminal.quiet()
+
 # The first argument names a command; anything else is the app's own flags (serve).
 COMMANDS = {"batch": "playground.commands.batch", "qa": "playground.commands.qa",
             "analyze": "playground.commands.analyze", "sweep": "playground.commands.sweep"}

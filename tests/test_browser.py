@@ -228,6 +228,11 @@ def test_closing_the_tab_aborts_every_child(browser, app_url, backend, host):
     assert host.run(backend.num_unfinished()) == 4
     page.close()
     assert unfinished_after(backend, host, timeout=2) == 0, "children still running 2 s after the tab closed"
+    fresh = open_page(browser, app_url)  # and a new tab runs at once
+    try:
+        assert run_to_the_end(fresh, "Roses are red,", n=2, seed=1, max_tokens=4)
+    finally:
+        fresh.close()
 
 
 def test_the_first_run_starts_in_the_chat_template_and_the_preview_shows_it(page):

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import os
-import signal
 import threading
 
 import pytest
@@ -171,19 +169,3 @@ def test_an_auth_protected_app_refuses_a_client_without_credentials(backend):
         assert_valid_request_works(client)
     finally:
         demo.close()
-
-
-@pytest.mark.destructive
-def test_a_dead_engine_core_is_reported_and_replaced(client, backend, host):
-    """Kill the engine core mid-run: the API says so, the app stays up, the engine comes back."""
-    job = client.submit(prompt=PROMPT, n=2, seed=3, max_tokens=1000, ignore_eos=True, output_kind="DELTA",
-                        api_name="/sample")
-    assert wait_until(lambda: host.run(backend.num_unfinished()) == 2, timeout=120)
-    core = host.engine.engine_core.resources.engine_manager.processes[0]
-    os.kill(core.pid, signal.SIGKILL)
-    with pytest.raises(Exception) as died:
-        job.result(timeout=60)
-    assert_refused_clearly(died.value, "engine core has died")
-    assert wait_until(lambda: backend.info()["up"], timeout=600, every=0.5), "the engine did not come back"
-    assert backend.restarts == 1
-    assert_valid_request_works(client)

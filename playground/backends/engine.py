@@ -46,7 +46,8 @@ def platform_defaults() -> dict[str, Any]:
     """
     from vllm.platforms import current_platform
 
-    defaults: dict[str, Any] = {"max_model_len": 2048, "enable_prefix_caching": True}
+    # No progress bar for loading weights: the start phases say how long each step took.
+    defaults: dict[str, Any] = {"max_model_len": 2048, "enable_prefix_caching": True, "use_tqdm_on_load": False}
     if current_platform.is_cpu():
         defaults["enforce_eager"] = True
         if not cpu_has_native_bf16():

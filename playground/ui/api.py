@@ -43,6 +43,8 @@ def sample_endpoint(backend):
             async with contextlib.aclosing(stream) as snapshots:
                 async for run in snapshots:
                     latest = run or latest  # a heartbeat (None): a snapshot with nothing new
+                    if live.error is not None:  # refused or failed on the way: the caller gets the sentence
+                        raise live.error
                     if latest is not None and latest.finished:
                         last = told.snapshot(latest)  # what came since the last snapshot, finish reasons
                         if last["samples"]:  # included: followed alone, the snapshots add up to the run

@@ -139,7 +139,8 @@ def build_app(backend, sync_runner=None, embedding_model: str | None = None,
             with gr.Tab("Logprobs", id="logprobs"):
                 logprobs = panel("Logprobs", panels.logprobs,
                                  uncertainty=gr.Plot(label="Chosen-token probability and entropy "
-                                                           "(lower bound from top-k)"),
+                                                           "(bits, lower bound from top-k)",
+                                                     elem_id="logprobs-uncertainty"),
                                  agreement=gr.Plot(label="Agreement across samples"))
             with gr.Tab("Inspector", id="inspector", elem_id="tab-inspector"):
                 inspector = panel("Inspector", panels.inspector, live=panels.inspector_live,

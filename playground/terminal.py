@@ -1,0 +1,85 @@
+"""What the terminal shows: the playground's own lines, and real warnings, not vLLM's and torch's
+start-up noise.
+
+A newcomer's first screen (``make run``) used to be a hundred lines of engine configuration, Triton
+and deprecation messages before the page's address. They are silenced at their source, in every
+process (the app and the engine core it spawns), by what each library offers: vLLM's log level and
+a filter on its log handler (``VLLM_LOGGING_CONFIG_PATH``), Python's warning filters
+(``PYTHONWARNINGS`` reaches the spawned process), and torch's C++ log level. Each silenced message
+is listed below with why it is harmless here; everything else, warnings included, still shows.
+``VLLM_LOGGING_LEVEL=INFO`` (or any of these variables set by hand) brings vLLM's own lines back.
+
+``quiet()`` must run before vLLM or torch is imported: app.py calls it at its top, which the
+engine core process runs too (a spawned process imports the main module again).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import re
+import tempfile
+import warnings
+
+# Messages that say nothing a person of the playground can act on, with why.
+NOISE = {
+    r"Triton is installed, but doesn't include CPU backend": "the CPU build runs without Triton",
+    r"Triton is not installed\. triton-cpu is expected": "the CPU build runs without Triton",
+    r"Model Runner V2 requires Triton": "the V1 model runner is the CPU's",
+    r"Enforce eager set, disabling torch\.compile": "eager mode is the playground's CPU default (fast start)",
+    r"Inductor compilation was disabled by user settings": "follows from eager mode",
+    r"is not found in LD_PRELOAD": "measured: preloading tcmalloc or libiomp does not speed this model up",
+    r"OMP_NUM_THREADS=\d+ is set; leaving Torch threads": "the playground sets the engine's threads itself",
+}
+_NOISE = re.compile("|".join(NOISE))
+# torch's deprecation of an alias that vLLM's CPU Triton shim reads when it is imported.
+FUTURE_WARNINGS = ("vllm.triton_utils.dispatcher",)
+LOG_FORMAT = "(%(vllm_process_name)s pid=%(process)d) %(levelname)s %(asctime)s [%(fileinfo)s:%(lineno)d] %(message)s"
+
+
+class Quiet(logging.Filter):
+    """Drops the records of ``NOISE``; lets everything else through."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        try:
+            message = record.getMessage()
+        except Exception:  # a record that cannot format: not ours to judge
+            return True
+        return not _NOISE.search(message)
+
+
+def logging_config(level: str) -> dict:
+    """vLLM's own logging setup (its format, handler and logger), with the ``Quiet`` filter."""
+    return {
+        "version": 1,
+        "disable_existing_loggers": False,
+        "filters": {"quiet": {"()": f"{__name__}.Quiet"}},
+        "formatters": {"vllm": {"()": "vllm.logging_utils.NewLineFormatter", "datefmt": "%m-%d %H:%M:%S",
+                                "format": LOG_FORMAT, "log_level": level}},
+        "handlers": {"vllm": {"class": "logging.StreamHandler", "formatter": "vllm", "level": level,
+                              "stream": "ext://sys.stdout", "filters": ["quiet"]}},
+        "loggers": {"vllm": {"handlers": ["vllm"], "level": level, "propagate": False}},
+    }
+
+
+def quiet() -> None:
+    """Silence the noise in this process and in the processes it starts; a setting already in the
+    environment wins. Before vLLM configures its logging, its early messages meet the filter too."""
+    level = os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")
+    if "VLLM_LOGGING_CONFIG_PATH" not in os.environ:
+        path = os.path.join(tempfile.gettempdir(), f"vllm-playground-logging-{level}.json")
+        with open(path, "w", encoding="utf-8") as file:
+            json.dump(logging_config(level), file)
+        os.environ["VLLM_LOGGING_CONFIG_PATH"] = path
+    os.environ.setdefault("TORCH_CPP_LOG_LEVEL", "ERROR")  # torch's C++ notes, e.g. "NUMA binding: ..."
+    given = [f for f in os.environ.get("PYTHONWARNINGS", "").split(",") if f]
+    wanted = [f"ignore::FutureWarning:{module}" for module in FUTURE_WARNINGS]
+    os.environ["PYTHONWARNINGS"] = ",".join(given + [f for f in wanted if f not in given])
+    for module in FUTURE_WARNINGS:
+        warnings.filterwarnings("ignore", category=FutureWarning, module=re.escape(module))
+    early = logging.getLogger("vllm")
+    if not early.handlers:  # vLLM replaces this handler with its own (filtered) when it configures logging
+        handler = logging.StreamHandler()
+        handler.addFilter(Quiet())
+        early.addHandler(handler)

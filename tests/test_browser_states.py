@@ -1,0 +1,159 @@
+"""The page's run states in a real headless Chromium on the real engine: a refusal never leaves the
+tab stuck, Stop and a double click leave it ready, the samples come into view after Run, and one
+entropy is shown for a token everywhere. The handlers' side is tests/test_page_states.py.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+
+import pytest
+
+from playground.analysis import entropy_at
+from playground.ui.samples_replay import synthetic_run
+from tests.helpers import unfinished_after, wait_until
+from tests.test_browser import (  # noqa: F401  (browser: the fixture)
+    ARTIFACTS,
+    browser,
+    columns,
+    fill_form,
+    open_page,
+    set_slider,
+    start_long_run,
+)
+from tests.test_browser_panels import open_saved_run
+
+HAIKU = "Write a haiku about autumn rain."
+
+
+def summary(page) -> str:
+    return page.locator("#run-summary").inner_text()
+
+
+def wait_for_summary(page, text: str, timeout: float = 120_000) -> None:
+    page.locator("#run-summary").get_by_text(text).first.wait_for(timeout=timeout)
+
+
+def in_view(page, selector: str) -> bool:
+    """Whether the element's top is on screen with room below it (a person sees its first lines)."""
+    return page.evaluate("(s) => { const r = document.querySelector(s).getBoundingClientRect(); "
+                         "return r.top >= 0 && r.top < window.innerHeight - 120; }", selector)
+
+
+@pytest.mark.parametrize("viewport", [(1400, 1000), (1280, 720)])
+def test_a_refusal_leaves_the_page_ready_and_the_samples_come_into_view(browser, app_url, viewport):  # noqa: F811
+    """The prompt box starts empty: Run is refused with the reason, and the next Run (an example,
+    picked by a click) streams into a samples area that is in view without scrolling by hand."""
+    width, height = viewport
+    page = browser.new_page(viewport={"width": width, "height": height})
+    try:
+        page.goto(app_url)
+        page.locator("#prompt textarea").wait_for()
+        page.locator("#run").click()
+        wait_for_summary(page, "refused", 30_000)
+        said = summary(page)
+        assert "the prompt is empty" in said and "waiting for a free slot" not in said, said
+        if width == 1400:  # a prompt past the context, refused the same way
+            page.locator("#prompt textarea").fill("word " * 3000)
+            page.locator("#run").click()
+            page.locator("#run-summary").get_by_text("longer than the context").wait_for(timeout=30_000)
+        page.locator("#examples").get_by_text(HAIKU).click()
+        page.wait_for_function("(want) => document.querySelector('#prompt textarea').value === want", arg=HAIKU)
+        page.locator("#run").click()
+        wait_for_summary(page, "finished")
+        assert in_view(page, "#samples-area"), "the samples area is out of view after Run"
+        assert page.locator("#samples-area .sa-card").count() == 4  # the example's n
+        assert all(text.strip() for text in columns(page, 4))
+        page.screenshot(path=ARTIFACTS / f"after-run-{width}x{height}.png")
+    finally:
+        page.close()
+
+
+def test_stop_then_run_and_a_double_click_start_one_run_each(browser, app_url, backend, host):  # noqa: F811
+    page = open_page(browser, app_url)
+    try:
+        start_long_run(page, n=4)
+        page.wait_for_function("() => (document.querySelector(\"#samples-area .sa-card[data-i='0'] .sa-text\")"
+                               "?.textContent || '').length > 0", timeout=120_000)
+        page.locator("#stop").click()
+        wait_for_summary(page, "stopped", 30_000)
+        assert unfinished_after(backend, host, timeout=3) == 0
+
+        page.locator("#prompt textarea").fill("Roses are red,")  # the sampler settings are still open
+        set_slider(page, "n", 3)
+        set_slider(page, "max-tokens", 200)
+        counts: list[int] = []
+        page.locator("#run").dblclick()
+        while not wait_until(lambda: "finished" in summary(page), timeout=0.2):
+            counts.append(host.run(backend.num_unfinished()))
+            assert len(counts) < 1000, "the run did not finish"
+        assert max(counts) <= 3, f"a double click started two runs: {max(counts)} requests in the engine"
+        page.get_by_role("tab", name="History").click()
+        page.locator("#history-pick input").click()
+        assert page.get_by_role("option").count() == 2  # the stopped run and this one: no third
+        page.keyboard.press("Escape")
+
+        first = re.search(r"run-[0-9a-f]{8}", summary(page)).group(0)
+        page.locator("#run").click()  # and the page is ready for the next
+        page.wait_for_function("(old) => { const s = document.querySelector('#run-summary').innerText; "
+                               "return s.includes('finished') && !s.includes(old); }", arg=first, timeout=120_000)
+    finally:
+        page.close()
+
+
+def test_the_wall_the_logprobs_tab_and_the_csv_show_one_entropy(browser, app_url, tmp_path):  # noqa: F811
+    """The same top-k, three places: the wall's hover, the Logprobs tab's chart and the Python
+    function, to the hundredth of a bit."""
+    run = synthetic_run(4, 12, seed=9)
+    page = open_saved_run(browser, app_url, run, tmp_path / "entropy.json")
+    try:
+        page.locator("#samples-area .sa-bar").get_by_text("Token wall", exact=True).click()
+        cell = page.locator("#samples-area .sa-row[data-i='0'] .tk").nth(3)
+        cell.hover()
+        tip = page.locator("#samples-area .sa-tip .sa-entropy")
+        tip.wait_for(state="visible")
+        shown = float(tip.inner_text().split("≥")[1].split("bits")[0])
+        expected = round(entropy_at(run.samples[0].logprobs[3]), 2)
+        assert shown == expected
+        page.get_by_role("tab", name="Logprobs").click()
+        page.wait_for_function("() => document.querySelector('#logprobs-uncertainty .js-plotly-plot')?.data")
+        charted = page.evaluate("() => Array.from(document.querySelector('#logprobs-uncertainty .js-plotly-plot')"
+                                "._fullData.filter(t => t.name === 'sample 0' && t.yaxis === 'y2')[0].y)[3]")
+        assert round(charted, 2) == expected
+    finally:
+        page.close()
+
+
+@pytest.mark.destructive
+def test_an_engine_that_dies_mid_run_is_reported_and_the_next_run_works(browser, app_url, client, backend, host):  # noqa: F811
+    """Kill the engine core while a page and a script both run: both say so, the app stays up,
+    a Run while it restarts is refused with the reason, and once it is back Run works."""
+    page = open_page(browser, app_url)
+    try:
+        start_long_run(page, n=2)
+        job = client.submit(prompt="Once upon a time", n=2, seed=3, max_tokens=1000, ignore_eos=True,
+                            output_kind="DELTA", api_name="/sample")
+        assert wait_until(lambda: host.run(backend.num_unfinished()) == 4, timeout=120)
+        core = host.engine.engine_core.resources.engine_manager.processes[0]
+        os.kill(core.pid, signal.SIGKILL)
+        with pytest.raises(Exception) as died:
+            job.result(timeout=60)
+        assert "engine core has died" in str(died.value) and "unexpected error" not in str(died.value)
+        page.locator("#run-summary").get_by_text("engine core has died").wait_for(timeout=60_000)
+        assert "error" in summary(page)
+        page.locator("#ignore-eos input").uncheck()  # the sampler settings are still open
+        page.locator("#prompt textarea").fill(HAIKU)
+        set_slider(page, "max-tokens", 8)
+        if backend.info()["restarting"]:  # refused while it restarts: the reason, and nothing stored
+            page.locator("#run").click()
+            page.locator("#run-summary").get_by_text("refused").wait_for(timeout=30_000)
+        assert wait_until(lambda: backend.info()["up"], timeout=600, every=0.5), "the engine did not come back"
+        assert backend.restarts == 1
+        page.locator("#run").click()
+        wait_for_summary(page, "finished")
+        assert client.predict(prompt=HAIKU, n=2, seed=2, max_tokens=4, api_name="/sample")
+    finally:
+        page.close()
+        wait_until(lambda: backend.info()["up"], timeout=600, every=0.5)  # never tear down a restarting engine
