@@ -21,6 +21,7 @@ import pandas as pd
 
 from playground import bundle_format
 from playground.errors import InvalidBundle
+from playground.logprobs import Logprobs, TokenLogprob
 
 # 2: per-event request_id and engine_requests, per-sample engine phases, mutated_events, and the
 # engine's reproduction conditions. Bundles of version 1 load with those empty.
@@ -28,17 +29,6 @@ from playground.errors import InvalidBundle
 # Versions 1 and 2 are the record as plain data, the layout version 3 is decoded into.
 BUNDLE_VERSION = 3
 PLAIN_VERSION = 2
-
-
-@dataclass
-class TokenLogprob:
-    """The sampled token's log-probability, its rank, and the top-k alternatives at its position."""
-
-    token_id: int
-    logprob: float | None
-    rank: int | None = None
-    text: str | None = None
-    top: list[tuple[int, float, str | None]] = field(default_factory=list)  # by rank
 
 
 @dataclass
@@ -70,7 +60,7 @@ class Sample:
     token_ids: list[int] = field(default_factory=list)
     token_texts: list[str] = field(default_factory=list)  # one decoded piece per token
     token_times: list[float] = field(default_factory=list)  # arrival, seconds since run start
-    logprobs: list[TokenLogprob] | None = None
+    logprobs: list[TokenLogprob] | Logprobs | None = None  # Logprobs: what an engine made, as arrays
     finish_reason: str | None = None
     stop_reason: str | int | None = None
     num_cached_tokens: int | None = None

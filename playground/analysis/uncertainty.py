@@ -35,17 +35,23 @@ def token_entropy(lp: TokenLogprob) -> tuple[float, float, float]:
     outcome". Every part only undercounts: the sum is a lower bound, and never above log2 of the
     vocabulary.
     """
-    listed = [(tid, math.exp(v)) for tid, v, _ in lp.top if v is not None]
+    listed = [(tid, v) for tid, v, _ in lp.top if v is not None]
     if not listed and lp.logprob is not None:
-        listed = [(lp.token_id, math.exp(lp.logprob))]
-    probs = [p for _, p in listed]
+        listed = [(lp.token_id, lp.logprob)]
+    return entropy_of_listed(listed, lp.token_id, lp.rank)
+
+
+def entropy_of_listed(listed: list[tuple[int, float]], token_id: int, rank: int | None) -> tuple[float, float, float]:
+    """``token_entropy`` of the listed (token id, logprob) pairs at a position where ``token_id``
+    was sampled with ``rank``: the one computation, for records of any shape."""
+    probs = [math.exp(v) for _, v in listed]
     mass = sum(probs)
     residual = max(0.0, 1.0 - mass)
     entropy = -sum(p * math.log2(p) for p in probs if p > 0)
     # The sampled token is listed even when it ranks below the top-k; unless its rank shows it is
     # among the listed ranks 1..m, leave it out of p_k (which only makes the bound more cautious).
-    inside = lp.rank is not None and lp.rank <= len(listed)
-    ranked = [p for tid, p in listed if inside or tid != lp.token_id]
+    inside = rank is not None and rank <= len(listed)
+    ranked = [p for (tid, _), p in zip(listed, probs) if inside or tid != token_id]
     bound = min([residual, *ranked]) if ranked else residual
     if residual > 1e-12 and bound > 0:
         entropy += residual * -math.log2(bound)

@@ -121,7 +121,10 @@ class Recording:
 
     def __init__(self, backend, prepared: Prepared):
         self.prepared = prepared
-        self.recorder = RunRecorder(prepared.record_header(), prepared.plan.seeds, backend.info(), backend.decode)
+        # A backend with a tokenizer of its own has a table of its tokens' texts (backends/pieces.py).
+        table = getattr(backend, "token_table", None)
+        self.recorder = RunRecorder(prepared.record_header(), prepared.plan.seeds, backend.info(), backend.decode,
+                                    pieces=table.stream if table else None, texts=table.alone if table else None)
         self.run: Run = self.recorder.run
         self.watch = None  # an OutputWatch, when a front end that steps the engine itself keeps one
 

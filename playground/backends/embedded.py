@@ -22,6 +22,7 @@ from vllm.v1.engine.exceptions import EngineDeadError
 from playground.backends.base import Prepared
 from playground.backends.engine import EngineHost, describe_engine
 from playground.backends.outputs import OutputWatch, child_observation, observation_from_output
+from playground.backends.pieces import TokenTable
 from playground.backends.recorder import Observation
 from playground.backends.resources import Workload
 from playground.errors import EngineUnavailable
@@ -89,6 +90,7 @@ class EmbeddedBackend:
             vocab_size=self._info["vocab_size"],
         )
         self.tokenizer = engine.tokenizer
+        self.token_table = TokenTable(self.tokenizer, self.decode)  # the texts of its tokens, once each
         self.sampler = ParallelSampler(engine, self.max_n)  # one per engine: abort() finds parents by id
 
     def info(self) -> dict[str, Any]:
@@ -126,11 +128,11 @@ class EmbeddedBackend:
         sampler = self.sampler
 
         async def produce():
-            children: list[Observation] = []
+            facts = Observation()  # what the children said of themselves since the last output
             watch = OutputWatch() if prepared.watch else None
 
             def on_child(index, output):
-                children.append(child_observation(index, output))
+                child_observation(index, output, facts)
 
             generator = sampler.sample(tokens, params, prepared.plan, on_child=on_child)
             async for output in generator:
@@ -139,8 +141,10 @@ class EmbeddedBackend:
                 # Counted as the caller receives the output: vLLM counts each child, not the parent.
                 observation = observation_from_output(output, time.monotonic(), child_facts=attribute,
                                                       engine_requests=sampler.engine.get_num_unfinished_requests())
-                while children:
-                    yield children.pop(0)
+                # One observation per output: the children's own facts ride along (recorded first).
+                observation.num_cached_tokens = {**facts.num_cached_tokens, **observation.num_cached_tokens}
+                observation.metrics = {**facts.metrics, **observation.metrics}
+                facts.num_cached_tokens, facts.metrics = {}, {}
                 yield observation
             if watch is not None:
                 yield Observation(mutated_events=watch.changed())

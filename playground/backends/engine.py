@@ -10,6 +10,7 @@ its own and lets any loop stream from it.
 from __future__ import annotations
 
 import asyncio
+import collections
 import dataclasses
 import logging
 import threading
@@ -287,13 +288,20 @@ class EngineHost:
         return await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(coro, self.loop))
 
     async def stream(self, make_items: Callable[[], AsyncIterator[Any]]) -> AsyncIterator[Any]:
-        """Iterate ``make_items()`` on the engine's loop, yielding its items on the caller's loop."""
+        """Iterate ``make_items()`` on the engine's loop, yielding its items on the caller's loop.
+
+        The one hand-off between the two threads: items wait in a deque, and the caller's loop is
+        woken once for all the items that came while it was busy, not once per item.
+        """
         caller = asyncio.get_running_loop()
-        inbox: asyncio.Queue = asyncio.Queue()
+        inbox: collections.deque = collections.deque()
+        arrived = asyncio.Event()
         settled = asyncio.Event()
 
         def send(message):
-            caller.call_soon_threadsafe(inbox.put_nowait, message)
+            inbox.append(message)
+            if len(inbox) == 1:  # the caller drains the deque before it waits again
+                caller.call_soon_threadsafe(arrived.set)
 
         async def pump():
             try:
@@ -314,13 +322,16 @@ class EngineHost:
         task = await self.call(start())
         try:
             while True:
-                kind, item = await inbox.get()
-                if kind == "item":
-                    yield item
-                elif kind == "end":
-                    return
-                else:
-                    raise item
+                arrived.clear()
+                while inbox:
+                    kind, item = inbox.popleft()
+                    if kind == "item":
+                        yield item
+                    elif kind == "end":
+                        return
+                    else:
+                        raise item
+                await arrived.wait()
         finally:
             self.loop.call_soon_threadsafe(task.cancel)
             await settled.wait()  # the engine-side finally (aborts) has run

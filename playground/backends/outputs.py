@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from vllm.logprobs import FlatLogprobs
+
 from playground.backends.recorder import Observation
 from playground.run import Event, EventOutput, TokenLogprob
 
@@ -45,19 +47,19 @@ def observation_from_output(output: Any, t: float, child_facts: bool = True,
     observation = Observation(event=event)
     for c in output.outputs:
         if c.logprobs:
-            observation.logprobs[c.index] = logprobs_from_vllm(c.token_ids, c.logprobs)
+            # vLLM's flat arrays (``SamplingParams.flat_logprobs``) go to the record as they are;
+            # only the positions of this output's tokens are read (a CUMULATIVE one's keep growing).
+            observation.logprobs[c.index] = ((c.logprobs, 0) if isinstance(c.logprobs, FlatLogprobs)
+                                             else logprobs_from_vllm(c.token_ids, c.logprobs))
     if child_facts and output.outputs:
-        first = output.outputs[0].index
-        if output.num_cached_tokens is not None:
-            observation.num_cached_tokens[first] = output.num_cached_tokens
-        if output.metrics is not None:
-            observation.metrics[first] = metrics_snapshot(output.metrics)
+        child_observation(output.outputs[0].index, output, observation)
     return observation
 
 
-def child_observation(index: int, output: Any) -> Observation:
-    """What one child's own output (before merging) says about that child alone: no event."""
-    facts = Observation()
+def child_observation(index: int, output: Any, into: Observation | None = None) -> Observation:
+    """What one child's own output (before merging) says about that child alone, added to
+    ``into`` (else to an observation of its own, with no event)."""
+    facts = Observation() if into is None else into
     if output.num_cached_tokens is not None:
         facts.num_cached_tokens[index] = output.num_cached_tokens
     if output.metrics is not None:

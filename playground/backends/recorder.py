@@ -12,7 +12,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from playground.run import Event, Run, Sample, TokenLogprob
+from playground.backends.pieces import DecodedPieces, TablePieces
+from playground.logprobs import Logprobs, TokenLogprob
+from playground.run import Event, Run, Sample
+
+# A sample's logprobs as a backend hands them over: TokenLogprobs (a remote server's), or
+# ``(FlatLogprobs, first)``: vLLM's flat arrays of the output, from position ``first`` on.
+LogprobsIn = list[TokenLogprob] | tuple[Any, int]
 
 
 @dataclass
@@ -21,7 +27,7 @@ class Observation:
     per-sample facts that are recorded on the samples rather than in the event."""
 
     event: Event | None = None
-    logprobs: dict[int, list[TokenLogprob]] = field(default_factory=dict)
+    logprobs: dict[int, LogprobsIn] = field(default_factory=dict)  # the event's new positions, by index
     num_cached_tokens: dict[int, int] = field(default_factory=dict)
     metrics: dict[int, dict[str, float]] = field(default_factory=dict)
     # One text piece per new token of this event's outputs, by index, when the backend has them
@@ -44,7 +50,11 @@ class RunRecorder:
         seeds: list[int | None],
         engine: dict[str, Any] | None = None,
         decode: Callable[[list[int]], str] | None = None,
+        pieces: Callable[[], TablePieces | DecodedPieces] | None = None,
+        texts: Callable[[int], str] | None = None,
     ):
+        """``pieces`` makes a sample's piece decoder (the backend's token table), else ``decode``
+        decodes pieces in a window; ``texts(token_id)``: a token's text alone, for logprobs' ids."""
         self.run = Run(
             request=request,
             samples=[Sample(index=i, seed=seed) for i, seed in enumerate(seeds)],
@@ -53,7 +63,10 @@ class RunRecorder:
         )
         self.delta = request.get("output_kind") == "DELTA"
         self.t0 = time.monotonic()
-        self._pieces = [_Pieces(decode) for _ in seeds] if decode else None
+        make = pieces or ((lambda: DecodedPieces(decode)) if decode else None)
+        self._pieces = [make() for _ in seeds] if make else None
+        self._text = texts
+        self.table: dict[int, str] = {}  # token id -> text, for the samples' Logprobs
 
     def elapsed(self) -> float:
         return time.monotonic() - self.t0
@@ -69,17 +82,12 @@ class RunRecorder:
             self.run.usage = observation.usage
         if observation.mutated_events is not None:
             self.run.mutated_events = list(observation.mutated_events)
-        for index, logprobs in observation.logprobs.items():
-            s = samples[index]
-            if self.delta and s.logprobs is not None:
-                s.logprobs.extend(logprobs)
-            else:
-                s.logprobs = list(logprobs)
         event = observation.event
         if event is None:
             return None
         event.t -= self.t0  # backends stamp time.monotonic(); the record keeps time since start
         self.run.events.append(event)
+        logprobs = observation.logprobs
         for out in event.outputs:
             s = samples[out.index]
             if self.delta:
@@ -95,10 +103,32 @@ class RunRecorder:
                 s.token_texts.extend(observation.token_texts[out.index])
             elif self._pieces is not None:
                 s.token_texts.extend(self._pieces[out.index].add(new))
+            if out.index in logprobs:
+                self._logprobs(s, logprobs[out.index], len(new))
             if out.finish_reason is not None:
                 s.finish_reason = out.finish_reason
                 s.stop_reason = out.stop_reason
         return event
+
+    def _logprobs(self, sample: Sample, given: LogprobsIn, new: int) -> None:
+        """The new positions' logprobs onto the sample's: vLLM's flat arrays stay arrays."""
+        if isinstance(given, tuple):
+            flat, first = given
+            if sample.logprobs is None:
+                sample.logprobs = Logprobs(self.table)
+            have = len(sample.logprobs)
+            # A CUMULATIVE output's arrays hold every position so far (and vLLM's may have grown
+            # since): the new positions are the ones after what the sample has, one per new token.
+            sample.logprobs.add_flat(flat, first if self.delta else have, new)
+            if self._text is not None:
+                table, text = self.table, self._text
+                for token_id in sample.logprobs.ids_from(have):
+                    if token_id not in table:
+                        table[token_id] = text(token_id)
+        elif self.delta and sample.logprobs is not None:
+            sample.logprobs.extend(given)
+        else:
+            sample.logprobs = list(given)
 
     def _phases(self, sample: Sample, metrics: dict[str, float]) -> None:
         """The child's queued, prefill and decode phases from the engine's own timestamps.
@@ -122,34 +152,3 @@ class RunRecorder:
         self.run.error = error
         self.run.wall_time = self.elapsed()
         return self.run
-
-
-class _Pieces:
-    """Decode a growing token sequence into one text piece per token.
-
-    A token that ends inside a multibyte character gets an empty piece; the token that completes
-    the character carries it. A short window of earlier tokens gives decoders that depend on
-    context (leading spaces) what they need, as vLLM's incremental detokenizer does.
-    """
-
-    WINDOW = 6
-
-    def __init__(self, decode: Callable[[list[int]], str]):
-        self.decode = decode
-        self.ids: list[int] = []
-        self.prefix = 0  # start of the context window
-        self.read = 0  # tokens already turned into pieces
-
-    def add(self, new_ids: list[int]) -> list[str]:
-        pieces = []
-        for token_id in new_ids:
-            self.ids.append(token_id)
-            before = self.decode(self.ids[self.prefix:self.read])
-            after = self.decode(self.ids[self.prefix:])
-            if after.endswith("\ufffd"):
-                pieces.append("")  # incomplete character: the next token completes it
-                continue
-            pieces.append(after[len(before):])
-            self.read = len(self.ids)
-            self.prefix = max(0, self.read - self.WINDOW)
-        return pieces

@@ -18,6 +18,7 @@ from vllm.v1.engine.exceptions import EngineDeadError
 from playground.backends.base import Recording, admit, prepare
 from playground.backends.engine import create_sync_engine, describe_engine
 from playground.backends.outputs import OutputWatch, child_observation, observation_from_output
+from playground.backends.pieces import TokenTable
 from playground.backends.recorder import Observation
 from playground.backends.resources import Workload
 from playground.errors import EngineUnavailable, InvalidRequest
@@ -39,6 +40,7 @@ class SyncRunner:
         self.engine = llm_engine
         self.sampler = SyncParallelSampler(llm_engine, max_n)
         self.tokenizer = llm_engine.tokenizer
+        self.token_table = TokenTable(self.tokenizer, self.decode)  # the texts of its tokens, once each
         self._info = {**describe_engine(llm_engine), "front_end": "LLMEngine"}
         self.limits = Limits(max_n=max_n, max_model_len=self._info["max_model_len"],
                              max_logprobs=self._info["max_logprobs"], vocab_size=self._info["vocab_size"])

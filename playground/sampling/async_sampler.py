@@ -22,6 +22,37 @@ from playground.sampling import params as child_params
 ChildObserver = Callable[[int, RequestOutput], None]
 
 
+class Arrivals:
+    """Which children have an output waiting, and one event for all of them.
+
+    vLLM hands each request's outputs to a collector of its own and wakes one task per collector;
+    following n children with n tasks costs n task switches per engine step (256 at n=256). So
+    each child's collector, as it receives an output, also notes its child here and sets one
+    event, and one task reads every child that has something.
+    """
+
+    def __init__(self):
+        self.ready = asyncio.Event()
+        self.indices: list[int] = []
+
+    def watch(self, queue, index: int) -> None:
+        put = queue.put
+
+        def noted(output) -> None:
+            put(output)
+            self.indices.append(index)
+            self.ready.set()
+
+        queue.put = noted  # the engine's output handler calls the collector's put
+
+    async def next(self) -> list[int]:
+        """The children with an output waiting since the last call, each once, in arrival order."""
+        await self.ready.wait()
+        self.ready.clear()
+        indices, self.indices = self.indices, []
+        return list(dict.fromkeys(indices))
+
+
 class ParallelSampler:
     """One per engine: it knows which children belong to which running parent, so ``abort()``
     can take a parent's id, as AsyncLLM's does."""
@@ -78,41 +109,26 @@ class ParallelSampler:
     async def _fan_out(self, tokens, sampling_params, run_plan: plan.Plan, on_child) -> AsyncIterator[RequestOutput]:
         request_id = run_plan.parent_id
         aggregator = aggregate.ParentAggregator(request_id, run_plan.n, sampling_params.output_kind)
-        ready = asyncio.Event()
-        failure: list[BaseException] = []
+        arrived = Arrivals()
         queues = []
-        pumps: list[asyncio.Task] = []
-
-        async def pump(index: int, queue) -> None:
-            """Move one child's outputs into the aggregator as they arrive, until the child ends."""
-            try:
-                while True:
-                    output = queue.get_nowait() or await queue.get()
-                    if on_child is not None:
-                        on_child(index, output)
-                    child_finished = aggregator.add(index, output)  # before its flag becomes the parent's
-                    ready.set()
-                    if child_finished:
-                        return
-            except Exception as e:  # EngineDeadError and friends: the parent re-raises it
-                failure.append(e)
-                ready.set()
-
         engine_dead = False
         try:
             # All children go in before the first output is read, as in vLLM's fan-out.
             self._children[request_id] = []
-            for child, params in child_params.children(sampling_params, run_plan):
+            for index, (child, params) in enumerate(child_params.children(sampling_params, run_plan)):
                 queues.append(queue := await self.engine.add_request(child.request_id, tokens, params))
+                arrived.watch(queue, index)
                 self._children[request_id].append(queue.request_id)
                 if request_id in self._aborting:  # an abort came between two adds: this child goes too
                     await self.engine.abort([queue.request_id], internal=True)
-            pumps = [asyncio.create_task(pump(i, q)) for i, q in enumerate(queues)]
             while True:
-                await ready.wait()
-                ready.clear()
-                if failure:
-                    raise failure[0]
+                for index in await arrived.next():
+                    output = queues[index].get_nowait()  # raises what vLLM put there (EngineDeadError)
+                    if output is None:
+                        continue
+                    if on_child is not None:
+                        on_child(index, output)
+                    aggregator.add(index, output)  # before its flag becomes the parent's
                 output = aggregator.pop()
                 if output is not None:
                     yield output
@@ -124,8 +140,6 @@ class ParallelSampler:
         finally:
             self._children.pop(request_id, None)
             self._aborting.discard(request_id)
-            for task in pumps:
-                task.cancel()
             if not aggregator.finished and queues and not engine_dead:
                 # The consumer stopped early, was cancelled, or a child failed: abort every child
                 # (by its internal id, which the engine knows) so none keeps running.

@@ -13,7 +13,8 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from playground.analysis.tree import prefix_order
-from playground.analysis.uncertainty import entropy_at
+from playground.analysis.uncertainty import entropy_at, entropy_of_listed
+from playground.logprobs import Logprobs
 from playground.run import Run, Sample
 
 LOWEST_LOGPROB = -99.0  # JSON has no -inf; the browser shows p as 0 either way
@@ -52,7 +53,9 @@ def _entry(sample: Sample, start: int) -> list:
     logprobs: Any = 0
     tops: Any = 0
     entropies: Any = 0
-    if sample.logprobs:
+    if isinstance(sample.logprobs, Logprobs) and len(sample.logprobs):
+        logprobs, tops, entropies = _arrays(sample.logprobs, start, stop)
+    elif sample.logprobs:
         recorded = sample.logprobs[start:stop]
         missing = [None] * (stop - start - len(recorded))
         logprobs = [_logprob(lp.logprob) for lp in recorded] + missing
@@ -66,6 +69,23 @@ def _entry(sample: Sample, start: int) -> list:
     if start == 0:
         entry.append(round(times[0], 2) if times else None)
     return entry
+
+
+def _arrays(lps: Logprobs, start: int, stop: int) -> tuple[list, list, list]:
+    """The ``u`` entry's logprobs, top-k and entropies, read from the arrays (no TokenLogprob made)."""
+    logprobs, tops, entropies = [], [], []
+    table, starts, ids, values = lps.texts, lps.starts, lps.top_ids, lps.top_values
+    for p in range(start, min(stop, len(lps))):
+        a, b = starts[p], starts[p + 1]
+        listed = list(zip(ids[a:b], values[a:b]))
+        token_id, rank, value = lps.ids[p], lps.rank[p], lps.sampled[p]
+        if rank > b - a:  # sampled below the top-k: listed after it
+            listed.append((token_id, value))
+        logprobs.append(_logprob(value))
+        tops.append([x for tid, v in listed for x in (table.get(tid) or f"⟨id {tid}⟩", _logprob(v))])
+        entropies.append(round(entropy_of_listed(listed, token_id, rank or None)[0], 2))
+    missing = stop - start - len(logprobs)
+    return logprobs + [None] * missing, tops + [[]] * missing, entropies + [None] * missing
 
 
 class Told:

@@ -1,0 +1,143 @@
+"""Token ids -> text: one table per tokenizer of each token's bytes, filled on first use.
+
+The record keeps one text piece per sampled token (the token wall, the diff, the CSV), and one
+text per top-k alternative. Decoding them with the tokenizer costs two decodes per sampled token
+and one per alternative: at n=256 with a top-5, more than vLLM's whole frontend spends on the
+token. But a token is the same bytes wherever it stands, for the tokenizers that spell text as
+bytes (byte-level BPE, as GPT-2 and Llama 3 do; SentencePiece with byte fallback, as Llama 2
+does). So each id's bytes are worked out once, and a sample's pieces are its tokens' bytes run
+through one incremental UTF-8 decoder: a token that ends inside a multibyte character gets an
+empty piece, and the token that completes the character carries it, as the tokenizer's own
+decode of the sequence would put it. Other tokenizers keep the tokenizer's decode, with a short
+window of context (``DecodedPieces``), as vLLM's incremental detokenizer does.
+"""
+
+from __future__ import annotations
+
+import codecs
+import functools
+import re
+from collections.abc import Callable
+
+SPACE = "\u2581"  # SentencePiece's word boundary
+BYTE = re.compile(r"<0x([0-9A-Fa-f]{2})>")
+
+
+@functools.cache
+def _byte_level_alphabet() -> dict[str, int]:
+    """GPT-2's printable stand-in for each byte, inverted (the ByteLevel pre-tokenizer's map)."""
+    printable = list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) + \
+        list(range(ord("®"), ord("ÿ") + 1))
+    chars, extra = {}, 0
+    for byte in range(256):
+        if byte in printable:
+            chars[chr(byte)] = byte
+        else:
+            chars[chr(256 + extra)] = byte
+            extra += 1
+    return chars
+
+
+def _decoder_kind(tokenizer) -> str | None:
+    """"byte-level", "sentencepiece", or None (decode with the tokenizer), from the tokenizer's own
+    decoder (HF fast tokenizers)."""
+    backend = getattr(tokenizer, "backend_tokenizer", None)
+    decoder = getattr(backend, "decoder", None)
+    text = repr(decoder) if decoder is not None else ""
+    if text.startswith("ByteLevel("):
+        return "byte-level"
+    if "ByteFallback" in text and "Metaspace" not in text and SPACE in text:
+        return "sentencepiece"
+    return None
+
+
+class TokenTable:
+    """What a tokenizer's tokens say: each id's bytes (the table), a sample's pieces as they come
+    (``stream``), and one token's text alone (a top-k alternative)."""
+
+    def __init__(self, tokenizer, decode: Callable[[list[int]], str]):
+        self.tokenizer = tokenizer
+        self.decode = decode  # the tokenizer's decode, special tokens kept
+        self.kind = _decoder_kind(tokenizer)
+        added = getattr(tokenizer, "added_tokens_decoder", None) or {}
+        self._added = {token_id: getattr(token, "content", str(token)) for token_id, token in added.items()}
+        self._bytes: dict[int, bytes] = {}
+        self._alone: dict[int, str] = {}
+
+    def bytes_of(self, token_id: int) -> bytes:
+        found = self._bytes.get(token_id)
+        if found is None:
+            found = self._bytes[token_id] = self._spell(token_id)
+        return found
+
+    def _spell(self, token_id: int) -> bytes:
+        if token_id in self._added:  # special and added tokens are written as they read
+            return self._added[token_id].encode("utf-8")
+        token = self.tokenizer.convert_ids_to_tokens(token_id)
+        if token is None:
+            return self.decode([token_id]).encode("utf-8")
+        if self.kind == "byte-level":
+            alphabet = _byte_level_alphabet()
+            if all(c in alphabet for c in token):
+                return bytes(alphabet[c] for c in token)
+        elif self.kind == "sentencepiece":
+            if match := BYTE.fullmatch(token):
+                return bytes([int(match.group(1), 16)])
+            return token.replace(SPACE, " ").encode("utf-8")
+        return self.decode([token_id]).encode("utf-8")
+
+    def alone(self, token_id: int) -> str:
+        """The token's text by itself (an alternative in a top-k): a part of a character shows as
+        the replacement character."""
+        found = self._alone.get(token_id)
+        if found is None:
+            found = self._alone[token_id] = (self.bytes_of(token_id).decode("utf-8", "replace")
+                                             if self.kind else self.decode([token_id]))
+        return found
+
+    def stream(self) -> TablePieces | DecodedPieces:
+        """A decoder of one sample's pieces, token by token."""
+        return TablePieces(self) if self.kind else DecodedPieces(self.decode)
+
+
+class TablePieces:
+    """One sample's pieces from the table's bytes, through one incremental UTF-8 decoder."""
+
+    def __init__(self, texts: TokenTable):
+        self.bytes_of = texts.bytes_of
+        self.utf8 = codecs.getincrementaldecoder("utf-8")("replace")
+
+    def add(self, new_ids: list[int]) -> list[str]:
+        decode, bytes_of = self.utf8.decode, self.bytes_of
+        return [decode(bytes_of(token_id)) for token_id in new_ids]
+
+
+class DecodedPieces:
+    """A growing token sequence decoded by the tokenizer into one text piece per token.
+
+    A token that ends inside a multibyte character gets an empty piece; the token that completes
+    the character carries it. A short window of earlier tokens gives decoders that depend on
+    context (leading spaces) what they need, as vLLM's incremental detokenizer does.
+    """
+
+    WINDOW = 6
+
+    def __init__(self, decode: Callable[[list[int]], str]):
+        self.decode = decode
+        self.ids: list[int] = []
+        self.prefix = 0  # start of the context window
+        self.read = 0  # tokens already turned into pieces
+
+    def add(self, new_ids: list[int]) -> list[str]:
+        pieces = []
+        for token_id in new_ids:
+            self.ids.append(token_id)
+            before = self.decode(self.ids[self.prefix:self.read])
+            after = self.decode(self.ids[self.prefix:])
+            if after.endswith("\ufffd"):
+                pieces.append("")  # incomplete character: the next token completes it
+                continue
+            pieces.append(after[len(before):])
+            self.read = len(self.ids)
+            self.prefix = max(0, self.read - self.WINDOW)
+        return pieces
