@@ -34,6 +34,7 @@ from playground.analysis.meaning import cluster_by_similarity
 from playground.run import Run, Sample
 
 NORMALISATION = "words split at whitespace, compared lower-cased without the punctuation at their edges"
+WORD_SIMILARITY = 0.9  # words whose embeddings are this similar count as one (a lone word's is less sure than a text's)
 _WORD = re.compile(r"\s*(\S+)")
 _KEYS: dict[str, str] = {}  # words seen -> their keys: a run says the same words again and again
 _KEEP = 200_000
@@ -148,6 +149,61 @@ class SampleGraph:
             "meeting_points": self.meeting_points(),
             "branch_points": self.branch_points(),
         }
+
+
+@dataclass
+class Place:
+    """Where a node (or a stretch of a path) is in one sample: characters ``start:end`` of its
+    text, and the token it starts in (None without token ids)."""
+
+    sample: int
+    start: int
+    end: int
+    token: int | None
+
+
+def node_places(graph: SampleGraph, picked: str) -> list[Place]:
+    """Where a drawn node is in each of its samples. ``picked`` is a drawn node's ``customdata``
+    (graph_figure.py): "12,13|0,4" (graph nodes 12 and 13, joined in the drawing; samples 0 and
+    4), "more:12|3,5" (the rare words samples 3 and 5 went on with after node 12, to their end)
+    or "start|..." (the samples' whole texts)."""
+    nodes, _, listed = picked.partition("|")
+    samples = [int(i) for i in listed.split(",") if i.strip()]
+    places = []
+    for i in samples:
+        path, texts = graph.paths[i], [graph.nodes[v].visit(i) for v in graph.paths[i]]
+        offsets = [0]
+        for visit in texts:
+            offsets.append(offsets[-1] + len(visit.text))
+        if nodes == "start":
+            at = range(len(path))
+        elif nodes.startswith("more:"):
+            after = nodes[5:]
+            at = range(0 if after == "start" else path.index(int(after)) + 1, len(path))
+        else:
+            wanted = {int(v) for v in nodes.split(",")}
+            at = [k for k, v in enumerate(path) if v in wanted]
+        if at:
+            first, last = at[0], at[-1]
+            places.append(Place(i, offsets[first], offsets[last + 1], texts[first].token))
+    return places
+
+
+def graph_sentence(graph: SampleGraph) -> str:
+    """The graph in a sentence or two, for the page above the figure."""
+    walked = [i for i, path in graph.paths.items() if path]
+    if not walked:
+        return "No words yet."
+    biggest = max(graph.nodes, key=lambda node: (node.count * node.words, -node.id))
+    meets, branches = graph.meeting_points(), graph.branch_points()
+    return (f"**{len(walked)} samples, {len(graph.nodes)} nodes**: the samples part at {len(branches)} branch "
+            f"point(s) and **meet again at {len(meets)}**. The longest stretch most samples share: "
+            f"“{_short(biggest.text)}” ({biggest.count} samples, {biggest.words} words).")
+
+
+def _short(text: str, width: int = 80) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= width else text[:width - 1] + "…"
 
 
 def words(text: str) -> list[tuple[str, int]]:
