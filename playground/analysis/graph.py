@@ -194,11 +194,15 @@ def graph_sentence(graph: SampleGraph) -> str:
     walked = [i for i, path in graph.paths.items() if path]
     if not walked:
         return "No words yet."
-    biggest = max(graph.nodes, key=lambda node: (node.count * node.words, -node.id))
-    meets, branches = graph.meeting_points(), graph.branch_points()
-    return (f"**{len(walked)} samples, {len(graph.nodes)} nodes**: the samples part at {len(branches)} branch "
-            f"point(s) and **meet again at {len(meets)}**. The longest stretch most samples share: "
-            f"“{_short(biggest.text)}” ({biggest.count} samples, {biggest.words} words).")
+    meets = graph.meeting_points()
+    parts = len(graph.branch_points()) + (len({graph.paths[i][0] for i in walked}) > 1)  # the first word too
+    said = (f"**{len(walked)} samples, {len(graph.nodes)} nodes**: the samples part at {parts} point(s) and "
+            f"**meet again at {len(meets)}**.")
+    shared = [node for node in graph.nodes if node.count > 1]
+    if shared:
+        most = max(shared, key=lambda node: (node.count, node.words, -node.id))
+        said += f" The most samples share “{_short(most.text)}” ({most.count} samples, {most.words} words)."
+    return said
 
 
 def _short(text: str, width: int = 80) -> str:

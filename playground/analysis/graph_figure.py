@@ -27,8 +27,9 @@ from playground.analysis.answers import Answers
 from playground.analysis.display import for_hover, height_for, message_figure, truncate, visible
 from playground.analysis.graph import SampleGraph
 
-MAX_DRAWN = 150  # nodes drawn at most: beyond, the rarest are folded
+MAX_DRAWN = 100  # nodes drawn at most: beyond, the rarest are folded
 LABEL_CHARS = 22
+FEW = 40  # nodes of a graph small enough to label every branch
 LABELLED = 4  # branches labelled with their share and probability at one branch point (the hover has all)
 COLUMNS = 14  # columns in view at first: the rest are a pan (or the range slider) away
 ANSWER_COLOURS = ["#2563eb", "#dc2626", "#16a34a", "#9333ea", "#ea580c", "#0891b2", "#ca8a04", "#db2777"]
@@ -253,16 +254,17 @@ def _edge_traces(drawn: dict[str, Drawn], edges: list[DrawnEdge], n: int) -> lis
 
 def _branch_trace(drawn: dict[str, Drawn], edges: list[DrawnEdge], n: int) -> go.Scatter:
     """A point halfway along each edge: its hover, and at a branch point the label of each of its
-    larger branches (``LABELLED`` at most, of 5 % of the samples there or more): share, p."""
+    larger branches (``LABELLED`` at most; in a graph of more than ``FEW`` nodes, only those of two
+    samples and 10 % of the samples there or more): share, p."""
     leaving: dict[str, list[DrawnEdge]] = {}
     for e in edges:
         leaving.setdefault(e.source, []).append(e)
-    labelled = set()
+    labelled, few = set(), len(drawn) <= FEW
     for source, out in leaving.items():
         there = len(drawn[source].samples)
         if len(out) > 1 or sum(len(e.samples) for e in out) < there:
             big = sorted(out, key=lambda e: -len(e.samples))[:LABELLED]
-            labelled |= {id(e) for e in big if len(e.samples) >= max(2, 0.05 * there) or there < 20}
+            labelled |= {id(e) for e in big if few or len(e.samples) >= max(2, 0.1 * there)}
     xs, ys, texts, hovers = [], [], [], []
     for e in edges:
         a, b = drawn[e.source], drawn[e.target]
