@@ -22,8 +22,8 @@ with n: at n=256 x 100 words that is seconds to minutes in Python. Here the alig
 
 Every node keeps a place in one topological order, and a sample's nodes are strictly increasing
 in it, so every edge points forward: no cycles by construction, and a sample passes a node at most
-once. Cost: O(L x c log(L x c)) a sample, c the bounded candidates a trigram proposes (``CAP``),
-so O(n x L log) for the run. Deterministic: samples in index order, ties broken by node.
+once. Cost: O(L x c log(L x c)) a sample, c the bounded candidates of a word (``PLACES``), so
+O(n x L log L) for the run. Deterministic: samples in index order, ties broken by node.
 """
 
 from __future__ import annotations
@@ -42,6 +42,7 @@ START, END = 0, 1  # the nodes of the marks every path starts and ends at (not w
 MARKS = (_Mark("^"), _Mark("$"))
 ANCHOR = 3  # words in an anchoring phrase
 CAP = 8  # places a phrase is remembered at: a very common phrase proposes the first CAP
+PLACES = 6  # nodes a word may be matched to at most
 CONTINUE = 0.5  # weight of a match that follows an edge from the previous match
 _GAP = 2.0**16  # spacing of the order values after renumbering
 
@@ -57,11 +58,23 @@ class Aligner:
         self.pred: list[dict[str, list[int]]] = [{}, {}]
         self.edges: set[tuple[int, int]] = set()
         self.phrases: dict[tuple[str, ...], list[tuple[int, ...]]] = {}
+        self.said: dict[tuple[str, ...], list[int]] = {}  # the words of each distinct sample -> its path
 
     def add(self, words: list[str]) -> list[int]:
-        """Align one sample (its words' keys) and return the node of each word, in order."""
+        """Align one sample (its words' keys) and return the node of each word, in order. A sample
+        that says exactly what an earlier one said takes its path (low temperatures make many)."""
         if not words:
             return []
+        said = tuple(words)
+        if said in self.said:
+            path = self.said[said]
+            for v in path:
+                self.count[v] += 1
+            return path
+        self.said[said] = path = self._align(words)
+        return path
+
+    def _align(self, words: list[str]) -> list[int]:
         keys = [MARKS[0], *words, MARKS[1]]
         chain = self._chain(keys, self._proposals(keys))
         nodes: list[int | None] = [None] * len(keys)
@@ -86,21 +99,27 @@ class Aligner:
         return path[1:-1]
 
     def _proposals(self, keys: list[str]) -> dict[int, list[int]]:
-        """Position -> the nodes its anchoring phrases propose (the marks always match)."""
-        found: dict[int, set[int]] = {0: {START}, len(keys) - 1: {END}}
+        """Position -> the nodes its anchoring phrases propose (the marks always match): at most
+        ``PLACES``, those most phrases agree on (then the busiest), so that a text of a few words
+        said over and over costs no more than another."""
+        found: dict[int, dict[int, int]] = {0: {START: 1}, len(keys) - 1: {END: 1}}
         phrases = self.phrases
         for t, phrase in enumerate(zip(*(keys[d:] for d in range(ANCHOR)))):
             for place in phrases.get(phrase, ()):
                 for d, v in enumerate(place, t):
-                    if d in found:
-                        found[d].add(v)
+                    votes = found.get(d)
+                    if votes is None:
+                        found[d] = {v: 1}
                     else:
-                        found[d] = {v}
-        return {p: sorted(vs) for p, vs in found.items()}
+                        votes[v] = votes.get(v, 0) + 1
+        count = self.count
+        return {p: sorted(votes) if len(votes) <= PLACES else
+                sorted(sorted(votes, key=lambda v: (-votes[v], -count[v], v))[:PLACES])
+                for p, votes in found.items()}
 
     def _chain(self, keys: list[str], proposals: dict[int, list[int]]) -> list[tuple[int, int]]:
         """The heaviest chain of matches increasing in position and in order, from START to END."""
-        order, edges = self.order, self.edges
+        order, pred = self.order, self.pred
         ranks = {o: r for r, o in enumerate(sorted({order[v] for vs in proposals.values() for v in vs}), 1)}
         size = len(ranks)
         tree_weight, tree_item = [0.0] * (size + 1), [-1] * (size + 1)  # a Fenwick tree of prefix maxima
@@ -118,11 +137,10 @@ class Aligner:
                         weight, parent = tree_weight[i], tree_item[i]
                     i -= i & -i
                 weight += 1
-                for u in before:
-                    if (u, v) in edges:
-                        j = at[(p - 1, u)]
-                        if weights[j] + 1 + CONTINUE > weight:
-                            weight, parent = weights[j] + 1 + CONTINUE, j
+                for u in pred[v].get(keys[p - 1], ()) if before else ():  # an edge from a match just before
+                    j = at.get((p - 1, u))
+                    if j is not None and weights[j] + 1 + CONTINUE > weight:
+                        weight, parent = weights[j] + 1 + CONTINUE, j
                 made.append((v, r, weight, parent))
             for v, r, weight, parent in made:
                 j = len(items)
