@@ -36,8 +36,6 @@ from playground.run import Run, Sample
 NORMALISATION = "words split at whitespace, compared lower-cased without the punctuation at their edges"
 WORD_SIMILARITY = 0.9  # words whose embeddings are this similar count as one (a lone word's is less sure than a text's)
 _WORD = re.compile(r"\s*(\S+)")
-_KEYS: dict[str, str] = {}  # words seen -> their keys: a run says the same words again and again
-_KEEP = 200_000
 
 
 @dataclass
@@ -95,6 +93,8 @@ class Edge:
 
 @dataclass
 class SampleGraph:
+    """The nodes, the edges between them, and each sample's path (its node ids, in order)."""
+
     nodes: list[Node]  # by id, in a topological order: ids increase along every path
     edges: list[Edge]
     paths: dict[int, list[int]]  # sample index -> its nodes
@@ -223,14 +223,11 @@ def words(text: str) -> list[tuple[str, int]]:
     return spans
 
 
+@functools.lru_cache(maxsize=200_000)  # a run says the same words again and again
 def normalise(word: str) -> str:
     """A word as compared: Unicode-compatibility form, lower case, without the punctuation at its
     edges ("Mat." and "mat" match; "don't" keeps its apostrophe); a word of punctuation only
     stays itself ("..." matches "...")."""
-    return _KEYS.get(word) or _KEYS.setdefault(word, _normalise(word)) if len(_KEYS) < _KEEP else _normalise(word)
-
-
-def _normalise(word: str) -> str:
     word = unicodedata.normalize("NFKC", word.strip()).casefold()
     start, end = 0, len(word)
     while start < end and unicodedata.category(word[start]).startswith("P"):

@@ -34,7 +34,6 @@ LABELLED = 4  # branches labelled with their share and probability at one branch
 COLUMNS = 14  # columns in view at first: the rest are a pan (or the range slider) away
 ANSWER_COLOURS = ["#2563eb", "#dc2626", "#16a34a", "#9333ea", "#ea580c", "#0891b2", "#ca8a04", "#db2777"]
 OTHER, NONE_COLOUR = "#9ca3af", "#e5e7eb"
-COLOURINGS = ("probability", "answer")
 
 
 @dataclass
@@ -172,7 +171,7 @@ def layout(drawn: dict[str, Drawn], edges: list[DrawnEdge]) -> None:
     for e in edges:
         into.setdefault(e.target, []).append(e)
     columns: dict[int, list[Drawn]] = {}
-    for d in _topological(drawn, edges):
+    for d in _topological(drawn):
         d.x = max((drawn[e.source].x + 1 for e in into.get(d.key, ())), default=0)
         columns.setdefault(d.x, []).append(d)
     for x in sorted(columns):
@@ -190,7 +189,7 @@ def layout(drawn: dict[str, Drawn], edges: list[DrawnEdge]) -> None:
             d.y = round(d.y - shift, 3)
 
 
-def _topological(drawn: dict[str, Drawn], edges: list[DrawnEdge]) -> list[Drawn]:
+def _topological(drawn: dict[str, Drawn]) -> list[Drawn]:
     """The prompt, the graph's nodes by id (ids are a topological order), each "more" after."""
     def rank(key: str) -> tuple[int, int]:
         if key == "start":

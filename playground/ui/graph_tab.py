@@ -32,8 +32,8 @@ INTRO = ("The samples as **paths through shared words**: they share a node while
          "where they differ, and **meet again** where they later say the same words (compared lower-cased, without "
          "punctuation at the edges of words). A node is as large as the samples through it, an edge as wide as "
          "the samples along it; at a branch, each branch's share of the samples and the model's probability of its "
-         "first token. Drag to pan, scroll to zoom. **Click a node** to mark its samples above and to read them "
-         "here, with a button to branch from that point.")
+         "first token. Drag to pan; zoom with the buttons above the graph. **Click a node** to mark its samples "
+         "above and to read them here, with a button to branch from that point.")
 COLOURS = [("token probability", "probability"), ("answer group (the Set tab's extractor)", "answer")]
 SHOWN_SAMPLES = 64  # samples a clicked node lists with their texts
 
