@@ -268,11 +268,15 @@ def test_analyze_writes_each_runs_graph_as_a_line_of_json(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["graphs.jsonl", "runs.jsonl"]  # atomically: no temp file
 
 
-def test_analyze_graph_to_a_folder_that_does_not_exist_is_refused_with_a_sentence(tmp_path, capsys):
+def test_analyze_graph_to_a_path_it_cannot_write_is_refused_with_a_sentence(tmp_path, capsys):
     from playground.commands import analyze
 
     path = bundle_file(tmp_path, [run_of(["a b c"])])
     status = analyze.main([str(path), "--graph", str(tmp_path / "no" / "such" / "graphs.jsonl")])
     assert status == exits.USAGE
     said = capsys.readouterr().err
-    assert "--graph" in said and "no" in said and "Traceback" not in said
+    assert "--graph: the folder" in said and "does not exist" in said
+    assert analyze.main([str(path), "--graph", str(tmp_path)]) == exits.USAGE  # a folder, not a file
+    assert f"{tmp_path} is a folder" in capsys.readouterr().err
+    assert analyze.main([str(path), "--graph", "/proc/graphs.jsonl"]) == exits.USAGE  # a folder nobody can write
+    assert "--graph: /proc/graphs.jsonl could not be written" in capsys.readouterr().err

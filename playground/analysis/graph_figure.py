@@ -31,7 +31,7 @@ MAX_DRAWN = 100  # nodes drawn at most: beyond, the rarest are folded
 LABEL_CHARS = 22
 FEW = 40  # nodes of a graph small enough to label every branch
 LABELLED = 4  # branches labelled with their share and probability at one branch point (the hover has all)
-COLUMNS = 14  # columns in view at first: the rest are a pan (or the range slider) away
+COLUMNS = 14  # columns in view at first: the rest are a pan away (the figure's autoscale shows all)
 ANSWER_COLOURS = ["#2563eb", "#dc2626", "#16a34a", "#9333ea", "#ea580c", "#0891b2", "#ca8a04", "#db2777"]
 OTHER, NONE_COLOUR = "#9ca3af", "#e5e7eb"
 
@@ -215,20 +215,22 @@ def graph_figure(graph: SampleGraph, colour: str = "probability", answers: Answe
     fig = go.Figure()
     for trace in _edge_traces(drawn, edges, n):
         fig.add_trace(trace)
-    fig.add_trace(_branch_trace(drawn, edges, n))
+    for trace in _branch_traces(drawn, edges):
+        fig.add_trace(trace)
     for trace in _node_traces(drawn, n, colour, answers):
         fig.add_trace(trace)
     rows = max(Counter(d.x for d in drawn.values()).values())
     columns = max(d.x for d in drawn.values())
-    wide = {"range": [-0.5, COLUMNS + 0.5], "rangeslider": {"visible": True, "thickness": 0.08}} \
-        if columns > COLUMNS else {}
+    wide = {"range": [-0.5, COLUMNS + 0.5]} if columns > COLUMNS else {}  # a range slider would draw it all twice
     folded_note = f"; words fewer than {fold} samples said are folded (dashed)" if fold > 1 else ""
+    if columns > COLUMNS:
+        folded_note += f"; the first {COLUMNS} of {columns} columns: drag to see the rest"
     fig.update_layout(
         title={"text": f"{title}: {len(graph.nodes)} nodes, {len(graph.meeting_points())} where samples meet again"
                        f"<br><sup>node size: samples through it · edge width: samples along it · at a branch: "
                        f"share of samples, p = the model's probability{folded_note}</sup>"},
         height=height_for(rows, per_row=46, minimum=420, maximum=1100), showlegend=colour == "answer" and bool(answers),
-        xaxis={"visible": columns > COLUMNS, "showticklabels": False, "showgrid": False, "zeroline": False, **wide},
+        xaxis={"visible": False, **wide},
         yaxis={"visible": False, "fixedrange": False}, hovermode="closest", clickmode="event",
         margin={"l": 10, "r": 10, "t": 70, "b": 10}, plot_bgcolor="white", dragmode="pan",
         legend={"title": {"text": "answer"}},
@@ -251,7 +253,7 @@ def _edge_traces(drawn: dict[str, Drawn], edges: list[DrawnEdge], n: int) -> lis
             for (width, direct), (xs, ys) in sorted(buckets.items())]
 
 
-def _branch_trace(drawn: dict[str, Drawn], edges: list[DrawnEdge], n: int) -> go.Scatter:
+def _branch_traces(drawn: dict[str, Drawn], edges: list[DrawnEdge]) -> list[go.Scatter]:
     """A point halfway along each edge: its hover, and at a branch point the label of each of its
     larger branches (``LABELLED`` at most; in a graph of more than ``FEW`` nodes, only those of two
     samples and 10 % of the samples there or more): share, p."""
@@ -279,9 +281,12 @@ def _branch_trace(drawn: dict[str, Drawn], edges: list[DrawnEdge], n: int) -> go
                       f"those at {for_hover(truncate(a.label, 40))}"
                       + (f"<br>p = {p:.3f}: the mean probability they gave the first token after it" if p is not None
                          else "") + f"<br>samples {_listed(e.samples, 12)}")
-    return go.Scatter(x=xs, y=ys, mode="markers+text", text=texts, textposition="middle center",
-                      textfont={"size": 10, "color": "#334155"}, hovertext=hovers, hoverinfo="text",
-                      marker={"size": 8, "color": "rgba(0,0,0,0)"}, showlegend=False)
+    shown = [k for k, text in enumerate(texts) if text]  # labels only where there are: a label is an SVG element
+    return [go.Scatter(x=xs, y=ys, mode="markers", hovertext=hovers, hoverinfo="text",
+                       marker={"size": 8, "color": "rgba(0,0,0,0)"}, showlegend=False),
+            go.Scatter(x=[xs[k] for k in shown], y=[ys[k] for k in shown], text=[texts[k] for k in shown],
+                       mode="text", textposition="middle center", textfont={"size": 10, "color": "#334155"},
+                       hoverinfo="skip", showlegend=False)]
 
 
 def _curve(a: Drawn, b: Drawn, direct: bool = True, steps: int = 8) -> list[tuple[float, float]]:
