@@ -17,8 +17,11 @@ with n: at n=256 x 100 words that is seconds to minutes in Python. Here the alig
   previous one along an existing edge weighing a little more, so a sample stays on one branch
   while it can.
 - **Extension.** Between two kept matches the sample follows existing edges word by word from
-  both sides (the shared prefix of a trie, a shared last word), and the words left over get new
-  nodes, placed in the order between their neighbours.
+  both sides (the shared prefix of a trie, a shared last word); a short stretch left over is lined
+  up (longest common subsequence) with the words other samples said between the same two nodes,
+  so a lone shared word between two differences meets too ("The cat sat down" and "A dog sat
+  up" meet at "sat"); the words left over get new nodes, placed in the order between their
+  neighbours.
 
 Every node keeps a place in one topological order, and a sample's nodes are strictly increasing
 in it, so every edge points forward: no cycles by construction, and a sample passes a node at most
@@ -43,6 +46,7 @@ MARKS = (_Mark("^"), _Mark("$"))
 ANCHOR = 3  # words in an anchoring phrase
 CAP = 8  # places a phrase is remembered at: a very common phrase proposes the first CAP
 PLACES = 6  # nodes a word may be matched to at most
+LOCAL = 16  # words (and nodes of other samples) a stretch between two matches may have for its lone words to meet
 CONTINUE = 0.5  # weight of a match that follows an edge from the previous match
 _GAP = 2.0**16  # spacing of the order values after renumbering
 
@@ -158,7 +162,9 @@ class Aligner:
         return chain[::-1]
 
     def _fill(self, keys: list[str], nodes: list[int | None], a: int, va: int, b: int, vb: int) -> None:
-        """Words a+1..b-1 between two matches: follow edges from both ends, then new nodes."""
+        """Words a+1..b-1 between two matches: follow edges from both ends, then line the rest up
+        with the words other samples said between the same two nodes (when both are short), then
+        new nodes for what is left."""
         lo, hi, left, right, order = a + 1, b - 1, va, vb, self.order
         while lo <= hi and (v := self._step(self.succ[left], keys[lo], order[left], order[vb])) is not None:
             nodes[lo], left, lo = v, v, lo + 1
@@ -166,6 +172,36 @@ class Aligner:
             nodes[hi], right, hi = v, v, hi - 1
         if lo > hi:
             return
+        if hi - lo < LOCAL and (between := self._between(left, right)):
+            for p, v in _common(keys[lo:hi + 1], [self.keys[v] for v in between], lo, between):
+                nodes[p] = v
+        start, before = lo, left
+        for p in range(lo, hi + 2):  # each run of words still without a node, between its neighbours
+            if p <= hi and nodes[p] is None:
+                continue
+            if p > start:
+                self._new_nodes(keys, nodes, start, p - 1, before, nodes[p] if p <= hi else right)
+            if p <= hi:
+                start, before = p + 1, nodes[p]
+
+    def _between(self, left: int, right: int) -> list[int]:
+        """The nodes other samples went through from ``left`` before ``right`` (in the order), in
+        order; none when there are more than ``LOCAL`` (a long stretch: its lone words are noise)."""
+        order, low, high = self.order, self.order[left], self.order[right]
+        seen: set[int] = set()
+        stack = [left]
+        while stack:
+            for vs in self.succ[stack.pop()].values():
+                for v in vs:
+                    if low < order[v] < high and v not in seen:
+                        seen.add(v)
+                        stack.append(v)
+                        if len(seen) > LOCAL:
+                            return []
+        return sorted(seen, key=order.__getitem__)
+
+    def _new_nodes(self, keys: list[str], nodes: list[int | None], lo: int, hi: int, left: int, right: int) -> None:
+        """Nodes for words lo..hi, evenly placed in the order between two nodes."""
         room = (self.order[right] - self.order[left]) / (hi - lo + 2)
         if room < 1e-10 * max(1.0, abs(self.order[right])):  # floats keep 52 bits
             self._renumber()
@@ -190,3 +226,23 @@ class Aligner:
         """Evenly spaced order values again (the order itself is unchanged)."""
         for rank, v in enumerate(sorted(range(len(self.order)), key=self.order.__getitem__)):
             self.order[v] = rank * _GAP
+
+
+def _common(words: list[str], keys: list[str], first: int, nodes: list[int]) -> list[tuple[int, int]]:
+    """The longest common subsequence of two short word lists, as (position, node) pairs:
+    positions count from ``first``, nodes are ``nodes`` (whose keys are ``keys``)."""
+    rows, cols = len(words), len(keys)
+    table = [[0] * (cols + 1) for _ in range(rows + 1)]
+    for i in range(rows - 1, -1, -1):
+        for j in range(cols - 1, -1, -1):
+            table[i][j] = table[i + 1][j + 1] + 1 if words[i] == keys[j] else max(table[i + 1][j], table[i][j + 1])
+    pairs, i, j = [], 0, 0
+    while i < rows and j < cols:
+        if words[i] == keys[j]:
+            pairs.append((first + i, nodes[j]))
+            i, j = i + 1, j + 1
+        elif table[i + 1][j] >= table[i][j + 1]:
+            i += 1
+        else:
+            j += 1
+    return pairs
