@@ -1,7 +1,7 @@
-"""The Graph tab in a real headless Chromium, on the real app: a real run's graph, where a click on a
-node marks its samples in the columns and offers to branch from there; and a saved run of n=256 x
-128 tokens (opened in the History tab, no engine), whose graph draws folded and marks its samples
-in the token wall."""
+"""The Graph tab in a real headless Chromium, on the real app: a real run's graph, which grows while
+the run streams, and where a click on a node marks its samples in the columns and offers to branch
+from there; a saved run of n=256 x 128 tokens (opened in the History tab, no engine), whose graph
+draws folded and marks its samples in the token wall; and Compare's two graphs side by side."""
 
 from __future__ import annotations
 
@@ -51,8 +51,13 @@ def click_node(page, customdata: str) -> list[int]:
 def test_a_click_on_a_node_of_a_real_run_marks_its_samples_and_branches_from_there(browser, app_url):  # noqa: F811
     page = open_page(browser, app_url)
     try:
-        fill_form(page, "Once upon a time, in a village at the edge of the sea,", n=4, seed=11, max_tokens=24)
+        fill_form(page, "Once upon a time, in a village at the edge of the sea,", n=4, seed=11, max_tokens=48,
+                  ignore_eos=True)
+        page.get_by_role("tab", name="Graph").click()
         page.locator("#run").click()
+        # the graph grows while the run streams: drawn before the run has finished
+        page.wait_for_function("() => document.querySelector('#graph-chart .gtitle') !== null && "
+                               "document.querySelector('#run-summary').innerText.includes('running')", timeout=120_000)
         page.locator("#run-summary").get_by_text("finished").wait_for(timeout=120_000)
         nodes = open_graph(page)
         assert "4 samples" in page.locator("#graph-summary").inner_text()
@@ -84,7 +89,7 @@ def test_a_saved_run_of_256_samples_draws_folded_and_a_click_marks_its_rows_in_t
         browser, app_url, tmp_path):  # noqa: F811
     from playground.ui.samples_replay import synthetic_run
 
-    run = synthetic_run(256, 128, seed=2)
+    run = synthetic_run(256, 128, seed=2, logprobs=None)  # the bundle at half the size: the real run has them
     for s in run.samples:
         s.text = "".join(s.token_texts)
     page = open_saved_run(browser, app_url, run, tmp_path / "n256.json")
