@@ -15,7 +15,7 @@ fills the note; a click on a note's branch button writes "i,k" into ``#branch-pi
 from __future__ import annotations
 
 import html
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import partial
 
 import gradio as gr
@@ -36,6 +36,7 @@ INTRO = ("The samples as **paths through shared words**: they share a node while
          "above and to read them here, with a button to branch from that point.")
 COLOURS = [("token probability", "probability"), ("answer group (the Set tab's extractor)", "answer")]
 SHOWN_SAMPLES = 64  # samples a clicked node lists with their texts
+KEPT = 4  # graphs kept for the next ask
 
 CLICK_JS = """
 () => {
@@ -79,6 +80,7 @@ class GraphTab:
     chart: gr.Plot
     note: gr.HTML
     picked: gr.Textbox
+    _kept: dict = field(default_factory=dict)  # the last graphs built, by run and state
 
     def controls(self, set_tab) -> dict:
         """Its own settings, and the Set tab's extractor (colour by answer group reads it)."""
@@ -92,7 +94,18 @@ class GraphTab:
         return Panel(self.values, self.components(), live=self.values, controls=self.controls(set_tab), tab="Graph")
 
     def graph(self, run: Run, graph_meaning=False) -> tuple[SampleGraph, str]:
-        """The run's graph, words matched by meaning too when asked and offered; a problem said."""
+        """The run's graph, words matched by meaning too when asked and offered; a problem said.
+        The last few are kept: a click on a node, or another colour or fold, asks for the same
+        graph again (at n=256 it is a few tenths of a second to build)."""
+        key = (run.request.get("request_id"), run.status, len(run.events), tuple(len(s.text) for s in run.samples),
+               bool(graph_meaning and self.embedding_model))
+        if key not in self._kept:
+            self._kept[key] = self._graph(run, graph_meaning)
+            while len(self._kept) > KEPT:
+                self._kept.pop(next(iter(self._kept)))
+        return self._kept[key]
+
+    def _graph(self, run: Run, graph_meaning=False) -> tuple[SampleGraph, str]:
         if not (graph_meaning and self.embedding_model):
             return analysis.sample_graph(run), ""
         keys = analysis.word_keys(run)
@@ -171,7 +184,9 @@ def note_html(run: Run, node: str, places: list[analysis.Place]) -> str:
             "rare words, folded: the samples that go on along words fewer samples said" if node.startswith("more:")
             else "this node")
     head = f"<p><b>{len(places)} sample(s) at {html.escape(what)}.</b> Each sample's text, the node's words marked"
-    head += "; ⑂ branches from the node's first token in that sample (the Branch tab opens there).</p>"
+    head += ("; ⑂ branches from the node's first token in that sample (the Branch tab opens there).</p>"
+             if any(p.token is not None for p in places) else " (no token ids were recorded: no point to branch "
+             "from).</p>")
     rows = []
     for place in places[:SHOWN_SAMPLES]:
         s = samples[place.sample]
