@@ -181,7 +181,8 @@ def test_run_report_is_one_page_with_the_columns_diff_tree_and_charts():
     run = make_run([[1, 2, 3, 4], [1, 2, 8], [1, 6]], probs=[[0.5] * 4, [0.5] * 3, [0.5] * 2])
     page = A.run_report(run, measures=lambda r: {"vendi": 2.5})
     p = check_self_contained(page)
-    assert sum(i.startswith("figure-") for i in p.ids) == 5  # tree, heatmap, uncertainty, agreement, timing
+    assert sum(i.startswith("figure-") for i in p.ids) == 6  # tree, graph, heatmap, uncertainty, agreement, timing
+    assert "Sample graph" in page and "meet again at 0" in page  # the three samples part and never meet
     assert {"sample-0", "sample-1", "sample-2"} <= set(p.ids)
     assert "<script>alert(1)" not in page and "&lt;script&gt;alert(1)" in page  # a sample's text is text
     assert "vendi" in page and "diverges at token 2" in page
@@ -196,7 +197,7 @@ def test_comparison_and_sweep_reports_and_the_choice_between_them():
     runs = sweep_runs()
     page = A.sweep_report(runs)
     p = check_self_contained(page)
-    assert sum(i.startswith("figure-") for i in p.ids) == 4  # the sweep chart and one tree per value
+    assert sum(i.startswith("figure-") for i in p.ids) == 7  # the sweep chart, one tree and one graph per value
     assert page.index("temperature=0.5") < page.index("temperature=1.0") < page.index("temperature=1.5")
     assert "sweep-grid" in page
 

@@ -23,6 +23,8 @@ from playground.analysis.comparison import (
     settings_diff,
 )
 from playground.analysis.diff import common_prefix, diff_rows, pairwise_heatmap
+from playground.analysis.graph import graph_sentence, sample_graph
+from playground.analysis.graph_figure import graph_figure
 from playground.analysis.sweep_views import (
     Measures,
     all_measures,
@@ -121,6 +123,7 @@ def _run_sections(page: Page, run: Run, measures: Measures | None, full: bool = 
     page.heading("Diff", 3)
     page.raw(_diff(run))
     page.figure(tree_figure(run))
+    _graph(page, run)
     if full:
         page.heading("Figures", 3)
         page.table(_measures_table(all_measures(run, measures)))
@@ -129,12 +132,20 @@ def _run_sections(page: Page, run: Run, measures: Measures | None, full: bool = 
             page.figure(fig)
 
 
+def _graph(page: Page, run: Run) -> None:
+    """Where the samples part and meet again: the sample graph, with its sentence."""
+    graph = sample_graph(run)
+    page.heading("Sample graph", 3)
+    page.text(graph_sentence(graph).replace("**", ""))
+    page.figure(graph_figure(graph))
+
+
 def _measures_table(values: dict) -> pd.DataFrame:
     return pd.DataFrame([{"figure": k, "value": v} for k, v in values.items()], columns=["figure", "value"])
 
 
 def run_report(run: Run, measures: Measures | None = None) -> str:
-    """One run: the request, the columns, the diff, the divergence tree and the charts.
+    """One run: the request, the columns, the diff, the divergence tree, the sample graph and the charts.
     ``measures``: extra per-run measures (e.g. the set measures) for the measures table."""
     page = Page(f"Run {run_label(run)}: n={run.n}, {run.request.get('mode')}, seed {run.request.get('seed')}")
     _run_sections(page, run, measures)
@@ -187,6 +198,7 @@ def sweep_report(runs: list[Run], measures: Measures | None = None, table: pd.Da
         page.raw(_columns(run))
         if run.samples:
             page.figure(tree_figure(run))
+            _graph(page, run)
     return page.render()
 
 

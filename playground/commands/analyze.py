@@ -4,12 +4,14 @@
     python app.py analyze run.json --answer last-number             a bundle the page exported
     python app.py analyze runs.jsonl --answer 'regex:answer is (\\w+)' --json figures.json
     python app.py analyze runs.jsonl --embedding-model DIR --similarity 0.85
+    python app.py analyze runs.jsonl --graph graphs.jsonl           each run's sample graph, as JSON
 
 Reads run bundles: the JSONL that ``python app.py batch`` writes (one bundle per line) or the JSON
 file the page exports (one indented bundle). Prints one line per bundle: the answer groups, the
 majority answer and its vote share, the answer entropy, distinct-1/2/3, the mean pairwise
 similarity, the Vendi score, and the same after the first divergence point. ``--json`` writes
-every measure, every answer group and every sample's answer (atomically).
+every measure, every answer group and every sample's answer (atomically); ``--graph`` each run's
+sample graph (where its samples part and meet again), one JSON object per line.
 
 No engine: this runs anywhere the bundles are. An embedding model (``--embedding-model``, a
 Hugging Face id or a local folder) also groups the samples by meaning; it is loaded offline unless
@@ -70,6 +72,14 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--html", type=Path, metavar="OUT",
                         help="Write one self-contained page (no server, works offline): a run's columns, diff, "
                              "tree, charts and set figures; two runs side by side; or a sweep's chart and grid.")
+    parser.add_argument("--graph", type=Path, metavar="OUT",
+                        help="Write each run's sample graph here (atomically), as JSON Lines: one JSON object per "
+                             "run, in the input's order, so the file of one run is one JSON object. Each has the "
+                             "run (source, line, request_id, prompt), nodes (id, text, key, words, count, samples, "
+                             "prob, visits: each sample's exact text and first token there), edges (source, target, "
+                             "count, samples, share, prob), paths (each sample's node ids), meeting_points and "
+                             "branch_points (node ids), and the normalisation words were compared by (the README "
+                             "names every field). With --embedding-model, words that mean the same meet too.")
     parser.add_argument("--embedding-model", metavar="ID",
                         help="Also group the samples by meaning with this sentence-embedding model "
                              "(a Hugging Face id or a local folder; default: off).")
@@ -166,12 +176,28 @@ def to_json(args, analysed: list[Analysed], errors: list[BundleError]) -> str:
     return json.dumps(document, indent=1, ensure_ascii=False)
 
 
+def graph_record(bundle: Located, embedder: Embedder | None = None) -> dict:
+    """One line of ``--graph``: which run, then its sample graph (words matched by meaning too
+    when an embedding model is given)."""
+    run = bundle.run
+    synonyms, how = None, None
+    if embedder is not None:
+        keys = analysis.word_keys(run)
+        synonyms = analysis.synonyms_by_meaning(keys, embedder.embed(keys), analysis.WORD_SIMILARITY)
+        how = (f"{analysis.NORMALISATION}, and words of cosine similarity >= {analysis.WORD_SIMILARITY} by "
+               f"{embedder.model_name}")
+    return {"source": where(bundle), "line": bundle.line, "request_id": run.request.get("request_id"),
+            "prompt": run.request.get("prompt"), **analysis.sample_graph(run, synonyms, how).to_dict()}
+
+
 @exits.as_status
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(list(sys.argv[1:] if argv is None else argv))
-    for flag, path in (("--json", args.json), ("--html", args.html)):
+    for flag, path in (("--json", args.json), ("--html", args.html), ("--graph", args.graph)):
         check_out_folder(parser, flag, path)
+        if path is not None and path.is_dir():
+            parser.error(f"{flag}: {path} is a folder: give the name of a file to write")
     try:
         bundles, errors = read_bundles(args.input)
     except InvalidBundle as e:
@@ -205,6 +231,14 @@ def main(argv: list[str] | None = None) -> int:
         runs = [a.bundle.run for a in analysed]
         write_atomically(args.html, [analysis.report_for(runs, analysis.set_measures_hook(args.answer))])
         print(f"wrote the report of {len(runs)} run(s) to {args.html}", file=sys.stderr)
+    if args.graph is not None and analysed:
+        try:
+            write_atomically(args.graph, [json.dumps(graph_record(a.bundle, embedder), ensure_ascii=False)
+                                          for a in analysed])
+        except OSError as e:
+            print(f"error: --graph: {args.graph} could not be written ({e.strerror or e})", file=sys.stderr)
+            return exits.USAGE
+        print(f"wrote the graphs of {len(analysed)} run(s) to {args.graph}", file=sys.stderr)
     if not bundles:
         print(f"no run bundle in {args.input}", file=sys.stderr)
         return exits.FAILED

@@ -24,6 +24,7 @@ from playground.ui import (
     compare_tab,
     controls,
     export_tab,
+    graph_tab,
     history_tab,
     panels,
     qa_tab,
@@ -127,6 +128,7 @@ def build_app(backend, sync_runner=None, embedding_model: str | None = None,
             with gr.Tab("Tree", id="tree"):
                 tree = panel("Tree", panels.tree, tree=gr.Plot(label="Divergence tree (click a box to branch from it)",
                                                        elem_id="tree-chart"))
+            graph = graph_tab.declare(embedding_model)
             set_ = set_tab.declare(embedding_model)
             with gr.Tab("Timing", id="timing"):
                 tokens_over_time = gr.Plot(label="Tokens over time")
@@ -156,7 +158,8 @@ def build_app(backend, sync_runner=None, embedding_model: str | None = None,
             qa = qa_tab.declare(backend, sync_runner)
 
         page = Page(backend, export_dir, status, form, summary, samples, tabs,
-                    [diff, tree, set_.panel(), timing, logprobs, inspector], history.pick, history.note,
+                    [diff, tree, graph.panel(set_), set_.panel(), timing, logprobs, inspector], history.pick,
+                    history.note,
                     live=gr.State(None), current=gr.State(None), history=gr.State([]), selected=gr.State("Diff"))
 
         # --- the events -----------------------------------------------------------------------
@@ -191,6 +194,7 @@ def build_app(backend, sync_runner=None, embedding_model: str | None = None,
                                                                        for c in p.components.values()]],
                     inputs_kwargs=shows, show_progress="hidden", api_visibility="private")
         set_tab.connect(set_, page.current)
+        graph_tab.connect(graph, page, set_)
         repro_tab.connect(repro, page)
         sweep_tab.connect(sweep, page)
         compare_tab.connect(compare, page.history, sweep.runs, page.current)
@@ -200,6 +204,7 @@ def build_app(backend, sync_runner=None, embedding_model: str | None = None,
         demo.load(partial(controls.on_load, page), [prompt, use_chat], [status, rendered], api_visibility="private")
         demo.load(None, None, None, js=set_tab.CLICK_JS)  # a click on an answer group's bar reaches the server
         demo.load(None, None, None, js=branch_tab.PICK_JS)  # a click on a token or a tree box offers a branch
+        demo.load(None, None, None, js=graph_tab.CLICK_JS)  # a click on a graph node marks its samples
         if preload := plotly_preload_js():
             demo.load(None, None, None, js=preload)
         gr.api(sample_endpoint(backend), api_name="sample", concurrency_id="sampling")

@@ -91,6 +91,9 @@ class CompareTab:
     uploads: gr.State
     export_dir: Path
     extra_measures: analysis.Measures | None = None
+    graphs_btn: gr.Button | None = None  # both runs' sample graphs, side by side, on demand
+    graph_a: gr.Plot | None = None
+    graph_b: gr.Plot | None = None
 
 
 def declare(export_dir, measures: analysis.Measures | None = None) -> CompareTab:
@@ -116,9 +119,13 @@ def declare(export_dir, measures: analysis.Measures | None = None) -> CompareTab
                              elem_id="compare-pairs")
         columns = gr.HTML(elem_id="compare-columns")
         report = gr.DownloadButton("Comparison report (HTML)", value=None, elem_id="compare-report")
+        graphs_btn = gr.Button("Draw both sample graphs side by side", elem_id="compare-graphs")
+        with gr.Row():
+            graph_a = gr.Plot(label="Sample graph of A", visible=False, elem_id="compare-graph-a")
+            graph_b = gr.Plot(label="Sample graph of B", visible=False, elem_id="compare-graph-b")
         uploads = gr.State([])
     return CompareTab(panel, a, b, refresh_btn, compare_btn, answer, pattern, headline, changed, side_by_side, pairs,
-                      columns, report, uploads, Path(export_dir), measures)
+                      columns, report, uploads, Path(export_dir), measures, graphs_btn, graph_a, graph_b)
 
 
 def connect(tab: CompareTab, history: gr.State, sweep_runs: gr.State, current: gr.State) -> None:
@@ -129,6 +136,7 @@ def connect(tab: CompareTab, history: gr.State, sweep_runs: gr.State, current: g
     tab.compare_btn.click(partial(compare, tab), [tab.a, tab.b, *sources, tab.answer, tab.pattern],
                           [tab.headline, tab.pairs, tab.changed, tab.side_by_side, tab.columns, tab.report],
                           api_visibility="private")
+    tab.graphs_btn.click(graphs, [tab.a, tab.b, *sources], [tab.graph_a, tab.graph_b], api_visibility="private")
 
 
 # --- handlers -----------------------------------------------------------------------------------
@@ -173,6 +181,16 @@ def compare(tab: CompareTab, a_key, b_key, history, uploads, sweep_runs, answer=
     headline, pairs, changed, side_by_side, columns = comparison(a, b, extra)
     return (headline, gr.update(value=pairs, visible=True), gr.update(value=changed, visible=not changed.empty),
             gr.update(value=side_by_side, visible=True), columns, export(tab, a, b, extra))
+
+
+def graphs(a_key, b_key, history, uploads, sweep_runs):
+    """Both runs' sample graphs: where each run's samples part and meet again, side by side."""
+    runs = pool(history, uploads, sweep_runs)
+    if a_key not in runs or b_key not in runs:
+        raise gr.Error("Pick two runs first (Update the lists, then choose A and B).")
+    return tuple(gr.update(value=analysis.graph_figure(analysis.sample_graph(run), title=f"{name}: "
+                                                       f"{run.request.get('request_id')}"), visible=True)
+                 for name, run in (("A", runs[a_key][1]), ("B", runs[b_key][1])))
 
 
 def export(tab: CompareTab, a: Run, b: Run, measures: analysis.Measures | None = None) -> str:

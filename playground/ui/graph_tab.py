@@ -1,0 +1,203 @@
+"""The Graph tab: the n samples as paths through shared word spans, where they part and where they
+meet again (playground.analysis.graph), with the raw texts a click away.
+
+The graph answers "how diverse is this, and where?" at a glance; the texts answer the details, so
+a click on a node marks its samples in the samples area (columns and token wall, as a Set tab bar
+does) and lists them here, each sample's text with the node's words marked and a button to branch
+from that point (sample i at the token the node starts in, through the Branch tab's hidden box).
+
+Gradio's Plot has no click event: ``CLICK_JS`` (run once with ``demo.load(js=CLICK_JS)``) listens
+for Plotly's ``plotly_click`` on the chart, dispatches the samples area's ``sa-mark`` with the
+node's samples and writes the node into the hidden ``#graph-picked`` box, whose ``.change`` then
+fills the note; a click on a note's branch button writes "i,k" into ``#branch-pick``.
+"""
+
+from __future__ import annotations
+
+import html
+from dataclasses import dataclass, field
+from functools import partial
+
+import gradio as gr
+
+from playground import analysis
+from playground.analysis import InvalidExtractor, SampleGraph
+from playground.backends.embeddings import EmbeddingModelError, load_embedder
+from playground.run import Run
+from playground.ui.answer_controls import extractor_spec
+from playground.ui.page import Page
+from playground.ui.panels import Panel
+
+INTRO = ("The samples as **paths through shared words**: they share a node while they say the same words, part "
+         "where they differ, and **meet again** where they later say the same words (compared lower-cased, without "
+         "punctuation at the edges of words). A node is as large as the samples through it, an edge as wide as "
+         "the samples along it; at a branch, each branch's share of the samples and the model's probability of its "
+         "first token. Drag to pan; zoom with the buttons above the graph. **Click a node** to mark its samples "
+         "above and to read them here, with a button to branch from that point.")
+COLOURS = [("token probability", "probability"), ("answer group (the Set tab's extractor)", "answer")]
+SHOWN_SAMPLES = 64  # samples a clicked node lists with their texts
+KEPT = 4  # graphs kept for the next ask
+
+CLICK_JS = """
+() => {
+  const handler = (data) => {
+    const point = data && data.points && data.points[0];
+    if (!point || typeof point.customdata !== 'string' || !point.customdata.includes('|')) return;
+    const samples = point.customdata.split('|')[1];
+    // the samples area marks the node's samples (assets/samples.js)
+    document.dispatchEvent(new CustomEvent('sa-mark', {detail: samples ? samples.split(',').map(Number) : []}));
+    const box = document.querySelector('#graph-picked textarea, #graph-picked input');
+    if (!box) return;
+    box.value = point.customdata + '@' + Date.now();  // a second click on a node is a change too
+    box.dispatchEvent(new Event('input', {bubbles: true}));
+  };
+  const attach = () => document.querySelectorAll('#graph-chart .js-plotly-plot').forEach((gd) => {
+    if (gd._ev && !gd._ev.listeners('plotly_click').includes(handler)) gd.on('plotly_click', handler);
+  });
+  new MutationObserver(attach).observe(document.body, {childList: true, subtree: true});
+  attach();
+  document.addEventListener('click', (e) => {
+    const button = e.target.closest && e.target.closest('#graph-note [data-branch]');
+    const pick = document.querySelector('#branch-pick textarea, #branch-pick input');
+    if (!button || !pick) return;
+    pick.value = button.dataset.branch + '@' + Date.now();
+    pick.dispatchEvent(new Event('input', {bubbles: true}));
+  });
+}
+"""
+
+
+@dataclass
+class GraphTab:
+    """The tab's components; ``embedding_model``: the app's model for matching words by meaning
+    (None: not offered)."""
+
+    embedding_model: str | None
+    colour: gr.Radio
+    fold: gr.Number
+    by_meaning: gr.Checkbox
+    summary: gr.Markdown
+    chart: gr.Plot
+    note: gr.HTML
+    picked: gr.Textbox
+    _kept: dict = field(default_factory=dict)  # the last graphs built, by run and state
+
+    def controls(self, set_tab) -> dict:
+        """Its own settings, and the Set tab's extractor (colour by answer group reads it)."""
+        return {"graph_colour": self.colour, "graph_fold": self.fold, "graph_meaning": self.by_meaning,
+                "answer": set_tab.extractor, "pattern": set_tab.pattern}
+
+    def components(self) -> dict:
+        return {"graph_summary": self.summary, "graph_chart": self.chart, "graph_note": self.note}
+
+    def panel(self, set_tab) -> Panel:
+        return Panel(self.values, self.components(), live=self.values, controls=self.controls(set_tab), tab="Graph")
+
+    def graph(self, run: Run, graph_meaning=False) -> tuple[SampleGraph, str]:
+        """The run's graph, words matched by meaning too when asked and offered; a problem said.
+        The last few are kept: a click on a node, or another colour or fold, asks for the same
+        graph again (at n=256 it is a few tenths of a second to build)."""
+        key = (run.request.get("request_id"), run.status, len(run.events), tuple(len(s.text) for s in run.samples),
+               bool(graph_meaning and self.embedding_model))
+        if key not in self._kept:
+            self._kept[key] = self._graph(run, graph_meaning)
+            while len(self._kept) > KEPT:
+                self._kept.pop(next(iter(self._kept)))
+        return self._kept[key]
+
+    def _graph(self, run: Run, graph_meaning=False) -> tuple[SampleGraph, str]:
+        if not (graph_meaning and self.embedding_model):
+            return analysis.sample_graph(run), ""
+        keys = analysis.word_keys(run)
+        try:
+            vectors = load_embedder(self.embedding_model).embed(keys)
+        except EmbeddingModelError as e:
+            return analysis.sample_graph(run), f" ⚠️ Matching by meaning is off: {e}."
+        how = (f"{analysis.NORMALISATION}, and words of cosine similarity ≥ {analysis.WORD_SIMILARITY} by "
+               f"{self.embedding_model}")
+        synonyms = analysis.synonyms_by_meaning(keys, vectors, analysis.WORD_SIMILARITY)
+        return analysis.sample_graph(run, synonyms, how), ""
+
+    def values(self, run: Run, graph_colour=None, graph_fold=None, graph_meaning=False, answer=None,
+               pattern=None) -> dict:
+        graph, problem = self.graph(run, graph_meaning)
+        answers = None
+        if graph_colour == "answer":
+            try:
+                answers = analysis.group_answers(run, extractor_spec(answer, pattern))
+            except InvalidExtractor as e:
+                problem += f" ⚠️ Coloured by probability: the Set tab's extractor cannot work ({e})."
+        fold = int(graph_fold) if graph_fold else None
+        figure = analysis.graph_figure(graph, "answer" if answers else "probability", answers, fold)
+        return {"graph_summary": analysis.graph_sentence(graph) + problem, "graph_chart": figure, "graph_note": ""}
+
+
+def declare(embedding_model: str | None = None) -> GraphTab:
+    """The tab, declared in the current ``gr.Tabs``."""
+    with gr.Tab("Graph", id="graph", elem_id="tab-graph"):
+        gr.Markdown(INTRO)
+        with gr.Row():
+            colour = gr.Radio(COLOURS, value="probability", label="Colour nodes by", elem_id="graph-colour")
+            fold = gr.Number(value=0, precision=0, minimum=0, label="Fold words fewer samples said than (0: as "
+                             "many as fit)", elem_id="graph-fold")
+            by_meaning = gr.Checkbox(value=False, label=f"Match words by meaning too ({embedding_model})",
+                                     visible=embedding_model is not None, elem_id="graph-meaning")
+        summary = gr.Markdown(elem_id="graph-summary")
+        chart = gr.Plot(label="Sample graph (click a node)", elem_id="graph-chart")
+        note = gr.HTML(elem_id="graph-note")
+        picked = gr.Textbox(visible="hidden", elem_id="graph-picked")  # written by CLICK_JS
+    return GraphTab(embedding_model, colour, fold, by_meaning, summary, chart, note, picked)
+
+
+def connect(tab: GraphTab, page: Page, set_tab) -> None:
+    """Redraw on a change of the tab's controls; a clicked node's samples in the note."""
+    controls = tab.controls(set_tab)
+    outputs = list(tab.components().values())
+
+    def redraw(run: Run | None, *values) -> dict:
+        return tab.panel(set_tab).show(run, dict(zip(controls, values))) if run is not None else {}
+
+    for trigger in (tab.colour.change, tab.fold.submit, tab.by_meaning.change):
+        trigger(redraw, [page.current, *controls.values()], outputs, api_visibility="private")
+    tab.picked.change(partial(picked, tab), [page.current, tab.picked, tab.by_meaning], tab.note,
+                      api_visibility="private")
+
+
+def picked(tab: GraphTab, run: Run | None, text: str | None, graph_meaning=False) -> str:
+    """The note for a clicked node (its ``customdata`` and the time: "12,13|0,4@..."): its
+    samples with their texts, each with a branch button."""
+    node = (text or "").split("@")[0]
+    if run is None or "|" not in node:
+        return ""
+    graph, _ = tab.graph(run, graph_meaning)
+    try:
+        places = analysis.node_places(graph, node)
+    except (ValueError, IndexError, KeyError, AttributeError):  # a click on a graph no longer on screen
+        return ""
+    return note_html(run, node.split("|")[0], places)
+
+
+def note_html(run: Run, node: str, places: list[analysis.Place]) -> str:
+    """The samples at a clicked node: where it is in each sample's text, and a branch button there."""
+    samples = {s.index: s for s in run.samples}
+    what = ("the prompt: every sample's start" if node == "start" else
+            "rare words, folded: the samples that go on along words fewer samples said" if node.startswith("more:")
+            else "this node")
+    head = f"<p><b>{len(places)} sample(s) at {html.escape(what)}.</b> Each sample's text, the node's words marked"
+    head += ("; ⑂ branches from the node's first token in that sample (the Branch tab opens there).</p>"
+             if any(p.token is not None for p in places) else " (no token ids were recorded: no point to branch "
+             "from).</p>")
+    rows = []
+    for place in places[:SHOWN_SAMPLES]:
+        s = samples[place.sample]
+        text = s.text
+        before, here, after = text[:place.start], text[place.start:place.end], text[place.end:]
+        button = (f"<button class='graph-branch' data-branch='{place.sample},{place.token}'>⑂ #{place.sample} at "
+                  f"token {place.token}</button> " if place.token is not None else "")
+        rows.append(f"<div class='graph-sample' data-sample='{place.sample}'>{button}<b>#{place.sample}</b> (seed "
+                    f"{s.seed})<details><summary>{html.escape(analysis.truncate(' '.join(here.split()), 80))}"
+                    f"</summary><pre>{html.escape(before)}<mark>{html.escape(here)}</mark>{html.escape(after)}</pre>"
+                    "</details></div>")
+    more = (f"<p>… and {len(places) - SHOWN_SAMPLES} more: "
+            + ", ".join(f"#{p.sample}" for p in places[SHOWN_SAMPLES:]) + "</p>") if len(places) > SHOWN_SAMPLES else ""
+    return head + "".join(rows) + more
