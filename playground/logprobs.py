@@ -137,7 +137,9 @@ class Logprobs(Sequence[TokenLogprob]):
         if isinstance(other, Logprobs):
             same = (self.ids, self.sampled, self.rank, self.starts, self.top_ids, self.top_values) == \
                 (other.ids, other.sampled, other.rank, other.starts, other.top_ids, other.top_values)
-            return same and all(self.texts.get(t) == other.texts.get(t) for t in {*self.ids, *self.top_ids})
+            if same and all(self.texts.get(t) == other.texts.get(t) for t in {*self.ids, *self.top_ids}):
+                return True
+            other = list(other)  # the same positions may be laid out two ways (a last sampled alternative)
         if isinstance(other, list):
             return len(other) == len(self) and all(a == b for a, b in zip(self, other))
         return NotImplemented

@@ -11,7 +11,7 @@ import signal
 
 import pytest
 
-from playground.analysis import entropy_at
+from playground.analysis import entropies
 from playground.ui.samples_replay import synthetic_run
 from tests.helpers import unfinished_after, wait_until
 from tests.test_browser import (  # noqa: F401  (browser: the fixture)
@@ -115,7 +115,7 @@ def test_the_wall_the_logprobs_tab_and_the_csv_show_one_entropy(browser, app_url
         tip = page.locator("#samples-area .sa-tip .sa-entropy")
         tip.wait_for(state="visible")
         shown = float(tip.inner_text().split("≥")[1].split("bits")[0])
-        expected = round(entropy_at(run.samples[0].logprobs[3]), 2)
+        expected = round(entropies(run.samples[0].logprobs, 12)[3], 2)
         assert shown == expected
         page.get_by_role("tab", name="Logprobs").click()
         page.wait_for_function("() => document.querySelector('#logprobs-uncertainty .js-plotly-plot')?.data")

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from playground.analysis import entropy_at, prefix_order
+from playground.analysis import entropies, prefix_order
 from playground.bench.browser import CHROMIUM_ARGS, WATCH
 from playground.run import Run, Sample, TokenLogprob
 from playground.ui.samples_area import SamplesSession
@@ -85,7 +85,7 @@ def test_a_reset_carries_everything_and_follows_a_request_for_one():
         assert u[1] == 0 and u[3] == s.token_texts and u[7] == round(s.token_times[0], 2)
         assert len(u[4]) == len(u[5]) == len(u[6]) == len(s.token_ids)
         # Each token's entropy is the Logprobs tab's number, in bits: the browser derives none.
-        assert u[6] == [round(entropy_at(lp), 2) for lp in s.logprobs]
+        assert u[6] == [round(e, 2) for e in entropies(s.logprobs, len(s.token_ids))]
     assert sorted(reset["f"]) == [[s.index, s.finish_reason] for s in run.samples]
     assert (reset["o"], reset["c"]) == tuple(map(list, prefix_order([s.token_ids for s in run.samples])))
     assert session.update(run) is None

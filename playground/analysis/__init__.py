@@ -97,6 +97,7 @@ from playground.analysis.diversity import (
     set_diversity,
     vendi_score,
 )
+from playground.analysis.entropy import entropies, token_entropy
 from playground.analysis.graph import (
     NORMALISATION,
     WORD_SIMILARITY,
@@ -165,8 +166,6 @@ from playground.analysis.tree import Branch, divergence_tree, prefix_order, tree
 from playground.analysis.uncertainty import (
     agreement_figure,
     agreement_frame,
-    entropy_at,
-    token_entropy,
     tokens_table,
     uncertainty_figure,
     uncertainty_frame,
@@ -240,7 +239,7 @@ __all__ = [
     "diversity_of",
     "eigv",
     "engine_load_line",
-    "entropy_at",
+    "entropies",
     "entropy_bits",
     "event_outputs_frame",
     "events_figure",

@@ -2,10 +2,9 @@
 
 vLLM returns only the top-k logprobs (plus the sampled token), so the entropy cannot be computed
 exactly; what is computed is a lower bound, in bits, named so (``entropy_lb_bits``) wherever it
-appears. It is the one entropy of a token in the playground: the token wall's colour and hover,
-this tab, the CSV export and the reports all read ``token_entropy`` (the browser is sent the
-number, it never derives its own). These are the distributions as vLLM reports them (by default
-the raw model's, before temperature, top-p and penalties).
+appears: the one entropy of a token in the playground (analysis/entropy.py). These are the
+distributions as vLLM reports them (by default the raw model's, before temperature, top-p and
+penalties).
 """
 
 from __future__ import annotations
@@ -18,44 +17,12 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from playground.analysis.display import drawn_samples, for_hover, message_figure, pieces, sample_color, visible
+from playground.analysis.entropy import entropies, per_position
 from playground.run import Run, TokenLogprob
 
 UNCERTAINTY_COLUMNS = ["sample", "position", "token_id", "token", "prob", "logprob", "rank",
                        "entropy_lb_bits", "topk_mass", "residual_mass", "alternatives"]
 ENTROPY_NAME = "entropy lower bound from top-k (bits)"
-
-
-def token_entropy(lp: TokenLogprob) -> tuple[float, float, float]:
-    """(entropy lower bound in bits, mass of the listed tokens, residual mass r) at one position.
-
-    The listed tokens (the top-k and the sampled one) contribute -sum(p log2 p) exactly. Each
-    token not listed ranks below the top-k, so its p is at most the smallest top-k probability
-    p_k, and at most r; and -p log2 p >= -p log2 m for p <= m. So the rest contributes at least
-    r * -log2(min(p_k, r)): the tighter of "the rest spread below p_k" and "the rest as one
-    outcome". Every part only undercounts: the sum is a lower bound, and never above log2 of the
-    vocabulary.
-    """
-    listed = [(tid, v) for tid, v, _ in lp.top if v is not None]
-    if not listed and lp.logprob is not None:
-        listed = [(lp.token_id, lp.logprob)]
-    return entropy_of_listed(listed, lp.token_id, lp.rank)
-
-
-def entropy_of_listed(listed: list[tuple[int, float]], token_id: int, rank: int | None) -> tuple[float, float, float]:
-    """``token_entropy`` of the listed (token id, logprob) pairs at a position where ``token_id``
-    was sampled with ``rank``: the one computation, for records of any shape."""
-    probs = [math.exp(v) for _, v in listed]
-    mass = sum(probs)
-    residual = max(0.0, 1.0 - mass)
-    entropy = -sum(p * math.log2(p) for p in probs if p > 0)
-    # The sampled token is listed even when it ranks below the top-k; unless its rank shows it is
-    # among the listed ranks 1..m, leave it out of p_k (which only makes the bound more cautious).
-    inside = rank is not None and rank <= len(listed)
-    ranked = [p for (tid, _), p in zip(listed, probs) if inside or tid != token_id]
-    bound = min([residual, *ranked]) if ranked else residual
-    if residual > 1e-12 and bound > 0:
-        entropy += residual * -math.log2(bound)
-    return entropy, mass, residual
 
 
 def uncertainty_frame(run: Run) -> pd.DataFrame:
@@ -66,30 +33,22 @@ def uncertainty_frame(run: Run) -> pd.DataFrame:
     rows = []
     for s in run.samples:
         texts = pieces(s)
+        bits, masses, residuals = per_position(s.logprobs, len(s.token_ids))
         for pos, token_id in enumerate(s.token_ids):
             lp = s.logprobs[pos] if s.logprobs and pos < len(s.logprobs) else None
             row = {"sample": s.index, "position": pos, "token_id": token_id, "token": visible(texts[pos], False)}
             if lp is not None and lp.logprob is not None:
-                entropy, mass, residual = token_entropy(lp)
-                row.update(prob=math.exp(lp.logprob), logprob=lp.logprob, rank=lp.rank, entropy_lb_bits=entropy,
-                           topk_mass=mass, residual_mass=residual, alternatives=_alternatives(lp))
+                row.update(prob=math.exp(lp.logprob), logprob=lp.logprob, rank=lp.rank, entropy_lb_bits=bits[pos],
+                           topk_mass=masses[pos], residual_mass=residuals[pos], alternatives=_alternatives(lp))
             rows.append(row)
     return pd.DataFrame(rows, columns=UNCERTAINTY_COLUMNS)
-
-
-def entropy_at(lp: TokenLogprob | None) -> float | None:
-    """``token_entropy``'s bound in bits, or None where nothing was recorded."""
-    if lp is None or (lp.logprob is None and not lp.top):
-        return None
-    return token_entropy(lp)[0]
 
 
 def tokens_table(run: Run) -> pd.DataFrame:
     """The tokens export (``Run.tokens_frame``: a row per sample x token) with each token's
     entropy bound in bits, the number the page shows for that token."""
     frame = run.tokens_frame()
-    frame["entropy_lb_bits"] = [entropy_at(s.logprobs[pos] if s.logprobs and pos < len(s.logprobs) else None)
-                                for s in run.samples for pos in range(len(s.token_ids))]
+    frame["entropy_lb_bits"] = [bits for s in run.samples for bits in entropies(s.logprobs, len(s.token_ids))]
     return frame
 
 

@@ -233,12 +233,15 @@ async def warm_up(engine) -> None:
     default, so its first run after a start (or a restart) paid that compile: first text after 11 s
     instead of 1.3 s. A failure here is logged and left for the first run to report.
     """
-    from vllm import SamplingParams
+    from vllm import SamplingParams, TokensPrompt
+
+    from playground.sampling.prompts import for_engine
 
     try:
+        prompt = for_engine(engine, TokensPrompt(prompt_token_ids=engine.tokenizer.encode("Hello")))
         for n in WARM_UP_SIZES:
-            params = SamplingParams(n=n, seed=0, max_tokens=2, logprobs=WARM_UP_LOGPROBS)
-            async for _ in engine.generate("Hello", params, f"warm-up-{n}-{time.monotonic_ns()}"):
+            params = SamplingParams(n=n, seed=0, max_tokens=2, logprobs=WARM_UP_LOGPROBS, flat_logprobs=True)
+            async for _ in engine.generate(dict(prompt), params, f"warm-up-{n}-{time.monotonic_ns()}"):
                 pass
     except Exception:
         log.warning("warming up the engine failed; the first run will report why", exc_info=True)

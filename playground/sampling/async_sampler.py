@@ -99,14 +99,15 @@ class ParallelSampler:
                      on_child: ChildObserver | None = None) -> AsyncIterator[RequestOutput]:
         """``generate`` for a request already checked and planned (the backends': one plan per
         run, made before anything reached the engine): no check, no second plan."""
+        rendered = prompts.for_engine(self.engine, tokens)
         if run_plan.mode == "native":
-            async for output in self.engine.generate(tokens, sampling_params, run_plan.parent_id):
+            async for output in self.engine.generate(rendered, sampling_params, run_plan.parent_id):
                 yield output
             return
-        async for output in self._fan_out(tokens, sampling_params, run_plan, on_child):
+        async for output in self._fan_out(rendered, sampling_params, run_plan, on_child):
             yield output
 
-    async def _fan_out(self, tokens, sampling_params, run_plan: plan.Plan, on_child) -> AsyncIterator[RequestOutput]:
+    async def _fan_out(self, rendered, sampling_params, run_plan: plan.Plan, on_child) -> AsyncIterator[RequestOutput]:
         request_id = run_plan.parent_id
         aggregator = aggregate.ParentAggregator(request_id, run_plan.n, sampling_params.output_kind)
         arrived = Arrivals()
@@ -116,7 +117,7 @@ class ParallelSampler:
             # All children go in before the first output is read, as in vLLM's fan-out.
             self._children[request_id] = []
             for index, (child, params) in enumerate(child_params.children(sampling_params, run_plan)):
-                queues.append(queue := await self.engine.add_request(child.request_id, tokens, params))
+                queues.append(queue := await self.engine.add_request(child.request_id, dict(rendered), params))
                 arrived.watch(queue, index)
                 self._children[request_id].append(queue.request_id)
                 if request_id in self._aborting:  # an abort came between two adds: this child goes too

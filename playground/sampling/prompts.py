@@ -28,6 +28,13 @@ def tokenize(tokenizer, prompt: str | TokensPrompt) -> TokensPrompt:
     return TokensPrompt(prompt_token_ids=tokenizer.encode(prompt), prompt=prompt)
 
 
+def for_engine(engine, prompt: str | TokensPrompt):
+    """The prompt as vLLM's engines take it: rendered by the engine's own Renderer, once. The
+    children of a parent all get this one rendering, rather than vLLM rendering it again for each
+    (and warning that raw prompts are deprecated)."""
+    return engine.renderer.render_cmpl([prompt])[0]
+
+
 def decode(tokenizer, token_ids: list[int]) -> str:
     """Special tokens kept: a token view should show an end-of-turn token, not hide it."""
     return tokenizer.decode(token_ids, skip_special_tokens=False)

@@ -93,9 +93,10 @@ class SyncParallelSampler:
             raise InvalidRequest(f"request id {request_id!r} is already in use by a running request")
         parent = _Parent(aggregate.ParentAggregator(request_id, run_plan.n, sampling_params.output_kind), tokens,
                          on_child=on_child)
+        rendered = prompts.for_engine(self.engine, tokens)
         try:
             for engine_id, index, params in added:
-                self.engine.add_request(engine_id, tokens, params)
+                self.engine.add_request(engine_id, dict(rendered), params)
                 parent.engine_ids.append(engine_id)
                 self._routes[engine_id] = (parent, index)
         except BaseException:

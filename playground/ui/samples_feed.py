@@ -9,11 +9,16 @@ from __future__ import annotations
 
 import json
 import math
+import operator
+from array import array
 from collections.abc import Callable, Iterator
 from typing import Any
 
+import numpy as np
+
+from playground import analysis
+from playground.analysis import entropy
 from playground.analysis.tree import prefix_order
-from playground.analysis.uncertainty import entropy_at, entropy_of_listed
 from playground.logprobs import Logprobs
 from playground.run import Run, Sample
 
@@ -46,15 +51,24 @@ def finish_text(sample: Sample) -> str | None:
     return reason
 
 
-def _entry(sample: Sample, start: int) -> list:
-    """Sample ``sample``'s tokens from ``start`` on, as one ``u`` entry."""
+def _entries(grown: list[tuple[Sample, int]]) -> list[list]:
+    """The ``u`` entries of the samples that grew (each from the position the browser lacks); the
+    logprobs of all of them read at once from their arrays."""
+    arrays = _from_arrays([(s, start) for s, start in grown if isinstance(s.logprobs, Logprobs)])
+    return [_entry(s, start, arrays.get(s.index)) for s, start in grown]
+
+
+def _entry(sample: Sample, start: int, read: tuple | None) -> list:
+    """Sample ``sample``'s tokens from ``start`` on, as one ``u`` entry (``read``: its logprobs,
+    top-k and entropies, when they came from arrays)."""
     stop = len(sample.token_ids)
     texts = [_piece(sample, p) for p in range(start, stop)]
     logprobs: Any = 0
     tops: Any = 0
     entropies: Any = 0
-    if isinstance(sample.logprobs, Logprobs) and len(sample.logprobs):
-        logprobs, tops, entropies = _arrays(sample.logprobs, start, stop)
+    if read is not None:
+        missing = [None] * (stop - start - len(read[0]))
+        logprobs, tops, entropies = read[0] + missing, read[1] + [[]] * len(missing), read[2] + missing
     elif sample.logprobs:
         recorded = sample.logprobs[start:stop]
         missing = [None] * (stop - start - len(recorded))
@@ -62,7 +76,8 @@ def _entry(sample: Sample, start: int) -> list:
         tops = [[x for tid, value, text in lp.top for x in (text if text is not None else f"⟨id {tid}⟩",
                                                               _logprob(value))] for lp in recorded]
         tops += [[]] * len(missing)
-        entropies = [None if (e := entropy_at(lp)) is None else round(e, 2) for lp in recorded] + missing
+        entropies = [None if e is None else round(e, 2) for e in analysis.entropies(recorded, len(recorded))]
+        entropies += missing
     times = sample.token_times
     last = round(times[min(stop, len(times)) - 1], 2) if times else None
     entry = [sample.index, start, last, texts, logprobs, tops, entropies]
@@ -71,21 +86,61 @@ def _entry(sample: Sample, start: int) -> list:
     return entry
 
 
-def _arrays(lps: Logprobs, start: int, stop: int) -> tuple[list, list, list]:
-    """The ``u`` entry's logprobs, top-k and entropies, read from the arrays (no TokenLogprob made)."""
-    logprobs, tops, entropies = [], [], []
-    table, starts, ids, values = lps.texts, lps.starts, lps.top_ids, lps.top_values
-    for p in range(start, min(stop, len(lps))):
-        a, b = starts[p], starts[p + 1]
-        listed = list(zip(ids[a:b], values[a:b]))
-        token_id, rank, value = lps.ids[p], lps.rank[p], lps.sampled[p]
-        if rank > b - a:  # sampled below the top-k: listed after it
-            listed.append((token_id, value))
-        logprobs.append(_logprob(value))
-        tops.append([x for tid, v in listed for x in (table.get(tid) or f"⟨id {tid}⟩", _logprob(v))])
-        entropies.append(round(entropy_of_listed(listed, token_id, rank or None)[0], 2))
-    missing = stop - start - len(logprobs)
-    return logprobs + [None] * missing, tops + [[]] * missing, entropies + [None] * missing
+def _from_arrays(grown: list[tuple[Sample, int]]) -> dict[int, tuple[list, list, list]]:
+    """Per sample index: the new positions' logprobs, top-k lists and entropies, computed for all
+    the samples at once (numpy over every new position: at a GPU's pace there are thousands a
+    second, and a Python loop per alternative costs more than the engine's frontend)."""
+    sampled, rank, values, ids = array("f"), array("i"), array("f"), array("i")
+    counts: list[int] = []
+    spans = []
+    for s, start in grown:
+        lps = s.logprobs
+        stop = min(len(s.token_ids), len(lps))
+        if stop <= start:
+            continue
+        starts = lps.starts[start:stop + 1]
+        sampled.extend(lps.sampled[start:stop])
+        rank.extend(lps.rank[start:stop])
+        values.extend(lps.top_values[starts[0]:starts[-1]])
+        ids.extend(lps.top_ids[starts[0]:starts[-1]])
+        counts.extend(map(operator.sub, starts[1:], starts[:-1]))
+        spans.append((s, start, stop - start))
+    if not spans:
+        return {}
+    count = np.array(counts, dtype=np.int64)
+    sampled_np = np.frombuffer(sampled, dtype=np.float32).astype(np.float64)
+    rank_np = np.frombuffer(rank, dtype=np.int32)
+    block = entropy.of_arrays(sampled_np, rank_np, count, np.frombuffer(values, dtype=np.float32).astype(np.float64))
+    bits = np.round(entropy.entropy_matrix(block.logp, block.excluded)[0], 2).tolist()
+    shown = _rounded(sampled_np)
+    alternatives = _rounded(np.frombuffer(values, dtype=np.float32).astype(np.float64))
+    table = spans[0][0].logprobs.texts
+    names = [name if (name := table.get(t)) is not None else f"⟨id {t}⟩" for t in ids]
+    result, p, a = {}, 0, 0
+    for s, start, length in spans:
+        tops = []
+        for q in range(p, p + length):
+            c = counts[q]
+            top = [None] * (2 * c)
+            top[::2], top[1::2] = names[a:a + c], alternatives[a:a + c]
+            if rank[q] > c:  # the sampled token below the top-k: listed after it
+                token_id = s.logprobs.ids[start + q - p]
+                name = table.get(token_id)
+                top += [name if name is not None else f"⟨id {token_id}⟩", shown[q]]
+            tops.append(top)
+            a += c
+        result[s.index] = (shown[p:p + length], tops, bits[p:p + length])
+        p += length
+    return result
+
+
+def _rounded(values: np.ndarray) -> list[float | None]:
+    """Logprobs as the browser gets them: 3 decimals, -99 for -inf (JSON has none), None for NaN."""
+    rounded = np.round(np.maximum(values, LOWEST_LOGPROB), 3)
+    listed = rounded.tolist()
+    if np.isnan(rounded).any():
+        listed = [None if math.isnan(v) else v for v in listed]
+    return listed
 
 
 class Told:
@@ -143,11 +198,11 @@ class SamplesFeed:
         grown, finished = [], []
         for s, before, ended in self.told.news(run):
             if len(s.token_ids) > before:
-                grown.append(_entry(s, before))
+                grown.append((s, before))
             if ended:
                 finished.append([s.index, self.told.reasons[s.index]])
         if grown:
-            out["u"] = grown
+            out["u"] = _entries(grown)
             order, shared = prefix_order([s.token_ids for s in run.samples])
             if order != self.order or shared != self.shared:
                 out["o"], out["c"] = order, shared

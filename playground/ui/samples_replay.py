@@ -13,11 +13,13 @@ import asyncio
 import math
 import random
 import time
+from array import array
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import gradio as gr
 
+from playground.logprobs import Logprobs
 from playground.run import Run, Sample, TokenLogprob
 from playground.ui.samples_area import VIEWS, SamplesArea, SamplesSession
 
@@ -49,13 +51,14 @@ def synthetic_run(n: int, tokens: int = 64, *, seed: int = 0, logprobs: int | No
             parent = sequences[rng.randrange(len(sequences))]
             prefix = parent[:min(len(parent), length, int(rng.expovariate(1 / 6)))]
         sequences.append(prefix + [rng.randrange(len(VOCAB)) for _ in range(length - len(prefix))])
-    samples = []
+    samples, texts = [], {}
     for i, ids in enumerate(sequences):
         s = Sample(index=i, seed=1000 + i, token_ids=list(ids), token_texts=[VOCAB[t] for t in ids],
                    token_times=[round(first_s + pos * step_s, 4) for pos in range(len(ids))],
                    finish_reason="length" if len(ids) == tokens else "stop")
-        if logprobs is not None:
-            s.logprobs = [_logprob(rng, t, logprobs) for t in ids]
+        if logprobs is not None:  # in arrays, as an engine's are
+            made = [_logprob(rng, t, logprobs) for t in ids]
+            s.logprobs = Logprobs.of(made, texts) or made
         samples.append(s)
     request = {"prompt": "synthetic", "n": n, "seed": 1000, "max_tokens": tokens, "logprobs": logprobs,
                "mode": "wrapper", "output_kind": "DELTA", "request_id": f"synthetic-{n}x{tokens}-{seed}"}
@@ -73,8 +76,13 @@ def _logprob(rng: random.Random, token: int, k: int) -> TokenLogprob:
     rank = rng.choices(range(len(probs)), weights=probs)[0]  # sampled as the model would
     others = [t for t in rng.sample(range(len(VOCAB)), k + 1) if t != token][: max(k - 1, 0)]
     ids = others[:rank] + [token] + others[rank:]
-    top = [(t, math.log(p), VOCAB[t]) for t, p in zip(ids[:k], probs)]
-    return TokenLogprob(token_id=token, logprob=math.log(probs[rank]), rank=rank + 1, text=VOCAB[token], top=top)
+    top = [(t, _f32(math.log(p)), VOCAB[t]) for t, p in zip(ids[:k], probs)]
+    return TokenLogprob(token_id=token, logprob=top[rank][1], rank=rank + 1, text=VOCAB[token], top=top)
+
+
+def _f32(value: float) -> float:
+    """A float32 value, as vLLM's logprobs are."""
+    return array("f", [value])[0]
 
 
 async def replay(full: Run, speed: float = 1.0) -> AsyncIterator[Run]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import html
 import time
 
-from playground.analysis import branch_label, other_requests
+from playground.analysis import branch_label
 from playground.run import Run
 
 
@@ -32,12 +32,13 @@ def run_summary(run: Run) -> str:
 def engine_requests_note(run: Run) -> str:
     """What the engine holds for the run as it streams, from the latest event's count: vLLM counts
     each child as a request of its own (the parent is not one), on both the wrapper's and its own
-    fan-out; requests of other runs are told apart by ``other_requests``."""
-    latest = next((e.engine_requests for e in reversed(run.events) if e.engine_requests is not None), None)
-    if latest is None:
+    fan-out; beside the run's unfinished children, the rest are other runs'. Read from the latest
+    event and the samples only: a line redrawn many times a second must not rescan the events."""
+    latest = run.events[-1].engine_requests if run.events else None
+    if latest is None:  # none yet, or a backend that does not count (a remote server)
         return ""
-    others = other_requests(run) or 0
-    beside = f", up to {others} of other runs beside them" if others else ""
+    others = latest - sum(s.finish_reason is None for s in run.samples)
+    beside = f", {others} of other runs beside them" if others > 0 else ""
     return (f" · 1 parent → {run.n} child request{'s' if run.n != 1 else ''} in the engine "
             f"({latest} in flight there now{beside})")
 
