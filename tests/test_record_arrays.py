@@ -54,7 +54,7 @@ def test_the_token_table_spells_what_the_tokenizer_decodes(tokenizer):
 def flat_and_dicts(positions: list[tuple[int, list[int], list[float], int]]):
     """The same positions as vLLM keeps them both ways: flat arrays, and a dict per position."""
     flat, dicts = create_sample_logprobs(True), create_sample_logprobs(False)
-    for sampled, ids, values, rank in positions:
+    for _, ids, values, rank in positions:
         for container in (flat, dicts):
             append_logprobs_for_next_position(container, ids, values, [f"t{t}" for t in ids], rank, len(ids) - 1)
     return flat, dicts
