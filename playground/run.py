@@ -31,13 +31,71 @@ BUNDLE_VERSION = 3
 PLAIN_VERSION = 2
 
 
-@dataclass
 class EventOutput:
-    index: int
-    text: str
-    token_ids: list[int]
-    finish_reason: str | None = None
-    stop_reason: str | int | None = None
+    """One sample's part of an event, as yielded: its text and token ids (all so far, in every
+    output_kind but DELTA), and its finish.
+
+    A CUMULATIVE output repeats its sample's whole text and ids so far; kept as they came, a run of
+    n=256 x 1,000 tokens would hold 128 million ids and as many characters again. So while a run
+    is recorded such an output is held as the lengths of its sample's text and ids at that moment
+    (``so_far``): both grow in place, and ``text``/``token_ids`` read the prefix back. An output
+    that does not extend its sample's text is written whole, after the held ones are fixed
+    (``hold``)."""
+
+    __slots__ = ("_of", "_text", "_token_ids", "finish_reason", "index", "stop_reason")
+    FIELDS = ("index", "text", "token_ids", "finish_reason", "stop_reason")
+
+    def __init__(self, index: int, text: str, token_ids: list[int], finish_reason: str | None = None,
+                 stop_reason: str | int | None = None):
+        self.index, self.finish_reason, self.stop_reason = index, finish_reason, stop_reason
+        self._text, self._token_ids, self._of = text, token_ids, None
+
+    @classmethod
+    def so_far(cls, sample: Sample, finish_reason: str | None = None,
+               stop_reason: str | int | None = None) -> EventOutput:
+        """The sample's text and ids as they are now, held as their lengths."""
+        out = cls(sample.index, len(sample.text), len(sample.token_ids), finish_reason, stop_reason)  # type: ignore
+        out._of = sample
+        return out
+
+    @property
+    def text(self) -> str:
+        return self._of.text[:self._text] if self._of is not None else self._text
+
+    @text.setter
+    def text(self, value: str) -> None:
+        self.hold()
+        self._text = value
+
+    @property
+    def token_ids(self) -> list[int]:
+        return self._of.token_ids[:self._token_ids] if self._of is not None else self._token_ids
+
+    @token_ids.setter
+    def token_ids(self, value: list[int]) -> None:
+        self.hold()
+        self._token_ids = value
+
+    @property
+    def carried(self) -> int:
+        """How many token ids the output carries (without reading them)."""
+        return self._token_ids if self._of is not None else len(self._token_ids)
+
+    def hold(self) -> None:
+        """Keep the value itself from now on (its sample is about to change otherwise)."""
+        if self._of is not None:
+            self._text, self._token_ids, self._of = self.text, self.token_ids, None
+
+    def _values(self) -> tuple:
+        return self.index, self.text, self.token_ids, self.finish_reason, self.stop_reason
+
+    def __eq__(self, other: object) -> bool:
+        return self._values() == other._values() if isinstance(other, EventOutput) else NotImplemented
+
+    __hash__ = None
+
+    def __repr__(self) -> str:
+        return "EventOutput(" + ", ".join(f"{name}={value!r}" for name, value in zip(self.FIELDS, self._values())) + ")"
 
 
 @dataclass
@@ -150,7 +208,7 @@ class Run:
         } for s in self.samples]
         data["events"] = [{
             **{name: getattr(e, name) for name in _names(Event)},
-            "outputs": [{**{name: getattr(o, name) for name in _names(EventOutput)}, "token_ids": list(o.token_ids)}
+            "outputs": [{**{name: getattr(o, name) for name in EventOutput.FIELDS}, "token_ids": list(o.token_ids)}
                         for o in e.outputs],
         } for e in self.events]
         return data
@@ -232,7 +290,7 @@ class Run:
                 "indices": [o.index for o in e.outputs],
                 "finished": e.finished,
                 "finished_indices": [o.index for o in e.outputs if o.finish_reason is not None],
-                "tokens": sum(len(o.token_ids) for o in e.outputs),
+                "tokens": sum(o.carried for o in e.outputs),
                 "texts": {o.index: o.text for o in e.outputs},
                 "num_cached_tokens": e.num_cached_tokens,
                 "engine_requests": e.engine_requests,

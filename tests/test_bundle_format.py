@@ -219,10 +219,14 @@ def test_logprobs_are_written_with_the_fewest_digits_of_their_float32_and_read_b
     assert Run.from_json(exact.to_json()) == exact
 
 
-def test_the_plain_record_is_what_dataclasses_asdict_gives():
+def test_the_plain_record_is_plain_data_that_loads_back():
+    """The layout of versions 1 and 2 (``dataclasses.asdict`` of the record, before events and
+    logprobs had forms of their own): plain JSON data, the same record again."""
     for kind in KINDS:
         run = generated_run(kind, n=4, tokens=10, logprobs=2)
-        assert run._plain() == dataclasses.asdict(run)
+        plain = run._plain()
+        assert Run._from_dict(plain) == run
+        assert Run._from_dict(json.loads(json.dumps(plain))) == run
 
 
 def test_a_run_the_compact_encoding_cannot_hold_is_written_plain(monkeypatch):
@@ -247,7 +251,7 @@ def test_a_realistic_run_costs_at_most_60_bytes_per_sampled_token(kind):
     run = generated_run(kind, n=128, tokens=96)
     assert tokens(run) > 128 * 80
     per_token = bundle_bytes_per_token(run)
-    old = len(json.dumps({**dataclasses.asdict(run), "bundle_version": 2}, ensure_ascii=False)) / tokens(run)
+    old = len(json.dumps({**run._plain(), "bundle_version": 2}, ensure_ascii=False)) / tokens(run)
     print(f"{kind}: {per_token:.1f} bytes per token (version 2: {old:.0f}), {len(run.events)} events")
     assert per_token <= 60
     assert Run.from_json(run.to_json()) == run
@@ -289,7 +293,7 @@ def test_a_run_without_tokens_has_no_cost_per_token():
 
 def test_version_1_and_2_bundles_still_load():
     run = generated_run("CUMULATIVE", n=6, tokens=20, logprobs=2, seed=5)
-    plain = dataclasses.asdict(run)  # how versions 1 and 2 were written
+    plain = run._plain()  # how versions 1 and 2 were written
     assert Run.from_json(json.dumps({**plain, "bundle_version": 2})) == run
     assert Run.from_json(json.dumps(plain)) == run
 

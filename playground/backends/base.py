@@ -127,6 +127,7 @@ class Recording:
                                     pieces=table.stream if table else None, texts=table.alone if table else None)
         self.run: Run = self.recorder.run
         self.watch = None  # an OutputWatch, when a front end that steps the engine itself keeps one
+        self.so_far = None  # a SoFar, when that front end takes CUMULATIVE outputs as additions
 
     def observe(self, observation: Observation) -> bool:
         """Take one observation; True when it was an event (the Run visibly changed)."""

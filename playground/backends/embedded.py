@@ -21,7 +21,7 @@ from vllm.v1.engine.exceptions import EngineDeadError
 
 from playground.backends.base import Prepared
 from playground.backends.engine import EngineHost, describe_engine
-from playground.backends.outputs import OutputWatch, child_observation, observation_from_output
+from playground.backends.outputs import OutputWatch, SoFar, child_observation, observation_from_output
 from playground.backends.pieces import TokenTable
 from playground.backends.recorder import Observation
 from playground.backends.resources import Workload
@@ -130,6 +130,7 @@ class EmbeddedBackend:
         async def produce():
             facts = Observation()  # what the children said of themselves since the last output
             watch = OutputWatch() if prepared.watch else None
+            so_far = SoFar() if request.output_kind == "CUMULATIVE" else None
 
             def on_child(index, output):
                 child_observation(index, output, facts)
@@ -140,7 +141,8 @@ class EmbeddedBackend:
                     watch.keep(output)
                 # Counted as the caller receives the output: vLLM counts each child, not the parent.
                 observation = observation_from_output(output, time.monotonic(), child_facts=attribute,
-                                                      engine_requests=sampler.engine.get_num_unfinished_requests())
+                                                      engine_requests=sampler.engine.get_num_unfinished_requests(),
+                                                      so_far=so_far)
                 # One observation per output: the children's own facts ride along (recorded first).
                 observation.num_cached_tokens = {**facts.num_cached_tokens, **observation.num_cached_tokens}
                 observation.metrics = {**facts.metrics, **observation.metrics}

@@ -14,12 +14,35 @@ from playground.backends.recorder import Observation
 from playground.run import Event, EventOutput, TokenLogprob
 
 
+class SoFar:
+    """Each index's token count and text at its previous output, so a CUMULATIVE output can be
+    taken as what it added: copying each whole output as it arrives costs a run of length L
+    L^2/2 copies (and its memory), the addition only L."""
+
+    def __init__(self):
+        self.ids: dict[int, int] = {}
+        self.text: dict[int, str] = {}
+
+    def output(self, c: Any, observation: Observation) -> EventOutput:
+        """``c``'s part of the event: its addition when it extends its index's previous output
+        (noted in ``observation.additions``), else the whole of it."""
+        index, text, ids = c.index, c.text, c.token_ids
+        before, previous = self.ids.get(index, 0), self.text.get(index, "")
+        self.ids[index], self.text[index] = len(ids), text
+        if len(ids) >= before and text.startswith(previous):
+            observation.additions[index] = (before, len(previous))
+            return EventOutput(index, text[len(previous):], list(ids[before:]), c.finish_reason, c.stop_reason)
+        return EventOutput(index, text, list(ids), c.finish_reason, c.stop_reason)
+
+
 def observation_from_output(output: Any, t: float, child_facts: bool = True,
-                            engine_requests: int | None = None) -> Observation:
+                            engine_requests: int | None = None, so_far: SoFar | None = None) -> Observation:
     """Copy a vLLM RequestOutput into an Observation, at once.
 
     In CUMULATIVE mode vLLM hands out its live token list, which keeps growing after the output
-    was yielded; copying now keeps each event as it was.
+    was yielded; copying now keeps each event as it was. ``so_far`` (CUMULATIVE): copy only what
+    each output added since the previous one of its index, and say so; the recorder puts the
+    whole back together.
 
     A parent output carries the cached-token count and metrics of one child only: the one whose
     output it was built from, which is ``outputs[0]`` for streamed kinds. ``child_facts=False``
@@ -27,24 +50,13 @@ def observation_from_output(output: Any, t: float, child_facts: bool = True,
     observes each child directly (the wrapper). ``engine_requests``: how many requests the engine
     had unfinished when this output was yielded.
     """
-    event = Event(
-        t=t,
-        finished=bool(output.finished),
-        outputs=[
-            EventOutput(
-                index=c.index,
-                text=c.text,
-                token_ids=list(c.token_ids),
-                finish_reason=c.finish_reason,
-                stop_reason=c.stop_reason,
-            )
-            for c in output.outputs
-        ],
-        num_cached_tokens=output.num_cached_tokens,
-        request_id=output.request_id,
-        engine_requests=engine_requests,
-    )
-    observation = Observation(event=event)
+    observation = Observation()
+    outputs = [so_far.output(c, observation) if so_far is not None else
+               EventOutput(c.index, c.text, list(c.token_ids), c.finish_reason, c.stop_reason)
+               for c in output.outputs]
+    observation.event = Event(t=t, finished=bool(output.finished), outputs=outputs,
+                              num_cached_tokens=output.num_cached_tokens, request_id=output.request_id,
+                              engine_requests=engine_requests)
     for c in output.outputs:
         if c.logprobs:
             # vLLM's flat arrays (``SamplingParams.flat_logprobs``) go to the record as they are;

@@ -14,7 +14,7 @@ from typing import Any
 
 from playground.backends.pieces import DecodedPieces, TablePieces
 from playground.logprobs import Logprobs, TokenLogprob
-from playground.run import Event, Run, Sample
+from playground.run import Event, EventOutput, Run, Sample
 
 # A sample's logprobs as a backend hands them over: TokenLogprobs (a remote server's), or
 # ``(FlatLogprobs, first)``: vLLM's flat arrays of the output, from position ``first`` on.
@@ -33,6 +33,9 @@ class Observation:
     # One text piece per new token of this event's outputs, by index, when the backend has them
     # exact (a remote server streams each token's text); otherwise the recorder decodes.
     token_texts: dict[int, list[str]] = field(default_factory=dict)
+    # CUMULATIVE outputs that carry only what their index added since its previous output: index ->
+    # (token ids, characters of text) it had before (backends/outputs.SoFar).
+    additions: dict[int, tuple[int, int]] = field(default_factory=dict)
     usage: dict[str, Any] | None = None  # the server's token counts for the run, when it reports them
     mutated_events: list[int] | None = None  # from a backend that watched what it yielded
 
@@ -67,6 +70,7 @@ class RunRecorder:
         self._pieces = [make() for _ in seeds] if make else None
         self._text = texts
         self.table: dict[int, str] = {}  # token id -> text, for the samples' Logprobs
+        self._held: list[list[EventOutput]] = [[] for _ in seeds]  # CUMULATIVE outputs held as lengths
 
     def elapsed(self) -> float:
         return time.monotonic() - self.t0
@@ -88,16 +92,16 @@ class RunRecorder:
         event.t -= self.t0  # backends stamp time.monotonic(); the record keeps time since start
         self.run.events.append(event)
         logprobs = observation.logprobs
-        for out in event.outputs:
+        for k, out in enumerate(event.outputs):
             s = samples[out.index]
             if self.delta:
                 new = out.token_ids
                 s.text += out.text
                 s.token_ids.extend(new)
             else:
-                new = out.token_ids[len(s.token_ids):]
-                s.text = out.text
-                s.token_ids = list(out.token_ids)
+                new = self._so_far(s, out, observation.additions.get(out.index))
+                event.outputs[k] = held = EventOutput.so_far(s, out.finish_reason, out.stop_reason)
+                self._held[out.index].append(held)
             s.token_times.extend([event.t] * len(new))
             if out.index in observation.token_texts:
                 s.token_texts.extend(observation.token_texts[out.index])
@@ -109,6 +113,28 @@ class RunRecorder:
                 s.finish_reason = out.finish_reason
                 s.stop_reason = out.stop_reason
         return event
+
+    def _so_far(self, sample: Sample, out: EventOutput, addition: tuple[int, int] | None) -> list[int]:
+        """A CUMULATIVE output onto its sample, growing its text and ids in place (the event then
+        holds their lengths); the token ids it added."""
+        if addition is not None and addition == (len(sample.token_ids), len(sample.text)):
+            new = out.token_ids
+            sample.text += out.text
+        else:
+            if addition is not None:  # an addition to something else: the whole cannot be known
+                raise ValueError(f"output for sample {out.index} adds to {addition}, the sample has "
+                                 f"{(len(sample.token_ids), len(sample.text))}")
+            ids, text = out.token_ids, out.text
+            new = ids[len(sample.token_ids):]
+            if ids[:len(sample.token_ids)] != sample.token_ids or not text.startswith(sample.text):
+                for held in self._held[out.index]:  # they read a prefix that is about to change
+                    held.hold()
+                self._held[out.index] = []
+                sample.text, sample.token_ids = text, list(ids)
+                return new
+            sample.text = text
+        sample.token_ids.extend(new)
+        return new
 
     def _logprobs(self, sample: Sample, given: LogprobsIn, new: int) -> None:
         """The new positions' logprobs onto the sample's: vLLM's flat arrays stay arrays."""

@@ -17,7 +17,7 @@ from vllm.v1.engine.exceptions import EngineDeadError
 
 from playground.backends.base import Recording, admit, prepare
 from playground.backends.engine import create_sync_engine, describe_engine
-from playground.backends.outputs import OutputWatch, child_observation, observation_from_output
+from playground.backends.outputs import OutputWatch, SoFar, child_observation, observation_from_output
 from playground.backends.pieces import TokenTable
 from playground.backends.recorder import Observation
 from playground.backends.resources import Workload
@@ -83,6 +83,7 @@ class SyncRunner:
         prepared = recording.prepared
         request = prepared.request  # with its seed drawn
         recording.watch = OutputWatch() if watch else None
+        recording.so_far = SoFar() if request.output_kind == "CUMULATIVE" else None
         tokens = TokensPrompt(prompt_token_ids=prepared.engine_prompt_ids, prompt=prepared.rendered_prompt)
 
         def on_child(index: int, output: RequestOutput) -> None:
@@ -116,7 +117,8 @@ class SyncRunner:
             if recording.watch is not None:
                 recording.watch.keep(output)
             # Per-child facts came through on_child; the merged output carries one child's only.
-            recording.observe(observation_from_output(output, t, child_facts=False, engine_requests=engine_requests))
+            recording.observe(observation_from_output(output, t, child_facts=False, engine_requests=engine_requests,
+                                                      so_far=recording.so_far))
             if output.finished:
                 if recording.watch is not None:
                     recording.observe(Observation(mutated_events=recording.watch.changed()))
