@@ -31,7 +31,10 @@ default):
   null is the sample's ``token_texts`` of those tokens, a string is the text added; under the
   cumulative kinds both are added to the index's previous text. ``[text]`` is the whole text and
   ``[]`` the sample's own ``text`` (a stop string cut it). An output whose token ids are not the
-  sample's so is written whole: an object with its five fields.
+  sample's so is written whole: an object with its five fields. That is the one plain fallback, and
+  it is needed: the record keeps outputs as they were yielded, and an output that is not its
+  sample's tokens (one that changed after it was yielded, a backend's odd one) is what the QA
+  matrix is there to show.
 """
 
 from __future__ import annotations

@@ -49,7 +49,6 @@ CREATE TABLE runs (
     UNIQUE (owner, request_id)
 );
 CREATE INDEX runs_by_owner ON runs (owner, saved_at);
-CREATE TABLE settings (name TEXT PRIMARY KEY, value TEXT NOT NULL);
 """
 
 
@@ -119,12 +118,6 @@ class RunStore:
 
     def __exit__(self, *exc) -> None:
         self.close()
-
-    def secret(self) -> str:
-        """A random value made once per store: a key the page can keep fixed across restarts."""
-        with self._lock, _written(self):
-            self._db.execute("INSERT OR IGNORE INTO settings VALUES ('browser_secret', ?)", (secrets.token_hex(16),))
-            return self._db.execute("SELECT value FROM settings WHERE name = 'browser_secret'").fetchone()[0]
 
     def save(self, owner: str, request_id: str, prompt: str, status: str, n: int, bundle: str) -> Saved:
         """Keep a run for ``owner`` in one transaction; the same run again is kept once. StoreFull
