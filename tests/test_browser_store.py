@@ -204,6 +204,12 @@ def test_a_run_link_behind_a_proxy_path_opens_the_run_after_a_restart(browser, b
         finally:
             other.close()
         original = Run.from_json(store.load(key))
+        wrong = open_page(browser, url + "?run=no-such-key")  # a mistyped or expired link says so
+        try:
+            wrong.locator("#store-note").get_by_text("The run this link names is not in the run store").wait_for()
+            assert wrong.locator("#run-summary").inner_text().strip() == ""
+        finally:
+            wrong.close()
         assert rerun_id != rid and [s.token_ids for s in rerun.samples] == [s.token_ids for s in original.samples]
         page = mine.new_page()  # the browser that made the run still lists it
         page.goto(url)
