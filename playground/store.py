@@ -34,7 +34,7 @@ from pathlib import Path
 
 APPLICATION_ID = 0x76706C67  # "vplg": what marks a SQLite file as this playground's run store
 SCHEMA_VERSION = 1
-BUSY_TIMEOUT_S = 30.0
+BUSY_TIMEOUT_S = 60.0  # how long a write waits for another: saves run in the background
 SCHEMA = """
 CREATE TABLE runs (
     key TEXT PRIMARY KEY,         -- what a link carries: 128 random bits, URL-safe
@@ -274,4 +274,7 @@ def _check(db: sqlite3.Connection, path: Path) -> None:
     except sqlite3.DatabaseError as e:
         if db.in_transaction:
             db.execute("ROLLBACK")
+        if isinstance(e, sqlite3.OperationalError) and getattr(e, "sqlite_errorcode", None) in (
+                sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED):
+            raise StoreRefused(f"{path} is held by another program for more than {BUSY_TIMEOUT_S:g} s ({e})") from None
         raise StoreRefused(f"{path} is damaged: {e}") from None
