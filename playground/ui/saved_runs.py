@@ -109,10 +109,15 @@ async def report(saved: SavedRuns, say, value: str | None, session, search: str 
     return await _outcome(saved, say, future, session, search)
 
 
-async def save_failed(saved: SavedRuns, say, live_run, session, search: str | None) -> dict:
-    run = getattr(live_run, "run", None)
-    future = saved.keeper.save(run, session) if run is not None else None
-    return await _outcome(saved, say, future, session, search)
+async def save_failed(saved: SavedRuns, say, live, session, search: str | None) -> dict:
+    """A run event failed: save what it had recorded. ``live``: the session's run in flight (one
+    run, or an action holding several, each with its ``run``)."""
+    runs = [live.run] if hasattr(live, "run") else [r.run for r in getattr(live, "runs", ())]
+    update = {saved.note: gr.skip()}
+    for run in runs:
+        if run is not None:
+            update = await _outcome(saved, say, saved.keeper.save(run, session), session, search)
+    return update
 
 
 async def _outcome(saved: SavedRuns, say, future: Future | None, session, search: str | None) -> dict:
