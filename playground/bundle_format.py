@@ -1,59 +1,64 @@
-"""Version 3 of the run bundle: a file that grows with the tokens sampled, not with their square.
+"""Version 4 of the run bundle: every sample written plainly for any client, the rest compact.
 
-The run record keeps every event as the engine yielded it, and a CUMULATIVE event repeats each
-advancing sample's whole text and token ids: written out as it is (versions 1 and 2), a bundle of
-128 samples x 96 tokens is 7 MB. This encoding writes what each event added once, leaves out what
-the rest of the bundle already says, and loading rebuilds the record exactly. It turns the record
-as plain data (``dataclasses.asdict`` of a Run, the layout of versions 1 and 2) into version 3 and
-back, so the run record can check that what it writes loads to what it holds.
+A bundle is read by people and programs that do not have this project: ``jq``, a notebook, a
+service in another language. So each sample states its ``index``, ``seed``, ``text``,
+``token_ids``, ``finish_reason`` and ``stop_reason`` as they are (playground/bundle.schema.json
+publishes the layout). What only this project's views need stays compact: the events refer to the
+samples' token ids instead of repeating them, so the file still grows with the tokens sampled,
+not with their square (a CUMULATIVE event repeats each sample's whole text so far).
 
-The layout, beside the run's own fields (request, status, ...; those at their default left out):
+Writing is exact by construction: a part is left out, or written short, only when reading gives
+it back identical (compared by type and value); otherwise it is written as it is. No round trip
+is needed to know that what was written reads back as the run.
+
+The layout, beside the run's own fields (request and status always; the others when not at their
+default):
 
 - ``texts``: ``{token id: text}``, the text each token id has most often in the run (its decoded
-  piece, its text as a logprob alternative). Texts that follow from it are left out below.
-- ``events``: ``[t, outputs]`` or ``[t, outputs, facts]``. ``facts`` holds only what differs from
-  the default: ``finished`` (false), and ``request_id``, ``num_cached_tokens``, ``engine_requests``
-  (the previous event's; a request id starts as the run's). An output is ``[index, token ids,
-  text, finish_reason, stop_reason]``, trailing nulls left out, one token id written bare. When
-  ``cumulative`` is true (every output kind but DELTA) it holds what the index added since its
-  previous output and loading adds it up. Its text is null when it is the table's texts of its
-  token ids, ``[text]`` when it is the output's whole text rather than an addition (a stop
-  string cut it). An output that does not extend its index's previous one is written whole, as
-  an object with the five fields.
-- ``samples``: one object each. ``index`` is its place; ``text``, ``token_ids``, ``token_times``,
-  ``finish_reason`` and ``stop_reason`` are left out when the events give them as the recorder
-  builds them (present, even null, they are the value). ``token_texts`` left out are the table's
-  texts of the token ids; an object ``{position: text}`` replaces some of those. Each logprob is a
-  flat list ``[id, logprob, id, logprob, ...]`` of the top alternatives by rank (an id written
-  ``[id, text]`` when its text is not the table's); the sampled token is the sample's token at
-  that position, its logprob, text and rank are those of its alternative (rank: the place in the
-  list), and an odd-length list starts with the rank where that differs. Otherwise the logprob is
-  an object ``{"top": [...]}`` with the parts that do not follow: ``token_id``, ``logprob``,
-  ``text`` (a token not among the alternatives: none, and the table's), ``rank`` (none).
-- ``logprobs_float32``: every logprob is a float32 value (vLLM's are), written with the fewest
-  digits that give the same float32; loading turns each back into the identical Python float.
-
-Times are written exactly as recorded: there is one per event, not per token.
+  piece, its text as a logprob alternative), for what is left out below.
+- ``samples``: one object each, with the six plain fields. ``token_texts`` (one decoded piece per
+  token) left out are the table's texts of the token ids; an object ``{position: text}`` gives
+  those that differ, a list all of them. ``token_times`` left out are the events': each token
+  arrived at the time of the event whose output brought it. ``logprobs``: see
+  playground/bundle_logprobs.py. ``num_cached_tokens``, ``metrics``, ``queued_at``, ``queued_s``,
+  ``prefill_s``, ``decode_s`` when not null.
+- ``events``: ``[t, outputs]`` or ``[t, outputs, facts]``. ``facts`` holds only what differs:
+  ``finished`` (false), and ``request_id``, ``num_cached_tokens``, ``engine_requests`` (the
+  previous event's; the request id starts as the run's). An output is ``[index, count, text,
+  finish_reason, stop_reason]``, trailing nulls left out: it brings ``count`` more of its
+  sample's ``token_ids``. Under DELTA its token ids are those ``count`` tokens; under the other
+  output kinds they are the sample's first tokens up to there (everything so far). Its ``text``:
+  null is the sample's ``token_texts`` of those tokens, a string is the text added; under the
+  cumulative kinds both are added to the index's previous text. ``[text]`` is the whole text and
+  ``[]`` the sample's own ``text`` (a stop string cut it). An output whose token ids are not the
+  sample's so is written whole: an object with its five fields. That is the one plain fallback, and
+  it is needed: the record keeps outputs as they were yielded, and an output that is not its
+  sample's tokens (one that changed after it was yielded, a backend's odd one) is what the QA
+  matrix is there to show.
 """
 
 from __future__ import annotations
 
-from collections import Counter, defaultdict
+from collections import Counter
+from pathlib import Path
 from typing import Any
 
-import numpy as np
-
+from playground import bundle_logprobs
+from playground.bundle_logprobs import same
 from playground.errors import InvalidBundle
+from playground.logprobs import Logprobs
 
+VERSION = 4
+SCHEMA_PATH = Path(__file__).with_name("bundle.schema.json")  # the layout, published for other clients
 OUTPUT_FIELDS = ("index", "text", "token_ids", "finish_reason", "stop_reason")
 FACTS = ("finished", "request_id", "num_cached_tokens", "engine_requests")
-DERIVED = ("text", "token_ids", "token_times", "finish_reason", "stop_reason")  # what the recorder builds
+PLAIN = ("index", "seed", "text", "token_ids", "finish_reason", "stop_reason")  # every sample, as it is
 OPTIONAL = ("num_cached_tokens", "metrics", "queued_at", "queued_s", "prefill_s", "decode_s")
+SAMPLE_FIELDS = frozenset({*PLAIN, "token_texts", "token_times", "logprobs", *OPTIONAL})
 # The run's own fields and what one left out is (request and status are always written).
 RUN_FIELDS = {"request": None, "status": "running", "started_at": 0.0, "wall_time": None, "engine": {},
               "error": None, "usage": None, "mutated_events": None}
-FORMAT_FIELDS = ("bundle_version", "cumulative", "logprobs_float32", "texts", "samples", "events")
-LOGPROB_FIELDS = ("top", "token_id", "logprob", "text", "rank")
+FORMAT_FIELDS = ("bundle_version", "logprobs_float32", "texts", "samples", "events")
 
 
 def bundle_bytes_per_token(run) -> float:
@@ -62,216 +67,158 @@ def bundle_bytes_per_token(run) -> float:
     return len(run.to_json().encode("utf-8")) / tokens if tokens else float("inf")
 
 
-def _is_int(value: Any) -> bool:
-    return type(value) is int
-
-
 def _int_list(value: Any) -> bool:
     return type(value) is list and set(map(type, value)) <= {int}
 
 
-def _rebuilt(events: list[dict], n: int, delta: bool) -> list[dict[str, Any]]:
-    """The samples' text, token ids, token times and finish as the recorder builds them from the
-    events (playground/backends/recorder.py): what a sample need not repeat."""
-    built = [{"text": "", "token_ids": [], "token_times": [], "finish_reason": None, "stop_reason": None}
-             for _ in range(n)]
-    for event in events:
-        for out in event["outputs"]:
-            if not _is_int(out["index"]) or not 0 <= out["index"] < n:
-                continue  # the recorder could not have built such a sample: it is written whole
-            s = built[out["index"]]
-            if delta:
-                new = out["token_ids"]
-                s["text"] += out["text"]
-                s["token_ids"].extend(new)
-            else:
-                new = out["token_ids"][len(s["token_ids"]):]
-                s["text"] = out["text"]
-                s["token_ids"] = list(out["token_ids"])
-            s["token_times"].extend([event["t"]] * len(new))
-            if out["finish_reason"] is not None:
-                s["finish_reason"], s["stop_reason"] = out["finish_reason"], out["stop_reason"]
-    return built
-
-
-def _float32_short(value: float) -> float | None:
-    """The float with the fewest digits that is the same float32 as ``value``, or None when
-    ``value`` is not a float32 value."""
-    single = np.float32(value)
-    if float(single) != value:
-        return None
-    for text in (str(single), f"{value:.9g}"):
-        short = float(text)
-        if float(np.float32(short)) == value:
-            return short
+def _pieces(ids: Any, texts: Any) -> list[str] | None:
+    """A sample's decoded pieces when there is one text per token id: what outputs' texts refer to."""
+    if type(texts) is list and type(ids) is list and len(texts) == len(ids) and set(map(type, texts)) <= {str}:
+        return texts
     return None
+
+
+def covered(delta: bool, at: int | None, ids: Any, sample_ids: list[int] | None) -> int | None:
+    """How far into its sample's token ids an index is once an output of ``ids`` came (``at``:
+    how far it was): the output's ids are the sample's next ones (DELTA) or its first ones (the
+    other kinds). None when they are not, or the place is unknown. Writing and reading follow
+    an index with this one function, so both know the same place at every output."""
+    if type(ids) is not list or sample_ids is None:
+        return None
+    if delta:
+        return None if at is None or sample_ids[at:at + len(ids)] != ids else at + len(ids)
+    return len(ids) if sample_ids[:len(ids)] == ids else None
+
+
+def arrivals(events: list[tuple[Any, list[tuple[Any, Any]]]], n: int, delta: bool) -> list[list]:
+    """Each sample's token times as the recorder stamps them (playground/backends/recorder.py):
+    each new token at its event's time. ``events``: (t, [(index, token ids, or how many)])."""
+    times: list[list] = [[] for _ in range(n)]
+    had = [0] * n
+    for t, outputs in events:
+        for index, ids in outputs:
+            if type(index) is not int or not 0 <= index < n:
+                continue
+            length = ids if type(ids) is int else len(ids) if type(ids) is list else 0
+            new = length if delta else max(0, length - had[index])
+            had[index] = length
+            times[index].extend([t] * new)
+    return times
+
+
+def _identical(a: Any, b: list) -> bool:
+    """Two lists read back alike: item by item of one type and value (floats by their digits)."""
+    return type(a) is list and len(a) == len(b) and all(x is y or same(x, y) for x, y in zip(a, b))
 
 
 # ---- writing -----------------------------------------------------------------------------------
 
-def encode(record: dict[str, Any]) -> dict[str, Any]:
-    """Version 3 of a record in the plain layout (without its bundle_version). It holds the
-    same record when ``decode`` gives ``record`` back, which the caller checks."""
-    request, samples, events = record["request"], record["samples"], record["events"]
-    delta = request.get("output_kind") == "DELTA"
-    cumulative = not delta
-    additions = _additions(events, cumulative)
-    table = _table(samples, additions)
-    lps = [v for s in samples for lp in s["logprobs"] or () for v in _logprob_values(lp)]
-    short: dict[float, float] | None = {}
-    for value in lps:
-        if value is None or value in short:
-            continue
-        found = _float32_short(value) if type(value) is float else None
-        if found is None:
-            short = None
-            break
-        short[value] = found
-    short = short if lps and short else None
+def encode(run) -> dict[str, Any]:
+    """The bundle of a Run (without its bundle_version), ready for JSON."""
+    samples, events = run.samples, run.events
+    delta = run.request.get("output_kind") == "DELTA"
+    table = _table(samples)
+    short = bundle_logprobs.float32_digits(samples)
     data: dict[str, Any] = {}
     for name, default in RUN_FIELDS.items():
-        value = record[name]
-        if name in ("request", "status") or value != default or type(value) is not type(default):
+        value = getattr(run, name)
+        if name in ("request", "status") or not same(value, default):
             data[name] = value
-    if cumulative and events:
-        data["cumulative"] = True
     if short is not None:
         data["logprobs_float32"] = True
     data["texts"] = {str(token_id): text for token_id, text in sorted(table.items())}
-    data["events"] = _events(events, additions, table, request.get("request_id"))
-    rebuilt = _rebuilt(events, len(samples), delta)
-    data["samples"] = [_sample(k, s, rebuilt[k], table, short) for k, s in enumerate(samples)]
+    # An output held as its sample's prefix (a CUMULATIVE one, as recorded) is known by its length.
+    times = arrivals([(e.t, [(o.index, o.carried if o.held else o.token_ids) for o in e.outputs]) for e in events],
+                     len(samples), delta)
+    data["samples"] = [_sample(s, table, times[k], short) for k, s in enumerate(samples)]
+    data["events"] = _events(events, samples, delta, run.request.get("request_id"))
     return data
 
 
-def _additions(events: list[dict], cumulative: bool) -> list[list[tuple | None]]:
-    """Per event, per output: (added token ids, added text, whether that text is the whole), or
-    None for an output that does not extend its index's previous one (written whole)."""
-    previous: dict[int, tuple[list[int], str]] = {}
-    result = []
-    for event in events:
-        row = []
-        for out in event["outputs"]:
-            index, ids, text = out["index"], out["token_ids"], out["text"]
-            if not (_is_int(index) and type(ids) is list and isinstance(text, str)):
-                previous.pop(index, None) if _is_int(index) else None
-                row.append(None)
-                continue
-            before_ids, before_text = previous.get(index, ([], "")) if cumulative else ([], "")
-            if ids[:len(before_ids)] != before_ids or not _int_list(ids[len(before_ids):]):
-                row.append(None)  # written whole; what loading then keeps for the index:
-                if not _int_list(ids):
-                    previous.pop(index, None)
-                    continue
-            elif text.startswith(before_text):
-                row.append((ids[len(before_ids):], text[len(before_text):], False))
-            else:
-                row.append((ids[len(before_ids):], text, True))
-            previous[index] = (ids, text)
-        result.append(row)
-    return result
-
-
-def _table(samples: list[dict], additions: list[list[tuple | None]]) -> dict[int, str]:
+def _table(samples: list) -> dict[int, str]:
     """Each token id's most frequent text in the run (the first seen among equals)."""
-    votes: dict[int, Counter] = defaultdict(Counter)
+    votes: Counter = Counter()
     for s in samples:
-        ids, texts = s["token_ids"], s["token_texts"]
-        if _int_list(ids) and isinstance(texts, list) and len(texts) == len(ids):
-            for token_id, text in zip(ids, texts):
-                if isinstance(text, str):
-                    votes[token_id][text] += 1
-        for lp in s["logprobs"] or ():
-            for alternative in lp["top"]:
-                if len(alternative) == 3 and _is_int(alternative[0]) and isinstance(alternative[2], str):
-                    votes[alternative[0]][alternative[2]] += 1
-    for row in additions:
-        for added in row:
-            if added is not None and len(added[0]) == 1 and not added[2]:
-                votes[added[0][0]][added[1]] += 1
-    return {token_id: counter.most_common(1)[0][0] for token_id, counter in votes.items()}
+        if _int_list(s.token_ids) and _pieces(s.token_ids, s.token_texts) is not None:
+            votes.update(zip(s.token_ids, s.token_texts))
+    votes.update(bundle_logprobs.texts_seen(samples))
+    table: dict[int, str] = {}
+    for (token_id, text), _ in sorted(votes.items(), key=lambda item: -item[1]):
+        table.setdefault(token_id, text)
+    return table
 
 
-def _joined(ids: list[int], table: dict[int, str]) -> str | None:
-    try:
-        return "".join([table[t] for t in ids])
-    except KeyError:
-        return None
-
-
-def _events(events: list[dict], additions: list[list[tuple | None]], table: dict[int, str],
-            request_id: Any) -> list[list]:
-    written = []
-    last = {"request_id": request_id, "num_cached_tokens": None, "engine_requests": None}
-    for event, row in zip(events, additions):
-        outputs = []
-        for out, added in zip(event["outputs"], row):
-            if added is None:
-                outputs.append({name: out[name] for name in OUTPUT_FIELDS})
-                continue
-            ids, text, whole = added
-            slot = [text] if whole else None if _joined(ids, table) == text else text
-            item = [out["index"], ids[0] if len(ids) == 1 else ids, slot, out["finish_reason"], out["stop_reason"]]
-            while len(item) > 2 and item[-1] is None:
-                item.pop()
-            outputs.append(item)
-        facts = {"finished": event["finished"]} if event["finished"] is not False else {}
-        for name, value in last.items():
-            if event[name] != value or type(event[name]) is not type(value):
-                facts[name] = last[name] = event[name]
-        written.append([event["t"], outputs, facts] if facts else [event["t"], outputs])
-    return written
-
-
-def _sample(k: int, s: dict, rebuilt: dict, table: dict[int, str], short: dict[float, float] | None) -> dict:
-    data: dict[str, Any] = {} if s["index"] == k else {"index": s["index"]}
-    data["seed"] = s["seed"]
-    for name in DERIVED:
-        if s[name] != rebuilt[name]:
-            data[name] = s[name]
-    ids, texts = s["token_ids"], s["token_texts"]
-    if _int_list(ids) and isinstance(texts, list) and len(texts) == len(ids):
+def _sample(s, table: dict[int, str], times: list, short: dict[float, float] | None) -> dict[str, Any]:
+    data = {name: getattr(s, name) for name in PLAIN}
+    ids, texts = s.token_ids, s.token_texts
+    if _int_list(ids) and type(texts) is list and len(texts) == len(ids):
         changed = {str(p): text for p, (token_id, text) in enumerate(zip(ids, texts))
-                   if token_id not in table or table[token_id] != text or type(text) is not str}
+                   if type(text) is not str or table.get(token_id) != text}
         if changed:
             data["token_texts"] = changed if len(changed) * 4 < len(texts) else texts
     else:
         data["token_texts"] = texts
-    if s["logprobs"] is not None:
+    if not _identical(s.token_times, times):
+        data["token_times"] = s.token_times
+    if isinstance(s.logprobs, Logprobs):
+        data["logprobs"] = bundle_logprobs.write_arrays(s.logprobs, ids if _int_list(ids) else [], table)
+    elif s.logprobs is not None:
         sampled = ids if _int_list(ids) else []
-        data["logprobs"] = [_logprob(lp, sampled[p] if p < len(sampled) else None, table, short)
-                            for p, lp in enumerate(s["logprobs"])]
+        data["logprobs"] = [bundle_logprobs.write(lp, sampled[p] if p < len(sampled) else None, table, short)
+                            for p, lp in enumerate(s.logprobs)]
     for name in OPTIONAL:
-        if s[name] is not None:
-            data[name] = s[name]
+        if getattr(s, name) is not None:
+            data[name] = getattr(s, name)
     return data
 
 
-def _logprob_values(lp: dict) -> list:
-    return [lp["logprob"], *(alternative[1] for alternative in lp["top"])]
+def _events(events: list, samples: list, delta: bool, request_id: Any) -> list[list]:
+    n = len(samples)
+    ids_of = [s.token_ids if _int_list(s.token_ids) else None for s in samples]
+    pieces_of = [_pieces(s.token_ids, s.token_texts) for s in samples]
+    places: dict[int, list] = {}  # index -> [how far into its sample's ids, its previous text]
+    written = []
+    last = {"request_id": request_id, "num_cached_tokens": None, "engine_requests": None}
+    for event in events:
+        outputs = []
+        for out in event.outputs:
+            i = out.index
+            if type(i) is not int or not 0 <= i < n:
+                outputs.append({name: getattr(out, name) for name in OUTPUT_FIELDS})
+                continue
+            place = places.setdefault(i, [0, ""])
+            outputs.append(_output(out, place, delta, ids_of[i], pieces_of[i], samples[i].text))
+        facts = {"finished": event.finished} if event.finished is not False else {}
+        for name, value in last.items():
+            if not same(getattr(event, name), value):
+                facts[name] = last[name] = getattr(event, name)
+        written.append([event.t, outputs, facts] if facts else [event.t, outputs])
+    return written
 
 
-def _logprob(lp: dict, sampled: int | None, table: dict[int, str], short: dict[float, float] | None) -> list | dict:
-    def number(value):  # zeros as they are: -0.0 and 0.0 are one key of ``short``
-        return short[value] if short is not None and value else value
-
-    flat: list = []
-    for token_id, value, text in lp["top"]:
-        flat += [token_id if table.get(token_id) == text and isinstance(text, str) else [token_id, text], number(value)]
-    ids = [alternative[0] for alternative in lp["top"]]
-    place = ids.index(lp["token_id"]) if lp["token_id"] in ids else None
-    if place is not None:
-        _, value, text = lp["top"][place]
-        implied = {"token_id": sampled, "logprob": value, "text": text, "rank": place + 1}
+def _output(out, place: list, delta: bool, ids: list[int] | None, pieces: list[str] | None,
+            whole: Any) -> list | dict:
+    at, before = place
+    # Held: its sample's first tokens, by construction (the recorder kept it so).
+    new = out.carried if out.held and not delta and ids is not None else covered(delta, at, out.token_ids, ids)
+    text = out.text
+    if at is None or new is None or new < at or type(text) is not str:
+        place[0] = new
+        if not delta:
+            place[1] = text if type(text) is str else None
+        return {name: getattr(out, name) for name in OUTPUT_FIELDS}
+    if before is not None and text.startswith(before):
+        added = text[len(before):]
+        slot = None if pieces is not None and added == "".join(pieces[at:new]) else added
     else:
-        implied = {"token_id": sampled, "logprob": None, "text": table.get(lp["token_id"]), "rank": None}
-    differs = [name for name in LOGPROB_FIELDS[1:] if lp[name] != implied[name] or type(lp[name]) is not
-               type(implied[name])]
-    if not differs:
-        return flat
-    if differs == ["rank"] and place is not None and _is_int(lp["rank"]):
-        return [lp["rank"], *flat]
-    return {"top": flat, **{name: number(lp[name]) if name == "logprob" else lp[name] for name in differs}}
+        slot = [] if text == whole else [text]
+    place[0] = new
+    if not delta:
+        place[1] = text
+    item = [out.index, new - at, slot, out.finish_reason, out.stop_reason]
+    while len(item) > 2 and item[-1] is None:
+        item.pop()
+    return item
 
 
 # ---- reading -----------------------------------------------------------------------------------
@@ -281,8 +228,8 @@ def _damaged(where: str) -> InvalidBundle:
 
 
 def decode(data: dict[str, Any]) -> dict[str, Any]:
-    """The plain record (the layout of versions 1 and 2) of a version 3 bundle; InvalidBundle, a
-    sentence naming the part, for a damaged one."""
+    """The run as plain data (the layout of versions 1 and 2, ``dataclasses.asdict`` of a Run)
+    of a version 4 bundle; InvalidBundle, a sentence naming the part, for a damaged one."""
     unknown = set(data) - set(RUN_FIELDS) - set(FORMAT_FIELDS)
     if unknown:
         raise _damaged(f"it has a field this playground does not know ({', '.join(sorted(unknown))})")
@@ -290,12 +237,25 @@ def decode(data: dict[str, Any]) -> dict[str, Any]:
     if not isinstance(record["request"], dict):
         raise _damaged("its request is not an object")
     table = _read_table(data.get("texts", {}))
-    record["events"] = _read_events(data.get("events", []), table, data.get("cumulative") is True,
-                                    record["request"].get("request_id"))
     delta = record["request"].get("output_kind") == "DELTA"
-    rebuilt = _rebuilt(record["events"], len(data["samples"]), delta)
+    samples = [_read_sample(k, s, table) for k, s in enumerate(data["samples"])]
+    events = _read_events(data.get("events", []), samples, delta, record["request"].get("request_id"))
+    times = arrivals([(e["t"], [(o["index"], o["token_ids"]) for o in e["outputs"]]) for e in events],
+                     len(samples), delta)
     float32 = data.get("logprobs_float32") is True
-    record["samples"] = [_read_sample(k, s, rebuilt[k], table, float32) for k, s in enumerate(data["samples"])]
+    for k, (s, written) in enumerate(zip(samples, data["samples"])):
+        if "token_times" not in s:
+            s["token_times"] = times[k]
+        logprobs, ids = written.get("logprobs"), s["token_ids"]
+        if isinstance(logprobs, dict):
+            s["logprobs"] = bundle_logprobs.read_arrays(f"sample {k}, logprobs", logprobs, ids, table)
+            continue
+        if logprobs is not None and not isinstance(logprobs, list):
+            raise _damaged(f"sample {k} has logprobs that are neither a list nor typed arrays")
+        s["logprobs"] = None if logprobs is None else [
+            bundle_logprobs.read(f"sample {k}, logprob {p}", entry, ids[p] if p < len(ids) else None, table, float32)
+            for p, entry in enumerate(logprobs)]
+    record["samples"], record["events"] = samples, events
     return record
 
 
@@ -308,72 +268,18 @@ def _read_table(texts: Any) -> dict[int, str]:
         raise _damaged("its token texts have a key that is not a token id") from None
 
 
-def _read_events(events: Any, table: dict[int, str], cumulative: bool, request_id: Any) -> list[dict]:
-    if not isinstance(events, list):
-        raise _damaged("its events are not a list")
-    previous: dict[int, tuple[list[int], str]] = {}
-    last = {"request_id": request_id, "num_cached_tokens": None, "engine_requests": None}
-    result = []
-    for number, written in enumerate(events):
-        if not (isinstance(written, list) and len(written) in (2, 3) and isinstance(written[1], list)
-                and (len(written) == 2 or isinstance(written[2], dict) and set(written[2]) <= set(FACTS))):
-            raise _damaged(f"event {number} is not [time, outputs] or [time, outputs, facts]")
-        facts = written[2] if len(written) == 3 else {}
-        outputs = [_read_output(f"event {number}, output {k}", out, table, previous, cumulative)
-                   for k, out in enumerate(written[1])]
-        event = {"t": written[0], "finished": facts.get("finished", False), "outputs": outputs}
-        for name, value in last.items():
-            event[name] = last[name] = facts.get(name, value)
-        result.append(event)
-    return result
-
-
-def _read_output(where: str, out: Any, table: dict[int, str], previous: dict, cumulative: bool) -> dict:
-    """One output as yielded; ``previous`` (each index's last token ids and text) follows along
-    as ``_additions`` kept it when writing."""
-    if isinstance(out, dict):
-        if set(out) != set(OUTPUT_FIELDS):
-            raise _damaged(f"{where} is an object without exactly the fields {', '.join(OUTPUT_FIELDS)}")
-        index, ids, text = out["index"], out["token_ids"], out["text"]
-        if _is_int(index) and _int_list(ids) and isinstance(text, str):
-            previous[index] = (ids, text)
-        elif _is_int(index):
-            previous.pop(index, None)
-        return dict(out)
-    if not (isinstance(out, list) and 2 <= len(out) <= 5 and _is_int(out[0])):
-        raise _damaged(f"{where} is not [index, token ids, text, finish_reason, stop_reason]")
-    index, added, slot, finish, stop = out + [None] * (5 - len(out))
-    added = [added] if _is_int(added) else added
-    if not _int_list(added):
-        raise _damaged(f"{where} has token ids that are not a list of integers")
-    before_ids, before_text = previous.get(index, ([], "")) if cumulative else ([], "")
-    if slot is None:
-        text = _joined(added, table)
-        if text is None:
-            raise _damaged(f"{where} has a token id with no text in the bundle's token texts")
-        text = before_text + text
-    elif isinstance(slot, str):
-        text = before_text + slot
-    elif isinstance(slot, list) and len(slot) == 1 and isinstance(slot[0], str):
-        text = slot[0]
-    else:
-        raise _damaged(f"{where} has a text that is neither a string nor [whole text]")
-    ids = before_ids + added
-    previous[index] = (ids, text)
-    return {"index": index, "text": text, "token_ids": ids, "finish_reason": finish, "stop_reason": stop}
-
-
-def _read_sample(k: int, s: Any, rebuilt: dict, table: dict[int, str], float32: bool) -> dict:
+def _read_sample(k: int, s: Any, table: dict[int, str]) -> dict[str, Any]:
+    """A sample's fields but its logprobs (and its token times, when the events give them)."""
     where = f"sample {k}"
     if not isinstance(s, dict):
         raise _damaged(f"{where} is not an object")
-    unknown = set(s) - {"index", "seed", "token_texts", "logprobs", *DERIVED, *OPTIONAL}
+    unknown = set(s) - SAMPLE_FIELDS
     if unknown:
         raise _damaged(f"{where} has a field this playground does not know ({', '.join(sorted(unknown))})")
-    if "seed" not in s:
-        raise _damaged(f"{where} has no seed")
-    sample = {"index": s.get("index", k), "seed": s["seed"]}
-    sample.update({name: s[name] if name in s else rebuilt[name] for name in DERIVED})
+    missing = [name for name in PLAIN if name not in s]
+    if missing:
+        raise _damaged(f"{where} has no {' and no '.join(missing)}")
+    sample = {name: s[name] for name in PLAIN}
     ids, texts = sample["token_ids"], s.get("token_texts", {})
     if not _int_list(ids):
         raise _damaged(f"{where} has no list of token ids")
@@ -389,45 +295,75 @@ def _read_sample(k: int, s: Any, rebuilt: dict, table: dict[int, str], float32: 
         sample["token_texts"] = texts
     else:
         raise _damaged(f"{where} has token texts that are neither a list nor an object of position: text")
-    logprobs = s.get("logprobs")
-    if logprobs is not None and not isinstance(logprobs, list):
-        raise _damaged(f"{where} has logprobs that are not a list")
-    sample["logprobs"] = None if logprobs is None else [
-        _read_logprob(f"{where}, logprob {p}", entry, ids[p] if p < len(ids) else None, table, float32)
-        for p, entry in enumerate(logprobs)]
+    if "token_times" in s:
+        sample["token_times"] = s["token_times"]
     sample.update({name: s.get(name) for name in OPTIONAL})
     return sample
 
 
-def _read_logprob(where: str, entry: Any, sampled: int | None, table: dict[int, str], float32: bool) -> dict:
-    def number(value):
-        return float(np.float32(value)) if float32 and value is not None else value
+def _read_events(events: Any, samples: list[dict], delta: bool, request_id: Any) -> list[dict]:
+    if not isinstance(events, list):
+        raise _damaged("its events are not a list")
+    places: dict[int, list] = {}
+    last = {"request_id": request_id, "num_cached_tokens": None, "engine_requests": None}
+    result = []
+    for number, written in enumerate(events):
+        if not (isinstance(written, list) and len(written) in (2, 3) and isinstance(written[1], list)
+                and (len(written) == 2 or isinstance(written[2], dict) and set(written[2]) <= set(FACTS))):
+            raise _damaged(f"event {number} is not [time, outputs] or [time, outputs, facts]")
+        facts = written[2] if len(written) == 3 else {}
+        outputs = [_read_output(f"event {number}, output {k}", out, samples, places, delta)
+                   for k, out in enumerate(written[1])]
+        event = {"t": written[0], "finished": facts.get("finished", False), "outputs": outputs}
+        for name, value in last.items():
+            event[name] = last[name] = facts.get(name, value)
+        result.append(event)
+    return result
 
-    if isinstance(entry, list):
-        flat, given = (entry[1:], {"rank": entry[0]}) if len(entry) % 2 else (entry, {})
-    elif isinstance(entry, dict) and "top" in entry and set(entry) <= set(LOGPROB_FIELDS):
-        flat, given = entry["top"], {name: value for name, value in entry.items() if name != "top"}
+
+def _read_output(where: str, out: Any, samples: list[dict], places: dict[int, list], delta: bool) -> dict:
+    """One output as yielded; ``places`` follows each index as writing followed it."""
+    if isinstance(out, dict):
+        if set(out) != set(OUTPUT_FIELDS):
+            raise _damaged(f"{where} is an object without exactly the fields {', '.join(OUTPUT_FIELDS)}")
+        i = out["index"]
+        if type(i) is int and 0 <= i < len(samples):
+            place = places.setdefault(i, [0, ""])
+            place[0] = covered(delta, place[0], out["token_ids"], samples[i]["token_ids"])
+            if not delta:
+                place[1] = out["text"] if type(out["text"]) is str else None
+        return dict(out)
+    if not (isinstance(out, list) and 2 <= len(out) <= 5 and type(out[0]) is int):
+        raise _damaged(f"{where} is not [index, count, text, finish_reason, stop_reason]")
+    i, count, slot, finish, stop = out + [None] * (5 - len(out))
+    if not 0 <= i < len(samples):
+        raise _damaged(f"{where} is of sample {i}, which the bundle does not have")
+    sample = samples[i]
+    place = places.setdefault(i, [0, ""])
+    at, before = place
+    if type(count) is not int or count < 0:
+        raise _damaged(f"{where} has a count of tokens that is not a whole number")
+    ids = sample["token_ids"]
+    if at is None or at + count > len(ids):
+        raise _damaged(f"{where} brings tokens its sample does not have")
+    new = at + count
+    if slot is None or type(slot) is str:
+        if before is None:
+            raise _damaged(f"{where} adds to a text the bundle does not give")
+        if slot is None:
+            pieces = _pieces(ids, sample["token_texts"])
+            if pieces is None:
+                raise _damaged(f"{where} has no text, and its sample has no text per token")
+            slot = "".join(pieces[at:new])
+        text = before + slot
+    elif slot == []:
+        text = sample["text"]
+    elif type(slot) is list and len(slot) == 1 and type(slot[0]) is str:
+        text = slot[0]
     else:
-        raise _damaged(f"{where} is neither a list of (token id, logprob) pairs nor an object with \"top\"")
-    if not isinstance(flat, list) or len(flat) % 2:
-        raise _damaged(f"{where} has alternatives that are not (token id, logprob) pairs")
-    top = []
-    for slot, value in zip(flat[::2], flat[1::2]):
-        if _is_int(slot) and slot in table:
-            top.append([slot, number(value), table[slot]])
-        elif isinstance(slot, list) and len(slot) == 2:
-            top.append([slot[0], number(value), slot[1]])
-        else:
-            raise _damaged(f"{where} has an alternative that is neither a token id in the bundle's token texts "
-                           "nor [token id, text]")
-    token_id = given.get("token_id", sampled)
-    ids = [alternative[0] for alternative in top]
-    if token_id in ids:
-        _, value, text = top[ids.index(token_id)]
-        implied = {"logprob": value, "text": text, "rank": ids.index(token_id) + 1}
-    else:
-        implied = {"logprob": None, "text": table.get(token_id), "rank": None}
-    lp = {"token_id": token_id, **implied, "top": top}
-    lp.update({name: number(value) if name == "logprob" else value for name, value in given.items()
-               if name != "token_id"})
-    return lp
+        raise _damaged(f"{where} has a text that is neither a string nor [whole text]")
+    place[0] = new
+    if not delta:
+        place[1] = text
+    return {"index": i, "text": text, "token_ids": ids[at:new] if delta else ids[:new], "finish_reason": finish,
+            "stop_reason": stop}

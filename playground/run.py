@@ -6,28 +6,29 @@ bundle saved today can be analysed tomorrow without an engine.
 
 Events are kept exactly as yielded (CUMULATIVE events repeat the whole text so far, which is the
 point of inspecting them). Logprobs and per-child engine facts go straight to the samples. The
-bundle writes the record compactly (playground/bundle_format.py) and loads it back exactly.
+bundle writes each sample plainly and the rest compactly (playground/bundle_format.py), and loads
+it back exactly.
 """
 
 from __future__ import annotations
 
-import copy
-import functools
 import json
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from typing import Any
 
 import pandas as pd
 
-from playground import bundle_format
+from playground import bundle_format, bundle_v3
 from playground.errors import InvalidBundle
 from playground.logprobs import Logprobs, TokenLogprob
 
 # 2: per-event request_id and engine_requests, per-sample engine phases, mutated_events, and the
 # engine's reproduction conditions. Bundles of version 1 load with those empty.
-# 3: the compact encoding of bundle_format, which grows with the tokens rather than their square.
-# Versions 1 and 2 are the record as plain data, the layout version 3 is decoded into.
-BUNDLE_VERSION = 3
+# 3: a compact encoding that grows with the tokens rather than their square (playground/bundle_v3.py).
+# 4: every sample's index, seed, text, token ids and finish written plainly, for any client
+# (playground/bundle_format.py, playground/bundle.schema.json).
+# Versions 1 and 2 are the record as plain data, the layout versions 3 and 4 are decoded into.
+BUNDLE_VERSION = bundle_format.VERSION
 PLAIN_VERSION = 2
 
 
@@ -75,6 +76,11 @@ class EventOutput:
     def token_ids(self, value: list[int]) -> None:
         self.hold()
         self._token_ids = value
+
+    @property
+    def held(self) -> bool:
+        """Whether the output is held as a prefix of its sample's own text and ids."""
+        return self._of is not None
 
     @property
     def carried(self) -> int:
@@ -169,17 +175,10 @@ class Run:
         return self.status != "running"
 
     def to_dict(self) -> dict[str, Any]:
-        """The bundle as JSON-ready data, checked to load back to this run. A run the compact
-        encoding cannot give back exactly (one built by hand with odd values, or a NaN, which
-        equals nothing) is written plain, as version 2."""
-        record = self._plain()
-        try:
-            data = {"bundle_version": BUNDLE_VERSION, **bundle_format.encode(record)}
-            if self._from_dict(bundle_format.decode(data)) == self:
-                return data
-        except (TypeError, KeyError, ValueError, AttributeError, IndexError):
-            pass
-        return {**record, "bundle_version": PLAIN_VERSION}
+        """The bundle as JSON-ready data. It reads back as this run (``from_dict``) by construction
+        for a record of the declared types (JSON values in the free-form fields: request, engine,
+        metrics, usage)."""
+        return {"bundle_version": BUNDLE_VERSION, **bundle_format.encode(self)}
 
     def to_json(self, indent: int | None = None) -> str:
         """The run bundle: what the UI exports and the API returns. Without ``indent``, one
@@ -193,25 +192,6 @@ class Run:
                  if name in ("samples", "events") and value else f"{pad}{_compact(name)}: {_compact(value)}"
                  for name, value in data.items()]
         return "{\n" + ",\n".join(lines) + "\n}"
-
-    def _plain(self) -> dict[str, Any]:
-        """``dataclasses.asdict(self)`` (the layout of versions 1 and 2), without its deep copy of
-        each token, which takes seconds on a long run: token lists are copied whole."""
-        data = {name: copy.deepcopy(getattr(self, name)) for name in _names(Run) if name not in ("samples", "events")}
-        data["samples"] = [{
-            **{name: getattr(s, name) for name in _names(Sample)},
-            "token_ids": list(s.token_ids), "token_texts": list(s.token_texts), "token_times": list(s.token_times),
-            "metrics": copy.deepcopy(s.metrics),
-            "logprobs": None if s.logprobs is None else [
-                {**{name: getattr(lp, name) for name in _names(TokenLogprob)}, "top": list(lp.top)}
-                for lp in s.logprobs],
-        } for s in self.samples]
-        data["events"] = [{
-            **{name: getattr(e, name) for name in _names(Event)},
-            "outputs": [{**{name: getattr(o, name) for name in EventOutput.FIELDS}, "token_ids": list(o.token_ids)}
-                        for o in e.outputs],
-        } for e in self.events]
-        return data
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Run:
@@ -230,7 +210,11 @@ class Run:
             if not isinstance(ids, list) or not all(isinstance(t, int) and not isinstance(t, bool) for t in ids):
                 raise InvalidBundle(f"this run bundle is damaged: sample {k} has no list of token ids")
         try:
-            return cls._from_dict(bundle_format.decode(data) if version > PLAIN_VERSION else data)
+            if version == BUNDLE_VERSION:
+                data = bundle_format.decode(data)
+            elif version == 3:
+                data = bundle_v3.decode(data)
+            return cls._from_dict(data)
         except InvalidBundle:
             raise
         except (TypeError, KeyError, ValueError, AttributeError, IndexError) as e:
@@ -243,7 +227,7 @@ class Run:
         samples = []
         for s in data.pop("samples"):
             s = dict(s)
-            if s.get("logprobs") is not None:
+            if s.get("logprobs") is not None and not isinstance(s["logprobs"], Logprobs):
                 s["logprobs"] = [_logprob_from_dict(lp) for lp in s["logprobs"]]
             samples.append(Sample(**s))
         events = [
@@ -303,11 +287,6 @@ class Run:
 
 def _compact(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
-
-
-@functools.cache
-def _names(cls: type) -> tuple[str, ...]:
-    return tuple(f.name for f in fields(cls))
 
 
 def _logprob_from_dict(d: dict[str, Any]) -> TokenLogprob:

@@ -51,11 +51,20 @@ def engine(host):
 
 
 @pytest.fixture(scope="session")
-def app_url(backend):
+def store(tmp_path_factory):
+    """The session app's run store: a file of its own, never the user's data directory."""
+    from playground.store import RunStore
+
+    with RunStore(tmp_path_factory.mktemp("store") / "runs.sqlite3") as store:
+        yield store
+
+
+@pytest.fixture(scope="session")
+def app_url(backend, store):
     """The real Gradio app, in this process, on the session's engine."""
     from playground.ui import build_app, launch_app
 
-    demo = build_app(backend)
+    demo = build_app(backend, store=store)
     _, url, _ = launch_app(demo, prevent_thread_lock=True, server_name="127.0.0.1", server_port=free_port(),
                            quiet=True)
     yield url

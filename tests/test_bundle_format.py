@@ -1,5 +1,6 @@
-"""The compact bundle (version 3) on runs shaped like the engine's, built without an engine: each
-loads back to the run written, costs at most 60 bytes per sampled token, and damage is named."""
+"""The bundle (version 4) on runs shaped like the engine's, built without an engine: each sample is
+written plainly, each bundle loads back to the run written, costs at most 60 bytes per sampled
+token, older versions still load, and damage is named."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import itertools
 import json
 import math
 import random
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -15,11 +17,12 @@ import pytest
 from playground import bundle_format
 from playground.backends.recorder import Observation, RunRecorder
 from playground.bundle_format import bundle_bytes_per_token
-from playground.bundles import parse_bundles
+from playground.bundles import parse_bundles, read_runs
 from playground.errors import InvalidBundle
 from playground.run import BUNDLE_VERSION, Event, EventOutput, Run, Sample, TokenLogprob
 
 KINDS = ("CUMULATIVE", "DELTA", "FINAL_ONLY")
+DATA = Path(__file__).resolve().parent / "data"
 STOP = "END"
 # Token id -> bytes, as a byte-level tokenizer has them: words with a leading space, the two
 # halves of 'é' (a piece ends inside the character), and " E" + "ND", which spell the stop string.
@@ -161,36 +164,47 @@ def test_every_output_kind_loads_back_as_it_was_written(kind, logprobs):
     assert any(s.finish_reason == "stop" and s.stop_reason == STOP for s in run.samples)
     text = run.to_json()
     data = json.loads(text)
-    assert text.startswith('{"bundle_version":3,"request":{"prompt":"Tell me a story:",') and "\n" not in text
-    assert data["bundle_version"] == BUNDLE_VERSION == 3
-    for s in data["samples"]:  # the recorder built them from the events: nothing repeated
-        assert not {"text", "token_ids", "token_times", "finish_reason"} & set(s), s
+    assert text.startswith('{"bundle_version":4,"request":{"prompt":"Tell me a story:",') and "\n" not in text
+    assert data["bundle_version"] == BUNDLE_VERSION == 4
+    for s, written in zip(run.samples, data["samples"]):  # plain, for a reader without this project
+        assert {name: written[name] for name in bundle_format.PLAIN} == {
+            "index": s.index, "seed": s.seed, "text": s.text, "token_ids": s.token_ids,
+            "finish_reason": s.finish_reason, "stop_reason": s.stop_reason}
+        assert "token_times" not in written  # the events give them
     assert_same(Run.from_json(text), run)
     indented = run.to_json(indent=1)  # the page's export: a field, an event or a sample per line
     assert len(indented.splitlines()) == 2 + len(data) + 2 + len(run.events) + run.n
     assert Run.from_json(indented) == run and len(indented) < 1.1 * len(text) + 1000
 
 
-def test_a_cumulative_text_cut_by_a_stop_string_is_written_whole():
+def test_a_cumulative_text_cut_by_a_stop_string_is_the_samples_own():
     run = generated_run("CUMULATIVE", n=12, tokens=30, seed=3)
     cut = [o for e in run.events for o in e.outputs if o.stop_reason == STOP]
     assert cut and all(STOP not in o.text for o in cut)
     data = run.to_dict()
-    wholes = [o[2][0] for e in data["events"] for o in e[1] if isinstance(o, list) and len(o) > 2
-              and isinstance(o[2], list)]
-    assert sorted(wholes) == sorted(o.text for o in cut)
+    wholes = [o for e in data["events"] for o in e[1] if isinstance(o, list) and len(o) > 2 and isinstance(o[2], list)]
+    assert len(wholes) == len(cut) and all(o[2] == [] and o[4] == STOP for o in wholes), wholes
     assert Run.from_dict(json.loads(json.dumps(data))).events == run.events
 
 
-def test_a_cumulative_event_holds_only_what_each_output_added():
-    run = generated_run("CUMULATIVE", n=4, tokens=12, seed=1)
+def test_an_event_holds_how_many_of_its_samples_tokens_each_output_brought():
+    for kind in ("CUMULATIVE", "DELTA"):
+        run = generated_run(kind, n=4, tokens=12, seed=1)
+        data = run.to_dict()
+        assert sum(o[1] for e in data["events"] for o in e[1]) == tokens(run)
+        facts = [e[2] if len(e) == 3 else {} for e in data["events"]]
+        assert facts[0] == {"num_cached_tokens": 0, "engine_requests": 4}, "the request id is the run's"
+        assert all(set(f) <= {"finished", "engine_requests"} for f in facts[1:]), "the rest as the event before"
+        assert facts[-1]["finished"] is True and sum("finished" in f for f in facts) == 1
+
+
+def test_an_output_that_is_not_its_samples_tokens_is_written_whole():
+    run = generated_run("CUMULATIVE", n=3, tokens=8, seed=2)
+    odd = run.events[2].outputs[0]
+    odd.token_ids = [99999, *odd.token_ids[1:]]  # as a QA finding would record it: not the sample's
     data = run.to_dict()
-    added = sum(len(o[1]) if isinstance(o[1], list) else 1 for e in data["events"] for o in e[1])
-    assert added == tokens(run)
-    facts = [e[2] if len(e) == 3 else {} for e in data["events"]]
-    assert facts[0] == {"num_cached_tokens": 0, "engine_requests": 4}, "the request id is the run's"
-    assert all(set(f) <= {"finished", "engine_requests"} for f in facts[1:]), "the rest as the event before"
-    assert facts[-1]["finished"] is True and sum("finished" in f for f in facts) == 1
+    assert data["events"][2][1][0] == {name: getattr(odd, name) for name in bundle_format.OUTPUT_FIELDS}
+    assert_same(Run.from_json(run.to_json()), run)
 
 
 def test_a_run_built_by_hand_keeps_what_its_events_do_not_say():
@@ -198,7 +212,8 @@ def test_a_run_built_by_hand_keeps_what_its_events_do_not_say():
               samples=[Sample(0, 1, "ab", [7, 8], ["a", "b"], [0.5, 0.25], finish_reason="length"),
                        Sample(1, 2, token_ids=[9], token_texts=[""])])
     data = json.loads(run.to_json())
-    assert data["bundle_version"] == 3 and data["samples"][0]["token_ids"] == [7, 8]
+    assert data["bundle_version"] == 4 and data["samples"][0]["token_ids"] == [7, 8]
+    assert data["samples"][0]["token_times"] == [0.5, 0.25]
     assert_same(Run.from_json(run.to_json()), run)
     half = dataclasses.replace(run, events=[Event(0.5, False, [EventOutput(0, "a", [7])])])
     assert_same(Run.from_json(half.to_json()), half)
@@ -219,29 +234,20 @@ def test_logprobs_are_written_with_the_fewest_digits_of_their_float32_and_read_b
     assert Run.from_json(exact.to_json()) == exact
 
 
-def test_the_plain_record_is_plain_data_that_loads_back():
-    """The layout of versions 1 and 2 (``dataclasses.asdict`` of the record, before events and
-    logprobs had forms of their own): plain JSON data, the same record again."""
+def test_a_logprob_that_is_not_finite_is_written_as_valid_json():
+    top = [(4, -math.inf, "x"), (5, math.nan, "y")]
+    run = Run(request={"n": 1}, samples=[Sample(0, None, "x", [4], ["x"], logprobs=[TokenLogprob(4, -math.inf, 1, "x",
+                                                                                               top)])])
+    text = run.to_json()
+    assert "NaN" in text and json.loads(text, parse_constant=lambda name: pytest.fail(f"{name} is not JSON"))
+    again = Run.from_json(text).samples[0].logprobs[0]
+    assert again.logprob == -math.inf and again.top[0][1] == -math.inf and math.isnan(again.top[1][1])
+
+
+def test_version_4_reads_into_the_layout_of_versions_1_and_2():
     for kind in KINDS:
         run = generated_run(kind, n=4, tokens=10, logprobs=2)
-        plain = run._plain()
-        assert Run._from_dict(plain) == run
-        assert Run._from_dict(json.loads(json.dumps(plain))) == run
-
-
-def test_a_run_the_compact_encoding_cannot_hold_is_written_plain(monkeypatch):
-    run = generated_run("DELTA", n=3, tokens=8, seed=2)
-    real = bundle_format.encode
-
-    def losing(record):
-        data = real(record)
-        data["samples"][0]["text"] = "something else"
-        return data
-
-    monkeypatch.setattr(bundle_format, "encode", losing)
-    data = run.to_dict()
-    assert data["bundle_version"] == 2 and data["samples"][0]["text"] == run.samples[0].text
-    assert Run.from_json(json.dumps(data)) == run
+        assert Run._from_dict(bundle_format.decode(json.loads(run.to_json()))) == run
 
 
 # ---- size --------------------------------------------------------------------------------------
@@ -251,7 +257,8 @@ def test_a_realistic_run_costs_at_most_60_bytes_per_sampled_token(kind):
     run = generated_run(kind, n=128, tokens=96)
     assert tokens(run) > 128 * 80
     per_token = bundle_bytes_per_token(run)
-    old = len(json.dumps({**run._plain(), "bundle_version": 2}, ensure_ascii=False)) / tokens(run)
+    plain = {**bundle_format.decode(run.to_dict()), "bundle_version": 2}
+    old = len(json.dumps(plain, ensure_ascii=False)) / tokens(run)
     print(f"{kind}: {per_token:.1f} bytes per token (version 2: {old:.0f}), {len(run.events)} events")
     assert per_token <= 60
     assert Run.from_json(run.to_json()) == run
@@ -281,6 +288,8 @@ def test_fields_at_their_default_are_left_out_and_others_kept():
     data = run.to_dict()
     assert set(data) == {"bundle_version", "request", "status", "usage", "engine", "started_at", "texts", "events",
                          "samples"}
+    assert data["samples"] == [{"index": 0, "seed": None, "text": "", "token_ids": [], "finish_reason": None,
+                                "stop_reason": None}]
     again = Run.from_json(run.to_json())
     assert again == run and again.usage == {} and type(again.started_at) is int
 
@@ -293,9 +302,21 @@ def test_a_run_without_tokens_has_no_cost_per_token():
 
 def test_version_1_and_2_bundles_still_load():
     run = generated_run("CUMULATIVE", n=6, tokens=20, logprobs=2, seed=5)
-    plain = run._plain()  # how versions 1 and 2 were written
+    plain = bundle_format.decode(run.to_dict())  # the layout versions 1 and 2 were written in
     assert Run.from_json(json.dumps({**plain, "bundle_version": 2})) == run
     assert Run.from_json(json.dumps(plain)) == run
+
+
+def test_version_3_bundles_still_load():
+    """Bundles version 3 wrote (every output kind, with and without logprobs, an event per output,
+    a run built by hand), beside the same runs written plainly as version 2."""
+    v3, v2 = read_runs(DATA / "bundles-v3.jsonl"), read_runs(DATA / "bundles-v3-as-v2.jsonl")
+    lines = (DATA / "bundles-v3.jsonl").read_text(encoding="utf-8").splitlines()
+    assert {json.loads(line)["bundle_version"] for line in lines} == {3} and len(v3) == len(lines) == 8
+    assert v3 == v2
+    assert {r.output_kind for r in v3} == set(KINDS) and any(s.logprobs for r in v3 for s in r.samples)
+    for run in v3:  # and each is written as version 4 now, and reads back the same
+        assert_same(Run.from_json(run.to_json()), run)
 
 
 def damaged_bundles() -> list[tuple[str, callable]]:
@@ -313,22 +334,28 @@ def damaged_bundles() -> list[tuple[str, callable]]:
         ("its events are not a list", change(lambda d: d.update(events={}))),
         ("event 1 is not \\[time, outputs\\]", change(lambda d: d["events"].__setitem__(1, [0.1]))),
         ("event 1 is not \\[time, outputs\\]", change(lambda d: d["events"][1].append({"colour": 1}))),
-        ("event 0, output 0 is not \\[index, token ids", change(lambda d: d["events"][0][1].__setitem__(0, ["x"]))),
-        ("event 0, output 0 has token ids that are not a list",
+        ("event 0, output 0 is not \\[index, count", change(lambda d: d["events"][0][1].__setitem__(0, ["x"]))),
+        ("event 0, output 0 is of sample 7, which the bundle does not have",
+         change(lambda d: d["events"][0][1][0].__setitem__(0, 7))),
+        ("event 0, output 0 has a count of tokens that is not a whole number",
          change(lambda d: d["events"][0][1][0].__setitem__(1, "abc"))),
-        ("event 0, output 0 has a token id with no text",
+        ("event 0, output 0 brings tokens its sample does not have",
          change(lambda d: d["events"][0][1][0].__setitem__(1, 99999))),
         ("event 0, output 0 has a text that is neither",
          change(lambda d: d["events"][0][1].__setitem__(0, d["events"][0][1][0][:2] + [7]))),
         ("event 0, output 0 is an object without exactly the fields",
          change(lambda d: d["events"][0][1].__setitem__(0, {"index": 0}))),
         ("sample 1 has no list of token ids", change(lambda d: d["samples"].__setitem__(1, [1]))),
+        ("sample 1 has no list of token ids", change(lambda d: d["samples"][1].update(token_ids=[1, "2"]))),
         ("sample 1 has a field this playground does not know", change(lambda d: d["samples"][1].update(colour=1))),
         ("sample 1 has no seed", change(lambda d: d["samples"][1].pop("seed"))),
+        ("sample 1 has no text and no token_ids", change(lambda d: [d["samples"][1].pop(k) for k in ("text",
+                                                                                                    "token_ids")])),
         ("sample 1 has token texts that are neither", change(lambda d: d["samples"][1].update(token_texts=3))),
         ("sample 1 has a token text for a position it does not have",
          change(lambda d: d["samples"][1].update(token_texts={"500": "x"}))),
-        ("sample 1 has logprobs that are not a list", change(lambda d: d["samples"][1].update(logprobs=3))),
+        ("sample 1 has logprobs that are neither a list nor typed arrays",
+         change(lambda d: d["samples"][1].update(logprobs=3))),
         ("sample 1, logprob 0 is neither a list", change(lambda d: d["samples"][1]["logprobs"].__setitem__(0, 3))),
         ("sample 1, logprob 0 has an alternative", change(lambda d: d["samples"][1]["logprobs"].__setitem__(
             0, [99999, -1.0]))),

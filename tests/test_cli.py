@@ -77,7 +77,9 @@ def test_ctrl_c_in_a_terminal_stops_the_app_and_its_engine_without_rebuilding_it
     from tests.helpers import wait_until
 
     log, port = tmp_path / "app.log", free_port()
-    proc, _ = start_app(port, log)
+    damaged = tmp_path / "runs.sqlite3"
+    damaged.write_text("not a database\n")
+    proc, _ = start_app(port, log, ["--runs-db", str(damaged), "--no-store"])  # memory only: the file is not read
     try:
         children = psutil.Process(proc.pid).children(recursive=True)
         assert any("EngineCore" in c.name() for c in children), [c.name() for c in children]
@@ -98,6 +100,20 @@ def test_ctrl_c_in_a_terminal_stops_the_app_and_its_engine_without_rebuilding_it
     for noise in ("Triton", "FutureWarning", " INFO ", "[W", "Loading safetensors", "LD_PRELOAD"):
         assert noise not in first_screen, first_screen
     assert "start: engine start" in first_screen
+
+
+def test_a_run_store_that_is_not_one_stops_the_start_with_a_sentence(tmp_path):
+    """Before any engine starts: the file named, and the two ways on (another file, or none)."""
+    damaged = tmp_path / "runs.sqlite3"
+    damaged.write_text("my notes, not a database\n" * 20)
+    done = app("--runs-db", str(damaged), timeout=300)
+    assert done.returncode == 2, done.stderr[-3000:]
+    said = done.stderr.strip().splitlines()[-1]
+    assert said == (f"error: cannot keep runs in {damaged}: {damaged} is not a run store: it is not a SQLite database "
+                    "(file is not a database). Choose another file with --runs-db PATH, or start with --no-store to "
+                    "keep runs in each tab's memory only."), said
+    assert "Traceback" not in done.stderr and "engine start" not in done.stderr
+    assert damaged.read_text() == "my notes, not a database\n" * 20
 
 
 def alive(process) -> bool:

@@ -8,6 +8,7 @@ import json
 import pytest
 
 from playground import analysis as A
+from playground import bundle_format
 from playground.errors import InvalidBundle
 from playground.run import BUNDLE_VERSION, Event, EventOutput, Run, Sample
 
@@ -71,7 +72,7 @@ def test_bundles_say_what_is_wrong_with_them():
     good = run().to_dict()
     assert good["bundle_version"] == BUNDLE_VERSION
     assert Run.from_dict(good) == run()
-    old = run()._plain()  # version 1: the record as plain data, and no bundle_version
+    old = bundle_format.decode(run().to_dict())  # version 1: the record as plain data, no bundle_version
     assert Run.from_dict(old) == run()
     with pytest.raises(InvalidBundle, match=f"has version {BUNDLE_VERSION + 1}, newer than this playground reads"):
         Run.from_dict({**good, "bundle_version": BUNDLE_VERSION + 1})

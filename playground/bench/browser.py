@@ -241,7 +241,7 @@ def measure_app(port: int, out: Path, ns: tuple[int, ...], max_tokens: int, repe
     """Start the app, run the page (the first run first, then ``repetitions`` warm runs of each
     n), measure its memory, stop it. Without Chromium, only the start and the memory."""
     out.mkdir(parents=True, exist_ok=True)
-    proc, start_s = start_app(port, out / "app.log")
+    proc, start_s = start_app(port, out / "app.log", ["--runs-db", str(out / "runs.sqlite3")])  # not the user's store
     result: dict[str, Any] = {"start_s": start_s, "runs": []}
     try:
         result["memory_started"] = app_memory(proc.pid)

@@ -319,7 +319,7 @@ def print_report(report: Report, files: dict[str, Path]) -> None:
             print(f"KV cache: {kv['blocks']} blocks x {kv['block_size']} = {kv['tokens']:,} tokens"
                   + (f", {kv['gib']:.2f} GiB" if kv.get("gib") else ""))
         if env.get("bundles"):
-            print("\nRun bundle bytes per sampled token (Run.to_json, version 3):")
+            print("\nRun bundle bytes per sampled token (Run.to_json, version 4):")
             print(pd.DataFrame(env["bundles"]).to_string(index=False))
         print_app(env)
         print("\nGoals:")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import sys
@@ -16,7 +17,9 @@ from playground.commands.cli import (
     create_remote_backend,
     positive_int,
 )
+from playground.commands.exits import USAGE
 from playground.errors import PlaygroundError
+from playground.store import RunStore, StoreError, StoreLimits, default_path
 
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
 DEFAULT_CONCURRENCY = 8
@@ -43,7 +46,34 @@ def add_serve_flags(group) -> None:
                        help="A sentence-embedding model (a folder, or a Hugging Face id already in the local cache) "
                             "the Set tab may group samples by meaning with. Off by default; loaded on first use, "
                             "never downloaded.")
+    group.add_argument("--runs-db", default=None, metavar="PATH",
+                       help=f"The run store: a SQLite file where the page keeps its runs, for History and links "
+                            f"(default {default_path()}; $XDG_DATA_HOME moves it).")
+    group.add_argument("--no-store", action="store_true",
+                       help="Keep runs in each tab's memory only: nothing written, no run links.")
+    limits = StoreLimits()
+    group.add_argument("--store-max-runs", type=positive_int("--store-max-runs", 10**7), default=limits.max_runs,
+                       metavar="N", help=f"Runs the store keeps, the oldest removed first (default {limits.max_runs}).")
+    group.add_argument("--store-max-mb", type=positive_int("--store-max-mb", 10**7), default=limits.max_bytes >> 20,
+                       metavar="MB", help=f"Megabytes of (compressed) runs the store keeps (default "
+                                          f"{limits.max_bytes >> 20}).")
     add_remote_flags(group)
+
+
+def open_store(args) -> RunStore | None:
+    """The run store the flags name, or None with --no-store. A file that cannot be one ends the
+    start with a sentence that names it and the flags (StoreError)."""
+    if args.no_store:
+        return None
+    path = args.runs_db or default_path()
+    try:
+        return RunStore(path, StoreLimits(args.store_max_runs, args.store_max_mb * 2**20))
+    except StoreError as e:
+        raise StoreError(f"error: cannot keep runs in {path}: {e}. Choose another file with --runs-db PATH, or "
+                         "start with --no-store to keep runs in each tab's memory only.") from None
+    except OSError as e:
+        raise StoreError(f"error: cannot keep runs in {path}: {e.strerror or e}. Choose another file with "
+                         "--runs-db PATH, or start with --no-store to keep runs in each tab's memory only.") from None
 
 
 def parse_auth(value: str | None) -> tuple[str, str] | None:
@@ -98,6 +128,11 @@ def main(argv: list[str]) -> int:
         print(f"WARNING: binding to {args.host} without --auth: anyone who can reach this port can use the "
               "engine. Pass --auth user:password (or set PLAYGROUND_AUTH).", file=sys.stderr)
     clock.phase("python and vLLM imports")
+    try:  # before an engine starts: a file that is not a run store costs no engine start
+        store = open_store(args)
+    except StoreError as e:
+        print(e, file=sys.stderr)
+        return USAGE
 
     if args.backend == "openai":
         from playground.ui import build_app, launch_app
@@ -122,8 +157,8 @@ def main(argv: list[str]) -> int:
             backend = starting.result()
         clock.phase("engine start (spawn, imports, weights, KV cache)", since=began)
     stopping_on(signal.SIGINT, backend)
-    with backend:  # an embedded engine's core process ends with the app, however it ends
-        demo = build_app(backend, embedding_model=args.embedding_model, max_file_mb=args.max_file_mb)
+    with backend, store or contextlib.nullcontext():  # the engine's core process ends with the app, however it ends
+        demo = build_app(backend, embedding_model=args.embedding_model, max_file_mb=args.max_file_mb, store=store)
         clock.phase("page built")
         launch_app(demo, concurrency=args.concurrency, queue_size=args.queue_size, server_name=args.host,
                    server_port=args.port, share=args.share, auth=auth, prevent_thread_lock=True)

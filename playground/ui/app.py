@@ -19,6 +19,7 @@ import gradio as gr
 from playground import analysis
 from playground.bundles import PAGE_MAX_MB, ReadLimits
 from playground.request import fields
+from playground.store import RunStore
 from playground.ui import (
     branch_tab,
     compare_tab,
@@ -26,10 +27,12 @@ from playground.ui import (
     export_tab,
     graph_tab,
     history_tab,
+    links,
     panels,
     qa_tab,
     repro_tab,
     running,
+    saved_runs,
     set_tab,
     showing,
     sweep_tab,
@@ -72,10 +75,11 @@ def example_settings(prompt: str) -> tuple:
 
 
 def build_app(backend, sync_runner=None, embedding_model: str | None = None,
-              max_file_mb: float = PAGE_MAX_MB) -> gr.Blocks:
+              max_file_mb: float = PAGE_MAX_MB, store: RunStore | None = None) -> gr.Blocks:
     """The page on ``backend``; ``embedding_model``: a sentence-embedding model the Set tab may group
     samples by meaning with (None: not offered; the default setup is offline); ``max_file_mb``: the
-    largest file the page accepts (``launch_app`` has Gradio refuse bigger uploads)."""
+    largest file the page accepts (``launch_app`` has Gradio refuse bigger uploads); ``store``: where
+    runs are kept and links find them (None: in the tab's memory only)."""
     limits = backend.limits
     # An instruct model answers a question only inside its chat template; the examples that are
     # completions (a story's first line, code) switch it off themselves.
@@ -101,6 +105,7 @@ def build_app(backend, sync_runner=None, embedding_model: str | None = None,
                 examples_slot = gr.Column(elem_id="examples")
                 with gr.Accordion("Rendered prompt: what the model receives", open=False):
                     rendered = gr.Markdown(elem_id="rendered-prompt")
+                link_row = links.declare()
             with gr.Column(scale=2):
                 form |= setting_controls(limits, ["n", "seed", "output_kind", "mode"], n=min(4, limits.max_n))
                 with gr.Accordion("Sampler settings", open=False):
@@ -155,13 +160,15 @@ def build_app(backend, sync_runner=None, embedding_model: str | None = None,
             sweep = sweep_tab.declare(measures)
             compare = compare_tab.declare(export_dir, measures)
             export = export_tab.declare()
-            history = history_tab.declare(ReadLimits(max_bytes=int(max_file_mb * 2**20), max_samples=limits.max_n))
+            history = history_tab.declare(ReadLimits(max_bytes=int(max_file_mb * 2**20), max_samples=limits.max_n),
+                                          store)
             qa = qa_tab.declare(backend, sync_runner)
 
         page = Page(backend, export_dir, status, form, summary, samples, tabs,
                     [diff, tree, graph.panel(set_), set_.panel(), timing, logprobs, inspector], history.pick,
                     history.note,
-                    live=gr.State(None), current=gr.State(None), history=gr.State([]), selected=gr.State("Diff"))
+                    live=gr.State(None), current=gr.State(None), history=gr.State([]), selected=gr.State("Diff"),
+                    extra=saved_runs.extra(history.saved))
 
         # --- the events -----------------------------------------------------------------------
         prompt, use_chat = form["prompt"], form["use_chat_template"]
@@ -201,6 +208,8 @@ def build_app(backend, sync_runner=None, embedding_model: str | None = None,
         compare_tab.connect(compare, page.history, sweep.runs, page.current)
         export_tab.connect(export, page, set_)
         history_tab.connect(history, page, sweep, compare)
+        saved_runs.connect(history.saved, page, link_row.note, [run_event, branch_event], demo)
+        links.connect(link_row, page, history.saved)
         qa_tab.connect(qa, page)
         demo.load(partial(controls.on_load, page), [prompt, use_chat], [status, rendered], api_visibility="private")
         demo.load(None, None, None, js=set_tab.CLICK_JS)  # a click on an answer group's bar reaches the server

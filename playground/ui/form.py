@@ -70,5 +70,21 @@ def request_from_form(**settings: Any) -> SampleRequest:
         raise gr.Error(str(e)) from None
 
 
+def form_value(name: str, value: Any) -> Any:
+    """A request's value as its control shows it: the inverse of ``request_from_form`` (a seed as
+    text, stop strings as lines, logprobs off as 0)."""
+    if name == "stop":
+        return "\n".join(_escape(s) for s in value or [])
+    if name == "seed":
+        return "" if value is None else str(value)
+    if name == "logprobs":
+        return value or 0
+    return value
+
+
 def _unescape(line: str) -> str:
     return line.replace("\\n", "\n").replace("\\t", "\t")
+
+
+def _escape(line: str) -> str:
+    return line.replace("\n", "\\n").replace("\t", "\\t")

@@ -1,4 +1,5 @@
-"""The History tab: the session's last runs (to reopen; branches named with the run they came
+"""The History tab: this browser's saved runs (ui/saved_runs.py: kept in the run store across
+reloads and restarts), the session's last runs (to reopen; branches named with the run they came
 from; a warning when two of them share child seeds), and **Open a saved run**: a bundle the page
 exported, or the JSONL that ``batch`` or ``sweep`` wrote, shown by every panel without the engine.
 
@@ -21,9 +22,11 @@ from playground import analysis
 from playground.bundles import DEFAULT_LIMITS, ReadLimits, read_runs
 from playground.errors import InvalidBundle
 from playground.run import Run
-from playground.ui import compare_tab, sweep_tab
+from playground.store import RunStore
+from playground.ui import compare_tab, saved_runs, sweep_tab
 from playground.ui.compare_tab import CompareTab
 from playground.ui.page import HISTORY_SIZE
+from playground.ui.saved_runs import SavedRuns
 from playground.ui.showing import remember, show
 from playground.ui.sweep_tab import SweepTab
 
@@ -57,18 +60,20 @@ class HistoryTab:
     note: gr.Markdown  # seed overlaps among the runs listed
     upload: gr.File
     opened: gr.Markdown
+    saved: SavedRuns
     limits: ReadLimits = DEFAULT_LIMITS
 
 
-def declare(limits: ReadLimits = DEFAULT_LIMITS) -> HistoryTab:
-    """The tab, declared in the current ``gr.Tabs``."""
+def declare(limits: ReadLimits = DEFAULT_LIMITS, store: RunStore | None = None) -> HistoryTab:
+    """The tab, declared in the current ``gr.Tabs``; ``store``: where runs are kept (None: in memory)."""
     with gr.Tab("History", id="history"):
+        saved = saved_runs.declare(store)
         pick = gr.Dropdown(choices=[], label="Runs of this browser session", type="index", elem_id="history-pick")
         reopen_btn = gr.Button("Open", elem_id="reopen")
         note_ = gr.Markdown(elem_id="history-note")
         upload = gr.File(label=LABEL, file_types=[".json", ".jsonl"], type="filepath", elem_id="upload-runs")
         opened = gr.Markdown(elem_id="upload-note")
-    return HistoryTab(pick, reopen_btn, note_, upload, opened, limits)
+    return HistoryTab(pick, reopen_btn, note_, upload, opened, saved, limits)
 
 
 def connect(tab: HistoryTab, page, sweep: SweepTab, compare: CompareTab) -> None:

@@ -16,6 +16,7 @@ import gradio as gr
 from playground import analysis
 from playground.run import Run
 from playground.ui import views
+from playground.ui.keeping import MARKER, keep
 from playground.ui.page import HISTORY_SIZE, Page
 
 FIGURES_EVERY = 1.0  # seconds between figure refreshes while streaming, per 32 samples
@@ -64,6 +65,8 @@ def _show(page: Page, run: Run, history: list | None, session, selected: str | N
         page.history_note: overlap_note(history),
     }
     update.update(_panels(page, run, selected, settings))
+    if MARKER in page.extra:  # the run store keeps it (ui/keeping.py)
+        update[page.extra[MARKER]] = keep(page.extra[MARKER], run, session)
     return update
 
 

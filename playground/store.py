@@ -1,0 +1,280 @@
+"""The run store: runs kept in one SQLite file, so a run outlives its tab and its server, and a
+link can name it.
+
+Plain data in, plain data out: a run's bundle (its JSON text) and what a list shows of it (prompt,
+status, n); no Gradio and no run record, so the page, a command or a test use it alike.
+
+Why SQLite in one file: no server to run, and transactions. The file is in WAL mode and each run
+is written in one transaction, so a process killed in the middle of a write leaves every run
+committed before it whole and the one it was writing absent; sessions and processes that write at
+once wait their turn (a busy timeout), and a full disk fails the one transaction, not the file.
+
+Who sees what. Each run has an **owner**, a random token its browser keeps to itself: the server
+lists a browser's runs by that token and never lists one owner's runs to another. Each run also
+has a **key**, 128 random bits: whoever has a run's link (``?run=KEY``) can open it, read-only;
+only its owner can delete it.
+
+Limits: at most ``max_runs`` runs and ``max_bytes`` bytes of stored bundles (each compressed).
+Saving past them removes the oldest runs, and says how many, so a page can tell its user.
+
+A file that is not a SQLite database, or is one of another program, or is damaged, is refused
+with a sentence that names it (``StoreRefused``) before anything is written to it.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import sqlite3
+import threading
+import time
+import zlib
+from dataclasses import dataclass
+from pathlib import Path
+
+APPLICATION_ID = 0x76706C67  # "vplg": what marks a SQLite file as this playground's run store
+SCHEMA_VERSION = 1
+BUSY_TIMEOUT_S = 60.0  # how long a write waits for another: saves run in the background
+SCHEMA = """
+CREATE TABLE runs (
+    key TEXT PRIMARY KEY,         -- what a link carries: 128 random bits, URL-safe
+    owner TEXT NOT NULL,          -- the browser that saved it (a random token it keeps)
+    request_id TEXT NOT NULL,     -- the run's parent request id (run-...)
+    saved_at REAL NOT NULL,       -- seconds since the epoch
+    prompt TEXT NOT NULL,         -- for search
+    status TEXT NOT NULL,         -- finished | aborted | error | running
+    n INTEGER NOT NULL,
+    bytes INTEGER NOT NULL,       -- the stored bundle's size, as the limits count it
+    bundle BLOB NOT NULL,         -- the run bundle (JSON, playground/bundle.schema.json), zlib-compressed
+    UNIQUE (owner, request_id)
+);
+CREATE INDEX runs_by_owner ON runs (owner, saved_at);
+"""
+
+
+class StoreError(Exception):
+    """A sentence for the person: what went wrong with the store, and what to do."""
+
+
+class StoreRefused(StoreError):
+    """The file cannot be this playground's run store (not SQLite, another program's, damaged)."""
+
+
+class StoreFull(StoreError):
+    """The disk or the database is full: the run was not saved."""
+
+
+@dataclass(frozen=True)
+class StoreLimits:
+    max_runs: int = 1000
+    max_bytes: int = 1024 * 2**20
+
+    def describe(self) -> str:
+        return f"{self.max_runs:,} runs and {self.max_bytes / 2**20:,.0f} MB"
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One stored run as a list shows it."""
+
+    key: str
+    request_id: str
+    saved_at: float
+    prompt: str
+    status: str
+    n: int
+    bytes: int
+
+
+@dataclass(frozen=True)
+class Saved:
+    key: str
+    new: bool  # False: this owner had saved this run before (the key is the earlier one's)
+    pruned: int  # older runs removed to keep within the limits
+
+
+def default_path() -> Path:
+    """Where the store lives unless told: the user's data directory (XDG)."""
+    base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
+    return Path(base) / "vllm-playground" / "runs.sqlite3"
+
+
+class RunStore:
+    """One store file, shared by every session of a process (a lock takes turns); other processes
+    may open the same file."""
+
+    def __init__(self, path: str | Path, limits: StoreLimits = StoreLimits()):
+        self.path = Path(path).expanduser()
+        self.limits = limits
+        self._lock = threading.Lock()
+        self._db = _open(self.path)
+
+    def close(self) -> None:
+        with self._lock:
+            self._db.close()
+
+    def __enter__(self) -> RunStore:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def save(self, owner: str, request_id: str, prompt: str, status: str, n: int, bundle: str) -> Saved:
+        """Keep a run for ``owner`` in one transaction; the same run again is kept once. StoreFull
+        when the disk or database is full; StoreError for a run bigger than the store may hold."""
+        blob = zlib.compress(bundle.encode("utf-8"), 6)
+        if len(blob) > self.limits.max_bytes:
+            raise StoreError(f"this run takes {len(blob) / 2**20:.1f} MB compressed, more than the "
+                             f"{self.limits.max_bytes / 2**20:g} MB the run store may hold: it was not saved")
+        with self._lock, _written(self):
+            found = self._db.execute("SELECT key FROM runs WHERE owner = ? AND request_id = ?",
+                                     (owner, request_id)).fetchone()
+            if found:
+                return Saved(found[0], False, 0)
+            key = secrets.token_urlsafe(16)
+            self._db.execute("INSERT INTO runs VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                             (key, owner, request_id, time.time(), prompt, status, n, len(blob), blob))
+            return Saved(key, True, self._prune(key))
+
+    def _prune(self, keep: str) -> int:
+        """Remove the oldest runs until the store is within its limits (inside the saving transaction)."""
+        runs, size = self._db.execute("SELECT count(*), coalesce(sum(bytes), 0) FROM runs").fetchone()
+        gone = []
+        if runs > self.limits.max_runs or size > self.limits.max_bytes:
+            for rowid, key, nbytes in self._db.execute("SELECT rowid, key, bytes FROM runs ORDER BY saved_at, rowid"):
+                if runs <= self.limits.max_runs and size <= self.limits.max_bytes:
+                    break
+                if key != keep:
+                    gone.append(rowid)
+                    runs, size = runs - 1, size - nbytes
+            self._db.executemany("DELETE FROM runs WHERE rowid = ?", [(rowid,) for rowid in gone])
+        return len(gone)
+
+    def entries(self, owner: str, search: str = "", limit: int = 200) -> list[Entry]:
+        """``owner``'s runs, newest first; ``search``: only those whose prompt holds it (any case)."""
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT key, request_id, saved_at, prompt, status, n, bytes FROM runs WHERE owner = ? "
+                "AND instr(lower(prompt), lower(?)) > 0 ORDER BY saved_at DESC, rowid DESC LIMIT ?",
+                (owner, search, limit)).fetchall()
+        return [Entry(*row) for row in rows]
+
+    def count(self, owner: str) -> int:
+        with self._lock:
+            return self._db.execute("SELECT count(*) FROM runs WHERE owner = ?", (owner,)).fetchone()[0]
+
+    def load(self, key: str) -> str | None:
+        """The bundle of the run with this key (whoever asks: the key is the permission), or None."""
+        with self._lock:
+            row = self._db.execute("SELECT bundle FROM runs WHERE key = ?", (key,)).fetchone()
+        if row is None:
+            return None
+        try:
+            return zlib.decompress(row[0]).decode("utf-8")
+        except (zlib.error, UnicodeDecodeError):
+            raise StoreError(f"the run {key} is damaged in the run store ({self.path})") from None
+
+    def key_of(self, owner: str, request_id: str) -> str | None:
+        """The key of ``owner``'s copy of a run, if it saved it."""
+        with self._lock:
+            row = self._db.execute("SELECT key FROM runs WHERE owner = ? AND request_id = ?",
+                                   (owner, request_id)).fetchone()
+        return row[0] if row else None
+
+    def delete(self, owner: str, key: str) -> bool:
+        """Remove one of ``owner``'s runs; False when it has no run with that key."""
+        with self._lock, _written(self):
+            return self._db.execute("DELETE FROM runs WHERE owner = ? AND key = ?", (owner, key)).rowcount > 0
+
+    def totals(self) -> tuple[int, int]:
+        """Runs and stored bytes in the whole store."""
+        with self._lock:
+            return self._db.execute("SELECT count(*), coalesce(sum(bytes), 0) FROM runs").fetchone()
+
+
+class _written:
+    """One write transaction (BEGIN IMMEDIATE: it waits for other writers up front), committed at
+    the end or rolled back, with SQLite's errors as sentences."""
+
+    def __init__(self, store: RunStore):
+        self.store = store
+
+    def __enter__(self):
+        try:
+            self.store._db.execute("BEGIN IMMEDIATE")
+        except sqlite3.Error as e:
+            raise _error(self.store.path, e) from None
+
+    def __exit__(self, kind, error, _traceback) -> bool:
+        db = self.store._db
+        if kind is None:
+            try:
+                db.execute("COMMIT")
+                return False
+            except sqlite3.Error as e:
+                error = e
+        if db.in_transaction:
+            db.execute("ROLLBACK")
+        if isinstance(error, sqlite3.Error):
+            raise _error(self.store.path, error) from None
+        return False
+
+
+def _error(path: Path, e: sqlite3.Error) -> StoreError:
+    if getattr(e, "sqlite_errorcode", None) == sqlite3.SQLITE_FULL or "full" in str(e):
+        return StoreFull(f"the run store is full ({path}: {e}): this run was not saved. Free some disk space, "
+                         "or delete runs in History")
+    return StoreError(f"the run store ({path}) failed: {e}")
+
+
+def _open(path: Path) -> sqlite3.Connection:
+    """Open (or make) the store at ``path``; StoreRefused, naming the file, for one that is not ours."""
+    if path.is_dir():
+        raise StoreRefused(f"{path} is a folder, not a run store file")
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    if not path.exists():
+        os.close(os.open(path, os.O_CREAT | os.O_WRONLY, 0o600))  # readable by its user only
+    db = sqlite3.connect(path, timeout=BUSY_TIMEOUT_S, isolation_level=None, check_same_thread=False)
+    try:
+        _check(db, path)
+    except BaseException:
+        db.close()
+        raise
+    return db
+
+
+def _check(db: sqlite3.Connection, path: Path) -> None:
+    try:
+        application_id = db.execute("PRAGMA application_id").fetchone()[0]
+        version = db.execute("PRAGMA user_version").fetchone()[0]
+        tables = sorted(row[0] for row in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'"))
+    except sqlite3.DatabaseError as e:
+        raise StoreRefused(f"{path} is not a run store: it is not a SQLite database ({e})") from None
+    if application_id != APPLICATION_ID and (tables or application_id):
+        raise StoreRefused(f"{path} is a SQLite database of another program (tables: {', '.join(tables) or 'none'}), "
+                           "not this playground's run store")
+    if version > SCHEMA_VERSION:
+        raise StoreRefused(f"{path} was made by a newer playground (store version {version}; this one reads "
+                           f"{SCHEMA_VERSION})")
+    try:
+        problems = [row[0] for row in db.execute("PRAGMA quick_check")]
+        if problems != ["ok"]:
+            raise StoreRefused(f"{path} is damaged: {'; '.join(problems[:3])}")
+        if db.execute("PRAGMA journal_mode = WAL").fetchone()[0] != "wal":
+            raise StoreRefused(f"{path} cannot be written safely: SQLite refused its write-ahead log")
+        db.execute("PRAGMA synchronous = FULL")
+        db.execute("BEGIN IMMEDIATE")  # two processes that make a new store at once: one makes it
+        if not db.execute("SELECT 1 FROM sqlite_master WHERE name = 'runs'").fetchone():
+            for statement in SCHEMA.split(";"):
+                if statement.strip():
+                    db.execute(statement)
+            db.execute(f"PRAGMA application_id = {APPLICATION_ID}")
+            db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+        db.execute("COMMIT")
+    except sqlite3.DatabaseError as e:
+        if db.in_transaction:
+            db.execute("ROLLBACK")
+        if isinstance(e, sqlite3.OperationalError) and getattr(e, "sqlite_errorcode", None) in (
+                sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED):
+            raise StoreRefused(f"{path} is held by another program for more than {BUSY_TIMEOUT_S:g} s ({e})") from None
+        raise StoreRefused(f"{path} is damaged: {e}") from None

@@ -1,0 +1,102 @@
+"""Keeping runs: the run store's side of showing a run.
+
+Every run the page shows at its end is saved right where it is shown (``showing.show`` calls
+``keep``), on the server, for the browser whose page shows it: nothing waits for the browser to
+ask, so a reload or a closed tab just as a run ends still keeps it. The save runs in a thread of
+its own (a long run's bundle takes seconds to write) and the page does not wait for it; the
+History tab's listener (ui/saved_runs.py) reports how it went when the browser is still there.
+
+Whose runs: each browser makes a random owner token once and keeps it in its local storage (a
+script at page load reads it, or makes it). The load registers it for the page's session, keyed
+by the session's own per-browser object (the samples area's session state, which every handler
+that shows a run receives), so ``keep`` knows the owner without another input. Gradio's
+``BrowserState`` is not used for the token: it reads the storage only once mounted and stores
+only what the server sends back, so a token made on the server and lost on its way back (a page
+closed right after a run) would lose the browser its list.
+"""
+
+from __future__ import annotations
+
+import itertools
+import threading
+import weakref
+from concurrent.futures import Future, ThreadPoolExecutor
+
+from playground.run import Run
+from playground.store import RunStore, Saved
+
+MARKER = "kept_run"  # Page.extra's state that takes a new value per run shown: its change reports the save
+# The browser's owner token: made once with the browser's own random numbers, kept in its storage.
+OWNER_JS = """(owner, ...rest) => {
+  const name = "vllm-playground-owner";
+  let token = window.localStorage.getItem(name);
+  if (!token) {
+    const bytes = new Uint8Array(18);
+    window.crypto.getRandomValues(bytes);
+    token = btoa(String.fromCharCode(...bytes)).replace(/\\+/g, "-").replace(/\\//g, "_");
+    window.localStorage.setItem(name, token);
+  }
+  return [token, ...rest];
+}"""
+_keepers: weakref.WeakValueDictionary[int, Keeper] = weakref.WeakValueDictionary()  # by id(marker state)
+_shown = itertools.count(1)
+MAX_UNREPORTED = 1000
+
+
+class Keeper:
+    """One app's keeping: its store, each session's owner, and the saves under way."""
+
+    def __init__(self, store: RunStore, marker):
+        self.store = store
+        self._owners: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # session object -> owner token
+        self._pool = ThreadPoolExecutor(1, thread_name_prefix="run-store")
+        self._saves: dict[str, Future] = {}  # by marker value, until the page asks how it went
+        self._lock = threading.Lock()
+        _keepers[id(marker)] = self
+
+    def register(self, session, owner: str) -> None:
+        with self._lock:
+            self._owners[session] = owner
+
+    def owner(self, session) -> str | None:
+        with self._lock:
+            return self._owners.get(session) if session is not None else None
+
+    def keep(self, run: Run, session) -> str:
+        """Start saving ``run`` for the session's browser; the marker's new value."""
+        value = f"{run.request.get('request_id')} {next(_shown)}"
+        owner = self.owner(session)
+        if owner is not None and run.finished:
+            with self._lock:
+                self._saves[value] = self._pool.submit(save_run, self.store, owner, run)
+                while len(self._saves) > MAX_UNREPORTED:  # pages that went away before asking
+                    self._saves.pop(next(iter(self._saves)))
+        return value
+
+    def save(self, run: Run, session) -> Future | None:
+        """Save ``run`` now (a failed run, which is not shown)."""
+        owner = self.owner(session)
+        return None if owner is None or not run.finished else self._pool.submit(save_run, self.store, owner, run)
+
+    def settle(self, timeout: float = 60.0) -> None:
+        """Wait for the saves under way (they run one after another)."""
+        self._pool.submit(lambda: None).result(timeout)
+
+    def saving(self, value: str) -> Future | None:
+        """The save a marker value started (once: it is forgotten then)."""
+        with self._lock:
+            return self._saves.pop(value, None)
+
+
+def keep(marker, run: Run, session) -> str | None:
+    """``showing.show``'s hook: save ``run`` with the keeper of this marker's page, if it has one."""
+    keeper = _keepers.get(id(marker))
+    return keeper.keep(run, session) if keeper is not None else None
+
+
+def save_run(store: RunStore, owner: str, run: Run) -> Saved | None:
+    """Keep a run for ``owner`` once (None: it kept it before, nothing written)."""
+    rid = str(run.request.get("request_id") or "")
+    if store.key_of(owner, rid) is not None:
+        return None
+    return store.save(owner, rid, str(run.request.get("prompt") or ""), run.status, run.n, run.to_json())

@@ -1,0 +1,210 @@
+"""Links that reproduce: the form's settings in the page's address, and a saved run by its key.
+
+A **settings link** carries every setting of the form that differs from what the page starts with
+(the request schema's defaults, and the layout's own starting values), as query parameters named
+after the schema's fields (playground/request.py). Opening one fills the form and runs nothing; a
+parameter that is not a setting of the form, or a value the schema refuses, is named in a
+sentence and the setting is left at its default.
+
+A **run link** is ``?run=KEY``: that run from the store (playground/store.py), shown read-only in
+every tab for whoever has the link, with its settings in the form so Run asks for it again.
+
+Links are made in the browser from the page's own address (``location``), so a link is right
+behind a proxy that serves the app under a path (Gradio's ``root_path``); the server only makes
+the query. A link is shown in a box as well as copied: a browser may refuse the clipboard.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import quote, urlencode
+
+import gradio as gr
+
+from playground.errors import InvalidRequest
+from playground.request import Limits, SampleRequest, fields
+from playground.run import Run
+from playground.store import RunStore
+from playground.ui.form import form_value, request_from_form
+from playground.ui.keeping import Keeper
+from playground.ui.page import Page
+from playground.ui.saved_runs import SavedRuns, stored_run
+from playground.ui.showing import show
+
+RUN = "run"  # the run link's parameter
+# The page's address with the query the server made: the link, shown and (if allowed) copied.
+ADDRESS_JS = """(query) => {
+  if (!query) return "";
+  const url = new URL(window.location.href);
+  url.search = query === "?" ? "" : query;
+  url.hash = "";
+  const link = url.toString();
+  if (navigator.clipboard) navigator.clipboard.writeText(link).catch(() => {});
+  return link;
+}"""
+
+
+@dataclass
+class Links:
+    form_btn: gr.Button
+    run_btn: gr.Button
+    query: gr.Textbox  # hidden: the query the server made, which the browser turns into a link
+    link: gr.Textbox
+    note: gr.Markdown  # the page's line on links and saved runs
+
+
+def declare() -> Links:
+    """The links' row, declared in the current layout (under the form)."""
+    with gr.Row():
+        form_btn = gr.Button("Copy link to these settings", size="sm", elem_id="copy-form-link")
+        run_btn = gr.Button("Copy link to the run on screen", size="sm", elem_id="copy-run-link")
+    query = gr.Textbox(visible="hidden", elem_id="link-query")
+    link = gr.Textbox(label="Link", interactive=False, buttons=["copy"], elem_id="link",
+                      placeholder="a link to the form's settings, or to the run on screen")
+    note = gr.Markdown(elem_id="store-note")
+    return Links(form_btn, run_btn, query, link, note)
+
+
+def connect(links: Links, page: Page, saved: SavedRuns) -> None:
+    """The buttons, and reading a link once the page has loaded (after it registered its
+    browser's owner: an opened run joins that browser's History)."""
+    defaults = starting_values(page)
+    keeper = saved.keeper
+    made = links.form_btn.click(lambda **form: settings_query(defaults, **form), None, links.query,
+                                inputs_kwargs=page.form, show_progress="hidden", api_visibility="private")
+    run_made = links.run_btn.click(lambda run, session: run_query(keeper, run, session),
+                                   [page.current, page.samples.session], links.query, show_progress="hidden",
+                                   api_visibility="private")
+    for event in (made, run_made):
+        event.success(None, links.query, links.link, js=ADDRESS_JS, show_progress="hidden", api_visibility="private")
+    store = keeper.store if keeper is not None else None
+    saved.loaded.then(opening(page, store, links), page.inputs(), [*page.outputs(), links.note],
+                      inputs_kwargs=page.controls(), show_progress="hidden", api_visibility="private")
+
+
+def starting_values(page: Page) -> dict[str, Any]:
+    """The request the untouched form asks for, by field: what a link leaves out."""
+    values = {name: c.value for name, c in page.form.items()}
+    return dataclasses.asdict(request_from_form(**{**values, "prompt": values.get("prompt") or ""}))
+
+
+def settings_query(defaults: dict[str, Any], **form) -> str:
+    """The query of a settings link: each form setting that differs from ``defaults``, in the
+    schema's order ("?" when none does); gr.Error names a value that is not one."""
+    asked = dataclasses.asdict(request_from_form(**form))
+    pairs = []
+    for f, _ in fields():
+        if f.name not in form:
+            continue
+        value, default = asked[f.name], defaults[f.name]
+        if value == default and type(value) is type(default):
+            continue
+        if isinstance(value, list):
+            pairs += [(f.name, str(item)) for item in value] or [(f.name, "")]
+        else:
+            pairs.append((f.name, _text(value)))
+    return "?" + urlencode(pairs, quote_via=quote) if pairs else "?"
+
+
+def _text(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if value is None:
+        return "none"
+    return repr(value) if isinstance(value, float) else str(value)
+
+
+def run_query(keeper: Keeper | None, run: Run | None, session) -> str:
+    """The query of the run on screen's link; gr.Error when it has none (yet)."""
+    if keeper is None:
+        raise gr.Error("Runs are not kept (the app was started with --no-store), so a run has no link: "
+                       "Export the run as a file instead.")
+    if run is None:
+        raise gr.Error("There is no run on screen yet.")
+    owner, rid = keeper.owner(session), str(run.request.get("request_id") or "")
+    key = keeper.store.key_of(owner, rid) if owner else None
+    if key is None and owner:  # it may be saving still: a run is saved as it ends
+        keeper.settle()
+        key = keeper.store.key_of(owner, rid)
+    if key is None:
+        raise gr.Error("This run is not saved in the run store (yet): a run is saved when it ends.")
+    return "?" + urlencode([(RUN, key)])
+
+
+def read_query(pairs: list[tuple[str, str]], names: list[str], limits: Limits) -> tuple[dict[str, Any], list[str]]:
+    """The form's settings a link asks for (by field, as the request holds them), and a sentence
+    per parameter left out: not a setting of the form, or a value the schema refuses. Each value
+    is checked as the server checks a request (with the link's n, which bounds the seed)."""
+    given: dict[str, list[str]] = {}
+    for name, value in pairs:
+        given.setdefault(name, []).append(value)
+    problems = [f"`{name}` is not a setting of the form" for name in given
+                if name not in names and name != RUN and not name.startswith("__")]
+    kinds = {f.name: f.type for f, _ in fields()}
+    values: dict[str, Any] = {}
+    for name in sorted((n for n in names if n in given), key=lambda n: n != "n"):  # n first
+        raw: Any = given[name] if kinds[name].startswith("list[str]") else given[name][-1]
+        if kinds[name].startswith("bool") and raw in ("true", "false"):
+            raw = raw == "true"
+        context = {"prompt": "x", **({"n": values["n"]} if "n" in values else {})}
+        try:
+            request = SampleRequest.from_user(**{**context, name: raw})
+            request.check(limits)
+        except InvalidRequest as e:
+            problems.append(f"`{name}`: {e}")
+            continue
+        values[name] = getattr(request, name)
+    return values, problems
+
+
+def form_update(page: Page, values: dict[str, Any]) -> dict:
+    return {page.form[name]: form_value(name, value) for name, value in values.items()
+            if name in page.form and (value is not None or name in ("seed", "logprobs"))}
+
+
+def opening(page: Page, store: RunStore | None, links: Links):
+    """The page's load listener for a link (Gradio reads the type of ``request`` from this function)."""
+
+    async def opened(history, session, selected, request: gr.Request, **settings) -> dict:
+        pairs = request.query_params.multi_items() if request is not None else []
+        return await open_link(page, store, links, pairs, history, session, selected, settings)
+
+    return opened
+
+
+async def open_link(page: Page, store: RunStore | None, links: Links, pairs: list[tuple[str, str]], history, session,
+                    selected, settings: dict) -> dict:
+    keys = [value for name, value in pairs if name == RUN]
+    if keys:
+        return await _open_run(page, store, links, keys[-1], history, session, selected, settings)
+    values, problems = read_query(pairs, list(page.form), page.backend.limits)
+    if not values and not problems:
+        return {links.note: gr.skip()}
+    update = form_update(page, values)
+    said = f"The link set {len(values)} setting{'s' if len(values) != 1 else ''} of the form; press Run to run it."
+    if problems:
+        said += " Left at their defaults: " + "; ".join(problems) + "."
+    update[links.note] = said
+    return update
+
+
+async def _open_run(page: Page, store: RunStore | None, links: Links, key: str, history, session, selected,
+                    settings: dict) -> dict:
+    if store is None:
+        return {links.note: "⚠️ This link names a saved run, but this app keeps no runs (it was started with "
+                            "`--no-store`)."}
+    run = await asyncio.to_thread(stored_run, store, key)
+    if run is None:
+        return {links.note: "⚠️ The run this link names is not in the run store: it was deleted, or removed "
+                            "to make room (the store keeps a limited number of runs), or the link is mistyped."}
+    update = await show(page, run, history, session, selected, settings)
+    asked = {name: run.request[name] for name in page.form if name in run.request}
+    update.update(form_update(page, asked))
+    branch = " It was a branch: the form cannot hold its prefix, so Run asks for the request without it." \
+        if run.request.get("prefix_token_ids") else ""
+    update[links.note] = (f"Opened run `{run.request.get('request_id')}` from its link (read-only): its settings are "
+                          f"in the form, so Run asks for it again.{branch}")
+    return update

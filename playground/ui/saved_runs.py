@@ -1,0 +1,185 @@
+"""Saved runs in the History tab: this browser's runs from the run store (playground/store.py),
+across reloads and restarts, newest first, searchable by prompt, with Open and Delete.
+
+Every run the page shows at its end (finished, stopped, or opened) is saved where it is shown
+(ui/keeping.py); a run that fails raises instead of being shown, so the run events' failure saves
+it here. When a save is done, the page hears how it went: a store that is full or fails leaves
+the run on screen and says so in a sentence; old runs removed to make room are said too.
+
+The server lists a browser's runs by the owner token its page registered at load (keeping.py),
+and never lists one browser's runs to another.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime
+import logging
+from concurrent.futures import Future
+from dataclasses import dataclass
+from functools import partial
+
+import gradio as gr
+
+from playground.errors import InvalidBundle
+from playground.run import Run
+from playground.store import RunStore, StoreError
+from playground.ui.keeping import MARKER, OWNER_JS, Keeper
+from playground.ui.page import Page
+from playground.ui.showing import show
+
+log = logging.getLogger(__name__)
+NOT_KEPT = ("Runs are kept in this tab's memory only: the app was started with `--no-store`, so a reload loses "
+            "them and a run has no link.")
+
+
+@dataclass
+class SavedRuns:
+    keeper: Keeper | None  # None: no store (--no-store)
+    marker: gr.State  # a new value per run shown: its change reports the save
+    owner: gr.Textbox  # hidden: the browser's owner token, as its page's load script reads it
+    search: gr.Textbox | None
+    pick: gr.Dropdown | None
+    open_btn: gr.Button | None
+    delete_btn: gr.Button | None
+    note: gr.Markdown  # the History tab's line on the store
+    loaded: object = None  # the page's load event (after it registered the owner), for links to follow
+
+
+def declare(store: RunStore | None) -> SavedRuns:
+    """The History tab's saved runs, declared in the current layout (inside the tab)."""
+    marker = gr.State("")
+    owner = gr.Textbox(visible="hidden", elem_id="owner")
+    if store is None:
+        return SavedRuns(None, marker, owner, None, None, None, None, gr.Markdown(NOT_KEPT, elem_id="saved-note"))
+    with gr.Group():
+        with gr.Row():
+            search = gr.Textbox(label="Search the prompts", placeholder="a word of the prompt", elem_id="saved-search",
+                                scale=2)
+            pick = gr.Dropdown(choices=[], label="Saved runs of this browser, newest first", elem_id="saved-pick",
+                               scale=5)
+        with gr.Row():
+            open_btn = gr.Button("Open saved run", elem_id="saved-open")
+            delete_btn = gr.Button("Delete saved run", variant="stop", elem_id="saved-delete")
+    note = gr.Markdown(elem_id="saved-note")
+    return SavedRuns(Keeper(store, marker), marker, owner, search, pick, open_btn, delete_btn, note)
+
+
+def extra(saved: SavedRuns) -> dict:
+    """What showing a run writes besides the page (``Page.extra``): the marker."""
+    return {MARKER: saved.marker} if saved.keeper is not None else {}
+
+
+def connect(saved: SavedRuns, page: Page, say: gr.Markdown, failed: list, demo: gr.Blocks) -> None:
+    """The listeners: the owner's registration at load, each save's outcome, the list, Open and
+    Delete. ``say``: the page's line for what must be seen (a run not saved, old runs removed);
+    ``failed``: the run events whose failure leaves a failed run in ``page.live``."""
+    if saved.keeper is None:
+        saved.loaded = demo.load(lambda: gr.skip(), None, saved.owner, api_visibility="private")
+        return
+    session = page.samples.session
+    listed = [saved.pick, saved.note]
+    saved.loaded = demo.load(partial(register, saved), [saved.owner, session, saved.search], [saved.owner, *listed],
+                             js=OWNER_JS, show_progress="hidden", api_visibility="private")
+    saved.marker.change(partial(report, saved, say), [saved.marker, session, saved.search], [*listed, say],
+                        show_progress="hidden", api_visibility="private")
+    for event in failed:
+        event.failure(partial(save_failed, saved, say), [page.live, session, saved.search], [*listed, say],
+                      show_progress="hidden", api_visibility="private")
+    for trigger in (saved.search.submit, saved.search.change):
+        trigger(partial(listing, saved), [session, saved.search], listed, show_progress="hidden",
+                trigger_mode="always_last", api_visibility="private")
+    saved.delete_btn.click(partial(delete, saved), [saved.pick, session, saved.search], listed,
+                           api_visibility="private")
+    saved.open_btn.click(partial(open_saved, saved, page), [saved.pick, *page.inputs()], page.outputs(),
+                         inputs_kwargs=page.controls(), api_visibility="private")
+
+
+async def register(saved: SavedRuns, owner: str | None, session, search: str | None) -> dict:
+    """The page's load: its browser's owner token (from its load script) for this session."""
+    if not owner:  # a browser without storage: runs are not listed, and not kept
+        return {saved.owner: gr.skip(), saved.note: "This browser keeps no local storage: its runs are not kept."}
+    saved.keeper.register(session, owner)
+    return {saved.owner: owner, **await listing(saved, session, search)}
+
+
+async def report(saved: SavedRuns, say, value: str | None, session, search: str | None) -> dict:
+    """A run was shown: how its save went, and the list again."""
+    future = saved.keeper.saving(value) if value else None
+    return await _outcome(saved, say, future, session, search)
+
+
+async def save_failed(saved: SavedRuns, say, live, session, search: str | None) -> dict:
+    """A run event failed: save what it had recorded. ``live``: the session's run in flight (one
+    run, or an action holding several, each with its ``run``)."""
+    runs = [live.run] if hasattr(live, "run") else [r.run for r in getattr(live, "runs", ())]
+    update = {saved.note: gr.skip()}
+    for run in runs:
+        if run is not None:
+            update = await _outcome(saved, say, saved.keeper.save(run, session), session, search)
+    return update
+
+
+async def _outcome(saved: SavedRuns, say, future: Future | None, session, search: str | None) -> dict:
+    if future is None:
+        return {saved.note: gr.skip()}
+    try:
+        kept = await asyncio.wrap_future(future)
+    except StoreError as e:
+        log.warning("a run was not saved: %s", e)
+        message = f"⚠️ {str(e)[0].upper()}{str(e)[1:]}. The run stays on screen: Export can still save it as a file."
+        return {say: message, saved.note: message}
+    update = await listing(saved, session, search)
+    if kept is not None and kept.pruned:
+        update[say] = update[saved.note] = (
+            f"The run store keeps at most {saved.keeper.store.limits.describe()}: the {kept.pruned} oldest "
+            f"run{'s were' if kept.pruned > 1 else ' was'} removed to keep this one.")
+    return update
+
+
+async def listing(saved: SavedRuns, session, search: str | None) -> dict:
+    return await asyncio.to_thread(_listing, saved, saved.keeper.owner(session), search)
+
+
+def _listing(saved: SavedRuns, owner: str | None, search: str | None) -> dict:
+    store = saved.keeper.store
+    entries = store.entries(owner, (search or "").strip()) if owner else []
+    total = store.count(owner) if owner else 0
+    shown = f" ({len(entries)} match)" if search and search.strip() else ""
+    where = (f"{total} run{'s' if total != 1 else ''} of this browser {'are' if total != 1 else 'is'} kept in "
+             f"`{store.path}`{shown}; the store keeps at most {store.limits.describe()}, the oldest removed first.")
+    return {saved.pick: gr.update(choices=[(label(e), e.key) for e in entries], value=None), saved.note: where}
+
+
+def label(entry) -> str:
+    when = datetime.datetime.fromtimestamp(entry.saved_at).strftime("%Y-%m-%d %H:%M")
+    prompt = " ".join(entry.prompt.split())
+    prompt = prompt[:50] + ("…" if len(prompt) > 50 else "")
+    return f"{when} · {entry.status} · n={entry.n} · “{prompt}” · {entry.request_id}"
+
+
+async def delete(saved: SavedRuns, key: str | None, session, search: str | None) -> dict:
+    owner = saved.keeper.owner(session)
+    if not key or not owner:
+        raise gr.Error("Pick a saved run first.")
+    if not await asyncio.to_thread(saved.keeper.store.delete, owner, key):
+        raise gr.Error("That run is not among this browser's saved runs (it was removed already).")
+    return await listing(saved, session, search)
+
+
+def stored_run(store: RunStore, key: str) -> Run | None:
+    """The run of a key, or None when the store has none; gr.Error for one it cannot read."""
+    try:
+        text = store.load(key)
+        return None if text is None else Run.from_json(text)
+    except (StoreError, InvalidBundle) as e:
+        raise gr.Error(f"The saved run cannot be opened: {e}.") from None
+
+
+async def open_saved(saved: SavedRuns, page: Page, key: str | None, history, session, selected, **settings) -> dict:
+    if not key:
+        raise gr.Error("Pick a saved run first.")
+    run = await asyncio.to_thread(stored_run, saved.keeper.store, key)
+    if run is None:
+        raise gr.Error("That run is no longer in the store: the oldest runs are removed when it is full.")
+    return await show(page, run, history, session, selected, settings)

@@ -1,0 +1,249 @@
+"""Runs that last and travel, in a real headless Chromium on the real engine: History across
+reloads (and only this browser's), links to the form's settings and to a run (behind a proxy path,
+after a restart), and a store that is full."""
+
+from __future__ import annotations
+
+import contextlib
+import re
+import threading
+from pathlib import Path
+
+import pytest
+
+from playground.run import Run
+from playground.store import RunStore, StoreLimits
+from tests.helpers import free_port, wait_until
+from tests.test_browser import browser, columns, fill_form, open_page, set_slider  # noqa: F401  (browser: a fixture)
+
+RUN_ID = re.compile(r"run-[0-9a-f]{8}")
+
+
+@contextlib.contextmanager
+def served(backend, path: Path, port: int, limits: StoreLimits | None = None, under: str = "/playground"):
+    """The app with a store on ``path``, served by uvicorn under a path of its own, as behind a
+    proxy (Gradio's root_path is that path): its address and its store."""
+    import fastapi
+    import gradio as gr
+    import uvicorn
+
+    from playground.ui import build_app
+
+    store = RunStore(path, limits or StoreLimits())
+    demo = build_app(backend, store=store)
+    demo.queue(default_concurrency_limit=8, max_size=64)
+    app = gr.mount_gradio_app(fastapi.FastAPI(), demo, path=under)
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    try:
+        assert wait_until(lambda: server.started, 120), "the app did not start"
+        yield f"http://127.0.0.1:{port}{under}/", store
+    finally:
+        server.should_exit = True
+        thread.join(60)
+        store.close()
+
+
+def summary_id(page) -> str:
+    return RUN_ID.search(page.locator("#run-summary").inner_text()).group()
+
+
+def run_and_wait(page, before: str | None = None) -> str:
+    """Press Run and wait for a new run to finish; its request id."""
+    page.locator("#run").click()
+    page.wait_for_function("(old) => { const s = document.querySelector('#run-summary').innerText; "
+                           "return s.includes('finished') && (!old || !s.includes(old)); }", arg=before,
+                           timeout=120_000)
+    return summary_id(page)
+
+
+def link_of(page, button: str) -> str:
+    """Press a Copy link button; the link the box then shows (the clipboard may be closed to us)."""
+    box = page.locator("#link textarea, #link input").first
+    before = box.input_value()
+    page.locator(button).click()
+    page.wait_for_function("(old) => { const b = document.querySelector('#link textarea, #link input'); "
+                           "return b && b.value.startsWith('http') && b.value !== old; }", arg=before, timeout=30_000)
+    return box.input_value()
+
+
+def exported(page) -> Run:
+    """The run on screen as the Export tab downloads it."""
+    page.get_by_role("tab", name="Export").click()
+    with page.expect_download() as download:
+        page.locator("#download-json").click()
+    return Run.from_json(Path(download.value.path()).read_text(encoding="utf-8"))
+
+
+def saved_options(page) -> list[str]:
+    page.get_by_role("tab", name="History").click()
+    page.locator("#saved-pick input").click()
+    options = page.get_by_role("option").all_inner_texts()
+    page.keyboard.press("Escape")
+    return options
+
+
+def form_settings(page) -> tuple[str, str, str]:
+    return (page.locator("#prompt textarea").input_value(), page.locator("#seed textarea, #seed input").first
+            .input_value(), page.locator("#n input[type=number]").input_value())
+
+
+def test_history_keeps_this_browsers_runs_across_reloads_and_only_its_own(browser, app_url, store):  # noqa: F811
+    """A stopped run is saved when it ends; a reload lists it, another browser does not; search,
+    open and delete."""
+    mine = browser.new_context(viewport={"width": 1400, "height": 1000})
+    page = mine.new_page()
+    page.goto(app_url)
+    fill_form(page, "The lighthouse keeper's log, kept for History", n=2, seed=31, max_tokens=1500, ignore_eos=True)
+    page.locator("#run").click()
+    page.wait_for_function("() => (document.querySelector(\"#samples-area .sa-card[data-i='0'] .sa-text\")"
+                           "?.textContent ?? '').length > 10", timeout=120_000)
+    page.locator("#stop").click()
+    page.locator("#run-summary").get_by_text("stopped").wait_for(timeout=60_000)
+    rid = summary_id(page)
+    runs_before = store.totals()[0]
+    page.reload()
+    page.locator("#prompt textarea").wait_for()
+    page.get_by_role("tab", name="History").click()
+    page.locator("#saved-note").get_by_text("1 run of this browser is kept").wait_for(timeout=30_000)
+    listed = saved_options(page)
+    assert len(listed) == 1 and rid in listed[0] and "aborted" in listed[0], listed
+
+    other = open_page(browser, app_url)  # another browser: its own list, empty
+    try:
+        other.get_by_role("tab", name="History").click()
+        other.locator("#saved-note").get_by_text("0 runs of this browser are kept").wait_for(timeout=30_000)
+        assert saved_options(other) == []
+    finally:
+        other.close()
+
+    search = page.locator("#saved-search textarea, #saved-search input").first
+    search.fill("no such words")
+    page.locator("#saved-note").get_by_text("(0 match)").wait_for(timeout=30_000)
+    assert saved_options(page) == []
+    search.fill("LIGHTHOUSE keeper")
+    page.locator("#saved-note").get_by_text("(1 match)").wait_for(timeout=30_000)
+    page.locator("#saved-pick input").click()
+    page.get_by_role("option", name=re.compile(rid)).click()
+    page.get_by_role("tab", name="Diff").click()
+    page.get_by_role("tab", name="History").click()
+    page.locator("#saved-open").click()  # opened again: the samples area shows it
+    page.locator("#run-summary").get_by_text(rid).wait_for(timeout=30_000)
+    page.locator("#saved-pick input").click()
+    page.get_by_role("option", name=re.compile(rid)).click()
+    page.locator("#saved-delete").click()
+    page.locator("#saved-note").get_by_text("0 runs of this browser are kept").wait_for(timeout=30_000)
+    assert store.totals()[0] == runs_before - 1
+    mine.close()
+
+
+def test_a_form_link_fills_the_form_and_its_seeded_run_gives_the_same_tokens(browser, app_url):  # noqa: F811
+    prompt = "Q: Name three birds that cannot fly.\nA:"
+    first = open_page(browser, app_url)
+    fill_form(first, prompt, n=2, seed=4242, max_tokens=6)
+    run_and_wait(first)
+    ran = exported(first)
+    link = link_of(first, "#copy-form-link")
+    first.close()
+    assert link.startswith(app_url + "?") and "seed=4242" in link and "max_tokens=6" in link, link
+
+    again = open_page(browser, link)  # another browser opens the link: the form is filled, nothing runs
+    try:
+        again.locator("#store-note").get_by_text("The link set 4 settings of the form").wait_for(timeout=30_000)
+        assert form_settings(again) == (prompt, "4242", "2")
+        assert again.locator("#run-summary").inner_text().strip() == ""
+        run_and_wait(again)
+        rerun = exported(again)
+    finally:
+        again.close()
+    assert rerun.request["request_id"] != ran.request["request_id"]
+    assert [s.token_ids for s in rerun.samples] == [s.token_ids for s in ran.samples], "same seed, same tokens"
+
+    wrong = open_page(browser, app_url + "?n=0&temperature=hot&colour=red&seed=7")
+    try:
+        note = wrong.locator("#store-note")
+        note.get_by_text("Left at their defaults").wait_for(timeout=30_000)
+        said = note.inner_text()
+        assert "colour is not a setting of the form" in said and "n must be between 1 and" in said, said
+        assert "temperature must be a number, got 'hot'" in said
+        assert form_settings(wrong)[1:] == ("7", "4")
+    finally:
+        wrong.close()
+
+
+def test_a_run_link_behind_a_proxy_path_opens_the_run_after_a_restart(browser, backend, tmp_path):  # noqa: F811
+    """The link is made from the page's own address (under /playground/), names the run by an
+    unguessable key, and opens it for another browser after the app restarts on the same store,
+    read-only, in every tab, with its settings in the form: Run asks for the same tokens."""
+    path, port = tmp_path / "runs.sqlite3", free_port()
+    mine = browser.new_context(viewport={"width": 1400, "height": 1000})
+    with served(backend, path, port) as (url, _):
+        page = mine.new_page()
+        page.goto(url)
+        page.locator("#prompt textarea").wait_for()
+        fill_form(page, "Write one line about the sea.", n=2, seed=99, max_tokens=6)
+        rid = run_and_wait(page)
+        texts = columns(page, 2)
+        link = link_of(page, "#copy-run-link")
+        page.close()
+    key = link.removeprefix(url + "?run=")
+    assert link.startswith(url + "?run=") and re.fullmatch(r"[A-Za-z0-9_-]{22,}", key), link
+
+    with served(backend, path, port) as (url, store):  # the app again, on the same file
+        other = open_page(browser, link)
+        try:
+            other.locator("#run-summary").get_by_text(rid).wait_for(timeout=60_000)
+            other.locator("#store-note").get_by_text(f"Opened run {rid} from its link (read-only)").wait_for()
+            assert columns(other, 2) == texts
+            assert form_settings(other) == ("Write one line about the sea.", "99", "2")
+            other.get_by_role("tab", name="Inspector").click()  # every tab draws it
+            other.locator("#events-table").get_by_text(rid).first.wait_for(state="attached", timeout=30_000)
+            rerun_id = run_and_wait(other, rid)
+            rerun = exported(other)
+        finally:
+            other.close()
+        original = Run.from_json(store.load(key))
+        wrong = open_page(browser, url + "?run=no-such-key")  # a mistyped or expired link says so
+        try:
+            wrong.locator("#store-note").get_by_text("The run this link names is not in the run store").wait_for()
+            assert wrong.locator("#run-summary").inner_text().strip() == ""
+        finally:
+            wrong.close()
+        assert rerun_id != rid and [s.token_ids for s in rerun.samples] == [s.token_ids for s in original.samples]
+        page = mine.new_page()  # the browser that made the run still lists it
+        page.goto(url)
+        page.locator("#prompt textarea").wait_for()
+        page.get_by_role("tab", name="History").click()
+        page.locator("#saved-note").get_by_text("1 run of this browser is kept").wait_for(timeout=30_000)
+        assert any(rid in option for option in saved_options(page))
+    mine.close()
+
+
+@pytest.mark.parametrize("limits", [StoreLimits(max_runs=1)])
+def test_a_full_store_says_so_the_run_stays_and_removing_old_runs_is_said(browser, backend, tmp_path,  # noqa: F811
+                                                                          limits):
+    with served(backend, tmp_path / "runs.sqlite3", free_port(), limits) as (url, store):
+        page = open_page(browser, url)
+        fill_form(page, "Count to three:", n=1, seed=1, max_tokens=3)
+        first = run_and_wait(page)
+        assert wait_until(lambda: store.totals()[0] == 1, 30)
+        with store._lock:  # SQLite itself answers SQLITE_FULL past this many pages
+            pages = store._db.execute("PRAGMA page_count").fetchone()[0]
+            store._db.execute(f"PRAGMA max_page_count = {pages}")
+        page.locator("#seed textarea, #seed input").first.fill("2")
+        set_slider(page, "n", 2)  # a run that needs pages the file may not grow
+        set_slider(page, "max-tokens", 48)
+        page.locator("#ignore-eos input").check()
+        second = run_and_wait(page, first)
+        note = page.locator("#store-note")
+        note.get_by_text("The run store is full").wait_for(timeout=30_000)
+        assert "this run was not saved" in note.inner_text() and "The run stays on screen" in note.inner_text()
+        assert summary_id(page) == second and columns(page, 1)[0]
+        with store._lock:
+            store._db.execute("PRAGMA max_page_count = 1073741823")
+        page.locator("#seed textarea, #seed input").first.fill("3")
+        run_and_wait(page, second)
+        note.get_by_text("the 1 oldest run was removed to keep this one").wait_for(timeout=30_000)
+        assert store.totals()[0] == 1
+        page.close()

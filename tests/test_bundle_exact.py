@@ -1,0 +1,166 @@
+"""The bundle is exact by construction: over runs hypothesis makes up (every output kind, texts of
+any characters, stop strings cutting text, pieces that end inside a character, samples of
+different lengths, missing logprobs, fields left None, NaN and infinite logprobs), what
+``to_json`` writes reads back as the very run, compared by type and value (1 is not 1.0, -0.0 is
+not 0.0, a NaN is itself), and every bundle written is valid under the published JSON Schema."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+from typing import Any
+
+import jsonschema
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from playground.bundle_format import SCHEMA_PATH
+from playground.run import Event, EventOutput, Run, Sample, TokenLogprob
+
+KINDS = ("CUMULATIVE", "DELTA", "FINAL_ONLY")
+VALIDATOR = jsonschema.Draft202012Validator(json.loads(SCHEMA_PATH.read_text(encoding="utf-8")))
+
+# A small vocabulary: ids spread wide, pieces of any characters, some empty (a token that ends
+# inside a character), one the replacement character, two that spell the stop string together.
+texts = st.text(max_size=4)
+floats = st.floats(allow_nan=False, allow_infinity=False, width=64)
+logprob_values = st.one_of(st.none(), st.floats(width=32), st.floats(), st.just(-0.0))  # NaN and infinities too
+maybe_int = st.one_of(st.none(), st.integers(-2, 2**63 - 1))
+json_values = st.recursive(st.one_of(st.none(), st.booleans(), floats, st.integers(), texts),
+                           lambda inner: st.lists(inner, max_size=3) | st.dictionaries(texts, inner, max_size=3),
+                           max_leaves=6)
+
+
+def canonical(value: Any) -> Any:
+    """A value whose == is by type and by value: floats by their digits (NaN is itself)."""
+    if isinstance(value, float):
+        return ("float", repr(value))
+    if isinstance(value, (bool, int, str)) or value is None:
+        return (type(value).__name__, value)
+    if isinstance(value, (list, tuple)):
+        return (type(value).__name__, [canonical(v) for v in value])
+    if isinstance(value, dict):
+        return ("dict", [(canonical(k), canonical(v)) for k, v in value.items()])
+    if isinstance(value, EventOutput):
+        return ("output", [canonical(getattr(value, name)) for name in EventOutput.FIELDS])
+    raise TypeError(type(value))
+
+
+@st.composite
+def token_logprobs(draw, token_id: int, vocab: list[int]) -> TokenLogprob:
+    top = [(t, draw(logprob_values), draw(st.one_of(st.none(), texts)))
+           for t in draw(st.lists(st.sampled_from(vocab), max_size=4, unique=True))]
+    if draw(st.booleans()) and top:  # the sampled token among its alternatives, as vLLM gives it
+        place = draw(st.integers(0, len(top) - 1))
+        top[place] = (token_id, top[place][1], top[place][2])
+        if draw(st.booleans()):
+            return TokenLogprob(token_id, top[place][1], place + 1, top[place][2], top)
+    return TokenLogprob(draw(st.sampled_from([token_id, *vocab])), draw(logprob_values),
+                        draw(st.one_of(st.none(), st.integers(1, 60))), draw(st.one_of(st.none(), texts)), top)
+
+
+@st.composite
+def runs(draw) -> Run:
+    kind = draw(st.sampled_from(KINDS))
+    n = draw(st.integers(1, 4))
+    vocab = draw(st.lists(st.integers(0, 200_000), min_size=1, max_size=8, unique=True))
+    piece = {t: draw(st.one_of(texts, st.sampled_from(["", "\ufffd", " E", "ND", "é", "\n"]))) for t in vocab}
+    stop = draw(st.sampled_from(["END", "\n", "é"]))
+    ids = [draw(st.lists(st.sampled_from(vocab), max_size=7)) for _ in range(n)]
+    samples, events, done, said = [], [], [0] * n, [""] * n
+    t = draw(floats)
+    # The engine: each step some samples get one or more tokens, in one event or several.
+    for _ in range(12):
+        if all(done[i] == len(ids[i]) for i in range(n)):
+            break
+        outputs = []
+        for i in draw(st.permutations(range(n))):
+            if done[i] >= len(ids[i]) or not draw(st.booleans()):
+                continue
+            step = draw(st.integers(1, len(ids[i]) - done[i]))
+            before, done[i] = done[i], done[i] + step
+            text = "".join(piece[x] for x in ids[i][:done[i]])
+            last = done[i] == len(ids[i])
+            if last and stop in text and draw(st.booleans()):
+                text = text[:text.index(stop)]  # a stop string cut it
+            elif draw(st.integers(0, 9)) == 0:
+                text = draw(texts)  # what no piece says: text held back, odd detokenizing
+            finish = draw(st.sampled_from(["stop", "length", "abort"])) if last else None
+            new = ids[i][before:done[i]] if kind == "DELTA" else list(ids[i][:done[i]])
+            shown = text[len(said[i]):] if kind == "DELTA" and text.startswith(said[i]) else text
+            said[i] = text
+            if draw(st.integers(0, 19)) == 0:
+                new = draw(st.lists(st.sampled_from(vocab), max_size=3))  # not the sample's: written whole
+            outputs.append(EventOutput(i, shown, new, finish, stop if finish == "stop" and draw(st.booleans())
+                                       else draw(st.one_of(st.none(), st.integers(0, 9)))))
+        if outputs and not (kind == "FINAL_ONLY" and any(done[i] < len(ids[i]) for i in range(n))):
+            t += draw(st.floats(0, 1))
+            events.append(Event(t, draw(st.booleans()), outputs, draw(maybe_int), draw(st.one_of(st.none(), texts)),
+                                draw(maybe_int)))
+    times = _arrivals(events, n, kind == "DELTA")
+    for i in range(n):
+        seen = [o for e in events for o in e.outputs if o.index == i]
+        by_recorder = draw(st.integers(0, 4)) > 0  # else a sample built by hand, its fields its own
+        own_times = draw(st.sampled_from(["drawn", "as ints", "sign"]))
+        drawn_times = draw(st.lists(floats, max_size=len(ids[i])))
+        text = ("".join(o.text for o in seen) if kind == "DELTA" else seen[-1].text if seen else "") \
+            if by_recorder else draw(texts)
+        pieces = [piece[x] for x in ids[i]]
+        if draw(st.integers(0, 5)) == 0:
+            pieces = draw(st.lists(texts, max_size=len(ids[i]) + 1))  # pieces of its own, maybe too few
+        lps = None if draw(st.booleans()) else [draw(token_logprobs(x, vocab)) for x in ids[i][:draw(
+            st.integers(0, len(ids[i]) + 1))]]
+        samples.append(Sample(
+            index=i if draw(st.integers(0, 9)) else draw(st.integers(0, 9)), seed=draw(maybe_int), text=text,
+            token_ids=list(ids[i]), token_texts=pieces,
+            token_times=times[i] if by_recorder else drawn_times if own_times == "drawn" else [
+                int(x) if own_times == "as ints" and x.is_integer() else -x if x == 0 else x for x in times[i]],
+            logprobs=lps, finish_reason=seen[-1].finish_reason if seen and by_recorder else
+            draw(st.one_of(st.none(), st.just("length"))),
+            stop_reason=draw(st.one_of(st.none(), st.just(stop), st.integers(0, 5))),
+            num_cached_tokens=draw(maybe_int), metrics=draw(st.one_of(st.none(), st.dictionaries(texts, floats,
+                                                                                                 max_size=2))),
+            queued_at=draw(st.one_of(st.none(), floats)), decode_s=draw(st.one_of(st.none(), floats))))
+    request = {"prompt": draw(texts), "n": n, "output_kind": kind, "request_id": draw(st.one_of(st.none(), texts)),
+               "seed": draw(maybe_int), "stop": [stop]}
+    return Run(request=request, samples=samples, events=events, engine=draw(st.dictionaries(texts, json_values,
+                                                                                             max_size=2)),
+               started_at=draw(st.one_of(floats, st.integers(0, 2**40))), wall_time=draw(st.one_of(st.none(), floats)),
+               status=draw(st.sampled_from(["running", "finished", "aborted", "error"])),
+               error=draw(st.one_of(st.none(), texts)),
+               usage=draw(st.one_of(st.none(), st.dictionaries(texts, st.integers(), max_size=2))),
+               mutated_events=draw(st.one_of(st.none(), st.lists(st.integers(0, 12), max_size=2))))
+
+
+def _arrivals(events: list[Event], n: int, delta: bool) -> list[list[float]]:
+    """Token times as the recorder stamps them: each new token at its event's time."""
+    times: list[list[float]] = [[] for _ in range(n)]
+    had = [0] * n
+    for e in events:
+        for o in e.outputs:
+            new = len(o.token_ids) if delta else max(0, len(o.token_ids) - had[o.index])
+            had[o.index] = len(o.token_ids)
+            times[o.index] += [e.t] * new
+    return times
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(runs())
+def test_every_run_reads_back_as_it_was_written_and_its_bundle_is_valid(run):
+    text = run.to_json()
+    again = Run.from_json(text)
+    assert canonical(dataclasses.asdict(again)) == canonical(dataclasses.asdict(run))
+    if "NaN" not in text:
+        assert again == run
+    assert again.to_json() == text
+    data = json.loads(text, parse_constant=lambda name: (_ for _ in ()).throw(AssertionError(f"{name} in JSON")))
+    VALIDATOR.validate(data)
+    for s, written in zip(run.samples, data["samples"]):  # each sample's plain fields, as they are
+        assert (written["index"], written["seed"], written["text"], written["token_ids"], written["finish_reason"],
+                written["stop_reason"]) == (s.index, s.seed, s.text, s.token_ids, s.finish_reason, s.stop_reason)
+
+
+def test_the_canonical_form_tells_apart_what_json_would_not():
+    assert canonical([1]) != canonical([1.0]) and canonical(-0.0) != canonical(0.0)
+    assert canonical(math.nan) == canonical(float("nan")) and canonical((1, 2)) != canonical([1, 2])

@@ -1,0 +1,53 @@
+"""Real bundles against the published JSON Schema: the real engine's runs, every output_kind on the
+wrapper's and vLLM's own fan-out, with and without logprobs, are valid under
+playground/bundle.schema.json, and what ``json`` alone reads of each sample is what the project's
+reader gives."""
+
+from __future__ import annotations
+
+import json
+
+import jsonschema
+import pytest
+
+from playground.bundle_format import SCHEMA_PATH
+from playground.request import OUTPUT_KINDS, SampleRequest
+from playground.run import Run
+from tests.helpers import record_to_end
+
+SCHEMA = json.loads(SCHEMA_PATH.read_text(encoding="utf-8"))
+PROMPT = "A list of three colours:"
+
+
+def test_the_schema_is_a_valid_json_schema():
+    jsonschema.Draft202012Validator.check_schema(SCHEMA)
+    assert SCHEMA["properties"]["bundle_version"] == {"const": 4, "description": SCHEMA["properties"][
+        "bundle_version"]["description"]}
+
+
+@pytest.mark.parametrize("logprobs", [None, 3])
+@pytest.mark.parametrize("mode", ["wrapper", "native"])
+@pytest.mark.parametrize("output_kind", OUTPUT_KINDS)
+def test_a_real_bundle_is_valid_and_json_alone_reads_its_samples(backend, output_kind, mode, logprobs):
+    run = record_to_end(backend, SampleRequest(prompt=PROMPT, n=2, seed=8, max_tokens=6, output_kind=output_kind,
+                                               mode=mode, logprobs=logprobs, use_chat_template=False,
+                                               stop=["\n\n"]))
+    text = run.to_json()
+    data = json.loads(text)
+    jsonschema.validate(data, SCHEMA, cls=jsonschema.Draft202012Validator)
+    assert data["bundle_version"] == 4 and run.status == "finished" and run.events
+    read = Run.from_json(text)
+    assert read == run
+    assert [(s["index"], s["seed"], s["text"], s["token_ids"], s["finish_reason"], s["stop_reason"])
+            for s in data["samples"]] == [(s.index, s.seed, s.text, s.token_ids, s.finish_reason, s.stop_reason)
+                                          for s in read.samples]
+    assert all(s["token_ids"] for s in data["samples"]) and [s["seed"] for s in data["samples"]] == [8, 9]
+    assert (logprobs is None) == all(s.logprobs is None for s in run.samples)
+
+
+def test_a_bundle_that_breaks_the_layout_is_told_by_the_schema(backend):
+    run = record_to_end(backend, SampleRequest(prompt=PROMPT, n=1, seed=1, max_tokens=2, use_chat_template=False))
+    data = json.loads(run.to_json())
+    del data["samples"][0]["text"]
+    with pytest.raises(jsonschema.ValidationError, match="'text' is a required property"):
+        jsonschema.validate(data, SCHEMA, cls=jsonschema.Draft202012Validator)

@@ -1,0 +1,66 @@
+"""Settings links without a browser: the query a form makes holds what differs from the starting
+form, in the schema's names, and reading it back gives the same request; what a link gets wrong
+is named and left out."""
+
+from __future__ import annotations
+
+import dataclasses
+from urllib.parse import parse_qsl, urlsplit
+
+import gradio as gr
+import pytest
+
+from playground.request import Limits, fields
+from playground.ui.form import form_value, request_from_form
+from playground.ui.links import read_query, settings_query
+
+LIMITS = Limits(max_n=32)
+NAMES = [f.name for f, _ in fields() if f.name != "prefix_token_ids"]  # the form's settings
+START = {"prompt": "", "n": 4, "seed": "", "output_kind": "CUMULATIVE", "mode": "wrapper", "temperature": 1.0,
+         "top_p": 1.0, "top_k": 0, "min_p": 0.0, "max_tokens": 64, "presence_penalty": 0.0, "frequency_penalty": 0.0,
+         "repetition_penalty": 1.0, "stop": "", "logprobs": 5, "use_chat_template": True, "ignore_eos": False}
+
+
+def defaults() -> dict:
+    return dataclasses.asdict(request_from_form(**START))
+
+
+def test_a_link_holds_what_differs_from_the_starting_form_and_reads_back_the_same_request():
+    form = {**START, "prompt": "Name a colour & a number: 7?", "n": 8.0, "seed": "9007199254740993",
+            "temperature": 0.7, "stop": "END\n\\n", "logprobs": 0, "use_chat_template": False, "mode": "native"}
+    query = settings_query(defaults(), **form)
+    pairs = parse_qsl(urlsplit(query).query, keep_blank_values=True)
+    assert [name for name, _ in pairs] == ["prompt", "n", "seed", "mode", "temperature", "stop", "stop", "logprobs",
+                                           "use_chat_template"], "the schema's order, what differs only"
+    assert dict(pairs)["seed"] == "9007199254740993" and ("stop", "\n") in pairs
+    values, problems = read_query(pairs, NAMES, LIMITS)
+    assert problems == []
+    asked = dataclasses.asdict(request_from_form(**form))
+    assert values == {name: asked[name] for name, _ in pairs}
+    again = request_from_form(**{**START, **{name: form_value(name, value) for name, value in values.items()}})
+    assert dataclasses.asdict(again) == asked, "the form filled from the link asks for the same request"
+    assert settings_query(defaults(), **START) == "?", "an untouched form: nothing to carry"
+
+
+def test_what_a_link_gets_wrong_is_named_and_the_rest_is_kept():
+    pairs = [("n", "0"), ("temperature", "hot"), ("colour", "red"), ("seed", "5"), ("top_p", "1.5"),
+             ("output_kind", "sometimes"), ("ignore_eos", "yes"), ("__theme", "dark"), ("run", "x")]
+    values, problems = read_query(pairs, NAMES, LIMITS)
+    assert values == {"seed": 5}
+    assert problems == ["`colour` is not a setting of the form", "`n`: n must be between 1 and 32 (--max-n), got 0",
+                        "`output_kind`: output_kind must be one of CUMULATIVE, DELTA, FINAL_ONLY, got 'SOMETIMES'",
+                        "`temperature`: temperature must be a number, got 'hot'",
+                        "`top_p`: top_p must be in (0, 1], got 1.5", "`ignore_eos`: ignore_eos must be true or false, "
+                        "got 'yes'"]
+
+
+def test_a_setting_is_checked_with_the_links_own_n():
+    values, problems = read_query([("n", "1"), ("temperature", "0")], NAMES, LIMITS)
+    assert values == {"n": 1, "temperature": 0.0} and problems == [], "greedy is fine at n=1"
+    values, problems = read_query([("temperature", "0")], NAMES, LIMITS)
+    assert values == {} and "greedy sampling (temperature 0) with n=4" in problems[0]
+
+
+def test_a_form_that_is_not_a_request_makes_no_link():
+    with pytest.raises(gr.Error, match="n must be a whole number"):
+        settings_query(defaults(), **{**START, "n": 2.5})

@@ -1,0 +1,197 @@
+"""The run store on real SQLite files: what it keeps and for whom, its limits, the files it refuses,
+and the failures it survives: a writer killed mid-write (SIGKILL), eight writers at once, a full
+database (SQLite's max_page_count, which makes SQLite itself answer SQLITE_FULL)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import signal
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from playground.store import RunStore, StoreError, StoreFull, StoreLimits, StoreRefused, default_path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+# A writer in a process of its own: saves runs whose bundle follows from their request id (so a
+# reader can tell a whole one from a torn one), and prints each request id once it is committed.
+# With a fifth argument k, its k-th save stops inside its transaction, once its row is inserted
+# and before it commits (SQLite's progress handler), says "mid-write" and waits there to be killed.
+WRITER = """
+import hashlib, json, sys
+from playground.store import RunStore
+path, name, count, size = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+stop_at = int(sys.argv[5]) if len(sys.argv) > 5 else None
+
+def bundle(request_id):
+    payload = "".join(hashlib.sha256(f"{request_id}/{k}".encode()).hexdigest() for k in range(size // 64 + 1))
+    return json.dumps({"request_id": request_id, "payload": payload[:size]})
+
+def halt():
+    if store._db.in_transaction and store._db.total_changes > inserted:
+        print("mid-write", flush=True)
+        sys.stdin.readline()  # until killed
+    return 0
+
+with RunStore(path) as store:
+    for i in range(count):
+        if i == stop_at:
+            inserted = store._db.total_changes
+            store._db.set_progress_handler(halt, 1)
+        request_id = f"{name}-{i}"
+        store.save(name, request_id, f"prompt {i} of {name}", "finished", 1, bundle(request_id))
+        print(request_id, flush=True)
+"""
+
+
+def bundle(request_id: str, size: int) -> str:
+    """What WRITER saves for ``request_id``: hex digits that compress to about half."""
+    payload = "".join(hashlib.sha256(f"{request_id}/{k}".encode()).hexdigest() for k in range(size // 64 + 1))
+    return json.dumps({"request_id": request_id, "payload": payload[:size]})
+
+
+def writer(path: Path, name: str, count: int, size: int, *stop_at: int) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-c", WRITER, str(path), name, str(count), str(size), *map(str, stop_at)],
+                            cwd=ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def every_run_whole(path: Path) -> dict[str, int]:
+    """Each stored run's request id -> its bundle's size, once each bundle is checked against what
+    its writer made of that id."""
+    found = {}
+    with RunStore(path) as store:
+        owners = {row[0] for row in store._db.execute("SELECT DISTINCT owner FROM runs")}
+        for owner in owners:
+            for entry in store.entries(owner, limit=10_000):
+                text = store.load(entry.key)
+                size = len(json.loads(text)["payload"])
+                assert text == bundle(entry.request_id, size), f"{entry.request_id} is not whole"
+                found[entry.request_id] = size
+    return found
+
+
+def test_a_run_is_kept_for_its_owner_found_by_its_prompt_and_opened_by_its_key(tmp_path):
+    path = tmp_path / "runs.sqlite3"
+    with RunStore(path) as store:
+        first = store.save("alice", "run-1", "Once upon a time", "finished", 4, '{"a": 1}')
+        store.save("alice", "run-2", "What is 17 * 23?", "aborted", 2, '{"a": 2}')
+        store.save("bob", "run-3", "Once more", "error", 1, '{"b": 3}')
+        again = store.save("alice", "run-1", "Once upon a time", "finished", 4, '{"a": 1}')
+        assert first.new and not again.new and again.key == first.key, "a run is kept once per owner"
+        assert [e.request_id for e in store.entries("alice")] == ["run-2", "run-1"], "newest first"
+        assert [e.request_id for e in store.entries("alice", "ONCE")] == ["run-1"]
+        assert [e.request_id for e in store.entries("bob")] == ["run-3"] and store.entries("carol") == []
+        assert store.load(first.key) == '{"a": 1}' and store.load("no-such-key") is None
+        keys = {first.key, store.key_of("alice", "run-2"), store.key_of("bob", "run-3")}
+        assert len(first.key) >= 22 and len(keys) == 3
+        assert not store.delete("bob", first.key), "only its owner deletes a run"
+        assert store.delete("alice", first.key) and store.load(first.key) is None
+    with RunStore(path) as store:  # a restart: everything as it was
+        assert [e.request_id for e in store.entries("alice")] == ["run-2"]
+        assert store.totals()[0] == 2
+
+
+def test_the_oldest_runs_go_when_the_store_passes_its_limits(tmp_path):
+    with RunStore(tmp_path / "runs.sqlite3", StoreLimits(max_runs=3, max_bytes=10**6)) as store:
+        saved = [store.save("me", f"run-{i}", "p", "finished", 1, f'{{"i": {i}}}') for i in range(5)]
+        assert [s.pruned for s in saved] == [0, 0, 0, 1, 1]
+        assert [e.request_id for e in store.entries("me")] == ["run-4", "run-3", "run-2"]
+    with RunStore(tmp_path / "bytes.sqlite3", StoreLimits(max_runs=100, max_bytes=100_000)) as store:
+        big = [store.save("me", f"run-{i}", "p", "finished", 1, bundle(f"run-{i}", 80_000)) for i in range(4)]
+        assert [s.pruned for s in big] == [0, 0, 1, 1] and store.totals()[1] <= 100_000
+        assert [e.request_id for e in store.entries("me")] == ["run-3", "run-2"]
+        with pytest.raises(StoreError, match="more than the 0.0953674 MB the run store may hold: it was not saved"):
+            store.save("me", "run-huge", "p", "finished", 1, bundle("run-huge", 400_000))
+
+
+def test_the_default_file_is_in_the_users_data_directory(monkeypatch, tmp_path):
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path))
+    assert default_path() == tmp_path / "vllm-playground" / "runs.sqlite3"
+    monkeypatch.delenv("XDG_DATA_HOME")
+    assert default_path() == Path.home() / ".local" / "share" / "vllm-playground" / "runs.sqlite3"
+
+
+def damaged_store(path: Path) -> Path:
+    with RunStore(path) as store:
+        for i in range(40):
+            store.save("me", f"run-{i}", "p", "finished", 1, bundle(f"run-{i}", 3000))
+    raw = bytearray(path.read_bytes())
+    raw[len(raw) // 2: len(raw) // 2 + 4096] = b"\xff" * 4096  # a page in the middle overwritten
+    path.write_bytes(bytes(raw))
+    return path
+
+
+@pytest.mark.parametrize("make, message", [
+    (lambda p: p.write_text("these are my notes\n" * 100), "is not a run store: it is not a SQLite database"),
+    (lambda p: sqlite3.connect(p).executescript("CREATE TABLE photos (id, data);"),
+     "is a SQLite database of another program (tables: photos)"),
+    (lambda p: sqlite3.connect(p).executescript(f"PRAGMA application_id = {0x76706C67}; PRAGMA user_version = 9;"),
+     "was made by a newer playground (store version 9"),
+    (damaged_store, "is damaged"),
+    (lambda p: p.mkdir(), "is a folder, not a run store file"),
+])
+def test_a_file_that_is_not_a_run_store_is_refused_by_name_and_left_as_it_was(tmp_path, make, message):
+    path = tmp_path / "runs.sqlite3"
+    make(path)
+    before = path.read_bytes() if path.is_file() else None
+    with pytest.raises(StoreRefused, match=re.escape(message)) as refused:
+        RunStore(path)
+    assert str(path) in str(refused.value)
+    assert (path.read_bytes() if path.is_file() else None) == before
+
+
+def test_a_writer_killed_mid_write_leaves_every_committed_run_whole(tmp_path):
+    path = tmp_path / "runs.sqlite3"
+    RunStore(path).close()
+    process = writer(path, "killed", 10, 2**20, 3)  # its 4th save of a megabyte stops inside its transaction
+    lines = []
+    try:
+        while not lines or lines[-1] != "mid-write":
+            line = process.stdout.readline()
+            assert line, process.stderr.read()
+            lines.append(line.strip())
+        process.send_signal(signal.SIGKILL)
+        process.wait()
+    finally:
+        process.kill()
+    assert process.returncode == -signal.SIGKILL
+    committed = lines[:-1]
+    assert committed == ["killed-0", "killed-1", "killed-2"]
+    with sqlite3.connect(path) as db:
+        assert db.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+    assert set(every_run_whole(path)) == set(committed), "the run being written is absent, the others whole"
+    with RunStore(path) as store:  # and the store goes on
+        assert store.save("after", "run-after", "p", "finished", 1, "{}").new
+
+
+def test_eight_writers_at_once_all_find_their_runs(tmp_path):
+    path = tmp_path / "runs.sqlite3"  # made by whichever writer comes first
+    processes = [writer(path, f"client{k}", 4, 20_000) for k in range(8)]
+    for process in processes:
+        out, err = process.communicate(timeout=300)
+        assert process.returncode == 0, err
+        assert len(out.split()) == 4
+    found = every_run_whole(path)
+    assert sorted(found) == sorted(f"client{k}-{i}" for k in range(8) for i in range(4))
+    with RunStore(path) as store:
+        assert all(store.count(f"client{k}") == 4 for k in range(8))
+
+
+def test_a_full_database_refuses_the_run_with_a_sentence_and_keeps_the_others(tmp_path):
+    path = tmp_path / "runs.sqlite3"
+    with RunStore(path) as store:
+        kept = store.save("me", "run-1", "p", "finished", 1, bundle("run-1", 1000))
+        pages = store._db.execute("PRAGMA page_count").fetchone()[0]
+        store._db.execute(f"PRAGMA max_page_count = {pages + 2}")  # SQLite answers SQLITE_FULL past it
+        with pytest.raises(StoreFull, match=f"the run store is full \\({path}: database or disk is full\\): this run "
+                                            "was not saved"):
+            store.save("me", "run-2", "p", "finished", 1, bundle("run-2", 200_000))
+        assert [e.request_id for e in store.entries("me")] == ["run-1"] and store.load(kept.key)
+        store._db.execute("PRAGMA max_page_count = 1073741823")  # space again: saving works again
+        assert store.save("me", "run-2", "p", "finished", 1, bundle("run-2", 200_000)).new
