@@ -189,8 +189,9 @@ def test_stop_before_the_first_event_keeps_what_final_only_made(page, backend, h
     page.locator("#run-summary").get_by_text("stopped").wait_for(timeout=5_000)
     assert time.monotonic() - started < 10
     assert host.run(backend.num_unfinished()) == 0
+    # every sample kept its partial text (the cards are drawn at the next animation frame)
+    assert wait_until(lambda: all(t.strip() for t in columns(page, 8)), timeout=10), columns(page, 8)
     texts = columns(page, 8)
-    assert all(t.strip() for t in texts), texts  # every sample kept its partial text
     for i in range(8):
         assert "■ abort" in header(page, i)
     page.get_by_role("tab", name="Export").click()

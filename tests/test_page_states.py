@@ -15,7 +15,7 @@ import threading
 
 import gradio as gr
 import pytest
-from hypothesis import HealthCheck, settings
+from hypothesis import HealthCheck, Phase, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
@@ -111,10 +111,11 @@ class Tab:
             self.call(cancel(), 30)
 
     def wait(self, timeout: float = 120) -> None:
+        """Until the follower has ended, whichever way (a Stop or a closed tab cancels it)."""
         follower = self.follower
 
         async def done() -> None:
-            await follower
+            await asyncio.wait({follower})
 
         if follower is not None:
             self.call(done(), timeout)
@@ -206,6 +207,7 @@ def test_stop_then_run_and_a_closed_tab_then_a_new_one(page, loop, backend, host
 
 # --- random sequences of what a person does ---------------------------------------------------------
 
+NO_SHRINKING = (Phase.explicit, Phase.reuse, Phase.generate)
 PROMPTS = st.sampled_from([SHORT, "", PAST_THE_CONTEXT])
 
 
@@ -271,6 +273,8 @@ class Sessions(RuleBasedStateMachine):
 
 def test_any_sequence_of_run_stop_refusal_and_close_leaves_the_next_run_working(page, loop, backend, host):
     Sessions.page, Sessions.loop, Sessions.backend, Sessions.host = page, loop, backend, host
-    machine = settings(max_examples=6, stateful_step_count=6, deadline=None,
+    # No shrinking: each step drives the real engine, and shrinking a failure took over five minutes
+    # in CI; the failing sequence is printed as it was found.
+    machine = settings(max_examples=6, stateful_step_count=6, deadline=None, phases=NO_SHRINKING,
                        suppress_health_check=list(HealthCheck))(Sessions)
     machine.TestCase().runTest()

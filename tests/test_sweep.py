@@ -181,7 +181,8 @@ def test_sweep_tab_draws_a_saved_sweep_and_refuses_a_bad_one(tmp_path):
     assert sorted(asked) == ["run-0", "run-1", "run-2"]  # once per run for the chart, the table and the report
     assert [trace.name for trace in update[tab.chart].data] == ["distinct_samples", "vendi"]
     assert "temperature=1.5" in update[tab.grid] and update[tab.status].startswith("✔ finished · 3 of 3")
-    assert Path(update[tab.report]).read_text(encoding="utf-8").count("Plotly.newPlot(") == 4
+    # the chart, then each run's divergence tree and sample graph
+    assert Path(update[tab.report]).read_text(encoding="utf-8").count("Plotly.newPlot(") == 1 + 2 * 3
     assert len(Path(update[tab.bundles]).read_text(encoding="utf-8").splitlines()) == 3
     assert sweep_tab.show(tab, tmp_path, sweep_runs()[:1], stopped=True)[tab.status].startswith("■ stopped · 1 of 3")
     # Answers read another way redraw the runs at hand: the majority's vote share joins the chart.

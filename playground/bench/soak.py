@@ -73,8 +73,11 @@ class Tally:
         self.tokens, self.finish = [0] * self.n, [None] * self.n
 
     def observe(self, observation) -> None:
+        """A DELTA output holds its new tokens; a CUMULATIVE one all of them, or (when noted in
+        ``observation.additions``) what it added to the ``before`` tokens of its index."""
         for out in observation.event.outputs if observation.event is not None else []:
-            self.tokens[out.index] = self.tokens[out.index] + len(out.token_ids) if self.delta else len(out.token_ids)
+            before = self.tokens[out.index] if self.delta else observation.additions.get(out.index, (0, 0))[0]
+            self.tokens[out.index] = before + len(out.token_ids)
             self.finish[out.index] = out.finish_reason or self.finish[out.index]
 
 

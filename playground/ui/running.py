@@ -138,7 +138,8 @@ async def stop(page: Page, action: Action | None, current: Run | None, history: 
     run = live_run.run
     if current is not None and current.request.get("request_id") == run.request.get("request_id"):
         return {}  # it had finished and is on screen already
-    return await show(page, run, history, session, selected, settings)
+    # Stop cancelled the stream's event: a message it had made may never have been sent.
+    return await show(page, run, history, session, selected, settings, reset=True)
 
 
 async def follow_all(action: Action | None, backend, together: bool = True,

@@ -30,10 +30,12 @@ def figures_every(n: int) -> float:
 
 
 async def show(page: Page, run: Run, history: list | None, session, selected: str | None,
-               settings: dict | None = None) -> dict:
+               settings: dict | None = None, reset: bool = False) -> dict:
     """Everything for a finished run, and the run remembered in the session's history.
-    ``selected``: the tab on screen; ``settings``: the panels' controls as the handler received them."""
-    return await asyncio.to_thread(_show, page, run, history, session, selected, settings or {})
+    ``selected``: the tab on screen; ``settings``: the panels' controls as the handler received them;
+    ``reset``: send the samples area the whole run, not what it lacks (after a cancelled stream,
+    whose last message may never have reached the browser)."""
+    return await asyncio.to_thread(_show, page, run, history, session, selected, settings or {}, reset)
 
 
 async def opened(page: Page, run: Run | None, evt: gr.SelectData, **settings) -> dict:
@@ -52,10 +54,11 @@ def _panels(page: Page, run: Run, selected: str | None, settings: dict, live: bo
     return update
 
 
-def _show(page: Page, run: Run, history: list | None, session, selected: str | None, settings: dict) -> dict:
+def _show(page: Page, run: Run, history: list | None, session, selected: str | None, settings: dict,
+          reset: bool = False) -> dict:
     history = remember(history or [], run)
     update = {
-        **page.samples.show(session, run),
+        **page.samples.show(session, run, force=reset),
         page.summary: views.run_summary(run),
         page.status: views.engine_status(page.backend.info(), run),
         page.current: run,
