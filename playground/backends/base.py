@@ -146,6 +146,9 @@ async def start(backend: Backend, request: SampleRequest, labels: dict[str, Any]
     """Check ``request`` (nothing reaches the tokenizer or the server unchecked), render its
     prompt (awaited: a slow server must not hold up the event loop), and begin its Recording."""
     admit(backend, request)
+    if (resolve := getattr(backend, "resolve", None)) is not None:  # a replay serves a recorded run's request
+        request, labels = resolve(request, labels)
+        admit(backend, request)
     rendered = await backend.render(request.prompt, request.use_chat_template)
     prepared = prepare(backend.limits, request, rendered)
     prepared.labels = dict(labels or {})
