@@ -16,6 +16,7 @@ from playground.commands.cli import (
     create_remote_backend,
     positive_int,
 )
+from playground.commands.replaying import add_replay_flags, replay_backend
 from playground.errors import PlaygroundError
 
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
@@ -44,6 +45,7 @@ def add_serve_flags(group) -> None:
                             "the Set tab may group samples by meaning with. Off by default; loaded on first use, "
                             "never downloaded.")
     add_remote_flags(group)
+    add_replay_flags(group)
 
 
 def parse_auth(value: str | None) -> tuple[str, str] | None:
@@ -99,7 +101,12 @@ def main(argv: list[str]) -> int:
               "engine. Pass --auth user:password (or set PLAYGROUND_AUTH).", file=sys.stderr)
     clock.phase("python and vLLM imports")
 
-    if args.backend == "openai":
+    if args.replay:
+        backend = replay_backend(args, parser.parser)
+        from playground.ui import build_app, launch_app
+
+        clock.phase("runs read and Gradio imports (no engine)")
+    elif args.backend == "openai":
         from playground.ui import build_app, launch_app
 
         try:
