@@ -120,7 +120,7 @@ class ReplayBackend:
     """The Backend protocol over recorded runs (see the module docstring)."""
 
     def __init__(self, library: Library, pace: Pace | None = None, max_n: int = DEFAULT_MAX_N,
-                 clock: Clock | None = None, report: Callable[[Played], None] | None = None):
+                 clock: Clock | None = None, report: Callable[[Played], None] | None = None, note: str | None = None):
         self.library = library
         self.pace = pace or Pace()
         self.clock = clock or Clock()
@@ -132,10 +132,10 @@ class ReplayBackend:
         engine = library.runs[0].engine
         self._info = {
             "backend": "replay", "model": engine.get("model", "?"), "vllm_version": engine.get("vllm_version", "?"),
-            "device": f"replay of {library.name} at {self.pace.label}", "max_model_len": self.limits.max_model_len,
+            "device": f"replay of {library.name}", "max_model_len": self.limits.max_model_len,
             "max_logprobs": self.limits.max_logprobs,
             "has_chat_template": any(run.request.get("use_chat_template") for run in library.runs),
-            "note": f"no engine: {RUN_RULE}",
+            "note": note,  # what the page says of the replay (an app that serves saved runs: what Run does)
         }
 
     @classmethod

@@ -29,7 +29,7 @@ def replay_backend(args, parser: argparse.ArgumentParser):
     """The ReplayBackend the flags ask for; a usage error (exit 2) with the reader's sentence for a
     file that cannot be replayed or a pace that is not one."""
     from playground.backends.pace import Pace
-    from playground.backends.replay import ReplayBackend
+    from playground.backends.replay import RUN_RULE, ReplayBackend
     from playground.backends.replay_library import Library
 
     if args.backend != "embedded":
@@ -40,7 +40,8 @@ def replay_backend(args, parser: argparse.ArgumentParser):
     except (InvalidBundle, InvalidRequest) as e:
         parser.error(f"--replay: {e}")
     print(f"replaying {library.name}: {len(library.by_id)} run(s) at {pace.label}; no engine", file=sys.stderr)
-    return ReplayBackend(library, pace, max_n=args.max_n, report=_say)
+    return ReplayBackend(library, pace, max_n=args.max_n, report=_say,
+                         note=f"saved runs replayed at {pace.label}: {RUN_RULE}")
 
 
 def _say(played) -> None:

@@ -27,6 +27,7 @@ from playground.ui import (
     history_tab,
     panels,
     qa_tab,
+    replay_action,
     repro_tab,
     running,
     set_tab,
@@ -151,10 +152,11 @@ def build_app(backend, sync_runner=None, embedding_model: str | None = None,
         run_event = started.success(stream, [page.live, *page.inputs()], page.outputs(), inputs_kwargs=shows,
                                     concurrency_id="sampling", show_progress_on=[summary], api_visibility="private")
         branch_event = branch_tab.connect(branch, page, page.outputs(), stream, set_)
+        replay_event = replay_action.connect(history.replay, page, history.pick)
         # Stop ends the session's LiveRun itself; cancelling the event also takes a queued run off the queue.
         stop_btn.click(partial(running.stop, page), [page.live, page.current, *page.inputs()], page.outputs(),
-                       inputs_kwargs=shows, cancels=[run_event, branch_event], queue=False, show_progress="hidden",
-                       api_visibility="private")
+                       inputs_kwargs=shows, cancels=[run_event, branch_event, replay_event], queue=False,
+                       show_progress="hidden", api_visibility="private")
         # A sample picked in the samples area becomes the Diff tab's reference.
         samples.html.select(picked_reference, None, reference, api_visibility="private")
         for trigger in (reference.change, diff_samples.submit):

@@ -21,7 +21,7 @@ from playground import analysis
 from playground.bundles import DEFAULT_LIMITS, ReadLimits, read_runs
 from playground.errors import InvalidBundle
 from playground.run import Run
-from playground.ui import compare_tab, sweep_tab
+from playground.ui import compare_tab, replay_action, sweep_tab
 from playground.ui.compare_tab import CompareTab
 from playground.ui.page import HISTORY_SIZE
 from playground.ui.showing import remember, show
@@ -58,6 +58,7 @@ class HistoryTab:
     upload: gr.File
     opened: gr.Markdown
     limits: ReadLimits = DEFAULT_LIMITS
+    replay: replay_action.ReplayControls | None = None  # Replay the run picked (connected by app.py: Stop cancels it)
 
 
 def declare(limits: ReadLimits = DEFAULT_LIMITS) -> HistoryTab:
@@ -65,10 +66,11 @@ def declare(limits: ReadLimits = DEFAULT_LIMITS) -> HistoryTab:
     with gr.Tab("History", id="history"):
         pick = gr.Dropdown(choices=[], label="Runs of this browser session", type="index", elem_id="history-pick")
         reopen_btn = gr.Button("Open", elem_id="reopen")
+        replay = replay_action.declare()
         note_ = gr.Markdown(elem_id="history-note")
         upload = gr.File(label=LABEL, file_types=[".json", ".jsonl"], type="filepath", elem_id="upload-runs")
         opened = gr.Markdown(elem_id="upload-note")
-    return HistoryTab(pick, reopen_btn, note_, upload, opened, limits)
+    return HistoryTab(pick, reopen_btn, note_, upload, opened, limits, replay)
 
 
 def connect(tab: HistoryTab, page, sweep: SweepTab, compare: CompareTab) -> None:

@@ -65,6 +65,7 @@ def _seed_note(run: Run) -> str:
 def engine_status(info: dict, last_run: Run | None = None) -> str:
     """The model, the device, whether the engine is up, and the last run's prefix-cache hits."""
     up = ("● restarting the engine" if info.get("restarting") else
+          "⟲ a replay: no engine samples it" if info.get("backend") == "replay" else
           "● engine up" if info.get("up", True) else "✖ engine down")
     where = info.get("base_url") or info.get("device", "")
     parts = [f"**{_short(info.get('model', '?'))}**", where,

@@ -1,0 +1,88 @@
+"""History's Replay: a run of the session's history (or of an opened file) streams again as it
+streamed, at its recorded pace or faster, into the samples area and every live panel.
+
+The replay is a run of its own (its record says ``replay: {of, pace}``, so the summary, History,
+Compare and exports name it), recorded through the same seam as an engine's run: a
+``ReplayBackend`` over the one run, followed by the page's own run handler (``running.stream``) as
+a branch is. Stop ends it as it ends any run: aborted, each sample's tokens so far kept. The
+engine is not touched.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from functools import partial
+
+import gradio as gr
+
+from playground.backends.pace import Pace
+from playground.backends.replay import ReplayBackend
+from playground.backends.replay_library import check_replayable, source_request
+from playground.errors import InvalidBundle, InvalidRequest
+from playground.run import Run
+from playground.ui import running
+from playground.ui.live import LiveRun
+from playground.ui.page import Page
+
+SPEEDS = ["recorded", "x2", "x4", "x10", "x100", "1000 tok/s", "10000 tok/s"]
+
+
+@dataclass
+class ReplayControls:
+    pace: gr.Dropdown
+    button: gr.Button
+
+
+def declare() -> ReplayControls:
+    """The controls, declared in the current layout (the History tab)."""
+    with gr.Row():
+        pace = gr.Dropdown(SPEEDS, value="recorded", allow_custom_value=True, label="Replay speed",
+                           info="recorded, a speed-up like x4, or a rate like 10000 tok/s", elem_id="replay-pace")
+        button = gr.Button("Replay the run picked above", elem_id="replay")
+    return ReplayControls(pace, button)
+
+
+def connect(controls: ReplayControls, page: Page, pick: gr.Dropdown) -> gr.events.Dependency:
+    """Replay's two steps, as Run's: checked outside the queue, then streamed. Returns the stream's
+    event (Stop cancels it)."""
+    started = controls.button.click(partial(begin, page), [page.live, page.history, pick, controls.pace],
+                                    [page.live, page.summary], queue=False, show_progress="hidden",
+                                    api_visibility="private")
+    return started.success(partial(stream, page), [page.live, *page.inputs()], page.outputs(),
+                           inputs_kwargs=page.controls(), concurrency_id="sampling", show_progress_on=[page.summary],
+                           api_visibility="private")
+
+
+def begin(page: Page, live_run: LiveRun | None, history: list | None, index, pace_text: str | None) -> dict:
+    """The picked run and the speed, checked, become this session's LiveRun (gr.Error: nothing changes)."""
+    if live_run is not None and live_run.going:
+        raise gr.Error(running.BUSY)
+    if not history or index is None or not 0 <= int(index) < len(history):
+        raise gr.Error("Pick a run from the list first: Replay streams it again.")
+    source: Run = history[int(index)]
+    try:
+        pace = Pace.parse(pace_text)
+        check_replayable(source)
+    except InvalidRequest as e:
+        raise gr.Error(str(e)) from None
+    except InvalidBundle as e:
+        raise gr.Error(f"Run {source.request.get('request_id')} cannot be replayed: {e}.") from None
+    request, _ = source_request(source)
+    rid = source.request.get("request_id")
+    live = LiveRun(request, labels={"replay": {"of": rid, "pace": pace.label}})
+    return {page.live: live, page.summary: f"⏳ replaying `{rid}` at {pace.label}…"}
+
+
+async def stream(page: Page, live_run: LiveRun | None, history: list | None, session, selected: str | None,
+                 **settings):
+    """The page's run handler, on a ReplayBackend over the run the LiveRun replays."""
+    of = ((live_run.labels or {}).get("replay") or {}).get("of") if live_run is not None else None
+    source = next((run for run in history or [] if run.request.get("request_id") == of), None)
+    if source is None:  # stopped before it started, or the run left the history meanwhile
+        yield {page.summary: gr.skip()}
+        return
+    backend = ReplayBackend.of([source], name=f"run {of}", max_n=page.backend.limits.max_n)
+    replaying = dataclasses.replace(page, backend=backend)
+    async for update in running.stream(replaying, live_run, history, session, selected, **settings):
+        yield update
