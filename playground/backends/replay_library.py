@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from playground.backends.synthetic import synthetic_run
 from playground.bundles import DEFAULT_LIMITS, ReadLimits, read_runs
 from playground.errors import InvalidBundle
-from playground.request import SETTINGS, SampleRequest
+from playground.request import SETTINGS, Limits, SampleRequest
 from playground.run import Run
 
 SYNTHETIC = re.compile(r"^synthetic:(\d+)x(\d+)$")
@@ -83,11 +83,12 @@ class Library:
 
     @property
     def max_model_len(self) -> int:
-        """A context every run fits: the engine's it was recorded on, else its prompt and tokens."""
-        return max(max(run.engine.get("max_model_len") or 0,
+        """A context every run fits (the engine's it was recorded on, else its prompt and tokens) and
+        the form's requests too (at least the usual context: a request only picks a run)."""
+        return max(Limits().max_model_len, *(max(run.engine.get("max_model_len") or 0,
                        len(run.request.get("prompt_token_ids") or [])
                        + len(run.request.get("prefix_token_ids") or []) + int(run.request.get("max_tokens") or 0) + 1)
-                   for run in self.runs)
+                   for run in self.runs))
 
     @property
     def max_logprobs(self) -> int:
