@@ -6,6 +6,10 @@ Compare and exports name it), recorded through the same seam as an engine's run:
 ``ReplayBackend`` over the one run, followed by the page's own run handler (``running.stream``) as
 a branch is. Stop ends it as it ends any run: aborted, each sample's tokens so far kept. The
 engine is not touched.
+
+A refusal (no run picked, a speed that is not one, a run with nothing to replay, a run still going)
+is written beside the button rather than raised: Gradio 6.31 shows no toast for an error of an
+event outside the queue (the browser gets an HTTP 500 and the page only says "Error").
 """
 
 from __future__ import annotations
@@ -32,6 +36,7 @@ SPEEDS = ["recorded", "x2", "x4", "x10", "x100", "1000 tok/s", "10000 tok/s"]
 class ReplayControls:
     pace: gr.Dropdown
     button: gr.Button
+    note: gr.Markdown  # what Replay did, or why it did not
 
 
 def declare() -> ReplayControls:
@@ -40,46 +45,51 @@ def declare() -> ReplayControls:
         pace = gr.Dropdown(SPEEDS, value="recorded", allow_custom_value=True, label="Replay speed",
                            info="recorded, a speed-up like x4, or a rate like 10000 tok/s", elem_id="replay-pace")
         button = gr.Button("Replay the run picked above", elem_id="replay")
-    return ReplayControls(pace, button)
+    note = gr.Markdown(elem_id="replay-note")
+    return ReplayControls(pace, button, note)
 
 
 def connect(controls: ReplayControls, page: Page, pick: gr.Dropdown) -> gr.events.Dependency:
     """Replay's two steps, as Run's: checked outside the queue, then streamed. Returns the stream's
     event (Stop cancels it)."""
-    started = controls.button.click(partial(begin, page), [page.live, page.history, pick, controls.pace],
-                                    [page.live, page.summary], queue=False, show_progress="hidden",
+    started = controls.button.click(partial(begin, page, controls), [page.live, page.history, pick, controls.pace],
+                                    [page.live, page.summary, controls.note], queue=False, show_progress="hidden",
                                     api_visibility="private")
     return started.success(partial(stream, page), [page.live, *page.inputs()], page.outputs(),
                            inputs_kwargs=page.controls(), concurrency_id="sampling", show_progress_on=[page.summary],
                            api_visibility="private")
 
 
-def begin(page: Page, live_run: LiveRun | None, history: list | None, index, pace_text: str | None) -> dict:
-    """The picked run and the speed, checked, become this session's LiveRun (gr.Error: nothing changes)."""
+def begin(page: Page, controls: ReplayControls, live_run: LiveRun | None, history: list | None, index,
+          pace_text: str | None) -> dict:
+    """The picked run and the speed, checked, become this session's LiveRun; a refusal is the
+    note's, and nothing else changes."""
     if live_run is not None and live_run.going:
-        raise gr.Error(running.BUSY)
+        return {controls.note: f"⚠️ {running.BUSY}"}
     if not history or index is None or not 0 <= int(index) < len(history):
-        raise gr.Error("Pick a run from the list first: Replay streams it again.")
+        return {controls.note: "⚠️ Pick a run from the list first: Replay streams it again."}
     source: Run = history[int(index)]
+    rid = source.request.get("request_id")
     try:
         pace = Pace.parse(pace_text)
         check_replayable(source)
     except InvalidRequest as e:
-        raise gr.Error(str(e)) from None
+        return {controls.note: f"⚠️ {e}"}
     except InvalidBundle as e:
-        raise gr.Error(f"Run {source.request.get('request_id')} cannot be replayed: {e}.") from None
+        return {controls.note: f"⚠️ Run `{rid}` cannot be replayed: {e}."}
     request, _ = source_request(source)
-    rid = source.request.get("request_id")
     live = LiveRun(request, labels={"replay": {"of": rid, "pace": pace.label}})
-    return {page.live: live, page.summary: f"⏳ replaying `{rid}` at {pace.label}…"}
+    return {page.live: live, page.summary: f"⏳ replaying `{rid}` at {pace.label}…",
+            controls.note: f"Replaying `{rid}` at {pace.label}: it streams in the samples area above (Stop ends it)."}
 
 
 async def stream(page: Page, live_run: LiveRun | None, history: list | None, session, selected: str | None,
                  **settings):
     """The page's run handler, on a ReplayBackend over the run the LiveRun replays."""
-    of = ((live_run.labels or {}).get("replay") or {}).get("of") if live_run is not None else None
+    fresh = live_run is not None and not live_run.stopped and live_run.run is None  # not a run Replay refused
+    of = ((live_run.labels or {}).get("replay") or {}).get("of") if fresh else None
     source = next((run for run in history or [] if run.request.get("request_id") == of), None)
-    if source is None:  # stopped before it started, or the run left the history meanwhile
+    if source is None:  # refused, stopped before it started, or the run left the history meanwhile
         yield {page.summary: gr.skip()}
         return
     backend = ReplayBackend.of([source], name=f"run {of}", max_n=page.backend.limits.max_n)
