@@ -158,10 +158,15 @@ def page_run(browser, url: str, form: dict[str, Any], tokens: int, timeout: floa
     """One run on a fresh page with ``form`` set (prompt, n, and optionally seed, max_tokens,
     ignore_eos, output_kind, mode, logprobs, use_chat_template): the page's own figures, and the
     wall-clock time it painted the end: the summary said finished and all ``tokens`` showed."""
+    from playground.ui.app import plotly_preload_js
+
     page = browser.new_page(viewport={"width": 1400, "height": 1000})
     try:
         page.goto(url)
         fill(page, form)
+        if plotly_preload_js():  # the page's plotly preload is in (a person types for longer than this)
+            page.wait_for_function("() => window.__plotlyReady === true || window.__plotlyReady === null",
+                                   timeout=60_000)
         page.evaluate(COMPLETE, tokens)
         page.evaluate(WATCH, "summary")
         page.wait_for_function("() => window.__watch.done && window.__complete !== null", timeout=timeout * 1000,
