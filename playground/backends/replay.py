@@ -107,7 +107,7 @@ class Played:
     due_s: float  # when its last event was due, seconds after the start
     last_s: float  # when its last event was emitted
     late_s: float  # the most any event was emitted after it was due
-    aborted: bool
+    aborted: bool  # stopped, or closed by its consumer, before its last event
 
     def line(self) -> str:
         how = "stopped" if self.aborted else "played"
@@ -225,7 +225,8 @@ class ReplayBackend:
             self._flights.pop(prepared.request_id, None)
             if self.report is not None and due:
                 self.report(Played(prepared.request_id, str(replay.get("of")), pace.label, emitted,
-                                   sum(flight.told), started, due[-1], last, late, flight.stop.done()))
+                                   sum(flight.told), started, due[-1], last, late,
+                                   flight.stop.done() or emitted < len(due)))
 
     def _emitted(self, source: Run, script: Script, k: int, event: Event, now: float, request_id: str, warp: Warp,
                  start: float, flight: Flight) -> Observation:
