@@ -60,6 +60,9 @@ function receive(text) {
   const started = performance.now();
   try { m = JSON.parse(text); } catch (e) { return; }
   if (!m || typeof m.s !== 'number') return;
+  // Two events (a run's stream and Stop, say) may deliver their messages out of order: one older
+  // than what the area holds is stale, and a stale reset would wipe a newer run.
+  if (m.s <= seq) return;
   stats.messages++; stats.bytes += text.length;  // characters of JSON: bytes, but for non-ASCII text
   if (m.k === 'r') reset(m);
   else if (m.k === 'v') { chosenView = m.v; setView(m.v); }

@@ -70,6 +70,23 @@ class Logprobs(Sequence[TokenLogprob]):
             start, end = starts[p], ends[p]
             self.add(ids[start], values[start], ranks[start] or NO_RANK, ids[start + 1:end], values[start + 1:end])
 
+    def add_from(self, other: Logprobs, first: int, count: int) -> None:
+        """``count`` positions from ``first`` of another sample's arrays, with their texts (a
+        replay of a recorded run streams them again without making an object per position)."""
+        stop = first + count
+        start, end = other.starts[first], other.starts[stop]
+        base = self.starts[-1] - start
+        self.ids.extend(other.ids[first:stop])
+        self.sampled.extend(other.sampled[first:stop])
+        self.rank.extend(other.rank[first:stop])
+        self.top_ids.extend(other.top_ids[start:end])
+        self.top_values.extend(other.top_values[start:end])
+        self.starts.extend(s + base for s in other.starts[first + 1:stop + 1])
+        texts, theirs = self.texts, other.texts
+        for token_id in (*other.ids[first:stop], *other.top_ids[start:end]):
+            if token_id not in texts and token_id in theirs:
+                texts[token_id] = theirs[token_id]
+
     @classmethod
     def of(cls, positions: Sequence[TokenLogprob], texts: dict[int, str]) -> Logprobs | None:
         """TokenLogprobs in arrays, when they fit them exactly (a sampled token with a logprob

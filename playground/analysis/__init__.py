@@ -117,6 +117,7 @@ from playground.analysis.meaning import (
     cosine_matrix,
     meaning_clusters,
 )
+from playground.analysis.replays import replay_label, replayed_from
 from playground.analysis.report import (
     comparison_report,
     report_for,
@@ -274,6 +275,8 @@ __all__ = [
     "prefix_order",
     "read_answers",
     "read_reference",
+    "replay_label",
+    "replayed_from",
     "report_for",
     "run_measures",
     "run_report",

@@ -155,6 +155,9 @@ async def plan_request(backend: Backend, request: SampleRequest, labels: dict[st
     prompt (awaited: a slow server must not hold up the event loop), and plan it: everything
     before the engine. InvalidRequest names what cannot run."""
     request = admit(backend, request)
+    if (resolve := getattr(backend, "resolve", None)) is not None:  # a replay serves a recorded run's request
+        request, labels = resolve(request, labels)
+        request = admit(backend, request)
     rendered = await backend.render(request.prompt, request.use_chat_template)
     prepared = prepare(backend.limits, request, rendered)
     prepared.labels = dict(labels or {})

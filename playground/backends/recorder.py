@@ -145,7 +145,10 @@ class RunRecorder:
             have = len(sample.logprobs)
             # A CUMULATIVE output's arrays hold every position so far (and vLLM's may have grown
             # since): the new positions are the ones after what the sample has, one per new token.
-            sample.logprobs.add_flat(flat, first if self.delta else have, new)
+            if isinstance(flat, Logprobs):  # a recorded sample's arrays (a replay)
+                sample.logprobs.add_from(flat, first if self.delta else have, new)
+            else:
+                sample.logprobs.add_flat(flat, first if self.delta else have, new)
             if self._text is not None:
                 table, text = self.table, self._text
                 for token_id in sample.logprobs.ids_from(have):

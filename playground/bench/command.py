@@ -188,6 +188,9 @@ def add_bench_flags(group) -> None:
     from playground.commands.cli import add_max_n_flag
 
     add_max_n_flag(group, "call of the soak")
+    from playground.bench.gpu import add_gpu_flags
+
+    add_gpu_flags(group)
 
 
 def settings_from_args(args) -> Settings:
@@ -212,13 +215,14 @@ def main(argv: list[str] | None = None) -> int:
     if args.soak is not None:
         return soak(args, engine_kwargs)
     settings = settings_from_args(args)
+    if args.paced or args.cpu_per_token:  # the app where a GPU would put it (playground.bench.gpu)
+        from playground.bench import gpu
+
+        _check_baseline(parser, args.baseline)
+        return gpu.run(args, engine_kwargs)
     if max(settings.ns) > 256:
         parser.parser.error("--n: at most 256")
-    if args.baseline is not None:  # now, not after minutes of measuring
-        try:
-            json.loads(args.baseline.read_text())
-        except (OSError, ValueError) as e:
-            parser.parser.error(f"--baseline {args.baseline}: not a results.json ({e})")
+    _check_baseline(parser, args.baseline)
 
     from playground.backends.embedded import EmbeddedBackend
     from playground.backends.resources import Workload
@@ -253,6 +257,15 @@ def main(argv: list[str] | None = None) -> int:
     report.environment["total_s"] = time.monotonic() - started
     publish(report, args.out, "quick" if args.quick else "bench", baseline=args.baseline)
     return exits.INTERRUPTED if report.interrupted else exits.OK
+
+
+def _check_baseline(parser, baseline: Path | None) -> None:
+    """A --baseline that cannot be read is said now, not after minutes of measuring."""
+    if baseline is not None:
+        try:
+            json.loads(baseline.read_text())
+        except (OSError, ValueError) as e:
+            parser.parser.error(f"--baseline {baseline}: not a results.json ({e})")
 
 
 def soak(args, engine_kwargs: dict) -> int:

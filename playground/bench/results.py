@@ -367,6 +367,7 @@ def comparable(document: dict[str, Any]) -> dict[str, float]:
     for bundle in environment.get("bundles") or []:
         top = ", top-k" if bundle.get("logprobs") else ""
         figures[f"bundle bytes/token, {bundle['output_kind']} n={bundle['n']}{top}"] = bundle.get("bytes_per_token")
+    figures.update(document.get("figures") or {})  # named figures as they are (--paced, --cpu-per-token)
     return {name: float(value) for name, value in figures.items() if isinstance(value, int | float)}
 
 

@@ -18,6 +18,7 @@ from playground.commands.cli import (
     positive_int,
 )
 from playground.commands.exits import USAGE
+from playground.commands.replaying import add_replay_flags, replay_backend
 from playground.errors import PlaygroundError
 from playground.store import RunStore, StoreError, StoreLimits, default_path
 
@@ -58,6 +59,7 @@ def add_serve_flags(group) -> None:
                        metavar="MB", help=f"Megabytes of (compressed) runs the store keeps (default "
                                           f"{limits.max_bytes >> 20}).")
     add_remote_flags(group)
+    add_replay_flags(group)
 
 
 def open_store(args) -> RunStore | None:
@@ -134,7 +136,12 @@ def main(argv: list[str]) -> int:
         print(e, file=sys.stderr)
         return USAGE
 
-    if args.backend == "openai":
+    if args.replay:
+        backend = replay_backend(args, parser.parser)
+        from playground.ui import build_app, launch_app
+
+        clock.phase("runs read and Gradio imports (no engine)")
+    elif args.backend == "openai":
         from playground.ui import build_app, launch_app
 
         try:

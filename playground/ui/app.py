@@ -30,6 +30,7 @@ from playground.ui import (
     links,
     panels,
     qa_tab,
+    replay_action,
     repro_tab,
     running,
     saved_runs,
@@ -187,11 +188,12 @@ def build_app(backend, sync_runner=None, embedding_model: str | None = None,
         run_btn.click(None, None, None, js=SHOW_SAMPLES_JS)
         branch_event = branch_tab.connect(branch, page, page.outputs(), stream, set_)
         branch.branch_btn.click(None, None, None, js=SHOW_SAMPLES_JS)
+        replay_event = replay_action.connect(history.replay, page, history.pick)
         # Stop ends the session's action itself (any button's); cancelling the event also takes a queued
         # run off the queue.
         stop_btn.click(partial(running.stop, page), [page.live, page.current, *page.inputs()], page.outputs(),
-                       inputs_kwargs=shows, cancels=[run_event, branch_event], queue=False, show_progress="hidden",
-                       api_visibility="private")
+                       inputs_kwargs=shows, cancels=[run_event, branch_event, replay_event], queue=False,
+                       show_progress="hidden", api_visibility="private")
         # A sample picked in the samples area becomes the Diff tab's reference.
         samples.html.select(picked_reference, None, reference, api_visibility="private")
         for trigger in (reference.change, diff_samples.submit):

@@ -23,7 +23,7 @@ from playground.bundles import DEFAULT_LIMITS, ReadLimits, read_runs
 from playground.errors import InvalidBundle
 from playground.run import Run
 from playground.store import RunStore
-from playground.ui import compare_tab, saved_runs, sweep_tab
+from playground.ui import compare_tab, replay_action, saved_runs, sweep_tab
 from playground.ui.compare_tab import CompareTab
 from playground.ui.page import HISTORY_SIZE
 from playground.ui.saved_runs import SavedRuns
@@ -62,6 +62,7 @@ class HistoryTab:
     opened: gr.Markdown
     saved: SavedRuns
     limits: ReadLimits = DEFAULT_LIMITS
+    replay: replay_action.ReplayControls | None = None  # Replay the run picked (connected by app.py: Stop cancels it)
 
 
 def declare(limits: ReadLimits = DEFAULT_LIMITS, store: RunStore | None = None) -> HistoryTab:
@@ -70,10 +71,11 @@ def declare(limits: ReadLimits = DEFAULT_LIMITS, store: RunStore | None = None) 
         saved = saved_runs.declare(store)
         pick = gr.Dropdown(choices=[], label="Runs of this browser session", type="index", elem_id="history-pick")
         reopen_btn = gr.Button("Open", elem_id="reopen")
+        replay = replay_action.declare()
         note_ = gr.Markdown(elem_id="history-note")
         upload = gr.File(label=LABEL, file_types=[".json", ".jsonl"], type="filepath", elem_id="upload-runs")
         opened = gr.Markdown(elem_id="upload-note")
-    return HistoryTab(pick, reopen_btn, note_, upload, opened, saved, limits)
+    return HistoryTab(pick, reopen_btn, note_, upload, opened, saved, limits, replay)
 
 
 def connect(tab: HistoryTab, page, sweep: SweepTab, compare: CompareTab) -> None:

@@ -45,6 +45,9 @@ class MatrixPaths:
     async def get(self, progress=None) -> list[qa.SamplingPath]:
         if self._paths is not None:
             return self._paths
+        if self.backend.info().get("backend") == "replay":  # python app.py --replay: nothing to check or start
+            raise gr.Error("The QA matrix checks an engine, and this app replays saved runs without one: start "
+                           "python app.py without --replay to run it.")
         remote = self.backend.info().get("backend") == "openai"
         paths = qa.backend_paths(self.backend, "remote" if remote else "async")
         if self.sync_runner is None and not remote:

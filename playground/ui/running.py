@@ -130,7 +130,7 @@ async def stop(page: Page, action: Action | None, current: Run | None, history: 
         return {}
     if action.going:
         await action.stop_and_wait()
-    if action.name not in ("Run", "Branch"):
+    if action.name not in ("Run", "Branch", "Replay"):
         return {}
     live_run = action.runs[0]
     if live_run.run is None:  # stopped before it started: nothing reached the engine

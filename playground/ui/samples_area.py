@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import threading
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -80,6 +81,10 @@ class SamplesSession:
         self.acked_at: list[tuple[float, int]] = []  # (monotonic time, number painted) per ack
         self._loop: asyncio.AbstractEventLoop | None = None
         self._wake: asyncio.Event | None = None
+        # Two handlers of one session (a run's stream and Stop, each drawing in a thread) may make
+        # messages at once: each is made whole and numbered under this lock, so the browser can
+        # drop one that arrives after a newer one (samples.js).
+        self._making = threading.RLock()
 
     def __deepcopy__(self, memo) -> SamplesSession:
         return SamplesSession(self.window)  # each browser session starts afresh
@@ -89,6 +94,10 @@ class SamplesSession:
     def show(self, run: Run, view: str | None = None) -> str:
         """A reset: the whole run at once (a finished or opened run, or a stream's first message);
         ``view``: show it in this view (else the one on screen, or "auto" by n)."""
+        with self._making:
+            return self._show(run, view)
+
+    def _show(self, run: Run, view: str | None) -> str:
         if view is not None and view not in VIEWS:
             raise ValueError(f"view must be one of {VIEWS}, got {view!r}")
         if self.feed is None or not self.feed.matches(run):
@@ -103,15 +112,17 @@ class SamplesSession:
     def update(self, run: Run) -> str | None:
         """The next message for a run in flight: a delta of what changed since the last message
         (a reset when the browser has another run or asked for one); None when nothing changed."""
-        if self.feed is None or not self.feed.matches(run) or self.need_reset:
-            return self.show(run)
-        message = self.feed.delta(run, self.seq + 1)
-        return None if message is None else self._send(message)
+        with self._making:
+            if self.feed is None or not self.feed.matches(run) or self.need_reset:
+                return self._show(run, None)
+            message = self.feed.delta(run, self.seq + 1)
+            return None if message is None else self._send(message)
 
     def switch(self, view: str) -> str:
         if view not in VIEWS:
             raise ValueError(f"view must be one of {VIEWS}, got {view!r}")
-        return self._send({"k": "v", "s": self.seq + 1, "v": view})
+        with self._making:
+            return self._send({"k": "v", "s": self.seq + 1, "v": view})
 
     def _send(self, message: dict) -> str:
         self.seq = message["s"]

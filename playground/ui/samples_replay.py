@@ -1,88 +1,21 @@
-"""Runs to feed the samples area without an engine: a synthetic run, a replay of any Run at the pace
-its tokens arrived, and a minimal page with the component (the harness and its browser test use it).
-
-A synthetic run looks like a sampled one where the samples area cares: samples share prefixes of
-varied length (a random tree of continuations), a tenth stop early, and every token has a
-log-probability and a top-k whose probabilities add up to at most 1. Token times follow an engine
-that gives every unfinished sample one token per step, the first after ``first_s``.
+"""Runs to feed the samples area without an engine: a replay of any Run at the pace its tokens
+arrived, and a minimal page with the component (the harness and its browser test use it). The
+synthetic runs it plays are made below the UI (``playground.backends.synthetic``), where the replay
+backend plays them too.
 """
 
 from __future__ import annotations
 
 import asyncio
-import math
-import random
 import time
-from array import array
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import gradio as gr
 
-from playground.logprobs import Logprobs
-from playground.run import Run, Sample, TokenLogprob
+from playground.backends.synthetic import step_for, synthetic_run  # noqa: F401 (the harness and tests import them here)
+from playground.run import Run, Sample
 from playground.ui.samples_area import VIEWS, SamplesArea, SamplesSession
-
-VOCAB = [" the", " sea", " light", "house", " keeper", ",", ".", "\n", " and", " a", " old", " wind", " night",
-         " he", " she", " was", " of", " in", " to", " lamp", " ship", " rock", " storm", " waves", " every",
-         " evening", " wrote", " log", " birds", " rail", " salt", " grey", " dark", " bright", " slowly", "\n\n",
-         " said", " \"", "\"", " it", " had", " been", " years", " since", " anyone", " came", " there", " but",
-         " that", " morning", " a", " small", " boat", " appeared", " on", " horizon", "é", "", " 42", "\t",
-         " under", " over", " through", " quiet", " harbour", " village", " children", " stories", " told"]
-STEP_S = {32: 0.04, 128: 0.1, 256: 0.17, 1024: 0.6}  # seconds per engine step, roughly, on this machine
-
-
-def step_for(n: int) -> float:
-    """One engine step (a token for every sample) at n samples: about 0.02 s + 0.6 ms a sample, so
-    n=256 x 64 tokens takes about 11 s, as the real engine does here (9-16 s)."""
-    return STEP_S.get(n, 0.02 + 0.0006 * n)
-
-
-def synthetic_run(n: int, tokens: int = 64, *, seed: int = 0, logprobs: int | None = 5, first_s: float = 0.3,
-                  step_s: float | None = None, stop_share: float = 0.1) -> Run:
-    """A finished run of ``n`` samples of up to ``tokens`` tokens (``logprobs=None``: none recorded)."""
-    rng = random.Random(seed)
-    step_s = step_for(n) if step_s is None else step_s
-    sequences: list[list[int]] = []
-    for _ in range(n):
-        length = tokens if rng.random() >= stop_share else rng.randint(max(1, tokens // 8), tokens - 1)
-        prefix: list[int] = []
-        if sequences:
-            parent = sequences[rng.randrange(len(sequences))]
-            prefix = parent[:min(len(parent), length, int(rng.expovariate(1 / 6)))]
-        sequences.append(prefix + [rng.randrange(len(VOCAB)) for _ in range(length - len(prefix))])
-    samples, texts = [], {}
-    for i, ids in enumerate(sequences):
-        s = Sample(index=i, seed=1000 + i, token_ids=list(ids), token_texts=[VOCAB[t] for t in ids],
-                   token_times=[round(first_s + pos * step_s, 4) for pos in range(len(ids))],
-                   finish_reason="length" if len(ids) == tokens else "stop")
-        if logprobs is not None:  # in arrays, as an engine's are
-            made = [_logprob(rng, t, logprobs) for t in ids]
-            s.logprobs = Logprobs.of(made, texts) or made
-        samples.append(s)
-    request = {"prompt": "synthetic", "n": n, "seed": 1000, "max_tokens": tokens, "logprobs": logprobs,
-               "mode": "wrapper", "output_kind": "DELTA", "request_id": f"synthetic-{n}x{tokens}-{seed}"}
-    run = Run(request=request, samples=samples, status="finished")
-    run.wall_time = max((s.token_times[-1] for s in samples if s.token_times), default=0.0)
-    return run
-
-
-def _logprob(rng: random.Random, token: int, k: int) -> TokenLogprob:
-    """The sampled token's logprob and a top-k around it: mostly a likely token, sometimes not."""
-    first = rng.betavariate(4, 1.2)  # a language model is mostly sure of its next token
-    rest = [rng.random() ** 2 for _ in range(max(k, 1) - 1)]
-    scale = (1 - first) * rng.uniform(0.5, 0.95) / (sum(rest) or 1)  # some mass stays outside the top-k
-    probs = [first] + sorted((w * scale for w in rest), reverse=True)
-    rank = rng.choices(range(len(probs)), weights=probs)[0]  # sampled as the model would
-    others = [t for t in rng.sample(range(len(VOCAB)), k + 1) if t != token][: max(k - 1, 0)]
-    ids = others[:rank] + [token] + others[rank:]
-    top = [(t, _f32(math.log(p)), VOCAB[t]) for t, p in zip(ids[:k], probs)]
-    return TokenLogprob(token_id=token, logprob=top[rank][1], rank=rank + 1, text=VOCAB[token], top=top)
-
-
-def _f32(value: float) -> float:
-    """A float32 value, as vLLM's logprobs are."""
-    return array("f", [value])[0]
 
 
 async def replay(full: Run, speed: float = 1.0) -> AsyncIterator[Run]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import html
 import time
 
-from playground.analysis import branch_label
+from playground.analysis import branch_label, replay_label
 from playground.run import Run
 
 
@@ -22,6 +22,8 @@ def run_summary(run: Run) -> str:
             f"{f' ({tokens / elapsed:.1f} tok/s)' if elapsed > 0 else ''} · {len(run.events)} events · {seeds}")
     if branch := branch_label(run):
         text += f" · ⑂ {branch}"
+    if replay := replay_label(run, why=True):
+        text += f" · ⟲ {replay}"
     if run.status == "running":
         text += engine_requests_note(run)
     if run.status == "error" and run.error:
@@ -98,12 +100,15 @@ def _seeds(seed: int | None, n: int, mode: str | None) -> str:
 def engine_status(info: dict, last_run: Run | None = None) -> str:
     """The model, the device, whether the engine is up, and the last run's prefix-cache hits."""
     up = ("● restarting the engine" if info.get("restarting") else
+          "⟲ a replay: no engine samples it" if info.get("backend") == "replay" else
           "● engine up" if info.get("up", True) else "✖ engine down")
     where = info.get("base_url") or info.get("device", "")
     parts = [f"**{_short(info.get('model', '?'))}**", where,
              f"vLLM {info.get('vllm_version', '?')}", up]
     if info.get("output_kind_source"):
         parts.append(info["output_kind_source"])
+    if info.get("note"):
+        parts.append(info["note"])
     if last_run is not None and last_run.n > 1:
         parts.append(_cache_note(last_run, info.get("block_size")))
     return " · ".join(p for p in parts if p)
@@ -143,5 +148,7 @@ def history_label(run: Run) -> str:
     prompt = prompt[:40] + ("…" if len(prompt) > 40 else "")
     branch = run.request.get("branch")
     of = f" · ⑂ of {branch['run']} #{branch['sample']}@{branch['position']}" if branch else ""
+    if replay := run.request.get("replay"):
+        of += f" · ⟲ replay of {replay.get('of')} ({replay.get('pace')})"
     return (f"{run.request.get('request_id')} · n={run.n} · {run.request.get('mode')} · "
             f"{run.request.get('output_kind')} · {run.status}{of} · “{prompt}”")

@@ -1,0 +1,136 @@
+"""The app's own CPU per sampled token on every real path: the figure that predicts a GPU.
+
+On a GPU the engine stops being the bound and the app's one Python process (vLLM's front end,
+Gradio and the playground, one GIL) becomes it: the CPU seconds that process spends per sampled
+token say how many tokens a second it can keep up with. Measured per path on the same request
+(a prompt, n, ``max_tokens`` with ``ignore_eos``, DELTA, seed, temperature 1, no chat template; with
+and without top-5 logprobs), as process CPU time (user + system, ``psutil``) of the process that
+runs vLLM's front end, with the engine core's (a child process) beside it:
+
+- ``vllm``: vLLM's own ``AsyncLLM.generate`` with native n, consumed by a plain loop, in this
+  process: what vLLM itself costs;
+- ``wrapper``: our fan-out (``ParallelSampler``, n children of n=1) over the same AsyncLLM;
+- ``record``: ``record()`` through the embedded backend (native n): the run record the app keeps,
+  without the UI;
+- ``/sample``: a gradio_client call to ``python app.py`` (native n), the app's own process only;
+- ``page``: the page in headless Chromium on that app (native n), the app's own process only.
+
+``ratio`` is each path's CPU per token over ``vllm``'s for the same n and logprobs. One request
+each (CPU time is steady where wall time is not); the in-process paths run first, on an engine of
+their own, which is shut down before the app starts.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from pathlib import Path
+from typing import Any
+
+from playground.bench.measure import PROMPT
+from playground.bench.paced import in_thread
+from playground.bench.probes import cpu_seconds
+
+IN_PROCESS = ("vllm", "wrapper", "record")
+APP_PATHS = ("/sample", "page")
+PATHS = (*IN_PROCESS, *APP_PATHS)
+SEED = 4321
+
+
+def request_of(n: int, tokens: int, logprobs: int | None) -> dict[str, Any]:
+    return {"prompt": PROMPT, "n": n, "seed": SEED, "max_tokens": tokens, "ignore_eos": True, "output_kind": "DELTA",
+            "mode": "native", "logprobs": logprobs, "use_chat_template": False, "temperature": 1.0}
+
+
+def in_process(backend, n: int, tokens: int, logprobs: int | None) -> list[dict[str, Any]]:
+    """The three in-process paths on ``backend``'s engine (an EmbeddedBackend), one request each."""
+    from vllm import SamplingParams, TokensPrompt
+    from vllm.sampling_params import RequestOutputKind
+
+    from playground.backends.base import record
+    from playground.request import SampleRequest
+    from playground.sampling.async_sampler import ParallelSampler
+
+    host, engine = backend.host, backend.host.engine
+    ids = engine.tokenizer.encode(PROMPT)
+    params = SamplingParams(n=n, seed=SEED, max_tokens=tokens, ignore_eos=True, temperature=1.0, top_p=1.0, top_k=0,
+                            logprobs=logprobs, output_kind=RequestOutputKind.DELTA)
+
+    async def vllm_own() -> int:
+        made = 0
+        async for output in engine.generate(TokensPrompt(prompt_token_ids=ids), params, f"cpu-{time.monotonic_ns()}"):
+            made += sum(len(c.token_ids) for c in output.outputs)
+        return made
+
+    async def wrapper() -> int:
+        made = 0
+        sampler = ParallelSampler(engine, max_n=n)
+        async for output in sampler.generate(TokensPrompt(prompt_token_ids=ids), params, f"cpu-{time.monotonic_ns()}",
+                                             "wrapper"):
+            made += sum(len(c.token_ids) for c in output.outputs)
+        return made
+
+    async def recorded() -> int:
+        run = None
+        async for run in record(backend, SampleRequest(**request_of(n, tokens, logprobs))):  # noqa: B007
+            pass
+        return sum(len(s.token_ids) for s in run.samples)
+
+    rows = []
+    for path, make in (("vllm", lambda: host.run(vllm_own())), ("wrapper", lambda: host.run(wrapper())),
+                       ("record", lambda: in_thread(lambda: asyncio.run(recorded())))):  # from another loop, as the app
+        before = cpu_seconds()
+        made = make()
+        after = cpu_seconds()
+        rows.append(row(path, n, tokens, logprobs, made, after[0] - before[0], after[1] - before[1]))
+    return rows
+
+
+def through_app(port: int, out: Path, sizes: list[tuple[int, int, int | None]], browser=None) -> list[dict[str, Any]]:
+    """``/sample`` and the page on ``python app.py`` (its own engine), one request per size each."""
+    from playground.bench.browser import start_app, stop_app
+    from playground.bench.paced import app_cpu, page_run, sample_run
+
+    proc, _ = start_app(port, out / "cpu-app.log", ["--max-n", str(max(256, *(n for n, _, _ in sizes)))])
+    url = f"http://127.0.0.1:{port}/"
+    rows = []
+    try:
+        for n, tokens, logprobs in sizes:
+            request = request_of(n, tokens, logprobs)
+            clients = [("/sample", lambda r=request: sample_run(url, r))]
+            if browser is not None:
+                clients.append(("page", lambda r=request: page_run(browser, url, r, r["n"] * r["max_tokens"])))
+            for path, run in clients:
+                before = app_cpu(proc.pid)
+                run()
+                after = app_cpu(proc.pid)
+                rows.append(row(path, n, tokens, logprobs, n * tokens, after[0] - before[0], after[1] - before[1]))
+    finally:
+        stop_app(proc)
+    return rows
+
+
+def row(path: str, n: int, tokens: int, logprobs: int | None, made: int, app_s: float, engine_s: float) -> dict:
+    return {"path": path, "n": n, "max_tokens": tokens, "logprobs": logprobs or 0, "tokens": made,
+            "app_cpu_s": app_s, "engine_cpu_s": engine_s, "app_ms_per_token": 1000 * app_s / made if made else None,
+            "engine_ms_per_token": 1000 * engine_s / made if made else None}
+
+
+def with_ratios(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Each row with its app CPU per token over vLLM's own path's, for the same n and logprobs."""
+    own = {(r["n"], r["logprobs"]): r["app_ms_per_token"] for r in rows if r["path"] == "vllm"}
+    return [{**r, "ratio": (r["app_ms_per_token"] / own[r["n"], r["logprobs"]]
+                            if own.get((r["n"], r["logprobs"])) and r["app_ms_per_token"] is not None else None)}
+            for r in rows]
+
+
+def summary(rows: list[dict[str, Any]]) -> str:
+    """One line: per size, each path's app ms per sampled token and its ratio to vLLM's own."""
+    parts = []
+    for (n, logprobs) in sorted({(r["n"], r["logprobs"]) for r in rows}):
+        here = {r["path"]: r for r in rows if (r["n"], r["logprobs"]) == (n, logprobs)}
+        figures = [f"{path}={here[path]['app_ms_per_token']:.3f}"
+                   + (f"({here[path]['ratio']:.1f}x)" if path != "vllm" and here[path].get("ratio") else "")
+                   for path in PATHS if path in here]
+        parts.append(f"n{n}{'+top' + str(logprobs) if logprobs else ''}: " + " ".join(figures))
+    return "app_cpu_ms_per_token " + "; ".join(parts)

@@ -1,0 +1,255 @@
+"""The app at a GPU's pace, on a machine without one: ``python app.py --replay synthetic:NxT
+--replay-pace "R tok/s"`` (the replay backend, ``playground.backends.replay``) streams a made-up run
+through the real seam (``record()``, the recorder, the samples feed, the live panels, ``/sample``'s
+snapshots) as fast as a GPU would make it, and the page and ``/sample`` are measured against it.
+
+Figures, per case and client (``/sample`` through gradio_client, the page in headless Chromium):
+
+- ``end_lag_s``: from the moment the source's last event was due (its schedule: a GPU makes the
+  last token then, whatever the app does) to the client having the end: the final value of
+  ``/sample``, or the frame in which the page says the run finished (the page's clock,
+  ``performance.timeOrigin``, is the machine's wall clock);
+- ``source_late_s``: how late the source itself emitted its last event (the replay runs on the
+  app's event loop, so a saturated app holds its own source back: then the lag above is partly
+  here);
+- the page's updates per second, longest frame gap and JS heap (as ``browser`` measures them);
+- ``app_ms_per_token``: the app process's CPU time (user + system) over the run, less the
+  source's own cost, per sampled token. The source's cost is measured alone first (``source_alone``:
+  the same replay with a consumer that drops every observation), in this process's thread.
+
+The schedule and the source's own lateness come from the app's log: the replay backend prints one
+line per replay (``Played.line``), which ``played`` reads back.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from playground.bench.browser import RUN_TIMEOUT, WATCH
+
+PLAYED = re.compile(r"replay: (?P<rid>run-[0-9a-f]+) (?:played|stopped) \S+ at (?P<pace>.+?): (?P<events>\d+) events, "
+                    r"(?P<tokens>\d+) tokens; started at (?P<started>[0-9.]+) \(wall clock\), last event due at "
+                    r"\+(?P<due>[0-9.]+) s, emitted at \+(?P<last>[0-9.]+) s \(at most (?P<late>[0-9.]+) s late\)")
+
+
+@dataclass(frozen=True)
+class PacedCase:
+    n: int
+    tokens: int
+    rate: float  # sampled tokens per second
+
+    @property
+    def source(self) -> str:
+        return f"synthetic:{self.n}x{self.tokens}"
+
+    @property
+    def pace(self) -> str:
+        return f"{self.rate:g} tok/s"
+
+    @property
+    def name(self) -> str:
+        return f"{self.rate:g} tok/s n={self.n}x{self.tokens}"
+
+
+CASES = (PacedCase(256, 1000, 10_000), PacedCase(32, 2000, 4_000))  # top-5 logprobs, as synthetic runs have
+
+
+def source_alone(case: PacedCase) -> dict[str, float]:
+    """The replay of ``case`` with a consumer that drops everything: the source's own CPU seconds
+    (this thread's), its tokens, and how late its last event was."""
+    from playground.backends.base import plan_request
+    from playground.backends.pace import Pace
+    from playground.backends.replay import ReplayBackend
+    from playground.backends.replay_library import Library
+    from playground.request import SampleRequest
+
+    played = []
+    backend = ReplayBackend(Library.read([case.source]), Pace(rate=case.rate), max_n=case.n, report=played.append)
+
+    async def drop_all() -> float:
+        prepared = await plan_request(backend, SampleRequest("synthetic", n=case.n))
+        began = time.thread_time()
+        async for _ in backend.stream(prepared):
+            pass
+        return time.thread_time() - began
+
+    cpu = in_thread(lambda: asyncio.run(drop_all()))
+    return {"cpu_s": cpu, "tokens": played[0].tokens, "late_s": played[0].late_s,
+            "ms_per_token": 1000 * cpu / played[0].tokens}
+
+
+def in_thread(work):
+    """``work()`` on a thread of its own: Playwright's sync API keeps an event loop on this one."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(1) as pool:
+        return pool.submit(work).result()
+
+
+def app_cpu(pid: int) -> tuple[float, float]:
+    """CPU seconds (user + system) of the app process, and of the processes under it (an engine core)."""
+    import psutil
+
+    app = psutil.Process(pid)
+    own = app.cpu_times()
+    below = 0.0
+    for child in app.children(recursive=True):
+        try:
+            times = child.cpu_times()
+            below += times.user + times.system
+        except psutil.Error:
+            pass
+    return own.user + own.system, below
+
+
+def played(log: Path, request_id: str | None = None) -> dict[str, Any] | None:
+    """The replay line the app printed for ``request_id`` (None: its last one), as numbers."""
+    found = None
+    for match in PLAYED.finditer(log.read_text(errors="replace")):
+        if request_id is None or match["rid"] == request_id:
+            found = match
+    if found is None:
+        return None
+    return {"request_id": found["rid"], "events": int(found["events"]), "tokens": int(found["tokens"]),
+            "started": float(found["started"]), "due_s": float(found["due"]), "last_s": float(found["last"]),
+            "late_s": float(found["late"])}
+
+
+def sample_run(url: str, request: dict[str, Any]) -> dict[str, Any]:
+    """One ``/sample`` call to its final value: when that arrived (wall clock), how many snapshots
+    came before it, and the run's request id."""
+    from gradio_client import Client
+
+    client = Client(url, verbose=False)
+    try:
+        job = client.submit(**request, api_name="/sample")
+        snapshots, final, arrived = 0, None, None
+        for value in job:
+            if value.startswith('{"bundle_version"'):
+                final, arrived = value, time.time()
+                break
+            snapshots += 1
+        if final is None:
+            final, arrived = job.result(), time.time()
+    finally:
+        client.close()
+    rid = re.search(r'"request_id":"(run-[0-9a-f]+)"', final)
+    return {"arrived": arrived, "snapshots": snapshots, "request_id": rid.group(1) if rid else None,
+            "bundle_mb": len(final) / 2**20}
+
+
+# The frame in which the samples area shows ``want`` tokens (the summary can say "finished" a
+# message before the last tokens are painted: the samples area is paced by the browser's acks).
+COMPLETE = """(want) => {
+  const sa = document.querySelector('#samples-area .sa').__sa;
+  window.__complete = null;
+  const frame = (now) => { if (sa.tokens >= want) window.__complete = now; else requestAnimationFrame(frame); };
+  requestAnimationFrame(frame);
+}"""
+
+
+def page_run(browser, url: str, form: dict[str, Any], tokens: int, timeout: float = RUN_TIMEOUT) -> dict[str, Any]:
+    """One run on a fresh page with ``form`` set (prompt, n, and optionally seed, max_tokens,
+    ignore_eos, output_kind, mode, logprobs, use_chat_template): the page's own figures, and the
+    wall-clock time it painted the end: the summary said finished and all ``tokens`` showed."""
+    from playground.ui.app import plotly_preload_js
+
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    try:
+        page.goto(url)
+        fill(page, form)
+        if plotly_preload_js():  # the page's plotly preload is in (a person types for longer than this)
+            page.wait_for_function("() => window.__plotlyReady === true || window.__plotlyReady === null",
+                                   timeout=60_000)
+        page.evaluate(COMPLETE, tokens)
+        page.evaluate(WATCH, "summary")
+        page.wait_for_function("() => window.__watch.done && window.__complete !== null", timeout=timeout * 1000,
+                               polling=250)
+        w = page.evaluate("() => window.__watch")
+        complete = page.evaluate("() => window.__complete")
+        origin = page.evaluate("() => performance.timeOrigin")
+    finally:
+        page.close()
+    changes = [t for t in w["changes"] if w["first"] is not None and t >= w["first"]]
+    streaming = (changes[-1] - changes[0]) / 1000 if len(changes) > 1 else 0.0
+    end = max(w["end"], complete)
+    return {"ended": (origin + end) / 1000, "finished_s": (end - w["click"]) / 1000,
+            "updates_per_s": (len(changes) - 1) / streaming if streaming > 0 else float("nan"),
+            "longest_frame_gap_ms": w["gap"], "long_tasks_ms": w["longTasks"],
+            "heap_mb": w["heap"] / 2**20 if w.get("heap") else float("nan")}
+
+
+def fill(page, form: dict[str, Any]) -> None:
+    """Set the page's form as ``form`` says (the settings left out keep the page's defaults)."""
+    page.locator("#prompt textarea").fill(form["prompt"])
+    if "use_chat_template" in form:
+        page.locator("#chat-template input").set_checked(bool(form["use_chat_template"]))
+    _number(page, "n", form["n"])
+    if "seed" in form:
+        page.locator("#seed textarea, #seed input").first.fill(str(form["seed"]))
+    for name in ("output_kind", "mode"):
+        if name in form:
+            page.locator(f"#{name.replace('_', '-')}").get_by_label(form[name], exact=True).check()
+    if {"max_tokens", "ignore_eos", "logprobs"} & set(form):
+        page.get_by_text("Sampler settings").click()
+    if "max_tokens" in form:
+        _number(page, "max-tokens", form["max_tokens"])
+    if "logprobs" in form:
+        _number(page, "logprobs", form["logprobs"] or 0)
+    if form.get("ignore_eos"):
+        page.locator("#ignore-eos input").check()
+
+
+def _number(page, elem_id: str, value: int) -> None:
+    box = page.locator(f"#{elem_id} input[type=number]")
+    box.fill(str(value))
+    box.press("Enter")
+
+
+def measure_case(case: PacedCase, port: int, out: Path, browser=None) -> list[dict[str, Any]]:
+    """Start ``python app.py --replay`` for ``case``, run ``/sample`` once and the page once (when
+    ``browser``), and return a row for each, the source's own cost taken out."""
+    from playground.bench.browser import start_app, stop_app
+
+    alone = source_alone(case)
+    log = out / f"paced-{case.n}x{case.tokens}-app.log"
+    proc, start_s = start_app(port, log, ["--replay", case.source, "--replay-pace", case.pace,
+                                          "--max-n", str(max(256, case.n))])
+    url = f"http://127.0.0.1:{port}/"
+    rows = []
+    try:
+        clients = [("/sample", lambda: sample_run(url, {"prompt": "synthetic", "n": case.n}))]
+        if browser is not None:
+            clients.append(("page", lambda: page_run(browser, url, {"prompt": "synthetic", "n": case.n},
+                                                     alone["tokens"])))
+        for client, run in clients:
+            before = app_cpu(proc.pid)[0]
+            seen = run()
+            cpu = app_cpu(proc.pid)[0] - before
+            said = played(log, seen.get("request_id"))
+            if said is None:
+                rows.append({"case": case.name, "client": client, "error": "the app printed no replay line"})
+                continue
+            end = seen["arrived"] if client == "/sample" else seen["ended"]
+            rows.append({
+                "case": case.name, "client": client, "n": case.n, "tokens": said["tokens"], "rate": case.rate,
+                "end_lag_s": end - (said["started"] + said["due_s"]),
+                "source_late_s": said["last_s"] - said["due_s"], "source_most_late_s": said["late_s"],
+                "app_cpu_s": cpu, "source_cpu_s": alone["cpu_s"] * said["tokens"] / alone["tokens"],
+                "app_ms_per_token": 1000 * (cpu - alone["cpu_s"] * said["tokens"] / alone["tokens"]) / said["tokens"],
+                "source_ms_per_token": alone["ms_per_token"], "app_start_s": start_s,
+                **{k: v for k, v in seen.items() if k not in ("arrived", "ended", "request_id")},
+            })
+    finally:
+        stop_app(proc)
+    return rows
+
+
+def rows_json(rows: list[dict[str, Any]]) -> str:
+    return json.dumps(rows, indent=1, default=str)

@@ -1,0 +1,97 @@
+"""History's Replay: a run of the session's history (or of an opened file) streams again as it
+streamed, at its recorded pace or faster, into the samples area and every live panel.
+
+The replay is a run of its own (its record says ``replay: {of, pace}``, so the summary, History,
+Compare and exports name it), recorded through the same seam as an engine's run: a
+``ReplayBackend`` over the one run, followed by the page's own run handler (``running.stream``) as
+a branch is. Stop ends it as it ends any run: aborted, each sample's tokens so far kept. The
+engine is not touched.
+
+A refusal (no run picked, a speed that is not one, a run with nothing to replay, a run still going)
+is written beside the button rather than raised: Gradio 6.31 shows no toast for an error of an
+event outside the queue (the browser gets an HTTP 500 and the page only says "Error").
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from functools import partial
+
+import gradio as gr
+
+from playground.backends.live import LiveRun
+from playground.backends.pace import Pace
+from playground.backends.replay import ReplayBackend
+from playground.backends.replay_library import check_replayable, source_request
+from playground.errors import InvalidBundle, PlaygroundError
+from playground.run import Run
+from playground.ui import running
+from playground.ui.page import Page
+
+SPEEDS = ["recorded", "x2", "x4", "x10", "x100", "1000 tok/s", "10000 tok/s"]
+
+
+@dataclass
+class ReplayControls:
+    pace: gr.Dropdown
+    button: gr.Button
+    note: gr.Markdown  # what Replay did, or why it did not
+
+
+def declare() -> ReplayControls:
+    """The controls, declared in the current layout (the History tab)."""
+    with gr.Row():
+        pace = gr.Dropdown(SPEEDS, value="recorded", allow_custom_value=True, label="Replay speed",
+                           info="recorded, a speed-up like x4, or a rate like 10000 tok/s", elem_id="replay-pace")
+        button = gr.Button("Replay the run picked above", elem_id="replay")
+    note = gr.Markdown(elem_id="replay-note")
+    return ReplayControls(pace, button, note)
+
+
+def connect(controls: ReplayControls, page: Page, pick: gr.Dropdown) -> gr.events.Dependency:
+    """Replay's two steps, as Run's: checked outside the queue, then streamed. Returns the stream's
+    event (Stop cancels it)."""
+    started = controls.button.click(partial(begin, page, controls), [page.live, page.history, pick, controls.pace],
+                                    [page.live, page.summary, controls.note], queue=False, show_progress="hidden",
+                                    api_visibility="private")
+    return started.success(partial(stream, page), [page.live, *page.inputs()], page.outputs(),
+                           inputs_kwargs=page.controls(), concurrency_id="sampling", show_progress_on=[page.summary],
+                           api_visibility="private")
+
+
+async def begin(page: Page, controls: ReplayControls, action: running.Action | None, history: list | None, index,
+                pace_text: str | None) -> dict:
+    """The picked run and the speed, checked and planned on a ReplayBackend over that run, become
+    this session's action; a refusal is the note's, and nothing else changes."""
+    if action is not None and action.going:
+        return {controls.note: f"⚠️ {running.BUSY}"}
+    if not history or index is None or not 0 <= int(index) < len(history):
+        return {controls.note: "⚠️ Pick a run from the list first: Replay streams it again."}
+    source: Run = history[int(index)]
+    rid = source.request.get("request_id")
+    try:
+        pace = Pace.parse(pace_text)
+        check_replayable(source)
+        backend = ReplayBackend.of([source], name=f"run {rid}", max_n=page.backend.limits.max_n)
+        request, _ = source_request(source)
+        live = await LiveRun.plan(backend, request, {"replay": {"of": rid, "pace": pace.label}})
+    except InvalidBundle as e:
+        return {controls.note: f"⚠️ Run `{rid}` cannot be replayed: {e}."}
+    except PlaygroundError as e:
+        return {controls.note: f"⚠️ {e}"}
+    return {page.live: running.Action("Replay", [live], about=backend),
+            page.summary: f"⏳ replaying `{rid}` at {pace.label}…",
+            controls.note: f"Replaying `{rid}` at {pace.label}: it streams in the samples area above (Stop ends it)."}
+
+
+async def stream(page: Page, action: running.Action | None, history: list | None, session, selected: str | None,
+                 **settings):
+    """The page's run handler, on the action's ReplayBackend (nothing to do when Replay refused,
+    or a Stop came first)."""
+    if action is None or action.name != "Replay":
+        yield {page.summary: gr.skip()}
+        return
+    replaying = dataclasses.replace(page, backend=action.about)
+    async for update in running.stream(replaying, action, history, session, selected, **settings):
+        yield update

@@ -1,0 +1,68 @@
+"""The benchmark's GPU-pace parts (``--paced``, ``--cpu-per-token``): their arithmetic on hand-made
+rows, and each measured once at a tiny size on real parts (the figures themselves are the
+benchmark's business: no timing is asserted)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import re
+
+import pytest
+
+from playground.bench import against_baseline, gpu
+from playground.bench.cpu import in_process, summary, with_ratios
+from playground.bench.paced import PacedCase, measure_case
+from tests.helpers import free_port
+from tests.test_browser import browser  # noqa: F401  (the fixture)
+
+CPU_ROWS = [{"path": path, "n": 64, "max_tokens": 128, "logprobs": lp, "tokens": 8192, "app_ms_per_token": ms,
+             "engine_ms_per_token": 1.0, "app_cpu_s": ms * 8.192, "engine_cpu_s": 8.192}
+            for path, lp, ms in [("vllm", 0, 0.02), ("wrapper", 0, 0.05), ("/sample", 0, 0.1), ("vllm", 5, 0.1),
+                                 ("page", 5, 0.7)]]
+
+
+def test_a_paced_case_is_read_from_its_flag_or_refused_with_a_sentence():
+    assert gpu.paced_case("256x1000@10000") == PacedCase(256, 1000, 10_000.0)
+    for bad in ("256x1000", "0x10@5", "4x4@0", "fast"):
+        with pytest.raises(argparse.ArgumentTypeError, match="must look like 256x1000@10000"):
+            gpu.paced_case(bad)
+
+
+def test_cpu_figures_are_ratios_to_vllms_own_path_on_the_same_request():
+    rows = with_ratios(CPU_ROWS)
+    ratio = {(r["path"], r["logprobs"]): r["ratio"] for r in rows}
+    assert ratio["vllm", 0] == 1.0 and ratio["wrapper", 0] == pytest.approx(2.5) and ratio["page", 5] == \
+        pytest.approx(7.0)
+    assert summary(rows) == ("app_cpu_ms_per_token n64: vllm=0.020 wrapper=0.050(2.5x) /sample=0.100(5.0x); "
+                             "n64+top5: vllm=0.100 page=0.700(7.0x)")
+    named = gpu.figures([], rows)
+    assert named["cpu page n=64 top-5: ratio"] == pytest.approx(7.0)
+    # A later run reads the figures by name beside the earlier one's.
+    later = [{**r, "app_ms_per_token": r["app_ms_per_token"] / 2} for r in CPU_ROWS]
+    table = against_baseline({"figures": gpu.figures([], with_ratios(later))}, {"figures": named}).set_index("figure")
+    assert table.loc["cpu wrapper n=64: app_ms_per_token", "this/baseline"] == pytest.approx(0.5)
+
+
+def test_in_process_paths_count_every_token_and_the_cpu_they_took(backend):
+    rows = with_ratios(in_process(backend, n=2, tokens=3, logprobs=5))
+    assert [r["path"] for r in rows] == ["vllm", "wrapper", "record"]
+    assert all(r["tokens"] == 6 and r["app_cpu_s"] > 0 and r["engine_cpu_s"] >= 0 for r in rows)
+    assert rows[0]["ratio"] == 1.0 and all(r["ratio"] > 0 for r in rows)
+
+
+def test_a_tiny_paced_case_measures_sample_and_the_page_against_the_sources_schedule(browser, tmp_path):  # noqa: F811
+    """``python app.py --replay synthetic:4x20`` at 400 tok/s: a row for /sample and one for the
+    page, each timed from the source's scheduled end, with the source's own CPU taken out."""
+    rows = measure_case(PacedCase(4, 20, 400), free_port(), tmp_path, browser)
+    assert [r["client"] for r in rows] == ["/sample", "page"], rows
+    for row in rows:
+        assert row["tokens"] > 0 and math.isfinite(row["end_lag_s"]) and math.isfinite(row["app_ms_per_token"])
+        assert row["source_late_s"] >= 0 and row["app_cpu_s"] > row["source_cpu_s"] > 0
+    assert rows[0]["snapshots"] > 0 and rows[1]["longest_frame_gap_ms"] > 0
+    line = gpu.paced_summary(rows)
+    assert re.fullmatch(r"paced\[400 tok/s n=4x20\] sample_lag_s=-?\d+\.\d\d page_lag_s=-?\d+\.\d\d updates_per_s=\S+ "
+                        r"gap_ms=\d+ heap_mb=\S+ app_ms_per_token=\S+/\S+", line), line
+    document = gpu.publish(rows, [], tmp_path, 1.0)
+    assert json.loads((tmp_path / "gpu-results.json").read_text())["headlines"] == [line] == document["headlines"]

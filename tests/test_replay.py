@@ -1,0 +1,263 @@
+"""The replay backend: recorded runs of the real engine streamed again through ``record()``.
+
+A replay must give back the run it plays (tokens, texts, logprobs, finish reasons and the events
+as the engine yielded them, for every output_kind), keep to its pace without drifting, and end a
+stopped replay as the engines end an aborted run. The pacing is checked step by step on a clock
+the test moves (``SteppedClock``: the schedule, not the machine's speed), and on the real clock
+only for what holds on any machine: no event is emitted before it is due.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from playground.backends.base import plan_request, record
+from playground.backends.pace import Clock, Pace
+from playground.backends.replay import ReplayBackend, Script
+from playground.backends.replay_library import Library
+from playground.backends.synthetic import synthetic_run
+from playground.errors import InvalidBundle, InvalidRequest
+from playground.request import OUTPUT_KINDS, SETTINGS, SampleRequest
+from playground.run import Run
+from tests.helpers import record_to_end
+
+
+class SteppedClock(Clock):
+    """A clock the test moves: a wait moves it to the wait's end (or, with ``stop_at``, stops the
+    replay there), and the consumer may spend time by moving it itself."""
+
+    def __init__(self, backend_of=None, stop_at: float | None = None):
+        self.t = 1000.0
+        self.stop_at = stop_at
+        self.backend_of = backend_of
+        self.request_id: str | None = None
+
+    def now(self) -> float:
+        return self.t
+
+    async def wait(self, stop: asyncio.Future, seconds: float) -> None:
+        if self.stop_at is not None and self.t + seconds > self.stop_at:
+            self.t = max(self.t, self.stop_at)
+            await self.backend_of().abort(self.request_id)
+            await asyncio.sleep(0)  # the abort lands on this loop's next turn
+            return
+        self.t += seconds
+
+
+def replay_of(run: Run, pace: str = "x1000", **kwargs) -> Run:
+    return record_to_end(ReplayBackend.of([run], Pace.parse(pace), **kwargs), SampleRequest("any prompt"))
+
+
+# --- the pace, alone -------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("text, label", [(None, "recorded"), ("recorded", "recorded"), ("x1", "recorded"),
+                                         ("x4", "x4"), ("4x", "x4"), ("×0.5", "x0.5"), ("10000 tok/s", "10000 tok/s"),
+                                         ("250tok/s", "250 tok/s")])
+def test_a_pace_reads_as_a_person_writes_it(text, label):
+    assert Pace.parse(text).label == label
+
+
+@pytest.mark.parametrize("text, says", [("fast", "got 'fast'"), ("x0", "above 0"), ("-3 tok/s", "got '-3 tok/s'"),
+                                        ("x20000", "at most"), ("tok/s", "got 'tok/s'")])
+def test_a_bad_pace_is_refused_with_a_sentence(text, says):
+    with pytest.raises(InvalidRequest, match="pace|speed-up|rate") as refused:
+        Pace.parse(text)
+    assert says in str(refused.value)
+
+
+def test_the_schedule_scales_recorded_times_or_spreads_tokens_at_the_rate():
+    times, tokens = [0.5, 1.0, 1.0, 2.0], [4, 4, 0, 8]
+    assert Pace().due(times, tokens) == [0.5, 1.0, 1.0, 2.0]
+    assert Pace.parse("x4").due(times, tokens) == [0.125, 0.25, 0.25, 0.5]
+    assert Pace.parse("8 tok/s").due(times, tokens) == [0.5, 1.0, 1.0, 2.0]  # 4, 8, 8 and 16 tokens made by then
+    assert Pace.parse("x2").due([0.0, 3.0, 2.0], [1, 1, 1]) == [0.0, 1.5, 1.5]  # never back in time
+
+
+# --- pacing, step by step --------------------------------------------------------------------------
+
+def test_a_replay_that_falls_behind_emits_what_is_due_at_once_and_then_keeps_its_schedule():
+    """Event k is due at start + due[k] whatever came before: a consumer that holds the replay up
+    for three steps gets the events due meanwhile at once, and the next ones at their own times."""
+    source = synthetic_run(4, 10, step_s=0.1, first_s=0.1, events=True)
+    clock = SteppedClock()
+    backend = ReplayBackend.of([source], Pace.parse("x2"), clock=clock)
+
+    async def emitted() -> list[float]:
+        prepared = await plan_request(backend, SampleRequest("anything"))
+        stamps = []
+        async for observation in backend.stream(prepared):
+            if observation.event is not None:
+                stamps.append(observation.event.t)
+                if len(stamps) == 3:
+                    clock.t += 0.15  # the consumer spends three steps' time (x2: 0.05 s a step)
+        return stamps
+
+    began = clock.t
+    stamps = [round(t - began, 6) for t in asyncio.run(emitted())]
+    due = [round(d, 6) for d in Pace.parse("x2").due(*_times_and_tokens(source))]
+    assert due == [round(0.05 * (k + 1), 6) for k in range(10)]
+    assert stamps[:3] == due[:3]
+    assert stamps[3:6] == [0.3, 0.3, 0.3]  # due at 0.20, 0.25, 0.30: all emitted when the consumer came back
+    assert stamps[6:] == due[6:]  # then on schedule again: the stall did not push the rest back
+
+
+def _times_and_tokens(run: Run) -> tuple[list[float], list[int]]:
+    script = Script.of(run)
+    return script.times, script.tokens
+
+
+# --- bad input -----------------------------------------------------------------------------------
+
+def test_files_that_cannot_be_replayed_are_refused_with_a_sentence(tmp_path):
+    batch_input = tmp_path / "prompts.jsonl"
+    batch_input.write_text('{"prompt": "hello", "n": 2}\n')
+    with pytest.raises(InvalidBundle, match="line 1: this is not a run bundle"):
+        Library.read([str(batch_input)])
+    built = synthetic_run(2, 3)  # samples, but no events: nothing was streamed
+    saved = tmp_path / "built.json"
+    saved.write_text(built.to_json(indent=1))
+    with pytest.raises(InvalidBundle, match="its run: it has no events"):
+        Library.read([str(saved)])
+    with pytest.raises(InvalidBundle, match="no run to replay"):
+        Library([])
+    with pytest.raises(InvalidBundle, match="synthetic:0x5: a synthetic run has 1 to"):
+        Library.read(["synthetic:0x5"])
+
+
+def test_app_replay_refuses_a_bad_file_or_pace_before_serving(tmp_path, capsys):
+    from playground.commands import serve
+
+    bad = tmp_path / "notes.txt"
+    bad.write_text("not json at all\n")
+    for argv, says in ((["--replay", str(bad)], "--replay: notes.txt, line 1: not valid JSON"),
+                       (["--replay", "synthetic:2x3", "--replay-pace", "soon"], "the replay's pace must be")):
+        with pytest.raises(SystemExit) as ended:
+            serve.main(argv)
+        assert ended.value.code == 2
+        assert says in capsys.readouterr().err
+
+
+# --- real runs, replayed -----------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def recorded(backend) -> dict[tuple[str, str], Run]:
+    """One real run per output_kind and fan-out (n=3, 10 tokens, top-2 logprobs)."""
+    runs = {}
+    for kind in OUTPUT_KINDS:
+        for mode in ("wrapper", "native"):
+            request = SampleRequest("The lighthouse keeper", n=3, seed=11, max_tokens=10, output_kind=kind,
+                                    mode=mode, logprobs=2, use_chat_template=False, temperature=1.2)
+            runs[kind, mode] = record_to_end(backend, request)
+    return runs
+
+
+@pytest.mark.parametrize("kind", OUTPUT_KINDS)
+@pytest.mark.parametrize("mode", ["wrapper", "native"])
+def test_a_replay_gives_back_the_run_it_plays(recorded, kind, mode):
+    source = recorded[kind, mode]
+    replay = replay_of(source)
+    assert replay.status == "finished" and replay.n == source.n
+    assert replay.request["replay"] == {"of": source.request["request_id"], "pace": "x1000",
+                                        "note": "the file has no run of this prompt: its next run plays"}
+    assert replay.request["request_id"] != source.request["request_id"]
+    assert {k: replay.request.get(k) for k in SETTINGS} == {k: source.request.get(k) for k in SETTINGS}
+    assert replay.request["prompt_token_ids"] == source.request["prompt_token_ids"]
+    for mine, theirs in zip(replay.samples, source.samples, strict=True):
+        assert (mine.seed, mine.token_ids, mine.token_texts, mine.text, mine.finish_reason, mine.stop_reason) == \
+            (theirs.seed, theirs.token_ids, theirs.token_texts, theirs.text, theirs.finish_reason, theirs.stop_reason)
+        assert mine.logprobs == theirs.logprobs and mine.num_cached_tokens == theirs.num_cached_tokens
+        assert (mine.prefill_s is None) == (theirs.prefill_s is None)  # the engine's phases, on the replay's clock
+    assert [(e.finished, e.num_cached_tokens, e.engine_requests,
+             [(o.index, o.text, o.token_ids, o.finish_reason) for o in e.outputs]) for e in replay.events] == \
+        [(e.finished, e.num_cached_tokens, e.engine_requests,
+          [(o.index, o.text, o.token_ids, o.finish_reason) for o in e.outputs]) for e in source.events]
+    assert {e.request_id for e in replay.events} == {replay.request["request_id"]}
+
+
+def test_a_replay_keeps_its_pace_and_no_event_comes_before_its_time(recorded):
+    """On the real clock, what holds on any machine: each event of the replay's own record comes
+    at or after the time its pace gives it (how late is a figure of the benchmark, not a test)."""
+    source = recorded["DELTA", "wrapper"]
+    for pace in ("x3", "400 tok/s"):
+        replay = replay_of(source, pace)
+        due = Pace.parse(pace).due(*_times_and_tokens(source))
+        assert [e.t >= d for e, d in zip(replay.events, due, strict=True)] == [True] * len(due)
+        made = 0
+        for event in replay.events:
+            made += sum(len(o.token_ids) for o in event.outputs)
+            assert pace != "400 tok/s" or made / event.t <= 400  # never ahead of the rate asked for
+        assert replay.request["replay"]["pace"] == pace
+
+
+@pytest.fixture(scope="module")
+def long_runs(backend) -> dict[str, Run]:
+    """Runs long enough to stop in the middle (n=3 x 40 tokens)."""
+    return {kind: record_to_end(backend, SampleRequest("Write a story about the sea.", n=3, seed=5, max_tokens=40,
+                                                       ignore_eos=True, output_kind=kind, logprobs=1,
+                                                       use_chat_template=False))
+            for kind in OUTPUT_KINDS}
+
+
+@pytest.mark.parametrize("kind", ["DELTA", "CUMULATIVE"])
+def test_stop_mid_replay_keeps_each_samples_tokens_so_far_with_finish_reason_abort(long_runs, kind):
+    source = long_runs[kind]
+    backend = ReplayBackend.of([source], Pace.parse("x2"))
+
+    async def stopped_after(events: int) -> tuple[Run, int]:
+        run = None
+        async for run in record(backend, SampleRequest("anything")):
+            if len(run.events) == events:
+                await backend.abort(run.request["request_id"])
+                await backend.abort(run.request["request_id"])  # twice: the second is ignored
+        return run, await backend.num_unfinished()
+
+    run, left = asyncio.run(stopped_after(4))
+    assert left == 0 and run.status == "aborted"
+    assert run.events[-1].finished and {o.finish_reason for o in run.events[-1].outputs} == {"abort"}
+    assert len(run.events) == 5  # four events, then the abort's one output
+    for mine, theirs in zip(run.samples, source.samples):
+        assert 0 < len(mine.token_ids) < len(theirs.token_ids), (len(mine.token_ids), len(theirs.token_ids))
+        assert mine.token_ids == theirs.token_ids[:len(mine.token_ids)]
+        assert mine.token_texts == theirs.token_texts[:len(mine.token_ids)]
+        assert mine.logprobs == theirs.logprobs[:len(mine.token_ids)]
+        assert mine.finish_reason == "abort"
+
+
+def test_stop_mid_replay_of_final_only_gives_all_n_as_the_engine_had_made_them(long_runs):
+    """FINAL_ONLY yields one output at the end: a stop in the middle gives all n, each with the
+    tokens its recorded engine phases say were made by then, finish_reason abort."""
+    source = long_runs["FINAL_ONLY"]  # the wrapper's: each child's engine phases are recorded
+    clock = SteppedClock(lambda: backend)
+    backend = ReplayBackend.of([source], clock=clock)
+    middle = source.samples[0].queued_at + source.samples[0].queued_s + source.samples[0].prefill_s \
+        + source.samples[0].decode_s / 2
+    clock.stop_at = clock.t + middle
+
+    async def replayed() -> Run:
+        run = None
+        async for run in record(backend, SampleRequest("anything")):
+            clock.request_id = run.request["request_id"]
+        return run
+
+    run = asyncio.run(replayed())
+    assert run.status == "aborted" and len(run.events) == 1 and run.events[0].finished
+    assert [o.index for o in run.events[0].outputs] == list(range(source.n))
+    for mine, theirs in zip(run.samples, source.samples):
+        assert 0 < len(mine.token_ids) < len(theirs.token_ids)
+        assert mine.token_ids == theirs.token_ids[:len(mine.token_ids)] and mine.finish_reason == "abort"
+        assert mine.logprobs == theirs.logprobs[:len(mine.token_ids)]
+
+
+def test_a_replay_chooses_the_run_of_the_prompt_closest_to_the_request(recorded):
+    wrapper, native = recorded["DELTA", "wrapper"], recorded["DELTA", "native"]
+    backend = ReplayBackend.of([wrapper, native, recorded["CUMULATIVE", "native"]])
+    asked = SampleRequest("The lighthouse keeper", n=3, seed=11, max_tokens=10, output_kind="DELTA", mode="native",
+                          logprobs=2, temperature=1.2)
+    assert backend.resolve(asked, None)[1]["replay"] == {"of": native.request["request_id"], "pace": "recorded"}
+    asked.n = 5
+    said = backend.resolve(asked, None)[1]["replay"]
+    assert said["of"] == native.request["request_id"] and "it differs in n" in said["note"]
+    with pytest.raises(Exception, match="has no engine: a branch needs one"):
+        backend.resolve(asked, {"branch": {"run": "run-x"}})
