@@ -50,7 +50,8 @@ class Quiet(logging.Filter):
 
 
 def logging_config(level: str) -> dict:
-    """vLLM's own logging setup (its format, handler and logger), with the ``Quiet`` filter."""
+    """vLLM's own logging setup (its format, handler and logger), with the ``Quiet`` filter, on
+    stderr: the commands' stdout is data (a sweep's table, a batch's summary), never log lines."""
     return {
         "version": 1,
         "disable_existing_loggers": False,
@@ -58,7 +59,7 @@ def logging_config(level: str) -> dict:
         "formatters": {"vllm": {"()": "vllm.logging_utils.NewLineFormatter", "datefmt": "%m-%d %H:%M:%S",
                                 "format": LOG_FORMAT, "log_level": level}},
         "handlers": {"vllm": {"class": "logging.StreamHandler", "formatter": "vllm", "level": level,
-                              "stream": "ext://sys.stdout", "filters": ["quiet"]}},
+                              "stream": "ext://sys.stderr", "filters": ["quiet"]}},
         "loggers": {"vllm": {"handlers": ["vllm"], "level": level, "propagate": False}},
     }
 

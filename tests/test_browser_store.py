@@ -33,7 +33,9 @@ def served(backend, path: Path, port: int, limits: StoreLimits | None = None, un
     demo = build_app(backend, store=store)
     demo.queue(default_concurrency_limit=8, max_size=64)
     app = gr.mount_gradio_app(fastapi.FastAPI(), demo, path=under)
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
+    # a page left open keeps its event stream: shutting down waits for it no more than 2 s
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning",
+                                           timeout_graceful_shutdown=2))
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
     try:
@@ -217,7 +219,7 @@ def test_a_run_link_behind_a_proxy_path_opens_the_run_after_a_restart(browser, b
         page.get_by_role("tab", name="History").click()
         page.locator("#saved-note").get_by_text("1 run of this browser is kept").wait_for(timeout=30_000)
         assert any(rid in option for option in saved_options(page))
-    mine.close()
+        mine.close()
 
 
 @pytest.mark.parametrize("limits", [StoreLimits(max_runs=1)])

@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from playground import analysis as A
@@ -174,9 +174,10 @@ def texts(draw):
     return made
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=60, deadline=None)
 @given(texts())
-def test_any_samples_make_an_acyclic_graph_that_reads_back_every_text(made):
+@example([" the the the ", " cat the cat sat ", " sat the cat ", " on sat the the cat cat "])  # a chain ran into
+def test_any_samples_make_an_acyclic_graph_that_reads_back_every_text(made):                   # another's start
     graph = A.sample_graph(run_of(made))
     check_shape(graph, made)
     assert A.sample_graph(run_of(made)).to_dict() == graph.to_dict()  # deterministic

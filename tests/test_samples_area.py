@@ -15,6 +15,8 @@ import math
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from playground.analysis import entropies, prefix_order
 from playground.bench.browser import CHROMIUM_ARGS, WATCH
@@ -141,6 +143,19 @@ def test_wall_rows_follow_the_divergence_tree_and_shared_prefixes():
     assert delta["o"] == [1, 0, 2] and delta["c"] == [0, 0, 1]
     grow(run, 1, "z")
     assert "o" not in json.loads(session.update(run))  # unchanged order: not sent again
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.lists(st.lists(st.integers(0, 2), max_size=3), min_size=4, max_size=4), min_size=1, max_size=6))
+def test_the_order_of_a_run_in_flight_is_the_order_computed_afresh(steps):
+    """Samples that grow step by step (few token ids: long shared prefixes, identical samples):
+    what the feed computes from the pairs it knew equals the order computed from scratch."""
+    sequences: list[list[int]] = [[] for _ in range(4)]
+    known: dict = {}
+    for step in steps:
+        for sequence, new in zip(sequences, step):
+            sequence.extend(new)
+        assert prefix_order(sequences, known) == prefix_order([list(s) for s in sequences])
 
 
 def test_messages_stay_small_and_do_not_grow_with_the_text():

@@ -305,16 +305,19 @@ def _chains(aligner: Aligner, word_nodes: dict[int, list[int]]) -> list[list[int
             prevs.setdefault(v, set()).add(u)
         if path:
             prevs.setdefault(path[0], set()).add(-1)  # a start is a predecessor of its own
+    # w continues u's chain when u leads only to w, w is reached only from u (and starts no path),
+    # and the same samples pass both; every other node starts a chain.
+    continues: set[int] = set()
+    for u, ws in nexts.items():
+        if len(ws) == 1 and len(prevs[w := next(iter(ws))]) == 1 and len(samples[w]) == len(samples[u]):
+            continues.add(w)
     chains: list[list[int]] = []
-    joined: set[int] = set()
     for v in sorted(samples, key=aligner.order.__getitem__):
-        if v in joined:
+        if v in continues:
             continue
         chain = [v]
-        while (len(nexts.get(chain[-1], ())) == 1 and (w := next(iter(nexts[chain[-1]]))) not in joined
-               and len(prevs[w]) == 1 and len(samples[w]) == len(samples[chain[-1]])):
+        while len(nexts.get(chain[-1], ())) == 1 and (w := next(iter(nexts[chain[-1]]))) in continues:
             chain.append(w)
-            joined.add(w)
         chains.append(chain)
     return chains
 

@@ -82,24 +82,32 @@ def fold_for(n: int) -> int | None:
     """The fold a tree of ``n`` samples is drawn with: none up to 32 samples."""
     return None if n <= 32 else max(2, math.ceil(n / 64))
 
-def prefix_order(sequences: list[list[int]]) -> tuple[list[int], list[int]]:
+def prefix_order(sequences: list[list[int]],
+                 known: dict[tuple[int, int], int] | None = None) -> tuple[list[int], list[int]]:
     """The samples in the tree's order, and how many leading tokens each shares with the one before.
 
     The lexicographic order of the token id sequences is the trie's depth-first order: samples that
     share a prefix sit together, a sample that stopped where others went on comes before them (the
     tree's ``end`` branch), and identical samples keep their index order. Returns the sample indices
     in that order and, for each position in it, the length of the prefix shared with the previous
-    sample (0 for the first). Cheap enough to redo on every update of a run in flight: a C-level sort
-    of the lists themselves, then one pass over neighbours.
+    sample (0 for the first): a C-level sort of the lists themselves, then one pass over neighbours.
+
+    ``known``: what an earlier call found for pairs of neighbours, for sequences that have only
+    grown since (a run in flight): each pair's comparison goes on from there, so identical samples
+    (the same-seed mode) cost their new tokens, not their whole length, on every update.
     """
     order = sorted(range(len(sequences)), key=sequences.__getitem__)
     shared = [0] * len(order)
     for rank in range(1, len(order)):
-        a, b = sequences[order[rank - 1]], sequences[order[rank]]
-        k, stop = 0, min(len(a), len(b))
+        pair = order[rank - 1], order[rank]
+        a, b = sequences[pair[0]], sequences[pair[1]]
+        stop = min(len(a), len(b))
+        k = min(known.get(pair, 0), stop) if known is not None else 0
         while k < stop and a[k] == b[k]:
             k += 1
         shared[rank] = k
+        if known is not None:
+            known[pair] = k
     return order, shared
 
 

@@ -240,7 +240,8 @@ def measure_case(case: PacedCase, port: int, out: Path, browser=None) -> list[di
             rows.append({
                 "case": case.name, "client": client, "n": case.n, "tokens": said["tokens"], "rate": case.rate,
                 "end_lag_s": end - (said["started"] + said["due_s"]),
-                "source_late_s": said["last_s"] - said["due_s"], "source_most_late_s": said["late_s"],
+                # both printed to the millisecond: their difference may round to -0.001 (never early)
+                "source_late_s": max(0.0, said["last_s"] - said["due_s"]), "source_most_late_s": said["late_s"],
                 "app_cpu_s": cpu, "source_cpu_s": alone["cpu_s"] * said["tokens"] / alone["tokens"],
                 "app_ms_per_token": 1000 * (cpu - alone["cpu_s"] * said["tokens"] / alone["tokens"]) / said["tokens"],
                 "source_ms_per_token": alone["ms_per_token"], "app_start_s": start_s,

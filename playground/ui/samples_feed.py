@@ -174,6 +174,7 @@ class SamplesFeed:
         self.told = Told(finish_text)  # what the browser has
         self.order: list[int] | None = None
         self.shared: list[int] | None = None
+        self.known: dict[tuple[int, int], int] = {}  # shared prefixes of neighbours found so far
         self.status: str | None = None
 
     def matches(self, run: Run) -> bool:
@@ -183,6 +184,7 @@ class SamplesFeed:
         """Everything about the run, from the first token."""
         self.told = Told(finish_text)
         self.order = self.shared = self.status = None
+        self.known = {}
         message = {"k": "r", "s": seq, "r": self.key, "id": self.request_id, "n": run.n,
                    "sd": [s.seed for s in run.samples]}
         message.update(self._changes(run))
@@ -203,7 +205,7 @@ class SamplesFeed:
                 finished.append([s.index, self.told.reasons[s.index]])
         if grown:
             out["u"] = _entries(grown)
-            order, shared = prefix_order([s.token_ids for s in run.samples])
+            order, shared = prefix_order([s.token_ids for s in run.samples], self.known)
             if order != self.order or shared != self.shared:
                 out["o"], out["c"] = order, shared
                 self.order, self.shared = order, shared
