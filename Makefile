@@ -1,8 +1,9 @@
 # The two commands a newcomer needs:
 #   make run    set up .venv, prepare the default model, open the playground on http://127.0.0.1:7860
-#   make test   set up .venv with the test tools and run the whole test suite
+#   make test   set up .venv with the test tools and run the test suite (CI runs this)
+#   make test-all   the same, with the slow end-to-end tests too (marked `slow`)
 # Extra arguments: make run ARGS="--max-n 8"   make test PYTEST_ARGS="-k sampler"
-.PHONY: run test bench setup setup-test clean
+.PHONY: run test test-all bench setup setup-test clean
 
 PYTHON ?= python3
 VENV := .venv
@@ -12,6 +13,9 @@ run: $(VENV)/.ready-run
 	$(PY) app.py $(ARGS)
 
 test: $(VENV)/.ready-test
+	$(PY) -m pytest -m "not slow" $(PYTEST_ARGS)
+
+test-all: $(VENV)/.ready-test
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 bench: $(VENV)/.ready-test

@@ -96,3 +96,5 @@ def pytest_collection_modifyitems(items):
 
 def pytest_configure(config):
     config.addinivalue_line("markers", "destructive: kills a shared engine or server; runs after every other test")
+    config.addinivalue_line("markers", "slow: a long end-to-end run through a process or engine of its own, beside a "
+                                       "faster test of the same thing; `make test-all` runs them, `make test` does not")

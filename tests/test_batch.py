@@ -151,6 +151,7 @@ def test_a_line_the_engine_refuses_is_reported_and_skipped(sync_engine, tmp_path
     assert len(out.read_text().splitlines()) == 1
 
 
+@pytest.mark.slow
 def test_batch_command_end_to_end(tmp_path):
     """The real command: 5 lines, one malformed; 4 bundles and one error that names the line."""
     source = write_lines(tmp_path / "prompts.jsonl", [

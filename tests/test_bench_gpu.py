@@ -52,6 +52,7 @@ def test_in_process_paths_count_every_token_and_the_cpu_they_took(backend):
     assert rows[0]["ratio"] == 1.0 and all(r["ratio"] > 0 for r in rows)
 
 
+@pytest.mark.slow
 def test_a_tiny_paced_case_measures_sample_and_the_page_against_the_sources_schedule(browser, tmp_path):  # noqa: F811
     """``python app.py --replay synthetic:4x20`` at 400 tok/s: a row for /sample and one for the
     page, each timed from the source's scheduled end, with the source's own CPU taken out."""

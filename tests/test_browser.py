@@ -343,6 +343,7 @@ def test_reproducibility_export_and_history_work_on_the_shown_run(page, tmp_path
     assert columns(page, 3) == texts
 
 
+@pytest.mark.slow
 def test_n128_streams_in_the_wall_and_in_columns_without_stalling_the_tab(page):
     """n=128 on the real engine, into the token wall and then into columns: every sample shows, no
     task of the page takes 600 ms while the run streams, the tab never goes a second without a frame

@@ -13,6 +13,8 @@ import json
 import time
 from pathlib import Path
 
+import pytest
+
 from playground.run import Run, Sample
 from tests.test_browser import (  # noqa: F401  (browser: the fixture)
     ARTIFACTS,
@@ -37,6 +39,7 @@ def open_saved_run(browser, app_url, run: Run, path: Path):  # noqa: F811
     return page
 
 
+@pytest.mark.slow
 def test_a_sweep_fills_its_grid_and_chart_and_its_file_opens_without_the_engine(
         browser, app_url, backend, host, tmp_path):  # noqa: F811
     page = open_page(browser, app_url)

@@ -53,6 +53,7 @@ def test_explicit_arguments_override_the_platform_defaults(model_path):
     assert (args.max_model_len, args.enable_prefix_caching, args.disable_log_stats) == (512, False, True)
 
 
+@pytest.mark.slow
 def test_create_engine_works_from_a_plain_script_with_a_main_guard(model_path, tmp_path):
     """The README's promise for scripts: ``create_engine()`` with no arguments starts the default
     model, generates and shuts down. A fresh interpreter, so nothing from the test session helps."""

@@ -28,6 +28,7 @@ def damaged_cache(tmp_path, monkeypatch, model_path):
     return tmp_path / model.CHECKPOINT_NAME
 
 
+@pytest.mark.slow
 def test_truncated_weights_and_a_missing_tokenizer_are_detected_and_prepared_again(damaged_cache):
     weights = damaged_cache / "model.safetensors"
     with weights.open("r+b") as f:

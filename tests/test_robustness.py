@@ -52,6 +52,7 @@ def test_a_persons_chunked_prefill_wins_with_a_warning_that_names_the_crash(mode
     assert "CPU Generator does not use offset" in caplog.text
 
 
+@pytest.mark.slow
 def test_runs_that_split_a_prompt_across_steps_finish_and_the_engine_never_restarts(client, backend, host):
     """n=32 with a 116-token chat prompt, and n=--max-n with a short one, through /sample: both
     killed the engine core before the plan prefilled every prompt whole."""
@@ -135,6 +136,7 @@ def test_a_remote_servers_engine_death_names_the_split_prefill_crash():
     assert engine_death_hint("the prompt is too long") == ""
 
 
+@pytest.mark.slow
 def test_a_short_soak_of_three_clients(backend, host):
     """Three clients through /sample for 30 s: prompts of 5 to 1,500 tokens with and without the
     chat template, n from 1 to --max-n, every mode and output_kind, a third of them cancelled

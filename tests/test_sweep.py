@@ -93,6 +93,7 @@ def test_command_line_refuses_before_an_engine_starts(capsys):
 
 # --- the command, for real ----------------------------------------------------------------------
 
+@pytest.mark.slow
 def test_sweep_command_end_to_end(tmp_path):
     """3 temperatures at n=4: 3 bundles in order, the same seeds in each, the temperatures as given."""
     out = tmp_path / "sweep.jsonl"
