@@ -191,6 +191,7 @@ def test_quick_settings_measure_n16():
     assert settings.ns == (4, 16) and settings.paths == ("native", "hf")
 
 
+@pytest.mark.slow
 def test_a_tiny_real_run_writes_its_files_and_ends_with_the_headline(host, app_url, tmp_path, capsys):
     """Every path once on the session's engine and app: n=1, 2 tokens, HF and the limit included."""
     # A cache probe prompt of two blocks and a tail keeps the probe short on a slow CPU.
@@ -221,6 +222,7 @@ def test_a_tiny_real_run_writes_its_files_and_ends_with_the_headline(host, app_u
     assert HEADLINE.match(out.rstrip("\n").splitlines()[-1])
 
 
+@pytest.mark.slow
 def test_the_page_measures_from_a_real_chromium(app_url):
     """One short run on the session's app through headless Chromium: the measures the browser path
     reports are there and consistent (what they amount to is the benchmark's business)."""

@@ -171,6 +171,7 @@ def test_a_reference_answer_draws_the_curves_and_says_where_the_majority_settled
         page.close()
 
 
+@pytest.mark.slow
 def test_a_token_clicked_in_the_diff_branches_the_run_with_the_token_chosen_there(browser, app_url):  # noqa: F811
     """A run of 3 samples; the Branch tab opened as it is offers the tokens at sample 0's first
     token; a click on sample 1's fourth token in the Diff view opens the Branch tab

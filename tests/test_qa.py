@@ -718,6 +718,7 @@ def test_a_broken_aggregator_turns_the_right_cells_red(paths, monkeypatch):
     assert all(c.alone for c in matrix.cells), "a broken cell must not leave requests running"
 
 
+@pytest.mark.slow
 def test_the_command_exits_1_on_the_broken_aggregator(paths, monkeypatch):
     monkeypatch.setattr(aggregate, "ParentAggregator", BrokenAggregator)
     status, printed = run_command(["--prompt", PROMPT, "--n", "4", "--seed", str(SEED), "--max-tokens", "6",
