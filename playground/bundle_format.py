@@ -40,12 +40,13 @@ default):
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from playground import bundle_logprobs
 from playground.bundle_logprobs import same
-from playground.errors import InvalidBundle
+from playground.errors import damaged_bundle
 from playground.logprobs import Logprobs
 
 VERSION = 4
@@ -67,7 +68,7 @@ def bundle_bytes_per_token(run) -> float:
     return len(run.to_json().encode("utf-8")) / tokens if tokens else float("inf")
 
 
-def _int_list(value: Any) -> bool:
+def int_list(value: Any) -> bool:
     return type(value) is list and set(map(type, value)) <= {int}
 
 
@@ -139,7 +140,7 @@ def _table(samples: list) -> dict[int, str]:
     """Each token id's most frequent text in the run (the first seen among equals)."""
     votes: Counter = Counter()
     for s in samples:
-        if _int_list(s.token_ids) and _pieces(s.token_ids, s.token_texts) is not None:
+        if int_list(s.token_ids) and _pieces(s.token_ids, s.token_texts) is not None:
             votes.update(zip(s.token_ids, s.token_texts))
     votes.update(bundle_logprobs.texts_seen(samples))
     table: dict[int, str] = {}
@@ -151,7 +152,7 @@ def _table(samples: list) -> dict[int, str]:
 def _sample(s, table: dict[int, str], times: list, short: dict[float, float] | None) -> dict[str, Any]:
     data = {name: getattr(s, name) for name in PLAIN}
     ids, texts = s.token_ids, s.token_texts
-    if _int_list(ids) and type(texts) is list and len(texts) == len(ids):
+    if int_list(ids) and type(texts) is list and len(texts) == len(ids):
         changed = {str(p): text for p, (token_id, text) in enumerate(zip(ids, texts))
                    if type(text) is not str or table.get(token_id) != text}
         if changed:
@@ -161,9 +162,9 @@ def _sample(s, table: dict[int, str], times: list, short: dict[float, float] | N
     if not _identical(s.token_times, times):
         data["token_times"] = s.token_times
     if isinstance(s.logprobs, Logprobs):
-        data["logprobs"] = bundle_logprobs.write_arrays(s.logprobs, ids if _int_list(ids) else [], table)
+        data["logprobs"] = bundle_logprobs.write_arrays(s.logprobs, ids if int_list(ids) else [], table)
     elif s.logprobs is not None:
-        sampled = ids if _int_list(ids) else []
+        sampled = ids if int_list(ids) else []
         data["logprobs"] = [bundle_logprobs.write(lp, sampled[p] if p < len(sampled) else None, table, short)
                             for p, lp in enumerate(s.logprobs)]
     for name in OPTIONAL:
@@ -174,7 +175,7 @@ def _sample(s, table: dict[int, str], times: list, short: dict[float, float] | N
 
 def _events(events: list, samples: list, delta: bool, request_id: Any) -> list[list]:
     n = len(samples)
-    ids_of = [s.token_ids if _int_list(s.token_ids) else None for s in samples]
+    ids_of = [s.token_ids if int_list(s.token_ids) else None for s in samples]
     pieces_of = [_pieces(s.token_ids, s.token_texts) for s in samples]
     places: dict[int, list] = {}  # index -> [how far into its sample's ids, its previous text]
     written = []
@@ -223,20 +224,16 @@ def _output(out, place: list, delta: bool, ids: list[int] | None, pieces: list[s
 
 # ---- reading -----------------------------------------------------------------------------------
 
-def _damaged(where: str) -> InvalidBundle:
-    return InvalidBundle(f"this run bundle is damaged: {where}")
-
-
 def decode(data: dict[str, Any]) -> dict[str, Any]:
     """The run as plain data (the layout of versions 1 and 2, ``dataclasses.asdict`` of a Run)
     of a version 4 bundle; InvalidBundle, a sentence naming the part, for a damaged one."""
     unknown = set(data) - set(RUN_FIELDS) - set(FORMAT_FIELDS)
     if unknown:
-        raise _damaged(f"it has a field this playground does not know ({', '.join(sorted(unknown))})")
+        raise damaged_bundle(f"it has a field this playground does not know ({', '.join(sorted(unknown))})")
     record = {name: data.get(name, {} if name == "engine" else default) for name, default in RUN_FIELDS.items()}
     if not isinstance(record["request"], dict):
-        raise _damaged("its request is not an object")
-    table = _read_table(data.get("texts", {}))
+        raise damaged_bundle("its request is not an object")
+    table = read_table(data.get("texts", {}))
     delta = record["request"].get("output_kind") == "DELTA"
     samples = [_read_sample(k, s, table) for k, s in enumerate(data["samples"])]
     events = _read_events(data.get("events", []), samples, delta, record["request"].get("request_id"))
@@ -251,7 +248,7 @@ def decode(data: dict[str, Any]) -> dict[str, Any]:
             s["logprobs"] = bundle_logprobs.read_arrays(f"sample {k}, logprobs", logprobs, ids, table)
             continue
         if logprobs is not None and not isinstance(logprobs, list):
-            raise _damaged(f"sample {k} has logprobs that are neither a list nor typed arrays")
+            raise damaged_bundle(f"sample {k} has logprobs that are neither a list nor typed arrays")
         s["logprobs"] = None if logprobs is None else [
             bundle_logprobs.read(f"sample {k}, logprob {p}", entry, ids[p] if p < len(ids) else None, table, float32)
             for p, entry in enumerate(logprobs)]
@@ -259,61 +256,71 @@ def decode(data: dict[str, Any]) -> dict[str, Any]:
     return record
 
 
-def _read_table(texts: Any) -> dict[int, str]:
+def read_table(texts: Any) -> dict[int, str]:
     if not isinstance(texts, dict) or not all(isinstance(t, str) for t in texts.values()):
-        raise _damaged("its token texts are not an object of token id: text")
+        raise damaged_bundle("its token texts are not an object of token id: text")
     try:
         return {int(token_id): text for token_id, text in texts.items()}
     except ValueError:
-        raise _damaged("its token texts have a key that is not a token id") from None
+        raise damaged_bundle("its token texts have a key that is not a token id") from None
 
 
 def _read_sample(k: int, s: Any, table: dict[int, str]) -> dict[str, Any]:
     """A sample's fields but its logprobs (and its token times, when the events give them)."""
     where = f"sample {k}"
     if not isinstance(s, dict):
-        raise _damaged(f"{where} is not an object")
+        raise damaged_bundle(f"{where} is not an object")
     unknown = set(s) - SAMPLE_FIELDS
     if unknown:
-        raise _damaged(f"{where} has a field this playground does not know ({', '.join(sorted(unknown))})")
+        raise damaged_bundle(f"{where} has a field this playground does not know ({', '.join(sorted(unknown))})")
     missing = [name for name in PLAIN if name not in s]
     if missing:
-        raise _damaged(f"{where} has no {' and no '.join(missing)}")
+        raise damaged_bundle(f"{where} has no {' and no '.join(missing)}")
     sample = {name: s[name] for name in PLAIN}
-    ids, texts = sample["token_ids"], s.get("token_texts", {})
-    if not _int_list(ids):
-        raise _damaged(f"{where} has no list of token ids")
-    if isinstance(texts, dict):
-        try:
-            changed = {int(p): text for p, text in texts.items()}
-            sample["token_texts"] = [changed[p] if p in changed else table[t] for p, t in enumerate(ids)]
-        except (KeyError, ValueError):
-            raise _damaged(f"{where} has a token with no text, in the bundle's token texts or its own") from None
-        if not set(changed) <= set(range(len(ids))):
-            raise _damaged(f"{where} has a token text for a position it does not have")
-    elif isinstance(texts, list):
-        sample["token_texts"] = texts
-    else:
-        raise _damaged(f"{where} has token texts that are neither a list nor an object of position: text")
+    sample["token_texts"] = read_token_texts(where, sample["token_ids"], s.get("token_texts", {}), table)
     if "token_times" in s:
         sample["token_times"] = s["token_times"]
     sample.update({name: s.get(name) for name in OPTIONAL})
     return sample
 
 
+def read_token_texts(where: str, ids: Any, texts: Any, table: dict[int, str]) -> list[str]:
+    """A sample's text per token: written whole, or as the bundle's table with the positions
+    whose text differs (``{position: text}``). Versions 3 and 4 write them alike."""
+    if not int_list(ids):
+        raise damaged_bundle(f"{where} has no list of token ids")
+    if isinstance(texts, list):
+        return texts
+    if not isinstance(texts, dict):
+        raise damaged_bundle(f"{where} has token texts that are neither a list nor an object of position: text")
+    try:
+        changed = {int(p): text for p, text in texts.items()}
+        pieces = [changed[p] if p in changed else table[t] for p, t in enumerate(ids)]
+    except (KeyError, ValueError):
+        raise damaged_bundle(f"{where} has a token with no text, in the bundle's token texts or its own") from None
+    if not set(changed) <= set(range(len(ids))):
+        raise damaged_bundle(f"{where} has a token text for a position it does not have")
+    return pieces
+
+
 def _read_events(events: Any, samples: list[dict], delta: bool, request_id: Any) -> list[dict]:
-    if not isinstance(events, list):
-        raise _damaged("its events are not a list")
     places: dict[int, list] = {}
+    return read_events(events, request_id, lambda where, out: _read_output(where, out, samples, places, delta))
+
+
+def read_events(events: Any, request_id: Any, read_output: Callable[[str, Any], dict]) -> list[dict]:
+    """The events as yielded, each output read by ``read_output(where, written)``; the facts an
+    event leaves out are the previous event's. Versions 3 and 4 write events alike."""
+    if not isinstance(events, list):
+        raise damaged_bundle("its events are not a list")
     last = {"request_id": request_id, "num_cached_tokens": None, "engine_requests": None}
     result = []
     for number, written in enumerate(events):
         if not (isinstance(written, list) and len(written) in (2, 3) and isinstance(written[1], list)
                 and (len(written) == 2 or isinstance(written[2], dict) and set(written[2]) <= set(FACTS))):
-            raise _damaged(f"event {number} is not [time, outputs] or [time, outputs, facts]")
+            raise damaged_bundle(f"event {number} is not [time, outputs] or [time, outputs, facts]")
         facts = written[2] if len(written) == 3 else {}
-        outputs = [_read_output(f"event {number}, output {k}", out, samples, places, delta)
-                   for k, out in enumerate(written[1])]
+        outputs = [read_output(f"event {number}, output {k}", out) for k, out in enumerate(written[1])]
         event = {"t": written[0], "finished": facts.get("finished", False), "outputs": outputs}
         for name, value in last.items():
             event[name] = last[name] = facts.get(name, value)
@@ -325,7 +332,7 @@ def _read_output(where: str, out: Any, samples: list[dict], places: dict[int, li
     """One output as yielded; ``places`` follows each index as writing followed it."""
     if isinstance(out, dict):
         if set(out) != set(OUTPUT_FIELDS):
-            raise _damaged(f"{where} is an object without exactly the fields {', '.join(OUTPUT_FIELDS)}")
+            raise damaged_bundle(f"{where} is an object without exactly the fields {', '.join(OUTPUT_FIELDS)}")
         i = out["index"]
         if type(i) is int and 0 <= i < len(samples):
             place = places.setdefault(i, [0, ""])
@@ -334,26 +341,26 @@ def _read_output(where: str, out: Any, samples: list[dict], places: dict[int, li
                 place[1] = out["text"] if type(out["text"]) is str else None
         return dict(out)
     if not (isinstance(out, list) and 2 <= len(out) <= 5 and type(out[0]) is int):
-        raise _damaged(f"{where} is not [index, count, text, finish_reason, stop_reason]")
+        raise damaged_bundle(f"{where} is not [index, count, text, finish_reason, stop_reason]")
     i, count, slot, finish, stop = out + [None] * (5 - len(out))
     if not 0 <= i < len(samples):
-        raise _damaged(f"{where} is of sample {i}, which the bundle does not have")
+        raise damaged_bundle(f"{where} is of sample {i}, which the bundle does not have")
     sample = samples[i]
     place = places.setdefault(i, [0, ""])
     at, before = place
     if type(count) is not int or count < 0:
-        raise _damaged(f"{where} has a count of tokens that is not a whole number")
+        raise damaged_bundle(f"{where} has a count of tokens that is not a whole number")
     ids = sample["token_ids"]
     if at is None or at + count > len(ids):
-        raise _damaged(f"{where} brings tokens its sample does not have")
+        raise damaged_bundle(f"{where} brings tokens its sample does not have")
     new = at + count
     if slot is None or type(slot) is str:
         if before is None:
-            raise _damaged(f"{where} adds to a text the bundle does not give")
+            raise damaged_bundle(f"{where} adds to a text the bundle does not give")
         if slot is None:
             pieces = _pieces(ids, sample["token_texts"])
             if pieces is None:
-                raise _damaged(f"{where} has no text, and its sample has no text per token")
+                raise damaged_bundle(f"{where} has no text, and its sample has no text per token")
             slot = "".join(pieces[at:new])
         text = before + slot
     elif slot == []:
@@ -361,7 +368,7 @@ def _read_output(where: str, out: Any, samples: list[dict], places: dict[int, li
     elif type(slot) is list and len(slot) == 1 and type(slot[0]) is str:
         text = slot[0]
     else:
-        raise _damaged(f"{where} has a text that is neither a string nor [whole text]")
+        raise damaged_bundle(f"{where} has a text that is neither a string nor [whole text]")
     place[0] = new
     if not delta:
         place[1] = text

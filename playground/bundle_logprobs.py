@@ -39,7 +39,7 @@ from typing import Any
 
 import numpy as np
 
-from playground.errors import InvalidBundle
+from playground.errors import damaged_bundle
 from playground.logprobs import Logprobs
 
 FIELDS = ("top", "token_id", "logprob", "text", "rank")
@@ -143,22 +143,22 @@ def write_arrays(lps: Logprobs, sampled: list[int], table: dict[int, str]) -> di
 def read_arrays(where: str, entry: dict, sampled: list[int], table: dict[int, str]) -> Logprobs:
     """The typed arrays of ``write_arrays`` -> Logprobs; InvalidBundle for damaged ones."""
     if not set(entry) <= {*ARRAYS, "token_id", "texts"} or not set(ARRAYS) <= set(entry):
-        raise _damaged(f"{where} is not the arrays {', '.join(ARRAYS)}")
+        raise damaged_bundle(f"{where} is not the arrays {', '.join(ARRAYS)}")
     arrays = {name: _untyped(where, name, entry[name], dtype) for name, dtype in ARRAYS.items()}
     ids = _untyped(where, "token_id", entry["token_id"], "i4") if "token_id" in entry else np.array(sampled, np.int32)
     positions = len(arrays["rank"])
     if not (len(arrays["logprob"]) == len(arrays["count"]) == positions <= len(ids)) or \
             int(arrays["count"].sum()) != len(arrays["top_id"]) or len(arrays["top_id"]) != len(arrays["top_logprob"]) \
             or (arrays["count"] < 0).any():
-        raise _damaged(f"{where} has arrays of lengths that do not fit together")
+        raise damaged_bundle(f"{where} has arrays of lengths that do not fit together")
     texts = dict(table)
     given = entry.get("texts", {})
     if not isinstance(given, dict):
-        raise _damaged(f"{where} has texts that are not an object of token id: text")
+        raise damaged_bundle(f"{where} has texts that are not an object of token id: text")
     try:
         texts.update({int(t): text for t, text in given.items()})
     except ValueError:
-        raise _damaged(f"{where} has a text for something that is not a token id") from None
+        raise damaged_bundle(f"{where} has a text for something that is not a token id") from None
     made = Logprobs(texts)
     made.ids.frombytes(ids[:positions].astype("<i4").tobytes())
     made.rank.frombytes(arrays["rank"].tobytes())
@@ -176,11 +176,11 @@ def _typed(values: Any, dtype: str) -> dict[str, str]:
 
 def _untyped(where: str, name: str, value: Any, dtype: str) -> np.ndarray:
     if not (isinstance(value, dict) and value.get("dtype") == dtype and isinstance(value.get("bdata"), str)):
-        raise _damaged(f"{where}: {name} is not a typed array of {dtype}")
+        raise damaged_bundle(f"{where}: {name} is not a typed array of {dtype}")
     try:
         return np.frombuffer(base64.b64decode(value["bdata"], validate=True), dtype="<" + dtype)
     except (binascii.Error, ValueError):
-        raise _damaged(f"{where}: {name} is not base64 of {dtype} values") from None
+        raise damaged_bundle(f"{where}: {name} is not base64 of {dtype} values") from None
 
 
 def same(a: Any, b: Any) -> bool:
@@ -208,9 +208,9 @@ def read(where: str, entry: Any, sampled: int | None, table: dict[int, str], flo
     elif isinstance(entry, dict) and "top" in entry and set(entry) <= set(FIELDS):
         flat, given = entry["top"], {name: value for name, value in entry.items() if name != "top"}
     else:
-        raise _damaged(f"{where} is neither a list of (token id, logprob) pairs nor an object with \"top\"")
+        raise damaged_bundle(f"{where} is neither a list of (token id, logprob) pairs nor an object with \"top\"")
     if not isinstance(flat, list) or len(flat) % 2:
-        raise _damaged(f"{where} has alternatives that are not (token id, logprob) pairs")
+        raise damaged_bundle(f"{where} has alternatives that are not (token id, logprob) pairs")
     top = []
     for slot, value in zip(flat[::2], flat[1::2]):
         if type(slot) is int and slot in table:
@@ -218,7 +218,7 @@ def read(where: str, entry: Any, sampled: int | None, table: dict[int, str], flo
         elif isinstance(slot, list) and len(slot) == 2:
             top.append((slot[0], number(value), slot[1]))
         else:
-            raise _damaged(f"{where} has an alternative that is neither a token id in the bundle's token texts "
+            raise damaged_bundle(f"{where} has an alternative that is neither a token id in the bundle's token texts "
                            "nor [token id, text]")
     token_id = given.get("token_id", sampled)
     ids = [alternative[0] for alternative in top]
@@ -231,7 +231,3 @@ def read(where: str, entry: Any, sampled: int | None, table: dict[int, str], flo
     lp.update({name: number(value) if name == "logprob" else value for name, value in given.items()
                if name != "token_id"})
     return lp
-
-
-def _damaged(where: str) -> InvalidBundle:
-    return InvalidBundle(f"this run bundle is damaged: {where}")

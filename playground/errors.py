@@ -29,6 +29,11 @@ class InvalidBundle(PlaygroundError, ValueError):
     """A file or text that is not a run bundle this playground can read (or is from a newer one)."""
 
 
+def damaged_bundle(where: str) -> InvalidBundle:
+    """A bundle with a part that cannot be read, by the sentence every reader says it with."""
+    return InvalidBundle(f"this run bundle is damaged: {where}")
+
+
 # Why a seeded run can kill vLLM's engine core on a CPU (the embedded engine's plan avoids it; a
 # remote CPU server's errors are explained with it).
 SPLIT_PREFILL_CRASH = (
