@@ -24,7 +24,6 @@ line per replay (``Played.line``), which ``played`` reads back.
 from __future__ import annotations
 
 import asyncio
-import json
 import re
 import time
 from dataclasses import dataclass
@@ -250,7 +249,3 @@ def measure_case(case: PacedCase, port: int, out: Path, browser=None) -> list[di
     finally:
         stop_app(proc)
     return rows
-
-
-def rows_json(rows: list[dict[str, Any]]) -> str:
-    return json.dumps(rows, indent=1, default=str)
