@@ -278,6 +278,7 @@ def test_each_session_shows_its_own_last_run_only(browser, app_url, page, client
         other.close()
 
 
+@pytest.mark.slow
 def test_reproducibility_export_and_history_work_on_the_shown_run(page, tmp_path):
     """The panels after a run: replay and compare give verdicts, the downloads hold the very run
     on screen, and History reopens an earlier run."""

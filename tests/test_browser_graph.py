@@ -5,6 +5,8 @@ draws folded and marks its samples in the token wall; and Compare's two graphs s
 
 from __future__ import annotations
 
+import pytest
+
 from playground import analysis as A
 from playground.analysis.graph_figure import MAX_DRAWN
 from tests.test_browser import ARTIFACTS, browser, fill_form, open_page  # noqa: F401  (browser: the fixture)
@@ -48,6 +50,7 @@ def click_node(page, customdata: str) -> list[int]:
     return [int(i) for i in customdata.split("|")[1].split(",")]
 
 
+@pytest.mark.slow
 def test_a_click_on_a_node_of_a_real_run_marks_its_samples_and_branches_from_there(browser, app_url):  # noqa: F811
     page = open_page(browser, app_url)
     try:

@@ -114,6 +114,7 @@ def test_a_sweep_fills_its_grid_and_chart_and_its_file_opens_without_the_engine(
         page.close()
 
 
+@pytest.mark.slow
 def test_a_pattern_that_backtracks_ends_within_seconds_in_the_set_tab(browser, app_url, tmp_path):  # noqa: F811
     """A saved run whose samples are long runs of 'a': the pattern that never returned with Python's
     re answers at once (no sample has an answer), one too slow even for the regex package ends

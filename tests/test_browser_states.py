@@ -42,7 +42,7 @@ def in_view(page, selector: str) -> bool:
                          "return r.top >= 0 && r.top < window.innerHeight - 120; }", selector)
 
 
-@pytest.mark.parametrize("viewport", [(1400, 1000), (1280, 720)])
+@pytest.mark.parametrize("viewport", [(1400, 1000), pytest.param((1280, 720), marks=pytest.mark.slow)])
 def test_a_refusal_leaves_the_page_ready_and_the_samples_come_into_view(browser, app_url, viewport):  # noqa: F811
     """The prompt box starts empty: Run is refused with the reason, and the next Run (an example,
     picked by a click) streams into a samples area that is in view without scrolling by hand."""

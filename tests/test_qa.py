@@ -696,6 +696,7 @@ class BrokenAggregator(aggregate.ParentAggregator):
         return output
 
 
+@pytest.mark.slow
 def test_a_broken_aggregator_turns_the_right_cells_red(paths, monkeypatch):
     """The sync front end folds vLLM's native per-child outputs through the same aggregator, so sync
     native goes red with the wrappers; async native (vLLM's own ParentRequest) must stay as healthy."""

@@ -26,6 +26,7 @@ def saved(backend, tmp_path_factory) -> tuple[Run, str]:
     return run, str(path)
 
 
+@pytest.mark.slow
 def test_app_replay_serves_a_saved_run_without_an_engine(saved, tmp_path):
     """The app answers with no engine process under it, and /sample plays the file's run: the
     snapshots and the final bundle give back its samples, and the bundle says it is a replay."""
