@@ -91,25 +91,34 @@ def covered(delta: bool, at: int | None, ids: Any, sample_ids: list[int] | None)
     return len(ids) if sample_ids[:len(ids)] == ids else None
 
 
-def arrivals(events: list[tuple[Any, list[tuple[Any, Any]]]], n: int, delta: bool) -> list[list]:
+def arrivals(events: list[dict], n: int, delta: bool) -> list[list]:
     """Each sample's token times as the recorder stamps them (playground/backends/recorder.py):
-    each new token at its event's time. ``events``: (t, [(index, token ids, or how many)])."""
+    each new token at its event's time. ``events``: as read, ``{"t", "outputs": [{"index",
+    "token_ids"}, ...]}``. Writing derives the same times as it goes (``_events``)."""
     times: list[list] = [[] for _ in range(n)]
     had = [0] * n
-    for t, outputs in events:
-        for index, ids in outputs:
+    for event in events:
+        t = event["t"]
+        for out in event["outputs"]:
+            index = out["index"]
             if type(index) is not int or not 0 <= index < n:
                 continue
+            ids = out["prefix"][1] if "prefix" in out else out["token_ids"]
             length = ids if type(ids) is int else len(ids) if type(ids) is list else 0
             new = length if delta else max(0, length - had[index])
             had[index] = length
-            times[index].extend([t] * new)
+            if new:
+                times[index].extend([t] * new)
     return times
 
 
 def _identical(a: Any, b: list) -> bool:
     """Two lists read back alike: item by item of one type and value (floats by their digits)."""
-    return type(a) is list and len(a) == len(b) and all(x is y or same(x, y) for x, y in zip(a, b))
+    if type(a) is not list or len(a) != len(b):
+        return False
+    if a == b and list(map(type, a)) == list(map(type, b)) and 0.0 not in a:  # no -0.0 to tell from 0.0
+        return True
+    return all(x is y or same(x, y) for x, y in zip(a, b))
 
 
 # ---- writing -----------------------------------------------------------------------------------
@@ -128,11 +137,9 @@ def encode(run) -> dict[str, Any]:
     if short is not None:
         data["logprobs_float32"] = True
     data["texts"] = {str(token_id): text for token_id, text in sorted(table.items())}
-    # An output held as its sample's prefix (a CUMULATIVE one, as recorded) is known by its length.
-    times = arrivals([(e.t, [(o.index, o.carried if o.held else o.token_ids) for o in e.outputs]) for e in events],
-                     len(samples), delta)
+    events_written, times = _events(events, samples, delta, run.request.get("request_id"))
     data["samples"] = [_sample(s, table, times[k], short) for k, s in enumerate(samples)]
-    data["events"] = _events(events, samples, delta, run.request.get("request_id"))
+    data["events"] = events_written
     return data
 
 
@@ -173,28 +180,65 @@ def _sample(s, table: dict[int, str], times: list, short: dict[float, float] | N
     return data
 
 
-def _events(events: list, samples: list, delta: bool, request_id: Any) -> list[list]:
+def _events(events: list, samples: list, delta: bool, request_id: Any) -> tuple[list[list], list[list]]:
+    """The events as written, and each sample's token times as reading derives them (``arrivals``),
+    in one pass: at n=256 x 1,000 tokens there are 250,000 outputs, so the common one (tokens that
+    are its sample's next ones, with their own pieces as text) is written without a call."""
     n = len(samples)
     ids_of = [s.token_ids if int_list(s.token_ids) else None for s in samples]
     pieces_of = [_pieces(s.token_ids, s.token_texts) for s in samples]
-    places: dict[int, list] = {}  # index -> [how far into its sample's ids, its previous text]
+    places = [[0, ""] for _ in range(n)]  # per index: how far into its sample's ids, its previous text
+    held_at = [0] * n  # per index: its previous text's length, while that text is its sample's prefix
+    times: list[list] = [[] for _ in range(n)]
+    had = [0] * n
     written = []
     last = {"request_id": request_id, "num_cached_tokens": None, "engine_requests": None}
     for event in events:
-        outputs = []
+        t, outputs = event.t, []
         for out in event.outputs:
             i = out.index
             if type(i) is not int or not 0 <= i < n:
                 outputs.append({name: getattr(out, name) for name in OUTPUT_FIELDS})
                 continue
-            place = places.setdefault(i, [0, ""])
-            outputs.append(_output(out, place, delta, ids_of[i], pieces_of[i], samples[i].text))
+            place, ids, pieces = places[i], ids_of[i], pieces_of[i]
+            if out.held:
+                length, given = out.carried, None
+            else:
+                given = out.token_ids
+                length = len(given) if type(given) is list else 0
+            new_tokens = length if delta else max(0, length - had[i])
+            had[i] = length
+            if new_tokens:
+                times[i].extend([t] * new_tokens)
+            at, item = place[0], None
+            if at is not None and ids is not None and pieces is not None:
+                if delta:  # the common DELTA output: its sample's next tokens, their pieces as its text
+                    if type(given) is list and ids[at:at + length] == given and \
+                            out.text == "".join(pieces[at:at + length]):
+                        item = [i, length]
+                elif given is None and held_at[i] is not None and length >= at:
+                    # The common cumulative one: held as its sample's prefix, so what it adds is read
+                    # from the sample's text, not by copying and comparing the whole so far.
+                    size = out.held_length(samples[i])
+                    if size is not None and size >= held_at[i] and \
+                            samples[i].text[held_at[i]:size] == "".join(pieces[at:length]):
+                        item, held_at[i] = [i, length - at], size
+            if item is not None:
+                place[0] = at + item[1]
+                finish, stop = out.finish_reason, out.stop_reason
+                if finish is not None or stop is not None:
+                    item += [None, finish] if stop is None else [None, finish, stop]
+                outputs.append(item)
+                continue
+            if not delta and held_at[i] is not None:  # the slow path reads the previous text itself
+                place[1], held_at[i] = samples[i].text[:held_at[i]], None
+            outputs.append(_output(out, place, delta, ids, pieces, samples[i].text))
         facts = {"finished": event.finished} if event.finished is not False else {}
         for name, value in last.items():
             if not same(getattr(event, name), value):
                 facts[name] = last[name] = getattr(event, name)
-        written.append([event.t, outputs, facts] if facts else [event.t, outputs])
-    return written
+        written.append([t, outputs, facts] if facts else [t, outputs])
+    return written, times
 
 
 def _output(out, place: list, delta: bool, ids: list[int] | None, pieces: list[str] | None,
@@ -224,9 +268,11 @@ def _output(out, place: list, delta: bool, ids: list[int] | None, pieces: list[s
 
 # ---- reading -----------------------------------------------------------------------------------
 
-def decode(data: dict[str, Any]) -> dict[str, Any]:
+def decode(data: dict[str, Any], prefixes: bool = False) -> dict[str, Any]:
     """The run as plain data (the layout of versions 1 and 2, ``dataclasses.asdict`` of a Run)
-    of a version 4 bundle; InvalidBundle, a sentence naming the part, for a damaged one."""
+    of a version 4 bundle; InvalidBundle, a sentence naming the part, for a damaged one.
+    ``prefixes``: cumulative outputs that are their sample's start given by their lengths
+    (``_OutputReader``), for ``Run.from_dict``."""
     unknown = set(data) - set(RUN_FIELDS) - set(FORMAT_FIELDS)
     if unknown:
         raise damaged_bundle(f"it has a field this playground does not know ({', '.join(sorted(unknown))})")
@@ -236,9 +282,8 @@ def decode(data: dict[str, Any]) -> dict[str, Any]:
     table = read_table(data.get("texts", {}))
     delta = record["request"].get("output_kind") == "DELTA"
     samples = [_read_sample(k, s, table) for k, s in enumerate(data["samples"])]
-    events = _read_events(data.get("events", []), samples, delta, record["request"].get("request_id"))
-    times = arrivals([(e["t"], [(o["index"], o["token_ids"]) for o in e["outputs"]]) for e in events],
-                     len(samples), delta)
+    events = _read_events(data.get("events", []), samples, delta, record["request"].get("request_id"), prefixes)
+    times = arrivals(events, len(samples), delta)
     float32 = data.get("logprobs_float32") is True
     for k, (s, written) in enumerate(zip(samples, data["samples"])):
         if "token_times" not in s:
@@ -303,9 +348,8 @@ def read_token_texts(where: str, ids: Any, texts: Any, table: dict[int, str]) ->
     return pieces
 
 
-def _read_events(events: Any, samples: list[dict], delta: bool, request_id: Any) -> list[dict]:
-    places: dict[int, list] = {}
-    return read_events(events, request_id, lambda where, out: _read_output(where, out, samples, places, delta))
+def _read_events(events: Any, samples: list[dict], delta: bool, request_id: Any, prefixes: bool) -> list[dict]:
+    return read_events(events, request_id, _OutputReader(samples, delta, prefixes))
 
 
 def read_events(events: Any, request_id: Any, read_output: Callable[[str, Any], dict]) -> list[dict]:
@@ -328,49 +372,107 @@ def read_events(events: Any, request_id: Any, read_output: Callable[[str, Any], 
     return result
 
 
-def _read_output(where: str, out: Any, samples: list[dict], places: dict[int, list], delta: bool) -> dict:
-    """One output as yielded; ``places`` follows each index as writing followed it."""
-    if isinstance(out, dict):
-        if set(out) != set(OUTPUT_FIELDS):
-            raise damaged_bundle(f"{where} is an object without exactly the fields {', '.join(OUTPUT_FIELDS)}")
-        i = out["index"]
-        if type(i) is int and 0 <= i < len(samples):
-            place = places.setdefault(i, [0, ""])
-            place[0] = covered(delta, place[0], out["token_ids"], samples[i]["token_ids"])
-            if not delta:
-                place[1] = out["text"] if type(out["text"]) is str else None
-        return dict(out)
-    if not (isinstance(out, list) and 2 <= len(out) <= 5 and type(out[0]) is int):
-        raise damaged_bundle(f"{where} is not [index, count, text, finish_reason, stop_reason]")
-    i, count, slot, finish, stop = out + [None] * (5 - len(out))
-    if not 0 <= i < len(samples):
-        raise damaged_bundle(f"{where} is of sample {i}, which the bundle does not have")
-    sample = samples[i]
-    place = places.setdefault(i, [0, ""])
-    at, before = place
-    if type(count) is not int or count < 0:
-        raise damaged_bundle(f"{where} has a count of tokens that is not a whole number")
-    ids = sample["token_ids"]
-    if at is None or at + count > len(ids):
-        raise damaged_bundle(f"{where} brings tokens its sample does not have")
-    new = at + count
-    if slot is None or type(slot) is str:
-        if before is None:
-            raise damaged_bundle(f"{where} adds to a text the bundle does not give")
-        if slot is None:
-            pieces = _pieces(ids, sample["token_texts"])
-            if pieces is None:
-                raise damaged_bundle(f"{where} has no text, and its sample has no text per token")
-            slot = "".join(pieces[at:new])
-        text = before + slot
-    elif slot == []:
-        text = sample["text"]
-    elif type(slot) is list and len(slot) == 1 and type(slot[0]) is str:
-        text = slot[0]
-    else:
-        raise damaged_bundle(f"{where} has a text that is neither a string nor [whole text]")
-    place[0] = new
-    if not delta:
-        place[1] = text
-    return {"index": i, "text": text, "token_ids": ids[at:new] if delta else ids[:new], "finish_reason": finish,
-            "stop_reason": stop}
+class _OutputReader:
+    """Reads a bundle's outputs in order, following each index as writing followed it: how far
+    into its sample's ids it is and, under the cumulative kinds, its previous text, kept as a length
+    while that text is the start of its sample's own: reading n x L cumulative outputs then copies
+    no L² characters. With ``prefixes`` such an output is given as ``{"index", "prefix": [text
+    length, ids length], "finish_reason", "stop_reason"}``, for the Run to hold as that prefix."""
+
+    def __init__(self, samples: list[dict], delta: bool, prefixes: bool):
+        self.samples, self.delta, self.prefixes = samples, delta, prefixes
+        self.places: dict[int, list] = {}  # index -> [how far into its ids, previous text, its length if a prefix]
+        self.pieces: dict[int, list[str] | None] = {}  # each sample's pieces, looked at once
+
+    def __call__(self, where: str, out: Any) -> dict:
+        return self._common(out) or self._any(where, out)
+
+    def _pieces_of(self, i: int) -> list[str] | None:
+        if i not in self.pieces:
+            self.pieces[i] = _pieces(self.samples[i]["token_ids"], self.samples[i]["token_texts"])
+        return self.pieces[i]
+
+    def _place(self, i: int) -> list:
+        if i not in self.places:
+            self.places[i] = [0, "", 0 if type(self.samples[i]["text"]) is str else None]
+        return self.places[i]
+
+    def _common(self, out: Any) -> dict | None:
+        """The common output, ``[index, count]`` (and its finish): its sample's next tokens, their
+        pieces as the text they add. None for any other, which ``_any`` reads."""
+        if type(out) is not list or not 2 <= len(out) <= 5 or len(out) > 2 and out[2] is not None:
+            return None
+        i, count = out[0], out[1]
+        place = self.places.get(i)
+        if place is None or type(i) is not int or type(count) is not int or count < 0 or place[0] is None:
+            return None
+        at, sample = place[0], self.samples[i]
+        new, ids, pieces = at + count, sample["token_ids"], self._pieces_of(i)
+        if pieces is None or new > len(ids):
+            return None
+        added = "".join(pieces[at:new])
+        finish, stop = (out + [None] * 3)[3:5]
+        if self.delta:
+            place[0] = new
+            return {"index": i, "text": added, "token_ids": ids[at:new], "finish_reason": finish, "stop_reason": stop}
+        length = place[2]
+        if length is None or not sample["text"].startswith(added, length):
+            return None
+        place[0], place[2] = new, length + len(added)
+        if self.prefixes:
+            return {"index": i, "prefix": [place[2], new], "finish_reason": finish, "stop_reason": stop}
+        return {"index": i, "text": sample["text"][:place[2]], "token_ids": ids[:new], "finish_reason": finish,
+                "stop_reason": stop}
+
+    def _followed(self, i: int, text: Any) -> None:
+        """The cumulative kinds: ``text`` is index ``i``'s text from now on."""
+        whole, place = self.samples[i]["text"], self.places[i]
+        place[1] = text if type(text) is str else None
+        place[2] = len(text) if place[1] is not None and type(whole) is str and whole.startswith(text) else None
+
+    def _any(self, where: str, out: Any) -> dict:
+        samples, delta = self.samples, self.delta
+        if isinstance(out, dict):
+            if set(out) != set(OUTPUT_FIELDS):
+                raise damaged_bundle(f"{where} is an object without exactly the fields {', '.join(OUTPUT_FIELDS)}")
+            i = out["index"]
+            if type(i) is int and 0 <= i < len(samples):
+                place = self._place(i)
+                place[0] = covered(delta, place[0], out["token_ids"], samples[i]["token_ids"])
+                if not delta:
+                    self._followed(i, out["text"])
+            return dict(out)
+        if not (isinstance(out, list) and 2 <= len(out) <= 5 and type(out[0]) is int):
+            raise damaged_bundle(f"{where} is not [index, count, text, finish_reason, stop_reason]")
+        i, count, slot, finish, stop = out + [None] * (5 - len(out))
+        if not 0 <= i < len(samples):
+            raise damaged_bundle(f"{where} is of sample {i}, which the bundle does not have")
+        sample = samples[i]
+        place = self._place(i)
+        at, before = place[0], place[1] if place[2] is None else sample["text"][:place[2]]
+        if type(count) is not int or count < 0:
+            raise damaged_bundle(f"{where} has a count of tokens that is not a whole number")
+        ids = sample["token_ids"]
+        if at is None or at + count > len(ids):
+            raise damaged_bundle(f"{where} brings tokens its sample does not have")
+        new = at + count
+        if slot is None or type(slot) is str:
+            if before is None:
+                raise damaged_bundle(f"{where} adds to a text the bundle does not give")
+            if slot is None:
+                pieces = self._pieces_of(i)
+                if pieces is None:
+                    raise damaged_bundle(f"{where} has no text, and its sample has no text per token")
+                slot = "".join(pieces[at:new])
+            text = before + slot
+        elif slot == []:
+            text = sample["text"]
+        elif type(slot) is list and len(slot) == 1 and type(slot[0]) is str:
+            text = slot[0]
+        else:
+            raise damaged_bundle(f"{where} has a text that is neither a string nor [whole text]")
+        place[0] = new
+        if not delta:
+            self._followed(i, text)
+        return {"index": i, "text": text, "token_ids": ids[at:new] if delta else ids[:new], "finish_reason": finish,
+                "stop_reason": stop}

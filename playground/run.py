@@ -55,7 +55,14 @@ class EventOutput:
     def so_far(cls, sample: Sample, finish_reason: str | None = None,
                stop_reason: str | int | None = None) -> EventOutput:
         """The sample's text and ids as they are now, held as their lengths."""
-        out = cls(sample.index, len(sample.text), len(sample.token_ids), finish_reason, stop_reason)  # type: ignore
+        return cls.prefix(sample.index, sample, len(sample.text), len(sample.token_ids), finish_reason, stop_reason)
+
+    @classmethod
+    def prefix(cls, index: int, sample: Sample, text_length: int, ids_length: int, finish_reason: str | None = None,
+               stop_reason: str | int | None = None) -> EventOutput:
+        """Index ``index``'s output that is the first ``text_length`` characters and ``ids_length``
+        token ids of ``sample``, held."""
+        out = cls(index, text_length, ids_length, finish_reason, stop_reason)  # type: ignore
         out._of = sample
         return out
 
@@ -86,6 +93,11 @@ class EventOutput:
     def carried(self) -> int:
         """How many token ids the output carries (without reading them)."""
         return self._token_ids if self._of is not None else len(self._token_ids)
+
+    def held_length(self, sample: Sample) -> int | None:
+        """The length of its text while it is held as a prefix of ``sample``'s (None otherwise): a
+        writer reads what it added from the sample, without copying the prefix."""
+        return self._text if self._of is sample else None
 
     def hold(self) -> None:
         """Keep the value itself from now on (its sample is about to change otherwise)."""
@@ -207,11 +219,11 @@ class Run:
                                 f"({BUNDLE_VERSION}): update the playground to open it")
         for k, sample in enumerate(data["samples"]):
             ids = sample.get("token_ids", []) if isinstance(sample, dict) else None
-            if not isinstance(ids, list) or not all(isinstance(t, int) and not isinstance(t, bool) for t in ids):
+            if not bundle_format.int_list(ids):
                 raise InvalidBundle(f"this run bundle is damaged: sample {k} has no list of token ids")
         try:
             if version == BUNDLE_VERSION:
-                data = bundle_format.decode(data)
+                data = bundle_format.decode(data, prefixes=True)
             elif version == 3:
                 data = bundle_v3.decode(data)
             return cls._from_dict(data)
@@ -230,10 +242,10 @@ class Run:
             if s.get("logprobs") is not None and not isinstance(s["logprobs"], Logprobs):
                 s["logprobs"] = [_logprob_from_dict(lp) for lp in s["logprobs"]]
             samples.append(Sample(**s))
-        events = [
-            Event(**{**e, "outputs": [EventOutput(**o) for o in e["outputs"]]})
-            for e in data.pop("events", [])
-        ]
+        events = [Event(**{**e, "outputs": [EventOutput.prefix(o["index"], samples[o["index"]], *o["prefix"],
+                                                               o["finish_reason"], o["stop_reason"])
+                                            if "prefix" in o else EventOutput(**o) for o in e["outputs"]]})
+                  for e in data.pop("events", [])]
         return cls(samples=samples, events=events, **data)
 
     @classmethod

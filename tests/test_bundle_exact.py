@@ -122,6 +122,12 @@ def runs(draw) -> Run:
             num_cached_tokens=draw(maybe_int), metrics=draw(st.one_of(st.none(), st.dictionaries(texts, floats,
                                                                                                  max_size=2))),
             queued_at=draw(st.one_of(st.none(), floats)), decode_s=draw(st.one_of(st.none(), floats))))
+    if kind != "DELTA" and draw(st.booleans()):  # as the recorder keeps them: held as their sample's prefix
+        for e in events:
+            e.outputs = [EventOutput.prefix(o.index, samples[o.index], len(o.text), len(o.token_ids),
+                                            o.finish_reason, o.stop_reason)
+                         if samples[o.index].text.startswith(o.text)
+                         and samples[o.index].token_ids[:len(o.token_ids)] == o.token_ids else o for o in e.outputs]
     request = {"prompt": draw(texts), "n": n, "output_kind": kind, "request_id": draw(st.one_of(st.none(), texts)),
                "seed": draw(maybe_int), "stop": [stop]}
     return Run(request=request, samples=samples, events=events, engine=draw(st.dictionaries(texts, json_values,
