@@ -54,16 +54,19 @@ def test_in_process_paths_count_every_token_and_the_cpu_they_took(backend):
 
 @pytest.mark.slow
 def test_a_tiny_paced_case_measures_sample_and_the_page_against_the_sources_schedule(browser, tmp_path):  # noqa: F811
-    """``python app.py --replay synthetic:4x20`` at 400 tok/s: a row for /sample and one for the
-    page, each timed from the source's scheduled end, with the source's own CPU taken out."""
+    """``python app.py --replay synthetic:4x20`` at 400 tok/s: a row for /sample (plain HTTP and
+    gradio_client) and one for the page, each timed from the source's scheduled end, with the
+    source's own CPU taken out."""
     rows = measure_case(PacedCase(4, 20, 400), free_port(), tmp_path, browser)
-    assert [r["client"] for r in rows] == ["/sample", "page"], rows
+    assert [r["client"] for r in rows] == ["/sample", "/sample gradio_client", "page"], rows
     for row in rows:
         assert row["tokens"] > 0 and math.isfinite(row["end_lag_s"]) and math.isfinite(row["app_ms_per_token"])
         assert row["source_late_s"] >= 0 and row["app_cpu_s"] > row["source_cpu_s"] > 0
-    assert rows[0]["snapshots"] > 0 and rows[1]["longest_frame_gap_ms"] > 0
+    assert rows[0]["snapshots"] > 0 and rows[1]["snapshots"] > 0 and rows[2]["longest_frame_gap_ms"] > 0
+    assert rows[0]["bundle_mb"] > 0 and rows[1]["bundle_mb"] > 0  # each got the run's bundle
     line = gpu.paced_summary(rows)
-    assert re.fullmatch(r"paced\[400 tok/s n=4x20\] sample_lag_s=-?\d+\.\d\d page_lag_s=-?\d+\.\d\d updates_per_s=\S+ "
+    assert re.fullmatch(r"paced\[400 tok/s n=4x20\] sample_lag_s=-?\d+\.\d\d gradio_client_lag_s=-?\d+\.\d\d "
+                        r"page_lag_s=-?\d+\.\d\d updates_per_s=\S+ "
                         r"gap_ms=\d+ heap_mb=\S+ app_ms_per_token=\S+/\S+", line), line
     document = gpu.publish(rows, [], tmp_path, 1.0)
     assert json.loads((tmp_path / "gpu-results.json").read_text())["headlines"] == [line] == document["headlines"]

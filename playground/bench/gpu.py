@@ -143,7 +143,9 @@ def paced_summary(rows: list[dict]) -> str:
     for case in dict.fromkeys(r["case"] for r in rows):
         here = {r["client"]: r for r in rows if r["case"] == case and "error" not in r}
         sample, page = here.get("/sample", {}), here.get("page", {})
+        client = here.get("/sample gradio_client", {})
         parts.append(f"paced[{case}] sample_lag_s={sample.get('end_lag_s', math.nan):.2f} "
+                     f"gradio_client_lag_s={client.get('end_lag_s', math.nan):.2f} "
                      f"page_lag_s={page.get('end_lag_s', math.nan):.2f} "
                      f"updates_per_s={page.get('updates_per_s', math.nan):.1f} "
                      f"gap_ms={page.get('longest_frame_gap_ms', math.nan):.0f} "

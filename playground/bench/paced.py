@@ -3,7 +3,8 @@
 through the real seam (``record()``, the recorder, the samples feed, the live panels, ``/sample``'s
 snapshots) as fast as a GPU would make it, and the page and ``/sample`` are measured against it.
 
-Figures, per case and client (``/sample`` through gradio_client, the page in headless Chromium):
+Figures, per case and client (``/sample`` over Gradio's HTTP API with a plain client, as the README's
+curl call; ``/sample`` through gradio_client; the page in headless Chromium):
 
 - ``end_lag_s``: from the moment the source's last event was due (its schedule: a GPU makes the
   last token then, whatever the app does) to the client having the end: the final value of
@@ -120,9 +121,42 @@ def played(log: Path, request_id: str | None = None) -> dict[str, Any] | None:
             "late_s": float(found["late"])}
 
 
+def http_sample_run(url: str, request: dict[str, Any]) -> dict[str, Any]:
+    """``sample_run`` over Gradio's HTTP API with a plain streaming client (httpx), as the README's
+    curl call: what the app delivers, without gradio_client's own cost of a large final value."""
+    import json
+
+    import httpx
+
+    from playground.ui.api import SIGNATURE
+
+    data = [request[name] if name in request else p.default for name, p in SIGNATURE.parameters.items()]
+    base = url.rstrip("/") + "/gradio_api/call/sample"
+    snapshots, final, arrived, name = 0, None, None, None
+    with httpx.Client(timeout=RUN_TIMEOUT) as http:
+        event_id = http.post(base, json={"data": data}).raise_for_status().json()["event_id"]
+        with http.stream("GET", f"{base}/{event_id}") as stream:
+            for line in stream.iter_lines():
+                if line.startswith("event: "):
+                    name = line.removeprefix("event: ")
+                elif line.startswith("data: ") and name == "complete":
+                    final, arrived = json.loads(line.removeprefix("data: "))[0], time.time()
+                elif line.startswith("data: ") and name == "generating":
+                    snapshots += 1
+                elif line.startswith("data: ") and name == "error":
+                    raise RuntimeError(f"/sample failed: {line.removeprefix('data: ')}")
+    if final is None:
+        raise RuntimeError("/sample's event stream ended without its final value")
+    rid = re.search(r'"request_id":"(run-[0-9a-f]+)"', final)
+    return {"arrived": arrived, "snapshots": snapshots, "request_id": rid.group(1) if rid else None,
+            "bundle_mb": len(final) / 2**20}
+
+
 def sample_run(url: str, request: dict[str, Any]) -> dict[str, Any]:
-    """One ``/sample`` call to its final value: when that arrived (wall clock), how many snapshots
-    came before it, and the run's request id."""
+    """One ``/sample`` call to its final value through gradio_client: when that arrived (wall
+    clock), how many snapshots came before it, and the run's request id. (gradio_client 2.7 joins
+    the event stream's bytes as they come, ``buffer += chunk``, and looks for the end of a message
+    in the whole buffer each time: a final value of 20 MB costs it seconds, which this row shows.)"""
     from gradio_client import Client
 
     client = Client(url, verbose=False)
@@ -223,7 +257,8 @@ def measure_case(case: PacedCase, port: int, out: Path, browser=None) -> list[di
     url = f"http://127.0.0.1:{port}/"
     rows = []
     try:
-        clients = [("/sample", lambda: sample_run(url, {"prompt": "synthetic", "n": case.n}))]
+        clients = [("/sample", lambda: http_sample_run(url, {"prompt": "synthetic", "n": case.n})),
+                   ("/sample gradio_client", lambda: sample_run(url, {"prompt": "synthetic", "n": case.n}))]
         if browser is not None:
             clients.append(("page", lambda: page_run(browser, url, {"prompt": "synthetic", "n": case.n},
                                                      alone["tokens"])))
@@ -235,7 +270,7 @@ def measure_case(case: PacedCase, port: int, out: Path, browser=None) -> list[di
             if said is None:
                 rows.append({"case": case.name, "client": client, "error": "the app printed no replay line"})
                 continue
-            end = seen["arrived"] if client == "/sample" else seen["ended"]
+            end = seen["ended"] if client == "page" else seen["arrived"]
             rows.append({
                 "case": case.name, "client": client, "n": case.n, "tokens": said["tokens"], "rate": case.rate,
                 "end_lag_s": end - (said["started"] + said["due_s"]),
