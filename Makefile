@@ -29,9 +29,10 @@ $(VENV)/.ready-run: scripts/setup.sh requirements.txt
 	PYTHON=$(PYTHON) scripts/setup.sh
 	touch $@
 
-$(VENV)/.ready-test: $(VENV)/.ready-run requirements-test.txt
+# One call for both (not .ready-run first): pip resolves vLLM and its requirements once, not twice.
+$(VENV)/.ready-test: scripts/setup.sh requirements.txt requirements-test.txt
 	PYTHON=$(PYTHON) scripts/setup.sh --test
-	touch $@
+	touch $(VENV)/.ready-run $@
 
 clean:
 	rm -rf $(VENV) .pytest_cache artifacts
