@@ -160,8 +160,9 @@ def _sample(s, table: dict[int, str], times: list, short: dict[float, float] | N
     data = {name: getattr(s, name) for name in PLAIN}
     ids, texts = s.token_ids, s.token_texts
     if int_list(ids) and type(texts) is list and len(texts) == len(ids):
-        changed = {str(p): text for p, (token_id, text) in enumerate(zip(ids, texts))
-                   if type(text) is not str or table.get(token_id) != text}
+        changed = {} if list(map(table.get, ids)) == texts and set(map(type, texts)) <= {str} else {
+            str(p): text for p, (token_id, text) in enumerate(zip(ids, texts))
+            if type(text) is not str or table.get(token_id) != text}
         if changed:
             data["token_texts"] = changed if len(changed) * 4 < len(texts) else texts
     else:
