@@ -23,6 +23,7 @@ their own, which is shut down before the app starts.
 from __future__ import annotations
 
 import asyncio
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -89,7 +90,7 @@ def in_process(backend, n: int, tokens: int, logprobs: int | None) -> list[dict[
 def through_app(port: int, out: Path, sizes: list[tuple[int, int, int | None]], browser=None) -> list[dict[str, Any]]:
     """``/sample`` and the page on ``python app.py`` (its own engine), one request per size each."""
     from playground.bench.browser import start_app, stop_app
-    from playground.bench.paced import app_cpu, page_run, sample_run
+    from playground.bench.paced import app_cpu, http_sample_run, page_run
 
     proc, _ = start_app(port, out / "cpu-app.log", ["--max-n", str(max(256, *(n for n, _, _ in sizes)))])
     url = f"http://127.0.0.1:{port}/"
@@ -97,12 +98,16 @@ def through_app(port: int, out: Path, sizes: list[tuple[int, int, int | None]], 
     try:
         for n, tokens, logprobs in sizes:
             request = request_of(n, tokens, logprobs)
-            clients = [("/sample", lambda r=request: sample_run(url, r))]
+            clients = [("/sample", lambda r=request: http_sample_run(url, r))]
             if browser is not None:
                 clients.append(("page", lambda r=request: page_run(browser, url, r, r["n"] * r["max_tokens"])))
             for path, run in clients:
                 before = app_cpu(proc.pid)
-                run()
+                try:
+                    run()
+                except Exception as e:  # one client that fails (a timeout on a busy machine) costs its row only
+                    print(f"cpu per token: {path} n={n} logprobs={logprobs}: {type(e).__name__}: {e}", file=sys.stderr)
+                    continue
                 after = app_cpu(proc.pid)
                 rows.append(row(path, n, tokens, logprobs, n * tokens, after[0] - before[0], after[1] - before[1]))
     finally:

@@ -65,6 +65,7 @@ def run(args, engine_kwargs: dict) -> int:
     try:
         if args.cpu_per_token:  # before Playwright: its sync API keeps an event loop on this thread, and
             cpu_rows = cpu_in_process(args, engine_kwargs)  # AsyncLLM would bind its output handler to it
+            (out / "gpu-cpu-in-process.json").write_text(json.dumps(cpu_rows, indent=1))  # kept, whatever follows
         with contextlib.ExitStack() as stack:
             browser = None
             if chromium_path() is not None:
