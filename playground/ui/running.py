@@ -32,7 +32,7 @@ from playground.ui import views
 from playground.ui.form import form_request
 from playground.ui.messages import shown
 from playground.ui.page import Page
-from playground.ui.showing import figures_every, live, show
+from playground.ui.showing import SUMMARY_EVERY, figures_every, live, show
 
 BUSY = "A run of this page is still going: press Stop first, or wait for it to finish."
 
@@ -93,7 +93,7 @@ async def stream(page: Page, action: Action | None, history: list | None, sessio
     if live_run is None or live_run.state is not State.QUEUED:
         yield {page.summary: gr.skip()}
         return
-    figures_at = time.monotonic()
+    figures_at = said_at = time.monotonic()
     try:
         # aclosing: a closed tab or a cancelled event stops the LiveRun now, not when collected.
         async with contextlib.aclosing(session.paced(live_run.follow(page.backend))) as snapshots:
@@ -102,10 +102,15 @@ async def stream(page: Page, action: Action | None, history: list | None, sessio
                 if run is None or run.finished:
                     yield {page.summary: gr.skip()}  # a heartbeat: Gradio notices a closed tab only at a yield
                     continue  # the final render follows the stream's end
-                figures = time.monotonic() - figures_at >= figures_every(run.n)
+                now = time.monotonic()
+                figures = now - figures_at >= figures_every(run.n)
                 if figures:
-                    figures_at = time.monotonic()
-                yield live(page, run, session, selected, figures, settings)
+                    figures_at = now
+                update = live(page, run, session, selected, figures, settings, summary=now - said_at >= SUMMARY_EVERY)
+                if page.summary in update:
+                    said_at = now
+                if update:  # empty: the samples' message went back as the answer to the browser's ack
+                    yield update
     except Exception as e:  # the LiveRun's state says what happened; a bug is logged here
         shown(e)
     yield await ended(page, live_run, history, session, selected, settings)

@@ -20,6 +20,9 @@ from playground.ui.keeping import MARKER, keep
 from playground.ui.page import HISTORY_SIZE, Page
 
 FIGURES_EVERY = 1.0  # seconds between figure refreshes while streaming, per 32 samples
+# Seconds between the summary's redraws while streaming: every Gradio yield costs the page ~45 ms
+# of its main thread at this page's size (its loading states), whatever it carries.
+SUMMARY_EVERY = 1.0
 
 
 def figures_every(n: int) -> float:
@@ -73,11 +76,15 @@ def _show(page: Page, run: Run, history: list | None, session, selected: str | N
     return update
 
 
-def live(page: Page, run: Run, session, selected: str | None, figures: bool, settings: dict | None = None) -> dict:
-    """A run in flight: what changed in the samples area, the summary line, and (``figures``)
-    the live parts of the panel on screen (``settings``: the panels' controls)."""
-    update = {**page.samples.update(session, run), page.summary: views.run_summary(run) if run.events
-              else views.waiting_summary(run)}  # never empty: Gradio reads an empty dict as one value
+def live(page: Page, run: Run, session, selected: str | None, figures: bool, settings: dict | None = None,
+         summary: bool = True) -> dict:
+    """A run in flight: what changed in the samples area (nothing here when it went back as the
+    answer to the browser's ack), the summary line (``summary``), and (``figures``) the live parts
+    of the panel on screen (``settings``: the panels' controls). An empty dict: nothing to yield
+    (Gradio would read it as one value)."""
+    update = page.samples.update(session, run)
+    if summary or figures:
+        update[page.summary] = views.run_summary(run) if run.events else views.waiting_summary(run)
     if figures and run.events:
         update.update(_panels(page, run, selected, settings or {}, live=True))
     return update
