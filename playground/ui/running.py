@@ -113,6 +113,12 @@ async def stream(page: Page, action: Action | None, history: list | None, sessio
                     yield update
     except Exception as e:  # the LiveRun's state says what happened; a bug is logged here
         shown(e)
+    if live_run.run is not None and live_run.state not in (State.REFUSED, State.ERROR):
+        # The end on screen at once (the samples' last tokens, the summary, the run the tabs open
+        # with); the panel on screen, the history and the store follow: at n=256 the Diff tab's
+        # heatmap alone takes a second to compute and another to draw.
+        yield {**page.samples.update(session, live_run.run), page.summary: views.run_summary(live_run.run),
+               page.current: live_run.run}
     yield await ended(page, live_run, history, session, selected, settings)
 
 
@@ -141,8 +147,10 @@ async def stop(page: Page, action: Action | None, current: Run | None, history: 
     if live_run.run is None:  # stopped before it started: nothing reached the engine
         return {page.summary: views.ended_summary(live_run)}
     run = live_run.run
-    if current is not None and current.request.get("request_id") == run.request.get("request_id"):
-        return {}  # it had finished and is on screen already
+    rid = run.request.get("request_id")
+    if current is not None and current.request.get("request_id") == rid \
+            and any(r.request.get("request_id") == rid for r in history or []):
+        return {}  # it had finished and is on screen already (the end's second step is in the history)
     # Stop cancelled the stream's event: a message it had made may never have been sent.
     return await show(page, run, history, session, selected, settings, reset=True)
 
