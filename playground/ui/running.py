@@ -32,7 +32,7 @@ from playground.ui import views
 from playground.ui.form import form_request
 from playground.ui.messages import shown
 from playground.ui.page import Page
-from playground.ui.showing import SUMMARY_EVERY, figures_every, live, show
+from playground.ui.showing import SUMMARY_EVERY, at_once, figures_every, live, show
 
 BUSY = "A run of this page is still going: press Stop first, or wait for it to finish."
 
@@ -45,6 +45,7 @@ class Action:
     name: str
     runs: list[LiveRun]
     about: Any = None  # what the action's follower needs besides the runs (What if: the point's tokens)
+    shown: bool = False  # its run's end drawn whole (the panel on screen, the store's save): Stop adds nothing
 
     @property
     def going(self) -> bool:
@@ -106,7 +107,9 @@ async def stream(page: Page, action: Action | None, history: list | None, sessio
                 figures = now - figures_at >= figures_every(run.n)
                 if figures:
                     figures_at = now
-                update = live(page, run, session, selected, figures, settings, summary=now - said_at >= SUMMARY_EVERY)
+                # a heartbeat always yields: Gradio notices a closed tab (its acks stopped) only then
+                due = snapshot is None or now - said_at >= SUMMARY_EVERY
+                update = live(page, run, session, selected, figures, settings, summary=due)
                 if page.summary in update:
                     said_at = now
                 if update:  # empty: the samples' message went back as the answer to the browser's ack
@@ -114,12 +117,10 @@ async def stream(page: Page, action: Action | None, history: list | None, sessio
     except Exception as e:  # the LiveRun's state says what happened; a bug is logged here
         shown(e)
     if live_run.run is not None and live_run.state not in (State.REFUSED, State.ERROR):
-        # The end on screen at once (the samples' last tokens, the summary, the run the tabs open
-        # with); the panel on screen, the history and the store follow: at n=256 the Diff tab's
-        # heatmap alone takes a second to compute and another to draw.
-        yield {**page.samples.update(session, live_run.run), page.summary: views.run_summary(live_run.run),
-               page.current: live_run.run}
-    yield await ended(page, live_run, history, session, selected, settings)
+        yield at_once(page, live_run.run, history, session)  # then the panel on screen and the save
+    final = await ended(page, live_run, history, session, selected, settings)
+    action.shown = True
+    yield final
 
 
 async def ended(page: Page, live_run: LiveRun, history: list | None, session, selected: str | None,
@@ -147,10 +148,8 @@ async def stop(page: Page, action: Action | None, current: Run | None, history: 
     if live_run.run is None:  # stopped before it started: nothing reached the engine
         return {page.summary: views.ended_summary(live_run)}
     run = live_run.run
-    rid = run.request.get("request_id")
-    if current is not None and current.request.get("request_id") == rid \
-            and any(r.request.get("request_id") == rid for r in history or []):
-        return {}  # it had finished and is on screen already (the end's second step is in the history)
+    if action.shown and current is not None and current.request.get("request_id") == run.request.get("request_id"):
+        return {}  # it had finished and is on screen already
     # Stop cancelled the stream's event: a message it had made may never have been sent.
     return await show(page, run, history, session, selected, settings, reset=True)
 

@@ -59,9 +59,18 @@ def _panels(page: Page, run: Run, selected: str | None, settings: dict, live: bo
 
 def _show(page: Page, run: Run, history: list | None, session, selected: str | None, settings: dict,
           reset: bool = False) -> dict:
+    update = {**page.samples.show(session, run, force=reset), **_lines(page, run, history)}
+    update.update(_panels(page, run, selected, settings))
+    if MARKER in page.extra:  # the run store keeps it (ui/keeping.py)
+        update[page.extra[MARKER]] = keep(page.extra[MARKER], run, session)
+    return update
+
+
+def _lines(page: Page, run: Run, history: list | None) -> dict:
+    """What a run shown says besides its samples and panels: the summary, the status line, the
+    run the tabs open with and the history (each cheap)."""
     history = remember(history or [], run)
-    update = {
-        **page.samples.show(session, run, force=reset),
+    return {
         page.summary: views.run_summary(run),
         page.status: views.engine_status(page.backend.info(), run),
         page.current: run,
@@ -70,10 +79,13 @@ def _show(page: Page, run: Run, history: list | None, session, selected: str | N
                                      value=len(history) - 1),
         page.history_note: overlap_note(history),
     }
-    update.update(_panels(page, run, selected, settings))
-    if MARKER in page.extra:  # the run store keeps it (ui/keeping.py)
-        update[page.extra[MARKER]] = keep(page.extra[MARKER], run, session)
-    return update
+
+
+def at_once(page: Page, run: Run, history: list | None, session) -> dict:
+    """A streamed run's end, what is cheap of it: its samples' last tokens and every line but the
+    panel on screen and the store's save (``show`` follows with them: at n=256 the Diff tab's
+    heatmap takes seconds to compute and draw)."""
+    return {**page.samples.update(session, run), **_lines(page, run, history)}
 
 
 def live(page: Page, run: Run, session, selected: str | None, figures: bool, settings: dict | None = None,
