@@ -41,10 +41,10 @@ if (props.wall_height) wallBox.style.setProperty('--sa-wall-height', props.wall_
 // The model of the run on screen.
 let M = empty();
 function empty() {
-  return {run: null, id: '', n: 0, seeds: [], T: [], L: [], K: [], E: [], t0: [], t1: [], fin: [], st: '',
+  return {run: null, id: '', n: 0, seeds: [], T: [], L: [], K: [], E: [], W: [], t0: [], t1: [], fin: [], st: '',
           order: [], shared: [], rank: [], lp: false};
 }
-let seq = 0, needReset = false, chosenView = null, view = 'columns', colour = 'p', selected = null;
+let seq = 0, key = '', needReset = false, chosenView = null, view = 'columns', colour = 'p', selected = null;
 let marked = new Set();  // the samples of the answer group last clicked in the Set tab
 let cards = [], colDone = [], mapDone = [];
 let dirtyCol = new Set(), dirtyWall = new Set(), mapDirty = true;
@@ -55,6 +55,11 @@ const visible = (piece) => piece === '' ? PARTIAL : piece.replace(/[ \t\r\n]/g, 
 const prob = (lp) => lp === null || lp === undefined ? null : Math.exp(lp);
 const bucket = (x, step) => Math.max(0, Math.min(9, Math.floor(x / step)));
 
+// Messages come by two ways (the component's value, and the answer to an ack), so a delta may
+// arrive before the one before it: it is held until that one comes (a reset of n=256 x 1,000 tokens
+// is 20 MB), for HOLD_MS at most; then the area asks for a reset.
+const HOLD_MS = 1500;
+let held = new Map(), holding = null;
 function receive(text) {
   let m;
   const started = performance.now();
@@ -64,6 +69,27 @@ function receive(text) {
   // than what the area holds is stale, and a stale reset would wipe a newer run.
   if (m.s <= seq) return;
   stats.messages++; stats.bytes += text.length;  // characters of JSON: bytes, but for non-ASCII text
+  if (m.k === 'd' && m.r === M.run && m.s > seq + 1) {
+    held.set(m.s, m);
+    if (holding === null) holding = setTimeout(() => { holding = null; release(true); }, HOLD_MS);
+  } else {
+    take(m);
+    release(false);
+  }
+  stats.applyMs += performance.now() - started;
+  frame();
+}
+function release(all) {  // the held deltas that follow what the area has (all: waited enough)
+  for (const s of [...held.keys()].sort((a, b) => a - b)) {
+    if (s <= seq) { held.delete(s); continue; }
+    if (s !== seq + 1 && !all) break;
+    const m = held.get(s); held.delete(s); take(m);
+  }
+  if (held.size === 0 && holding !== null) { clearTimeout(holding); holding = null; }
+  if (all) frame();
+}
+function take(m) {
+  if (m.ak) key = m.ak;
   if (m.k === 'r') reset(m);
   else if (m.k === 'v') { chosenView = m.v; setView(m.v); }
   else if (m.k === 'd') {
@@ -71,22 +97,20 @@ function receive(text) {
     else apply(m);
   }
   seq = Math.max(seq, m.s);
-  stats.applyMs += performance.now() - started;
-  frame();
 }
 
 function reset(m) {
   M = empty();
   M.run = m.r; M.id = m.id || ''; M.n = m.n; M.seeds = m.sd || [];
   for (let i = 0; i < m.n; i++) {
-    M.T.push([]); M.L.push([]); M.K.push([]); M.E.push([]); M.t0.push(null); M.t1.push(null); M.fin.push(null);
+    M.T.push([]); M.L.push([]); M.K.push([]); M.E.push([]); M.W.push(0); M.t0.push(null); M.t1.push(null); M.fin.push(null);
     M.order.push(i); M.shared.push(0); M.rank.push(i);
   }
   stats.resets++;
   if (m.v) chosenView = m.v;
   columnsBox.textContent = '';
   for (const r of live.values()) r.row.remove();
-  live = new Map(); spaceH = -1;
+  live = new Map(); spaceH = -1; spaceW = 0; space.style.width = '1px';
   cards = []; colDone = new Array(m.n).fill(0); mapDone = new Array(m.n).fill(0); selected = null; marked = new Set();
   dirtyCol = new Set(M.order); dirtyWall = new Set(M.order); mapDirty = true;
   setView(chosenView || (props.view === 'auto' || !props.view ? (m.n <= (props.columns_up_to || 16) ? 'columns' : 'wall') : props.view));
@@ -100,6 +124,7 @@ function apply(m) {
     const texts = u[3];
     for (let j = 0; j < texts.length; j++) {
       M.T[i].push(texts[j]);
+      M.W[i] += textW(texts[j]);
       M.L[i].push(u[4] ? u[4][j] : null);
       M.K[i].push(u[5] ? u[5][j] : null);
       M.E[i].push(u[6] ? u[6][j] : null);
@@ -134,9 +159,14 @@ function redraw() {
     if (ackDue) { ackDue = false; setTimeout(ack, 0); }  // runs after this frame was painted
   });
 }
+// The ack goes by the component's server function (a plain request: Gradio's event machinery costs
+// ~45 ms of the page's main thread per event at this page's size), and its answer is the next
+// message when the stream has one ready; without the session's key, by the component's event.
 function ack() {
-  trigger('ack', {s: seq, r: needReset ? 1 : 0});
+  const data = {s: seq, r: needReset ? 1 : 0};
   needReset = false;
+  if (!key || typeof server === 'undefined' || !server.painted) { trigger('ack', data); return; }
+  server.painted({...data, k: key}).then((text) => { if (text) receive(text); }, () => trigger('ack', data));
 }
 
 function finishLabel(i) {
@@ -205,8 +235,24 @@ function cellClass(i, p) {
 const MARGIN_ROWS = 12;
 // A row's cells go in segments of SEGMENT: a new token lays out its segment, not the whole row.
 const SEGMENT = 16;
+// Rows are virtual across too: a row's cells exist up to a screen past the wall's right edge (a
+// width estimated from the text, never read from the layout), and the rest is drawn as the wall
+// scrolls there. At n=256 x 1,000 tokens a row would otherwise hold 1,000 cells, and the layout of
+// the rows in view grew with every token (300 ms frames by the end of the run).
+// At most CELL_BUDGET new cells per frame; the rest follow in the next frames.
+const CELL_BUDGET = 3000, LABEL_W = 48, BLOCK_W = 8;
+let charW = 0;  // a lower bound of a character's width in the wall's text cells (px)
+function textW(piece) {
+  if (!charW) {
+    const ctx = document.createElement('canvas').getContext('2d');
+    ctx.font = '11px ui-monospace, SFMono-Regular, Menlo, monospace';
+    charW = Math.max(4, 0.9 * ctx.measureText('0123456789').width / 10);
+  }
+  return 3 + charW * (piece === '' ? 3 : piece.length);  // padding and margin: 3 px
+}
+const cellW = (i, p) => rowH === 16 ? textW(M.T[i][p]) : BLOCK_W;
 const cellAt = (r, p) => p < 0 ? null : (r.cells.children[Math.floor(p / SEGMENT)] || {children: []}).children[p % SEGMENT] || null;
-let rowH = 16, viewTop = 0, viewH = 0, spaceH = -1, live = new Map();
+let rowH = 16, viewTop = 0, viewH = 0, viewLeft = 0, viewW = 0, spaceH = -1, spaceW = 0, live = new Map();
 function makeRow(i) {
   const row = document.createElement('div'); row.className = i === selected ? 'sa-row sel' : 'sa-row'; row.dataset.i = i;
   if (marked.has(i)) row.classList.add('mk');
@@ -214,7 +260,7 @@ function makeRow(i) {
   const cells = document.createElement('span'); cells.className = 'sa-cells';
   const end = document.createElement('span'); end.className = 'sa-end';
   row.append(label, cells, end);
-  return {row, cells, end, done: 0, said: '', top: -1, dv: -1};
+  return {row, cells, end, done: 0, w: LABEL_W, said: '', top: -1, dv: -1};
 }
 function drawWall() {
   const height = M.n * rowH;
@@ -231,6 +277,8 @@ function drawWall() {
     if (k < first || k > last) { r.row.remove(); live.delete(i); }
   }
   const ctx = mapContext();
+  const right = viewLeft + 2 * (viewW || window.innerWidth);  // cells exist up to a screen past the edge
+  let budget = CELL_BUDGET, more = false;
   for (let k = first; k <= last; k++) {
     const i = M.order[k];
     let r = live.get(i);
@@ -245,14 +293,17 @@ function drawWall() {
       if (cell) cell.classList.add('dv');
     }
     const T = M.T[i];
-    for (let p = r.done; p < T.length; p++) {
+    let p = r.done;
+    for (; p < T.length && r.w < right; p++) {
+      if (budget-- <= 0) { more = true; break; }
       if (p % SEGMENT === 0) r.cells.appendChild(document.createElement('span')).className = 'sa-seg';
       const s = document.createElement('span');
       s.className = p === r.dv ? cellClass(i, p) + ' dv' : cellClass(i, p);
       s.textContent = visible(T[p]);
       r.cells.lastChild.appendChild(s);
+      r.w += cellW(i, p);
     }
-    r.done = T.length;
+    r.done = p;
     const seed = M.seeds[i] === null || M.seeds[i] === undefined ? 'unseeded' : 'seed ' + M.seeds[i];
     const end = [finishLabel(i), seed].filter(Boolean).join(' \u00b7 ');
     if (end !== r.said) { r.end.textContent = end; r.said = end; }
@@ -263,14 +314,21 @@ function drawWall() {
     for (const i of dirtyWall) mapDone[i] = M.T[i].length;
   }
   dirtyWall.clear();
+  // The box is as wide as the longest row will be (its cells not drawn yet too), in steps, so the
+  // wall scrolls across to them.
+  let widest = 0;
+  for (let i = 0; i < M.n; i++) widest = Math.max(widest, rowH === 16 ? M.W[i] : M.T[i].length * BLOCK_W);
+  const wanted = Math.ceil((widest + LABEL_W + 200) / 2000) * 2000;
+  if (wanted > spaceW) { spaceW = wanted; space.style.width = wanted + 'px'; }
   placeLens();
+  if (more) redraw();
 }
 function wallScrolled() {
-  viewTop = wall.scrollTop;
+  viewTop = wall.scrollTop; viewLeft = wall.scrollLeft;
   redraw();
 }
 wall.addEventListener('scroll', wallScrolled, {passive: true});
-new ResizeObserver(() => { viewH = wall.clientHeight; redraw(); }).observe(wall);
+new ResizeObserver(() => { viewH = wall.clientHeight; viewW = wall.clientWidth; redraw(); }).observe(wall);
 
 // --- the minimap: every token of every row, a few pixels each, in the wall's order ----------------
 const MAP_H = 480, CELL_W = 3;
@@ -280,12 +338,18 @@ function mapContext() {
   const longest = M.T.reduce((a, t) => Math.max(a, t.length), 0);
   const cols = Math.max(64, Math.ceil(longest / 64) * 64);
   const rowH = Math.max(1, Math.min(6, Math.floor(MAP_H / M.n)));
-  if (cols !== mapCols || rowH !== mapRowH || canvas.height !== M.n * rowH) {
+  if (rowH !== mapRowH || canvas.height !== M.n * rowH) {
     mapCols = cols; mapRowH = rowH;
     canvas.width = cols * CELL_W; canvas.height = M.n * rowH;
     mapCssH = Math.min(M.n * rowH, MAP_H);  // n=1024: one pixel a row, squeezed
     canvas.style.height = mapCssH + 'px';
     mapDirty = true;
+  } else if (cols !== mapCols) {  // longer rows: the cells drawn so far are copied, not drawn again
+    const old = document.createElement('canvas');
+    old.width = canvas.width; old.height = canvas.height;
+    if (!mapDirty) old.getContext('2d').drawImage(canvas, 0, 0);
+    mapCols = cols; canvas.width = cols * CELL_W;
+    if (!mapDirty) canvas.getContext('2d').drawImage(old, 0, 0);
   }
   return canvas.getContext('2d');
 }
@@ -349,8 +413,11 @@ function setColour(c) {
 function setCells(c) {
   wall.classList.toggle('blocks', c === 'blocks');
   rowH = c === 'blocks' ? 11 : 16;
-  for (const r of live.values()) r.top = -1;
-  spaceH = -1; redraw();
+  for (const r of live.values()) {  // a cell's width differs between text and blocks: re-measure
+    r.top = -1; r.w = LABEL_W;
+    for (let p = 0; p < r.done; p++) r.w += cellW(Number(r.row.dataset.i), p);
+  }
+  spaceH = -1; spaceW = 0; redraw();
   for (const b of bar.querySelectorAll('[data-cells]')) b.classList.toggle('on', b.dataset.cells === c);
 }
 bar.addEventListener('click', (e) => {

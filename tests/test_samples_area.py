@@ -129,6 +129,30 @@ def test_a_browser_that_lost_the_run_gets_it_back_from_its_ack():
     assert json.loads(again)["k"] == "r" and not session.need_reset
 
 
+def test_an_ack_by_the_server_function_carries_the_streams_next_message_back():
+    from playground.ui.samples_area import painted
+
+    run, session = blank(2), SamplesSession()
+
+    async def main():
+        reset = json.loads(session.show(run))
+        assert reset["ak"] == session.key  # what the browser names its session by
+        assert await painted({"k": session.key, "s": reset["s"], "r": 1}) != ""  # no stream: a reset at once
+        session._loop = asyncio.get_running_loop()  # a stream runs (paced() sets it so)
+        waiting = asyncio.ensure_future(painted({"k": session.key, "s": session.seq}))
+        while session._answer is None:  # the ack is noted and waits for the next message
+            await asyncio.sleep(0)
+        assert session.acked == session.seq
+        grow(run, 0, "a")
+        assert session.hand_over(session.update(run))
+        assert json.loads(await waiting)["u"][0][3] == ["a"] and session.answered == 1
+        grow(run, 1, "b")
+        assert not session.hand_over(session.update(run))  # no ack waits: it goes by the value
+        assert await painted({"k": "another", "s": 1}) == ""
+
+    asyncio.run(main())
+
+
 def test_wall_rows_follow_the_divergence_tree_and_shared_prefixes():
     sequences = [[1, 2, 3], [1, 2], [0, 5], [1, 2, 3], [1, 4], []]
     order, shared = prefix_order(sequences)
@@ -300,6 +324,7 @@ def test_the_wall_and_the_columns_stream_128_samples_in_chromium(served, page):
     session = record["sessions"][-1]
     assert gap < 300, f"a frame gap of {gap:.0f} ms while streaming into the wall, {at:.0f} ms after the click"
     assert session.acks >= session.seq - 2 > 5, "the browser did not acknowledge its messages"
+    assert session.answered > 0, "no message went back as the answer to an ack"
 
     # Every sample has its row, in the divergence tree's order (rows exist only in view: scroll through).
     seen: dict[int, int] = {}

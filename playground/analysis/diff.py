@@ -39,7 +39,8 @@ def similarity_matrix(samples: Sequence[Sequence[int]]) -> np.ndarray:
     if not samples:
         return np.zeros((0, 0))
     lists = [list(tokens) for tokens in samples]
-    return process.cdist(lists, lists, scorer=Indel.normalized_similarity, dtype=np.float64)
+    # every core: at n=256 x 1,000 tokens the matrix is a second of one, at the end of every such run
+    return process.cdist(lists, lists, scorer=Indel.normalized_similarity, dtype=np.float64, workers=-1)
 
 
 def similarity(a: Sequence[int], b: Sequence[int]) -> float:

@@ -32,7 +32,7 @@ from playground.ui import views
 from playground.ui.form import form_request
 from playground.ui.messages import shown
 from playground.ui.page import Page
-from playground.ui.showing import figures_every, live, show
+from playground.ui.showing import SUMMARY_EVERY, at_once, figures_every, live, show
 
 BUSY = "A run of this page is still going: press Stop first, or wait for it to finish."
 
@@ -45,6 +45,7 @@ class Action:
     name: str
     runs: list[LiveRun]
     about: Any = None  # what the action's follower needs besides the runs (What if: the point's tokens)
+    shown: bool = False  # its run's end drawn whole (the panel on screen, the store's save): Stop adds nothing
 
     @property
     def going(self) -> bool:
@@ -93,7 +94,7 @@ async def stream(page: Page, action: Action | None, history: list | None, sessio
     if live_run is None or live_run.state is not State.QUEUED:
         yield {page.summary: gr.skip()}
         return
-    figures_at = time.monotonic()
+    figures_at = said_at = time.monotonic()
     try:
         # aclosing: a closed tab or a cancelled event stops the LiveRun now, not when collected.
         async with contextlib.aclosing(session.paced(live_run.follow(page.backend))) as snapshots:
@@ -102,13 +103,24 @@ async def stream(page: Page, action: Action | None, history: list | None, sessio
                 if run is None or run.finished:
                     yield {page.summary: gr.skip()}  # a heartbeat: Gradio notices a closed tab only at a yield
                     continue  # the final render follows the stream's end
-                figures = time.monotonic() - figures_at >= figures_every(run.n)
+                now = time.monotonic()
+                figures = now - figures_at >= figures_every(run.n)
                 if figures:
-                    figures_at = time.monotonic()
-                yield live(page, run, session, selected, figures, settings)
+                    figures_at = now
+                # a heartbeat always yields: Gradio notices a closed tab (its acks stopped) only then
+                due = snapshot is None or now - said_at >= SUMMARY_EVERY
+                update = live(page, run, session, selected, figures, settings, summary=due)
+                if page.summary in update:
+                    said_at = now
+                if update:  # empty: the samples' message went back as the answer to the browser's ack
+                    yield update
     except Exception as e:  # the LiveRun's state says what happened; a bug is logged here
         shown(e)
-    yield await ended(page, live_run, history, session, selected, settings)
+    if live_run.run is not None and live_run.state not in (State.REFUSED, State.ERROR):
+        yield at_once(page, live_run.run, history, session)  # then the panel on screen and the save
+    final = await ended(page, live_run, history, session, selected, settings)
+    action.shown = True
+    yield final
 
 
 async def ended(page: Page, live_run: LiveRun, history: list | None, session, selected: str | None,
@@ -136,7 +148,7 @@ async def stop(page: Page, action: Action | None, current: Run | None, history: 
     if live_run.run is None:  # stopped before it started: nothing reached the engine
         return {page.summary: views.ended_summary(live_run)}
     run = live_run.run
-    if current is not None and current.request.get("request_id") == run.request.get("request_id"):
+    if action.shown and current is not None and current.request.get("request_id") == run.request.get("request_id"):
         return {}  # it had finished and is on screen already
     # Stop cancelled the stream's event: a message it had made may never have been sent.
     return await show(page, run, history, session, selected, settings, reset=True)

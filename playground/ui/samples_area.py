@@ -22,8 +22,12 @@ for samples that finished; ``o``/``c``: the wall's row order (the divergence tre
 ``analysis.prefix_order``) and each row's prefix shared with the row above, when they changed;
 ``st``: the run's status when it changed. The browser derives tokens, TTFT and tok/s from these.
 
-Pacing. The browser acknowledges each message after the frame that painted it (``ack`` event:
-the highest sequence number painted). ``SamplesSession.paced`` lets the next update go only when
+Pacing. The browser acknowledges each message after the frame that painted it (the highest
+sequence number painted), by the component's server function ``painted`` (a plain request, keyed by
+the session's ``ak`` that resets carry: a Gradio event costs the page ~45 ms of its main thread at
+this page's size), else by its ``ack`` event. A stream's next message is the answer to that
+request when the request is still waiting for one (``SamplesSession.hand_over``): then the stream
+yields nothing to Gradio for it. ``SamplesSession.paced`` lets the next update go only when
 fewer than ``window`` messages are unacknowledged, carrying everything accumulated meanwhile, with a
 heartbeat while nothing changes (Gradio notices a closed tab only when the handler yields). The ack
 listener reads the session's State, which is the very object the streaming handler holds (Gradio
@@ -41,8 +45,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import secrets
 import threading
 import time
+import weakref
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import TypeVar
@@ -58,6 +64,8 @@ ASSETS = Path(__file__).resolve().parents[2] / "assets"
 VIEWS = ("columns", "wall")
 COLUMNS_UP_TO = 16  # the "auto" view: columns up to this many samples, the token wall above
 SENT_KEPT = 20_000  # per-message records kept for measurement (time, bytes)
+ANSWER_WAIT = 1.0  # seconds a browser's ack waits for the stream's next message to carry it back
+SESSIONS: weakref.WeakValueDictionary[str, SamplesSession] = weakref.WeakValueDictionary()  # by key
 
 
 class SamplesSession:
@@ -85,6 +93,10 @@ class SamplesSession:
         # messages at once: each is made whole and numbered under this lock, so the browser can
         # drop one that arrives after a newer one (samples.js).
         self._making = threading.RLock()
+        self.key = secrets.token_urlsafe(12)  # what the browser's acks name this session by
+        SESSIONS[self.key] = self
+        self._answer: asyncio.Future | None = None  # a browser's ack waiting for the next message
+        self.answered = 0  # messages that went back as the answer to an ack
 
     def __deepcopy__(self, memo) -> SamplesSession:
         return SamplesSession(self.window)  # each browser session starts afresh
@@ -105,6 +117,7 @@ class SamplesSession:
             self.feed = SamplesFeed(run, self.runs)
         self.need_reset = False
         message = self.feed.reset(run, self.seq + 1)
+        message["ak"] = self.key
         if view is not None:
             message["v"] = view
         return self._send(message)
@@ -159,6 +172,37 @@ class SamplesSession:
         if self._loop is not None and self._wake is not None:
             self._loop.call_soon_threadsafe(self._wake.set)  # safe from any thread
 
+    async def answer(self, data: dict | None, wait: float = ANSWER_WAIT) -> str:
+        """An ack by the server function: noted, then answered with the stream's next message when
+        one comes within ``wait`` s (``hand_over``), a reset when the browser lacks the run and no
+        stream runs, else ""."""
+        self.ack(data)
+        if not self.streaming:
+            return self.show(self.feed.run) if self.need_reset and self.feed is not None else ""
+        waiting = self._answer = asyncio.get_running_loop().create_future()
+        try:
+            return await asyncio.wait_for(waiting, wait)
+        except TimeoutError:
+            return ""
+        finally:
+            if self._answer is waiting:
+                self._answer = None
+
+    def hand_over(self, message: str) -> bool:
+        """Give ``message`` to the ack waiting for it, if one is (on this event loop); False: it
+        goes by the component's value instead."""
+        waiting = self._answer
+        try:
+            here = asyncio.get_running_loop()
+        except RuntimeError:  # a worker thread (a run shown at its end): by the value
+            return False
+        if waiting is None or waiting.done() or waiting.get_loop() is not here:
+            return False
+        waiting.set_result(message)
+        self._answer = None
+        self.answered += 1
+        return True
+
     async def paced(self, items: AsyncIterator[T], *, window: int | None = None, min_interval: float = 0.05,
                     heartbeat: float = 0.5, ack_timeout: float = 2.0,
                     interval: float | None = None) -> AsyncIterator[T | None]:
@@ -186,6 +230,15 @@ class SamplesSession:
                     yield item
         finally:
             self._loop = self._wake = None
+            if self._answer is not None and not self._answer.done():
+                self._answer.set_result("")  # the stream is over: the waiting ack returns now
+
+
+async def painted(data: dict | None) -> str:
+    """The samples area's server function: the browser painted up to ``data["s"]`` (its session
+    named by ``data["k"]``); answers with the next message, or ""."""
+    session = SESSIONS.get(str((data or {}).get("k", ""))) if isinstance(data, dict) else None
+    return "" if session is None else await session.answer(data)
 
 
 def _asset(name: str) -> str:
@@ -218,6 +271,7 @@ class SamplesArea:
             None, html_template='<div class="sa"></div>', js_on_load=_asset("samples.js"),
             head=f"<style data-samples-area>{_asset('samples.css')}</style>", apply_default_css=False,
             elem_id=elem_id, render=render, view=view, columns_up_to=columns_up_to, wall_height=wall_height,
+            server_functions=[painted],
         )
         self.html.ack(self._ack, [self.session], [self.html], queue=False, show_progress="hidden",
                       trigger_mode="multiple", api_visibility="private")
@@ -241,9 +295,10 @@ class SamplesArea:
             session.selected = int(evt.index)
 
     def update(self, session: SamplesSession, run: Run | None) -> dict:
-        """The handler's next yield for a run in flight (``{}`` when nothing changed)."""
+        """The handler's next yield for a run in flight (``{}`` when nothing changed, or when the
+        message went back as the answer to the browser's ack)."""
         message = session.update(run) if run is not None else None
-        return {} if message is None else {self.html: message}
+        return {} if message is None or session.hand_over(message) else {self.html: message}
 
     def show(self, session: SamplesSession, run: Run, view: str | None = None, force: bool = False) -> dict:
         """A run at once. The run this session just streamed is already in the browser: it gets

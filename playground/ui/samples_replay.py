@@ -72,7 +72,9 @@ def demo_app(config: dict[str, Any], make_run: Callable[[dict], Run] | None = No
                 yield area.switch(session, config["view"])
             async for run in session.paced(replay(full, config.get("speed", 1.0)), window=config.get("window"),
                                            interval=config.get("interval")):
-                yield area.update(session, run)
+                update = area.update(session, run)
+                if update or run is None:  # a heartbeat yields; a message the ack carried back does not
+                    yield update
 
         def show(session: SamplesSession):
             full = make(config)

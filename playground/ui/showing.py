@@ -20,6 +20,9 @@ from playground.ui.keeping import MARKER, keep
 from playground.ui.page import HISTORY_SIZE, Page
 
 FIGURES_EVERY = 1.0  # seconds between figure refreshes while streaming, per 32 samples
+# Seconds between the summary's redraws while streaming: every Gradio yield costs the page ~45 ms
+# of its main thread at this page's size (its loading states), whatever it carries.
+SUMMARY_EVERY = 1.0
 
 
 def figures_every(n: int) -> float:
@@ -56,9 +59,18 @@ def _panels(page: Page, run: Run, selected: str | None, settings: dict, live: bo
 
 def _show(page: Page, run: Run, history: list | None, session, selected: str | None, settings: dict,
           reset: bool = False) -> dict:
+    update = {**page.samples.show(session, run, force=reset), **_lines(page, run, history)}
+    update.update(_panels(page, run, selected, settings))
+    if MARKER in page.extra:  # the run store keeps it (ui/keeping.py)
+        update[page.extra[MARKER]] = keep(page.extra[MARKER], run, session)
+    return update
+
+
+def _lines(page: Page, run: Run, history: list | None) -> dict:
+    """What a run shown says besides its samples and panels: the summary, the status line, the
+    run the tabs open with and the history (each cheap)."""
     history = remember(history or [], run)
-    update = {
-        **page.samples.show(session, run, force=reset),
+    return {
         page.summary: views.run_summary(run),
         page.status: views.engine_status(page.backend.info(), run),
         page.current: run,
@@ -67,17 +79,24 @@ def _show(page: Page, run: Run, history: list | None, session, selected: str | N
                                      value=len(history) - 1),
         page.history_note: overlap_note(history),
     }
-    update.update(_panels(page, run, selected, settings))
-    if MARKER in page.extra:  # the run store keeps it (ui/keeping.py)
-        update[page.extra[MARKER]] = keep(page.extra[MARKER], run, session)
-    return update
 
 
-def live(page: Page, run: Run, session, selected: str | None, figures: bool, settings: dict | None = None) -> dict:
-    """A run in flight: what changed in the samples area, the summary line, and (``figures``)
-    the live parts of the panel on screen (``settings``: the panels' controls)."""
-    update = {**page.samples.update(session, run), page.summary: views.run_summary(run) if run.events
-              else views.waiting_summary(run)}  # never empty: Gradio reads an empty dict as one value
+def at_once(page: Page, run: Run, history: list | None, session) -> dict:
+    """A streamed run's end, what is cheap of it: its samples' last tokens and every line but the
+    panel on screen and the store's save (``show`` follows with them: at n=256 the Diff tab's
+    heatmap takes seconds to compute and draw)."""
+    return {**page.samples.update(session, run), **_lines(page, run, history)}
+
+
+def live(page: Page, run: Run, session, selected: str | None, figures: bool, settings: dict | None = None,
+         summary: bool = True) -> dict:
+    """A run in flight: what changed in the samples area (nothing here when it went back as the
+    answer to the browser's ack), the summary line (``summary``), and (``figures``) the live parts
+    of the panel on screen (``settings``: the panels' controls). An empty dict: nothing to yield
+    (Gradio would read it as one value)."""
+    update = page.samples.update(session, run)
+    if summary or figures:
+        update[page.summary] = views.run_summary(run) if run.events else views.waiting_summary(run)
     if figures and run.events:
         update.update(_panels(page, run, selected, settings or {}, live=True))
     return update
