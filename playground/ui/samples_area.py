@@ -65,7 +65,10 @@ VIEWS = ("columns", "wall")
 COLUMNS_UP_TO = 16  # the "auto" view: columns up to this many samples, the token wall above
 SENT_KEPT = 20_000  # per-message records kept for measurement (time, bytes)
 ANSWER_WAIT = 1.0  # seconds a browser's ack waits for the stream's next message to carry it back
-SESSIONS: weakref.WeakValueDictionary[str, SamplesSession] = weakref.WeakValueDictionary()  # by key
+# A server function is called without the session's State, so an ack names its session by an
+# unguessable key: a weak index only (each session lives in its browser's gr.State and leaves this
+# index when Gradio drops that State), never a list of one browser's runs for another to read.
+SESSIONS: weakref.WeakValueDictionary[str, SamplesSession] = weakref.WeakValueDictionary()
 
 
 class SamplesSession:
