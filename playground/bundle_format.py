@@ -91,25 +91,36 @@ def covered(delta: bool, at: int | None, ids: Any, sample_ids: list[int] | None)
     return len(ids) if sample_ids[:len(ids)] == ids else None
 
 
-def arrivals(events: list[dict], n: int, delta: bool) -> list[list]:
+class Arrivals:
     """Each sample's token times as the recorder stamps them (playground/backends/recorder.py):
-    each new token at its event's time. ``events``: as read, ``{"t", "outputs": [{"index",
-    "token_ids"}, ...]}``. Writing derives the same times as it goes (``_events``)."""
-    times: list[list] = [[] for _ in range(n)]
-    had = [0] * n
+    each new token at its event's time. Writing (``_events``) and reading (``arrivals``) follow
+    the outputs with this one rule, so both derive the same times."""
+
+    def __init__(self, n: int, delta: bool):
+        self.times: list[list] = [[] for _ in range(n)]
+        self.had, self.delta = [0] * n, delta
+
+    def add(self, index: int, t: Any, length: int) -> None:
+        """An output of sample ``index`` at ``t`` carrying ``length`` token ids (DELTA: new ones;
+        the other kinds: every one so far)."""
+        new = length if self.delta else max(0, length - self.had[index])
+        self.had[index] = length
+        if new:
+            self.times[index].extend([t] * new)
+
+
+def arrivals(events: list[dict], n: int, delta: bool) -> list[list]:
+    """The token times of events as read, ``{"t", "outputs": [{"index", "token_ids"}`` or
+    ``{"index", "prefix"}, ...]}``."""
+    followed = Arrivals(n, delta)
     for event in events:
-        t = event["t"]
         for out in event["outputs"]:
             index = out["index"]
             if type(index) is not int or not 0 <= index < n:
                 continue
             ids = out["prefix"][1] if "prefix" in out else out["token_ids"]
-            length = ids if type(ids) is int else len(ids) if type(ids) is list else 0
-            new = length if delta else max(0, length - had[index])
-            had[index] = length
-            if new:
-                times[index].extend([t] * new)
-    return times
+            followed.add(index, event["t"], ids if type(ids) is int else len(ids) if type(ids) is list else 0)
+    return followed.times
 
 
 def _identical(a: Any, b: list) -> bool:
@@ -190,8 +201,7 @@ def _events(events: list, samples: list, delta: bool, request_id: Any) -> tuple[
     pieces_of = [_pieces(s.token_ids, s.token_texts) for s in samples]
     places = [[0, ""] for _ in range(n)]  # per index: how far into its sample's ids, its previous text
     held_at = [0] * n  # per index: its previous text's length, while that text is its sample's prefix
-    times: list[list] = [[] for _ in range(n)]
-    had = [0] * n
+    followed = Arrivals(n, delta)
     written = []
     last = {"request_id": request_id, "num_cached_tokens": None, "engine_requests": None}
     for event in events:
@@ -207,10 +217,7 @@ def _events(events: list, samples: list, delta: bool, request_id: Any) -> tuple[
             else:
                 given = out.token_ids
                 length = len(given) if type(given) is list else 0
-            new_tokens = length if delta else max(0, length - had[i])
-            had[i] = length
-            if new_tokens:
-                times[i].extend([t] * new_tokens)
+            followed.add(i, t, length)
             at, item = place[0], None
             if at is not None and ids is not None and pieces is not None:
                 if delta:  # the common DELTA output: its sample's next tokens, their pieces as its text
@@ -239,7 +246,7 @@ def _events(events: list, samples: list, delta: bool, request_id: Any) -> tuple[
             if not same(getattr(event, name), value):
                 facts[name] = last[name] = getattr(event, name)
         written.append([t, outputs, facts] if facts else [t, outputs])
-    return written, times
+    return written, followed.times
 
 
 def _output(out, place: list, delta: bool, ids: list[int] | None, pieces: list[str] | None,

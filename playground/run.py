@@ -19,7 +19,7 @@ from typing import Any
 import pandas as pd
 
 from playground import bundle_format, bundle_v3
-from playground.errors import InvalidBundle
+from playground.errors import InvalidBundle, damaged_bundle
 from playground.logprobs import Logprobs, TokenLogprob
 
 # 2: per-event request_id and engine_requests, per-sample engine phases, mutated_events, and the
@@ -220,7 +220,7 @@ class Run:
         for k, sample in enumerate(data["samples"]):
             ids = sample.get("token_ids", []) if isinstance(sample, dict) else None
             if not bundle_format.int_list(ids):
-                raise InvalidBundle(f"this run bundle is damaged: sample {k} has no list of token ids")
+                raise damaged_bundle(f"sample {k} has no list of token ids")
         try:
             if version == BUNDLE_VERSION:
                 data = bundle_format.decode(data, prefixes=True)
@@ -230,7 +230,7 @@ class Run:
         except InvalidBundle:
             raise
         except (TypeError, KeyError, ValueError, AttributeError, IndexError) as e:
-            raise InvalidBundle(f"this run bundle is damaged: {e}") from None
+            raise damaged_bundle(str(e)) from None
 
     @classmethod
     def _from_dict(cls, data: dict[str, Any]) -> Run:

@@ -147,6 +147,11 @@ def http_sample_run(url: str, request: dict[str, Any]) -> dict[str, Any]:
                     raise RuntimeError(f"/sample failed: {line.removeprefix('data: ')}")
     if final is None:
         raise RuntimeError("/sample's event stream ended without its final value")
+    return _final(final, arrived, snapshots)
+
+
+def _final(final: str, arrived: float, snapshots: int) -> dict[str, Any]:
+    """What a client of ``/sample`` measured of its final value (the bundle)."""
     rid = re.search(r'"request_id":"(run-[0-9a-f]+)"', final)
     return {"arrived": arrived, "snapshots": snapshots, "request_id": rid.group(1) if rid else None,
             "bundle_mb": len(final) / 2**20}
@@ -172,9 +177,7 @@ def sample_run(url: str, request: dict[str, Any]) -> dict[str, Any]:
             final, arrived = job.result(), time.time()
     finally:
         client.close()
-    rid = re.search(r'"request_id":"(run-[0-9a-f]+)"', final)
-    return {"arrived": arrived, "snapshots": snapshots, "request_id": rid.group(1) if rid else None,
-            "bundle_mb": len(final) / 2**20}
+    return _final(final, arrived, snapshots)
 
 
 # The frame in which the samples area shows ``want`` tokens (the summary can say "finished" a
