@@ -196,6 +196,10 @@ class Run:
         """The run bundle: what the UI exports and the API returns. Without ``indent``, one
         line with no spaces (a line of JSONL); with it, a field per line and a sample or event per
         line, indented by that many spaces (a bundle to read, not much bigger)."""
+        with bundle_format.collector_paused():
+            return self._json(indent)
+
+    def _json(self, indent: int | None) -> str:
         data = self.to_dict()
         if indent is None:
             return _compact(data)
@@ -250,12 +254,13 @@ class Run:
 
     @classmethod
     def from_json(cls, text: str) -> Run:
-        try:
-            data = json.loads(text)
-        except json.JSONDecodeError as e:
-            raise InvalidBundle(f"this is not a run bundle: not valid JSON ({e.msg} at line {e.lineno}, "
-                                f"column {e.colno})") from None
-        return cls.from_dict(data)
+        with bundle_format.collector_paused():
+            try:
+                data = json.loads(text)
+            except json.JSONDecodeError as e:
+                raise InvalidBundle(f"this is not a run bundle: not valid JSON ({e.msg} at line {e.lineno}, "
+                                    f"column {e.colno})") from None
+            return cls.from_dict(data)
 
     def tokens_frame(self) -> pd.DataFrame:
         """One row per sample x token position: the CSV export and the analysis' raw table."""

@@ -92,9 +92,11 @@ CARD = "#samples-area .sa-card[data-i='{}']"  # sample i's card in the samples a
 
 def columns(page, n: int) -> list[str]:
     """The first ``n`` samples' texts, as the samples area's cards show them (each token's piece:
-    an end-of-turn token is shown too)."""
-    return page.evaluate("(n) => Array.from({length: n}, (_, i) => document.querySelector("
-                         "`#samples-area .sa-card[data-i='${i}'] .sa-text`)?.textContent ?? '')", n)
+    an end-of-turn token is shown too). Read after the next animation frame: a message the area
+    has taken (a reset clears the cards at once) is drawn in that frame, before the browser paints."""
+    return page.evaluate("async (n) => { await new Promise((r) => requestAnimationFrame(() => r()));"
+                         " return Array.from({length: n}, (_, i) => document.querySelector("
+                         "`#samples-area .sa-card[data-i='${i}'] .sa-text`)?.textContent ?? ''); }", n)
 
 
 def header(page, i: int) -> str:

@@ -87,16 +87,26 @@ class Tab:
         self.follower = self.call(start())
 
     async def _follow(self) -> None:
-        stream = running.stream(self.page, self.live, self.history, self.samples, "Diff")
-        async with contextlib.aclosing(stream) as updates:
+        """The stream's event, then (as Gradio's ``.then``) the end's."""
+        await self._drain(running.stream(self.page, self.live, self.history, self.samples, "Diff"))
+        await self.finish()
+
+    async def finish(self) -> None:
+        await self._drain(running.finish(self.page, self.live, self.history, self.samples, "Diff"))
+
+    async def _drain(self, handler) -> None:
+        async with contextlib.aclosing(handler) as updates:
             async for update in updates:
                 self.apply(update)
 
     def stop(self) -> None:
-        """Press Stop: the follower's event is cancelled, and ``stop`` ends the action."""
+        """Press Stop: the follower's event is cancelled, ``stop`` ends the action, and Gradio starts
+        the cancelled event's ``.then`` (``finish``), which leaves the end to Stop."""
         self.cancel_follower()
-        self.apply(self.call(running.stop(self.page, self.live, self.current, self.history, self.samples,
-                                          "Diff")))
+        self.apply(self.call(running.stop(self.page, self.live, self.history, self.samples, "Diff")))
+        shown = self.current
+        self.call(self.finish())
+        assert self.current is shown, "the end was shown twice"
 
     def cancel_follower(self) -> None:
         """The follower's event cancelled (Stop's ``cancels``, or a tab that went away), and its

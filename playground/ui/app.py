@@ -141,7 +141,8 @@ def build_app(backend, sync_runner=None, embedding_model: str | None = None,
                 tokens_over_time = gr.Plot(label="Tokens over time")
                 with gr.Row():
                     itl, ttft = gr.Plot(label="Inter-token latency"), gr.Plot(label="Time to first token")
-                timing = panel("Timing", panels.timing, live=panels.timing_live, tokens_over_time=tokens_over_time,
+                timing = panel("Timing", panels.timing, live=panels.timing_live, live_names=("tokens_over_time",),
+                               tokens_over_time=tokens_over_time,
                                itl=itl, ttft=ttft, child_timeline=gr.Plot(label="What the engine did with each child",
                                                                  elem_id="child-timeline"),
                                table=gr.Dataframe(label="Per sample", interactive=False))
@@ -152,7 +153,7 @@ def build_app(backend, sync_runner=None, embedding_model: str | None = None,
                                                      elem_id="logprobs-uncertainty"),
                                  agreement=gr.Plot(label="Agreement across samples"))
             with gr.Tab("Inspector", id="inspector", elem_id="tab-inspector"):
-                inspector = panel("Inspector", panels.inspector, live=panels.inspector_live,
+                inspector = panel("Inspector", panels.inspector, live=panels.inspector_live, live_names=("timeline",),
                                   note=gr.Markdown(elem_id="inspector-note"), timeline=gr.Plot(label="Raw events"),
                                   events=gr.Dataframe(label="Every raw event the engine yielded", interactive=False,
                                                       elem_id="events-table"))
@@ -182,16 +183,15 @@ def build_app(backend, sync_runner=None, embedding_model: str | None = None,
         started = run_btn.click(partial(running.begin, page), [page.live], [page.live, summary], inputs_kwargs=form,
                                 queue=False, show_progress="hidden", api_visibility="private")
         shows = page.controls()  # every handler that shows a run takes the panels' own controls too
-        stream = partial(running.stream, page)
-        run_event = started.success(stream, [page.live, *page.inputs()], page.outputs(), inputs_kwargs=shows,
-                                    concurrency_id="sampling", show_progress_on=[summary], api_visibility="private")
+        stream, finish = partial(running.stream, page), partial(running.finish, page)
+        run_event = running.run_events(started, page, stream, finish)
         run_btn.click(None, None, None, js=SHOW_SAMPLES_JS)
-        branch_event = branch_tab.connect(branch, page, page.outputs(), stream, set_)
+        branch_event = branch_tab.connect(branch, page, stream, finish, set_)
         branch.branch_btn.click(None, None, None, js=SHOW_SAMPLES_JS)
         replay_event = replay_action.connect(history.replay, page, history.pick)
         # Stop ends the session's action itself (any button's); cancelling the event also takes a queued
         # run off the queue.
-        stop_btn.click(partial(running.stop, page), [page.live, page.current, *page.inputs()], page.outputs(),
+        stop_btn.click(partial(running.stop, page), [page.live, *page.inputs()], page.outputs(),
                        inputs_kwargs=shows, cancels=[run_event, branch_event, replay_event], queue=False,
                        show_progress="hidden", api_visibility="private")
         # A sample picked in the samples area becomes the Diff tab's reference.

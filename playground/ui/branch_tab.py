@@ -32,7 +32,7 @@ from playground.run import Run
 from playground.ui import views
 from playground.ui.answer_controls import extractor_spec
 from playground.ui.page import Page
-from playground.ui.running import Action, follow_all, plan_action, refused
+from playground.ui.running import Action, follow_all, plan_action, refused, run_events
 from playground.ui.showing import remember
 
 MODEL_CHOOSES = "the model's own choice"
@@ -114,9 +114,9 @@ def declare(pick: gr.Textbox) -> BranchTab:
                      table, tree, source)
 
 
-def connect(tab: BranchTab, page: Page, run_event_outputs: list, stream, set_tab) -> gr.events.Dependency:
-    """Hook up the events; ``stream`` is the page's run handler (a branch streams like any run),
-    ``run_event_outputs`` what it writes. Returns the branch's run event (Stop cancels it)."""
+def connect(tab: BranchTab, page: Page, stream, finish, set_tab) -> gr.events.Dependency:
+    """Hook up the events; ``stream`` and ``finish`` are the page's run handlers (a branch streams
+    like any run). Returns the branch's stream event (Stop cancels it)."""
     place = [tab.context, tab.choice, tab.token_id, tab.source]
     tab.pick.change(partial(picked, tab, page), [page.current, tab.pick],
                     [tab.sample, tab.position, *place, page.tabs, page.selected], api_visibility="private")
@@ -132,8 +132,7 @@ def connect(tab: BranchTab, page: Page, run_event_outputs: list, stream, set_tab
                                    [page.live, tab.source, page.current, tab.sample, tab.position, tab.choice,
                                     tab.token_id, tab.n], [page.live, page.summary, tab.note], queue=False,
                                    show_progress="hidden", api_visibility="private")
-    event = started.success(stream, [page.live, *page.inputs()], run_event_outputs, inputs_kwargs=page.controls(),
-                            concurrency_id="sampling", show_progress_on=[page.summary], api_visibility="private")
+    event = run_events(started, page, stream, finish)
     asked = tab.what_if_btn.click(partial(begin_what_if, tab, page),
                                   [page.live, tab.source, page.current, tab.sample, tab.position, tab.k, tab.n],
                                   [page.live, tab.note, tab.table, tab.tree], queue=False, show_progress="hidden",

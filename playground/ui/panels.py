@@ -42,8 +42,10 @@ class Panel:
     """A tab's components by name, and ``values(run)``: the same names mapped to what they show.
 
     ``live(run)``, when given, is the part worth redrawing while samples stream (figures travel
-    whole, so the page sends them about once a second, not per token). ``controls``: the tab's
-    own settings by name; ``values(run, **settings)`` receives those of them it is given.
+    whole, so the page sends them about once a second, not per token); ``live_names``: the
+    components it writes (None: all), the only ones a stream's event lists as outputs.
+    ``controls``: the tab's own settings by name; ``values(run, **settings)`` receives those of
+    them it is given.
     """
 
     values: Callable[..., Values]
@@ -51,6 +53,12 @@ class Panel:
     live: Callable[[Run], Values] | None = None
     controls: dict[str, gr.components.Component] = field(default_factory=dict)
     tab: str = ""  # the label of the tab it fills: only the tab on screen is drawn
+    live_names: tuple[str, ...] | None = None
+
+    def live_components(self) -> list[gr.components.Component]:
+        if not self.live:
+            return []
+        return [c for name, c in self.components.items() if self.live_names is None or name in self.live_names]
 
     def show(self, run: Run, settings: dict | None = None) -> dict:
         settings = settings or {}
@@ -60,17 +68,18 @@ class Panel:
         if not self.live:
             return {}
         settings = settings or {}
-        return self._keyed(self.live(run, **{k: settings[k] for k in self.controls if k in settings}))
+        values = self.live(run, **{k: settings[k] for k in self.controls if k in settings})
+        return self._keyed({k: v for k, v in values.items() if self.live_names is None or k in self.live_names})
 
     def _keyed(self, values: Values) -> dict:
         return {self.components[name]: value for name, value in values.items() if name in self.components}
 
 
 def panel(tab: str, values: Callable[..., Values], live: Callable[[Run], Values] | None = None,
-          controls: dict | None = None, **components) -> Panel:
+          controls: dict | None = None, live_names: tuple[str, ...] | None = None, **components) -> Panel:
     """``panel("Timing", panels.timing, itl=gr.Plot(...), ...)``: the form the layout declares
     panels in, inside the tab of that label."""
-    return Panel(values, components, live, controls or {}, tab)
+    return Panel(values, components, live, controls or {}, tab, live_names)
 
 
 # --- one function per tab: Run -> {component name: value} ----------------------------------------

@@ -55,9 +55,7 @@ def connect(controls: ReplayControls, page: Page, pick: gr.Dropdown) -> gr.event
     started = controls.button.click(partial(begin, page, controls), [page.live, page.history, pick, controls.pace],
                                     [page.live, page.summary, controls.note], queue=False, show_progress="hidden",
                                     api_visibility="private")
-    return started.success(partial(stream, page), [page.live, *page.inputs()], page.outputs(),
-                           inputs_kwargs=page.controls(), concurrency_id="sampling", show_progress_on=[page.summary],
-                           api_visibility="private")
+    return running.run_events(started, page, partial(stream, page), partial(finish, page))
 
 
 async def begin(page: Page, controls: ReplayControls, action: running.Action | None, history: list | None, index,
@@ -94,4 +92,15 @@ async def stream(page: Page, action: running.Action | None, history: list | None
         return
     replaying = dataclasses.replace(page, backend=action.about)
     async for update in running.stream(replaying, action, history, session, selected, **settings):
+        yield update
+
+
+async def finish(page: Page, action: running.Action | None, history: list | None, session, selected: str | None,
+                 **settings):
+    """The page's end of a run, on the action's ReplayBackend."""
+    if action is None or action.name != "Replay":
+        yield {page.summary: gr.skip()}
+        return
+    replaying = dataclasses.replace(page, backend=action.about)
+    async for update in running.finish(replaying, action, history, session, selected, **settings):
         yield update

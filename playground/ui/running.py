@@ -8,9 +8,11 @@ refusal is shown with its reason and nothing is stored, so the next Run works; o
 session holds the action before it waits for a free slot. The action's follower (queued) then
 records it: ``stream`` into the samples area for Run and Branch, one delta at a time, each sent
 when the browser has painted the one before (the samples area's acknowledgements), so n=256
-streams without stalling the tab. Stop ends the session's action in whatever state it is:
-queued, waiting for the first output, or streaming; it aborts by parent id, so what the samples
-had is kept. Whatever happens, an action ends in a state from which the next one starts.
+streams without stalling the tab; ``finish`` then shows the end in every output (an event of its
+own: a stream's event lists only what a run in flight changes, see ``Page.streamed``). Stop ends
+the session's action in whatever state it is: queued, waiting for the first output, or streaming;
+it aborts by parent id, so what the samples had is kept. Whatever happens, an action ends in a
+state from which the next one starts.
 """
 
 from __future__ import annotations
@@ -27,7 +29,6 @@ import gradio as gr
 from playground.backends.live import LiveRun, State
 from playground.errors import EngineUnavailable, PlaygroundError
 from playground.request import SampleRequest
-from playground.run import Run
 from playground.ui import views
 from playground.ui.form import form_request
 from playground.ui.messages import shown
@@ -45,7 +46,8 @@ class Action:
     name: str
     runs: list[LiveRun]
     about: Any = None  # what the action's follower needs besides the runs (What if: the point's tokens)
-    shown: bool = False  # its run's end drawn whole (the panel on screen, the store's save): Stop adds nothing
+    shown: bool = False  # its run's end taken to be drawn whole (by ``finish`` or Stop): the other adds nothing
+    streamed: bool = False  # its stream ended by itself, so its last message was sent (not cancelled)
 
     @property
     def going(self) -> bool:
@@ -84,12 +86,24 @@ async def begin(page: Page, action: Action | None, **settings) -> dict:
     return {page.live: action, page.summary: views.queued_summary(action.runs[0])}
 
 
+def run_events(started: gr.events.Dependency, page: Page, stream: Callable, finish: Callable) -> gr.events.Dependency:
+    """A run's two queued steps after ``started`` (its ``begin``): ``stream`` writes only what a
+    run in flight changes (``page.streamed()``), then ``finish`` shows its end in every output.
+    Returns the stream's event: Stop cancels it, and Gradio then starts ``finish`` too."""
+    shows = page.controls()
+    event = started.success(stream, [page.live, *page.inputs()], page.streamed(), inputs_kwargs=shows,
+                            concurrency_id="sampling", show_progress_on=[page.summary], api_visibility="private")
+    event.then(finish, [page.live, *page.inputs()], page.outputs(), inputs_kwargs=shows,
+               show_progress_on=[page.summary], api_visibility="private")
+    return event
+
+
 async def stream(page: Page, action: Action | None, history: list | None, session, selected: str | None,
                  **settings):
-    """Stream the action's run (Run, Branch) into the samples area; the summary follows it, the
-    panels' live parts refresh about once a second, and every panel draws the run at its end
-    (``settings``: the panels' own controls). Nothing to do when the run is not queued: a Stop
-    came first, or the action was refused."""
+    """Stream the action's run (Run, Branch) into the samples area; the summary follows it and
+    the panels' live parts refresh about once a second (``settings``: the panels' own controls);
+    ``finish`` shows the end. Nothing to do when the run is not queued: a Stop came first, or
+    the action was refused."""
     live_run = action.runs[0] if action is not None and action.runs else None
     if live_run is None or live_run.state is not State.QUEUED:
         yield {page.summary: gr.skip()}
@@ -116,11 +130,26 @@ async def stream(page: Page, action: Action | None, history: list | None, sessio
                     yield update
     except Exception as e:  # the LiveRun's state says what happened; a bug is logged here
         shown(e)
+    action.streamed = True
+
+
+async def finish(page: Page, action: Action | None, history: list | None, session, selected: str | None,
+                 **settings):
+    """A streamed run's end in every output: first what is cheap (its samples' last tokens, the
+    summary, the history), then the panel on screen and the store's save (at n=256 the Diff
+    tab's heatmap takes seconds). Nothing when the action is still going, or Stop shows it."""
+    if action is None or not action.runs or action.going or action.shown or action.name not in ("Run", "Branch",
+                                                                                                 "Replay"):
+        yield {page.summary: gr.skip()}
+        return
+    action.shown = True  # claimed before any await: Stop, started at the same moment, leaves it to this
+    live_run = action.runs[0]
     if live_run.run is not None and live_run.state not in (State.REFUSED, State.ERROR):
-        yield at_once(page, live_run.run, history, session)  # then the panel on screen and the save
-    final = await ended(page, live_run, history, session, selected, settings)
-    action.shown = True
-    yield final
+        cheap = at_once(page, live_run.run, history, session)
+        if not action.streamed:  # cancelled: its last message may never have been sent
+            cheap.update(page.samples.show(session, live_run.run, force=True))
+        yield cheap
+    yield await ended(page, live_run, history, session, selected, settings)
 
 
 async def ended(page: Page, live_run: LiveRun, history: list | None, session, selected: str | None,
@@ -133,8 +162,8 @@ async def ended(page: Page, live_run: LiveRun, history: list | None, session, se
     return await show(page, live_run.run, history, session, selected, settings)
 
 
-async def stop(page: Page, action: Action | None, current: Run | None, history: list | None, session,
-               selected: str | None, **settings) -> dict:
+async def stop(page: Page, action: Action | None, history: list | None, session, selected: str | None,
+               **settings) -> dict:
     """End this session's action at any moment and show its run as it stands (every child
     aborted, each sample's tokens so far kept). The followers of What if, Replay and Compare
     see their runs end and say so themselves."""
@@ -142,16 +171,14 @@ async def stop(page: Page, action: Action | None, current: Run | None, history: 
         return {}
     if action.going:
         await action.stop_and_wait()
-    if action.name not in ("Run", "Branch", "Replay"):
-        return {}
+    if action.name not in ("Run", "Branch", "Replay") or action.shown:
+        return {}  # not a run of the samples area, or ``finish`` shows its end
+    action.shown = True
     live_run = action.runs[0]
     if live_run.run is None:  # stopped before it started: nothing reached the engine
         return {page.summary: views.ended_summary(live_run)}
-    run = live_run.run
-    if action.shown and current is not None and current.request.get("request_id") == run.request.get("request_id"):
-        return {}  # it had finished and is on screen already
     # Stop cancelled the stream's event: a message it had made may never have been sent.
-    return await show(page, run, history, session, selected, settings, reset=True)
+    return await show(page, live_run.run, history, session, selected, settings, reset=True)
 
 
 async def follow_all(action: Action | None, backend, together: bool = True,
