@@ -308,21 +308,26 @@ def page(served):
         browser.close()
 
 
-def stream(page, config: dict, view: str) -> tuple[float, float]:
-    """Run the replay in ``view``; the longest frame gap (ms) from the click to the end, and when it
-    began (ms after the click)."""
+RESETS = "() => document.querySelector('#samples-area .sa').__sa.resets"
+
+
+def stream(page, config: dict, view: str) -> int:
+    """Run the replay in ``view`` to its end; how many resets the browser took meanwhile. One: the
+    run's first message, then deltas only, none lost or out of order (a lost one costs a reset).
+    How smooth it was is the benchmark's to say (``--paced``: frame gaps), not a test's."""
     config["view"] = view
+    before = page.evaluate(RESETS)
     page.evaluate(WATCH, "area")
     page.wait_for_function("() => window.__watch.end !== null", timeout=30_000, polling=200)
-    return page.evaluate("[window.__watch.gap, window.__watch.gapAt]")
+    return page.evaluate(RESETS) - before
 
 
 def test_the_wall_and_the_columns_stream_128_samples_in_chromium(served, page):
     _, config, record = served
-    gap, at = stream(page, config, "wall")
+    resets = stream(page, config, "wall")
     run = record["runs"][-1]
     session = record["sessions"][-1]
-    assert gap < 300, f"a frame gap of {gap:.0f} ms while streaming into the wall, {at:.0f} ms after the click"
+    assert resets == 1, f"{resets} resets while streaming into the wall: a delta was lost or came out of order"
     assert session.acks >= session.seq - 2 > 5, "the browser did not acknowledge its messages"
     assert session.answered > 0, "no message went back as the answer to an ack"
 
@@ -361,9 +366,9 @@ def test_the_wall_and_the_columns_stream_128_samples_in_chromium(served, page):
     assert wait_until(lambda: record["tokens"] and record["tokens"][-1] == 3, timeout=5)
     assert record["picked"][-1] == i
 
-    gap, at = stream(page, config, "columns")
+    resets = stream(page, config, "columns")
     run = record["runs"][-1]
-    assert gap < 300, f"a frame gap of {gap:.0f} ms while streaming into the columns, {at:.0f} ms after the click"
+    assert resets == 1, f"{resets} resets while streaming into the columns"
     texts = page.evaluate("() => [...document.querySelectorAll('.sa-card .sa-text')].map(e => e.textContent)")
     assert texts == [s.text or "".join(s.token_texts) for s in run.samples]
     header = page.locator(".sa-card .sa-head").nth(5).inner_text()
