@@ -9,7 +9,8 @@ not with their square (a CUMULATIVE event repeats each sample's whole text so fa
 
 Writing is exact by construction: a part is left out, or written short, only when reading gives
 it back identical (compared by type and value); otherwise it is written as it is. No round trip
-is needed to know that what was written reads back as the run.
+is needed to know that what was written reads back as the run. The events are written by
+playground/bundle_events.py (at the run's end, or while it is recorded); reading is here.
 
 The layout, beside the run's own fields (request and status always; the others when not at their
 default):
@@ -47,13 +48,13 @@ from pathlib import Path
 from typing import Any
 
 from playground import bundle_logprobs
+from playground.bundle_events import OUTPUT_FIELDS, EventsWriter, arrivals, covered, int_list, pieces_of
 from playground.bundle_logprobs import same
 from playground.errors import damaged_bundle
 from playground.logprobs import Logprobs
 
 VERSION = 4
 SCHEMA_PATH = Path(__file__).with_name("bundle.schema.json")  # the layout, published for other clients
-OUTPUT_FIELDS = ("index", "text", "token_ids", "finish_reason", "stop_reason")
 FACTS = ("finished", "request_id", "num_cached_tokens", "engine_requests")
 PLAIN = ("index", "seed", "text", "token_ids", "finish_reason", "stop_reason")  # every sample, as it is
 OPTIONAL = ("num_cached_tokens", "metrics", "queued_at", "queued_s", "prefill_s", "decode_s")
@@ -86,61 +87,6 @@ def bundle_bytes_per_token(run) -> float:
     return len(run.to_json().encode("utf-8")) / tokens if tokens else float("inf")
 
 
-def int_list(value: Any) -> bool:
-    return type(value) is list and set(map(type, value)) <= {int}
-
-
-def _pieces(ids: Any, texts: Any) -> list[str] | None:
-    """A sample's decoded pieces when there is one text per token id: what outputs' texts refer to."""
-    if type(texts) is list and type(ids) is list and len(texts) == len(ids) and set(map(type, texts)) <= {str}:
-        return texts
-    return None
-
-
-def covered(delta: bool, at: int | None, ids: Any, sample_ids: list[int] | None) -> int | None:
-    """How far into its sample's token ids an index is once an output of ``ids`` came (``at``:
-    how far it was): the output's ids are the sample's next ones (DELTA) or its first ones (the
-    other kinds). None when they are not, or the place is unknown. Writing and reading follow
-    an index with this one function, so both know the same place at every output."""
-    if type(ids) is not list or sample_ids is None:
-        return None
-    if delta:
-        return None if at is None or sample_ids[at:at + len(ids)] != ids else at + len(ids)
-    return len(ids) if sample_ids[:len(ids)] == ids else None
-
-
-class Arrivals:
-    """Each sample's token times as the recorder stamps them (playground/backends/recorder.py):
-    each new token at its event's time. Writing (``_events``) and reading (``arrivals``) follow
-    the outputs with this one rule, so both derive the same times."""
-
-    def __init__(self, n: int, delta: bool):
-        self.times: list[list] = [[] for _ in range(n)]
-        self.had, self.delta = [0] * n, delta
-
-    def add(self, index: int, t: Any, length: int) -> None:
-        """An output of sample ``index`` at ``t`` carrying ``length`` token ids (DELTA: new ones;
-        the other kinds: every one so far)."""
-        new = length if self.delta else max(0, length - self.had[index])
-        self.had[index] = length
-        if new:
-            self.times[index].extend([t] * new)
-
-
-def arrivals(events: list[dict], n: int, delta: bool) -> list[list]:
-    """The token times of events as read, ``{"t", "outputs": [{"index", "token_ids"}`` or
-    ``{"index", "prefix"}, ...]}``."""
-    followed = Arrivals(n, delta)
-    for event in events:
-        for out in event["outputs"]:
-            index = out["index"]
-            if type(index) is not int or not 0 <= index < n:
-                continue
-            ids = out["prefix"][1] if "prefix" in out else out["token_ids"]
-            followed.add(index, event["t"], ids if type(ids) is int else len(ids) if type(ids) is list else 0)
-    return followed.times
-
-
 def _identical(a: Any, b: list) -> bool:
     """Two lists read back alike: item by item of one type and value (floats by their digits)."""
     if type(a) is not list or len(a) != len(b):
@@ -152,8 +98,9 @@ def _identical(a: Any, b: list) -> bool:
 
 # ---- writing -----------------------------------------------------------------------------------
 
-def encode(run) -> dict[str, Any]:
-    """The bundle of a Run (without its bundle_version), ready for JSON."""
+def encode(run, written: EventsWriter | None = None) -> dict[str, Any]:
+    """The bundle of a Run (without its bundle_version), ready for JSON. ``written``: the writer
+    that wrote the run's first events already (``LiveBundle``): ``events`` holds the rest."""
     samples, events = run.samples, run.events
     delta = run.request.get("output_kind") == "DELTA"
     table = _table(samples)
@@ -166,7 +113,9 @@ def encode(run) -> dict[str, Any]:
     if short is not None:
         data["logprobs_float32"] = True
     data["texts"] = {str(token_id): text for token_id, text in sorted(table.items())}
-    events_written, times = _events(events, samples, delta, run.request.get("request_id"))
+    writer = written or EventsWriter(samples, delta, run.request.get("request_id"))
+    events_written = writer.add(events[writer.count:])
+    times = writer.times
     data["samples"] = [_sample(s, table, times[k], short) for k, s in enumerate(samples)]
     data["events"] = events_written
     return data
@@ -176,7 +125,7 @@ def _table(samples: list) -> dict[int, str]:
     """Each token id's most frequent text in the run (the first seen among equals)."""
     votes: Counter = Counter()
     for s in samples:
-        if int_list(s.token_ids) and _pieces(s.token_ids, s.token_texts) is not None:
+        if int_list(s.token_ids) and pieces_of(s.token_ids, s.token_texts) is not None:
             votes.update(zip(s.token_ids, s.token_texts))
     votes.update(bundle_logprobs.texts_seen(samples))
     table: dict[int, str] = {}
@@ -208,88 +157,6 @@ def _sample(s, table: dict[int, str], times: list, short: dict[float, float] | N
         if getattr(s, name) is not None:
             data[name] = getattr(s, name)
     return data
-
-
-def _events(events: list, samples: list, delta: bool, request_id: Any) -> tuple[list[list], list[list]]:
-    """The events as written, and each sample's token times as reading derives them (``arrivals``),
-    in one pass: at n=256 x 1,000 tokens there are 250,000 outputs, so the common one (tokens that
-    are its sample's next ones, with their own pieces as text) is written without a call."""
-    n = len(samples)
-    ids_of = [s.token_ids if int_list(s.token_ids) else None for s in samples]
-    pieces_of = [_pieces(s.token_ids, s.token_texts) for s in samples]
-    places = [[0, ""] for _ in range(n)]  # per index: how far into its sample's ids, its previous text
-    held_at = [0] * n  # per index: its previous text's length, while that text is its sample's prefix
-    followed = Arrivals(n, delta)
-    written = []
-    last = {"request_id": request_id, "num_cached_tokens": None, "engine_requests": None}
-    for event in events:
-        t, outputs = event.t, []
-        for out in event.outputs:
-            i = out.index
-            if type(i) is not int or not 0 <= i < n:
-                outputs.append({name: getattr(out, name) for name in OUTPUT_FIELDS})
-                continue
-            place, ids, pieces = places[i], ids_of[i], pieces_of[i]
-            if out.held:
-                length, given = out.carried, None
-            else:
-                given = out.token_ids
-                length = len(given) if type(given) is list else 0
-            followed.add(i, t, length)
-            at, item = place[0], None
-            if at is not None and ids is not None and pieces is not None:
-                if delta:  # the common DELTA output: its sample's next tokens, their pieces as its text
-                    if type(given) is list and ids[at:at + length] == given and \
-                            out.text == "".join(pieces[at:at + length]):
-                        item = [i, length]
-                elif given is None and held_at[i] is not None and length >= at:
-                    # The common cumulative one: held as its sample's prefix, so what it adds is read
-                    # from the sample's text, not by copying and comparing the whole so far.
-                    size = out.held_length(samples[i])
-                    if size is not None and size >= held_at[i] and \
-                            samples[i].text[held_at[i]:size] == "".join(pieces[at:length]):
-                        item, held_at[i] = [i, length - at], size
-            if item is not None:
-                place[0] = at + item[1]
-                finish, stop = out.finish_reason, out.stop_reason
-                if finish is not None or stop is not None:
-                    item += [None, finish] if stop is None else [None, finish, stop]
-                outputs.append(item)
-                continue
-            if not delta and held_at[i] is not None:  # the slow path reads the previous text itself
-                place[1], held_at[i] = samples[i].text[:held_at[i]], None
-            outputs.append(_output(out, place, delta, ids, pieces, samples[i].text))
-        facts = {"finished": event.finished} if event.finished is not False else {}
-        for name, value in last.items():
-            if not same(getattr(event, name), value):
-                facts[name] = last[name] = getattr(event, name)
-        written.append([t, outputs, facts] if facts else [t, outputs])
-    return written, followed.times
-
-
-def _output(out, place: list, delta: bool, ids: list[int] | None, pieces: list[str] | None,
-            whole: Any) -> list | dict:
-    at, before = place
-    # Held: its sample's first tokens, by construction (the recorder kept it so).
-    new = out.carried if out.held and not delta and ids is not None else covered(delta, at, out.token_ids, ids)
-    text = out.text
-    if at is None or new is None or new < at or type(text) is not str:
-        place[0] = new
-        if not delta:
-            place[1] = text if type(text) is str else None
-        return {name: getattr(out, name) for name in OUTPUT_FIELDS}
-    if before is not None and text.startswith(before):
-        added = text[len(before):]
-        slot = None if pieces is not None and added == "".join(pieces[at:new]) else added
-    else:
-        slot = [] if text == whole else [text]
-    place[0] = new
-    if not delta:
-        place[1] = text
-    item = [out.index, new - at, slot, out.finish_reason, out.stop_reason]
-    while len(item) > 2 and item[-1] is None:
-        item.pop()
-    return item
 
 
 # ---- reading -----------------------------------------------------------------------------------
@@ -415,7 +282,7 @@ class _OutputReader:
 
     def _pieces_of(self, i: int) -> list[str] | None:
         if i not in self.pieces:
-            self.pieces[i] = _pieces(self.samples[i]["token_ids"], self.samples[i]["token_texts"])
+            self.pieces[i] = pieces_of(self.samples[i]["token_ids"], self.samples[i]["token_texts"])
         return self.pieces[i]
 
     def _place(self, i: int) -> list:

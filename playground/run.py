@@ -19,6 +19,7 @@ from typing import Any
 import pandas as pd
 
 from playground import bundle_format, bundle_v3
+from playground.bundle_events import EventsWriter, compact
 from playground.errors import InvalidBundle, damaged_bundle
 from playground.logprobs import Logprobs, TokenLogprob
 
@@ -302,8 +303,45 @@ class Run:
         return pd.DataFrame(rows, columns=columns)
 
 
-def _compact(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+_compact = compact
+
+
+class LiveBundle:
+    """A run's bundle written while the run is recorded, for a caller that waits for it at the
+    end (``/sample``'s final value): ``advance``, called where the run is recorded (the event
+    loop) between its outputs, writes the events that came since, in JSON; ``to_json`` then writes
+    the rest. At n=256 x 1,000 tokens the events are 250,000 outputs, a second to write at the end.
+    It reads back as ``Run.to_json`` does; whenever what it wrote could be stale (a sample whose
+    lists were replaced, not grown; a backend that saw its outputs change), it writes the run
+    whole as ``Run.to_json`` does."""
+
+    def __init__(self, run: Run):
+        self.run = run
+        self._writer: EventsWriter | None = None
+        self._parts: list[str] = []  # the events written so far, a JSON text per part
+
+    def advance(self) -> None:
+        run = self.run
+        if self._writer is None:
+            self._writer = EventsWriter(run.samples, run.request.get("output_kind") == "DELTA",
+                                        run.request.get("request_id"))
+        elif not self._writer.follows(run.samples):
+            return
+        if new := run.events[self._writer.count:]:
+            self._parts.append(",".join(map(compact, self._writer.add(new, final=False))))
+
+    def to_json(self, run: Run | None = None) -> str:
+        """The bundle of ``run`` (the run advanced, as it ended; another: written whole)."""
+        run = run or self.run
+        writer = self._writer
+        if run is not self.run or writer is None or run.mutated_events is not None or \
+                len(run.events) < writer.count or not writer.follows(run.samples):
+            return run.to_json()
+        with bundle_format.collector_paused():
+            data = {"bundle_version": BUNDLE_VERSION, **bundle_format.encode(run, writer)}
+            rest = data.pop("events")  # the last field: the parts written before come first
+            parts = [*self._parts, ",".join(map(compact, rest))]
+            return compact(data)[:-1] + ',"events":[' + ",".join(p for p in parts if p) + "]}"
 
 
 def _logprob_from_dict(d: dict[str, Any]) -> TokenLogprob:

@@ -15,8 +15,9 @@ import jsonschema
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from playground.backends.recorder import Observation, RunRecorder
 from playground.bundle_format import SCHEMA_PATH
-from playground.run import Event, EventOutput, Run, Sample, TokenLogprob
+from playground.run import Event, EventOutput, LiveBundle, Run, Sample, TokenLogprob
 
 KINDS = ("CUMULATIVE", "DELTA", "FINAL_ONLY")
 VALIDATOR = jsonschema.Draft202012Validator(json.loads(SCHEMA_PATH.read_text(encoding="utf-8")))
@@ -170,3 +171,53 @@ def test_every_run_reads_back_as_it_was_written_and_its_bundle_is_valid(run):
 def test_the_canonical_form_tells_apart_what_json_would_not():
     assert canonical([1]) != canonical([1.0]) and canonical(-0.0) != canonical(0.0)
     assert canonical(math.nan) == canonical(float("nan")) and canonical((1, 2)) != canonical([1, 2])
+
+
+@st.composite
+def recorded(draw) -> tuple[Run, list[str], str]:
+    """A run as the recorder grows it, its LiveBundle advanced at random moments between outputs:
+    DELTA or CUMULATIVE outputs, texts that are not their pieces, and now and then a CUMULATIVE
+    output that does not extend what its sample had (the recorder replaces the sample's lists).
+    Returns the run, and what the LiveBundle and ``to_json`` wrote."""
+    kind = draw(st.sampled_from(("DELTA", "CUMULATIVE")))
+    n = draw(st.integers(1, 3))
+    vocab = draw(st.lists(st.integers(0, 1000), min_size=1, max_size=6, unique=True))
+    piece = {t: draw(st.one_of(texts, st.just("é"))) for t in vocab}
+    recorder = RunRecorder({"prompt": "p", "n": n, "output_kind": kind, "request_id": "run-1"}, list(range(n)))
+    bundle = LiveBundle(recorder.run)
+    had = [([], "") for _ in range(n)]  # per sample: its ids and text so far, as the engine said them
+    for _ in range(draw(st.integers(1, 10))):
+        outputs, pieces = [], {}
+        for i in draw(st.permutations(range(n))):
+            if not draw(st.booleans()):
+                continue
+            new = draw(st.lists(st.sampled_from(vocab), min_size=1, max_size=3))
+            ids, text = had[i]
+            said = "".join(piece[t] for t in new) if draw(st.integers(0, 5)) else draw(texts)
+            if kind == "CUMULATIVE" and ids and draw(st.integers(0, 7)) == 0:
+                ids, text = ids[:-1], text[:-1]  # it takes back what it said: not an extension
+            ids, text = ids + new, text + said
+            had[i] = (ids, text)
+            pieces[i] = [piece[t] for t in new]
+            if kind == "DELTA":
+                outputs.append(EventOutput(i, said, new))
+            else:
+                pieces[i] = [piece[t] for t in ids[len(recorder.run.samples[i].token_ids):]]  # what it adds
+                outputs.append(EventOutput(i, text, list(ids)))
+        if outputs:
+            recorder.observe(Observation(Event(recorder.t0 + len(recorder.run.events), False, outputs),
+                                         token_texts=pieces))
+        if draw(st.booleans()):
+            bundle.advance()
+    run = recorder.finish(draw(st.sampled_from(["finished", "aborted"])))
+    return run, [bundle.to_json(), run.to_json()]
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(recorded())
+def test_a_bundle_written_while_its_run_is_recorded_reads_back_as_the_run(case):
+    run, written = case
+    for text in written:
+        again = Run.from_json(text)
+        assert canonical(dataclasses.asdict(again)) == canonical(dataclasses.asdict(run))
+        VALIDATOR.validate(json.loads(text))
