@@ -51,12 +51,9 @@ class Page:
                 *[c for p in self.panels for c in p.components.values()],
                 self.current, self.history, self.history_pick, self.history_note, *self.extra.values()]
 
-    def streamed(self) -> list[gr.components.Component]:
-        """What a run in flight updates: the summary, the samples area and the panels' live parts.
-        A stream's event lists only these: Gradio treats every output a yield leaves out as an
-        update of its props, a component built anew per output per yield (tens of ms at this
-        page's size), so the run's end, which writes every output, is an event of its own."""
-        return [self.summary, self.samples.html, *[c for p in self.panels for c in p.live_components()]]
+    def live_outputs(self) -> list[gr.components.Component]:
+        """What the panels' live parts write while a run streams (``running.live_panels``)."""
+        return [c for p in self.panels for c in p.live_components()]
 
     def inputs(self) -> list[gr.components.Component]:
         """What showing a run reads: the session's history, its samples area, the tab on screen."""

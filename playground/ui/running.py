@@ -22,6 +22,7 @@ import contextlib
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 import gradio as gr
@@ -33,9 +34,11 @@ from playground.ui import views
 from playground.ui.form import form_request
 from playground.ui.messages import shown
 from playground.ui.page import Page
-from playground.ui.showing import SUMMARY_EVERY, at_once, figures_every, live, show
+from playground.ui.samples_area import QUIET
+from playground.ui.showing import SUMMARY_EVERY, at_once, figures_every, live, panels_now, show
 
 BUSY = "A run of this page is still going: press Stop first, or wait for it to finish."
+STREAMED = ("Run", "Branch", "Replay")  # the actions whose run streams into the samples area
 
 
 @dataclass
@@ -87,12 +90,21 @@ async def begin(page: Page, action: Action | None, **settings) -> dict:
 
 
 def run_events(started: gr.events.Dependency, page: Page, stream: Callable, finish: Callable) -> gr.events.Dependency:
-    """A run's two queued steps after ``started`` (its ``begin``): ``stream`` writes only what a
-    run in flight changes (``page.streamed()``), then ``finish`` shows its end in every output.
-    Returns the stream's event: Stop cancels it, and Gradio then starts ``finish`` too."""
+    """A run's queued steps after ``started`` (its ``begin``): ``stream`` writes the summary and
+    the samples area, ``live_panels`` beside it the live parts of the panel on screen, then
+    ``finish`` shows the end in every output. Returns the stream's event: Stop cancels it, and
+    Gradio then starts ``finish`` too.
+
+    Three events, not one, because Gradio 6.31 treats every output a yield leaves out as an update
+    of its properties: it builds that component anew, with its configuration, at each yield (the
+    samples area's alone takes milliseconds). The stream yields several times a second, so its
+    event lists only the two outputs it gives a value at every yield."""
     shows = page.controls()
-    event = started.success(stream, [page.live, *page.inputs()], page.streamed(), inputs_kwargs=shows,
-                            concurrency_id="sampling", show_progress_on=[page.summary], api_visibility="private")
+    event = started.success(stream, [page.live, *page.inputs()], [page.summary, page.samples.html],
+                            inputs_kwargs=shows, concurrency_id="sampling", show_progress_on=[page.summary],
+                            api_visibility="private")
+    started.success(partial(live_panels, page), [page.live, page.selected], page.live_outputs(),
+                    inputs_kwargs=shows, show_progress="hidden", api_visibility="private")
     event.then(finish, [page.live, *page.inputs()], page.outputs(), inputs_kwargs=shows,
                show_progress_on=[page.summary], api_visibility="private")
     return event
@@ -100,37 +112,52 @@ def run_events(started: gr.events.Dependency, page: Page, stream: Callable, fini
 
 async def stream(page: Page, action: Action | None, history: list | None, session, selected: str | None,
                  **settings):
-    """Stream the action's run (Run, Branch) into the samples area; the summary follows it and
-    the panels' live parts refresh about once a second (``settings``: the panels' own controls);
-    ``finish`` shows the end. Nothing to do when the run is not queued: a Stop came first, or
-    the action was refused."""
+    """Stream the action's run (Run, Branch) into the samples area, the summary following it;
+    ``finish`` shows the end. Every yield gives both outputs a value (see ``run_events``): the
+    summary its last line again, the samples area a value the browser ignores. Nothing to do when
+    the run is not queued: a Stop came first, or the action was refused."""
     live_run = action.runs[0] if action is not None and action.runs else None
     if live_run is None or live_run.state is not State.QUEUED:
         yield {page.summary: gr.skip()}
         return
-    figures_at = said_at = time.monotonic()
+    said, said_at = views.queued_summary(live_run), time.monotonic()
     try:
         # aclosing: a closed tab or a cancelled event stops the LiveRun now, not when collected.
         async with contextlib.aclosing(session.paced(live_run.follow(page.backend))) as snapshots:
             async for snapshot in snapshots:
                 run = snapshot or live_run.run  # None: a heartbeat (the waiting line's clock still moves)
-                if run is None or run.finished:
-                    yield {page.summary: gr.skip()}  # a heartbeat: Gradio notices a closed tab only at a yield
-                    continue  # the final render follows the stream's end
-                now = time.monotonic()
-                figures = now - figures_at >= figures_every(run.n)
-                if figures:
-                    figures_at = now
+                update = {}
+                if run is not None and not run.finished:  # a finished run: ``finish`` draws its end
+                    now = time.monotonic()
+                    update = live(page, run, session, summary=snapshot is None or now - said_at >= SUMMARY_EVERY)
+                    if page.summary in update:
+                        said, said_at = update[page.summary], now
+                    if not update:  # the samples' message went back as the answer to the browser's ack
+                        continue
                 # a heartbeat always yields: Gradio notices a closed tab (its acks stopped) only then
-                due = snapshot is None or now - said_at >= SUMMARY_EVERY
-                update = live(page, run, session, selected, figures, settings, summary=due)
-                if page.summary in update:
-                    said_at = now
-                if update:  # empty: the samples' message went back as the answer to the browser's ack
-                    yield update
+                yield {page.summary: said, page.samples.html: QUIET, **update}
     except Exception as e:  # the LiveRun's state says what happened; a bug is logged here
         shown(e)
     action.streamed = True
+
+
+async def live_panels(page: Page, action: Action | None, selected: str | None, **settings):
+    """The live parts of the panel on screen while the action's run streams (a figure travels whole:
+    every ``figures_every(n)`` s), an event of its own beside the stream. Nothing when the tab on
+    screen has no live part."""
+    live_run = action.runs[0] if action is not None and action.runs and action.name in STREAMED else None
+    yield gr.skip()  # one yield at least: a generator that yields nothing would clear its outputs
+    if live_run is None or not any(p.tab == selected and p.live for p in page.panels):
+        return
+    while action.going:
+        run = live_run.run
+        await asyncio.sleep(figures_every(run.n if run is not None else 1))
+        run = live_run.run
+        if run is None or not run.events or run.finished:
+            continue
+        update = await asyncio.to_thread(panels_now, page, run, selected, settings, True)
+        if update and action.going:  # ended meanwhile: ``finish`` draws the panel whole
+            yield update
 
 
 async def finish(page: Page, action: Action | None, history: list | None, session, selected: str | None,
@@ -138,8 +165,7 @@ async def finish(page: Page, action: Action | None, history: list | None, sessio
     """A streamed run's end in every output: first what is cheap (its samples' last tokens, the
     summary, the history), then the panel on screen and the store's save (at n=256 the Diff
     tab's heatmap takes seconds). Nothing when the action is still going, or Stop shows it."""
-    if action is None or not action.runs or action.going or action.shown or action.name not in ("Run", "Branch",
-                                                                                                 "Replay"):
+    if action is None or not action.runs or action.going or action.shown or action.name not in STREAMED:
         yield {page.summary: gr.skip()}
         return
     action.shown = True  # claimed before any await: Stop, started at the same moment, leaves it to this
@@ -171,7 +197,7 @@ async def stop(page: Page, action: Action | None, history: list | None, session,
         return {}
     if action.going:
         await action.stop_and_wait()
-    if action.name not in ("Run", "Branch", "Replay") or action.shown:
+    if action.name not in STREAMED or action.shown:
         return {}  # not a run of the samples area, or ``finish`` shows its end
     action.shown = True
     live_run = action.runs[0]

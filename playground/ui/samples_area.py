@@ -68,6 +68,7 @@ ANSWER_WAIT = 1.0  # seconds a browser's ack waits for the stream's next message
 # A server function is called without the session's State, so an ack names its session by an
 # unguessable key: a weak index only (each session lives in its browser's gr.State and leaves this
 # index when Gradio drops that State), never a list of one browser's runs for another to read.
+QUIET = ""  # a value of the area that says nothing: the browser ignores it (a yield must give every output one)
 SESSIONS: weakref.WeakValueDictionary[str, SamplesSession] = weakref.WeakValueDictionary()
 
 

@@ -45,11 +45,12 @@ async def opened(page: Page, run: Run | None, evt: gr.SelectData, **settings) ->
     """A tab opened: it becomes the one on screen, and its panel draws the run on screen."""
     update = {page.selected: evt.value}
     if run is not None:
-        update.update(await asyncio.to_thread(_panels, page, run, evt.value, settings))
+        update.update(await asyncio.to_thread(panels_now, page, run, evt.value, settings))
     return update
 
 
-def _panels(page: Page, run: Run, selected: str | None, settings: dict, live: bool = False) -> dict:
+def panels_now(page: Page, run: Run, selected: str | None, settings: dict, live: bool = False) -> dict:
+    """The panel of the tab on screen for ``run`` (``live``: its live parts only)."""
     update = {}
     for p in page.panels:
         if p.tab == selected:
@@ -60,7 +61,7 @@ def _panels(page: Page, run: Run, selected: str | None, settings: dict, live: bo
 def _show(page: Page, run: Run, history: list | None, session, selected: str | None, settings: dict,
           reset: bool = False) -> dict:
     update = {**page.samples.show(session, run, force=reset), **_lines(page, run, history)}
-    update.update(_panels(page, run, selected, settings))
+    update.update(panels_now(page, run, selected, settings))
     if MARKER in page.extra:  # the run store keeps it (ui/keeping.py)
         update[page.extra[MARKER]] = keep(page.extra[MARKER], run, session)
     return update
@@ -88,17 +89,13 @@ def at_once(page: Page, run: Run, history: list | None, session) -> dict:
     return {**page.samples.update(session, run), **_lines(page, run, history)}
 
 
-def live(page: Page, run: Run, session, selected: str | None, figures: bool, settings: dict | None = None,
-         summary: bool = True) -> dict:
+def live(page: Page, run: Run, session, summary: bool = True) -> dict:
     """A run in flight: what changed in the samples area (nothing here when it went back as the
-    answer to the browser's ack), the summary line (``summary``), and (``figures``) the live parts
-    of the panel on screen (``settings``: the panels' controls). An empty dict: nothing to yield
-    (Gradio would read it as one value)."""
+    answer to the browser's ack) and the summary line (``summary``). An empty dict: nothing to
+    yield."""
     update = page.samples.update(session, run)
-    if summary or figures:
+    if summary:
         update[page.summary] = views.run_summary(run) if run.events else views.waiting_summary(run)
-    if figures and run.events:
-        update.update(_panels(page, run, selected, settings or {}, live=True))
     return update
 
 
