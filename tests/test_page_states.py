@@ -155,6 +155,34 @@ def test_a_refusal_is_named_stores_nothing_and_the_next_run_works(page, loop, ba
     assert engine_idle(backend, host)
 
 
+def test_the_panel_on_screen_streams_its_live_part_beside_the_run(page, loop, backend, host):
+    """``live_panels``, the event beside the stream: with the Timing tab on screen it sends the
+    tokens-over-time figure while the run streams, only that (the components of the panels' live
+    parts are its outputs), and it ends with the run; with the Diff tab (no live part) it sends
+    nothing at all."""
+    timing = next(p for p in page.panels if p.tab == "Timing")
+    for selected, wanted in (("Timing", True), ("Diff", False)):
+        tab = Tab(page, loop)
+        tab.run(prompt=SHORT, n=2, max_tokens=96, ignore_eos=True)
+        action, updates = tab.live, []
+
+        async def follow(selected=selected, action=action, updates=updates) -> None:
+            async with contextlib.aclosing(running.live_panels(page, action, selected)) as panels:
+                async for update in panels:
+                    updates.append((action.runs[0].run.finished if action.runs[0].run else False, update))
+
+        tab.call(follow(), timeout=180)  # it returns once the run has ended
+        assert not action.going
+        tab.wait()
+        drawn = [(finished, u) for finished, u in updates if isinstance(u, dict) and u.get("__type__") != "update"]
+        if wanted:
+            assert drawn, "no live figure while the run streamed"
+            assert all(set(u) == {timing.components["tokens_over_time"]} and not finished for finished, u in drawn)
+        else:
+            assert drawn == []
+    assert engine_idle(backend, host)
+
+
 def test_a_branch_prefix_past_the_context_is_refused_and_a_run_while_a_branch_streams_waits(page, loop, backend,
                                                                                            host):
     tab = Tab(page, loop)

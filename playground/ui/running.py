@@ -156,7 +156,7 @@ async def live_panels(page: Page, action: Action | None, selected: str | None, *
         if run is None or not run.events or run.finished:
             continue
         update = await asyncio.to_thread(panels_now, page, run, selected, settings, True)
-        if update and action.going:  # ended meanwhile: ``finish`` draws the panel whole
+        if update and action.going and not run.finished:  # ended meanwhile: ``finish`` draws it whole
             yield update
 
 
