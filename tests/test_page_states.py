@@ -88,7 +88,7 @@ class Tab:
 
     async def _follow(self) -> None:
         """The stream's event, then (as Gradio's ``.then``) the end's."""
-        await self._drain(running.stream(self.page, self.live, self.history, self.samples, "Diff"))
+        await self._drain(running.stream(self.page, self.live, self.samples))
         await self.finish()
 
     async def finish(self) -> None:

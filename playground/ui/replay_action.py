@@ -83,15 +83,14 @@ async def begin(page: Page, controls: ReplayControls, action: running.Action | N
             controls.note: f"Replaying `{rid}` at {pace.label}: it streams in the samples area above (Stop ends it)."}
 
 
-async def stream(page: Page, action: running.Action | None, history: list | None, session, selected: str | None,
-                 **settings):
+async def stream(page: Page, action: running.Action | None, session):
     """The page's run handler, on the action's ReplayBackend (nothing to do when Replay refused,
     or a Stop came first)."""
     if action is None or action.name != "Replay":
         yield {page.summary: gr.skip()}
         return
     replaying = dataclasses.replace(page, backend=action.about)
-    async for update in running.stream(replaying, action, history, session, selected, **settings):
+    async for update in running.stream(replaying, action, session):
         yield update
 
 

@@ -100,9 +100,8 @@ def run_events(started: gr.events.Dependency, page: Page, stream: Callable, fini
     samples area's alone takes milliseconds). The stream yields several times a second, so its
     event lists only the two outputs it gives a value at every yield."""
     shows = page.controls()
-    event = started.success(stream, [page.live, *page.inputs()], [page.summary, page.samples.html],
-                            inputs_kwargs=shows, concurrency_id="sampling", show_progress_on=[page.summary],
-                            api_visibility="private")
+    event = started.success(stream, [page.live, page.samples.session], [page.summary, page.samples.html],
+                            concurrency_id="sampling", show_progress_on=[page.summary], api_visibility="private")
     started.success(partial(live_panels, page), [page.live, page.selected], page.live_outputs(),
                     inputs_kwargs=shows, show_progress="hidden", api_visibility="private")
     event.then(finish, [page.live, *page.inputs()], page.outputs(), inputs_kwargs=shows,
@@ -110,8 +109,7 @@ def run_events(started: gr.events.Dependency, page: Page, stream: Callable, fini
     return event
 
 
-async def stream(page: Page, action: Action | None, history: list | None, session, selected: str | None,
-                 **settings):
+async def stream(page: Page, action: Action | None, session):
     """Stream the action's run (Run, Branch) into the samples area, the summary following it;
     ``finish`` shows the end. Every yield gives both outputs a value (see ``run_events``): the
     summary its last line again, the samples area a value the browser ignores. Nothing to do when
