@@ -20,8 +20,8 @@ from playground.ui.keeping import MARKER, keep
 from playground.ui.page import HISTORY_SIZE, Page
 
 FIGURES_EVERY = 1.0  # seconds between figure refreshes while streaming, per 32 samples
-# Seconds between the summary's redraws while streaming: every Gradio yield costs the page ~45 ms
-# of its main thread at this page's size (its loading states), whatever it carries.
+# Seconds between the summary's redraws while streaming: a line of n=256 samples' counts is worth
+# drawing once a second, and the yields between carry its last line again (running.stream).
 SUMMARY_EVERY = 1.0
 
 
