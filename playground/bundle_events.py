@@ -100,6 +100,11 @@ class EventsWriter:
         self.last = {"request_id": request_id, "num_cached_tokens": None, "engine_requests": None}
         self.count = 0  # events written
 
+    @classmethod
+    def of(cls, run) -> EventsWriter:
+        """The writer of a run's events, from its first."""
+        return cls(run.samples, run.request.get("output_kind") == "DELTA", run.request.get("request_id"))
+
     @property
     def times(self) -> list[list]:
         return self.arrivals.times

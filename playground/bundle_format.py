@@ -102,7 +102,6 @@ def encode(run, written: EventsWriter | None = None) -> dict[str, Any]:
     """The bundle of a Run (without its bundle_version), ready for JSON. ``written``: the writer
     that wrote the run's first events already (``LiveBundle``): ``events`` holds the rest."""
     samples, events = run.samples, run.events
-    delta = run.request.get("output_kind") == "DELTA"
     table = _table(samples)
     short = bundle_logprobs.float32_digits(samples)
     data: dict[str, Any] = {}
@@ -113,7 +112,7 @@ def encode(run, written: EventsWriter | None = None) -> dict[str, Any]:
     if short is not None:
         data["logprobs_float32"] = True
     data["texts"] = {str(token_id): text for token_id, text in sorted(table.items())}
-    writer = written or EventsWriter(samples, delta, run.request.get("request_id"))
+    writer = written or EventsWriter.of(run)
     events_written = writer.add(events[writer.count:])
     times = writer.times
     data["samples"] = [_sample(s, table, times[k], short) for k, s in enumerate(samples)]

@@ -203,10 +203,10 @@ class Run:
     def _json(self, indent: int | None) -> str:
         data = self.to_dict()
         if indent is None:
-            return _compact(data)
+            return compact(data)
         pad = " " * indent
-        lines = [f"{pad}{_compact(name)}: [\n" + ",\n".join(pad * 2 + _compact(item) for item in value) + f"\n{pad}]"
-                 if name in ("samples", "events") and value else f"{pad}{_compact(name)}: {_compact(value)}"
+        lines = [f"{pad}{compact(name)}: [\n" + ",\n".join(pad * 2 + compact(item) for item in value) + f"\n{pad}]"
+                 if name in ("samples", "events") and value else f"{pad}{compact(name)}: {compact(value)}"
                  for name, value in data.items()]
         return "{\n" + ",\n".join(lines) + "\n}"
 
@@ -303,9 +303,6 @@ class Run:
         return pd.DataFrame(rows, columns=columns)
 
 
-_compact = compact
-
-
 class LiveBundle:
     """A run's bundle written while the run is recorded, for a caller that waits for it at the
     end (``/sample``'s final value): ``advance``, called where the run is recorded (the event
@@ -323,8 +320,7 @@ class LiveBundle:
     def advance(self) -> None:
         run = self.run
         if self._writer is None:
-            self._writer = EventsWriter(run.samples, run.request.get("output_kind") == "DELTA",
-                                        run.request.get("request_id"))
+            self._writer = EventsWriter.of(run)
         elif not self._writer.follows(run.samples):
             return
         if new := run.events[self._writer.count:]:

@@ -86,20 +86,22 @@ async def begin(page: Page, controls: ReplayControls, action: running.Action | N
 async def stream(page: Page, action: running.Action | None, session):
     """The page's run handler, on the action's ReplayBackend (nothing to do when Replay refused,
     or a Stop came first)."""
-    if action is None or action.name != "Replay":
-        yield {page.summary: gr.skip()}
-        return
-    replaying = dataclasses.replace(page, backend=action.about)
-    async for update in running.stream(replaying, action, session):
+    async for update in _on_replay(running.stream, page, action, session):
         yield update
 
 
 async def finish(page: Page, action: running.Action | None, history: list | None, session, selected: str | None,
                  **settings):
     """The page's end of a run, on the action's ReplayBackend."""
+    async for update in _on_replay(running.finish, page, action, history, session, selected, **settings):
+        yield update
+
+
+async def _on_replay(handler, page: Page, action: running.Action | None, *args, **kwargs):
+    """``handler``'s updates with the page's backend the action's ReplayBackend; nothing to do
+    when the session's action is not a Replay."""
     if action is None or action.name != "Replay":
         yield {page.summary: gr.skip()}
         return
-    replaying = dataclasses.replace(page, backend=action.about)
-    async for update in running.finish(replaying, action, history, session, selected, **settings):
+    async for update in handler(dataclasses.replace(page, backend=action.about), action, *args, **kwargs):
         yield update

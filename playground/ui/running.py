@@ -9,7 +9,7 @@ session holds the action before it waits for a free slot. The action's follower 
 records it: ``stream`` into the samples area for Run and Branch, one delta at a time, each sent
 when the browser has painted the one before (the samples area's acknowledgements), so n=256
 streams without stalling the tab; ``finish`` then shows the end in every output (an event of its
-own: a stream's event lists only what a run in flight changes, see ``Page.streamed``). Stop ends
+own: a stream's event lists only what a run in flight changes, see ``run_events``). Stop ends
 the session's action in whatever state it is: queued, waiting for the first output, or streaming;
 it aborts by parent id, so what the samples had is kept. Whatever happens, an action ends in a
 state from which the next one starts.
@@ -169,10 +169,8 @@ async def finish(page: Page, action: Action | None, history: list | None, sessio
     action.shown = True  # claimed before any await: Stop, started at the same moment, leaves it to this
     live_run = action.runs[0]
     if live_run.run is not None and live_run.state not in (State.REFUSED, State.ERROR):
-        cheap = at_once(page, live_run.run, history, session)
-        if not action.streamed:  # cancelled: its last message may never have been sent
-            cheap.update(page.samples.show(session, live_run.run, force=True))
-        yield cheap
+        # cancelled (not streamed): its last message may never have been sent, so a reset
+        yield at_once(page, live_run.run, history, session, reset=not action.streamed)
     yield await ended(page, live_run, history, session, selected, settings)
 
 

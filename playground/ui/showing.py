@@ -82,11 +82,11 @@ def _lines(page: Page, run: Run, history: list | None) -> dict:
     }
 
 
-def at_once(page: Page, run: Run, history: list | None, session) -> dict:
+def at_once(page: Page, run: Run, history: list | None, session, reset: bool = False) -> dict:
     """A streamed run's end, what is cheap of it: its samples' last tokens and every line but the
     panel on screen and the store's save (``show`` follows with them: at n=256 the Diff tab's
-    heatmap takes seconds to compute and draw)."""
-    return {**page.samples.update(session, run), **_lines(page, run, history)}
+    heatmap takes seconds to compute and draw). ``reset``: as ``show``'s."""
+    return {**page.samples.show(session, run, force=reset), **_lines(page, run, history)}
 
 
 def live(page: Page, run: Run, session, summary: bool = True) -> dict:
