@@ -100,7 +100,8 @@ def _identical(a: Any, b: list) -> bool:
 
 def encode(run, written: EventsWriter | None = None) -> dict[str, Any]:
     """The bundle of a Run (without its bundle_version), ready for JSON. ``written``: the writer
-    that wrote the run's first events already (``LiveBundle``): ``events`` holds the rest."""
+    that has written every event of the run already (``LiveBundle``): ``events`` is left out, for
+    the caller to add as the last field."""
     samples, events = run.samples, run.events
     table = _table(samples)
     short = bundle_logprobs.float32_digits(samples)
@@ -113,21 +114,31 @@ def encode(run, written: EventsWriter | None = None) -> dict[str, Any]:
         data["logprobs_float32"] = True
     data["texts"] = {str(token_id): text for token_id, text in sorted(table.items())}
     writer = written or EventsWriter.of(run)
-    events_written = writer.add(events[writer.count:])
+    events_written = None if written else writer.add(events)
     times = writer.times
     data["samples"] = [_sample(s, table, times[k], short) for k, s in enumerate(samples)]
-    data["events"] = events_written
+    if events_written is not None:
+        data["events"] = events_written
     return data
 
 
 def _table(samples: list) -> dict[int, str]:
-    """Each token id's most frequent text in the run (the first seen among equals)."""
+    """Each token id's most frequent text in the run (the first seen among equals). Nearly always
+    an id has one text in a run (its piece in the tokenizer's table): that is checked first, a
+    list at a time, and the texts are counted only when it is not so."""
+    plain = [s for s in samples if int_list(s.token_ids) and pieces_of(s.token_ids, s.token_texts) is not None]
+    seen = list(bundle_logprobs.texts_seen(samples))
+    table = dict(seen)
+    for s in plain:
+        table.update(zip(s.token_ids, s.token_texts))
+    if all(list(map(table.get, s.token_ids)) == s.token_texts for s in plain) and \
+            all(table[token_id] == text for token_id, text in seen):
+        return table
     votes: Counter = Counter()
-    for s in samples:
-        if int_list(s.token_ids) and pieces_of(s.token_ids, s.token_texts) is not None:
-            votes.update(zip(s.token_ids, s.token_texts))
-    votes.update(bundle_logprobs.texts_seen(samples))
-    table: dict[int, str] = {}
+    for s in plain:
+        votes.update(zip(s.token_ids, s.token_texts))
+    votes.update(seen)
+    table = {}
     for (token_id, text), _ in sorted(votes.items(), key=lambda item: -item[1]):
         table.setdefault(token_id, text)
     return table

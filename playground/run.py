@@ -13,6 +13,7 @@ it back exactly.
 from __future__ import annotations
 
 import json
+import threading
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -174,6 +175,9 @@ class Run:
     # Numbers of the events whose yielded object changed after it was yielded (the QA matrix asks
     # a backend to watch them); None when nobody watched.
     mutated_events: list[int] | None = None
+    # Not part of the record: the bundle written while the run was recorded (``LiveBundle``), so
+    # saving it writes only what is left. A class attribute, so that no field of a Run holds it.
+    written = None
 
     @property
     def n(self) -> int:
@@ -198,6 +202,10 @@ class Run:
         line with no spaces (a line of JSONL); with it, a field per line and a sample or event per
         line, indented by that many spaces (a bundle to read, not much bigger)."""
         with bundle_format.collector_paused():
+            if indent is None and self.written is not None:
+                written = self.written.to_json(self)
+                if written is not None:
+                    return written
             return self._json(indent)
 
     def _json(self, indent: int | None) -> str:
@@ -304,40 +312,61 @@ class Run:
 
 
 class LiveBundle:
-    """A run's bundle written while the run is recorded, for a caller that waits for it at the
-    end (``/sample``'s final value): ``advance``, called where the run is recorded (the event
-    loop) between its outputs, writes the events that came since, in JSON; ``to_json`` then writes
-    the rest. At n=256 x 1,000 tokens the events are 250,000 outputs, a second to write at the end.
-    It reads back as ``Run.to_json`` does; whenever what it wrote could be stale (a sample whose
-    lists were replaced, not grown; a backend that saw its outputs change), it writes the run
-    whole as ``Run.to_json`` does."""
+    """A run's bundle written while the run is recorded, so that saving it at the end (the store,
+    an export, ``/sample``'s final value) writes only what is left: ``advance``, called where the
+    run is recorded (the event loop) between its outputs, writes the events that came since, in
+    JSON. At n=256 x 1,000 tokens the events are 250,000 outputs, half a second to write at once.
+
+    ``to_json`` gives what ``Run.to_json`` gives, or None whenever what it wrote could be stale
+    (another run; a sample whose lists were replaced, not grown; a backend that saw its outputs
+    change; events taken away): the run is then written whole. Once the run has ended its last
+    events are written once and kept, so it may be saved any number of times, from any thread.
+    """
 
     def __init__(self, run: Run):
         self.run = run
         self._writer: EventsWriter | None = None
         self._parts: list[str] = []  # the events written so far, a JSON text per part
+        self._lock = threading.Lock()  # the store may save from a thread while an export writes
+        self._ended = False  # the last events are written: nothing is added any more
+        self._seen = self._pending = 0  # events looked at by ``advance``; outputs not written since
 
     def advance(self) -> None:
+        """Cheap to call after every event: it writes once the outputs that came since are at least
+        as many as the samples, so its look at every sample (``follows``) costs one per output."""
+        events = self.run.events
+        self._pending += sum(len(e.outputs) for e in events[self._seen:])
+        self._seen = len(events)
+        if self._pending >= len(self.run.samples):
+            self._pending = 0
+            with self._lock:
+                self._advance(final=False)
+
+    def _advance(self, final: bool) -> bool:
+        """Write the events that came since (``final``: the run has ended); False when it cannot."""
         run = self.run
+        if self._ended:
+            return len(run.events) == self._writer.count and self._writer.follows(run.samples)
         if self._writer is None:
             self._writer = EventsWriter.of(run)
         elif not self._writer.follows(run.samples):
-            return
+            return False
         if new := run.events[self._writer.count:]:
-            self._parts.append(",".join(map(compact, self._writer.add(new, final=False))))
+            self._parts.append(",".join(map(compact, self._writer.add(new, final=final))))
+        if final:
+            self._parts, self._ended = [",".join(p for p in self._parts if p)], True
+        return True
 
-    def to_json(self, run: Run | None = None) -> str:
-        """The bundle of ``run`` (the run advanced, as it ended; another: written whole)."""
-        run = run or self.run
-        writer = self._writer
-        if run is not self.run or writer is None or run.mutated_events is not None or \
-                len(run.events) < writer.count or not writer.follows(run.samples):
-            return run.to_json()
-        with bundle_format.collector_paused():
-            data = {"bundle_version": BUNDLE_VERSION, **bundle_format.encode(run, writer)}
-            rest = data.pop("events")  # the last field: the parts written before come first
-            parts = [*self._parts, ",".join(map(compact, rest))]
-            return compact(data)[:-1] + ',"events":[' + ",".join(p for p in parts if p) + "]}"
+    def to_json(self, run: Run) -> str | None:
+        """The bundle of ``run`` as ``Run.to_json`` writes it; None when it must be written whole."""
+        if run is not self.run or run.mutated_events is not None:
+            return None
+        with self._lock, bundle_format.collector_paused():
+            if self._writer is not None and len(run.events) < self._writer.count or \
+                    not self._advance(final=run.finished):
+                return None
+            data = {"bundle_version": BUNDLE_VERSION, **bundle_format.encode(run, self._writer)}
+            return compact(data)[:-1] + ',"events":[' + ",".join(p for p in self._parts if p) + "]}"
 
 
 def _logprob_from_dict(d: dict[str, Any]) -> TokenLogprob:

@@ -178,13 +178,14 @@ def recorded(draw) -> tuple[Run, list[str], str]:
     """A run as the recorder grows it, its LiveBundle advanced at random moments between outputs:
     DELTA or CUMULATIVE outputs, texts that are not their pieces, and now and then a CUMULATIVE
     output that does not extend what its sample had (the recorder replaces the sample's lists).
-    Returns the run, and what the LiveBundle and ``to_json`` wrote."""
+    Returns the run, and what it wrote: through its LiveBundle (twice: a run is saved more than
+    once) and whole."""
     kind = draw(st.sampled_from(("DELTA", "CUMULATIVE")))
     n = draw(st.integers(1, 3))
     vocab = draw(st.lists(st.integers(0, 1000), min_size=1, max_size=6, unique=True))
     piece = {t: draw(st.one_of(texts, st.just("é"))) for t in vocab}
     recorder = RunRecorder({"prompt": "p", "n": n, "output_kind": kind, "request_id": "run-1"}, list(range(n)))
-    bundle = LiveBundle(recorder.run)
+    bundle = recorder.run.written = LiveBundle(recorder.run)
     had = [([], "") for _ in range(n)]  # per sample: its ids and text so far, as the engine said them
     for _ in range(draw(st.integers(1, 10))):
         outputs, pieces = [], {}
@@ -210,7 +211,9 @@ def recorded(draw) -> tuple[Run, list[str], str]:
         if draw(st.booleans()):
             bundle.advance()
     run = recorder.finish(draw(st.sampled_from(["finished", "aborted"])))
-    return run, [bundle.to_json(), run.to_json()]
+    first = run.to_json()
+    whole = dataclasses.replace(run)  # the same record, without the bundle written while it grew
+    return run, [first, run.to_json(), whole.to_json()]
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -221,3 +224,20 @@ def test_a_bundle_written_while_its_run_is_recorded_reads_back_as_the_run(case):
         again = Run.from_json(text)
         assert canonical(dataclasses.asdict(again)) == canonical(dataclasses.asdict(run))
         VALIDATOR.validate(json.loads(text))
+
+
+def test_a_run_saved_after_it_was_recorded_writes_only_what_was_left_and_the_same_each_time():
+    recorder = RunRecorder({"prompt": "p", "n": 2, "output_kind": "DELTA", "request_id": "run-1"}, [0, 1])
+    run = recorder.run
+    bundle = run.written = LiveBundle(run)
+    for step in range(4):
+        outputs = [EventOutput(i, f" w{step}{i}", [10 * step + i]) for i in range(2)]
+        recorder.observe(Observation(Event(recorder.t0 + step, False, outputs),
+                                     token_texts={i: [f" w{step}{i}"] for i in range(2)}))
+        bundle.advance()
+    recorder.finish()
+    saved = bundle.to_json(run)
+    assert saved is not None and run.to_json() == saved == run.to_json()  # kept once the run ended
+    assert Run.from_json(saved).samples[1].text == " w01 w11 w21 w31"
+    run.samples[0].token_ids = list(run.samples[0].token_ids)  # replaced, not grown: what it wrote may be stale
+    assert bundle.to_json(run) is None and Run.from_json(run.to_json()) == run

@@ -35,7 +35,7 @@ from typing import Any
 from playground.backends.base import STOPPED, Backend, Prepared, plan_request, record_planned
 from playground.errors import InvalidRequest
 from playground.request import SampleRequest
-from playground.run import Run
+from playground.run import LiveBundle, Run
 
 log = logging.getLogger(__name__)
 ABORT_WAIT_S = 5.0  # how long a stop waits for the run's last output before it cancels the recording
@@ -104,7 +104,9 @@ class LiveRun:
     async def _record(self) -> None:
         try:
             async for run in record_planned(self._backend, self.prepared):
-                self.run = run
+                if run is not self.run:  # its first moment: its bundle is written as it grows
+                    self.run, run.written = run, LiveBundle(run)
+                run.written.advance()
                 if run.events and self.state is State.STARTING:
                     self.state = State.STREAMING
                 self._notify()

@@ -102,14 +102,17 @@ def through_app(port: int, out: Path, sizes: list[tuple[int, int, int | None]], 
             if browser is not None:
                 clients.append(("page", lambda r=request: page_run(browser, url, r, r["n"] * r["max_tokens"])))
             for path, run in clients:
-                before = app_cpu(proc.pid)
+                before, started = app_cpu(proc.pid), time.time()
                 try:
-                    run()
+                    got = run()
                 except Exception as e:  # one client that fails (a timeout on a busy machine) costs its row only
                     print(f"cpu per token: {path} n={n} logprobs={logprobs}: {type(e).__name__}: {e}", file=sys.stderr)
                     continue
                 after = app_cpu(proc.pid)
-                rows.append(row(path, n, tokens, logprobs, n * tokens, after[0] - before[0], after[1] - before[1]))
+                # the run as its client saw it: the call to its final value, the Run click to the page's end
+                wall = got["finished_s"] if "finished_s" in got else got["arrived"] - started
+                rows.append({**row(path, n, tokens, logprobs, n * tokens, after[0] - before[0], after[1] - before[1]),
+                             "wall_s": wall, "tok_per_s": n * tokens / wall})
     finally:
         stop_app(proc)
     return rows
@@ -137,5 +140,7 @@ def summary(rows: list[dict[str, Any]]) -> str:
         figures = [f"{path}={here[path]['app_ms_per_token']:.3f}"
                    + (f"({here[path]['ratio']:.1f}x)" if path != "vllm" and here[path].get("ratio") else "")
                    for path in PATHS if path in here]
+        if here.get("page", {}).get("tok_per_s") and here.get("/sample", {}).get("tok_per_s"):
+            figures.append(f"page/sample_tok_s={here['page']['tok_per_s'] / here['/sample']['tok_per_s']:.2f}")
         parts.append(f"n{n}{'+top' + str(logprobs) if logprobs else ''}: " + " ".join(figures))
     return "app_cpu_ms_per_token " + "; ".join(parts)

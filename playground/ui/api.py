@@ -21,7 +21,7 @@ from collections.abc import AsyncIterator
 
 from playground.backends.live import LiveRun
 from playground.request import SampleRequest, fields
-from playground.run import LiveBundle, Run
+from playground.run import Run
 from playground.ui.messages import shown
 from playground.ui.samples_feed import Told
 from playground.ui.streaming import paced
@@ -38,7 +38,7 @@ def sample_endpoint(backend):
         try:
             request = SampleRequest.from_user(**dict(zip(NAMES, values)))
             live = await LiveRun.plan(backend, request)
-            latest, told, bundle = None, Progress(), None
+            latest, told = None, Progress()
             # aclosing: a cancelled call aborts its run now, not when the generator is collected.
             stream = paced(_with_tokens(live.follow(backend)), interval=PROGRESS_EVERY)
             async with contextlib.aclosing(stream) as snapshots:
@@ -50,14 +50,10 @@ def sample_endpoint(backend):
                         last = told.snapshot(latest)  # what came since the last snapshot, finish reasons
                         if last["samples"]:  # included: followed alone, the snapshots add up to the run
                             yield json.dumps(last)
-                        # Off the event loop, and only what was not written while it streamed: at
-                        # n=256 x 1,000 tokens the whole bundle takes a second to write.
-                        bundle = bundle or LiveBundle(latest)  # none yet: it writes the run whole
-                        yield await asyncio.to_thread(bundle.to_json, latest)
+                        # Off the event loop, and only what was not written while it streamed
+                        # (LiveBundle): at n=256 x 1,000 tokens the whole bundle takes a second.
+                        yield await asyncio.to_thread(latest.to_json)
                         return
-                    if latest is not None:  # here, on the loop that records it: it is not growing now
-                        bundle = bundle or LiveBundle(latest)
-                        bundle.advance()
                     yield json.dumps(told.snapshot(latest))
         except Exception as e:
             raise shown(e) from None
