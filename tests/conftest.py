@@ -8,7 +8,7 @@ import os
 import pytest
 
 from tests.helpers import free_port
-from tests.remote_server import remote, remote_server, start_early  # noqa: F401  (session fixtures)
+from tests.remote_server import remote, remote_server  # noqa: F401  (session fixtures)
 
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
@@ -89,12 +89,9 @@ def sync_engine(model_path):
     engine.engine_core.shutdown()  # its engine core runs in a process of its own
 
 
-@pytest.hookimpl(trylast=True)  # after -m and -k have chosen the tests
-def pytest_collection_modifyitems(config, items):
-    """Tests marked `destructive` (they kill the session's engine core or vllm serve) run last;
-    the session's `vllm serve` starts now if a test will need it."""
+def pytest_collection_modifyitems(items):
+    """Tests marked `destructive` (they kill the session's engine core or vllm serve) run last."""
     items.sort(key=lambda item: item.get_closest_marker("destructive") is not None)
-    start_early(config, items)
 
 
 def pytest_configure(config):

@@ -5,11 +5,9 @@ from __future__ import annotations
 import asyncio
 import importlib.metadata
 import os
-import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -101,46 +99,24 @@ def wait_healthy(server: Server, timeout: float) -> None:
     pytest.fail(f"the vLLM server at {server.url} was not healthy after {timeout} s")
 
 
-def start_server(model: str) -> Server:
-    """Start `vllm serve` on ``model`` in a process group of its own, without waiting for it."""
-    port = free_port()
-    log = Path(tempfile.mkdtemp(prefix="vllm-serve-")) / "server.log"
-    environ = dict(os.environ)  # before planning: vLLM's config sets variables of its own in this process
-    plan = serve_plan(model)
-    with open(log, "wb") as out:
-        whole = not plan.config.scheduler_config.enable_chunked_prefill
-        process = subprocess.Popen(serve_command(model, port, plan.kv_cache_bytes, whole), stdout=out,
-                                   stderr=subprocess.STDOUT, env=serve_environment(plan.cpu, environ),
-                                   start_new_session=True)
-    return Server(f"http://127.0.0.1:{port}/v1", process, log)
-
-
-_early: list[Server] = []  # the server start_early started, for the fixture to take
-
-
-def start_early(config, items) -> None:
-    """Start the session's server as the session starts, when a test will need it: it takes about
-    40 s to come up, mostly while the tests before it leave a core idle. Stopped at the session's
-    end whether or not a test took it."""
-    if config.option.collectonly or os.environ.get("PLAYGROUND_REMOTE_URL") or \
-            not any("remote_server" in item.fixturenames for item in items):
-        return
-    from playground.backends.model import prepare
-
-    server = start_server(str(prepare()))
-    _early.append(server)
-    config.add_cleanup(lambda: (server.stop(), shutil.rmtree(server.log.parent, ignore_errors=True)))
-
-
 @pytest.fixture(scope="session")
-def remote_server(model_path):
+def remote_server(model_path, tmp_path_factory):
     """A real vLLM server for the session: PLAYGROUND_REMOTE_URL, or one started here."""
     if url := os.environ.get("PLAYGROUND_REMOTE_URL"):
         server = Server(url.rstrip("/") if url.rstrip("/").endswith("/v1") else url.rstrip("/") + "/v1")
         wait_healthy(server, 30)
         yield server
         return
-    server = _early.pop() if _early else start_server(model_path)
+    port = free_port()
+    log = tmp_path_factory.mktemp("vllm-serve") / "server.log"
+    environ = dict(os.environ)  # before planning: vLLM's config sets variables of its own in this process
+    plan = serve_plan(model_path)
+    with open(log, "wb") as out:
+        whole = not plan.config.scheduler_config.enable_chunked_prefill
+        process = subprocess.Popen(serve_command(model_path, port, plan.kv_cache_bytes, whole), stdout=out,
+                                   stderr=subprocess.STDOUT, env=serve_environment(plan.cpu, environ),
+                                   start_new_session=True)
+    server = Server(f"http://127.0.0.1:{port}/v1", process, log)
     try:
         wait_healthy(server, SERVER_START_TIMEOUT)
         yield server
