@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import os
 import signal
@@ -47,6 +48,12 @@ def add_serve_flags(group) -> None:
                        help="A sentence-embedding model (a folder, or a Hugging Face id already in the local cache) "
                             "the Set tab may group samples by meaning with. Off by default; loaded on first use, "
                             "never downloaded.")
+    add_store_flags(group)
+    add_remote_flags(group)
+    add_replay_flags(group)
+
+
+def add_store_flags(group) -> None:
     group.add_argument("--runs-db", default=None, metavar="PATH",
                        help=f"The run store: a SQLite file where the page keeps its runs, for History and links "
                             f"(default {default_path()}; $XDG_DATA_HOME moves it).")
@@ -58,8 +65,21 @@ def add_serve_flags(group) -> None:
     group.add_argument("--store-max-mb", type=positive_int("--store-max-mb", 10**7), default=limits.max_bytes >> 20,
                        metavar="MB", help=f"Megabytes of (compressed) runs the store keeps (default "
                                           f"{limits.max_bytes >> 20}).")
-    add_remote_flags(group)
-    add_replay_flags(group)
+
+
+STORE_FLAGS = ("runs_db", "no_store", "store_max_runs", "store_max_mb")
+
+
+def store_flags(argv: list[str]) -> argparse.Namespace | None:
+    """The store flags alone, read before vLLM is imported (its argument parser takes seconds to
+    import): a file that is not a run store is named at once. None when they cannot be read so
+    (a value that is not one): the full parser then says what is wrong."""
+    parser = argparse.ArgumentParser(add_help=False, allow_abbrev=False, exit_on_error=False)
+    add_store_flags(parser)
+    try:
+        return parser.parse_known_args(argv)[0]
+    except (argparse.ArgumentError, SystemExit):
+        return None
 
 
 def open_store(args) -> RunStore | None:
@@ -123,6 +143,12 @@ def main(argv: list[str]) -> int:
     # `kill` (SIGTERM) ends the app like Ctrl-C: the engine-core process is shut down with it,
     # rather than left running without its parent.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(128 + signal.SIGTERM))
+    early = store_flags(argv)
+    try:  # before vLLM's import and any engine start: a file that is not a run store costs neither
+        store = open_store(early) if early is not None and "-h" not in argv and "--help" not in argv else None
+    except StoreError as e:
+        print(e, file=sys.stderr)
+        return USAGE
     parser = PlaygroundParser("python app.py", "Parallel-sampling playground for vLLM.", add_serve_flags)
     args, engine_kwargs = parser.parse(argv)
     auth = parse_auth(args.auth)
@@ -130,11 +156,14 @@ def main(argv: list[str]) -> int:
         print(f"WARNING: binding to {args.host} without --auth: anyone who can reach this port can use the "
               "engine. Pass --auth user:password (or set PLAYGROUND_AUTH).", file=sys.stderr)
     clock.phase("python and vLLM imports")
-    try:  # before an engine starts: a file that is not a run store costs no engine start
-        store = open_store(args)
-    except StoreError as e:
-        print(e, file=sys.stderr)
-        return USAGE
+    if early is None or any(getattr(early, name) != getattr(args, name) for name in STORE_FLAGS):
+        if store is not None:  # the full parser read the flags otherwise (an abbreviation): its reading counts
+            store.close()
+        try:
+            store = open_store(args)
+        except StoreError as e:
+            print(e, file=sys.stderr)
+            return USAGE
 
     if args.replay:
         backend = replay_backend(args, parser.parser)
