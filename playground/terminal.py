@@ -31,6 +31,8 @@ NOISE = {
     r"Inductor compilation was disabled by user settings": "follows from eager mode",
     r"is not found in LD_PRELOAD": "measured: preloading tcmalloc or libiomp does not speed this model up",
     r"OMP_NUM_THREADS=\d+ is set; leaving Torch threads": "the playground sets the engine's threads itself",
+    r"\[shutdown\] Process manager: force killing remaining process":
+        "on the CPU a stopped engine core is not waited for while it collects its heap (backends/engine.exit_wait_s)",
 }
 _NOISE = re.compile("|".join(NOISE))
 # torch's deprecation of an alias that vLLM's CPU Triton shim reads when it is imported.

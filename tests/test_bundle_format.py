@@ -276,7 +276,7 @@ def test_an_event_per_output_costs_at_most_60_bytes_per_sampled_token_too(kind):
 
 @pytest.mark.parametrize("kind", KINDS)
 def test_the_cost_with_top_5_logprobs(kind):
-    run = generated_run(kind, n=128, tokens=96, logprobs=5)
+    run = generated_run(kind, n=64, tokens=96, logprobs=5)
     per_token = bundle_bytes_per_token(run)
     print(f"{kind} with top-5 logprobs: {per_token:.1f} bytes per token")
     assert per_token <= 150

@@ -355,5 +355,15 @@ def _shut_down(engine) -> None:
     """Shut an AsyncLLM down once. Its ``__del__`` shuts it down again whenever it is collected,
     which for an engine still referenced at exit is during interpreter teardown, when the
     functions it calls are gone (a TypeError printed at every exit); once done, that is a no-op."""
-    engine.shutdown()
+    engine.shutdown(timeout=exit_wait_s())
     engine.shutdown = lambda *args, **kwargs: None
+
+
+def exit_wait_s() -> float | None:
+    """How long a stop waits for the engine-core process to exit before vLLM kills it. On the
+    CPU, once its requests have stopped, its teardown is a collection of its whole heap, twice
+    (about 4 s here); nothing it holds outlives its process, so a second is enough. Elsewhere
+    vLLM's own wait (None): a GPU process releases device memory as it exits."""
+    from vllm.platforms import current_platform
+
+    return 1.0 if current_platform.is_cpu() else None
