@@ -147,7 +147,8 @@ def _table(samples: list) -> dict[int, str]:
 def _sample(s, table: dict[int, str], times: list, short: dict[float, float] | None) -> dict[str, Any]:
     data = {name: getattr(s, name) for name in PLAIN}
     ids, texts = s.token_ids, s.token_texts
-    if int_list(ids) and type(texts) is list and len(texts) == len(ids):
+    whole_ids = int_list(ids)
+    if whole_ids and type(texts) is list and len(texts) == len(ids):
         changed = {} if list(map(table.get, ids)) == texts and set(map(type, texts)) <= {str} else {
             str(p): text for p, (token_id, text) in enumerate(zip(ids, texts))
             if type(text) is not str or table.get(token_id) != text}
@@ -158,9 +159,9 @@ def _sample(s, table: dict[int, str], times: list, short: dict[float, float] | N
     if not _identical(s.token_times, times):
         data["token_times"] = s.token_times
     if isinstance(s.logprobs, Logprobs):
-        data["logprobs"] = bundle_logprobs.write_arrays(s.logprobs, ids if int_list(ids) else [], table)
+        data["logprobs"] = bundle_logprobs.write_arrays(s.logprobs, ids if whole_ids else [], table)
     elif s.logprobs is not None:
-        sampled = ids if int_list(ids) else []
+        sampled = ids if whole_ids else []
         data["logprobs"] = [bundle_logprobs.write(lp, sampled[p] if p < len(sampled) else None, table, short)
                             for p, lp in enumerate(s.logprobs)]
     for name in OPTIONAL:

@@ -6,6 +6,7 @@ not 0.0, a NaN is itself), and every bundle written is valid under the published
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import json
 import math
@@ -239,5 +240,7 @@ def test_a_run_saved_after_it_was_recorded_writes_only_what_was_left_and_the_sam
     saved = bundle.to_json(run)
     assert saved is not None and run.to_json() == saved == run.to_json()  # kept once the run ended
     assert Run.from_json(saved).samples[1].text == " w01 w11 w21 w31"
+    copied = copy.deepcopy(run)  # a copy is written whole, and alike
+    assert copied.written is None and copied.to_json() == Run.from_json(saved).to_json()
     run.samples[0].token_ids = list(run.samples[0].token_ids)  # replaced, not grown: what it wrote may be stale
     assert bundle.to_json(run) is None and Run.from_json(run.to_json()) == run
