@@ -73,7 +73,10 @@ STORE_FLAGS = ("runs_db", "no_store", "store_max_runs", "store_max_mb")
 def store_flags(argv: list[str]) -> argparse.Namespace | None:
     """The store flags alone, read before vLLM is imported (its argument parser takes seconds to
     import): a file that is not a run store is named at once. None when they cannot be read so
-    (a value that is not one): the full parser then says what is wrong."""
+    (a value that is not one: the full parser then says what is wrong), and when help is asked
+    (no store is opened for that)."""
+    if any(arg == "-h" or arg.split("=")[0] == "--help" for arg in argv):
+        return None
     parser = argparse.ArgumentParser(add_help=False, allow_abbrev=False, exit_on_error=False)
     add_store_flags(parser)
     try:
@@ -144,26 +147,22 @@ def main(argv: list[str]) -> int:
     # rather than left running without its parent.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(128 + signal.SIGTERM))
     early = store_flags(argv)
-    try:  # before vLLM's import and any engine start: a file that is not a run store costs neither
-        store = open_store(early) if early is not None and "-h" not in argv and "--help" not in argv else None
+    try:  # the store first, before vLLM's import and any engine start: a file that is not one costs neither
+        store = open_store(early) if early is not None else None
+        parser = PlaygroundParser("python app.py", "Parallel-sampling playground for vLLM.", add_serve_flags)
+        args, engine_kwargs = parser.parse(argv)
+        if early is None or any(getattr(early, name) != getattr(args, name) for name in STORE_FLAGS):
+            if store is not None:  # vLLM's parser read the flags otherwise (`--runs_db`, an abbreviation): it counts
+                store.close()
+            store = open_store(args)
     except StoreError as e:
         print(e, file=sys.stderr)
         return USAGE
-    parser = PlaygroundParser("python app.py", "Parallel-sampling playground for vLLM.", add_serve_flags)
-    args, engine_kwargs = parser.parse(argv)
     auth = parse_auth(args.auth)
     if args.host not in LOOPBACK and auth is None:
         print(f"WARNING: binding to {args.host} without --auth: anyone who can reach this port can use the "
               "engine. Pass --auth user:password (or set PLAYGROUND_AUTH).", file=sys.stderr)
     clock.phase("python and vLLM imports")
-    if early is None or any(getattr(early, name) != getattr(args, name) for name in STORE_FLAGS):
-        if store is not None:  # the full parser read the flags otherwise (an abbreviation): its reading counts
-            store.close()
-        try:
-            store = open_store(args)
-        except StoreError as e:
-            print(e, file=sys.stderr)
-            return USAGE
 
     if args.replay:
         backend = replay_backend(args, parser.parser)
