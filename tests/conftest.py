@@ -81,12 +81,12 @@ def client(app_url):
 @pytest.fixture(scope="session")
 def sync_engine(model_path):
     """A V1 LLMEngine (the synchronous front end, add_request + step) for the session."""
-    from playground.backends.engine import create_sync_engine, exit_wait_s
+    from playground.backends.engine import create_sync_engine, stop_sync_engine
     from playground.backends.resources import Workload
 
     engine = create_sync_engine(model_path, workload=Workload(**WORKLOAD))
     yield engine
-    engine.engine_core.shutdown(timeout=exit_wait_s())  # its engine core runs in a process of its own
+    stop_sync_engine(engine)  # its engine core runs in a process of its own
 
 
 def pytest_collection_modifyitems(items):

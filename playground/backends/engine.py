@@ -170,7 +170,7 @@ def create_sync_engine(model: str | None = None, **kwargs: Any):
     """Start and return a V1 ``LLMEngine`` (add_request + step), with the same defaults as
     ``create_engine``, so the batch path and the app sample from the same engine setup.
 
-    The engine core runs in a spawned process: stop it with ``engine.engine_core.shutdown()``.
+    The engine core runs in a spawned process: stop it with ``stop_sync_engine``.
     """
     from vllm import envs
     from vllm.v1.engine.llm_engine import LLMEngine
@@ -357,6 +357,11 @@ def _shut_down(engine) -> None:
     functions it calls are gone (a TypeError printed at every exit); once done, that is a no-op."""
     engine.shutdown(timeout=exit_wait_s())
     engine.shutdown = lambda *args, **kwargs: None
+
+
+def stop_sync_engine(engine) -> None:
+    """Stop an LLMEngine's engine-core process (``exit_wait_s``)."""
+    engine.engine_core.shutdown(timeout=exit_wait_s())
 
 
 def exit_wait_s() -> float | None:

@@ -16,7 +16,7 @@ from vllm import RequestOutput, TokensPrompt
 from vllm.v1.engine.exceptions import EngineDeadError
 
 from playground.backends.base import Recording, admit, prepare
-from playground.backends.engine import create_sync_engine, describe_engine, exit_wait_s
+from playground.backends.engine import create_sync_engine, describe_engine, stop_sync_engine
 from playground.backends.outputs import OutputWatch, SoFar, child_observation, observation_from_output
 from playground.backends.pieces import TokenTable
 from playground.backends.recorder import Observation
@@ -56,7 +56,7 @@ class SyncRunner:
         return cls(engine, max_n=max_n)
 
     def shutdown(self) -> None:
-        self.engine.engine_core.shutdown(timeout=exit_wait_s())
+        stop_sync_engine(self.engine)
 
     def __enter__(self) -> SyncRunner:
         return self
