@@ -244,11 +244,15 @@ def _open(path: Path) -> sqlite3.Connection:
 
 
 def _check(db: sqlite3.Connection, path: Path) -> None:
-    try:
+    try:  # one read transaction: another process may be making the store between two reads
+        db.execute("BEGIN")
         application_id = db.execute("PRAGMA application_id").fetchone()[0]
         version = db.execute("PRAGMA user_version").fetchone()[0]
         tables = sorted(row[0] for row in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'"))
+        db.execute("COMMIT")
     except sqlite3.DatabaseError as e:
+        if db.in_transaction:
+            db.execute("ROLLBACK")
         raise StoreRefused(f"{path} is not a run store: it is not a SQLite database ({e})") from None
     if application_id != APPLICATION_ID and (tables or application_id):
         raise StoreRefused(f"{path} is a SQLite database of another program (tables: {', '.join(tables) or 'none'}), "
@@ -260,7 +264,7 @@ def _check(db: sqlite3.Connection, path: Path) -> None:
         problems = [row[0] for row in db.execute("PRAGMA quick_check")]
         if problems != ["ok"]:
             raise StoreRefused(f"{path} is damaged: {'; '.join(problems[:3])}")
-        if db.execute("PRAGMA journal_mode = WAL").fetchone()[0] != "wal":
+        if _write_ahead_log(db) != "wal":
             raise StoreRefused(f"{path} cannot be written safely: SQLite refused its write-ahead log")
         db.execute("PRAGMA synchronous = FULL")
         db.execute("BEGIN IMMEDIATE")  # two processes that make a new store at once: one makes it
@@ -278,3 +282,17 @@ def _check(db: sqlite3.Connection, path: Path) -> None:
                 sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED):
             raise StoreRefused(f"{path} is held by another program for more than {BUSY_TIMEOUT_S:g} s ({e})") from None
         raise StoreRefused(f"{path} is damaged: {e}") from None
+
+
+def _write_ahead_log(db: sqlite3.Connection) -> str:
+    """Switch a store to its write-ahead log (kept in the file, so once per store). SQLite answers busy at once,
+    without waiting, while another connection reads the file, as when several processes open a new store together:
+    so wait here, as long as any write would."""
+    deadline = time.monotonic() + BUSY_TIMEOUT_S
+    while True:
+        try:
+            return db.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+        except sqlite3.OperationalError as e:
+            if getattr(e, "sqlite_errorcode", None) != sqlite3.SQLITE_BUSY or time.monotonic() > deadline:
+                raise
+            time.sleep(0.005)

@@ -11,6 +11,7 @@ import signal
 import sqlite3
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import pytest
@@ -181,6 +182,31 @@ def test_eight_writers_at_once_all_find_their_runs(tmp_path):
     assert sorted(found) == sorted(f"client{k}-{i}" for k in range(8) for i in range(4))
     with RunStore(path) as store:
         assert all(store.count(f"client{k}") == 4 for k in range(8))
+
+
+def test_eight_connections_making_one_new_store_at_once_all_open_it(tmp_path):
+    """The first open of a new file races the others: each must read the file as it was before or
+    after the store was made, never half-way (its tables made but not yet marked as ours). Threads
+    meet at a barrier so the opens overlap; rounds, as the overlap is a matter of luck."""
+    refusals = []
+    for round_ in range(20):
+        path = tmp_path / f"runs-{round_}.sqlite3"
+        barrier = threading.Barrier(8)
+
+        def open_it(path=path, barrier=barrier):
+            barrier.wait()
+            try:
+                with RunStore(path):
+                    pass
+            except StoreError as e:
+                refusals.append(str(e))
+
+        threads = [threading.Thread(target=open_it) for _ in range(8)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    assert refusals == []
 
 
 def test_a_full_database_refuses_the_run_with_a_sentence_and_keeps_the_others(tmp_path):
