@@ -37,6 +37,8 @@ def test_cpu_figures_are_ratios_to_vllms_own_path_on_the_same_request():
         pytest.approx(7.0)
     assert summary(rows) == ("app_cpu_ms_per_token n64: vllm=0.020 wrapper=0.050(2.5x) /sample=0.100(5.0x); "
                              "n64+top5: vllm=0.100 page=0.700(7.0x)")
+    drawn = [{**r, "browser_ms_per_token": 0.25} if r["path"] == "page" else r for r in rows]
+    assert summary(drawn).endswith("page=0.700(7.0x) page_browser=0.250")  # Chromium's share of the cores
     named = gpu.figures([], rows)
     assert named["cpu page n=64 top-5: ratio"] == pytest.approx(7.0)
     # A later run reads the figures by name beside the earlier one's.
@@ -63,6 +65,7 @@ def test_a_tiny_paced_case_measures_sample_and_the_page_against_the_sources_sche
         assert row["tokens"] > 0 and math.isfinite(row["end_lag_s"]) and math.isfinite(row["app_ms_per_token"])
         assert row["source_late_s"] >= 0 and row["app_cpu_s"] > row["source_cpu_s"] > 0
     assert rows[0]["snapshots"] > 0 and rows[1]["snapshots"] > 0 and rows[2]["longest_frame_gap_ms"] > 0
+    assert rows[2]["browser_cpu_s"] > 0  # Chromium drew the run
     assert rows[0]["bundle_mb"] > 0 and rows[1]["bundle_mb"] > 0  # each got the run's bundle
     line = gpu.paced_summary(rows)
     assert re.fullmatch(r"paced\[400 tok/s n=4x20\] sample_lag_s=-?\d+\.\d\d gradio_client_lag_s=-?\d+\.\d\d "

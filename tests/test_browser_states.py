@@ -96,6 +96,7 @@ def test_stop_then_run_and_a_double_click_start_one_run_each(browser, app_url, b
         page.keyboard.press("Escape")
 
         first = re.search(r"run-[0-9a-f]{8}", summary(page)).group(0)
+        set_slider(page, "max-tokens", 3)
         page.locator("#run").click()  # and the page is ready for the next
         page.wait_for_function("(old) => { const s = document.querySelector('#run-summary').innerText; "
                                "return s.includes('finished') && !s.includes(old); }", arg=first, timeout=120_000)

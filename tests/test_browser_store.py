@@ -245,6 +245,7 @@ def test_a_full_store_says_so_the_run_stays_and_removing_old_runs_is_said(browse
         with store._lock:
             store._db.execute("PRAGMA max_page_count = 1073741823")
         page.locator("#seed textarea, #seed input").first.fill("3")
+        set_slider(page, "max-tokens", 3)  # any run: saving it removes the oldest
         run_and_wait(page, second)
         note.get_by_text("the 1 oldest run was removed to keep this one").wait_for(timeout=30_000)
         assert store.totals()[0] == 1

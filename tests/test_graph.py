@@ -186,7 +186,7 @@ def test_any_samples_make_an_acyclic_graph_that_reads_back_every_text(made):    
 # --- a real run, the figure, the command line -----------------------------------------------------
 
 def test_a_real_runs_graph_reads_back_every_sample_and_knows_its_tokens(backend):
-    run = record_to_end(backend, SampleRequest("The best thing about the sea is", n=8, seed=3, max_tokens=40,
+    run = record_to_end(backend, SampleRequest("The best thing about the sea is", n=8, seed=3, max_tokens=24,
                                                logprobs=1))
     texts = [s.text for s in run.samples]
     graph = A.sample_graph(run)

@@ -265,7 +265,9 @@ class Sessions(RuleBasedStateMachine):
     def press_run(self, prompt, n, long):
         busy = self.tab.going
         try:
-            self.tab.run(prompt=prompt, n=n, max_tokens=400 if long else 4, ignore_eos=long)
+            # long: still going when the next steps come (a Stop, a close), and over in seconds when
+            # the next step waits for its end
+            self.tab.run(prompt=prompt, n=n, max_tokens=48 if long else 4, ignore_eos=long)
         except gr.Error as e:
             assert busy and e.message == running.BUSY, e
             return

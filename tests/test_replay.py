@@ -193,8 +193,8 @@ def test_a_replay_keeps_its_pace_and_no_event_comes_before_its_time(recorded):
 
 @pytest.fixture(scope="module")
 def long_runs(backend) -> dict[str, Run]:
-    """Runs long enough to stop in the middle (n=3 x 40 tokens)."""
-    return {kind: record_to_end(backend, SampleRequest("Write a story about the sea.", n=3, seed=5, max_tokens=40,
+    """Runs long enough to stop in the middle (n=3 x 16 tokens)."""
+    return {kind: record_to_end(backend, SampleRequest("Write a story about the sea.", n=3, seed=5, max_tokens=16,
                                                        ignore_eos=True, output_kind=kind, logprobs=1,
                                                        use_chat_template=False))
             for kind in OUTPUT_KINDS}

@@ -124,7 +124,7 @@ def test_ctrl_c_mid_sweep_writes_the_runs_that_finished(sync_engine, tmp_path, m
 
     runner = SyncRunner(sync_engine)
     sweep = SweepRequest.from_user("temperature", "0.8 1.0 1.2", prompt="Tell a long story:", n=2, seed=3,
-                                   max_tokens=40, ignore_eos=True)
+                                   max_tokens=16, ignore_eos=True)
     ctrl_c_after_the_first_run(monkeypatch, runner)  # a few steps into the second value's run
     out = tmp_path / "sweep.jsonl"
     assert command.execute(runner, sweep, out, progress=False) == exits.INTERRUPTED

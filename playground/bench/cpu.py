@@ -13,7 +13,8 @@ runs vLLM's front end, with the engine core's (a child process) beside it:
 - ``record``: ``record()`` through the embedded backend (native n): the run record the app keeps,
   without the UI;
 - ``/sample``: a gradio_client call to ``python app.py`` (native n), the app's own process only;
-- ``page``: the page in headless Chromium on that app (native n), the app's own process only.
+- ``page``: the page in headless Chromium on that app (native n), the app's own process only;
+  Chromium's own CPU per token (``browser_ms_per_token``) beside it.
 
 ``ratio`` is each path's CPU per token over ``vllm``'s for the same n and logprobs. One request
 each (CPU time is steady where wall time is not); the in-process paths run first, on an engine of
@@ -112,7 +113,9 @@ def through_app(port: int, out: Path, sizes: list[tuple[int, int, int | None]], 
                 # the run as its client saw it: the call to its final value, the Run click to the page's end
                 wall = got["finished_s"] if "finished_s" in got else got["arrived"] - started
                 rows.append({**row(path, n, tokens, logprobs, n * tokens, after[0] - before[0], after[1] - before[1]),
-                             "wall_s": wall, "tok_per_s": n * tokens / wall})
+                             "wall_s": wall, "tok_per_s": n * tokens / wall,
+                             **({"browser_ms_per_token": 1000 * got["browser_cpu_s"] / (n * tokens)}
+                                if "browser_cpu_s" in got else {})})
     finally:
         stop_app(proc)
     return rows
@@ -142,5 +145,7 @@ def summary(rows: list[dict[str, Any]]) -> str:
                    for path in PATHS if path in here]
         if here.get("page", {}).get("tok_per_s") and here.get("/sample", {}).get("tok_per_s"):
             figures.append(f"page/sample_tok_s={here['page']['tok_per_s'] / here['/sample']['tok_per_s']:.2f}")
+        if here.get("page", {}).get("browser_ms_per_token") is not None:  # Chromium's, on the engine's cores here
+            figures.append(f"page_browser={here['page']['browser_ms_per_token']:.3f}")
         parts.append(f"n{n}{'+top' + str(logprobs) if logprobs else ''}: " + " ".join(figures))
     return "app_cpu_ms_per_token " + "; ".join(parts)

@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from playground.bench.browser import RUN_TIMEOUT, WATCH
+from playground.bench.probes import browser_cpu_seconds
 
 PLAYED = re.compile(r"replay: (?P<rid>run-[0-9a-f]+) (?:played|stopped) \S+ at (?P<pace>.+?): (?P<events>\d+) events, "
                     r"(?P<tokens>\d+) tokens; started at (?P<started>[0-9.]+) \(wall clock\), last event due at "
@@ -204,9 +205,11 @@ def page_run(browser, url: str, form: dict[str, Any], tokens: int, timeout: floa
             page.wait_for_function("() => window.__plotlyReady === true || window.__plotlyReady === null",
                                    timeout=60_000)
         page.evaluate(COMPLETE, tokens)
+        drawing = browser_cpu_seconds()
         page.evaluate(WATCH, "summary")
         page.wait_for_function("() => window.__watch.done && window.__complete !== null", timeout=timeout * 1000,
                                polling=250)
+        drawing = browser_cpu_seconds() - drawing
         w = page.evaluate("() => window.__watch")
         complete = page.evaluate("() => window.__complete")
         origin = page.evaluate("() => performance.timeOrigin")
@@ -218,7 +221,7 @@ def page_run(browser, url: str, form: dict[str, Any], tokens: int, timeout: floa
     return {"ended": (origin + end) / 1000, "finished_s": (end - w["click"]) / 1000,
             "updates_per_s": (len(changes) - 1) / streaming if streaming > 0 else float("nan"),
             "longest_frame_gap_ms": w["gap"], "long_tasks_ms": w["longTasks"],
-            "heap_mb": w["heap"] / 2**20 if w.get("heap") else float("nan")}
+            "heap_mb": w["heap"] / 2**20 if w.get("heap") else float("nan"), "browser_cpu_s": drawing}
 
 
 def fill(page, form: dict[str, Any]) -> None:

@@ -123,6 +123,22 @@ def cpu_seconds() -> tuple[float, float]:
     return used(me), sum(used(child) for child in me.children(recursive=True))
 
 
+def browser_cpu_seconds() -> float:
+    """CPU time (user + system) of the headless Chromium this process drives (its browser, GPU,
+    renderer and utility processes). Read before a page closes: a renderer's time goes with it.
+    On a CPU machine the page's drawing runs on the engine's cores, so it is part of what a page
+    run costs the engine."""
+    import psutil
+
+    total = 0.0
+    for child in psutil.Process().children(recursive=True):
+        with contextlib.suppress(psutil.Error):
+            if "chrom" in child.name().lower() or "headless_shell" in child.name():
+                t = child.cpu_times()
+                total += t.user + t.system
+    return total
+
+
 def prefix_cache_hits() -> float | None:
     """The engine's prefix-cache hit counter (tokens), summed over engines; None without stats."""
     from prometheus_client import REGISTRY
