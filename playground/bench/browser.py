@@ -64,7 +64,7 @@ WATCH = """(endBy) => {
   let began = false, shown = sa.tokens, last = null;
   const over = () => {
     if (endBy === 'area') return sa.resets > resets && sa.status() === 'finished';
-    const said = /finished|stopped|error/.test(summary.innerText);
+    const said = /finished|stopped|error/.test(summary.textContent);  // not innerText: no layout at every frame
     began = began || !said;
     return began && said;
   };

@@ -100,8 +100,12 @@ def run_events(started: gr.events.Dependency, page: Page, stream: Callable, fini
     samples area's alone takes milliseconds). The stream yields several times a second, so its
     event lists only the two outputs it gives a value at every yield."""
     shows = page.controls()
+    # No progress tracker while it streams: the summary says the run's state itself, and the
+    # tracker's pulsing border (a CSS animation that never ends) has the browser composite the page
+    # at every frame, a third of the CPU the tab spent on a run of n=256: on a CPU machine, CPU the
+    # engine shares.
     event = started.success(stream, [page.live, page.samples.session], [page.summary, page.samples.html],
-                            concurrency_id="sampling", show_progress_on=[page.summary], api_visibility="private")
+                            concurrency_id="sampling", show_progress="hidden", api_visibility="private")
     started.success(partial(live_panels, page), [page.live, page.selected], page.live_outputs(),
                     inputs_kwargs=shows, show_progress="hidden", api_visibility="private")
     event.then(finish, [page.live, *page.inputs()], page.outputs(), inputs_kwargs=shows,
