@@ -171,6 +171,9 @@ def test_stop_keeps_the_partial_text(page, backend, host):
         ".split(' ').length > 6", timeout=120_000)
     # The engine's own count, from the latest event: vLLM counts each of the 4 children, not the parent.
     page.locator("#run-summary").get_by_text("1 parent → 4 child requests in the engine").wait_for(timeout=10_000)
+    # The summary says the run's state; no progress tracker pulses beside it (an animation that has
+    # the browser composite the page at every frame, on the engine's cores on a CPU machine)
+    assert page.locator('#run-summary [data-testid="status-tracker"].generating').count() == 0
     page.locator("#stop").click()
     page.locator("#run-summary").get_by_text("stopped").first.wait_for(timeout=30_000)
     partial = columns(page, 1)[0]
