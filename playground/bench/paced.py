@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from playground.bench.browser import RUN_TIMEOUT, WATCH
-from playground.bench.probes import browser_cpu_seconds
+from playground.bench.probes import browser_cpu_seconds, process_cpu
 
 PLAYED = re.compile(r"replay: (?P<rid>run-[0-9a-f]+) (?:played|stopped) \S+ at (?P<pace>.+?): (?P<events>\d+) events, "
                     r"(?P<tokens>\d+) tokens; started at (?P<started>[0-9.]+) \(wall clock\), last event due at "
@@ -99,14 +99,7 @@ def app_cpu(pid: int) -> tuple[float, float]:
 
     app = psutil.Process(pid)
     own = app.cpu_times()
-    below = 0.0
-    for child in app.children(recursive=True):
-        try:
-            times = child.cpu_times()
-            below += times.user + times.system
-        except psutil.Error:
-            pass
-    return own.user + own.system, below
+    return own.user + own.system, sum(process_cpu(child) for child in app.children(recursive=True))
 
 
 def played(log: Path, request_id: str | None = None) -> dict[str, Any] | None:

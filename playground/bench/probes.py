@@ -113,14 +113,18 @@ def cpu_seconds() -> tuple[float, float]:
     CPU shows here even when the neighbours' noise hides it in tokens per second."""
     import psutil
 
-    def used(proc) -> float:
-        with contextlib.suppress(psutil.Error):
-            t = proc.cpu_times()
-            return t.user + t.system
-        return 0.0
-
     me = psutil.Process()
-    return used(me), sum(used(child) for child in me.children(recursive=True))
+    return process_cpu(me), sum(process_cpu(child) for child in me.children(recursive=True))
+
+
+def process_cpu(proc) -> float:
+    """A psutil process's CPU time (user + system); 0.0 once it is gone."""
+    import psutil
+
+    with contextlib.suppress(psutil.Error):
+        t = proc.cpu_times()
+        return t.user + t.system
+    return 0.0
 
 
 def browser_cpu_seconds() -> float:
@@ -130,13 +134,12 @@ def browser_cpu_seconds() -> float:
     run costs the engine."""
     import psutil
 
-    total = 0.0
-    for child in psutil.Process().children(recursive=True):
+    def chromium(proc) -> bool:
         with contextlib.suppress(psutil.Error):
-            if "chrom" in child.name().lower() or "headless_shell" in child.name():
-                t = child.cpu_times()
-                total += t.user + t.system
-    return total
+            return "chrom" in proc.name().lower() or "headless_shell" in proc.name()
+        return False
+
+    return sum(process_cpu(child) for child in psutil.Process().children(recursive=True) if chromium(child))
 
 
 def prefix_cache_hits() -> float | None:
