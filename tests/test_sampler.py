@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import time
 
 import pytest
@@ -40,13 +41,9 @@ async def wait_idle(engine, timeout=2.0) -> int:
 def sampled(host):
     """Each (mode, kind, n) sampled once (8 tokens, seed 7), one after the other on the otherwise
     idle engine, so wrapper and native meet the same conditions; shared by the tests below."""
-    cache: dict[tuple, list] = {}
-
+    @functools.cache
     def get(mode: str, kind: str, n: int) -> list:
-        if (mode, kind, n) not in cache:
-            cache[mode, kind, n] = generate(host, PROMPT, params(n, kind=kind, max_tokens=8), mode,
-                                            f"eq-{mode}-{kind}-{n}")
-        return cache[mode, kind, n]
+        return generate(host, PROMPT, params(n, kind=kind, max_tokens=8), mode, f"eq-{mode}-{kind}-{n}")
 
     return get
 

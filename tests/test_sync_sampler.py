@@ -4,6 +4,7 @@ wrapper, and the same Run record."""
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections import defaultdict
 
 import pytest
@@ -59,15 +60,11 @@ def sampler(sync_engine):
 @pytest.fixture(scope="module")
 def sampled(sampler):
     """Each (mode, kind, n) sampled once, alone on the idle engine; shared by the tests below."""
-    cache: dict[tuple, list[Event]] = {}
-
+    @functools.cache
     def get(mode: str, kind: str, n: int) -> list[Event]:
-        key = (mode, kind, n)
-        if key not in cache:
-            request_id = f"{mode}-{kind}-{n}"
-            sampler.add_request(request_id, PROMPT, params(n, kind=kind), mode)
-            cache[key] = drain(sampler)[request_id]
-        return cache[key]
+        request_id = f"{mode}-{kind}-{n}"
+        sampler.add_request(request_id, PROMPT, params(n, kind=kind), mode)
+        return drain(sampler)[request_id]
 
     return get
 
