@@ -146,6 +146,7 @@ def test_a_form_link_fills_the_form_and_its_seeded_run_gives_the_same_tokens(bro
     fill_form(first, prompt, n=2, seed=4242, max_tokens=6)
     run_and_wait(first)
     ran = exported(first)
+    assert ran.request["max_tokens"] == 6, ran.request  # the run had the form's settings
     link = link_of(first, "#copy-form-link")
     first.close()
     assert link.startswith(app_url + "?") and "seed=4242" in link and "max_tokens=6" in link, link
