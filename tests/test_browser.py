@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from playwright.sync_api import expect
 
 from playground.bench.browser import CHROMIUM_ARGS, WATCH, chromium_location
 from playground.run import Run
@@ -46,11 +47,20 @@ def page(browser, app_url):
 
 
 def set_slider(page, elem_id: str, value: int) -> None:
-    """Type the value into the slider's box and leave the box (the slider takes it then, too)."""
-    box = page.locator(f"#{elem_id} input[type=number]")
-    box.fill(str(value))
-    box.press("Enter")
-    box.blur()
+    """Type the value into the slider's box and leave the box, until its range shows it. Under load
+    (about once in a hundred pages, with both cores busy) a slider just opened in the sampler
+    settings took back its starting value after it was typed; typing it again then holds."""
+    box, track = (page.locator(f"#{elem_id} input[type={kind}]") for kind in ("number", "range"))
+    for attempt in range(3):
+        box.fill(str(value))
+        box.press("Enter")
+        box.blur()
+        try:
+            expect(track).to_have_value(str(value), timeout=5_000)
+            return
+        except AssertionError:
+            if attempt == 2:
+                raise
 
 
 def open_sampler_settings(page) -> None:
