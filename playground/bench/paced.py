@@ -117,7 +117,10 @@ def played(log: Path, request_id: str | None = None) -> dict[str, Any] | None:
 
 def http_sample_run(url: str, request: dict[str, Any]) -> dict[str, Any]:
     """``sample_run`` over Gradio's HTTP API with a plain streaming client (httpx), as the README's
-    curl call: what the app delivers, without gradio_client's own cost of a large final value."""
+    curl call: what the app delivers, without gradio_client's own cost of a large final value.
+    The bundle arrives as the last ``generating`` message, and ``complete`` repeats it (Gradio
+    sends a generator's last value again as its end): it has arrived at the first, as for
+    gradio_client, and the stream is read to its end all the same."""
     import json
 
     import httpx
@@ -133,8 +136,9 @@ def http_sample_run(url: str, request: dict[str, Any]) -> dict[str, Any]:
             for line in stream.iter_lines():
                 if line.startswith("event: "):
                     name = line.removeprefix("event: ")
-                elif line.startswith("data: ") and name == "complete":
-                    final, arrived = json.loads(line.removeprefix("data: "))[0], time.time()
+                elif line.startswith(BUNDLE_DATA) and name in ("generating", "complete"):
+                    if final is None:
+                        final, arrived = json.loads(line.removeprefix("data: "))[0], time.time()
                 elif line.startswith("data: ") and name == "generating":
                     snapshots += 1
                 elif line.startswith("data: ") and name == "error":
@@ -142,6 +146,9 @@ def http_sample_run(url: str, request: dict[str, Any]) -> dict[str, Any]:
     if final is None:
         raise RuntimeError("/sample's event stream ended without its final value")
     return _final(final, arrived, snapshots)
+
+
+BUNDLE_DATA = 'data: ["{\\"bundle_version\\"'  # an event's data that is the run's bundle, as Gradio writes it
 
 
 def _final(final: str, arrived: float, snapshots: int) -> dict[str, Any]:

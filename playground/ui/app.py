@@ -47,6 +47,7 @@ from playground.ui.samples_area import SamplesArea
 
 ASSETS = Path(__file__).resolve().parents[2] / "assets"
 QUEUE_POLL_S = 0.02  # how often Gradio's idle queue looks for a new event (its own default: 0.001)
+PROGRESS_POLL_S = 0.1  # how often it looks for a progress bar's news (its own default: 0.01)
 # Open-ended starts: seeded samples diverge within a few tokens, and the tree shows where. Each with
 # what it needs: the chat template (an instruct model answers questions only inside it), n and a
 # temperature.
@@ -257,6 +258,9 @@ def launch_app(demo: gr.Blocks, *, concurrency: int = 8, queue_size: int = 64, *
     # Gradio's queue looks for new events every millisecond while it has none: 1,000 wake-ups a
     # second on the event loop that streams the runs, about 5 % of a core here whatever the app
     # does. Every 20 ms is still far below what a person notices between a click and its start.
+    # Its progress loop looks for progress bars' news every 10 ms, run or no run: 100 more. Only
+    # the QA matrix has a progress bar, and ten updates a second is plenty for one.
     demo._queue.sleep_when_free = QUEUE_POLL_S
+    demo._queue.progress_update_sleep_when_free = PROGRESS_POLL_S
     return demo.launch(css_paths=[ASSETS / "style.css"], max_file_size=f"{demo.max_file_mb:g}mb", **launch_kwargs)
 
