@@ -1,4 +1,5 @@
-"""Version 4 of the run bundle: every sample written plainly for any client, the rest compact.
+"""Version 5 of the run bundle: every sample written plainly for any client, the rest compact.
+(Version 4 is the same but for the width of logprobs' integer arrays: this module reads both.)
 
 A bundle is read by people and programs that do not have this project: ``jq``, a notebook, a
 service in another language. So each sample states its ``index``, ``seed``, ``text``,
@@ -53,7 +54,7 @@ from playground.bundle_logprobs import same
 from playground.errors import damaged_bundle
 from playground.logprobs import Logprobs
 
-VERSION = 4
+VERSION = 5
 SCHEMA_PATH = Path(__file__).with_name("bundle.schema.json")  # the layout, published for other clients
 FACTS = ("finished", "request_id", "num_cached_tokens", "engine_requests")
 PLAIN = ("index", "seed", "text", "token_ids", "finish_reason", "stop_reason")  # every sample, as it is
@@ -174,7 +175,7 @@ def _sample(s, table: dict[int, str], times: list, short: dict[float, float] | N
 
 def decode(data: dict[str, Any], prefixes: bool = False) -> dict[str, Any]:
     """The run as plain data (the layout of versions 1 and 2, ``dataclasses.asdict`` of a Run)
-    of a version 4 bundle; InvalidBundle, a sentence naming the part, for a damaged one.
+    of a version 4 or 5 bundle; InvalidBundle, a sentence naming the part, for a damaged one.
     ``prefixes``: cumulative outputs that are their sample's start given by their lengths
     (``_OutputReader``), for ``Run.from_dict``."""
     unknown = set(data) - set(RUN_FIELDS) - set(FORMAT_FIELDS)

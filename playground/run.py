@@ -29,7 +29,8 @@ from playground.logprobs import Logprobs, TokenLogprob
 # 3: a compact encoding that grows with the tokens rather than their square (playground/bundle_v3.py).
 # 4: every sample's index, seed, text, token ids and finish written plainly, for any client
 # (playground/bundle_format.py, playground/bundle.schema.json).
-# Versions 1 and 2 are the record as plain data, the layout versions 3 and 4 are decoded into.
+# 5: the logprobs' integer arrays in the smallest of one, two or four bytes (a quarter smaller).
+# Versions 1 and 2 are the record as plain data, the layout versions 3 to 5 are decoded into.
 BUNDLE_VERSION = bundle_format.VERSION
 PLAIN_VERSION = 2
 
@@ -235,7 +236,7 @@ class Run:
             if not bundle_format.int_list(ids):
                 raise damaged_bundle(f"sample {k} has no list of token ids")
         try:
-            if version == BUNDLE_VERSION:
+            if version in (4, BUNDLE_VERSION):  # 4: the logprobs' integers all in int32
                 data = bundle_format.decode(data, prefixes=True)
             elif version == 3:
                 data = bundle_v3.decode(data)

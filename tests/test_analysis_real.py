@@ -33,7 +33,7 @@ def test_the_record_is_complete(real_run):
         assert 0 < len(s.token_ids) <= MAX_TOKENS
         assert len(s.token_texts) == len(s.token_ids) == len(s.token_times) == len(s.logprobs)
     data = real_run.to_dict()
-    assert data["bundle_version"] == 4 and {"request", "samples", "events", "engine", "status"} <= set(data)
+    assert data["bundle_version"] == 5 and {"request", "samples", "events", "engine", "status"} <= set(data)
     for s, written in zip(real_run.samples, data["samples"]):  # plain; the times are the events'
         assert (written["seed"], written["text"], written["token_ids"]) == (s.seed, s.text, s.token_ids)
         assert "token_times" not in written, written

@@ -16,9 +16,11 @@ import pytest
 
 from playground import bundle_format
 from playground.backends.recorder import Observation, RunRecorder
+from playground.backends.synthetic import synthetic_run
 from playground.bundle_format import bundle_bytes_per_token
 from playground.bundles import parse_bundles, read_runs
 from playground.errors import InvalidBundle
+from playground.logprobs import Logprobs
 from playground.run import BUNDLE_VERSION, Event, EventOutput, Run, Sample, TokenLogprob
 
 KINDS = ("CUMULATIVE", "DELTA", "FINAL_ONLY")
@@ -164,8 +166,8 @@ def test_every_output_kind_loads_back_as_it_was_written(kind, logprobs):
     assert any(s.finish_reason == "stop" and s.stop_reason == STOP for s in run.samples)
     text = run.to_json()
     data = json.loads(text)
-    assert text.startswith('{"bundle_version":4,"request":{"prompt":"Tell me a story:",') and "\n" not in text
-    assert data["bundle_version"] == BUNDLE_VERSION == 4
+    assert text.startswith('{"bundle_version":5,"request":{"prompt":"Tell me a story:",') and "\n" not in text
+    assert data["bundle_version"] == BUNDLE_VERSION == 5
     for s, written in zip(run.samples, data["samples"]):  # plain, for a reader without this project
         assert {name: written[name] for name in bundle_format.PLAIN} == {
             "index": s.index, "seed": s.seed, "text": s.text, "token_ids": s.token_ids,
@@ -212,7 +214,7 @@ def test_a_run_built_by_hand_keeps_what_its_events_do_not_say():
               samples=[Sample(0, 1, "ab", [7, 8], ["a", "b"], [0.5, 0.25], finish_reason="length"),
                        Sample(1, 2, token_ids=[9], token_texts=[""])])
     data = json.loads(run.to_json())
-    assert data["bundle_version"] == 4 and data["samples"][0]["token_ids"] == [7, 8]
+    assert data["bundle_version"] == 5 and data["samples"][0]["token_ids"] == [7, 8]
     assert data["samples"][0]["token_times"] == [0.5, 0.25]
     assert_same(Run.from_json(run.to_json()), run)
     half = dataclasses.replace(run, events=[Event(0.5, False, [EventOutput(0, "a", [7])])])
@@ -317,6 +319,41 @@ def test_version_3_bundles_still_load():
     assert {r.output_kind for r in v3} == set(KINDS) and any(s.logprobs for r in v3 for s in r.samples)
     for run in v3:  # and each is written as version 4 now, and reads back the same
         assert_same(Run.from_json(run.to_json()), run)
+
+
+def test_version_4_bundles_still_load():
+    """Bundles version 4 wrote (the version 3 runs above, and a run whose logprobs are arrays, each
+    integer array in int32): they read as the runs they were written from, and write as version 5."""
+    lines = (DATA / "bundles-v4.jsonl").read_text(encoding="utf-8").splitlines()
+    assert {json.loads(line)["bundle_version"] for line in lines} == {4}
+    v4 = read_runs(DATA / "bundles-v4.jsonl")
+    arrays = synthetic_run(4, 12, seed=3, logprobs=3, events=True)
+    assert v4[:-1] == read_runs(DATA / "bundles-v3.jsonl")
+    assert_same(v4[-1], arrays)
+    assert all(isinstance(s.logprobs, Logprobs) for s in v4[-1].samples)
+    for run, line in zip(v4, lines, strict=True):
+        again = run.to_json()
+        assert_same(Run.from_json(again), run)
+        if run is v4[-1]:  # its ids, counts and ranks in fewer bytes
+            assert len(again) < len(line) * 0.9, (len(again), len(line))
+
+
+@pytest.mark.parametrize(("largest_id", "dtype"), [(200, "u1"), (49_151, "u2"), (151_935, "i4")])
+def test_integer_arrays_are_written_in_the_fewest_bytes_that_hold_them(largest_id, dtype):
+    """A vocabulary's ids in one byte, two (most models' vocabularies) or four; read back exact."""
+    rng = random.Random(largest_id)
+    ids = [rng.randrange(largest_id) for _ in range(30)] + [largest_id]
+    lps = Logprobs({})
+    for token_id in ids:
+        top = [token_id, *rng.sample(range(largest_id + 1), 2)]
+        lps.add(token_id, -rng.random(), 1, top, [-rng.random() for _ in top])
+    run = Run(request={"prompt": "p", "n": 1, "output_kind": "FINAL_ONLY"}, status="finished",
+              samples=[Sample(0, 1, token_ids=list(ids), token_texts=[f"<{t}>" for t in ids],
+                              text="".join(f"<{t}>" for t in ids), finish_reason="length", logprobs=lps)])
+    written = json.loads(run.to_json())["samples"][0]["logprobs"]
+    assert {name: written[name]["dtype"] for name in ("top_id", "rank", "count", "logprob")} == \
+        {"top_id": dtype, "rank": "u1", "count": "u1", "logprob": "f4"}
+    assert Run.from_json(run.to_json()) == run
 
 
 def damaged_bundles() -> list[tuple[str, callable]]:

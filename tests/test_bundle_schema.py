@@ -21,7 +21,7 @@ PROMPT = "A list of three colours:"
 
 def test_the_schema_is_a_valid_json_schema():
     jsonschema.Draft202012Validator.check_schema(SCHEMA)
-    assert SCHEMA["properties"]["bundle_version"] == {"const": 4, "description": SCHEMA["properties"][
+    assert SCHEMA["properties"]["bundle_version"] == {"const": 5, "description": SCHEMA["properties"][
         "bundle_version"]["description"]}
 
 
@@ -35,7 +35,7 @@ def test_a_real_bundle_is_valid_and_json_alone_reads_its_samples(backend, output
     text = run.to_json()
     data = json.loads(text)
     jsonschema.validate(data, SCHEMA, cls=jsonschema.Draft202012Validator)
-    assert data["bundle_version"] == 4 and run.status == "finished" and run.events
+    assert data["bundle_version"] == 5 and run.status == "finished" and run.events
     read = Run.from_json(text)
     assert read == run
     assert [(s["index"], s["seed"], s["text"], s["token_ids"], s["finish_reason"], s["stop_reason"])

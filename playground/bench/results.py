@@ -20,6 +20,7 @@ from typing import Any
 import pandas as pd
 
 from playground.bench.measure import BASELINE, HEADLINE_N, PATHS, Settings
+from playground.bundle_format import VERSION as BUNDLE_VERSION
 
 # --- statistics and ratios ----------------------------------------------------------------------
 
@@ -319,7 +320,7 @@ def print_report(report: Report, files: dict[str, Path]) -> None:
             print(f"KV cache: {kv['blocks']} blocks x {kv['block_size']} = {kv['tokens']:,} tokens"
                   + (f", {kv['gib']:.2f} GiB" if kv.get("gib") else ""))
         if env.get("bundles"):
-            print("\nRun bundle bytes per sampled token (Run.to_json, version 4):")
+            print(f"\nRun bundle bytes per sampled token (Run.to_json, version {BUNDLE_VERSION}):")
             print(pd.DataFrame(env["bundles"]).to_string(index=False))
         print_app(env)
         print("\nGoals:")
