@@ -28,6 +28,11 @@ def test_a_paced_case_is_read_from_its_flag_or_refused_with_a_sentence():
     for bad in ("256x1000", "0x10@5", "4x4@0", "fast"):
         with pytest.raises(argparse.ArgumentTypeError, match="must look like 256x1000@10000"):
             gpu.paced_case(bad)
+    parser = argparse.ArgumentParser()
+    gpu.add_gpu_flags(parser)  # several cases after one flag (vLLM's parser warns of a flag given twice)
+    assert parser.parse_args(["--paced-case", "4x4@5", "8x2@10"]).paced_cases == [PacedCase(4, 4, 5.0),
+                                                                                 PacedCase(8, 2, 10.0)]
+    assert parser.parse_args([]).paced_cases is None
 
 
 def test_cpu_figures_are_ratios_to_vllms_own_path_on_the_same_request():

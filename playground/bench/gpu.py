@@ -39,8 +39,10 @@ def add_gpu_flags(group) -> None:
                             "runs at a GPU's pace (n=256 x 1,000 tokens at 10,000 tok/s, n=32 x 2,000 at 4,000; "
                             "top-5 logprobs): how far behind they end, the page's updates, frame gaps and heap, and "
                             "the app's CPU per token without the source's own. No engine.")
-    group.add_argument("--paced-case", dest="paced_cases", type=paced_case, action="append", default=None,
-                       metavar="NxTOKENS@RATE", help="A case of --paced instead of the defaults (repeat for more).")
+    # One flag with several values: vLLM's argument parser warns of a flag given twice.
+    group.add_argument("--paced-case", dest="paced_cases", type=paced_case, nargs="+", action="extend", default=None,
+                       metavar="NxTOKENS@RATE", help="Cases of --paced instead of the defaults (several after the one "
+                                                     "flag: --paced-case 256x1000@10000 64x64@200).")
     group.add_argument("--cpu-per-token", action="store_true",
                        help="Instead of the benchmark: the app process's CPU seconds per sampled token on every real "
                             "path (vLLM's own generate, the wrapper, record(), /sample, the page), with and without "
