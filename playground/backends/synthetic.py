@@ -25,6 +25,9 @@ VOCAB = [" the", " sea", " light", "house", " keeper", ",", ".", "\n", " and", "
          " said", " \"", "\"", " it", " had", " been", " years", " since", " anyone", " came", " there", " but",
          " that", " morning", " a", " small", " boat", " appeared", " on", " horizon", "é", "", " 42", "\t",
          " under", " over", " through", " quiet", " harbour", " village", " children", " stories", " told"]
+# Token ids spread over a vocabulary of the default model's size (49,152), not 0 to 68: what is
+# written per id (a bundle's typed arrays, the page's messages) is then what a real run's costs.
+TOKEN_ID = [11 + 709 * k for k in range(len(VOCAB))]
 STEP_S = {32: 0.04, 128: 0.1, 256: 0.17, 1024: 0.6}  # seconds per engine step, roughly, on a 2-core CPU
 PROMPT = "synthetic"
 PROMPT_TOKEN_IDS = [0, 1, 2]
@@ -55,13 +58,14 @@ def synthetic_run(n: int, tokens: int = 64, *, seed: int = 0, logprobs: int | No
             prefix = parent[:min(len(parent), length, int(rng.expovariate(1 / 6)))]
         sequences.append(prefix + [rng.randrange(len(VOCAB)) for _ in range(length - len(prefix))])
     samples, texts = [], {}
-    for i, ids in enumerate(sequences):
-        s = Sample(index=i, seed=1000 + i, token_ids=list(ids), token_texts=[VOCAB[t] for t in ids],
+    for i, words in enumerate(sequences):  # each a list of places in VOCAB
+        ids = [TOKEN_ID[w] for w in words]
+        s = Sample(index=i, seed=1000 + i, token_ids=ids, token_texts=[VOCAB[w] for w in words],
                    token_times=[round(first_s + pos * step_s, 4) for pos in range(len(ids))],
                    finish_reason="length" if len(ids) == tokens else "stop")
         s.text = "".join(s.token_texts)
         if logprobs is not None:  # in arrays, as an engine's are
-            made = [_logprob(rng, t, logprobs) for t in ids]
+            made = [_logprob(rng, w, logprobs) for w in words]
             s.logprobs = Logprobs.of(made, texts) or made
         samples.append(s)
     request = {"prompt": PROMPT, "n": n, "seed": 1000, "max_tokens": tokens, "logprobs": logprobs,
@@ -92,7 +96,8 @@ def step_events(run: Run) -> list[Event]:
 
 
 def _logprob(rng: random.Random, token: int, k: int) -> TokenLogprob:
-    """The sampled token's logprob and a top-k around it: mostly a likely token, sometimes not."""
+    """The sampled token's logprob and a top-k around it: mostly a likely token, sometimes not
+    (``token`` and the alternatives drawn as places in VOCAB)."""
     first = rng.betavariate(4, 1.2)  # a language model is mostly sure of its next token
     rest = [rng.random() ** 2 for _ in range(max(k, 1) - 1)]
     scale = (1 - first) * rng.uniform(0.5, 0.95) / (sum(rest) or 1)  # some mass stays outside the top-k
@@ -100,8 +105,8 @@ def _logprob(rng: random.Random, token: int, k: int) -> TokenLogprob:
     rank = rng.choices(range(len(probs)), weights=probs)[0]  # sampled as the model would
     others = [t for t in rng.sample(range(len(VOCAB)), k + 1) if t != token][: max(k - 1, 0)]
     ids = others[:rank] + [token] + others[rank:]
-    top = [(t, _f32(math.log(p)), VOCAB[t]) for t, p in zip(ids[:k], probs)]
-    return TokenLogprob(token_id=token, logprob=top[rank][1], rank=rank + 1, text=VOCAB[token], top=top)
+    top = [(TOKEN_ID[t], _f32(math.log(p)), VOCAB[t]) for t, p in zip(ids[:k], probs)]
+    return TokenLogprob(token_id=TOKEN_ID[token], logprob=top[rank][1], rank=rank + 1, text=VOCAB[token], top=top)
 
 
 def _f32(value: float) -> float:
