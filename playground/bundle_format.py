@@ -46,15 +46,19 @@ import gc
 from collections import Counter
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from types import NoneType
 from typing import Any
 
+import orjson
+
 from playground import bundle_logprobs
-from playground.bundle_events import OUTPUT_FIELDS, EventsWriter, arrivals, covered, int_list, pieces_of
+from playground.bundle_events import OUTPUT_FIELDS, EventsWriter, arrivals, compact, covered, int_list, pieces_of
 from playground.bundle_logprobs import same
 from playground.errors import damaged_bundle
 from playground.logprobs import Logprobs
 
 VERSION = 5
+FLOATLESS = frozenset({"index", "seed", "text", "token_ids", "finish_reason", "stop_reason", "token_texts", "logprobs"})
 SCHEMA_PATH = Path(__file__).with_name("bundle.schema.json")  # the layout, published for other clients
 FACTS = ("finished", "request_id", "num_cached_tokens", "engine_requests")
 PLAIN = ("index", "seed", "text", "token_ids", "finish_reason", "stop_reason")  # every sample, as it is
@@ -143,6 +147,38 @@ def _table(samples: list) -> dict[int, str]:
     for (token_id, text), _ in sorted(votes.items(), key=lambda item: -item[1]):
         table.setdefault(token_id, text)
     return table
+
+
+def samples_json(samples: list[dict[str, Any]]) -> str:
+    """``compact(samples)``, the same text, faster: a sample that holds no float (its plain fields,
+    its token texts, its logprobs as typed arrays: what an engine's run writes) is written by
+    orjson, three to four times faster than Python's JSON for five-digit token ids and base64.
+    orjson writes a NaN as null where a bundle says NaN, so anything with a float stays with
+    ``compact``, as does what orjson refuses (an int past 64 bits, a lone surrogate)."""
+    parts = []
+    for entry in samples:
+        if _floatless(entry):
+            try:
+                parts.append(orjson.dumps(entry).decode())
+                continue
+            except TypeError:  # orjson.JSONEncodeError is one
+                pass
+        parts.append(compact(entry))
+    return "[" + ",".join(parts) + "]"
+
+
+def _floatless(entry: dict[str, Any]) -> bool:
+    """A written sample with no float in it, by its fields' types (a bool is an int: no float)."""
+    if not (type(entry.get("index")) is int and type(entry.get("seed")) in (int, NoneType)
+            and type(entry.get("text")) in (str, NoneType) and type(entry.get("finish_reason")) in (str, NoneType)
+            and type(entry.get("stop_reason")) in (int, str, NoneType) and int_list(entry.get("token_ids"))):
+        return False
+    texts = entry.get("token_texts", ())
+    if isinstance(texts, dict):
+        texts = texts.values()
+    logprobs = entry.get("logprobs", {})
+    return set(entry) <= FLOATLESS and set(map(type, texts)) <= {str, NoneType} and isinstance(logprobs, dict) \
+        and all(type(v) is dict and set(map(type, v.values())) <= {str, NoneType} for v in logprobs.values())
 
 
 def _sample(s, table: dict[int, str], times: list, short: dict[float, float] | None) -> dict[str, Any]:

@@ -371,7 +371,8 @@ class LiveBundle:
                 return None
             data = {"bundle_version": BUNDLE_VERSION, **bundle_format.encode(run, self._writer)}
             # The object written field by field, the events last as written: one copy of 20 MB, not four.
-            fields = [f"{compact(name)}:{compact(value)}" for name, value in data.items()]
+            fields = [f"{compact(name)}:{bundle_format.samples_json(value) if name == 'samples' else compact(value)}"
+                      for name, value in data.items()]
             return "{" + ",".join([*fields, '"events":[' + ",".join(p for p in self._parts if p) + "]"]) + "}"
 
 

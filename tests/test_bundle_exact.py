@@ -16,7 +16,9 @@ import jsonschema
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from playground import bundle_format
 from playground.backends.recorder import Observation, RunRecorder
+from playground.bundle_events import compact
 from playground.bundle_format import SCHEMA_PATH
 from playground.run import Event, EventOutput, LiveBundle, Run, Sample, TokenLogprob
 
@@ -169,6 +171,21 @@ def test_every_run_reads_back_as_it_was_written_and_its_bundle_is_valid(run):
                 written["stop_reason"]) == (s.index, s.seed, s.text, s.token_ids, s.finish_reason, s.stop_reason)
 
 
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(runs(), st.lists(st.fixed_dictionaries({
+    "index": st.integers(0, 2**70), "seed": maybe_int, "text": st.one_of(st.none(), st.text()),
+    "token_ids": st.lists(st.integers(0, 2**65), max_size=4), "finish_reason": st.one_of(st.none(), texts),
+    "stop_reason": st.one_of(st.none(), st.integers(-2, 2**64 + 1), texts, floats),
+    "token_texts": st.one_of(st.lists(st.one_of(st.none(), st.text()), max_size=3),
+                             st.dictionaries(st.text(max_size=2), st.text(), max_size=2))}), max_size=3))
+def test_the_fast_writing_of_samples_is_the_plain_one(run, entries):
+    """``samples_json`` (orjson where a sample holds no float) writes what ``compact`` writes: for
+    the samples of any run, and for made-up ones with any characters, ints past 64 bits and floats."""
+    samples = bundle_format.encode(run)["samples"]
+    assert bundle_format.samples_json(samples) == compact(samples)
+    assert bundle_format.samples_json(entries) == compact(entries)
+
+
 def test_the_canonical_form_tells_apart_what_json_would_not():
     assert canonical([1]) != canonical([1.0]) and canonical(-0.0) != canonical(0.0)
     assert canonical(math.nan) == canonical(float("nan")) and canonical((1, 2)) != canonical([1, 2])
@@ -221,6 +238,7 @@ def recorded(draw) -> tuple[Run, list[str], str]:
 @given(recorded())
 def test_a_bundle_written_while_its_run_is_recorded_reads_back_as_the_run(case):
     run, written = case
+    assert written[0] == written[1] == written[2]  # as it streamed, again, and whole: one text
     for text in written:
         again = Run.from_json(text)
         assert canonical(dataclasses.asdict(again)) == canonical(dataclasses.asdict(run))
