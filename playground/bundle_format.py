@@ -58,10 +58,10 @@ from playground.errors import damaged_bundle
 from playground.logprobs import Logprobs
 
 VERSION = 5
-FLOATLESS = frozenset({"index", "seed", "text", "token_ids", "finish_reason", "stop_reason", "token_texts", "logprobs"})
 SCHEMA_PATH = Path(__file__).with_name("bundle.schema.json")  # the layout, published for other clients
 FACTS = ("finished", "request_id", "num_cached_tokens", "engine_requests")
 PLAIN = ("index", "seed", "text", "token_ids", "finish_reason", "stop_reason")  # every sample, as it is
+FLOATLESS = frozenset({*PLAIN, "token_texts", "logprobs"})  # a sample's fields that may hold no float
 OPTIONAL = ("num_cached_tokens", "metrics", "queued_at", "queued_s", "prefill_s", "decode_s")
 SAMPLE_FIELDS = frozenset({*PLAIN, "token_texts", "token_times", "logprobs", *OPTIONAL})
 # The run's own fields and what one left out is (request and status are always written).
@@ -147,6 +147,17 @@ def _table(samples: list) -> dict[int, str]:
     for (token_id, text), _ in sorted(votes.items(), key=lambda item: -item[1]):
         table.setdefault(token_id, text)
     return table
+
+
+def write(data: dict[str, Any], events: str | None = None) -> str:
+    """The text of a bundle's ``data`` (``encode``'s, with its version), field by field in one line:
+    the samples by ``samples_json``; ``events``: the events already written as a JSON list, put
+    last (``LiveBundle``: one copy of 20 MB, not four)."""
+    fields = [f"{compact(name)}:{samples_json(value) if name == 'samples' else compact(value)}"
+              for name, value in data.items()]
+    if events is not None:
+        fields.append(f'"events":{events}')
+    return "{" + ",".join(fields) + "}"
 
 
 def samples_json(samples: list[dict[str, Any]]) -> str:

@@ -212,7 +212,7 @@ class Run:
     def _json(self, indent: int | None) -> str:
         data = self.to_dict()
         if indent is None:
-            return compact(data)
+            return bundle_format.write(data)
         pad = " " * indent
         lines = [f"{pad}{compact(name)}: [\n" + ",\n".join(pad * 2 + compact(item) for item in value) + f"\n{pad}]"
                  if name in ("samples", "events") and value else f"{pad}{compact(name)}: {compact(value)}"
@@ -370,10 +370,7 @@ class LiveBundle:
                     not self._advance(final=run.finished):
                 return None
             data = {"bundle_version": BUNDLE_VERSION, **bundle_format.encode(run, self._writer)}
-            # The object written field by field, the events last as written: one copy of 20 MB, not four.
-            fields = [f"{compact(name)}:{bundle_format.samples_json(value) if name == 'samples' else compact(value)}"
-                      for name, value in data.items()]
-            return "{" + ",".join([*fields, '"events":[' + ",".join(p for p in self._parts if p) + "]"]) + "}"
+            return bundle_format.write(data, "[" + ",".join(p for p in self._parts if p) + "]")
 
 
 def _logprob_from_dict(d: dict[str, Any]) -> TokenLogprob:

@@ -115,6 +115,9 @@ def played(log: Path, request_id: str | None = None) -> dict[str, Any] | None:
             "late_s": float(found["late"])}
 
 
+BUNDLE_DATA = 'data: ["{\\"bundle_version\\"'  # an event's data that is the run's bundle, as Gradio writes it
+
+
 def http_sample_run(url: str, request: dict[str, Any]) -> dict[str, Any]:
     """``sample_run`` over Gradio's HTTP API with a plain streaming client (httpx), as the README's
     curl call: what the app delivers, without gradio_client's own cost of a large final value.
@@ -146,9 +149,6 @@ def http_sample_run(url: str, request: dict[str, Any]) -> dict[str, Any]:
     if final is None:
         raise RuntimeError("/sample's event stream ended without its final value")
     return _final(final, arrived, snapshots)
-
-
-BUNDLE_DATA = 'data: ["{\\"bundle_version\\"'  # an event's data that is the run's bundle, as Gradio writes it
 
 
 def _final(final: str, arrived: float, snapshots: int) -> dict[str, Any]:
