@@ -85,8 +85,11 @@ class EventsWriter:
 
     It follows the samples' own lists (token ids, pieces): a recorder only appends to them, so
     what was written of an output stays what the finished run would write, except where an
-    output's text is written as its sample's whole text (``[]``), which only ``final`` parts do.
-    ``follows`` says whether the samples are still the lists it followed, grown at most.
+    output's text is written as its sample's whole text (``[]``: the text a stop string cut),
+    which needs the sample's final text. Before the end it guesses that an output with a finish
+    reason holds it, as the sample's last output does, and ``guessed_right`` checks each guess
+    against the final texts. ``follows`` says whether the samples are still the lists it followed,
+    grown at most.
     """
 
     def __init__(self, samples: list, delta: bool, request_id: Any):
@@ -99,6 +102,7 @@ class EventsWriter:
         self.arrivals = Arrivals(n, delta)
         self.last = {"request_id": request_id, "num_cached_tokens": None, "engine_requests": None}
         self.count = 0  # events written
+        self.guesses: list[tuple[int, str, bool]] = []  # before the end: (index, text, written as [])
 
     @classmethod
     def of(cls, run) -> EventsWriter:
@@ -115,6 +119,10 @@ class EventsWriter:
             s is mine and (ids is None or s.token_ids is ids) and (pieces is None or s.token_texts is pieces
                                                                    and len(pieces) == len(s.token_ids))
             for s, mine, ids, pieces in zip(samples, self.samples, self.ids_of, self.pieces_of))
+
+    def guessed_right(self) -> bool:
+        """Every text written before the end is written as the finished run writes it."""
+        return all((text == self.samples[i].text) == whole for i, text, whole in self.guesses)
 
     def add(self, events: list, final: bool = True) -> list[list]:
         """The events as written, continuing from the ones before; ``final``: the run has ended
@@ -159,7 +167,8 @@ class EventsWriter:
                     continue
                 if not delta and held_at[i] is not None:  # the slow path reads the previous text itself
                     place[1], held_at[i] = samples[i].text[:held_at[i]], None
-                outputs.append(_output(out, place, delta, ids, pieces, samples[i].text if final else None))
+                whole = samples[i].text if final or out.finish_reason is not None else None
+                outputs.append(_output(out, place, delta, ids, pieces, whole, None if final else self.guesses))
             facts = {"finished": event.finished} if event.finished is not False else {}
             for name, value in last.items():
                 if not same(getattr(event, name), value):
@@ -170,7 +179,7 @@ class EventsWriter:
 
 
 def _output(out, place: list, delta: bool, ids: list[int] | None, pieces: list[str] | None,
-            whole: Any) -> list | dict:
+            whole: Any, guesses: list | None) -> list | dict:
     at, before = place
     # Held: its sample's first tokens, by construction (the recorder kept it so).
     new = out.carried if out.held and not delta and ids is not None else covered(delta, at, out.token_ids, ids)
@@ -185,6 +194,8 @@ def _output(out, place: list, delta: bool, ids: list[int] | None, pieces: list[s
         slot = None if pieces is not None and added == "".join(pieces[at:new]) else added
     else:
         slot = [] if whole is not None and text == whole else [text]
+        if guesses is not None:
+            guesses.append((out.index, text, slot == []))
     place[0] = new
     if not delta:
         place[1] = text

@@ -320,7 +320,8 @@ class LiveBundle:
 
     ``to_json`` gives what ``Run.to_json`` gives, or None whenever what it wrote could be stale
     (another run; a sample whose lists were replaced, not grown; a backend that saw its outputs
-    change; events taken away): the run is then written whole. Once the run has ended its last
+    change; events taken away; a sample's final text that is not the one it guessed): the run is
+    then written whole. Once the run has ended its last
     events are written once and kept, so it may be saved any number of times, from any thread.
     """
 
@@ -358,6 +359,8 @@ class LiveBundle:
         if new := run.events[self._writer.count:]:
             self._parts.append(",".join(map(compact, self._writer.add(new, final=final))))
         if final:
+            if not self._writer.guessed_right():
+                return False
             self._parts, self._ended = [",".join(p for p in self._parts if p)], True
         return True
 

@@ -195,7 +195,8 @@ def test_the_canonical_form_tells_apart_what_json_would_not():
 def recorded(draw) -> tuple[Run, list[str], str]:
     """A run as the recorder grows it, its LiveBundle advanced at random moments between outputs:
     DELTA or CUMULATIVE outputs, texts that are not their pieces, and now and then a CUMULATIVE
-    output that does not extend what its sample had (the recorder replaces the sample's lists).
+    output that does not extend what its sample had (the recorder replaces the sample's lists),
+    and finish reasons, on a sample's last output or not (a stop string cuts the text it ends with).
     Returns the run, and what it wrote: through its LiveBundle (twice: a run is saved more than
     once) and whole."""
     kind = draw(st.sampled_from(("DELTA", "CUMULATIVE")))
@@ -218,11 +219,12 @@ def recorded(draw) -> tuple[Run, list[str], str]:
             ids, text = ids + new, text + said
             had[i] = (ids, text)
             pieces[i] = [piece[t] for t in new]
+            finish = draw(st.sampled_from((None, None, None, "stop", "length")))
             if kind == "DELTA":
-                outputs.append(EventOutput(i, said, new))
+                outputs.append(EventOutput(i, said, new, finish))
             else:
                 pieces[i] = [piece[t] for t in ids[len(recorder.run.samples[i].token_ids):]]  # what it adds
-                outputs.append(EventOutput(i, text, list(ids)))
+                outputs.append(EventOutput(i, text, list(ids), finish))
         if outputs:
             recorder.observe(Observation(Event(recorder.t0 + len(recorder.run.events), False, outputs),
                                          token_texts=pieces))
