@@ -8,7 +8,7 @@ import os
 import pytest
 
 from tests.helpers import free_port
-from tests.remote_server import remote, remote_server  # noqa: F401  (session fixtures)
+from tests.remote_server import EarlyStart, remote, remote_server  # noqa: F401  (session fixtures)
 
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
@@ -90,8 +90,14 @@ def sync_engine(model_path):
 
 
 def pytest_collection_modifyitems(items):
-    """Tests marked `destructive` (they kill the session's engine core or vllm serve) run last."""
+    """Tests marked `destructive` (they kill the session's engine core or vllm serve) run last; a
+    `vllm serve` the selected tests need starts now."""
     items.sort(key=lambda item: item.get_closest_marker("destructive") is not None)
+    EarlyStart.begin(items)
+
+
+def pytest_sessionfinish():
+    EarlyStart.close()
 
 
 def pytest_configure(config):

@@ -155,7 +155,7 @@ def _arrivals(events: list[Event], n: int, delta: bool) -> list[list[float]]:
     return times
 
 
-@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(runs())
 def test_every_run_reads_back_as_it_was_written_and_its_bundle_is_valid(run):
     text = run.to_json()
@@ -171,7 +171,7 @@ def test_every_run_reads_back_as_it_was_written_and_its_bundle_is_valid(run):
                 written["stop_reason"]) == (s.index, s.seed, s.text, s.token_ids, s.finish_reason, s.stop_reason)
 
 
-@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(runs(), st.lists(st.fixed_dictionaries({
     "index": st.integers(0, 2**70), "seed": maybe_int, "text": st.one_of(st.none(), st.text()),
     "token_ids": st.lists(st.integers(0, 2**65), max_size=4), "finish_reason": st.one_of(st.none(), texts),

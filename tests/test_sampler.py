@@ -49,7 +49,7 @@ def sampled(host):
 
 
 @pytest.mark.parametrize("kind", KINDS)
-@pytest.mark.parametrize("n", [1, 4, 8])  # no fan-out; the structure tests' n; a batch of eight seeds
+@pytest.mark.parametrize("n", [1, 4])  # no fan-out; the structure tests' n (a batch of four seeds)
 def test_wrapper_matches_native_token_for_token(sampled, kind, n):
     expected = final_token_ids(sampled("native", kind, n), kind)
     got = final_token_ids(sampled("wrapper", kind, n), kind)
