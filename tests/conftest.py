@@ -1,16 +1,23 @@
-"""Shared fixtures. One real engine (the default model) for the whole session: it takes ~35 s on
-the CPU to start and dominates test time."""
+"""Shared fixtures. One real engine of each kind (the default model) for the whole session, started
+in the background while the tests that need none run (tests/session_start.py): each takes 25-60 s
+on the CPU to start."""
 
 from __future__ import annotations
 
 import os
 
 import pytest
+from hypothesis import HealthCheck, settings
 
 from tests.helpers import free_port
-from tests.remote_server import EarlyStart, remote, remote_server  # noqa: F401  (session fixtures)
+from tests.remote_server import remote, remote_server  # noqa: F401  (session fixtures)
+from tests.session_start import STARTING, needs_engine
 
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+# The first tests run while the engines start beside them (tests/session_start.py): how fast
+# hypothesis draws its data is not what any test checks.
+settings.register_profile("shared-machine", suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile("shared-machine")
 
 LONG_PROMPT = (
     "The lighthouse keeper wrote in his log every evening. He noted the wind, the colour of the "
@@ -22,22 +29,20 @@ LONG_PROMPT = (
 def model_path() -> str:
     from playground.backends.model import prepare
 
-    return str(prepare())
-
-
-# The KV cache is sized to the work (playground.backends.resources): n up to the app's default
-# --max-n, and a test or two at once; up to three engines run side by side (this one, the
-# LLMEngine, a vllm serve).
-WORKLOAD = {"max_n": 256, "concurrency": 2}  # the app's default --max-n
+    return STARTING.model or str(prepare())
 
 
 @pytest.fixture(scope="session")
 def backend(model_path):
-    from playground.backends.embedded import EmbeddedBackend
-    from playground.backends.resources import Workload
+    """The session's EmbeddedBackend over AsyncLLM (started in the background: tests/session_start.py)."""
+    return STARTING.get("backend", model_path)
 
-    with EmbeddedBackend.start(model_path, max_n=WORKLOAD["max_n"], workload=Workload(**WORKLOAD)) as backend:
-        yield backend
+
+@pytest.fixture()
+def engines_started():
+    """For a test that changes this process's environment: it runs once the session's engines have
+    started, since their starts read it (and it is ordered with the tests that need an engine)."""
+    STARTING.join()
 
 
 @pytest.fixture(scope="session")
@@ -80,24 +85,22 @@ def client(app_url):
 
 @pytest.fixture(scope="session")
 def sync_engine(model_path):
-    """A V1 LLMEngine (the synchronous front end, add_request + step) for the session."""
-    from playground.backends.engine import create_sync_engine, stop_sync_engine
-    from playground.backends.resources import Workload
-
-    engine = create_sync_engine(model_path, workload=Workload(**WORKLOAD))
-    yield engine
-    stop_sync_engine(engine)  # its engine core runs in a process of its own
+    """A V1 LLMEngine (the synchronous front end, add_request + step) for the session (started in
+    the background: tests/session_start.py)."""
+    return STARTING.get("sync_engine", model_path)
 
 
-def pytest_collection_modifyitems(items):
-    """Tests marked `destructive` (they kill the session's engine core or vllm serve) run last; a
-    `vllm serve` the selected tests need starts now."""
-    items.sort(key=lambda item: item.get_closest_marker("destructive") is not None)
-    EarlyStart.begin(items)
+def pytest_collection_modifyitems(config, items):
+    """The engines the selected tests need start now, in the background, and the tests that need
+    none run first, while they start; tests marked `destructive` (they kill the session's engine
+    core or vllm serve) run last."""
+    items.sort(key=lambda item: (item.get_closest_marker("destructive") is not None, needs_engine(item)))
+    if not config.option.collectonly:
+        STARTING.begin(items)
 
 
 def pytest_sessionfinish():
-    EarlyStart.close()
+    STARTING.close()
 
 
 def pytest_configure(config):

@@ -8,7 +8,6 @@ import os
 import signal
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -113,38 +112,18 @@ def start_server(model: str, log: Path) -> Server:
     return Server(f"http://127.0.0.1:{port}/v1", process, log)
 
 
-class EarlyStart:
-    """The session's server, started as soon as the tests are collected when some of them need it:
-    it boots in about a minute, mostly one core importing, beside the tests that run first instead
-    of in front of its own. ``close`` stops it whether or not a test took it."""
-
-    server: Server | None = None
-
-    @classmethod
-    def begin(cls, items: list) -> None:
-        if os.environ.get("PLAYGROUND_REMOTE_URL") or not any("remote_server" in i.fixturenames for i in items):
-            return
-        from playground.backends.model import prepare
-
-        cls.server = start_server(str(prepare()), Path(tempfile.mkdtemp(prefix="vllm-serve-")) / "server.log")
-
-    @classmethod
-    def close(cls) -> None:
-        if cls.server is not None:
-            cls.server.stop()
-            cls.server = None
-
-
 @pytest.fixture(scope="session")
 def remote_server(model_path, tmp_path_factory):
     """A real vLLM server for the session: PLAYGROUND_REMOTE_URL, the one started when the tests
-    were collected, or one started here."""
+    were collected (tests/session_start.py), or one started here."""
     if url := os.environ.get("PLAYGROUND_REMOTE_URL"):
         server = Server(url.rstrip("/") if url.rstrip("/").endswith("/v1") else url.rstrip("/") + "/v1")
         wait_healthy(server, 30)
         yield server
         return
-    server = EarlyStart.server or start_server(model_path, tmp_path_factory.mktemp("vllm-serve") / "server.log")
+    from tests.session_start import STARTING
+
+    server = STARTING.server or start_server(model_path, tmp_path_factory.mktemp("vllm-serve") / "server.log")
     try:
         wait_healthy(server, SERVER_START_TIMEOUT)
         yield server

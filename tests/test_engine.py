@@ -85,7 +85,7 @@ def test_cpu_plan_per_machine(threads, environ, cores, expected):
     assert plan_cpu(None, {"OMP_WAIT_POLICY": "ACTIVE"}, 2).environment["OMP_WAIT_POLICY"] == "ACTIVE"
 
 
-def test_engine_environment_is_set_only_while_the_engine_starts(monkeypatch):
+def test_engine_environment_is_set_only_while_the_engine_starts(monkeypatch, engines_started):
     monkeypatch.setenv("OMP_NUM_THREADS", "7")
     monkeypatch.delenv("OMP_WAIT_POLICY", raising=False)
     plan = CpuPlan(2, True, {"OMP_NUM_THREADS": "2", "OMP_WAIT_POLICY": "PASSIVE"})
@@ -117,7 +117,7 @@ def test_a_memory_flag_leaves_the_kv_cache_to_vllm(model_path):
 def test_the_session_engine_runs_as_planned(host):
     """On this machine (up to 4 cores): the worker computes inside the engine-core process, with
     one OpenMP thread per usable core, and the KV cache holds what the test workload needs."""
-    from tests.conftest import WORKLOAD
+    from tests.session_start import WORKLOAD
 
     info = describe_engine(host.engine)
     cores = len(os.sched_getaffinity(0))
