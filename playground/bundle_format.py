@@ -179,7 +179,8 @@ def samples_json(samples: list[dict[str, Any]]) -> str:
 
 
 def _floatless(entry: dict[str, Any]) -> bool:
-    """A written sample with no float in it, by its fields' types (a bool is an int: no float)."""
+    """A written sample with no float in it, by its fields' exact types (a bool, or a subclass of
+    int or str, is not one of them: such a sample goes to ``compact``, which writes it right)."""
     if not (type(entry.get("index")) is int and type(entry.get("seed")) in (int, NoneType)
             and type(entry.get("text")) in (str, NoneType) and type(entry.get("finish_reason")) in (str, NoneType)
             and type(entry.get("stop_reason")) in (int, str, NoneType) and int_list(entry.get("token_ids"))):
