@@ -54,9 +54,11 @@ def replay_of(run: Run, pace: str = "x1000", **kwargs) -> Run:
 
 @pytest.mark.parametrize("text, label", [(None, "recorded"), ("recorded", "recorded"), ("x1", "recorded"),
                                          ("x4", "x4"), ("4x", "x4"), ("×0.5", "x0.5"), ("10000 tok/s", "10000 tok/s"),
-                                         ("250tok/s", "250 tok/s")])
+                                         ("250tok/s", "250 tok/s"), ("1000000 tok/s", "1000000 tok/s"),
+                                         ("x2000.5", "x2000.5")])
 def test_a_pace_reads_as_a_person_writes_it(text, label):
     assert Pace.parse(text).label == label
+    assert Pace.parse(Pace.parse(text).label) == Pace.parse(text)  # a replay's record names its pace so
 
 
 @pytest.mark.parametrize("text, says", [("fast", "got 'fast'"), ("x0", "above 0"), ("-3 tok/s", "got '-3 tok/s'"),

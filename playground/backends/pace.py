@@ -43,21 +43,22 @@ class Pace:
         if found := _SPEED.match(text):
             speed = _number(found.group(1) or found.group(2), text)
             if not 0 < speed <= MAX_SPEED:
-                raise InvalidRequest(f"a replay's speed-up must be above 0 and at most x{MAX_SPEED:g}, got {text!r}")
+                raise InvalidRequest(f"a replay's speed-up must be above 0 and at most x{MAX_SPEED:.12g}, got {text!r}")
             return cls(speed=speed)
         if found := _RATE.match(text):
             rate = _number(found.group(1), text)
             if not 0 < rate <= MAX_RATE:
-                raise InvalidRequest(f"a replay's rate must be above 0 and at most {MAX_RATE:g} tok/s, got {text!r}")
+                raise InvalidRequest(f"a replay's rate must be above 0 and at most {MAX_RATE:.12g} tok/s, got {text!r}")
             return cls(rate=rate)
         raise InvalidRequest(f"the replay's pace must be {PACE_HELP}; got {text!r}")
 
     @property
     def label(self) -> str:
-        """How the record and the page name it: "recorded", "x4", "10000 tok/s"."""
+        """How the record and the page name it: "recorded", "x4", "10000 tok/s"; it reads back as the
+        same pace (every digit written out: "1e+06" is not a pace a person writes)."""
         if self.rate is not None:
-            return f"{self.rate:g} tok/s"
-        return "recorded" if self.speed == 1.0 else f"x{self.speed:g}"
+            return f"{self.rate:.12g} tok/s"
+        return "recorded" if self.speed == 1.0 else f"x{self.speed:.12g}"
 
     def due(self, times: Sequence[float], tokens: Sequence[int]) -> list[float]:
         """When each event is due, in seconds after the replay starts, from the events' recorded
