@@ -11,7 +11,8 @@ not with their square (a CUMULATIVE event repeats each sample's whole text so fa
 Writing is exact by construction: a part is left out, or written short, only when reading gives
 it back identical (compared by type and value); otherwise it is written as it is. No round trip
 is needed to know that what was written reads back as the run. The events are written by
-playground/bundle_events.py (at the run's end, or while it is recorded); reading is here.
+playground/bundle_events.py and the table of token texts found by playground/bundle_table.py (at
+the run's end, or while it is recorded); reading is here.
 
 The layout, beside the run's own fields (request and status always; the others when not at their
 default):
@@ -43,7 +44,7 @@ from __future__ import annotations
 
 import contextlib
 import gc
-from collections import Counter
+import operator
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import NoneType
@@ -54,6 +55,7 @@ import orjson
 from playground import bundle_logprobs
 from playground.bundle_events import OUTPUT_FIELDS, EventsWriter, arrivals, compact, covered, int_list, pieces_of
 from playground.bundle_logprobs import same
+from playground.bundle_table import TableWriter, table_of
 from playground.errors import damaged_bundle
 from playground.logprobs import Logprobs
 
@@ -96,6 +98,8 @@ def _identical(a: Any, b: list) -> bool:
     """Two lists read back alike: item by item of one type and value (floats by their digits)."""
     if type(a) is not list or len(a) != len(b):
         return False
+    if all(map(operator.is_, a, b)):  # the very objects: a recorded run's times, as its writer derives them
+        return True
     if a == b and list(map(type, a)) == list(map(type, b)) and 0.0 not in a:  # no -0.0 to tell from 0.0
         return True
     return all(x is y or same(x, y) for x, y in zip(a, b))
@@ -103,12 +107,15 @@ def _identical(a: Any, b: list) -> bool:
 
 # ---- writing -----------------------------------------------------------------------------------
 
-def encode(run, written: EventsWriter | None = None) -> dict[str, Any]:
+def encode(run, written: EventsWriter | None = None, gathered: TableWriter | None = None) -> dict[str, Any]:
     """The bundle of a Run (without its bundle_version), ready for JSON. ``written``: the writer
     that has written every event of the run already (``LiveBundle``): ``events`` is left out, for
-    the caller to add as the last field."""
+    the caller to add as the last field. ``gathered``: the table of texts gathered while the run
+    was recorded, up to its last output (used while it is ``whole``)."""
     samples, events = run.samples, run.events
-    table = _table(samples)
+    if gathered is not None and not gathered.whole:
+        gathered = None
+    table = gathered.table if gathered is not None else table_of(samples)
     short = bundle_logprobs.float32_digits(samples)
     data: dict[str, Any] = {}
     for name, default in RUN_FIELDS.items():
@@ -121,53 +128,46 @@ def encode(run, written: EventsWriter | None = None) -> dict[str, Any]:
     writer = written or EventsWriter.of(run)
     events_written = None if written else writer.add(events)
     times = writer.times
-    data["samples"] = [_sample(s, table, times[k], short) for k, s in enumerate(samples)]
+    data["samples"] = [_sample(s, table, times[k], short, None if gathered is None else gathered.differ(k))
+                       for k, s in enumerate(samples)]
     if events_written is not None:
         data["events"] = events_written
     return data
 
 
-def _table(samples: list) -> dict[int, str]:
-    """Each token id's most frequent text in the run (the first seen among equals). Nearly always
-    an id has one text in a run (its piece in the tokenizer's table): that is checked first, a
-    list at a time, and the texts are counted only when it is not so."""
-    plain = [s for s in samples if int_list(s.token_ids) and pieces_of(s.token_ids, s.token_texts) is not None]
-    seen = list(bundle_logprobs.texts_seen(samples))
-    table = dict(seen)
-    for s in plain:
-        table.update(zip(s.token_ids, s.token_texts))
-    if all(list(map(table.get, s.token_ids)) == s.token_texts for s in plain) and \
-            all(table[token_id] == text for token_id, text in seen):
-        return table
-    votes: Counter = Counter()
-    for s in plain:
-        votes.update(zip(s.token_ids, s.token_texts))
-    votes.update(seen)
-    table = {}
-    for (token_id, text), _ in sorted(votes.items(), key=lambda item: -item[1]):
-        table.setdefault(token_id, text)
-    return table
-
-
-def write(data: dict[str, Any], events: str | None = None) -> str:
+def write(data: dict[str, Any], events: list[str] | None = None) -> str:
     """The text of a bundle's ``data`` (``encode``'s, with its version), field by field in one line:
-    the samples by ``samples_json``; ``events``: the events already written as a JSON list, put
-    last (``LiveBundle``: one copy of 20 MB, not four)."""
-    fields = [f"{compact(name)}:{samples_json(value) if name == 'samples' else compact(value)}"
-              for name, value in data.items()]
+    the samples by ``samples_json``; ``events``: the events already written, the parts of a JSON
+    list, put last (``LiveBundle``). Joined once: at n=256 x 1,000 tokens the text is 16 MB."""
+    parts = []
+    for name, value in data.items():
+        parts += (",", compact(name), ":")
+        if name == "samples":
+            parts += samples_json_parts(value)
+        else:
+            parts.append(compact(value))
     if events is not None:
-        fields.append(f'"events":{events}')
-    return "{" + ",".join(fields) + "}"
+        parts += (',"events":', *events)
+    parts[:1] = ["{"]
+    parts.append("}")
+    return "".join(parts)
 
 
 def samples_json(samples: list[dict[str, Any]]) -> str:
-    """``compact(samples)``, the same text, faster: a sample that holds no float (its plain fields,
-    its token texts, its logprobs as typed arrays: what an engine's run writes) is written by
-    orjson, three to four times faster than Python's JSON for five-digit token ids and base64.
-    orjson writes a NaN as null where a bundle says NaN, so anything with a float stays with
-    ``compact``, as does what orjson refuses (an int past 64 bits, a lone surrogate)."""
-    parts = []
+    """``compact(samples)``, the same text, faster (``samples_json_parts``)."""
+    return "".join(samples_json_parts(samples))
+
+
+def samples_json_parts(samples: list[dict[str, Any]]) -> list[str]:
+    """The parts of ``compact(samples)``, the same text, faster: a sample that holds no float (its
+    plain fields, its token texts, its logprobs as typed arrays: what an engine's run writes) is
+    written by orjson, three to four times faster than Python's JSON for five-digit token ids and
+    base64. orjson writes a NaN as null where a bundle says NaN, so anything with a float stays
+    with ``compact``, as does what orjson refuses (an int past 64 bits, a lone surrogate)."""
+    parts = ["["]
     for entry in samples:
+        if len(parts) > 1:
+            parts.append(",")
         if _floatless(entry):
             try:
                 parts.append(orjson.dumps(entry).decode())
@@ -175,7 +175,8 @@ def samples_json(samples: list[dict[str, Any]]) -> str:
             except TypeError:  # orjson.JSONEncodeError is one
                 pass
         parts.append(compact(entry))
-    return "[" + ",".join(parts) + "]"
+    parts.append("]")
+    return parts
 
 
 def _floatless(entry: dict[str, Any]) -> bool:
@@ -193,11 +194,17 @@ def _floatless(entry: dict[str, Any]) -> bool:
         and all(type(v) is dict and set(map(type, v.values())) <= {str, NoneType} for v in logprobs.values())
 
 
-def _sample(s, table: dict[int, str], times: list, short: dict[float, float] | None) -> dict[str, Any]:
+def _sample(s, table: dict[int, str], times: list, short: dict[float, float] | None,
+            differ: dict[str, Any] | None = None) -> dict[str, Any]:
+    """One sample as written. ``differ``: the sample's logprobs' texts that are not the table's,
+    from a table gathered while it was recorded, which also knows that its token texts are the
+    table's (a dict, maybe empty; None when not known)."""
     data = {name: getattr(s, name) for name in PLAIN}
     ids, texts = s.token_ids, s.token_texts
-    whole_ids = int_list(ids)
-    if whole_ids and type(texts) is list and len(texts) == len(ids):
+    whole_ids = differ is not None or int_list(ids)
+    if differ is not None:
+        pass  # its token texts are the table's texts of its ids: left out
+    elif whole_ids and type(texts) is list and len(texts) == len(ids):
         changed = {} if list(map(table.get, ids)) == texts and set(map(type, texts)) <= {str} else {
             str(p): text for p, (token_id, text) in enumerate(zip(ids, texts))
             if type(text) is not str or table.get(token_id) != text}
@@ -208,7 +215,7 @@ def _sample(s, table: dict[int, str], times: list, short: dict[float, float] | N
     if not _identical(s.token_times, times):
         data["token_times"] = s.token_times
     if isinstance(s.logprobs, Logprobs):
-        data["logprobs"] = bundle_logprobs.write_arrays(s.logprobs, ids if whole_ids else [], table)
+        data["logprobs"] = bundle_logprobs.write_arrays(s.logprobs, ids if whole_ids else [], table, differ)
     elif s.logprobs is not None:
         sampled = ids if whole_ids else []
         data["logprobs"] = [bundle_logprobs.write(lp, sampled[p] if p < len(sampled) else None, table, short)

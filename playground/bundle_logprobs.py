@@ -38,7 +38,6 @@ from __future__ import annotations
 import base64
 import binascii
 import math
-from collections.abc import Iterable, Iterator
 from typing import Any
 
 import numpy as np
@@ -48,19 +47,6 @@ from playground.logprobs import Logprobs
 
 FIELDS = ("top", "token_id", "logprob", "text", "rank")
 NOT_FINITE = {"NaN": math.nan, "Infinity": math.inf, "-Infinity": -math.inf}
-
-
-def texts_seen(samples: Iterable[Any]) -> Iterator[tuple[int, str]]:
-    """(token id, text) of every alternative the samples' logprobs name: votes for the table."""
-    for s in samples:
-        if isinstance(s.logprobs, Logprobs):
-            table = s.logprobs.texts
-            yield from ((t, table[t]) for t in _distinct(s.logprobs.top_ids) if type(table.get(t)) is str)
-            continue
-        for lp in s.logprobs or ():
-            for alternative in lp.top:
-                if len(alternative) == 3 and type(alternative[0]) is int and type(alternative[2]) is str:
-                    yield alternative[0], alternative[2]
 
 
 def float32_digits(samples: list[Any]) -> dict[float, float] | None:
@@ -130,8 +116,10 @@ INTS = ("u1", "u2", "i4")  # an integer array's dtypes, smallest first (version 
 ARRAYS = {"rank": INTS, "logprob": ("f4",), "count": INTS, "top_id": INTS, "top_logprob": ("f4",)}
 
 
-def write_arrays(lps: Logprobs, sampled: list[int], table: dict[int, str]) -> dict[str, Any]:
-    """A sample's logprobs held as arrays, written as typed arrays (see the module's docstring)."""
+def write_arrays(lps: Logprobs, sampled: list[int], table: dict[int, str],
+                 differ: dict[str, Any] | None = None) -> dict[str, Any]:
+    """A sample's logprobs held as arrays, written as typed arrays (see the module's docstring).
+    ``differ``: the texts its ids have that are not the table's, when already known."""
     starts = np.frombuffer(lps.starts, dtype=np.int32)
     data = {"rank": _typed_ints(lps.rank), "logprob": _typed(lps.sampled, "f4"),
             "count": _typed_ints(np.diff(starts)), "top_id": _typed_ints(lps.top_ids),
@@ -139,7 +127,8 @@ def write_arrays(lps: Logprobs, sampled: list[int], table: dict[int, str]) -> di
     if lps.ids.tolist() != sampled[:len(lps)]:
         data["token_id"] = _typed_ints(lps.ids)
     texts = lps.texts
-    differ = {str(t): texts.get(t) for t in _distinct(lps.ids, lps.top_ids) if texts.get(t) != table.get(t)}
+    if differ is None:
+        differ = {str(t): texts.get(t) for t in distinct(lps.ids, lps.top_ids) if texts.get(t) != table.get(t)}
     if differ:
         data["texts"] = differ
     return data
@@ -174,7 +163,7 @@ def read_arrays(where: str, entry: dict, sampled: list[int], table: dict[int, st
     return made
 
 
-def _distinct(*arrays: Any) -> list[int]:
+def distinct(*arrays: Any) -> list[int]:
     """The ids in int32 arrays, each once, in order (numpy's sort: a set of every alternative of
     every position was a tenth of writing a big run)."""
     return np.unique(np.concatenate([np.frombuffer(a, dtype=np.int32) for a in arrays])).tolist()

@@ -21,6 +21,7 @@ import pandas as pd
 
 from playground import bundle_format, bundle_v3
 from playground.bundle_events import EventsWriter, compact
+from playground.bundle_table import TableWriter
 from playground.errors import InvalidBundle, damaged_bundle
 from playground.logprobs import Logprobs, TokenLogprob
 
@@ -33,6 +34,7 @@ from playground.logprobs import Logprobs, TokenLogprob
 # Versions 1 and 2 are the record as plain data, the layout versions 3 to 5 are decoded into.
 BUNDLE_VERSION = bundle_format.VERSION
 PLAIN_VERSION = 2
+TABLE_EVERY = 16  # LiveBundle's writes between two looks at the samples' new token texts
 
 
 class EventOutput:
@@ -325,9 +327,11 @@ class LiveBundle:
     events are written once and kept, so it may be saved any number of times, from any thread.
     """
 
-    def __init__(self, run: Run):
+    def __init__(self, run: Run, table_every: int = TABLE_EVERY):
         self.run = run
         self._writer: EventsWriter | None = None
+        self._table: TableWriter | None = None  # the token texts' table, gathered every ``table_every`` writes
+        self._writes, self._table_every = 0, table_every
         self._parts: list[str] = []  # the events written so far, a JSON text per part
         self._lock = threading.Lock()  # the store may save from a thread while an export writes
         self._ended = False  # the last events are written: nothing is added any more
@@ -353,11 +357,14 @@ class LiveBundle:
         if self._ended:
             return len(run.events) == self._writer.count and self._writer.follows(run.samples)
         if self._writer is None:
-            self._writer = EventsWriter.of(run)
+            self._writer, self._table = EventsWriter.of(run), TableWriter(run.samples)
         elif not self._writer.follows(run.samples):
             return False
         if new := run.events[self._writer.count:]:
             self._parts.append(",".join(map(compact, self._writer.add(new, final=final))))
+        self._writes += 1
+        if self._writes % self._table_every == 0:
+            self._table.add()
         if final:
             if not self._writer.guessed_right():
                 return False
@@ -370,10 +377,11 @@ class LiveBundle:
             return None
         with self._lock, bundle_format.collector_paused():
             if self._writer is not None and len(run.events) < self._writer.count or \
-                    not self._advance(final=run.finished):
-                return None
-            data = {"bundle_version": BUNDLE_VERSION, **bundle_format.encode(run, self._writer)}
-            return bundle_format.write(data, "[" + ",".join(p for p in self._parts if p) + "]")
+                    not self._advance(final=run.finished) or not self._writer.guessed_right():
+                return None  # (saved while it streams: a text guessed whole must be the sample's so far)
+            self._table.add()  # up to the last output
+            data = {"bundle_version": BUNDLE_VERSION, **bundle_format.encode(run, self._writer, self._table)}
+            return bundle_format.write(data, ["[", ",".join(p for p in self._parts if p), "]"])
 
 
 def _logprob_from_dict(d: dict[str, Any]) -> TokenLogprob:

@@ -10,6 +10,7 @@ import copy
 import dataclasses
 import json
 import math
+from types import SimpleNamespace
 from typing import Any
 
 import jsonschema
@@ -20,6 +21,7 @@ from playground import bundle_format
 from playground.backends.recorder import Observation, RunRecorder
 from playground.bundle_events import compact
 from playground.bundle_format import SCHEMA_PATH
+from playground.logprobs import Logprobs
 from playground.run import Event, EventOutput, LiveBundle, Run, Sample, TokenLogprob
 
 KINDS = ("CUMULATIVE", "DELTA", "FINAL_ONLY")
@@ -48,6 +50,8 @@ def canonical(value: Any) -> Any:
         return ("dict", [(canonical(k), canonical(v)) for k, v in value.items()])
     if isinstance(value, EventOutput):
         return ("output", [canonical(getattr(value, name)) for name in EventOutput.FIELDS])
+    if isinstance(value, Logprobs):  # arrays: compared as the positions (with their texts) they give
+        return ("positions", [canonical(dataclasses.asdict(lp)) for lp in value])
     raise TypeError(type(value))
 
 
@@ -191,23 +195,42 @@ def test_the_canonical_form_tells_apart_what_json_would_not():
     assert canonical(math.nan) == canonical(float("nan")) and canonical((1, 2)) != canonical([1, 2])
 
 
+def flat_logprobs(ids: list[int], tops: list[list[int]]) -> SimpleNamespace:
+    """vLLM's FlatLogprobs layout: per position the sampled token (rank 1), then the alternatives."""
+    flat = SimpleNamespace(start_indices=[], end_indices=[], token_ids=[], logprobs=[], ranks=[])
+    for token_id, top in zip(ids, tops):
+        flat.start_indices.append(len(flat.token_ids))
+        flat.token_ids += [token_id, *top]
+        flat.logprobs += [-0.5] + [-1.0 - r for r in range(len(top))]
+        flat.ranks += [1, *range(1, len(top) + 1)]
+        flat.end_indices.append(len(flat.token_ids))
+    return flat
+
+
 @st.composite
 def recorded(draw) -> tuple[Run, list[str], str]:
     """A run as the recorder grows it, its LiveBundle advanced at random moments between outputs:
     DELTA or CUMULATIVE outputs, texts that are not their pieces, and now and then a CUMULATIVE
     output that does not extend what its sample had (the recorder replaces the sample's lists),
     and finish reasons, on a sample's last output or not (a stop string cuts the text it ends with).
+    With logprobs (half the runs), as vLLM's flat arrays: the sampled token and up to two
+    alternatives per position, their texts a token's text alone, which for some ids is not the
+    piece a sample's text has (the table's gathering finds them, or gives up when such an id is
+    also an alternative). The table is gathered at every write of the events, or less often.
     Returns the run, and what it wrote: through its LiveBundle (twice: a run is saved more than
     once) and whole."""
     kind = draw(st.sampled_from(("DELTA", "CUMULATIVE")))
     n = draw(st.integers(1, 3))
     vocab = draw(st.lists(st.integers(0, 1000), min_size=1, max_size=6, unique=True))
     piece = {t: draw(st.one_of(texts, st.just("é"))) for t in vocab}
-    recorder = RunRecorder({"prompt": "p", "n": n, "output_kind": kind, "request_id": "run-1"}, list(range(n)))
-    bundle = recorder.run.written = LiveBundle(recorder.run)
+    alone = {t: piece[t] if draw(st.integers(0, 3)) else "~" + piece[t] for t in vocab}  # a token's text alone
+    with_logprobs = draw(st.booleans())
+    recorder = RunRecorder({"prompt": "p", "n": n, "output_kind": kind, "request_id": "run-1"}, list(range(n)),
+                           texts=alone.get)
+    bundle = recorder.run.written = LiveBundle(recorder.run, table_every=draw(st.sampled_from((1, 2, 16))))
     had = [([], "") for _ in range(n)]  # per sample: its ids and text so far, as the engine said them
     for _ in range(draw(st.integers(1, 10))):
-        outputs, pieces = [], {}
+        outputs, pieces, logprobs = [], {}, {}
         for i in draw(st.permutations(range(n))):
             if not draw(st.booleans()):
                 continue
@@ -225,11 +248,19 @@ def recorded(draw) -> tuple[Run, list[str], str]:
             else:
                 pieces[i] = [piece[t] for t in ids[len(recorder.run.samples[i].token_ids):]]  # what it adds
                 outputs.append(EventOutput(i, text, list(ids), finish))
+            if with_logprobs:  # DELTA: the new positions; CUMULATIVE: every one so far
+                positions = new if kind == "DELTA" else ids
+                tops = [draw(st.lists(st.sampled_from(vocab), max_size=2, unique=True)) for _ in positions]
+                logprobs[i] = (flat_logprobs(positions, tops), 0)
         if outputs:
             recorder.observe(Observation(Event(recorder.t0 + len(recorder.run.events), False, outputs),
-                                         token_texts=pieces))
+                                         token_texts=pieces, logprobs=logprobs))
         if draw(st.booleans()):
             bundle.advance()
+        if draw(st.integers(0, 7)) == 0:  # saved while it streams (an export): the run so far
+            so_far = recorder.run
+            assert canonical(dataclasses.asdict(Run.from_json(so_far.to_json()))) == \
+                canonical(dataclasses.asdict(so_far))
     run = recorder.finish(draw(st.sampled_from(["finished", "aborted"])))
     first = run.to_json()
     whole = dataclasses.replace(run)  # the same record, without the bundle written while it grew
