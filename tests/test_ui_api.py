@@ -66,7 +66,8 @@ def test_n256_on_the_default_engine_gives_256_samples_with_consecutive_seeds(cli
     batch (the engine plan sizes max_num_seqs and the KV cache for it) and every sample comes back
     with its own seed."""
     assert backend.limits.max_n == 256
-    run = Run.from_json(client.predict(prompt=PROMPT, n=256, seed=1000, max_tokens=4, output_kind="FINAL_ONLY",
+    # two tokens each: one from its prefill, one from a decode step (the batch has room for all 256)
+    run = Run.from_json(client.predict(prompt=PROMPT, n=256, seed=1000, max_tokens=2, output_kind="FINAL_ONLY",
                                        use_chat_template=False, api_name="/sample"))
     assert run.status == "finished" and run.n == 256
     assert [s.seed for s in run.samples] == list(range(1000, 1256))
