@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
 from typing import Any
 
 from playground.bundle_events import int_list, pieces_of
@@ -57,6 +58,18 @@ def texts_seen(samples: Iterable[Any]) -> Iterator[tuple[int, str]]:
                     yield alternative[0], alternative[2]
 
 
+@dataclass(slots=True)
+class _Followed:
+    """One sample as ``TableWriter`` follows it: its lists, and how far into them it has looked."""
+
+    ids: list
+    texts: list
+    logprobs: Logprobs | None = None
+    tokens: int = 0
+    positions: int = 0
+    alternatives: int = 0
+
+
 class TableWriter:
     """``table_of`` a run's samples, gathered while they grow: ``add`` looks at what each added
     since its last look. While ``whole``, ``table`` is what ``table_of`` gives for the samples as
@@ -70,7 +83,7 @@ class TableWriter:
         self.table: dict[int, str] = {}
         self.whole = True
         self._texts: dict[int, str] | None = None  # the one table of texts every sample's logprobs use
-        self._followed: list[list | None] = [None] * len(samples)  # per sample: its lists and how far looked
+        self._followed: list[_Followed | None] = [None] * len(samples)
         self._differing: set[int] = set()  # sampled ids whose piece is not the table's text
         self._checked: set[int] = set()  # sampled ids compared so far
 
@@ -86,10 +99,11 @@ class TableWriter:
             ids, texts, lps = s.token_ids, s.token_texts, s.logprobs
             followed = self._followed[k]
             if followed is None:
-                followed = self._followed[k] = [ids, texts, None, 0, 0, 0]  # lists; tokens, positions, alternatives
-            if followed[0] is not ids or followed[1] is not texts or type(ids) is not list or type(texts) is not list:
+                followed = self._followed[k] = _Followed(ids, texts)
+            if followed.ids is not ids or followed.texts is not texts or type(ids) is not list or \
+                    type(texts) is not list:
                 return False
-            done = followed[3]
+            done = followed.tokens
             new_ids = ids[done:]
             end = done + len(new_ids)
             new_texts = texts[done:end]
@@ -100,20 +114,21 @@ class TableWriter:
             for token_id, text in zip(new_ids, new_texts):
                 if table.setdefault(token_id, text) != text:
                     return False
-            followed[3] = end
+            followed.tokens = end
             if lps is None:
                 continue
-            if followed[2] is None:
-                followed[2] = lps
-            if followed[2] is not lps or not isinstance(lps, Logprobs) or \
+            if followed.logprobs is None:
+                followed.logprobs = lps
+            if followed.logprobs is not lps or not isinstance(lps, Logprobs) or \
                     (self._texts is not None and lps.texts is not self._texts):
                 return False
             self._texts = lps.texts
-            new_sampled, new_alternatives = lps.ids[followed[4]:], lps.top_ids[followed[5]:]  # copies, not views
+            # copies, not views: a view would keep the arrays from growing
+            new_sampled, new_alternatives = lps.ids[followed.positions:], lps.top_ids[followed.alternatives:]
             sampled.append(new_sampled)
             alternatives.append(new_alternatives)
-            followed[4] += len(new_sampled)
-            followed[5] += len(new_alternatives)
+            followed.positions += len(new_sampled)
+            followed.alternatives += len(new_alternatives)
         pieces = self._texts
         for token_id in distinct(*alternatives) if alternatives else ():
             text = pieces.get(token_id)
@@ -133,8 +148,8 @@ class TableWriter:
         None when the sample has grown since the last look (a run saved while it streams)."""
         s, followed = self.samples[k], self._followed[k]
         lps = s.logprobs
-        if not self.whole or followed is None or followed[3] != len(s.token_ids) or \
-                lps is not None and (lps is not followed[2] or followed[4] != len(lps.ids)):
+        if not self.whole or followed is None or followed.tokens != len(s.token_ids) or \
+                lps is not None and (lps is not followed.logprobs or followed.positions != len(lps.ids)):
             return None
         if not self._differing or lps is None:
             return {}
