@@ -366,8 +366,6 @@ class LiveBundle:
         if self._writes % self._table_every == 0:
             self._table.add()
         if final:
-            if not self._writer.guessed_right():
-                return False
             self._parts, self._ended = [",".join(p for p in self._parts if p)], True
         return True
 
@@ -378,7 +376,7 @@ class LiveBundle:
         with self._lock, bundle_format.collector_paused():
             if self._writer is not None and len(run.events) < self._writer.count or \
                     not self._advance(final=run.finished) or not self._writer.guessed_right():
-                return None  # (saved while it streams: a text guessed whole must be the sample's so far)
+                return None  # a text guessed whole before the end must be its sample's (so far, or final)
             self._table.add()  # up to the last output
             data = {"bundle_version": BUNDLE_VERSION, **bundle_format.encode(run, self._writer, self._table)}
             return bundle_format.write(data, ["[", ",".join(p for p in self._parts if p), "]"])
