@@ -42,6 +42,7 @@ class SessionStart:
         self._errors: dict[str, BaseException] = {}
         self._ready = {name: threading.Event() for name in IN_THREAD}
         self._thread: threading.Thread | None = None
+        self._imported = threading.Event()  # the thread has imported vLLM (and transformers through it)
         self._wanted: set[str] = set()  # what the thread starts
         self._stack = contextlib.ExitStack()
 
@@ -61,6 +62,11 @@ class SessionStart:
             self._thread.start()
 
     def _start(self, wanted: list[str]) -> None:
+        with contextlib.suppress(Exception):  # a failed import fails the start below, which says so
+            from transformers import AutoConfig, AutoTokenizer  # noqa: F401  (the names the tests import)
+
+            import playground.backends.embedded  # noqa: F401  (vLLM, and transformers through it)
+        self._imported.set()
         for name in wanted:
             try:
                 self._made[name] = getattr(self, f"_make_{name}")()
@@ -96,6 +102,14 @@ class SessionStart:
         if name in self._errors:
             raise self._errors[name]
         return self._made[name]
+
+    def imports(self) -> None:
+        """Wait until the thread has imported vLLM. transformers resolves its names lazily, and two
+        threads resolving them at once get a half-made module ("cannot import name
+        'PreTrainedConfig'" in the thread, 'AutoTokenizer' in the test): a test that imports from
+        transformers while the engines start calls this first."""
+        if self._thread is not None:
+            self._imported.wait(START_TIMEOUT)
 
     def join(self) -> None:
         """Wait until the thread has started what it starts."""

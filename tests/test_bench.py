@@ -14,6 +14,7 @@ import pytest
 
 from playground import bench
 from playground.bench import Arrivals
+from tests.session_start import STARTING
 
 NUMBER = r"(\d+\.\d\d|nan)"
 HEADLINE = re.compile(rf"^wrapper/native={NUMBER} ui/native={NUMBER} native/hf={NUMBER} native/limit={NUMBER} "
@@ -156,6 +157,7 @@ def test_the_limit_multiplies_exactly_the_checkpoints_matrices(model_path):
     import json
     import struct
 
+    STARTING.imports()
     from transformers import AutoConfig
 
     from playground.bench.limit import decode_shapes

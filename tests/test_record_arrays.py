@@ -21,10 +21,12 @@ from playground.backends.pieces import DecodedPieces, TokenTable
 from playground.logprobs import Logprobs, TokenLogprob
 from playground.ui.samples_area import SamplesSession
 from playground.ui.samples_replay import synthetic_run
+from tests.session_start import STARTING
 
 
 @pytest.fixture(scope="module")
 def tokenizer(model_path):
+    STARTING.imports()
     from transformers import AutoTokenizer
 
     return AutoTokenizer.from_pretrained(model_path)
