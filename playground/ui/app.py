@@ -10,8 +10,6 @@ every path that shows a run shows it in every tab.
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 import tempfile
 from functools import partial
 from pathlib import Path
@@ -27,6 +25,7 @@ from playground.ui import (
     compare_tab,
     controls,
     export_tab,
+    gradio_costs,
     graph_tab,
     history_tab,
     links,
@@ -48,9 +47,6 @@ from playground.ui.panels import panel
 from playground.ui.samples_area import SamplesArea
 
 ASSETS = Path(__file__).resolve().parents[2] / "assets"
-QUEUE_POLL_S = 0.02  # how often Gradio's idle queue looks for a new event (its own default: 0.001)
-PROGRESS_POLL_S = 0.1  # how often it looks for a progress bar's news (its own default: 0.01)
-ANALYTICS_EVERY = 1000  # events between two of its monitoring summaries (its own default: every event)
 # Open-ended starts: seeded samples diverge within a few tokens, and the tree shows where. Each with
 # what it needs: the chat template (an instruct model answers questions only inside it), n and a
 # temperature.
@@ -255,29 +251,9 @@ def picked_reference(evt: gr.SelectData):
     return gr.update(value=int(evt.index))
 
 
-def _matplotlib_absent() -> None:
-    """Gradio imports matplotlib around every call of an event's function (to pin its backend),
-    twice per yield of a stream; where it is not installed, each try searches the whole import
-    path again (about a millisecond). Marked absent once, the import fails at once, as it would."""
-    if "matplotlib" not in sys.modules and importlib.util.find_spec("matplotlib") is None:
-        sys.modules["matplotlib"] = None
-
-
 def launch_app(demo: gr.Blocks, *, concurrency: int = 8, queue_size: int = 64, **launch_kwargs):
     """Launch with the playground's styles and queue settings (shared by app.py and the tests)."""
     demo.queue(default_concurrency_limit=concurrency, max_size=queue_size)
-    # Gradio's queue looks for new events every millisecond while it has none: 1,000 wake-ups a
-    # second on the event loop that streams the runs, about 5 % of a core here whatever the app
-    # does. Every 20 ms is still far below what a person notices between a click and its start.
-    # Its progress loop looks for progress bars' news every 10 ms, run or no run: 100 more. Only
-    # the QA matrix has a progress bar, and ten updates a second is plenty for one.
-    demo._queue.sleep_when_free = QUEUE_POLL_S
-    demo._queue.progress_update_sleep_when_free = PROGRESS_POLL_S
-    # At the end of every event it summarizes its last 10,000 events for its monitoring page (a
-    # pandas frame grouped by function, with percentiles): 30-50 ms of CPU an event here, every
-    # /sample call and every click, with the GIL held while runs stream. Once every 1,000 events
-    # keeps that page's figures.
-    demo._queue.ANAYLTICS_CACHE_FREQUENCY = ANALYTICS_EVERY
-    _matplotlib_absent()
+    gradio_costs.trim(demo)  # what Gradio does per event, yield and idle moment that the app does not need
     return demo.launch(css_paths=[ASSETS / "style.css"], max_file_size=f"{demo.max_file_mb:g}mb", **launch_kwargs)
 
