@@ -13,8 +13,9 @@ runs vLLM's front end, with the engine core's (a child process) beside it:
 - ``record``: ``record()`` through the embedded backend (native n): the run record the app keeps,
   without the UI;
 - ``/sample``: a gradio_client call to ``python app.py`` (native n), the app's own process only;
-- ``page``: the page in headless Chromium on that app (native n), the app's own process only;
-  Chromium's own CPU per token (``browser_ms_per_token``) beside it.
+- ``page``: the page in headless Chromium on that app (native n), the app's own process only, from
+  the Run click (the page is loaded once and run many times: its load, ``page_load_cpu_s``, is
+  printed beside, not counted); Chromium's own CPU per token (``browser_ms_per_token``) beside it.
 
 ``ratio`` is each path's CPU per token over ``vllm``'s for the same n and logprobs. One request
 each (CPU time is steady where wall time is not); the in-process paths run first, on an engine of
@@ -99,21 +100,30 @@ def through_app(port: int, out: Path, sizes: list[tuple[int, int, int | None]], 
     try:
         for n, tokens, logprobs in sizes:
             request = request_of(n, tokens, logprobs)
+            marks: dict[str, tuple[float, float]] = {}
+
+            def loaded(marks=marks):  # the page loaded and filled: its run's CPU counts from here
+                marks["run"] = app_cpu(proc.pid)
+
             clients = [("/sample", lambda r=request: http_sample_run(url, r))]
             if browser is not None:
-                clients.append(("page", lambda r=request: page_run(browser, url, r, r["n"] * r["max_tokens"])))
+                clients.append(("page", lambda r=request: page_run(browser, url, r, r["n"] * r["max_tokens"],
+                                                                   loaded=loaded)))
             for path, run in clients:
-                before, started = app_cpu(proc.pid), time.time()
+                marks.clear()
+                first, started = app_cpu(proc.pid), time.time()
                 try:
                     got = run()
                 except Exception as e:  # one client that fails (a timeout on a busy machine) costs its row only
                     print(f"cpu per token: {path} n={n} logprobs={logprobs}: {type(e).__name__}: {e}", file=sys.stderr)
                     continue
                 after = app_cpu(proc.pid)
+                before = marks.get("run", first)
                 # the run as its client saw it: the call to its final value, the Run click to the page's end
                 wall = got["finished_s"] if "finished_s" in got else got["arrived"] - started
                 rows.append({**row(path, n, tokens, logprobs, n * tokens, after[0] - before[0], after[1] - before[1]),
                              "wall_s": wall, "tok_per_s": n * tokens / wall,
+                             **({"page_load_cpu_s": before[0] - first[0]} if "run" in marks else {}),
                              **({"browser_ms_per_token": 1000 * got["browser_cpu_s"] / (n * tokens)}
                                 if "browser_cpu_s" in got else {})})
     finally:
@@ -145,6 +155,8 @@ def summary(rows: list[dict[str, Any]]) -> str:
                    for path in PATHS if path in here]
         if here.get("page", {}).get("tok_per_s") and here.get("/sample", {}).get("tok_per_s"):
             figures.append(f"page/sample_tok_s={here['page']['tok_per_s'] / here['/sample']['tok_per_s']:.2f}")
+        if here.get("page", {}).get("page_load_cpu_s") is not None:  # apart: a page loads once, runs many times
+            figures.append(f"page_load_cpu_s={here['page']['page_load_cpu_s']:.2f}")
         if here.get("page", {}).get("browser_ms_per_token") is not None:  # Chromium's, on the engine's cores here
             figures.append(f"page_browser={here['page']['browser_ms_per_token']:.3f}")
         parts.append(f"n{n}{'+top' + str(logprobs) if logprobs else ''}: " + " ".join(figures))
