@@ -8,6 +8,7 @@ without the adjustment, on the same values.
 from __future__ import annotations
 
 import asyncio
+import inspect
 
 import gradio as gr
 import pytest
@@ -79,3 +80,13 @@ def test_trim_sets_the_queue():
     assert demo._queue.sleep_when_free == gradio_costs.QUEUE_POLL_S
     assert demo._queue.progress_update_sleep_when_free == gradio_costs.PROGRESS_POLL_S
     assert demo._queue.ANAYLTICS_CACHE_FREQUENCY == gradio_costs.ANALYTICS_EVERY
+
+
+def test_signatures_once_give_the_same_session_config():
+    """A new session's configuration of every component is the same with the signatures kept."""
+    demo, outputs = _blocks()
+    own = SessionState(demo).config_values
+    gradio_costs.signatures_once(demo)
+    assert SessionState(demo).config_values == own
+    kind = type(outputs[2]).__init__
+    assert inspect.signature(kind) is inspect.signature(kind)  # kept, not computed again
