@@ -5,8 +5,9 @@ event, per yield of a stream, or per second while nothing happens is taken from 
 outputs. Each adjustment here keeps what Gradio's own behaviour gives a person, and says what it
 cost without it (measured on a 2-core CPU machine, the app's process CPU time).
 
-Gradio is pinned (requirements.txt): these touch its queue's attributes and one method of the
-Blocks, and ``tests/test_gradio_costs.py`` holds each to Gradio's own results.
+Gradio is pinned (requirements.txt): these touch its queue's attributes, one method of the Blocks
+and the signatures of its component classes, and ``tests/test_gradio_costs.py`` holds each to
+Gradio's own results.
 """
 
 from __future__ import annotations
