@@ -92,7 +92,7 @@ def in_process(backend, n: int, tokens: int, logprobs: int | None) -> list[dict[
 def through_app(port: int, out: Path, sizes: list[tuple[int, int, int | None]], browser=None) -> list[dict[str, Any]]:
     """``/sample`` and the page on ``python app.py`` (its own engine), one request per size each."""
     from playground.bench.browser import start_app, stop_app
-    from playground.bench.paced import app_cpu, http_sample_run, page_run
+    from playground.bench.paced import cpu_from_loaded, http_sample_run, page_run
 
     proc, _ = start_app(port, out / "cpu-app.log", ["--max-n", str(max(256, *(n for n, _, _ in sizes)))])
     url = f"http://127.0.0.1:{port}/"
@@ -100,30 +100,22 @@ def through_app(port: int, out: Path, sizes: list[tuple[int, int, int | None]], 
     try:
         for n, tokens, logprobs in sizes:
             request = request_of(n, tokens, logprobs)
-            marks: dict[str, tuple[float, float]] = {}
-
-            def loaded(marks=marks):  # the page loaded and filled: its run's CPU counts from here
-                marks["run"] = app_cpu(proc.pid)
-
-            clients = [("/sample", lambda r=request: http_sample_run(url, r))]
+            clients = [("/sample", lambda _, r=request: http_sample_run(url, r))]
             if browser is not None:
-                clients.append(("page", lambda r=request: page_run(browser, url, r, r["n"] * r["max_tokens"],
-                                                                   loaded=loaded)))
+                clients.append(("page", lambda loaded, r=request: page_run(browser, url, r, r["n"] * r["max_tokens"],
+                                                                           loaded=loaded)))
             for path, run in clients:
-                marks.clear()
-                first, started = app_cpu(proc.pid), time.time()
+                started = time.time()
                 try:
-                    got = run()
+                    got, (app_s, engine_s), load = cpu_from_loaded(proc.pid, run)
                 except Exception as e:  # one client that fails (a timeout on a busy machine) costs its row only
                     print(f"cpu per token: {path} n={n} logprobs={logprobs}: {type(e).__name__}: {e}", file=sys.stderr)
                     continue
-                after = app_cpu(proc.pid)
-                before = marks.get("run", first)
                 # the run as its client saw it: the call to its final value, the Run click to the page's end
                 wall = got["finished_s"] if "finished_s" in got else got["arrived"] - started
-                rows.append({**row(path, n, tokens, logprobs, n * tokens, after[0] - before[0], after[1] - before[1]),
+                rows.append({**row(path, n, tokens, logprobs, n * tokens, app_s, engine_s),
                              "wall_s": wall, "tok_per_s": n * tokens / wall,
-                             **({"page_load_cpu_s": before[0] - first[0]} if "run" in marks else {}),
+                             **({"page_load_cpu_s": load} if load is not None else {}),
                              **({"browser_ms_per_token": 1000 * got["browser_cpu_s"] / (n * tokens)}
                                 if "browser_cpu_s" in got else {})})
     finally:

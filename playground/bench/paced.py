@@ -103,6 +103,24 @@ def app_cpu(pid: int) -> tuple[float, float]:
     return own.user + own.system, sum(process_cpu(child) for child in app.children(recursive=True))
 
 
+def cpu_from_loaded(pid: int, run: Callable[[Callable[[], None]], Any]
+                    ) -> tuple[Any, tuple[float, float], float | None]:
+    """``run(loaded)``'s result; the app's CPU over it (app, engine: ``app_cpu``), counted from
+    ``loaded()`` on when ``run`` calls it (a page, at its Run click: a page is loaded once and run
+    many times); and the app's CPU before that (the page's load), None when ``run`` never calls it."""
+    first = app_cpu(pid)
+    marks: dict[str, tuple[float, float]] = {}
+
+    def loaded() -> None:
+        marks["run"] = app_cpu(pid)
+
+    got = run(loaded)
+    after = app_cpu(pid)
+    before = marks.get("run", first)
+    load = before[0] - first[0] if "run" in marks else None
+    return got, (after[0] - before[0], after[1] - before[1]), load
+
+
 def played(log: Path, request_id: str | None = None) -> dict[str, Any] | None:
     """The replay line the app printed for ``request_id`` (None: its last one), as numbers."""
     found = None
@@ -269,24 +287,15 @@ def measure_case(case: PacedCase, port: int, out: Path, browser=None) -> list[di
     url = f"http://127.0.0.1:{port}/"
     rows = []
     try:
-        clients = [("/sample", lambda: http_sample_run(url, {"prompt": "synthetic", "n": case.n})),
-                   ("/sample gradio_client", lambda: sample_run(url, {"prompt": "synthetic", "n": case.n}))]
-        marks: dict[str, float] = {}
-
-        def loaded():  # the page loaded and filled: its run's CPU counts from here (a page loads once)
-            marks["run"] = app_cpu(proc.pid)[0]
-
+        clients = [("/sample", lambda _: http_sample_run(url, {"prompt": "synthetic", "n": case.n})),
+                   ("/sample gradio_client", lambda _: sample_run(url, {"prompt": "synthetic", "n": case.n}))]
         if browser is not None:
-            clients.append(("page", lambda: page_run(browser, url, {"prompt": "synthetic", "n": case.n},
-                                                     alone["tokens"], loaded=loaded)))
+            clients.append(("page", lambda loaded: page_run(browser, url, {"prompt": "synthetic", "n": case.n},
+                                                            alone["tokens"], loaded=loaded)))
         for client, run in clients:
-            marks.clear()
-            first = app_cpu(proc.pid)[0]
-            seen = run()
-            before = marks.get("run", first)
-            cpu = app_cpu(proc.pid)[0] - before
-            if "run" in marks:
-                seen["page_load_cpu_s"] = before - first
+            seen, (cpu, _), load = cpu_from_loaded(proc.pid, run)
+            if load is not None:
+                seen["page_load_cpu_s"] = load
             said = played(log, seen.get("request_id"))
             if said is None:
                 rows.append({"case": case.name, "client": client, "error": "the app printed no replay line"})

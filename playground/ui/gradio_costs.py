@@ -96,7 +96,7 @@ def skip_untouched(demo: gr.Blocks) -> None:
             given.outputs = [outputs[i] for i in kept]
             # one output: its bare value, as Gradio has it from a function of one output
             done = await original(given, values[kept[0]] if len(kept) == 1 else [values[i] for i in kept], state)
-        result = [None if getattr(block, "stateful", False) else _empty_update(type(block), block)
+        result = [None if getattr(block, "stateful", False) else _empty_update(block)
                   for block in outputs]
         for i, value in zip(kept, done, strict=True):
             result[i] = value
@@ -125,9 +125,10 @@ def _by_output(block_fn, predictions) -> list | None:
     return None
 
 
-def _empty_update(kind: type, block) -> dict:
+def _empty_update(block) -> dict:
     """Gradio's empty update of a component of this kind (an HTML's carries its own ``props``,
     which Gradio finds by reading ``HTML.__init__``'s signature at every call): made once a kind."""
+    kind = type(block)
     if kind not in _EMPTY:
         _EMPTY[kind] = postprocess_update_dict(block, dict(_SKIP))
     return {k: dict(v) if isinstance(v, dict) else v for k, v in _EMPTY[kind].items()}
