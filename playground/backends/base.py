@@ -128,6 +128,7 @@ class Recording:
         self.run: Run = self.recorder.run
         self.watch = None  # an OutputWatch, when a front end that steps the engine itself keeps one
         self.so_far = None  # a SoFar, when that front end takes CUMULATIVE outputs as additions
+        self.spelling = None  # a Spelling, when that front end makes the texts from the token table
 
     def observe(self, observation: Observation) -> bool:
         """Take one observation; True when it was an event (the Run visibly changed)."""

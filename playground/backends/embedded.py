@@ -21,7 +21,13 @@ from vllm.v1.engine.exceptions import EngineDeadError
 
 from playground.backends.base import Prepared
 from playground.backends.engine import EngineHost, describe_engine
-from playground.backends.outputs import OutputWatch, SoFar, child_observation, observation_from_output
+from playground.backends.outputs import (
+    OutputWatch,
+    SoFar,
+    child_observation,
+    observation_from_output,
+    table_spelling,
+)
 from playground.backends.pieces import TokenTable
 from playground.backends.recorder import Observation
 from playground.backends.resources import Workload
@@ -120,7 +126,8 @@ class EmbeddedBackend:
             self.restart()
             raise EngineUnavailable(DEAD)
         request = prepared.request
-        params = sampling_params(request)
+        spelling = table_spelling(self, prepared)
+        params = sampling_params(request, detokenize=spelling is None)
         tokens = TokensPrompt(prompt_token_ids=prepared.engine_prompt_ids, prompt=prepared.rendered_prompt)
         # Native FINAL_ONLY builds its one output from the last child to finish, so the output's
         # engine facts cannot be attributed to outputs[0]; the wrapper reports them per child.
@@ -142,7 +149,7 @@ class EmbeddedBackend:
                 # Counted as the caller receives the output: vLLM counts each child, not the parent.
                 observation = observation_from_output(output, time.monotonic(), child_facts=attribute,
                                                       engine_requests=sampler.engine.get_num_unfinished_requests(),
-                                                      so_far=so_far)
+                                                      so_far=so_far, spelling=spelling)
                 # One observation per output: the children's own facts ride along (recorded first).
                 observation.num_cached_tokens = {**facts.num_cached_tokens, **observation.num_cached_tokens}
                 observation.metrics = {**facts.metrics, **observation.metrics}

@@ -10,6 +10,7 @@ from typing import Any
 
 from vllm.logprobs import FlatLogprobs
 
+from playground.backends.pieces import Spelling
 from playground.backends.recorder import Observation
 from playground.run import Event, EventOutput, TokenLogprob
 
@@ -23,10 +24,10 @@ class SoFar:
         self.ids: dict[int, int] = {}
         self.text: dict[int, str] = {}
 
-    def output(self, c: Any, observation: Observation) -> EventOutput:
-        """``c``'s part of the event: its addition when it extends its index's previous output
-        (noted in ``observation.additions``), else the whole of it."""
-        index, text, ids = c.index, c.text, c.token_ids
+    def output(self, c: Any, text: str, observation: Observation) -> EventOutput:
+        """``c``'s part of the event (``text``: its text): its addition when it extends its
+        index's previous output (noted in ``observation.additions``), else the whole of it."""
+        index, ids = c.index, c.token_ids
         before, previous = self.ids.get(index, 0), self.text.get(index, "")
         self.ids[index], self.text[index] = len(ids), text
         if len(ids) >= before and text.startswith(previous):
@@ -35,8 +36,8 @@ class SoFar:
         return EventOutput(index, text, list(ids), c.finish_reason, c.stop_reason)
 
 
-def observation_from_output(output: Any, t: float, child_facts: bool = True,
-                            engine_requests: int | None = None, so_far: SoFar | None = None) -> Observation:
+def observation_from_output(output: Any, t: float, child_facts: bool = True, engine_requests: int | None = None,
+                            so_far: SoFar | None = None, spelling: Spelling | None = None) -> Observation:
     """Copy a vLLM RequestOutput into an Observation, at once.
 
     In CUMULATIVE mode vLLM hands out its live token list, which keeps growing after the output
@@ -48,12 +49,17 @@ def observation_from_output(output: Any, t: float, child_facts: bool = True,
     output it was built from, which is ``outputs[0]`` for streamed kinds. ``child_facts=False``
     skips that attribution where it does not hold (FINAL_ONLY with n > 1) or where the caller
     observes each child directly (the wrapper). ``engine_requests``: how many requests the engine
-    had unfinished when this output was yielded.
+    had unfinished when this output was yielded. ``spelling``: the run's texts come from the token
+    table (the engine was asked not to detokenize), with one piece per new token.
     """
     observation = Observation()
-    outputs = [so_far.output(c, observation) if so_far is not None else
-               EventOutput(c.index, c.text, list(c.token_ids), c.finish_reason, c.stop_reason)
-               for c in output.outputs]
+    outputs = []
+    for c in output.outputs:
+        text = c.text
+        if spelling is not None:
+            text, observation.token_texts[c.index] = spelling.read(c.index, c.token_ids, c.finish_reason)
+        outputs.append(so_far.output(c, text, observation) if so_far is not None else
+                       EventOutput(c.index, text, list(c.token_ids), c.finish_reason, c.stop_reason))
     observation.event = Event(t=t, finished=bool(output.finished), outputs=outputs,
                               num_cached_tokens=output.num_cached_tokens, request_id=output.request_id,
                               engine_requests=engine_requests)
@@ -77,6 +83,17 @@ def child_observation(index: int, output: Any, into: Observation | None = None) 
     if output.metrics is not None:
         facts.metrics[index] = metrics_snapshot(output.metrics)
     return facts
+
+
+def table_spelling(backend: Any, prepared: Any) -> Spelling | None:
+    """The run's texts from the backend's token table (``TokenTable.spelling`` says when they are
+    vLLM's own), and then the engine need not detokenize. Not for the QA matrix (a ``watch``):
+    it checks what vLLM itself hands out, text included."""
+    table = getattr(backend, "token_table", None)
+    if table is None or prepared.watch:
+        return None
+    request = prepared.request
+    return table.spelling(prepared.engine_prompt_ids, request.output_kind, request.stop)
 
 
 def logprobs_from_vllm(token_ids, positions) -> list[TokenLogprob]:

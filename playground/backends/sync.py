@@ -17,7 +17,13 @@ from vllm.v1.engine.exceptions import EngineDeadError
 
 from playground.backends.base import Recording, admit, prepare
 from playground.backends.engine import create_sync_engine, describe_engine, stop_sync_engine
-from playground.backends.outputs import OutputWatch, SoFar, child_observation, observation_from_output
+from playground.backends.outputs import (
+    OutputWatch,
+    SoFar,
+    child_observation,
+    observation_from_output,
+    table_spelling,
+)
 from playground.backends.pieces import TokenTable
 from playground.backends.recorder import Observation
 from playground.backends.resources import Workload
@@ -84,12 +90,14 @@ class SyncRunner:
         request = prepared.request  # with its seed drawn
         recording.watch = OutputWatch() if watch else None
         recording.so_far = SoFar() if request.output_kind == "CUMULATIVE" else None
+        recording.spelling = table_spelling(self, prepared)
         tokens = TokensPrompt(prompt_token_ids=prepared.engine_prompt_ids, prompt=prepared.rendered_prompt)
 
         def on_child(index: int, output: RequestOutput) -> None:
             recording.observe(child_observation(index, output))
 
-        self.sampler.add_planned(tokens, sampling_params(request), prepared.plan, on_child=on_child)
+        self.sampler.add_planned(tokens, sampling_params(request, detokenize=recording.spelling is None), prepared.plan,
+                                 on_child=on_child)
         self._running[prepared.request_id] = recording
         return recording.run
 
@@ -118,7 +126,7 @@ class SyncRunner:
                 recording.watch.keep(output)
             # Per-child facts came through on_child; the merged output carries one child's only.
             recording.observe(observation_from_output(output, t, child_facts=False, engine_requests=engine_requests,
-                                                      so_far=recording.so_far))
+                                                      so_far=recording.so_far, spelling=recording.spelling))
             if output.finished:
                 if recording.watch is not None:
                     recording.observe(Observation(mutated_events=recording.watch.changed()))

@@ -16,15 +16,16 @@ from playground.request import SampleRequest, check_context, check_greedy, check
 from playground.sampling.plan import Child, Plan
 
 
-def sampling_params(request: SampleRequest) -> SamplingParams:
+def sampling_params(request: SampleRequest, detokenize: bool = True) -> SamplingParams:
     """The vLLM SamplingParams of a checked SampleRequest: its sampler settings (the schema's),
-    n, the base seed and the output_kind."""
+    n, the base seed and the output_kind. ``detokenize=False`` when the caller makes the texts
+    itself (``backends.pieces.Spelling``)."""
     settings = request.sampler_settings()
     settings["stop"] = list(settings["stop"]) or None
     # Logprobs as flat arrays, not a dict and an object per alternative: vLLM's own answer to their
     # cost ("GC costs significantly smaller"); the record keeps them as arrays too.
     return SamplingParams(n=request.n, seed=request.seed, output_kind=RequestOutputKind[request.output_kind],
-                          flat_logprobs=request.logprobs is not None, **settings)
+                          flat_logprobs=request.logprobs is not None, detokenize=detokenize, **settings)
 
 
 def check(prompt_token_ids: list[int], params: SamplingParams, mode: str, max_n: int, max_model_len: int) -> None:

@@ -1,0 +1,114 @@
+"""Texts made from the token table read exactly as vLLM's detokenizer writes them.
+
+The embedded backend asks the engine not to detokenize when the table can spell a run
+(``backends.pieces.Spelling``). Held against vLLM's own incremental detokenizer (the class its
+output processor uses, with the default model's tokenizer as vLLM loads it) over generated token
+sequences cut into outputs of any size, and through the real engine against a run that vLLM
+detokenized itself.
+"""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from playground.backends.pieces import TokenTable
+from playground.request import SampleRequest
+from tests.helpers import record_to_end
+from tests.session_start import STARTING
+
+
+@pytest.fixture(scope="module")
+def vllm_tokenizer(model_path):
+    STARTING.imports()
+    from vllm.tokenizers import get_tokenizer
+
+    return get_tokenizer(model_path)
+
+
+@pytest.fixture(scope="module")
+def table(vllm_tokenizer):
+    return TokenTable(vllm_tokenizer, lambda ids: vllm_tokenizer.decode(ids, skip_special_tokens=False))
+
+
+def byte_tokens(table: TokenTable, vocab: int) -> list[int]:
+    """Tokens of one byte that is not a character alone (UTF-8 leads and continuations)."""
+    return [i for i in range(vocab) if len(table.bytes_of(i)) == 1 and table.bytes_of(i)[0] >= 0x80]
+
+
+def vllm_texts(tokenizer, prompt_ids: list[int], chunks: list[list[int]], stop: bool, delta: bool) -> list[str]:
+    """What vLLM's detokenizer gives for each output of a request whose tokens came in ``chunks``."""
+    from vllm import SamplingParams
+    from vllm.v1.engine import EngineCoreRequest
+    from vllm.v1.engine.detokenizer import IncrementalDetokenizer
+
+    request = EngineCoreRequest(request_id="r", prompt_token_ids=prompt_ids, mm_features=None,
+                                sampling_params=SamplingParams(max_tokens=1000), pooling_params=None, arrival_time=0.0,
+                                lora_request=None, cache_salt=None, data_parallel_rank=None)
+    detokenizer = IncrementalDetokenizer.from_new_request(tokenizer, request)
+    texts = []
+    for k, chunk in enumerate(chunks):
+        last = k == len(chunks) - 1
+        detokenizer.update(chunk, stop_terminated=stop and last)
+        texts.append(detokenizer.get_next_output_text(finished=last, delta=delta))
+    return texts
+
+
+@st.composite
+def runs(draw, vocab: int, bytes_: list[int], special: list[int]):
+    pick = st.one_of(st.integers(0, vocab - 1), st.sampled_from(bytes_), st.sampled_from(special))
+    ids = draw(st.lists(pick, min_size=1, max_size=40))
+    cuts = sorted(draw(st.sets(st.integers(1, len(ids) - 1), max_size=6))) if len(ids) > 1 else []
+    bounds = [0, *cuts, len(ids)]
+    return [ids[a:b] for a, b in zip(bounds, bounds[1:])], draw(st.booleans())
+
+
+def test_the_table_spells_what_vllms_detokenizer_writes(vllm_tokenizer, table):
+    prompt = vllm_tokenizer.encode("Write something, in any language:")
+    bytes_ = byte_tokens(table, len(vllm_tokenizer))
+    special = sorted(table.special)
+    assert bytes_ and special
+
+    @settings(max_examples=300, deadline=None)
+    @given(runs(len(vllm_tokenizer), bytes_, special))
+    def check(drawn):
+        chunks, stop = drawn
+        for kind, delta in (("DELTA", True), ("CUMULATIVE", False), ("FINAL_ONLY", False)):
+            given_chunks = [sum(chunks, [])] if kind == "FINAL_ONLY" else chunks
+            expected = vllm_texts(vllm_tokenizer, prompt, given_chunks, stop, delta)
+            spelling = table.spelling(prompt, kind, [])
+            seen, got = [], []
+            for k, chunk in enumerate(given_chunks):
+                seen += chunk
+                text, pieces = spelling.read(0, chunk if delta else list(seen),
+                                             "stop" if stop and k == len(given_chunks) - 1 else None)
+                assert len(pieces) == len(chunk)
+                got.append(text)
+            assert got == expected, (kind, given_chunks, stop)
+
+    check()
+
+
+def test_the_table_leaves_vllm_the_runs_it_cannot_spell(vllm_tokenizer, table):
+    prompt = vllm_tokenizer.encode("Hi")
+    assert table.spelling(prompt, "DELTA", []) is not None
+    assert table.spelling(prompt, "DELTA", ["\n"]) is None  # vLLM finds stop strings in its own text
+    lead = next(i for i in byte_tokens(table, len(vllm_tokenizer)) if table.bytes_of(i)[0] >= 0xC2)
+    assert table.spelling([*prompt, lead], "DELTA", []) is None  # the prompt ends inside a character
+
+
+@pytest.mark.parametrize("output_kind", ["DELTA", "CUMULATIVE", "FINAL_ONLY"])
+def test_a_real_run_reads_the_same_spelled_or_detokenized(backend, output_kind):
+    """The same seeded run, its texts made from the table and by vLLM (a run the QA matrix
+    watches keeps vLLM's detokenizer): hot sampling in a script with many multibyte characters,
+    samples ending by EOS or by length."""
+    request = SampleRequest("Écris trois mots en japonais, avec des emoji 😀 :", n=8, seed=11, max_tokens=24,
+                            temperature=1.3, output_kind=output_kind, mode="native", use_chat_template=True,
+                            logprobs=2)
+    spelled = record_to_end(backend, request)
+    detokenized = record_to_end(backend, request, watch=True)
+    assert [s.token_ids for s in spelled.samples] == [s.token_ids for s in detokenized.samples]
+    assert [s.text for s in spelled.samples] == [s.text for s in detokenized.samples]
+    assert [s.token_texts for s in spelled.samples] == [s.token_texts for s in detokenized.samples]
+    assert any(ord(c) > 0x7F for s in spelled.samples for c in s.text)  # the multibyte path was taken
