@@ -112,3 +112,19 @@ def test_a_real_run_reads_the_same_spelled_or_detokenized(backend, output_kind):
     assert [s.text for s in spelled.samples] == [s.text for s in detokenized.samples]
     assert [s.token_texts for s in spelled.samples] == [s.token_texts for s in detokenized.samples]
     assert any(ord(c) > 0x7F for s in spelled.samples for c in s.text)  # the multibyte path was taken
+
+
+def test_the_llmengine_front_end_spells_as_its_own_detokenizer_writes(sync_engine):
+    """The same on the synchronous front end (``SyncRunner``), whose QA runs (``watch``) keep
+    vLLM's detokenizer."""
+    from playground.backends.sync import SyncRunner
+
+    runner = SyncRunner(sync_engine)
+    request = SampleRequest("Écris un haïku avec des emoji 🌸 :", n=4, seed=5, max_tokens=20, temperature=1.3,
+                            output_kind="CUMULATIVE", use_chat_template=True)
+    spelled, detokenized = runner.record(request), runner.record(request, watch=True)
+    assert [s.token_ids for s in spelled.samples] == [s.token_ids for s in detokenized.samples]
+    assert [s.text for s in spelled.samples] == [s.text for s in detokenized.samples]
+    for run in (spelled, detokenized):  # each index's last CUMULATIVE output holds its whole text
+        last = {o.index: o.text for e in run.events for o in e.outputs}
+        assert [last[s.index] for s in run.samples] == [s.text for s in spelled.samples]

@@ -87,6 +87,7 @@ class SyncRunner:
         recording = Recording(self, prepare(self.limits, request, self.render_prompt(request.prompt,
                                                                                     request.use_chat_template)))
         prepared = recording.prepared
+        prepared.watch = watch
         request = prepared.request  # with its seed drawn
         recording.watch = OutputWatch() if watch else None
         recording.so_far = SoFar() if request.output_kind == "CUMULATIVE" else None
