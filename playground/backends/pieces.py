@@ -202,29 +202,32 @@ class Spelling:
         before = stream.utf8.getstate()
         pieces = stream.add(new)
         last = len(new) - 1 if finish_reason == "stop" else len(new)  # the stop token is not text
-        special, held = self.table.special, self.held.get(index, "")
-        own = self.own.get(index)
-        if own is None and special.isdisjoint(new[:last]):
-            texts = pieces[:last]
-            body = "".join(texts)
-            if not held and "\ufffd" not in body:  # the common case: every new token is whole text
-                texts, released = [], [body]
-            else:
-                released = []
-        else:
-            if own is None:  # a special token parts the text from the pieces here
-                own = self.own[index] = codecs.getincrementaldecoder("utf-8")("replace")
-                own.setstate(before)
-            bytes_of = self.table.bytes_of
-            texts = [own.decode(bytes_of(token_id)) for token_id in new[:last] if token_id not in special]
-            released = []
-        for text in texts:
-            held += text
-            if held and not held.endswith("\ufffd"):  # as DecodeStream, token by token
+        special, held, released = self.table.special, self.held.get(index, ""), []
+        decoder = self.own.get(index)
+        if decoder is None:
+            skips = not special.isdisjoint(new[:last])
+            if not (skips or held or last < len(new) or stream.utf8.getstate()[0]) \
+                    and "\ufffd" not in (body := "".join(pieces)):
+                self.held[index] = ""
+                return self._released(index, body), pieces  # the common case: every new token is whole text
+            decoder = codecs.getincrementaldecoder("utf-8")("replace")
+            decoder.setstate(before)  # token by token from where the pieces' decoder stood
+            if skips:  # a special token parts the text from the pieces here, for good
+                self.own[index] = decoder
+        bytes_of = self.table.bytes_of
+        for token_id in new[:last]:
+            if token_id in special:
+                continue
+            held += decoder.decode(bytes_of(token_id))
+            # As DecodeStream: nothing is released while the decoded text ends in U+FFFD (a
+            # character still incomplete decodes so there).
+            if held and not held.endswith("\ufffd") and not decoder.getstate()[0]:
                 released.append(held)
                 held = ""
         self.held[index] = held
-        text = "".join(released)
+        return self._released(index, "".join(released)), pieces
+
+    def _released(self, index: int, text: str) -> str:
         if self.cumulative:
             text = self.texts[index] = self.texts.get(index, "") + text
-        return text, pieces
+        return text
