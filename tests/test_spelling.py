@@ -32,11 +32,12 @@ def table(vllm_tokenizer):
     return TokenTable(vllm_tokenizer, lambda ids: vllm_tokenizer.decode(ids, skip_special_tokens=False))
 
 
-def partial_tokens(table: TokenTable, vocab: int) -> list[int]:
+@pytest.fixture(scope="module")
+def partial(vllm_tokenizer, table) -> list[int]:
     """Tokens whose bytes are not whole characters (a lead byte, a continuation, a character cut
     after a space, ...): where decoding token by token and decoding the whole part ways."""
     found = []
-    for i in range(vocab):
+    for i in range(len(vllm_tokenizer)):
         try:
             table.bytes_of(i).decode("utf-8")
         except UnicodeDecodeError:
@@ -63,22 +64,21 @@ def vllm_texts(tokenizer, prompt_ids: list[int], chunks: list[list[int]], stop: 
 
 
 @st.composite
-def runs(draw, vocab: int, bytes_: list[int], special: list[int]):
-    pick = st.one_of(st.integers(0, vocab - 1), st.sampled_from(bytes_), st.sampled_from(special))
+def runs(draw, vocab: int, partial: list[int], special: list[int]):
+    pick = st.one_of(st.integers(0, vocab - 1), st.sampled_from(partial), st.sampled_from(special))
     ids = draw(st.lists(pick, min_size=1, max_size=40))
     cuts = sorted(draw(st.sets(st.integers(1, len(ids) - 1), max_size=6))) if len(ids) > 1 else []
     bounds = [0, *cuts, len(ids)]
     return [ids[a:b] for a, b in zip(bounds, bounds[1:])], draw(st.booleans())
 
 
-def test_the_table_spells_what_vllms_detokenizer_writes(vllm_tokenizer, table):
+def test_the_table_spells_what_vllms_detokenizer_writes(vllm_tokenizer, table, partial):
     prompt = vllm_tokenizer.encode("Write something, in any language:")
-    bytes_ = partial_tokens(table, len(vllm_tokenizer))
     special = sorted(table.special)
-    assert bytes_ and special
+    assert partial and special
 
     @settings(max_examples=400, deadline=None)
-    @given(runs(len(vllm_tokenizer), bytes_, special))
+    @given(runs(len(vllm_tokenizer), partial, special))
     @example(([[141, 0, 17]], False))  # a special token inside a character: the text reads it whole
     @example(([[9943]], False))  # a space and a cut character: nothing shows until it is whole
     @example(([[9943], [30]], True))
@@ -100,11 +100,11 @@ def test_the_table_spells_what_vllms_detokenizer_writes(vllm_tokenizer, table):
     check()
 
 
-def test_the_table_leaves_vllm_the_runs_it_cannot_spell(vllm_tokenizer, table):
+def test_the_table_leaves_vllm_the_runs_it_cannot_spell(vllm_tokenizer, table, partial):
     prompt = vllm_tokenizer.encode("Hi")
     assert table.spelling(prompt, "DELTA", []) is not None
     assert table.spelling(prompt, "DELTA", ["\n"]) is None  # vLLM finds stop strings in its own text
-    lead = next(i for i in partial_tokens(table, len(vllm_tokenizer)) if table.bytes_of(i) in (b"\xe2", b"\xf0"))
+    lead = next(i for i in partial if table.bytes_of(i) in (b"\xe2", b"\xf0"))
     assert table.spelling([*prompt, lead], "DELTA", []) is None  # the prompt ends inside a character
 
 

@@ -208,7 +208,6 @@ class Spelling:
             skips = not special.isdisjoint(new[:last])
             if not (skips or held or last < len(new) or stream.utf8.getstate()[0]) \
                     and "\ufffd" not in (body := "".join(pieces)):
-                self.held[index] = ""
                 return self._released(index, body), pieces  # the common case: every new token is whole text
             decoder = codecs.getincrementaldecoder("utf-8")("replace")
             decoder.setstate(before)  # token by token from where the pieces' decoder stood
