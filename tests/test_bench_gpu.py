@@ -12,7 +12,7 @@ import re
 import pytest
 
 from playground.bench import against_baseline, gpu
-from playground.bench.cpu import in_process, summary, with_ratios
+from playground.bench.cpu import engine_flags, in_process, summary, with_ratios
 from playground.bench.paced import PacedCase, measure_case
 from tests.helpers import free_port
 from tests.test_browser import browser  # noqa: F401  (the fixture)
@@ -50,6 +50,22 @@ def test_cpu_figures_are_ratios_to_vllms_own_path_on_the_same_request():
     later = [{**r, "app_ms_per_token": r["app_ms_per_token"] / 2} for r in CPU_ROWS]
     table = against_baseline({"figures": gpu.figures([], with_ratios(later))}, {"figures": named}).set_index("figure")
     assert table.loc["cpu wrapper n=64: app_ms_per_token", "this/baseline"] == pytest.approx(0.5)
+
+
+def test_the_apps_engine_is_given_the_benchs_engine_flags():
+    """``python app.py`` in ``--cpu-per-token`` parses the flags written back to the engine the
+    in-process paths had (``--cpu-threads 1`` on both, say), with the model."""
+    from tests.session_start import STARTING
+
+    STARTING.imports()  # vLLM's parser imports from transformers: not while the engines' thread does
+    from playground.commands.cli import PlaygroundParser
+
+    parser = PlaygroundParser("bench", "test", lambda group: None)
+    given = ["--cpu-threads", "1", "--max-num-seqs", "64", "--no-enable-prefix-caching", "--model", "/m"]
+    args, kwargs = parser.parse(given)
+    again, kwargs_again = parser.parse(engine_flags(args.model, kwargs))
+    assert kwargs_again == kwargs == {"cpu_threads": 1, "max_num_seqs": 64, "enable_prefix_caching": False}
+    assert again.model == "/m" and engine_flags(None, {}) == []
 
 
 def test_in_process_paths_count_every_token_and_the_cpu_they_took(backend):

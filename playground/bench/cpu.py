@@ -25,6 +25,7 @@ their own, which is shut down before the app starts.
 from __future__ import annotations
 
 import asyncio
+import json
 import sys
 import time
 from pathlib import Path
@@ -89,12 +90,14 @@ def in_process(backend, n: int, tokens: int, logprobs: int | None) -> list[dict[
     return rows
 
 
-def through_app(port: int, out: Path, sizes: list[tuple[int, int, int | None]], browser=None) -> list[dict[str, Any]]:
-    """``/sample`` and the page on ``python app.py`` (its own engine), one request per size each."""
+def through_app(port: int, out: Path, sizes: list[tuple[int, int, int | None]], browser=None,
+                 engine: list[str] = ()) -> list[dict[str, Any]]:
+    """``/sample`` and the page on ``python app.py`` (its own engine, started with the flags
+    ``engine``: the in-process paths' own), one request per size each."""
     from playground.bench.browser import start_app, stop_app
     from playground.bench.paced import cpu_from_loaded, http_sample_run, page_run
 
-    proc, _ = start_app(port, out / "cpu-app.log", ["--max-n", str(max(256, *(n for n, _, _ in sizes)))])
+    proc, _ = start_app(port, out / "cpu-app.log", ["--max-n", str(max(256, *(n for n, _, _ in sizes))), *engine])
     url = f"http://127.0.0.1:{port}/"
     rows = []
     try:
@@ -121,6 +124,23 @@ def through_app(port: int, out: Path, sizes: list[tuple[int, int, int | None]], 
     finally:
         stop_app(proc)
     return rows
+
+
+def engine_flags(model: str | None, engine_kwargs: dict[str, Any]) -> list[str]:
+    """The engine flags given to the bench, written back for ``python app.py``: its engine must be
+    the in-process paths' (``--cpu-threads 1`` on both, say), or the ratios compare two engines."""
+    flags = ["--model", model] if model else []
+    for name, value in sorted(engine_kwargs.items()):
+        flag = "--" + name.replace("_", "-")
+        if isinstance(value, bool):
+            flags.append(flag if value else "--no-" + flag[2:])
+        elif isinstance(value, list | tuple):
+            flags += [flag, *map(str, value)]
+        elif isinstance(value, dict):
+            flags += [flag, json.dumps(value)]
+        elif value is not None:
+            flags += [flag, str(value)]
+    return flags
 
 
 def row(path: str, n: int, tokens: int, logprobs: int | None, made: int, app_s: float, engine_s: float) -> dict:

@@ -86,7 +86,7 @@ def run(args, engine_kwargs: dict) -> int:
                     print(f"paced: {case.name}...", file=sys.stderr)
                     paced_rows += measure_case(case, _free_port(), out, browser)
             if args.cpu_per_token:
-                cpu_rows = cpu_through_app(args, cpu_rows, out, browser, _free_port())
+                cpu_rows = cpu_through_app(args, engine_kwargs, cpu_rows, out, browser, _free_port())
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return exits.INTERRUPTED
@@ -118,11 +118,11 @@ def cpu_in_process(args, engine_kwargs: dict) -> list[dict]:
     return rows
 
 
-def cpu_through_app(args, rows: list[dict], out: Path, browser, port: int) -> list[dict]:
-    from playground.bench.cpu import through_app, with_ratios
+def cpu_through_app(args, engine_kwargs: dict, rows: list[dict], out: Path, browser, port: int) -> list[dict]:
+    from playground.bench.cpu import engine_flags, through_app, with_ratios
 
     print("cpu per token: python app.py, /sample and the page...", file=sys.stderr)
-    rows = rows + through_app(port, out, _sizes(args), browser)
+    rows = rows + through_app(port, out, _sizes(args), browser, engine_flags(args.model, engine_kwargs))
     return with_ratios([r for r in rows if (r["n"], r["max_tokens"]) != (2, 2)])
 
 
