@@ -29,7 +29,7 @@ $(VENV)/.ready-run: scripts/setup.sh requirements.txt
 	PYTHON=$(PYTHON) scripts/setup.sh
 	touch $@
 
-# One call for both (not .ready-run first): pip resolves vLLM and its requirements once, not twice.
+# One call for both (not .ready-run first): vLLM and its requirements are resolved once, not twice.
 $(VENV)/.ready-test: scripts/setup.sh requirements.txt requirements-test.txt
 	PYTHON=$(PYTHON) scripts/setup.sh --test
 	touch $(VENV)/.ready-run $@

@@ -20,12 +20,12 @@ if [[ ! -x "$VENV/bin/python" ]]; then
 fi
 PIP=("$VENV/bin/python" -m pip --disable-pip-version-check)
 
-# The browser tests need a Chromium: Debian's, installed while pip works (apt waits on the network
-# and dpkg, pip on one core).
+# The browser tests need a Chromium: Debian's, installed while the packages install (apt waits on
+# the network and dpkg).
 chromium_job=
 if [[ "${1:-}" == "--test" ]] && ! command -v chromium >/dev/null 2>&1 && [[ -z "${PLAYGROUND_CHROMIUM:-}" ]]; then
     if [[ "$(id -u)" == 0 ]] && command -v apt-get >/dev/null 2>&1; then
-        echo "==> installing Debian's chromium for the browser tests, beside pip"
+        echo "==> installing Debian's chromium for the browser tests, beside the packages"
         (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null) &
         chromium_job=$!
     else
@@ -65,9 +65,10 @@ install_packages() {
         for url in $(pip_setting index-url); do uv_args+=(--index-url "$url"); done
         for url in $(pip_setting extra-index-url); do uv_args+=(--extra-index-url "$url"); done
         for url in $(pip_setting find-links); do uv_args+=(--find-links "$url"); done
-        local cert
+        local cert tls=()
         cert="$(pip_setting cert)"
-        if SSL_CERT_FILE="${cert:-${SSL_CERT_FILE:-}}" "$VENV/bin/uv" pip install "${uv_args[@]}" "$@"; then
+        [[ -n "$cert" ]] && tls=("SSL_CERT_FILE=$cert")  # pip's certificates (a proxy's, say) for uv too
+        if env "${tls[@]}" "$VENV/bin/uv" pip install "${uv_args[@]}" "$@"; then
             return
         fi
         echo "!! uv could not install; pip installs instead"
