@@ -233,13 +233,7 @@ def decode(data: dict[str, Any], prefixes: bool = False) -> dict[str, Any]:
     of a version 4 or 5 bundle; InvalidBundle, a sentence naming the part, for a damaged one.
     ``prefixes``: cumulative outputs that are their sample's start given by their lengths
     (``_OutputReader``), for ``Run.from_dict``."""
-    unknown = set(data) - set(RUN_FIELDS) - set(FORMAT_FIELDS)
-    if unknown:
-        raise damaged_bundle(f"it has a field this playground does not know ({', '.join(sorted(unknown))})")
-    record = {name: data.get(name, {} if name == "engine" else default) for name, default in RUN_FIELDS.items()}
-    if not isinstance(record["request"], dict):
-        raise damaged_bundle("its request is not an object")
-    table = read_table(data.get("texts", {}))
+    record, table = read_record(data, FORMAT_FIELDS)
     delta = record["request"].get("output_kind") == "DELTA"
     samples = [_read_sample(k, s, table) for k, s in enumerate(data["samples"])]
     events = _read_events(data.get("events", []), samples, delta, record["request"].get("request_id"), prefixes)
@@ -259,6 +253,19 @@ def decode(data: dict[str, Any], prefixes: bool = False) -> dict[str, Any]:
             for p, entry in enumerate(logprobs)]
     record["samples"], record["events"] = samples, events
     return record
+
+
+def read_record(data: dict[str, Any], format_fields: tuple[str, ...]) -> tuple[dict[str, Any], dict[int, str]]:
+    """A bundle's run fields (their defaults where left out) and its table of token texts, for the
+    reader of any version whose own fields are ``format_fields``; InvalidBundle for a field no
+    version knows or a request that is not an object."""
+    unknown = set(data) - set(RUN_FIELDS) - set(format_fields)
+    if unknown:
+        raise damaged_bundle(f"it has a field this playground does not know ({', '.join(sorted(unknown))})")
+    record = {name: data.get(name, {} if name == "engine" else default) for name, default in RUN_FIELDS.items()}
+    if not isinstance(record["request"], dict):
+        raise damaged_bundle("its request is not an object")
+    return record, read_table(data.get("texts", {}))
 
 
 def read_table(texts: Any) -> dict[int, str]:

@@ -39,10 +39,9 @@ from playground import bundle_logprobs
 from playground.bundle_format import (
     OPTIONAL,
     OUTPUT_FIELDS,
-    RUN_FIELDS,
     int_list,
     read_events,
-    read_table,
+    read_record,
     read_token_texts,
 )
 from playground.errors import damaged_bundle
@@ -91,13 +90,7 @@ def _joined(ids: list[int], table: dict[int, str]) -> str | None:
 def decode(data: dict[str, Any]) -> dict[str, Any]:
     """The plain record (the layout of versions 1 and 2) of a version 3 bundle; InvalidBundle, a
     sentence naming the part, for a damaged one."""
-    unknown = set(data) - set(RUN_FIELDS) - set(FORMAT_FIELDS)
-    if unknown:
-        raise damaged_bundle(f"it has a field this playground does not know ({', '.join(sorted(unknown))})")
-    record = {name: data.get(name, {} if name == "engine" else default) for name, default in RUN_FIELDS.items()}
-    if not isinstance(record["request"], dict):
-        raise damaged_bundle("its request is not an object")
-    table = read_table(data.get("texts", {}))
+    record, table = read_record(data, FORMAT_FIELDS)
     record["events"] = _read_events(data.get("events", []), table, data.get("cumulative") is True,
                                     record["request"].get("request_id"))
     delta = record["request"].get("output_kind") == "DELTA"

@@ -70,13 +70,14 @@ def ctrl_c_after_the_first_run(monkeypatch, runner, steps: int = 3) -> None:
     monkeypatch.setattr(runner, "step", step_then_ctrl_c)
 
 
-def record_to_end(backend, request: SampleRequest, watch: bool = False) -> Run:
-    """Record one request through a backend to its end and return the finished Run. Any caller's
-    loop will do: EngineHost.stream hands the engine's items to whichever loop asks."""
+def record_to_end(backend, request: SampleRequest, **options) -> Run:
+    """Record one request through a backend to its end and return the finished Run (``options``:
+    ``record``'s, e.g. ``watch``, ``labels``). Any caller's loop will do: EngineHost.stream hands
+    the engine's items to whichever loop asks."""
 
     async def last() -> Run:
         run = None
-        async for run in record(backend, request, watch=watch):  # noqa: B007 (the loop keeps the last)
+        async for run in record(backend, request, **options):  # noqa: B007 (the loop keeps the last)
             pass
         return run
 

@@ -28,7 +28,7 @@ def test_a_greedy_branch_continues_with_the_samples_own_next_token(backend, gree
         point = A.BranchPoint(greedy.request["request_id"], 0, k)
         request = SampleRequest(PROMPT, n=1, temperature=0, max_tokens=3, use_chat_template=False,
                                 prefix_token_ids=A.branch_prefix(greedy, 0, k) or None)
-        branch = _record(backend, request, {"branch": point.to_dict()})
+        branch = record_to_end(backend, request, labels={"branch": point.to_dict()})
         assert branch.samples[0].token_ids[0] == tokens[k], k
         assert branch.request["prompt_token_ids"] == greedy.request["prompt_token_ids"]
         assert branch.request["prefix_token_ids"] == (tokens[:k] or None)
@@ -40,8 +40,8 @@ def test_a_forced_alternative_is_the_branchs_first_context_token(backend, greedy
     second = A.alternatives(greedy, 0, 2)[1]  # the model's second choice at token 2
     prefix = A.branch_prefix(greedy, 0, 2, second.token_id)
     point = A.BranchPoint(greedy.request["request_id"], 0, 2, second.token_id, second.text)
-    branch = _record(backend, SampleRequest(PROMPT, n=4, seed=3, max_tokens=4, use_chat_template=False,
-                                            prefix_token_ids=prefix), {"branch": point.to_dict()})
+    branch = record_to_end(backend, SampleRequest(PROMPT, n=4, seed=3, max_tokens=4, use_chat_template=False,
+                                                  prefix_token_ids=prefix), labels={"branch": point.to_dict()})
     assert prefix[-1] == second.token_id and len(prefix) == 3
     assert all(s.token_ids and s.finish_reason for s in branch.samples)  # only the new tokens
     assert A.branch_label(branch).startswith(f"branched from #0 at token 2, forced {second.text!r}")
@@ -64,16 +64,3 @@ def test_a_prefix_the_engine_cannot_take_is_refused_through_sample_and_the_next_
                                        prefix_token_ids=[330, 3358], api_name="/sample"))
     assert run.status == "finished" and run.request["prefix_token_ids"] == [330, 3358]
 
-
-def _record(backend, request: SampleRequest, labels: dict) -> Run:
-    import asyncio
-
-    from playground.backends.base import record
-
-    async def last() -> Run:
-        run = None
-        async for run in record(backend, request, labels=labels):  # noqa: B007 (the loop keeps the last)
-            pass
-        return run
-
-    return asyncio.run(last())
