@@ -25,7 +25,10 @@ CPU_ROWS = [{"path": path, "n": 64, "max_tokens": 128, "logprobs": lp, "tokens":
 
 def test_a_paced_case_is_read_from_its_flag_or_refused_with_a_sentence():
     assert gpu.paced_case("256x1000@10000") == PacedCase(256, 1000, 10_000.0)
-    for bad in ("256x1000", "0x10@5", "4x4@0", "fast"):
+    plain = gpu.paced_case("256x1000:0@10000")  # no logprobs: its own source and name
+    assert plain == PacedCase(256, 1000, 10_000.0, 0) and plain.source == "synthetic:256x1000:0"
+    assert plain.name.endswith("no logprobs") and PacedCase(4, 4, 5.0).source == "synthetic:4x4"
+    for bad in ("256x1000", "0x10@5", "4x4@0", "fast", "4x4:21@5"):
         with pytest.raises(argparse.ArgumentTypeError, match="must look like 256x1000@10000"):
             gpu.paced_case(bad)
     parser = argparse.ArgumentParser()

@@ -126,9 +126,24 @@ def test_files_that_cannot_be_replayed_are_refused_with_a_sentence(tmp_path):
         Library([])
     with pytest.raises(InvalidBundle, match="synthetic:0x5: a synthetic run has 1 to"):
         Library.read(["synthetic:0x5"])
+    with pytest.raises(InvalidBundle, match="synthetic:2x3:21: a synthetic run has the top 0 to 20 logprobs"):
+        Library.read(["synthetic:2x3:21"])
+
+
+
+def test_a_synthetic_run_has_the_top_k_logprobs_its_source_names():
+    """``synthetic:NxT`` has the top-5 (what the GPU-pace bench measured first), ``:0`` none, ``:K``
+    the top K: the bench measures the app at a GPU's pace with and without logprobs."""
+    usual, plain, top2 = Library.read(["synthetic:2x3", "synthetic:2x3:0", "synthetic:2x3:2"]).runs
+    assert usual.request["logprobs"] == 5 and all(len(s.logprobs[0].top) == 5 for s in usual.samples)
+    assert plain.request["logprobs"] is None and all(s.logprobs is None for s in plain.samples)
+    assert top2.request["logprobs"] == 2 and all(len(s.logprobs[0].top) == 2 for s in top2.samples)
 
 
 def test_app_replay_refuses_a_bad_file_or_pace_before_serving(tmp_path, capsys):
+    from tests.session_start import STARTING
+
+    STARTING.imports()  # vLLM's parser imports from transformers: not while the engines' thread does
     from playground.commands import serve
 
     bad = tmp_path / "notes.txt"

@@ -2,7 +2,8 @@
 
 Runs come from saved bundles (a page's export, or batch and sweep JSONL; ``playground.bundles``
 reads them and names a bad line) or are made up (``synthetic:256x1000``: a run of n=256 x 1,000
-tokens with top-5 logprobs, for measuring the app at any pace). A run that cannot be replayed (no
+tokens with top-5 logprobs, for measuring the app at any pace; ``synthetic:256x1000:0`` without
+logprobs, ``:K`` with the top-K). A run that cannot be replayed (no
 events: it was built, not recorded; events that disagree with its samples) is refused with a
 sentence naming it.
 
@@ -24,7 +25,8 @@ from playground.errors import InvalidBundle
 from playground.request import SETTINGS, Limits, SampleRequest
 from playground.run import Run
 
-SYNTHETIC = re.compile(r"^synthetic:(\d+)x(\d+)$")
+SYNTHETIC = re.compile(r"^synthetic:(\d+)x(\d+)(?::(\d+))?$")  # n x tokens, then top-K logprobs (5; 0: none)
+MAX_SYNTHETIC_LOGPROBS = 20  # vLLM's own default ceiling
 MAX_SYNTHETIC_TOKENS = 1_000_000  # n x tokens: a made-up run is held in memory whole
 # What a record's request holds beyond the settings that a replay must not take from its source:
 # the record writes these afresh for the replay.
@@ -53,16 +55,19 @@ class Library:
 
     @classmethod
     def read(cls, sources: list[str], limits: ReadLimits = DEFAULT_LIMITS) -> Library:
-        """Runs from files of bundles and ``synthetic:NxTOKENS`` specs, in the order given;
+        """Runs from files of bundles and ``synthetic:NxTOKENS[:K]`` specs, in the order given;
         InvalidBundle naming the file (and line) that cannot be replayed."""
         runs: list[Run] = []
         for source in sources:
             if found := SYNTHETIC.match(source):
-                n, tokens = int(found.group(1)), int(found.group(2))
+                n, tokens, top = int(found.group(1)), int(found.group(2)), int(found.group(3) or 5)
                 if not (1 <= n <= limits.max_samples and 1 <= tokens and n * tokens <= MAX_SYNTHETIC_TOKENS):
                     raise InvalidBundle(f"{source}: a synthetic run has 1 to {limits.max_samples} samples and at most "
                                         f"{MAX_SYNTHETIC_TOKENS:,} tokens in all")
-                runs.append(synthetic_run(n, tokens, seed=len(runs), events=True))
+                if top > MAX_SYNTHETIC_LOGPROBS:
+                    raise InvalidBundle(f"{source}: a synthetic run has the top 0 to {MAX_SYNTHETIC_LOGPROBS} logprobs "
+                                        f"(the number after the second colon)")
+                runs.append(synthetic_run(n, tokens, seed=len(runs), logprobs=top or None, events=True))
                 continue
             file_runs = read_runs(source, limits)
             for number, run in enumerate(file_runs, 1):

@@ -18,19 +18,22 @@ import pandas as pd
 
 from playground.bench.paced import CASES, PacedCase
 
-CASE = re.compile(r"^(\d+)x(\d+)@([0-9.]+)$")
+CASE = re.compile(r"^(\d+)x(\d+)(?::(\d+))?@([0-9.]+)$")
 PACED_FIGURES = ("end_lag_s", "source_late_s", "app_ms_per_token", "updates_per_s", "longest_frame_gap_ms", "heap_mb")
 
 
 def paced_case(text: str) -> PacedCase:
-    """``NxTOKENS@RATE`` (``256x1000@10000``: n=256 x 1,000 tokens at 10,000 tokens a second)."""
+    """``NxTOKENS[:K]@RATE`` (``256x1000@10000``: n=256 x 1,000 tokens with top-5 logprobs at 10,000
+    tokens a second; ``256x1000:0@10000`` without logprobs)."""
     import argparse
 
     found = CASE.match(text.strip())
-    if not found or not 1 <= int(found[1]) <= 1024 or int(found[2]) < 1 or not 0 < float(found[3]) <= 1e8:
+    if (not found or not 1 <= int(found[1]) <= 1024 or int(found[2]) < 1 or int(found[3] or 5) > 20
+            or not 0 < float(found[4]) <= 1e8):
         raise argparse.ArgumentTypeError(f"--paced-case must look like 256x1000@10000 (n x tokens @ tokens per "
-                                         f"second, n up to 1024), got {text!r}")
-    return PacedCase(int(found[1]), int(found[2]), float(found[3]))
+                                         f"second, n up to 1024; 256x1000:0@10000 without logprobs, :K for the "
+                                         f"top K up to 20), got {text!r}")
+    return PacedCase(int(found[1]), int(found[2]), float(found[4]), int(found[3] or 5))
 
 
 def add_gpu_flags(group) -> None:
@@ -41,8 +44,9 @@ def add_gpu_flags(group) -> None:
                             "the app's CPU per token without the source's own. No engine.")
     # One flag with several values: vLLM's argument parser warns of a flag given twice.
     group.add_argument("--paced-case", dest="paced_cases", type=paced_case, nargs="+", action="extend", default=None,
-                       metavar="NxTOKENS@RATE", help="Cases of --paced instead of the defaults (several after the one "
-                                                     "flag: --paced-case 256x1000@10000 64x64@200).")
+                       metavar="NxTOKENS[:K]@RATE", help="Cases of --paced instead of the defaults (several after the "
+                                                          "one flag: --paced-case 256x1000@10000 64x64@200; "
+                                                          "256x1000:0@10000 without logprobs).")
     group.add_argument("--cpu-per-token", action="store_true",
                        help="Instead of the benchmark: the app process's CPU seconds per sampled token on every real "
                             "path (vLLM's own generate, the wrapper, record(), /sample, the page), with and without "

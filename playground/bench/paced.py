@@ -45,18 +45,20 @@ class PacedCase:
     n: int
     tokens: int
     rate: float  # sampled tokens per second
+    logprobs: int = 5  # the top-K logprobs of the synthetic run (0: none)
 
     @property
     def source(self) -> str:
-        return f"synthetic:{self.n}x{self.tokens}"
+        return f"synthetic:{self.n}x{self.tokens}" + ("" if self.logprobs == 5 else f":{self.logprobs}")
 
     @property
     def pace(self) -> str:
         return f"{self.rate:g} tok/s"
 
     @property
-    def name(self) -> str:
-        return f"{self.rate:g} tok/s n={self.n}x{self.tokens}"
+    def name(self) -> str:  # the top-5 cases keep the names earlier baselines know them by
+        said = "" if self.logprobs == 5 else (" no logprobs" if self.logprobs == 0 else f" top-{self.logprobs}")
+        return f"{self.rate:g} tok/s n={self.n}x{self.tokens}{said}"
 
 
 CASES = (PacedCase(256, 1000, 10_000), PacedCase(32, 2000, 4_000))  # top-5 logprobs, as synthetic runs have
