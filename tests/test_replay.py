@@ -130,7 +130,6 @@ def test_files_that_cannot_be_replayed_are_refused_with_a_sentence(tmp_path):
         Library.read(["synthetic:2x3:21"])
 
 
-
 def test_a_synthetic_run_has_the_top_k_logprobs_its_source_names():
     """``synthetic:NxT`` has the top-5 (what the GPU-pace bench measured first), ``:0`` none, ``:K``
     the top K: the bench measures the app at a GPU's pace with and without logprobs."""

@@ -19,7 +19,7 @@ import itertools
 import re
 from dataclasses import dataclass, field
 
-from playground.backends.synthetic import synthetic_run
+from playground.backends.synthetic import TOP_LOGPROBS, synthetic_run
 from playground.bundles import DEFAULT_LIMITS, ReadLimits, read_runs
 from playground.errors import InvalidBundle
 from playground.request import SETTINGS, Limits, SampleRequest
@@ -32,6 +32,12 @@ MAX_SYNTHETIC_TOKENS = 1_000_000  # n x tokens: a made-up run is held in memory 
 # the record writes these afresh for the replay.
 RECORD_KEYS = ("request_id", "rendered_prompt", "prompt_token_ids", "num_prompt_tokens", "replay")
 
+
+
+def synthetic_spec(source: str) -> tuple[int, int, int] | None:
+    """``synthetic:NxTOKENS[:K]`` as (n, tokens, the top K logprobs); None for anything else."""
+    found = SYNTHETIC.match(source)
+    return None if found is None else (int(found[1]), int(found[2]), int(found[3] or TOP_LOGPROBS))
 
 @dataclass
 class Library:
@@ -59,8 +65,8 @@ class Library:
         InvalidBundle naming the file (and line) that cannot be replayed."""
         runs: list[Run] = []
         for source in sources:
-            if found := SYNTHETIC.match(source):
-                n, tokens, top = int(found.group(1)), int(found.group(2)), int(found.group(3) or 5)
+            if (spec := synthetic_spec(source)) is not None:
+                n, tokens, top = spec
                 if not (1 <= n <= limits.max_samples and 1 <= tokens and n * tokens <= MAX_SYNTHETIC_TOKENS):
                     raise InvalidBundle(f"{source}: a synthetic run has 1 to {limits.max_samples} samples and at most "
                                         f"{MAX_SYNTHETIC_TOKENS:,} tokens in all")

@@ -30,6 +30,7 @@ VOCAB = [" the", " sea", " light", "house", " keeper", ",", ".", "\n", " and", "
 TOKEN_ID = [11 + 709 * k for k in range(len(VOCAB))]
 STEP_S = {32: 0.04, 128: 0.1, 256: 0.17, 1024: 0.6}  # seconds per engine step, roughly, on a 2-core CPU
 PROMPT = "synthetic"
+TOP_LOGPROBS = 5  # a made-up run's logprobs unless it names others: the top-5
 PROMPT_TOKEN_IDS = [0, 1, 2]
 
 
@@ -43,7 +44,7 @@ def synthetic_id(n: int, tokens: int, seed: int = 0) -> str:
     return f"synthetic-{n}x{tokens}-{seed}"
 
 
-def synthetic_run(n: int, tokens: int = 64, *, seed: int = 0, logprobs: int | None = 5, first_s: float = 0.3,
+def synthetic_run(n: int, tokens: int = 64, *, seed: int = 0, logprobs: int | None = TOP_LOGPROBS, first_s: float = 0.3,
                   step_s: float | None = None, stop_share: float = 0.1, events: bool = False) -> Run:
     """A finished run of ``n`` samples of up to ``tokens`` tokens (``logprobs=None``: none recorded;
     ``events``: with the DELTA events an engine would have yielded)."""

@@ -18,7 +18,7 @@ import pandas as pd
 
 from playground.bench.paced import CASES, PacedCase
 
-CASE = re.compile(r"^(\d+)x(\d+)(?::(\d+))?@([0-9.]+)$")
+CASE = re.compile(r"^(.+)@([0-9.]+)$")  # a synthetic run's NxTOKENS[:K], then its rate
 PACED_FIGURES = ("end_lag_s", "source_late_s", "app_ms_per_token", "updates_per_s", "longest_frame_gap_ms", "heap_mb")
 
 
@@ -27,13 +27,15 @@ def paced_case(text: str) -> PacedCase:
     tokens a second; ``256x1000:0@10000`` without logprobs)."""
     import argparse
 
+    from playground.backends.replay_library import MAX_SYNTHETIC_LOGPROBS, synthetic_spec
+
     found = CASE.match(text.strip())
-    if (not found or not 1 <= int(found[1]) <= 1024 or int(found[2]) < 1 or int(found[3] or 5) > 20
-            or not 0 < float(found[4]) <= 1e8):
+    n, tokens, top = (found and synthetic_spec("synthetic:" + found[1])) or (0, 0, 0)
+    if not 1 <= n <= 1024 or tokens < 1 or top > MAX_SYNTHETIC_LOGPROBS or not 0 < float(found[2]) <= 1e8:
         raise argparse.ArgumentTypeError(f"--paced-case must look like 256x1000@10000 (n x tokens @ tokens per "
                                          f"second, n up to 1024; 256x1000:0@10000 without logprobs, :K for the "
-                                         f"top K up to 20), got {text!r}")
-    return PacedCase(int(found[1]), int(found[2]), float(found[4]), int(found[3] or 5))
+                                         f"top K up to {MAX_SYNTHETIC_LOGPROBS}), got {text!r}")
+    return PacedCase(n, tokens, float(found[2]), top)
 
 
 def add_gpu_flags(group) -> None:

@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from playground.backends.synthetic import TOP_LOGPROBS
 from playground.bench.browser import RUN_TIMEOUT, WATCH
 from playground.bench.probes import browser_cpu_seconds, process_cpu
 
@@ -45,11 +46,11 @@ class PacedCase:
     n: int
     tokens: int
     rate: float  # sampled tokens per second
-    logprobs: int = 5  # the top-K logprobs of the synthetic run (0: none)
+    logprobs: int = TOP_LOGPROBS  # the top-K logprobs of the synthetic run (0: none)
 
     @property
     def source(self) -> str:
-        return f"synthetic:{self.n}x{self.tokens}" + ("" if self.logprobs == 5 else f":{self.logprobs}")
+        return f"synthetic:{self.n}x{self.tokens}" + ("" if self.logprobs == TOP_LOGPROBS else f":{self.logprobs}")
 
     @property
     def pace(self) -> str:
@@ -57,7 +58,8 @@ class PacedCase:
 
     @property
     def name(self) -> str:  # the top-5 cases keep the names earlier baselines know them by
-        said = "" if self.logprobs == 5 else (" no logprobs" if self.logprobs == 0 else f" top-{self.logprobs}")
+        said = "" if self.logprobs == TOP_LOGPROBS else \
+            (" no logprobs" if self.logprobs == 0 else f" top-{self.logprobs}")
         return f"{self.rate:g} tok/s n={self.n}x{self.tokens}{said}"
 
 
