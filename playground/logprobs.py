@@ -63,12 +63,21 @@ class Logprobs(Sequence[TokenLogprob]):
 
     def add_flat(self, flat, first: int, count: int) -> None:
         """``count`` positions from ``first`` of a vLLM ``FlatLogprobs`` (its layout per position:
-        the sampled token with its rank, then the top-k ranked 1..k)."""
+        the sampled token with its rank, then the top-k ranked 1..k).
+
+        When a consumer falls behind (at a GPU's pace), vLLM merges a request's queued outputs by
+        ``FlatLogprobs.extend``, which goes through one ``{id: Logprob}`` dict per position: a
+        sampled token in the top-k is then one entry, first, and its rank is missing after it."""
         starts, ends = flat.start_indices, flat.end_indices
         ids, values, ranks = flat.token_ids, flat.logprobs, flat.ranks
         for p in range(first, first + count):
             start, end = starts[p], ends[p]
-            self.add(ids[start], values[start], ranks[start] or NO_RANK, ids[start + 1:end], values[start + 1:end])
+            rank = ranks[start] or NO_RANK
+            top_ids, top_values = ids[start + 1:end], values[start + 1:end]
+            if 0 < rank < end - start and ranks[start + rank] != rank:  # merged: back at its rank
+                top_ids.insert(rank - 1, ids[start])
+                top_values.insert(rank - 1, values[start])
+            self.add(ids[start], values[start], rank, top_ids, top_values)
 
     def add_from(self, other: Logprobs, first: int, count: int) -> None:
         """``count`` positions from ``first`` of another sample's arrays, with their texts (a

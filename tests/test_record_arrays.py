@@ -95,6 +95,13 @@ def test_flat_logprobs_read_as_vllms_dicts_do(drawn):
     expected = logprobs_from_vllm(sampled_ids, dicts)
     assert list(arrays) == expected and arrays == expected
     assert Logprobs.of(expected, {}) == arrays
+    # Outputs that queued up, merged as vLLM's output collector merges them (FlatLogprobs.extend,
+    # a dict per position: a sampled token in the top-k loses its second entry), read the same.
+    merged = flat[:1]
+    merged.extend(flat[1:])
+    again = Logprobs(texts)
+    again.add_flat(merged, 0, len(layout))
+    assert list(again) == expected and again == arrays
 
 
 def test_irregular_logprobs_stay_a_list_and_compare_equal():
