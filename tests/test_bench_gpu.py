@@ -47,6 +47,8 @@ def test_cpu_figures_are_ratios_to_vllms_own_path_on_the_same_request():
                              "n64+top5: vllm=0.100 page=0.700(7.0x)")
     drawn = [{**r, "browser_ms_per_token": 0.25} if r["path"] == "page" else r for r in rows]
     assert summary(drawn).endswith("page=0.700(7.0x) page_browser=0.250")  # Chromium's share of the cores
+    paced = [{**r, "paced_core": 10000.0} for r in rows]  # at a GPU's pace: the line says so
+    assert summary(paced).startswith("app_cpu_ms_per_token[paced_core=10000] n64: vllm=0.020")
     named = gpu.figures([], rows)
     assert named["cpu page n=64 top-5: ratio"] == pytest.approx(7.0)
     # A later run reads the figures by name beside the earlier one's.
@@ -64,10 +66,12 @@ def test_the_apps_engine_is_given_the_benchs_engine_flags():
     from playground.commands.cli import PlaygroundParser
 
     parser = PlaygroundParser("bench", "test", lambda group: None)
-    given = ["--cpu-threads", "1", "--max-num-seqs", "64", "--no-enable-prefix-caching", "--model", "/m"]
+    given = ["--cpu-threads", "1", "--max-num-seqs", "64", "--no-enable-prefix-caching", "--model", "/m",
+             "--paced-core", "10000"]
     args, kwargs = parser.parse(given)
     again, kwargs_again = parser.parse(engine_flags(args.model, kwargs))
-    assert kwargs_again == kwargs == {"cpu_threads": 1, "max_num_seqs": 64, "enable_prefix_caching": False}
+    assert kwargs_again == kwargs == {"cpu_threads": 1, "max_num_seqs": 64, "enable_prefix_caching": False,
+                                      "paced_core": 10000.0}
     assert again.model == "/m" and engine_flags(None, {}) == []
 
 

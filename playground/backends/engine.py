@@ -150,19 +150,31 @@ def plan_whole_prefill(config, chunked_flag: bool | None) -> str:
             "after a partial prefill)")
 
 
-def create_engine(model: str | None = None, **kwargs: Any):
+def create_engine(model: str | None = None, *, paced_core: float | None = None, **kwargs: Any):
     """Start and return a running ``AsyncLLM`` (about 20-35 s on the CPU for the default model).
 
     ``kwargs``: ``cpu_threads``, ``workload`` and any ``AsyncEngineArgs`` field (see plan_engine).
+    ``paced_core``: tokens a second from a paced source instead of an engine core (the bench's
+    GPU pace, ``playground.backends.paced_core``).
     """
     from vllm.v1.engine.async_llm import AsyncLLM
     from vllm.v1.executor.abstract import Executor
 
     plan = plan_engine(model, **kwargs)
+
+    def build():
+        return AsyncLLM(vllm_config=plan.config, executor_class=Executor.get_class(plan.config),
+                        log_requests=plan.args.enable_log_requests, log_stats=not plan.args.disable_log_stats)
+
     with engine_environment(plan.cpu):  # the engine core is spawned here and inherits them
-        engine = AsyncLLM(vllm_config=plan.config, executor_class=Executor.get_class(plan.config),
-                          log_requests=plan.args.enable_log_requests, log_stats=not plan.args.disable_log_stats)
+        if paced_core:
+            from playground.backends.paced_core import with_paced_core
+
+            engine = with_paced_core(paced_core, build)
+        else:
+            engine = build()
     engine.playground_plan = plan  # what describe_engine reports
+    engine.paced_core = paced_core
     return engine
 
 
@@ -176,6 +188,8 @@ def create_sync_engine(model: str | None = None, **kwargs: Any):
     from vllm.v1.engine.llm_engine import LLMEngine
     from vllm.v1.executor.abstract import Executor
 
+    if kwargs.pop("paced_core", None):
+        raise ValueError("--paced-core paces AsyncLLM's engine core (the app, the bench), not LLMEngine's")
     plan = plan_engine(model, **kwargs)
     with engine_environment(plan.cpu):
         engine = LLMEngine(vllm_config=plan.config, executor_class=Executor.get_class(plan.config),
@@ -189,7 +203,7 @@ def engine_kwargs_from_cli(explicit: dict[str, Any]) -> dict[str, Any]:
     """Keep the parsed CLI values that are AsyncEngineArgs fields (``explicit``: flags given)."""
     from vllm.engine.arg_utils import AsyncEngineArgs
 
-    names = {f.name for f in dataclasses.fields(AsyncEngineArgs)} | {"cpu_threads"}
+    names = {f.name for f in dataclasses.fields(AsyncEngineArgs)} | {"cpu_threads", "paced_core"}
     return {k: v for k, v in explicit.items() if k in names and k != "model"}
 
 
@@ -218,6 +232,8 @@ def describe_engine(engine) -> dict[str, Any]:
         # An instruct model answers questions only inside its chat template: the UI turns it on.
         "has_chat_template": bool(getattr(engine.tokenizer, "chat_template", None)),
         "conditions": engine_conditions(engine),  # what a bundle needs to say how to reproduce it
+        # the bench's source of random tokens at a pace: no model made these samples
+        **({"paced_core_tokens_per_s": engine.paced_core} if getattr(engine, "paced_core", None) else {}),
     }
 
 

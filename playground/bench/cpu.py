@@ -172,4 +172,5 @@ def summary(rows: list[dict[str, Any]]) -> str:
         if here.get("page", {}).get("browser_ms_per_token") is not None:  # Chromium's, on the engine's cores here
             figures.append(f"page_browser={here['page']['browser_ms_per_token']:.3f}")
         parts.append(f"n{n}{'+top' + str(logprobs) if logprobs else ''}: " + " ".join(figures))
-    return "app_cpu_ms_per_token " + "; ".join(parts)
+    pace = next((r["paced_core"] for r in rows if r.get("paced_core")), None)
+    return f"app_cpu_ms_per_token{f'[paced_core={pace:g}]' if pace else ''} " + "; ".join(parts)

@@ -52,7 +52,9 @@ def add_gpu_flags(group) -> None:
     group.add_argument("--cpu-per-token", action="store_true",
                        help="Instead of the benchmark: the app process's CPU seconds per sampled token on every real "
                             "path (vLLM's own generate, the wrapper, record(), /sample, the page), with and without "
-                            "top-5 logprobs, and each over vLLM's own (with --paced: both).")
+                            "top-5 logprobs, and each over vLLM's own (with --paced: both). With --paced-core "
+                            "TOKENS_PER_S: at a GPU's pace, every path's vLLM front end fed by a paced source of "
+                            "tokens instead of the engine (playground.backends.paced_core).")
     group.add_argument("--cpu-n", type=int, nargs="+", default=[64, 256], metavar="N",
                        help="n of --cpu-per-token (default 64 256).")
     group.add_argument("--cpu-tokens", type=int, default=128, metavar="TOKENS",
@@ -129,7 +131,8 @@ def cpu_through_app(args, engine_kwargs: dict, rows: list[dict], out: Path, brow
 
     print("cpu per token: python app.py, /sample and the page...", file=sys.stderr)
     rows = rows + through_app(port, out, _sizes(args), browser, engine_flags(args.model, engine_kwargs))
-    return with_ratios([r for r in rows if (r["n"], r["max_tokens"]) != (2, 2)])
+    pace = engine_kwargs.get("paced_core")  # a GPU's pace: vLLM's front end fed by a paced source, no engine
+    return with_ratios([{**r, "paced_core": pace} for r in rows if (r["n"], r["max_tokens"]) != (2, 2)])
 
 
 def figures(paced_rows: list[dict], cpu_rows: list[dict]) -> dict[str, float]:

@@ -112,6 +112,10 @@ def add_cpu_flags(group) -> None:
                             "VLLM_CPU_OMP_THREADS_BIND, if set, is left to vLLM). The KV cache is sized from "
                             "--max-n and --concurrency unless --kv-cache-memory-bytes, --gpu-memory-utilization "
                             "or VLLM_CPU_KVCACHE_SPACE says otherwise.")
+    group.add_argument("--paced-core", type=positive_float("--paced-core"), default=None, metavar="TOKENS_PER_S",
+                       help="For the bench: no engine core and no weights; vLLM's front end gets random tokens of "
+                            "English text at this many tokens a second (a GPU's pace on any machine), so the app's "
+                            "own CPU per token can be measured where a GPU would put it. Never for real samples.")
 
 
 def add_max_n_flag(group, per: str, note: str = "") -> None:
@@ -129,6 +133,19 @@ def positive_int(name: str, ceiling: int):
             raise argparse.ArgumentTypeError(f"{name} must be a whole number, got {text!r}") from None
         if not 1 <= value <= ceiling:
             raise argparse.ArgumentTypeError(f"{name} must be between 1 and {ceiling}, got {value}")
+        return value
+
+    return parse
+
+
+def positive_float(name: str):
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{name} must be a number, got {text!r}") from None
+        if not 0 < value < float("inf"):
+            raise argparse.ArgumentTypeError(f"{name} must be above 0, got {text}")
         return value
 
     return parse
