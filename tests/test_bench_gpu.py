@@ -12,7 +12,7 @@ import re
 import pytest
 
 from playground.bench import against_baseline, gpu
-from playground.bench.cpu import engine_flags, in_process, summary, with_ratios
+from playground.bench.cpu import engine_flags, in_process, summary, with_ratios, without_source
 from playground.bench.paced import PacedCase, measure_case
 from tests.helpers import free_port
 from tests.test_browser import browser  # noqa: F401  (the fixture)
@@ -48,6 +48,10 @@ def test_cpu_figures_are_ratios_to_vllms_own_path_on_the_same_request():
     drawn = [{**r, "browser_ms_per_token": 0.25} if r["path"] == "page" else r for r in rows]
     assert summary(drawn).endswith("page=0.700(7.0x) page_browser=0.250")  # Chromium's share of the cores
     paced = [{**r, "paced_core": 10000.0} for r in rows]  # at a GPU's pace: the line says so
+    # ... and the source's own CPU, counted on vLLM's own path, is taken out of every path's
+    sourced = without_source([{**r, "source_cpu_s": 0.0410} if r["path"] == "vllm" else r for r in CPU_ROWS])
+    assert [round(r["app_ms_per_token"], 4) for r in sourced] == [0.02, 0.045, 0.095, 0.1, 0.695]
+    assert [r["source_cpu_s"] for r in sourced] == [0.041] * 5  # the counted rows keep their own figure
     assert summary(paced).startswith("app_cpu_ms_per_token[paced_core=10000] n64: vllm=0.020")
     named = gpu.figures([], rows)
     assert named["cpu page n=64 top-5: ratio"] == pytest.approx(7.0)

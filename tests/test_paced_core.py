@@ -71,6 +71,7 @@ def test_a_stopped_run_is_aborted_in_the_core_and_the_bench_counts_every_token(p
     assert paced.host.engine.engine_core.requests == {}  # nothing left to pace
     rows = in_process(paced, n=4, tokens=5, logprobs=None)
     assert [(r["path"], r["tokens"]) for r in rows] == [("vllm", 20), ("wrapper", 20), ("record", 20)]
+    assert all(r["app_cpu_s"] > r["source_cpu_s"] > 0 for r in rows)  # the source's own CPU, counted apart
 
 
 def test_the_flag_is_a_rate_and_only_asyncllm_takes_it():

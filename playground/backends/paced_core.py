@@ -31,9 +31,12 @@ TEXT = ("The lighthouse keeper wrote in his log every evening, as the wind came 
         "she said, pointing through the quiet harbour at 42 ships. Él miró al mar; 海は静かだった.")
 
 
+CHUNK = 64  # positions a child's tokens (and logprobs) are drawn for at once: numpy per chunk, not per token
+
+
 @dataclasses.dataclass
 class _Child:
-    """One engine request: what it asked for, and what it has been given."""
+    """One engine request: what it asked for, what it has been given, and its next positions."""
 
     request_id: str
     rng: np.random.Generator
@@ -41,10 +44,14 @@ class _Child:
     logprobs: int | None
     queued: float
     made: int = 0
+    tokens: list[int] = dataclasses.field(default_factory=list)  # the chunk's, from ``at`` on
+    rows: tuple | None = None  # the chunk's logprobs: token ids, values, ranks (one row per position)
+    at: int = 0
 
 
 class PacedCore:
-    """What AsyncLLM needs of its engine-core client, answered in its own process at a pace."""
+    """What AsyncLLM needs of its engine-core client, answered in its own process at a pace.
+    ``cpu_s``: the CPU its own drawing took (the bench takes it out of every path's figure)."""
 
     def __init__(self, tokens_per_s: float):
         self.tokens_per_s = float(tokens_per_s)
@@ -52,6 +59,7 @@ class PacedCore:
         self.requests: dict[str, _Child] = {}
         self.resources = SimpleNamespace(engine_dead=False)  # AsyncLLM.errored reads it
         self.engine_ranks_managed = [0]
+        self.cpu_s = 0.0
         self._added = asyncio.Event()
         self._next_step = 0.0
 
@@ -87,14 +95,19 @@ class PacedCore:
             await asyncio.sleep(delay)
         else:
             self._next_step = time.monotonic()
-        now = time.monotonic()
+        began, now = time.thread_time(), time.monotonic()
         outputs = [self._step(child, now) for child in list(self.requests.values())]
+        self.cpu_s += time.thread_time() - began
         return EngineCoreOutputs(outputs=outputs, timestamp=now)
 
     def _step(self, child: _Child, now: float):
         from vllm.v1.engine import EngineCoreEvent, EngineCoreEventType, EngineCoreOutput, FinishReason
+        from vllm.v1.outputs import LogprobsLists
 
-        token = int(self.token_ids[child.rng.integers(len(self.token_ids))])
+        if child.at == len(child.tokens):
+            self._draw(child)
+        at = child.at
+        child.at += 1
         events = None
         if child.made == 0:
             events = [EngineCoreEvent(EngineCoreEventType.QUEUED, child.queued),
@@ -103,29 +116,35 @@ class PacedCore:
         finished = child.made >= child.max_tokens
         if finished:
             del self.requests[child.request_id]
-        return EngineCoreOutput(request_id=child.request_id, new_token_ids=[token], events=events,
-                                new_logprobs=self._logprobs(child, token) if child.logprobs else None,
-                                finish_reason=FinishReason.LENGTH if finished else None)
+        logprobs = None
+        if child.rows is not None:
+            ids, values, ranks = child.rows
+            logprobs = LogprobsLists(ids[at:at + 1], values[at:at + 1], ranks[at:at + 1])
+        return EngineCoreOutput(request_id=child.request_id, new_token_ids=[child.tokens[at]], events=events,
+                                new_logprobs=logprobs, finish_reason=FinishReason.LENGTH if finished else None)
 
-    def _logprobs(self, child: _Child, token: int):
-        """One position's row as vLLM's sampler lays it out: the sampled token's logprob first,
-        then the top-k (the sampled token among them at its rank, or not in them)."""
-        from vllm.v1.outputs import LogprobsLists
-
-        k = child.logprobs if child.logprobs > 0 else 1
-        top = np.sort(np.log(child.rng.dirichlet(np.ones(k + 2))[:k]).astype(np.float32))[::-1]
-        drawn = self.token_ids[child.rng.choice(len(self.token_ids), size=k + 1, replace=False)]
-        others = drawn[drawn != token][:k]  # the sampled token is in the top-k at its rank only
-        rank = int(child.rng.integers(1, k + 2))  # k + 1: outside the top-k
-        ids = others.copy()
-        if rank <= k:
-            ids[rank - 1] = token
-            sampled = top[rank - 1]
-        else:
-            sampled = np.float32(top[-1] - 1.0)
-        return LogprobsLists(logprob_token_ids=np.array([[token, *ids]], dtype=np.int64),
-                             logprobs=np.array([[sampled, *top]], dtype=np.float32),
-                             sampled_token_ranks=np.array([rank], dtype=np.int64))
+    def _draw(self, child: _Child) -> None:
+        """The child's next CHUNK positions. Logprobs in vLLM's sampler's layout, a row per
+        position: the sampled token's logprob first, then the top-k, the sampled token among them
+        at its rank or, ranked k + 1, not in them."""
+        rng, vocabulary = child.rng, self.token_ids
+        tokens = vocabulary[rng.integers(len(vocabulary), size=CHUNK)]
+        child.tokens, child.at = tokens.tolist(), 0
+        if not child.logprobs:
+            return
+        k = min(child.logprobs, len(vocabulary) - 1)
+        rows = np.arange(CHUNK)
+        top = np.sort(np.log(rng.dirichlet(np.ones(k + 2), size=CHUNK)[:, :k]), axis=1)[:, ::-1].astype(np.float32)
+        # k + 1 distinct ids a row (consecutive places of a shuffled vocabulary); the sampled token
+        # is in the top-k only at its rank
+        places = (rng.integers(len(vocabulary), size=CHUNK)[:, None] + np.arange(k + 1)) % len(vocabulary)
+        drawn = rng.permutation(vocabulary)[places]
+        others = np.where(drawn[:, :k] == tokens[:, None], drawn[:, k:], drawn[:, :k])
+        rank = rng.integers(1, k + 2, size=CHUNK)
+        inside = rank <= k
+        others[rows[inside], rank[inside] - 1] = tokens[inside]
+        sampled = np.where(inside, top[rows, np.minimum(rank, k) - 1], top[:, -1] - 1).astype(np.float32)
+        child.rows = (np.column_stack([tokens, others]), np.column_stack([sampled, top]), rank)
 
     def shutdown(self, timeout: float | None = None) -> None:
         self.requests.clear()

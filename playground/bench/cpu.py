@@ -8,7 +8,7 @@ and without top-5 logprobs), as process CPU time (user + system, ``psutil``) of 
 runs vLLM's front end, with the engine core's (a child process) beside it:
 
 - ``vllm``: vLLM's own ``AsyncLLM.generate`` with native n, consumed by a plain loop, in this
-  process: what vLLM itself costs;
+  process: what vLLM itself costs (logprobs as ``flat_logprobs``, its cheaper form, as the app asks);
 - ``wrapper``: our fan-out (``ParallelSampler``, n children of n=1) over the same AsyncLLM;
 - ``record``: ``record()`` through the embedded backend (native n): the run record the app keeps,
   without the UI;
@@ -16,6 +16,10 @@ runs vLLM's front end, with the engine core's (a child process) beside it:
 - ``page``: the page in headless Chromium on that app (native n), the app's own process only, from
   the Run click (the page is loaded once and run many times: its load, ``page_load_cpu_s``, is
   printed beside, not counted); Chromium's own CPU per token (``browser_ms_per_token``) beside it.
+
+With ``--paced-core TOKENS_PER_S`` there is no engine core: every path's vLLM front end is fed by
+a paced source at a GPU's pace (``playground.backends.paced_core``), and the source's own CPU is
+taken out of every figure (``without_source``).
 
 ``ratio`` is each path's CPU per token over ``vllm``'s for the same n and logprobs. One request
 each (CPU time is steady where wall time is not); the in-process paths run first, on an engine of
@@ -57,8 +61,9 @@ def in_process(backend, n: int, tokens: int, logprobs: int | None) -> list[dict[
 
     host, engine = backend.host, backend.host.engine
     ids = engine.tokenizer.encode(PROMPT)
+    # flat_logprobs: vLLM's own at its cheapest (no object per alternative), as the app asks for it
     params = SamplingParams(n=n, seed=SEED, max_tokens=tokens, ignore_eos=True, temperature=1.0, top_p=1.0, top_k=0,
-                            logprobs=logprobs, output_kind=RequestOutputKind.DELTA)
+                            logprobs=logprobs, flat_logprobs=logprobs is not None, output_kind=RequestOutputKind.DELTA)
 
     async def vllm_own() -> int:
         made = 0
@@ -81,12 +86,14 @@ def in_process(backend, n: int, tokens: int, logprobs: int | None) -> list[dict[
         return sum(len(s.token_ids) for s in run.samples)
 
     rows = []
+    core = engine.engine_core  # a paced core (--paced-core) counts its own CPU
     for path, make in (("vllm", lambda: host.run(vllm_own())), ("wrapper", lambda: host.run(wrapper())),
                        ("record", lambda: in_thread(lambda: asyncio.run(recorded())))):  # from another loop, as the app
-        before = cpu_seconds()
+        before, source = cpu_seconds(), getattr(core, "cpu_s", None)
         made = make()
         after = cpu_seconds()
-        rows.append(row(path, n, tokens, logprobs, made, after[0] - before[0], after[1] - before[1]))
+        rows.append(row(path, n, tokens, logprobs, made, after[0] - before[0], after[1] - before[1],
+                        None if source is None else core.cpu_s - source))
     return rows
 
 
@@ -143,10 +150,28 @@ def engine_flags(model: str | None, engine_kwargs: dict[str, Any]) -> list[str]:
     return flags
 
 
-def row(path: str, n: int, tokens: int, logprobs: int | None, made: int, app_s: float, engine_s: float) -> dict:
+def row(path: str, n: int, tokens: int, logprobs: int | None, made: int, app_s: float, engine_s: float,
+        source_s: float | None = None) -> dict:
+    """``source_s``: a paced core's own CPU in ``app_s`` (--paced-core), not the app's: taken out."""
     return {"path": path, "n": n, "max_tokens": tokens, "logprobs": logprobs or 0, "tokens": made,
-            "app_cpu_s": app_s, "engine_cpu_s": engine_s, "app_ms_per_token": 1000 * app_s / made if made else None,
+            "app_cpu_s": app_s, "engine_cpu_s": engine_s,
+            **({"source_cpu_s": source_s} if source_s is not None else {}),
+            "app_ms_per_token": 1000 * (app_s - (source_s or 0)) / made if made else None,
             "engine_ms_per_token": 1000 * engine_s / made if made else None}
+
+
+def without_source(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """At a GPU's pace (--paced-core) the source's own CPU is taken out of every path: the app's
+    paths (another process) are given the one counted on vLLM's own path for the same request,
+    which the source answers with the same tokens in the same steps."""
+    counted = {(r["n"], r["logprobs"]): r["source_cpu_s"] for r in rows if r["path"] == "vllm" and "source_cpu_s" in r}
+    given = []
+    for r in rows:
+        source = counted.get((r["n"], r["logprobs"]))
+        if "source_cpu_s" not in r and source is not None and r["tokens"]:
+            r = {**r, "source_cpu_s": source, "app_ms_per_token": 1000 * (r["app_cpu_s"] - source) / r["tokens"]}
+        given.append(r)
+    return given
 
 
 def with_ratios(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -127,12 +127,12 @@ def cpu_in_process(args, engine_kwargs: dict) -> list[dict]:
 
 
 def cpu_through_app(args, engine_kwargs: dict, rows: list[dict], out: Path, browser, port: int) -> list[dict]:
-    from playground.bench.cpu import engine_flags, through_app, with_ratios
+    from playground.bench.cpu import engine_flags, through_app, with_ratios, without_source
 
     print("cpu per token: python app.py, /sample and the page...", file=sys.stderr)
     rows = rows + through_app(port, out, _sizes(args), browser, engine_flags(args.model, engine_kwargs))
     pace = engine_kwargs.get("paced_core")  # a GPU's pace: vLLM's front end fed by a paced source, no engine
-    return with_ratios([{**r, "paced_core": pace} for r in rows if (r["n"], r["max_tokens"]) != (2, 2)])
+    return with_ratios(without_source([{**r, "paced_core": pace} for r in rows if (r["n"], r["max_tokens"]) != (2, 2)]))
 
 
 def figures(paced_rows: list[dict], cpu_rows: list[dict]) -> dict[str, float]:
