@@ -70,6 +70,7 @@ class TokenTable:
         self.special = frozenset(token_id for token_id, token in added.items() if getattr(token, "special", False))
         self._bytes: dict[int, bytes] = {}
         self._alone: dict[int, str] = {}
+        self.whole = _Whole(self)  # id -> its text when its bytes are whole UTF-8 by themselves, else None
 
     def bytes_of(self, token_id: int) -> bytes:
         found = self._bytes.get(token_id)
@@ -122,16 +123,38 @@ class TokenTable:
         return Spelling(self, cumulative=output_kind != "DELTA")
 
 
+class _Whole(dict):
+    """Token id -> its text, when its bytes are whole UTF-8 by themselves (most tokens), else None:
+    such a token read with no character pending is its text, without the decoder's work."""
+
+    def __init__(self, table: TokenTable):
+        super().__init__()
+        self.bytes_of = table.bytes_of
+
+    def __missing__(self, token_id: int) -> str | None:
+        try:
+            text = self.bytes_of(token_id).decode("utf-8")
+        except UnicodeDecodeError:
+            text = None
+        self[token_id] = text
+        return text
+
+
 class TablePieces:
-    """One sample's pieces from the table's bytes, through one incremental UTF-8 decoder."""
+    """One sample's pieces from the table's bytes, through one incremental UTF-8 decoder (its
+    ``buffer``: the bytes of a character not yet complete)."""
 
     def __init__(self, texts: TokenTable):
-        self.bytes_of = texts.bytes_of
+        self.bytes_of, self.whole = texts.bytes_of, texts.whole
         self.utf8 = codecs.getincrementaldecoder("utf-8")("replace")
 
     def add(self, new_ids: list[int]) -> list[str]:
-        decode, bytes_of = self.utf8.decode, self.bytes_of
-        return [decode(bytes_of(token_id)) for token_id in new_ids]
+        utf8, whole, bytes_of = self.utf8, self.whole, self.bytes_of
+        pieces = []
+        for token_id in new_ids:
+            text = None if utf8.buffer else whole[token_id]
+            pieces.append(utf8.decode(bytes_of(token_id)) if text is None else text)
+        return pieces
 
 
 class DecodedPieces:
@@ -199,18 +222,18 @@ class Spelling:
         stream = self.pieces.get(index)
         if stream is None:
             stream = self.pieces[index] = TablePieces(self.table)
-        before = stream.utf8.getstate()
+        before = stream.utf8.buffer  # the pieces' decoder's state is (buffer, 0)
         pieces = stream.add(new)
         last = len(new) - 1 if finish_reason == "stop" else len(new)  # the stop token is not text
         special, held, released = self.table.special, self.held.get(index, ""), []
         decoder = self.own.get(index)
         if decoder is None:
             skips = not special.isdisjoint(new[:last])
-            if not (skips or held or last < len(new) or stream.utf8.getstate()[0]) \
-                    and "\ufffd" not in (body := "".join(pieces)):
-                return self._released(index, body), pieces  # the common case: every new token is whole text
+            if not (skips or held or last < len(new) or stream.utf8.buffer) \
+                    and "\ufffd" not in (body := "".join(pieces)):  # the common case: every new token is whole text
+                return (self._released(index, body) if self.cumulative else body), pieces
             decoder = codecs.getincrementaldecoder("utf-8")("replace")
-            decoder.setstate(before)  # token by token from where the pieces' decoder stood
+            decoder.setstate((before, 0))  # token by token from where the pieces' decoder stood
             if skips:  # a special token parts the text from the pieces here, for good
                 self.own[index] = decoder
         bytes_of = self.table.bytes_of
