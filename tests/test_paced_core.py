@@ -85,3 +85,25 @@ def test_the_flag_is_a_rate_and_only_asyncllm_takes_it():
             parse(bad)
     with pytest.raises(ValueError, match="--paced-core paces AsyncLLM"):
         create_sync_engine(None, paced_core=100.0)
+
+
+def test_the_app_samples_on_a_paced_core(tmp_path):
+    """``python app.py --paced-core`` (no engine process, no weights): ``/sample`` gets every
+    token, and the bundle says where they came from."""
+    import json
+
+    from gradio_client import Client
+
+    from playground.bench.browser import start_app, stop_app
+    from playground.bench.cpu import request_of
+    from tests.helpers import free_port
+
+    port = free_port()
+    app, _ = start_app(port, tmp_path / "app.log", ["--paced-core", "2000", "--max-n", "8"])
+    try:
+        bundle = json.loads(Client(f"http://127.0.0.1:{port}/", verbose=False).predict(
+            **request_of(4, 8, 5), api_name="/sample"))
+    finally:
+        stop_app(app)
+    assert [len(s["token_ids"]) for s in bundle["samples"]] == [8] * 4
+    assert bundle["engine"]["paced_core_tokens_per_s"] == 2000
