@@ -214,6 +214,10 @@ COMPLETE = """(want) => {
 }"""
 
 
+STOOD = """() => ({summary: (document.querySelector('#run-summary') || {}).innerText,
+  tokens: document.querySelector('#samples-area .sa').__sa.tokens, watch_done: window.__watch.done})"""
+
+
 def page_run(browser, url: str, form: dict[str, Any], tokens: int, timeout: float = RUN_TIMEOUT,
              loaded: Callable[[], None] | None = None) -> dict[str, Any]:
     """One run on a fresh page with ``form`` set (prompt, n, and optionally seed, max_tokens,
@@ -235,8 +239,12 @@ def page_run(browser, url: str, form: dict[str, Any], tokens: int, timeout: floa
             loaded()
         drawing = browser_cpu_seconds()
         page.evaluate(WATCH, "summary")
-        page.wait_for_function("() => window.__watch.done && window.__complete !== null", timeout=timeout * 1000,
-                               polling=250)
+        try:
+            page.wait_for_function("() => window.__watch.done && window.__complete !== null",
+                                   timeout=timeout * 1000, polling=250)
+        except Exception as e:  # what the page showed when it gave up: where a run that never ended stood
+            raise TimeoutError(f"the page did not show the run's end in {timeout:.0f} s: {page.evaluate(STOOD)}") \
+                from e
         drawing = browser_cpu_seconds() - drawing
         w = page.evaluate("() => window.__watch")
         complete = page.evaluate("() => window.__complete")
