@@ -23,6 +23,14 @@ from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
+from vllm.v1.engine import (
+    EngineCoreEvent,
+    EngineCoreEventType,
+    EngineCoreOutput,
+    EngineCoreOutputs,
+    FinishReason,
+)
+from vllm.v1.outputs import LogprobsLists
 
 TEXT = ("The lighthouse keeper wrote in his log every evening, as the wind came off the grey sea and the "
         "waves broke on the rocks below. It had been years since anyone came there, but that morning a "
@@ -67,8 +75,6 @@ class PacedCore:
         return ("generate",)
 
     async def add_request_async(self, request) -> None:
-        from vllm.v1.engine import EngineCoreEvent, EngineCoreEventType
-
         params = request.sampling_params
         seed = params.seed if params.seed is not None else int.from_bytes(np.random.bytes(4), "little")
         self.requests[request.request_id] = _Child(request.request_id, np.random.default_rng(seed),
@@ -83,8 +89,6 @@ class PacedCore:
     async def get_output_async(self):
         """The next step: a token for every unfinished request, ``len(requests) / tokens_per_s``
         after the step before (at once when the app is behind: the source never runs ahead of it)."""
-        from vllm.v1.engine import EngineCoreOutputs
-
         while not self.requests:
             self._added.clear()
             await self._added.wait()
@@ -101,9 +105,6 @@ class PacedCore:
         return EngineCoreOutputs(outputs=outputs, timestamp=now)
 
     def _step(self, child: _Child, now: float):
-        from vllm.v1.engine import EngineCoreEvent, EngineCoreEventType, EngineCoreOutput, FinishReason
-        from vllm.v1.outputs import LogprobsLists
-
         if child.at == len(child.tokens):
             self._draw(child)
         at = child.at
