@@ -231,7 +231,7 @@ class Spelling:
             skips = not special.isdisjoint(new[:last])
             if not (skips or held or last < len(new) or stream.utf8.buffer) \
                     and "\ufffd" not in (body := "".join(pieces)):  # the common case: every new token is whole text
-                return (self._released(index, body) if self.cumulative else body), pieces
+                return self._released(index, body), pieces
             decoder = codecs.getincrementaldecoder("utf-8")("replace")
             decoder.setstate((before, 0))  # token by token from where the pieces' decoder stood
             if skips:  # a special token parts the text from the pieces here, for good
