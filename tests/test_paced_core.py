@@ -14,10 +14,10 @@ import pytest
 
 from playground.backends.embedded import EmbeddedBackend
 from playground.backends.live import LiveRun
-from playground.bench.cpu import in_process
+from playground.bench.cpu import in_process, request_of
 from playground.request import SampleRequest
 from playground.run import Run
-from tests.helpers import record_to_end
+from tests.helpers import free_port, record_to_end
 
 
 @pytest.fixture(scope="module")
@@ -95,8 +95,6 @@ def test_the_app_samples_on_a_paced_core(tmp_path):
     from gradio_client import Client
 
     from playground.bench.browser import start_app, stop_app
-    from playground.bench.cpu import request_of
-    from tests.helpers import free_port
 
     port = free_port()
     app, _ = start_app(port, tmp_path / "app.log", ["--paced-core", "2000", "--max-n", "8"])

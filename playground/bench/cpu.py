@@ -156,8 +156,13 @@ def row(path: str, n: int, tokens: int, logprobs: int | None, made: int, app_s: 
     return {"path": path, "n": n, "max_tokens": tokens, "logprobs": logprobs or 0, "tokens": made,
             "app_cpu_s": app_s, "engine_cpu_s": engine_s,
             **({"source_cpu_s": source_s} if source_s is not None else {}),
-            "app_ms_per_token": 1000 * (app_s - (source_s or 0)) / made if made else None,
+            "app_ms_per_token": app_ms_per_token(app_s, source_s, made),
             "engine_ms_per_token": 1000 * engine_s / made if made else None}
+
+
+def app_ms_per_token(app_s: float, source_s: float | None, made: int) -> float | None:
+    """The app's ms of CPU per sampled token, a paced core's own CPU (``source_s``) taken out."""
+    return 1000 * (app_s - (source_s or 0)) / made if made else None
 
 
 def without_source(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -168,8 +173,8 @@ def without_source(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     given = []
     for r in rows:
         source = counted.get((r["n"], r["logprobs"]))
-        if "source_cpu_s" not in r and source is not None and r["tokens"]:
-            r = {**r, "source_cpu_s": source, "app_ms_per_token": 1000 * (r["app_cpu_s"] - source) / r["tokens"]}
+        if "source_cpu_s" not in r and source is not None:
+            r = {**r, "source_cpu_s": source, "app_ms_per_token": app_ms_per_token(r["app_cpu_s"], source, r["tokens"])}
         given.append(r)
     return given
 
