@@ -1,4 +1,4 @@
-"""The bench's paced engine core (``--paced-core``): vLLM's real front end fed random tokens at a
+"""The bench's paced engine core (``--paced-core``): vLLM's real front end fed a text's tokens at a
 GPU's pace. It is a bench tool, never a stand-in for the engine in a test of sampling; these tests
 check only that it keeps the contracts the front end and the playground rely on, so that what the
 bench measures through it is the app's real work: a token per unfinished request per step, up to
@@ -14,6 +14,7 @@ import pytest
 
 from playground.backends.embedded import EmbeddedBackend
 from playground.backends.live import LiveRun
+from playground.backends.paced_core import TEXT
 from playground.bench.cpu import in_process, request_of
 from playground.request import SampleRequest
 from playground.run import Run
@@ -40,6 +41,8 @@ def test_native_n_and_the_wrapper_get_the_same_tokens_for_the_same_seeds(paced):
         assert run.engine["paced_core_tokens_per_s"] == 4000  # a paced run says so in its bundle
     assert [s.token_ids for s in native.samples] == [s.token_ids for s in wrapper.samples]
     assert len({tuple(s.token_ids) for s in native.samples}) == 4  # each child its own seed
+    # Each child reads the text on from a place of its own, as a model writes: whole characters.
+    assert all(s.text and s.text in TEXT + TEXT for s in native.samples)
     again = record_to_end(paced, request("native"))
     assert [s.token_ids for s in again.samples] == [s.token_ids for s in native.samples]
 

@@ -55,6 +55,7 @@ class _Child:
     tokens: list[int] = dataclasses.field(default_factory=list)  # the chunk's, from ``at`` on
     rows: tuple | None = None  # the chunk's logprobs: token ids, values, ranks (one row per position)
     at: int = 0
+    read: int | None = None  # where in the text its next chunk starts
 
 
 class PacedCore:
@@ -63,7 +64,10 @@ class PacedCore:
 
     def __init__(self, tokens_per_s: float):
         self.tokens_per_s = float(tokens_per_s)
-        self.token_ids = np.arange(1000, 2000, dtype=np.int64)  # until the engine's tokenizer gives TEXT's
+        # Until the engine's tokenizer gives TEXT's (``read_text``): its tokens in order, where a
+        # child may start reading (a whole character before), and the distinct ids (alternatives).
+        self.text = self.vocabulary = np.arange(1000, 2000, dtype=np.int64)
+        self.starts = np.arange(len(self.text))
         self.requests: dict[str, _Child] = {}
         self.resources = SimpleNamespace(engine_dead=False)  # AsyncLLM.errored reads it
         self.engine_ranks_managed = [0]
@@ -128,8 +132,11 @@ class PacedCore:
         """The child's next CHUNK positions. Logprobs in vLLM's sampler's layout, a row per
         position: the sampled token's logprob first, then the top-k, the sampled token among them
         at its rank or, ranked k + 1, not in them."""
-        rng, vocabulary = child.rng, self.token_ids
-        tokens = vocabulary[rng.integers(len(vocabulary), size=CHUNK)]
+        rng, vocabulary = child.rng, self.vocabulary
+        if child.read is None:
+            child.read = int(self.starts[rng.integers(len(self.starts))])
+        tokens = np.take(self.text, child.read + np.arange(CHUNK), mode="wrap")
+        child.read = (child.read + CHUNK) % len(self.text)
         child.tokens, child.at = tokens.tolist(), 0
         if not child.logprobs:
             return
@@ -147,6 +154,16 @@ class PacedCore:
         sampled = np.where(inside, top[rows, np.minimum(rank, k) - 1], top[:, -1] - 1).astype(np.float32)
         child.rows = (np.column_stack([tokens, others]), np.column_stack([sampled, top]), rank)
 
+    def read_text(self, tokenizer) -> None:
+        """TEXT in ``tokenizer``'s ids. A child reads it on from a place of its own (drawn with its
+        seed), round and round, as a model writes: whole characters, a character of several tokens
+        in order. (Ids drawn one by one would make one token in eight a stray part of a character,
+        a stream of broken text no model writes, and slow paths no real run takes.)"""
+        ids = tokenizer.encode(TEXT, add_special_tokens=False)
+        self.text = np.asarray(ids, dtype=np.int64)
+        self.vocabulary = np.asarray(sorted(set(ids)), dtype=np.int64)
+        self.starts = np.asarray([i for i in range(len(ids)) if not tokenizer.decode(ids[:i]).endswith("\ufffd")])
+
     def shutdown(self, timeout: float | None = None) -> None:
         self.requests.clear()
 
@@ -162,6 +179,5 @@ def with_paced_core(tokens_per_s: float, build: Callable[[], Any]):
         engine = build()
     finally:
         EngineCoreClient.make_async_mp_client = original
-    engine.engine_core.token_ids = np.asarray(sorted(set(engine.tokenizer.encode(TEXT, add_special_tokens=False))),
-                                              dtype=np.int64)
+    engine.engine_core.read_text(engine.tokenizer)
     return engine
