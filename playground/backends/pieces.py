@@ -206,19 +206,24 @@ class Spelling:
         self.table = table
         self.cumulative = cumulative
         self.pieces: dict[int, TablePieces] = {}
-        self.counts: dict[int, int] = {}  # ids read so far, per index
+        self.counts: dict[int, int] = {}  # ids read so far, per index (cumulative kinds)
         self.texts: dict[int, str] = {}  # the text released so far, per index (cumulative kinds)
         self.held: dict[int, str] = {}  # text decoded but not released (it ends in U+FFFD)
         self.own: dict[int, codecs.IncrementalDecoder] = {}  # the text's decoder, once it parts from the pieces'
 
     def read(self, index: int, token_ids: list[int], finish_reason: str | None) -> tuple[str, list[str]]:
-        count = self.counts.get(index, 0)
-        if self.cumulative and len(token_ids) < count:  # not a continuation: read it anew
-            for kept in (self.pieces, self.own):
-                kept.pop(index, None)
-            self.texts[index], self.held[index], count = "", "", 0
-        new = token_ids[count:] if self.cumulative else token_ids
-        self.counts[index] = count + len(new)
+        new = token_ids
+        if self.cumulative:
+            count = self.counts.get(index, 0)
+            if len(token_ids) < count:  # not a continuation: read it anew
+                for kept in (self.pieces, self.own):
+                    kept.pop(index, None)
+                self.texts[index], self.held[index], count = "", "", 0
+            new = token_ids[count:]
+            self.counts[index] = len(token_ids)
+        if (plain := self._plain(index, new, finish_reason)) is not None:
+            text, pieces = plain
+            return self._released(index, text), pieces
         stream = self.pieces.get(index)
         if stream is None:
             stream = self.pieces[index] = TablePieces(self.table)
@@ -229,9 +234,6 @@ class Spelling:
         decoder = self.own.get(index)
         if decoder is None:
             skips = not special.isdisjoint(new[:last])
-            if not (skips or held or last < len(new) or stream.utf8.buffer) \
-                    and "\ufffd" not in (body := "".join(pieces)):  # the common case: every new token is whole text
-                return self._released(index, body), pieces
             decoder = codecs.getincrementaldecoder("utf-8")("replace")
             decoder.setstate((before, 0))  # token by token from where the pieces' decoder stood
             if skips:  # a special token parts the text from the pieces here, for good
@@ -248,6 +250,23 @@ class Spelling:
                 held = ""
         self.held[index] = held
         return self._released(index, "".join(released)), pieces
+
+    def _plain(self, index: int, new: list[int], finish_reason: str | None) -> tuple[str, list[str]] | None:
+        """New tokens as most are: whole characters each, none special or a stop, with nothing
+        pending before them. Each piece is then the table's text of its token and the text their
+        join, read without a decoder (at n=256 every output costs: this is most of them). None
+        when they are not such tokens."""
+        if finish_reason == "stop" or index in self.own or self.held.get(index):
+            return None
+        stream = self.pieces.get(index)
+        if stream is not None and stream.utf8.buffer:
+            return None
+        whole = self.table.whole
+        pieces = [whole[new[0]]] if len(new) == 1 else [whole[token_id] for token_id in new]
+        if None in pieces or not self.table.special.isdisjoint(new):
+            return None
+        text = pieces[0] if len(pieces) == 1 else "".join(pieces)
+        return None if "\ufffd" in text else (text, pieces)
 
     def _released(self, index: int, text: str) -> str:
         if self.cumulative:
