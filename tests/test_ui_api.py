@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
 
+from playground.backends.live import LiveRun
+from playground.request import SampleRequest
 from playground.run import Run
 
 PROMPT = "Once upon a time, in a village at the edge of the sea,"
@@ -88,3 +91,25 @@ def test_the_status_line_says_what_the_children_read_from_the_prefix_cache():
     assert "children 1..n-1 read 256–256 of 300 prompt tokens" in engine_status(info, run(300, [0, 256, 256]))
     assert "not reported" in engine_status(info, run(300, [None, None]))
     assert "last run" not in engine_status(info, run(300, [0]))  # n=1: nothing to share
+
+
+def test_a_reader_that_wants_the_run_every_so_often_is_not_woken_by_every_output(backend):
+    """/sample's follower (``every``): each Run it is handed comes at least ``every`` seconds after
+    the one before while the run streams, and the end comes with the engine's last output."""
+    every = 0.4
+
+    async def follow():
+        request = SampleRequest(prompt=PROMPT, n=4, seed=5, max_tokens=64, ignore_eos=True, output_kind="DELTA",
+                                use_chat_template=False)
+        live = await LiveRun.plan(backend, request)
+        seen = []
+        async for run in live.follow(backend, every=every):
+            seen.append((time.monotonic(), len(run.events), run.finished))
+        return live, seen
+
+    live, seen = asyncio.run(follow())
+    assert live.run.finished and seen[-1][2] and seen[-1][1] == len(live.run.events)
+    streaming = [at for at, events, finished in seen if events and not finished]
+    assert len(streaming) >= 2, "the run streamed for less than two intervals: nothing was shown"
+    assert all(b - a >= every * 0.95 for a, b in zip(streaming, streaming[1:]))
+    assert len(live.run.events) > 2 * len(seen)  # outputs came faster than it was woken

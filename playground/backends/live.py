@@ -68,6 +68,7 @@ class LiveRun:
         self.run: Run | None = None  # from the recording's first moment on (before any event)
         self.version = 0  # bumped at every change a reader may want to see
         self._changed = asyncio.Event()
+        self._over = asyncio.Event()  # set when it has ended
         self._task: asyncio.Task | None = None
         self._backend: Backend | None = None
 
@@ -122,6 +123,7 @@ class LiveRun:
 
     def _end(self, state: State, reason: str | None = None, error: Exception | None = None) -> None:
         self.state, self.reason, self.error = state, reason, error
+        self._over.set()
         self._notify()
 
     def _notify(self) -> None:
@@ -129,22 +131,29 @@ class LiveRun:
         changed, self._changed = self._changed, asyncio.Event()
         changed.set()
 
-    async def updates(self) -> AsyncIterator[Run]:
+    async def updates(self, every: float = 0.0) -> AsyncIterator[Run]:
         """The Run each time it changed since the last one read, until the run has ended (the
-        ended Run last). Changes that came while the reader was busy are read as one."""
+        ended Run last). Changes that came while the reader was busy are read as one. ``every``:
+        the reader wants the Run at most once in that many seconds while it streams (its first
+        output and its end at once), and is not woken in between: at a GPU's pace a run changes a
+        hundred times a second."""
         seen = 0
         while True:
             if self.version != seen:
                 seen = self.version
                 if self.run is not None:
                     yield self.run
+                    if every and self.state is State.STREAMING:
+                        with contextlib.suppress(TimeoutError):
+                            await asyncio.wait_for(self._over.wait(), every)
                 continue
             if not self.going:
                 return
             await self._changed.wait()
 
-    async def follow(self, backend: Backend) -> AsyncIterator[Run]:
-        """Begin the run and yield its Run each time it changes; raise what refused or failed it.
+    async def follow(self, backend: Backend, every: float = 0.0) -> AsyncIterator[Run]:
+        """Begin the run and yield its Run each time it changes (at most once in ``every`` seconds,
+        see ``updates``); raise what refused or failed it.
 
         Whoever stops following (a closed tab, a cancelled handler, a closed API call) stops the
         run as Stop does: aborted, its last output recorded.
@@ -152,7 +161,7 @@ class LiveRun:
         if not self.begin(backend):
             return
         try:
-            async for run in self.updates():
+            async for run in self.updates(every):
                 yield run
         finally:
             if self.going:

@@ -40,7 +40,7 @@ def sample_endpoint(backend):
             live = await LiveRun.plan(backend, request)
             latest, told = None, Progress()
             # aclosing: a cancelled call aborts its run now, not when the generator is collected.
-            stream = paced(_with_tokens(live.follow(backend)), interval=PROGRESS_EVERY)
+            stream = paced(_with_tokens(live.follow(backend, every=PROGRESS_EVERY)), interval=PROGRESS_EVERY)
             async with contextlib.aclosing(stream) as snapshots:
                 async for run in snapshots:
                     latest = run or latest  # a heartbeat (None): a snapshot with nothing new
