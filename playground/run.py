@@ -34,7 +34,8 @@ from playground.logprobs import Logprobs, TokenLogprob
 # Versions 1 and 2 are the record as plain data, the layout versions 3 to 5 are decoded into.
 BUNDLE_VERSION = bundle_format.VERSION
 PLAIN_VERSION = 2
-TABLE_EVERY = 16  # LiveBundle's writes between two looks at the samples' new token texts
+TABLE_EVERY = 2  # LiveBundle's writes between two looks at the samples' new token texts
+WRITE_EVERY = 8  # outputs per sample (a step's, at native n) between two of LiveBundle's writes
 
 
 class EventOutput:
@@ -327,11 +328,11 @@ class LiveBundle:
     events are written once and kept, so it may be saved any number of times, from any thread.
     """
 
-    def __init__(self, run: Run, table_every: int = TABLE_EVERY):
+    def __init__(self, run: Run, table_every: int = TABLE_EVERY, write_every: int = WRITE_EVERY):
         self.run = run
         self._writer: EventsWriter | None = None
         self._table: TableWriter | None = None  # the token texts' table, gathered every ``table_every`` writes
-        self._writes, self._table_every = 0, table_every
+        self._writes, self._table_every, self._write_every = 0, table_every, write_every
         self._parts: list[str] = []  # the events written so far, a JSON text per part
         self._lock = threading.Lock()  # the store may save from a thread while an export writes
         self._ended = False  # the last events are written: nothing is added any more
@@ -342,11 +343,12 @@ class LiveBundle:
 
     def advance(self) -> None:
         """Cheap to call after every event: it writes once the outputs that came since are at least
-        as many as the samples, so its look at every sample (``follows``) costs one per output."""
+        ``write_every`` times the samples, so its look at every sample (``follows``) and its own
+        costs are spread over several outputs each, and a save at the end has a few steps left."""
         events = self.run.events
         self._pending += sum(len(e.outputs) for e in events[self._seen:])
         self._seen = len(events)
-        if self._pending >= len(self.run.samples):
+        if self._pending >= self._write_every * len(self.run.samples):
             self._pending = 0
             with self._lock:
                 self._advance(final=False)

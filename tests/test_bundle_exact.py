@@ -227,7 +227,8 @@ def recorded(draw) -> tuple[Run, list[str], str]:
     with_logprobs = draw(st.booleans())
     recorder = RunRecorder({"prompt": "p", "n": n, "output_kind": kind, "request_id": "run-1"}, list(range(n)),
                            texts=alone.get)
-    bundle = recorder.run.written = LiveBundle(recorder.run, table_every=draw(st.sampled_from((1, 2, 16))))
+    bundle = recorder.run.written = LiveBundle(recorder.run, table_every=draw(st.sampled_from((1, 2, 16))),
+                                               write_every=draw(st.sampled_from((1, 2, 8))))
     had = [([], "") for _ in range(n)]  # per sample: its ids and text so far, as the engine said them
     for _ in range(draw(st.integers(1, 10))):
         outputs, pieces, logprobs = [], {}, {}
@@ -281,7 +282,7 @@ def test_a_bundle_written_while_its_run_is_recorded_reads_back_as_the_run(case):
 def test_a_run_saved_after_it_was_recorded_writes_only_what_was_left_and_the_same_each_time():
     recorder = RunRecorder({"prompt": "p", "n": 2, "output_kind": "DELTA", "request_id": "run-1"}, [0, 1])
     run = recorder.run
-    bundle = run.written = LiveBundle(run)
+    bundle = run.written = LiveBundle(run, write_every=1)
     for step in range(4):
         outputs = [EventOutput(i, f" w{step}{i}", [10 * step + i]) for i in range(2)]
         recorder.observe(Observation(Event(recorder.t0 + step, False, outputs),
