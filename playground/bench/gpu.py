@@ -113,6 +113,7 @@ def _sizes(args) -> list[tuple[int, int, int | None]]:
 
 def cpu_in_process(args, engine_kwargs: dict) -> list[dict]:
     from playground.backends.embedded import EmbeddedBackend
+    from playground.backends.engine import settle
     from playground.backends.resources import Workload
     from playground.bench.cpu import in_process
 
@@ -121,6 +122,7 @@ def cpu_in_process(args, engine_kwargs: dict) -> list[dict]:
     rows = []
     with EmbeddedBackend.start(args.model, max_n=most, workload=Workload(max_n=most, concurrency=1),
                                **engine_kwargs) as backend:
+        settle()  # as the app does once it has started
         for n, tokens, logprobs in _sizes(args):
             rows += in_process(backend, n, tokens, logprobs)
     return rows

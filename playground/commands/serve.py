@@ -195,6 +195,10 @@ def main(argv: list[str]) -> int:
     with backend, store or contextlib.nullcontext():  # the engine's core process ends with the app, however it ends
         demo = build_app(backend, embedding_model=args.embedding_model, max_file_mb=args.max_file_mb, store=store)
         clock.phase("page built")
+        if not args.replay and args.backend != "openai":  # vLLM's front end runs in this process
+            from playground.backends.engine import settle
+
+            settle()
         launch_app(demo, concurrency=args.concurrency, queue_size=args.queue_size, server_name=args.host,
                    server_port=args.port, share=args.share, auth=auth, prevent_thread_lock=True)
         clock.phase(f"answering on port {args.port}")
