@@ -234,10 +234,10 @@ def page_run(browser, url: str, form: dict[str, Any], tokens: int, timeout: floa
         if plotly_preload_js():  # the page's plotly preload is in (a person types for longer than this)
             page.wait_for_function("() => window.__plotlyReady === true || window.__plotlyReady === null",
                                    timeout=60_000)
-        if unset := numbers_unset(page, form):  # see numbers_unset
-            fill(page, form)
-            if unset := numbers_unset(page, form):
-                raise RuntimeError(f"the page's form would not take {unset}")
+        for elem_id, value in numbers_unset(page, form).items():  # see numbers_unset
+            _number(page, elem_id, value)
+        if unset := numbers_unset(page, form):
+            raise RuntimeError(f"the page's form would not take {unset}")
         page.evaluate(COMPLETE, tokens)
         if loaded is not None:
             loaded()
@@ -285,16 +285,16 @@ def fill(page, form: dict[str, Any]) -> None:
         page.locator("#ignore-eos input").check()
 
 
-def numbers_unset(page, form: dict[str, Any]) -> list[str]:
-    """The form's numbers that do not read as ``form`` set them. Once in a few dozen page runs the
-    maximum tokens read the default again after they were filled (the field had just been drawn,
-    by opening its accordion), and the run then stopped at the default length while the bench
-    waited for the whole one."""
+def numbers_unset(page, form: dict[str, Any]) -> dict[str, int]:
+    """The form's numbers that do not read as ``form`` set them, by field: their values. Once in a
+    few dozen page runs the maximum tokens read the default again after they were filled (the
+    field had just been drawn, by opening its accordion), and the run then stopped at the default
+    length while the bench waited for the whole one."""
     asked = {"n": form["n"], "max-tokens": form.get("max_tokens")}
     if "logprobs" in form:
         asked["logprobs"] = form["logprobs"] or 0
-    return [name for name, value in asked.items() if value is not None
-            and page.locator(f"#{name} input[type=number]").input_value() != str(value)]
+    return {name: value for name, value in asked.items() if value is not None
+            and page.locator(f"#{name} input[type=number]").input_value() != str(value)}
 
 
 def _number(page, elem_id: str, value: int) -> None:
