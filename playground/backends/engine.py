@@ -182,9 +182,9 @@ def settle() -> None:
     """Once the app has started, what vLLM's own server does once it has: the heap so far is
     frozen, so the garbage collector no longer walks the millions of objects the start made
     (vLLM's, torch's and Gradio's) while runs make new ones, and vLLM's environment variables are
-    read once, where its front end would read two with ``os.getenv`` for every output (a tenth of
-    its CPU per token at a GPU's pace). A variable set after this no longer reaches vLLM. The
-    benchmark's in-process paths settle too, so vLLM's own path is measured as the app runs it."""
+    read once, where its front end would read two with ``os.getenv`` for every output. A variable
+    set after this no longer reaches vLLM. The benchmark's in-process paths settle too, so vLLM's
+    own path is measured as the app runs it."""
     from vllm.envs import enable_envs_cache
     from vllm.utils.gc_utils import freeze_gc_heap
 
