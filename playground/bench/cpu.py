@@ -37,7 +37,7 @@ from typing import Any
 
 from playground.bench.measure import PROMPT
 from playground.bench.paced import in_thread
-from playground.bench.probes import cpu_seconds, speed_gauge
+from playground.bench.probes import cpu_seconds
 
 IN_PROCESS = ("vllm", "wrapper", "record")
 APP_PATHS = ("/sample", "page")
@@ -89,13 +89,11 @@ def in_process(backend, n: int, tokens: int, logprobs: int | None) -> list[dict[
     core = engine.engine_core  # a paced core (--paced-core) counts its own CPU
     for path, make in (("vllm", lambda: host.run(vllm_own())), ("wrapper", lambda: host.run(wrapper())),
                        ("record", lambda: in_thread(lambda: asyncio.run(recorded())))):  # from another loop, as the app
-        gauge = speed_gauge()
         before, source = cpu_seconds(), getattr(core, "cpu_s", None)
         made = make()
         after = cpu_seconds()
-        rows.append({**row(path, n, tokens, logprobs, made, after[0] - before[0], after[1] - before[1],
-                           None if source is None else core.cpu_s - source),
-                     "gauge_s": (gauge + speed_gauge()) / 2})
+        rows.append(row(path, n, tokens, logprobs, made, after[0] - before[0], after[1] - before[1],
+                        None if source is None else core.cpu_s - source))
     return rows
 
 
@@ -117,16 +115,15 @@ def through_app(port: int, out: Path, sizes: list[tuple[int, int, int | None]], 
                 clients.append(("page", lambda loaded, r=request: page_run(browser, url, r, r["n"] * r["max_tokens"],
                                                                            loaded=loaded)))
             for path, run in clients:
-                gauge, started = speed_gauge(), time.time()
+                started = time.time()
                 try:
                     got, (app_s, engine_s), load = cpu_from_loaded(proc.pid, run)
                 except Exception as e:  # one client that fails (a timeout on a busy machine) costs its row only
                     print(f"cpu per token: {path} n={n} logprobs={logprobs}: {type(e).__name__}: {e}", file=sys.stderr)
                     continue
-                gauge = (gauge + speed_gauge()) / 2
                 # the run as its client saw it: the call to its final value, the Run click to the page's end
                 wall = got["finished_s"] if "finished_s" in got else got["arrived"] - started
-                rows.append({**row(path, n, tokens, logprobs, n * tokens, app_s, engine_s), "gauge_s": gauge,
+                rows.append({**row(path, n, tokens, logprobs, n * tokens, app_s, engine_s),
                              "wall_s": wall, "tok_per_s": n * tokens / wall,
                              **({"page_load_cpu_s": load} if load is not None else {}),
                              **({"browser_ms_per_token": 1000 * got["browser_cpu_s"] / (n * tokens)}
@@ -183,25 +180,11 @@ def without_source(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def with_ratios(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Each row with its app CPU per token over vLLM's own path's, for the same n and logprobs;
-    ``gauged_ratio``: the same with each measured in the machine's speed at its moment (its
-    ``gauge_s``, ``probes.speed_gauge``), where the paths were measured minutes apart."""
-    own = {(r["n"], r["logprobs"]): r for r in rows if r["path"] == "vllm"}
-    ratios = []
-    for r in rows:
-        mine = own.get((r["n"], r["logprobs"]), {})
-        ratio = (r["app_ms_per_token"] / mine["app_ms_per_token"]
-                 if mine.get("app_ms_per_token") and r["app_ms_per_token"] is not None else None)
-        gauged = ratio * mine["gauge_s"] / r["gauge_s"] if ratio is not None and r.get("gauge_s") and \
-            mine.get("gauge_s") else None
-        ratios.append({**r, "ratio": ratio, **({"gauged_ratio": gauged} if gauged is not None else {})})
-    return ratios
-
-
-def _ratios(r: dict[str, Any]) -> str:
-    if r["path"] == "vllm" or not r.get("ratio"):
-        return ""
-    return f"({r['ratio']:.1f}x" + (f"; {r['gauged_ratio']:.2f}x gauged)" if r.get("gauged_ratio") else ")")
+    """Each row with its app CPU per token over vLLM's own path's, for the same n and logprobs."""
+    own = {(r["n"], r["logprobs"]): r["app_ms_per_token"] for r in rows if r["path"] == "vllm"}
+    return [{**r, "ratio": (r["app_ms_per_token"] / own[r["n"], r["logprobs"]]
+                            if own.get((r["n"], r["logprobs"])) and r["app_ms_per_token"] is not None else None)}
+            for r in rows]
 
 
 def summary(rows: list[dict[str, Any]]) -> str:
@@ -209,7 +192,8 @@ def summary(rows: list[dict[str, Any]]) -> str:
     parts = []
     for (n, logprobs) in sorted({(r["n"], r["logprobs"]) for r in rows}):
         here = {r["path"]: r for r in rows if (r["n"], r["logprobs"]) == (n, logprobs)}
-        figures = [f"{path}={here[path]['app_ms_per_token']:.3f}" + _ratios(here[path])
+        figures = [f"{path}={here[path]['app_ms_per_token']:.3f}"
+                   + (f"({here[path]['ratio']:.1f}x)" if path != "vllm" and here[path].get("ratio") else "")
                    for path in PATHS if path in here]
         if here.get("page", {}).get("tok_per_s") and here.get("/sample", {}).get("tok_per_s"):
             figures.append(f"page/sample_tok_s={here['page']['tok_per_s'] / here['/sample']['tok_per_s']:.2f}")

@@ -146,7 +146,7 @@ def figures(paced_rows: list[dict], cpu_rows: list[dict]) -> dict[str, float]:
                 found[f"paced {r['case']} {r['client']}: {name}"] = r[name]
     for r in cpu_rows:
         size = f"n={r['n']}{' top-' + str(r['logprobs']) if r['logprobs'] else ''}"
-        for name in ("app_ms_per_token", "engine_ms_per_token", "ratio", "gauged_ratio", "tok_per_s"):
+        for name in ("app_ms_per_token", "engine_ms_per_token", "ratio", "tok_per_s"):
             if r.get(name) is not None:
                 found[f"cpu {r['path']} {size}: {name}"] = r[name]
     return found

@@ -119,27 +119,6 @@ def cpu_seconds() -> tuple[float, float]:
     return time.process_time(), sum(process_cpu(child) for child in psutil.Process().children(recursive=True))
 
 
-def speed_gauge(tries: int = 3) -> float:
-    """CPU seconds a fixed piece of work takes now, the least of a few tries: a gauge of the
-    machine's speed at this moment. On a shared machine that speed drifts by a fifth and more
-    within minutes, more than the margins the bench compares; a path's CPU over the gauge taken
-    around it does not drift with it."""
-    import numpy as np
-
-    best = float("inf")
-    for _ in range(tries):
-        began = time.thread_time()
-        rng, seen, parts = np.random.default_rng(0), {}, []
-        for k in range(20_000):  # the app's kind of work: small objects, dicts, strings, a little numpy
-            seen[k % 997] = seen.get(k % 997, 0) + 1
-            parts.append(f"[{k},{k % 7}]")
-            if k % 100 == 0:
-                rng.integers(49_152, size=64).tolist()
-        ",".join(parts)
-        best = min(best, time.thread_time() - began)
-    return best
-
-
 def process_cpu(proc) -> float:
     """A psutil process's CPU time (user + system); 0.0 once it is gone."""
     import psutil
