@@ -262,10 +262,10 @@ class Spelling:
         if stream is not None and stream.utf8.buffer:
             return None
         whole = self.table.whole
-        pieces = [whole[new[0]]] if len(new) == 1 else [whole[token_id] for token_id in new]
+        pieces = [whole[token_id] for token_id in new]
         if None in pieces or not self.table.special.isdisjoint(new):
             return None
-        text = pieces[0] if len(pieces) == 1 else "".join(pieces)
+        text = "".join(pieces)
         return None if "\ufffd" in text else (text, pieces)
 
     def _released(self, index: int, text: str) -> str:
