@@ -202,15 +202,12 @@ def page_run(browser, url: str, n: int, seed: int, max_tokens: int) -> dict[str,
     page = browser.new_page(viewport={"width": 1400, "height": 1000})
     try:
         page.goto(url)
-        page.locator("#prompt textarea").fill(PROMPT)
-        _set_number(page, "n", n)
-        page.locator("#seed textarea, #seed input").first.fill(str(seed))
-        page.get_by_text("Sampler settings").click()
-        _set_number(page, "max-tokens", max_tokens)
-        page.locator("#ignore-eos input").check()
+        form = {"prompt": PROMPT, "n": n, "seed": seed, "max_tokens": max_tokens, "ignore_eos": True}
+        fill(page, form)
         if plotly_preload_js():  # the page's plotly preload is in (a person types for longer than this)
             page.wait_for_function("() => window.__plotlyReady === true || window.__plotlyReady === null",
                                    timeout=60_000)
+        fill_numbers_again(page, form)
         page.evaluate(WATCH, "summary")
         page.wait_for_function("() => window.__watch.end !== null", timeout=RUN_TIMEOUT * 1000)
         w = page.evaluate("() => window.__watch")
@@ -230,7 +227,53 @@ def page_run(browser, url: str, n: int, seed: int, max_tokens: int) -> dict[str,
     }
 
 
-def _set_number(page, elem_id: str, value: int) -> None:
+def fill(page, form: dict[str, Any]) -> None:
+    """Set the page's form as ``form`` says (the settings left out keep the page's defaults)."""
+    page.locator("#prompt textarea").fill(form["prompt"])
+    if "use_chat_template" in form:
+        page.locator("#chat-template input").set_checked(bool(form["use_chat_template"]))
+    numbers = _numbers(form)
+    _number(page, "n", numbers.pop("n"))
+    if "seed" in form:
+        page.locator("#seed textarea, #seed input").first.fill(str(form["seed"]))
+    for name in ("output_kind", "mode"):
+        if name in form:
+            page.locator(f"#{name.replace('_', '-')}").get_by_label(form[name], exact=True).check()
+    if {"max_tokens", "ignore_eos", "logprobs"} & set(form):
+        page.get_by_text("Sampler settings").click()
+    for elem_id, value in numbers.items():
+        _number(page, elem_id, value)
+    if form.get("ignore_eos"):
+        page.locator("#ignore-eos input").check()
+
+
+def fill_numbers_again(page, form: dict[str, Any]) -> None:
+    """Fill again the form's numbers that do not read as ``form`` set them; RuntimeError when they
+    still do not. Once in a few dozen page runs the maximum tokens read the default again after
+    they were filled (the field had just been drawn, by opening its accordion), and the run then
+    stopped at the default length while the bench waited for the whole one."""
+    for elem_id, value in _unset(page, form).items():
+        _number(page, elem_id, value)
+    if unset := _unset(page, form):
+        raise RuntimeError(f"the page's form would not take {unset}")
+
+
+def _numbers(form: dict[str, Any]) -> dict[str, int]:
+    """The numbers ``form`` sets, by the field's id, in the page's order."""
+    numbers = {"n": form["n"]}
+    if "max_tokens" in form:
+        numbers["max-tokens"] = form["max_tokens"]
+    if "logprobs" in form:
+        numbers["logprobs"] = form["logprobs"] or 0
+    return numbers
+
+
+def _unset(page, form: dict[str, Any]) -> dict[str, int]:
+    return {elem_id: value for elem_id, value in _numbers(form).items()
+            if page.locator(f"#{elem_id} input[type=number]").input_value() != str(value)}
+
+
+def _number(page, elem_id: str, value: int) -> None:
     box = page.locator(f"#{elem_id} input[type=number]")
     box.fill(str(value))
     box.press("Enter")

@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from playground.backends.synthetic import TOP_LOGPROBS
-from playground.bench.browser import RUN_TIMEOUT, WATCH
+from playground.bench.browser import RUN_TIMEOUT, WATCH, fill, fill_numbers_again
 from playground.bench.probes import browser_cpu_seconds, process_cpu
 
 PLAYED = re.compile(r"replay: (?P<rid>run-[0-9a-f]+) (?:played|stopped) \S+ at (?P<pace>.+?): (?P<events>\d+) events, "
@@ -234,10 +234,7 @@ def page_run(browser, url: str, form: dict[str, Any], tokens: int, timeout: floa
         if plotly_preload_js():  # the page's plotly preload is in (a person types for longer than this)
             page.wait_for_function("() => window.__plotlyReady === true || window.__plotlyReady === null",
                                    timeout=60_000)
-        for elem_id, value in numbers_unset(page, form).items():  # see numbers_unset
-            _number(page, elem_id, value)
-        if unset := numbers_unset(page, form):
-            raise RuntimeError(f"the page's form would not take {unset}")
+        fill_numbers_again(page, form)
         page.evaluate(COMPLETE, tokens)
         if loaded is not None:
             loaded()
@@ -262,45 +259,6 @@ def page_run(browser, url: str, form: dict[str, Any], tokens: int, timeout: floa
             "updates_per_s": (len(changes) - 1) / streaming if streaming > 0 else float("nan"),
             "longest_frame_gap_ms": w["gap"], "long_tasks_ms": w["longTasks"],
             "heap_mb": w["heap"] / 2**20 if w.get("heap") else float("nan"), "browser_cpu_s": drawing}
-
-
-def fill(page, form: dict[str, Any]) -> None:
-    """Set the page's form as ``form`` says (the settings left out keep the page's defaults)."""
-    page.locator("#prompt textarea").fill(form["prompt"])
-    if "use_chat_template" in form:
-        page.locator("#chat-template input").set_checked(bool(form["use_chat_template"]))
-    _number(page, "n", form["n"])
-    if "seed" in form:
-        page.locator("#seed textarea, #seed input").first.fill(str(form["seed"]))
-    for name in ("output_kind", "mode"):
-        if name in form:
-            page.locator(f"#{name.replace('_', '-')}").get_by_label(form[name], exact=True).check()
-    if {"max_tokens", "ignore_eos", "logprobs"} & set(form):
-        page.get_by_text("Sampler settings").click()
-    if "max_tokens" in form:
-        _number(page, "max-tokens", form["max_tokens"])
-    if "logprobs" in form:
-        _number(page, "logprobs", form["logprobs"] or 0)
-    if form.get("ignore_eos"):
-        page.locator("#ignore-eos input").check()
-
-
-def numbers_unset(page, form: dict[str, Any]) -> dict[str, int]:
-    """The form's numbers that do not read as ``form`` set them, by field: their values. Once in a
-    few dozen page runs the maximum tokens read the default again after they were filled (the
-    field had just been drawn, by opening its accordion), and the run then stopped at the default
-    length while the bench waited for the whole one."""
-    asked = {"n": form["n"], "max-tokens": form.get("max_tokens")}
-    if "logprobs" in form:
-        asked["logprobs"] = form["logprobs"] or 0
-    return {name: value for name, value in asked.items() if value is not None
-            and page.locator(f"#{name} input[type=number]").input_value() != str(value)}
-
-
-def _number(page, elem_id: str, value: int) -> None:
-    box = page.locator(f"#{elem_id} input[type=number]")
-    box.fill(str(value))
-    box.press("Enter")
 
 
 def measure_case(case: PacedCase, port: int, out: Path, browser=None) -> list[dict[str, Any]]:
