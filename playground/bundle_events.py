@@ -61,7 +61,9 @@ class Arrivals:
         the other kinds: every one so far)."""
         new = length if self.delta else max(0, length - self.had[index])
         self.had[index] = length
-        if new:
+        if new == 1:
+            self.times[index].append(t)
+        elif new:
             self.times[index].extend([t] * new)
 
 
@@ -148,7 +150,10 @@ class EventsWriter:
                 at, item = place[0], None
                 if at is not None and ids is not None and pieces is not None:
                     if delta:  # the common DELTA output: its sample's next tokens, their pieces as its text
-                        if type(given) is list and ids[at:at + length] == given and \
+                        if length == 1 and given is not None:  # most carry one: compared without slices
+                            if at < len(ids) and ids[at] == given[0] and out.text == pieces[at]:
+                                item = [i, 1]
+                        elif type(given) is list and ids[at:at + length] == given and \
                                 out.text == "".join(pieces[at:at + length]):
                             item = [i, length]
                     elif given is None and held_at[i] is not None and length >= at:

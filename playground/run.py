@@ -134,11 +134,40 @@ class Event:
     engine_requests: int | None = None  # requests the engine had unfinished when it was yielded
 
 
+class GrowingText:
+    """A sample's text, which a recorder grows a token's text at a time (``Sample.add_text``).
+
+    ``text += part`` copies the whole text each time: at 1,000 tokens a sample's text is copied
+    1,000 times over, and at n=256 that is the recorder's largest cost. The parts wait in a list
+    instead, and are joined to the text when it is next read: a reader that looks a few times a
+    second pays for the text's length a few times a second. Read and set as a plain ``str``.
+    Readers in other threads (the live panels) join under a lock, and take only the parts they
+    saw, while the recorder goes on adding without one."""
+
+    _joining = threading.Lock()
+
+    def __get__(self, sample: Sample | None, owner: type | None = None) -> str:
+        if sample is None:
+            return ""  # the field's default
+        held = sample.__dict__
+        if held.get("_parts"):
+            with self._joining:
+                parts = held.get("_parts") or []
+                count = len(parts)
+                held["_text"] += "".join(parts[:count])
+                del parts[:count]
+        return held["_text"]
+
+    def __set__(self, sample: Sample, text: str) -> None:
+        sample.__dict__["_text"] = text
+        sample.__dict__.pop("_parts", None)
+
+
 @dataclass
 class Sample:
     index: int
     seed: int | None
-    text: str = ""
+    text: str = GrowingText()  # type: ignore[assignment]
     token_ids: list[int] = field(default_factory=list)
     token_texts: list[str] = field(default_factory=list)  # one decoded piece per token
     token_times: list[float] = field(default_factory=list)  # arrival, seconds since run start
@@ -154,6 +183,10 @@ class Sample:
     queued_s: float | None = None
     prefill_s: float | None = None
     decode_s: float | None = None
+
+    def add_text(self, part: str) -> None:
+        """``text += part``, without copying the text (``GrowingText``)."""
+        self.__dict__.setdefault("_parts", []).append(part)
 
     @property
     def ttft(self) -> float | None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import random
+import threading
 from array import array
 
 import pytest
@@ -19,6 +20,7 @@ from vllm.logprobs import append_logprobs_for_next_position, create_sample_logpr
 from playground.backends.outputs import logprobs_from_vllm
 from playground.backends.pieces import DecodedPieces, TokenTable
 from playground.logprobs import Logprobs, TokenLogprob
+from playground.run import Sample
 from playground.ui.samples_area import SamplesSession
 from playground.ui.samples_replay import synthetic_run
 from tests.session_start import STARTING
@@ -123,3 +125,35 @@ def test_the_feed_reads_the_arrays_as_it_reads_the_lists():
         s.logprobs = list(s.logprobs)
     a, b = json.loads(SamplesSession().show(run)), json.loads(SamplesSession().show(as_lists))
     assert a["u"] == b["u"] and any(u[6] for u in a["u"])
+
+
+@given(st.lists(st.one_of(st.text(max_size=4), st.just(None), st.integers(0, 3)), max_size=40))
+def test_a_text_grown_by_parts_reads_as_one_grown_by_concatenation(steps):
+    """``Sample.add_text`` keeps parts until the text is read (``GrowingText``): every read, and
+    every set in between, sees what ``text += part`` would have made. A step is a part added, a
+    read (None), or a set to a prefix of the text so far (an int)."""
+    sample, plain = Sample(index=0, seed=None), ""
+    for step in steps:
+        if isinstance(step, str):
+            sample.add_text(step)
+            plain += step
+        elif step is None:
+            assert sample.text == plain
+        else:
+            sample.text = plain = plain[:step]
+    assert sample.text == plain
+    assert sample == Sample(index=0, seed=None, text=plain)
+
+
+def test_a_text_read_from_another_thread_while_it_grows_loses_no_part():
+    """The live panels read samples from a worker thread while the recorder adds to them."""
+    sample, parts = Sample(index=0, seed=None), [str(k % 10) for k in range(100_000)]
+    adding = threading.Thread(target=lambda: [sample.add_text(part) for part in parts])
+    adding.start()
+    seen = []
+    while adding.is_alive():
+        seen.append(sample.text)
+    adding.join()
+    whole = "".join(parts)
+    assert sample.text == whole
+    assert all(whole.startswith(text) for text in seen)

@@ -223,7 +223,7 @@ class Spelling:
             self.counts[index] = len(token_ids)
         if (plain := self._plain(index, new, finish_reason)) is not None:
             text, pieces = plain
-            return self._released(index, text), pieces
+            return (self._released(index, text) if self.cumulative else text), pieces
         stream = self.pieces.get(index)
         if stream is None:
             stream = self.pieces[index] = TablePieces(self.table)
@@ -262,6 +262,9 @@ class Spelling:
         if stream is not None and stream.utf8.buffer:
             return None
         whole = self.table.whole
+        if len(new) == 1:  # most outputs carry one token: no list to join
+            text = whole[new[0]]
+            return None if text is None or new[0] in self.table.special or "\ufffd" in text else (text, [text])
         pieces = [whole[token_id] for token_id in new]
         if None in pieces or not self.table.special.isdisjoint(new):
             return None

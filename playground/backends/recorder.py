@@ -96,13 +96,16 @@ class RunRecorder:
             s = samples[out.index]
             if self.delta:
                 new = out.token_ids
-                s.text += out.text
+                s.add_text(out.text)
                 s.token_ids.extend(new)
             else:
                 new = self._so_far(s, out, observation.additions.get(out.index))
                 event.outputs[k] = held = EventOutput.so_far(s, out.finish_reason, out.stop_reason)
                 self._held[out.index].append(held)
-            s.token_times.extend([event.t] * len(new))
+            if len(new) == 1:  # most outputs carry one token
+                s.token_times.append(event.t)
+            else:
+                s.token_times.extend([event.t] * len(new))
             if out.index in observation.token_texts:
                 s.token_texts.extend(observation.token_texts[out.index])
             elif self._pieces is not None:
