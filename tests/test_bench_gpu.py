@@ -53,6 +53,9 @@ def test_cpu_figures_are_ratios_to_vllms_own_path_on_the_same_request():
     assert [round(r["app_ms_per_token"], 4) for r in sourced] == [0.02, 0.045, 0.095, 0.1, 0.695]
     assert [r["source_cpu_s"] for r in sourced] == [0.041] * 5  # the counted rows keep their own figure
     assert summary(paced).startswith("app_cpu_ms_per_token[paced_core=10000] n64: vllm=0.020")
+    # An app path's ratio is over vLLM's own path measured just before it, where it was.
+    beside = with_ratios([{**r, "vllm_beside_ms_per_token": 0.025} if r["path"] == "/sample" else r for r in CPU_ROWS])
+    assert [r["ratio"] for r in beside if r["logprobs"] == 0] == [1.0, pytest.approx(2.5), pytest.approx(4.0)]
     named = gpu.figures([], rows)
     assert named["cpu page n=64 top-5: ratio"] == pytest.approx(7.0)
     # A later run reads the figures by name beside the earlier one's.

@@ -23,7 +23,10 @@ taken out of every figure (``without_source``).
 
 ``ratio`` is each path's CPU per token over ``vllm``'s for the same n and logprobs. One request
 each (CPU time is steady where wall time is not); the in-process paths run first, on an engine of
-their own, which is shut down before the app starts.
+their own. That engine is kept while the app runs, and vLLM's own path is measured on it again
+just before each of the app's requests (``vllm_beside_ms_per_token``): an app path's ratio is over
+that one. This machine's pace drifts by a fifth and more over the minutes between the in-process
+paths and the app's; two requests measured back to back drift far less.
 """
 
 from __future__ import annotations
@@ -52,24 +55,14 @@ def request_of(n: int, tokens: int, logprobs: int | None) -> dict[str, Any]:
 
 def in_process(backend, n: int, tokens: int, logprobs: int | None) -> list[dict[str, Any]]:
     """The three in-process paths on ``backend``'s engine (an EmbeddedBackend), one request each."""
-    from vllm import SamplingParams, TokensPrompt
-    from vllm.sampling_params import RequestOutputKind
+    from vllm import TokensPrompt
 
     from playground.backends.base import record
     from playground.request import SampleRequest
     from playground.sampling.async_sampler import ParallelSampler
 
     host, engine = backend.host, backend.host.engine
-    ids = engine.tokenizer.encode(PROMPT)
-    # flat_logprobs: vLLM's own at its cheapest (no object per alternative), as the app asks for it
-    params = SamplingParams(n=n, seed=SEED, max_tokens=tokens, ignore_eos=True, temperature=1.0, top_p=1.0, top_k=0,
-                            logprobs=logprobs, flat_logprobs=logprobs is not None, output_kind=RequestOutputKind.DELTA)
-
-    async def vllm_own() -> int:
-        made = 0
-        async for output in engine.generate(TokensPrompt(prompt_token_ids=ids), params, f"cpu-{time.monotonic_ns()}"):
-            made += sum(len(c.token_ids) for c in output.outputs)
-        return made
+    ids, params = engine.tokenizer.encode(PROMPT), sampling_params(n, tokens, logprobs)
 
     async def wrapper() -> int:
         made = 0
@@ -85,22 +78,55 @@ def in_process(backend, n: int, tokens: int, logprobs: int | None) -> list[dict[
             pass
         return sum(len(s.token_ids) for s in run.samples)
 
-    rows = []
-    core = engine.engine_core  # a paced core (--paced-core) counts its own CPU
-    for path, make in (("vllm", lambda: host.run(vllm_own())), ("wrapper", lambda: host.run(wrapper())),
-                       ("record", lambda: in_thread(lambda: asyncio.run(recorded())))):  # from another loop, as the app
-        before, source = cpu_seconds(), getattr(core, "cpu_s", None)
-        made = make()
-        after = cpu_seconds()
-        rows.append(row(path, n, tokens, logprobs, made, after[0] - before[0], after[1] - before[1],
-                        None if source is None else core.cpu_s - source))
-    return rows
+    return [vllm_own(backend, n, tokens, logprobs),
+            measured(backend, "wrapper", n, tokens, logprobs, lambda: host.run(wrapper())),
+            # from another loop, as the app records
+            measured(backend, "record", n, tokens, logprobs, lambda: in_thread(lambda: asyncio.run(recorded())))]
+
+
+def sampling_params(n: int, tokens: int, logprobs: int | None):
+    """``request_of``'s request as vLLM's own SamplingParams."""
+    from vllm import SamplingParams
+    from vllm.sampling_params import RequestOutputKind
+
+    # flat_logprobs: vLLM's own at its cheapest (no object per alternative), as the app asks for it
+    return SamplingParams(n=n, seed=SEED, max_tokens=tokens, ignore_eos=True, temperature=1.0, top_p=1.0, top_k=0,
+                          logprobs=logprobs, flat_logprobs=logprobs is not None,
+                          output_kind=RequestOutputKind.DELTA)
+
+
+def vllm_own(backend, n: int, tokens: int, logprobs: int | None) -> dict[str, Any]:
+    """vLLM's own ``AsyncLLM.generate`` with native n on ``backend``'s engine, consumed by a plain loop."""
+    from vllm import TokensPrompt
+
+    engine = backend.host.engine
+    prompt = TokensPrompt(prompt_token_ids=engine.tokenizer.encode(PROMPT))
+    params = sampling_params(n, tokens, logprobs)
+
+    async def generate() -> int:
+        made = 0
+        async for output in engine.generate(prompt, params, f"cpu-{time.monotonic_ns()}"):
+            made += sum(len(c.token_ids) for c in output.outputs)
+        return made
+
+    return measured(backend, "vllm", n, tokens, logprobs, lambda: backend.host.run(generate()))
+
+
+def measured(backend, path: str, n: int, tokens: int, logprobs: int | None, make) -> dict[str, Any]:
+    """The row of one request that ``make()`` runs to its end (it returns the tokens made)."""
+    core = backend.host.engine.engine_core  # a paced core (--paced-core) counts its own CPU
+    before, source = cpu_seconds(), getattr(core, "cpu_s", None)
+    made = make()
+    after = cpu_seconds()
+    return row(path, n, tokens, logprobs, made, after[0] - before[0], after[1] - before[1],
+               None if source is None else core.cpu_s - source)
 
 
 def through_app(port: int, out: Path, sizes: list[tuple[int, int, int | None]], browser=None,
-                 engine: list[str] = ()) -> list[dict[str, Any]]:
+                 engine: list[str] = (), beside=None) -> list[dict[str, Any]]:
     """``/sample`` and the page on ``python app.py`` (its own engine, started with the flags
-    ``engine``: the in-process paths' own), one request per size each."""
+    ``engine``: the in-process paths' own), one request per size each. ``beside(n, tokens,
+    logprobs)``: vLLM's own path's row, measured just before each of them."""
     from playground.bench.browser import start_app, stop_app
     from playground.bench.paced import cpu_from_loaded, http_sample_run, page_run
 
@@ -115,6 +141,7 @@ def through_app(port: int, out: Path, sizes: list[tuple[int, int, int | None]], 
                 clients.append(("page", lambda loaded, r=request: page_run(browser, url, r, r["n"] * r["max_tokens"],
                                                                            loaded=loaded)))
             for path, run in clients:
+                own = beside(n, tokens, logprobs) if beside is not None else None
                 started = time.time()
                 try:
                     got, (app_s, engine_s), load = cpu_from_loaded(proc.pid, run)
@@ -123,9 +150,11 @@ def through_app(port: int, out: Path, sizes: list[tuple[int, int, int | None]], 
                     continue
                 # the run as its client saw it: the call to its final value, the Run click to the page's end
                 wall = got["finished_s"] if "finished_s" in got else got["arrived"] - started
-                rows.append({**row(path, n, tokens, logprobs, n * tokens, app_s, engine_s),
+                source = own.get("source_cpu_s") if own is not None else None  # the paced source's, counted beside
+                rows.append({**row(path, n, tokens, logprobs, n * tokens, app_s, engine_s, source),
                              "wall_s": wall, "tok_per_s": n * tokens / wall,
                              **({"page_load_cpu_s": load} if load is not None else {}),
+                             **({"vllm_beside_ms_per_token": own["app_ms_per_token"]} if own is not None else {}),
                              **({"browser_ms_per_token": 1000 * got["browser_cpu_s"] / (n * tokens)}
                                 if "browser_cpu_s" in got else {})})
     finally:
@@ -180,11 +209,15 @@ def without_source(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def with_ratios(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Each row with its app CPU per token over vLLM's own path's, for the same n and logprobs."""
+    """Each row with its app CPU per token over vLLM's own path's, for the same n and logprobs:
+    the one measured just before it where there is one (``vllm_beside_ms_per_token``)."""
     own = {(r["n"], r["logprobs"]): r["app_ms_per_token"] for r in rows if r["path"] == "vllm"}
-    return [{**r, "ratio": (r["app_ms_per_token"] / own[r["n"], r["logprobs"]]
-                            if own.get((r["n"], r["logprobs"])) and r["app_ms_per_token"] is not None else None)}
-            for r in rows]
+    ratios = []
+    for r in rows:
+        mine = r.get("vllm_beside_ms_per_token") or own.get((r["n"], r["logprobs"]))
+        ratios.append({**r, "ratio": r["app_ms_per_token"] / mine if mine and r["app_ms_per_token"] is not None
+                       else None})
+    return ratios
 
 
 def summary(rows: list[dict[str, Any]]) -> str:

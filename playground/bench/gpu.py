@@ -6,6 +6,7 @@ each. ``--baseline`` sets every figure beside an earlier run's (``results.agains
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import math
 import re
@@ -73,10 +74,12 @@ def run(args, engine_kwargs: dict) -> int:
     paced_rows: list[dict] = []
     cpu_rows: list[dict] = []
     try:
-        if args.cpu_per_token:  # before Playwright: its sync API keeps an event loop on this thread, and
-            cpu_rows = cpu_in_process(args, engine_kwargs)  # AsyncLLM would bind its output handler to it
-            (out / "gpu-cpu-in-process.json").write_text(json.dumps(cpu_rows, indent=1))  # kept, whatever follows
         with contextlib.ExitStack() as stack:
+            backend = None
+            if args.cpu_per_token:  # before Playwright: its sync API keeps an event loop on this thread, and
+                backend = stack.enter_context(in_process_backend(args, engine_kwargs))  # AsyncLLM would bind
+                cpu_rows = cpu_in_process(args, backend)  # its output handler to it
+                (out / "gpu-cpu-in-process.json").write_text(json.dumps(cpu_rows, indent=1))  # kept, whatever follows
             browser = None
             if chromium_path() is not None:
                 from playwright.sync_api import sync_playwright
@@ -94,7 +97,7 @@ def run(args, engine_kwargs: dict) -> int:
                     print(f"paced: {case.name}...", file=sys.stderr)
                     paced_rows += measure_case(case, _free_port(), out, browser)
             if args.cpu_per_token:
-                cpu_rows = cpu_through_app(args, engine_kwargs, cpu_rows, out, browser, _free_port())
+                cpu_rows = cpu_through_app(args, engine_kwargs, cpu_rows, out, browser, _free_port(), backend)
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return exits.INTERRUPTED
@@ -111,28 +114,37 @@ def _sizes(args) -> list[tuple[int, int, int | None]]:
     return [(2, 2, None), *((n, args.cpu_tokens, logprobs) for n in args.cpu_n for logprobs in (None, 5))]
 
 
-def cpu_in_process(args, engine_kwargs: dict) -> list[dict]:
+def in_process_backend(args, engine_kwargs: dict):
+    """The in-process paths' engine, settled as the app settles once it has started; kept until
+    the app's paths are measured too (vLLM's own path runs on it beside each of theirs)."""
     from playground.backends.embedded import EmbeddedBackend
     from playground.backends.engine import settle
     from playground.backends.resources import Workload
+
+    most = max(256, *args.cpu_n)
+    backend = EmbeddedBackend.start(args.model, max_n=most, workload=Workload(max_n=most, concurrency=1),
+                                    **engine_kwargs)
+    settle()
+    return backend
+
+
+def cpu_in_process(args, backend) -> list[dict]:
     from playground.bench.cpu import in_process
 
     print("cpu per token: the in-process paths...", file=sys.stderr)
-    most = max(256, *args.cpu_n)
     rows = []
-    with EmbeddedBackend.start(args.model, max_n=most, workload=Workload(max_n=most, concurrency=1),
-                               **engine_kwargs) as backend:
-        settle()  # as the app does once it has started
-        for n, tokens, logprobs in _sizes(args):
-            rows += in_process(backend, n, tokens, logprobs)
+    for n, tokens, logprobs in _sizes(args):
+        rows += in_process(backend, n, tokens, logprobs)
     return rows
 
 
-def cpu_through_app(args, engine_kwargs: dict, rows: list[dict], out: Path, browser, port: int) -> list[dict]:
-    from playground.bench.cpu import engine_flags, through_app, with_ratios, without_source
+def cpu_through_app(args, engine_kwargs: dict, rows: list[dict], out: Path, browser, port: int,
+                    backend=None) -> list[dict]:
+    from playground.bench.cpu import engine_flags, through_app, vllm_own, with_ratios, without_source
 
     print("cpu per token: python app.py, /sample and the page...", file=sys.stderr)
-    rows = rows + through_app(port, out, _sizes(args), browser, engine_flags(args.model, engine_kwargs))
+    beside = None if backend is None else functools.partial(vllm_own, backend)
+    rows = rows + through_app(port, out, _sizes(args), browser, engine_flags(args.model, engine_kwargs), beside)
     pace = engine_kwargs.get("paced_core")  # a GPU's pace: vLLM's front end fed by a paced source, no engine
     return with_ratios(without_source([{**r, "paced_core": pace} for r in rows if (r["n"], r["max_tokens"]) != (2, 2)]))
 
