@@ -35,7 +35,10 @@ from playground.logprobs import Logprobs, TokenLogprob
 BUNDLE_VERSION = bundle_format.VERSION
 PLAIN_VERSION = 2
 TABLE_EVERY = 2  # LiveBundle's writes between two looks at the samples' new token texts
-WRITE_EVERY = 8  # outputs per sample (a step's, at native n) between two of LiveBundle's writes
+# Outputs per sample (a step's, at native n) between two of LiveBundle's writes: each write looks at
+# every sample (and every other one gathers the table), so fewer writes cost less, and the save at
+# the end has at most this many steps left (at n=256, 8,192 outputs: 20 ms).
+WRITE_EVERY = 32
 
 
 class EventOutput:
@@ -45,32 +48,68 @@ class EventOutput:
     A CUMULATIVE output repeats its sample's whole text and ids so far; kept as they came, a run of
     n=256 x 1,000 tokens would hold 128 million ids and as many characters again. So while a run
     is recorded such an output is held as the lengths of its sample's text and ids at that moment
-    (``so_far``): both grow in place, and ``text``/``token_ids`` read the prefix back. An output
-    that does not extend its sample's text is written whole, after the held ones are fixed
-    (``hold``)."""
+    (``so_far``, a ``HeldOutput``). Every other output keeps its text and ids as plain fields: at
+    a GPU's pace a run has hundreds of thousands of them, each read at least twice."""
 
-    __slots__ = ("_of", "_text", "_token_ids", "finish_reason", "index", "stop_reason")
+    __slots__ = ("finish_reason", "index", "stop_reason", "text", "token_ids")
     FIELDS = ("index", "text", "token_ids", "finish_reason", "stop_reason")
+    held = False  # whether the output is held as a prefix of its sample's own text and ids
 
     def __init__(self, index: int, text: str, token_ids: list[int], finish_reason: str | None = None,
                  stop_reason: str | int | None = None):
-        self.index, self.finish_reason, self.stop_reason = index, finish_reason, stop_reason
-        self._text, self._token_ids, self._of = text, token_ids, None
+        self.index, self.text, self.token_ids = index, text, token_ids
+        self.finish_reason, self.stop_reason = finish_reason, stop_reason
 
     @classmethod
     def so_far(cls, sample: Sample, finish_reason: str | None = None,
-               stop_reason: str | int | None = None) -> EventOutput:
+               stop_reason: str | int | None = None) -> HeldOutput:
         """The sample's text and ids as they are now, held as their lengths."""
-        return cls.prefix(sample.index, sample, len(sample.text), len(sample.token_ids), finish_reason, stop_reason)
+        return HeldOutput(sample.index, sample, len(sample.text), len(sample.token_ids), finish_reason, stop_reason)
 
     @classmethod
     def prefix(cls, index: int, sample: Sample, text_length: int, ids_length: int, finish_reason: str | None = None,
-               stop_reason: str | int | None = None) -> EventOutput:
+               stop_reason: str | int | None = None) -> HeldOutput:
         """Index ``index``'s output that is the first ``text_length`` characters and ``ids_length``
         token ids of ``sample``, held."""
-        out = cls(index, text_length, ids_length, finish_reason, stop_reason)  # type: ignore
-        out._of = sample
-        return out
+        return HeldOutput(index, sample, text_length, ids_length, finish_reason, stop_reason)
+
+    @property
+    def carried(self) -> int:
+        """How many token ids the output carries (without reading them)."""
+        return len(self.token_ids)
+
+    def held_length(self, sample: Sample) -> int | None:
+        """The length of its text while it is held as a prefix of ``sample``'s (None otherwise): a
+        writer reads what it added from the sample, without copying the prefix."""
+        return None
+
+    def hold(self) -> None:
+        """Keep the value itself from now on (an output that is not held already does)."""
+
+    def _values(self) -> tuple:
+        return self.index, self.text, self.token_ids, self.finish_reason, self.stop_reason
+
+    def __eq__(self, other: object) -> bool:
+        return self._values() == other._values() if isinstance(other, EventOutput) else NotImplemented
+
+    __hash__ = None
+
+    def __repr__(self) -> str:
+        return "EventOutput(" + ", ".join(f"{name}={value!r}" for name, value in zip(self.FIELDS, self._values())) + ")"
+
+
+class HeldOutput(EventOutput):
+    """A CUMULATIVE output held as the first characters and token ids of its sample, which grow in
+    place: ``text`` and ``token_ids`` read the prefix back. An output that does not extend its
+    sample's text is written whole, after the held ones are fixed (``hold``): from then on they
+    keep their values themselves."""
+
+    __slots__ = ("_of", "_text", "_token_ids")
+
+    def __init__(self, index: int, sample: Sample, text_length: int, ids_length: int,
+                 finish_reason: str | None = None, stop_reason: str | int | None = None):
+        self.index, self.finish_reason, self.stop_reason = index, finish_reason, stop_reason
+        self._of, self._text, self._token_ids = sample, text_length, ids_length
 
     @property
     def text(self) -> str:
@@ -92,34 +131,26 @@ class EventOutput:
 
     @property
     def held(self) -> bool:
-        """Whether the output is held as a prefix of its sample's own text and ids."""
         return self._of is not None
 
     @property
     def carried(self) -> int:
-        """How many token ids the output carries (without reading them)."""
         return self._token_ids if self._of is not None else len(self._token_ids)
 
     def held_length(self, sample: Sample) -> int | None:
-        """The length of its text while it is held as a prefix of ``sample``'s (None otherwise): a
-        writer reads what it added from the sample, without copying the prefix."""
         return self._text if self._of is sample else None
 
     def hold(self) -> None:
-        """Keep the value itself from now on (its sample is about to change otherwise)."""
         if self._of is not None:
             self._text, self._token_ids, self._of = self.text, self.token_ids, None
 
-    def _values(self) -> tuple:
-        return self.index, self.text, self.token_ids, self.finish_reason, self.stop_reason
+    # A copy (a page's state, a pickle) takes the held form as it is: the slots under ``text`` and
+    # ``token_ids`` are the plain output's, unused here.
+    def __getstate__(self) -> tuple:
+        return self.index, self.finish_reason, self.stop_reason, self._of, self._text, self._token_ids
 
-    def __eq__(self, other: object) -> bool:
-        return self._values() == other._values() if isinstance(other, EventOutput) else NotImplemented
-
-    __hash__ = None
-
-    def __repr__(self) -> str:
-        return "EventOutput(" + ", ".join(f"{name}={value!r}" for name, value in zip(self.FIELDS, self._values())) + ")"
+    def __setstate__(self, state: tuple) -> None:
+        self.index, self.finish_reason, self.stop_reason, self._of, self._text, self._token_ids = state
 
 
 @dataclass
@@ -150,17 +181,17 @@ class GrowingText:
         if sample is None:
             return ""  # the field's default
         held = sample.__dict__
-        if held.get("_parts"):
+        if held["_parts"]:
             with self._joining:
-                parts = held.get("_parts") or []
+                parts = held["_parts"]
                 count = len(parts)
                 held["_text"] += "".join(parts[:count])
                 del parts[:count]
         return held["_text"]
 
     def __set__(self, sample: Sample, text: str) -> None:
-        sample.__dict__["_text"] = text
-        sample.__dict__.pop("_parts", None)
+        with self._joining:
+            sample.__dict__["_text"], sample.__dict__["_parts"] = text, []
 
 
 @dataclass
@@ -186,7 +217,7 @@ class Sample:
 
     def add_text(self, part: str) -> None:
         """``text += part``, without copying the text (``GrowingText``)."""
-        self.__dict__.setdefault("_parts", []).append(part)
+        self._parts.append(part)
 
     @property
     def ttft(self) -> float | None:

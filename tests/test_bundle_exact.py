@@ -228,7 +228,7 @@ def recorded(draw) -> tuple[Run, list[str], str]:
     recorder = RunRecorder({"prompt": "p", "n": n, "output_kind": kind, "request_id": "run-1"}, list(range(n)),
                            texts=alone.get)
     bundle = recorder.run.written = LiveBundle(recorder.run, table_every=draw(st.sampled_from((1, 2, 16))),
-                                               write_every=draw(st.sampled_from((1, 2, 8))))
+                                               write_every=draw(st.sampled_from((1, 2, 8, 32))))
     had = [([], "") for _ in range(n)]  # per sample: its ids and text so far, as the engine said them
     for _ in range(draw(st.integers(1, 10))):
         outputs, pieces, logprobs = [], {}, {}
