@@ -12,7 +12,7 @@ import re
 import pytest
 
 from playground.bench import against_baseline, gpu
-from playground.bench.cpu import engine_flags, in_process, summary, with_ratios, without_source
+from playground.bench.cpu import engine_flags, in_process, medians, summary, with_ratios, without_source
 from playground.bench.paced import PacedCase, measure_case
 from tests.helpers import free_port
 from tests.test_browser import browser  # noqa: F401  (the fixture)
@@ -56,6 +56,13 @@ def test_cpu_figures_are_ratios_to_vllms_own_path_on_the_same_request():
     # An app path's ratio is over vLLM's own path measured just before it, where it was.
     beside = with_ratios([{**r, "vllm_beside_ms_per_token": 0.025} if r["path"] == "/sample" else r for r in CPU_ROWS])
     assert [r["ratio"] for r in beside if r["logprobs"] == 0] == [1.0, pytest.approx(2.5), pytest.approx(4.0)]
+    # Measured three times (--cpu-repeat 3): the median of each figure, and the ratios' range.
+    thrice = [{**r, "app_ms_per_token": r["app_ms_per_token"] * k, "vllm_beside_ms_per_token": 0.1}
+              for k in (1.0, 1.5, 1.2) for r in CPU_ROWS if r["path"] == "/sample"]
+    merged = medians(with_ratios(thrice))
+    assert len(merged) == 1 and merged[0]["repeats"] == 3 and merged[0]["app_ms_per_token"] == pytest.approx(0.12)
+    assert merged[0]["ratio"] == pytest.approx(1.2) and merged[0]["ratios"] == pytest.approx([1.0, 1.2, 1.5])
+    assert summary(merged) == "app_cpu_ms_per_token n64: /sample=0.120(1.20x 1.00-1.50)"
     named = gpu.figures([], rows)
     assert named["cpu page n=64 top-5: ratio"] == pytest.approx(7.0)
     # A later run reads the figures by name beside the earlier one's.

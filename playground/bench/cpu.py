@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import statistics
 import sys
 import time
 from pathlib import Path
@@ -78,10 +79,12 @@ def in_process(backend, n: int, tokens: int, logprobs: int | None) -> list[dict[
             pass
         return sum(len(s.token_ids) for s in run.samples)
 
-    return [vllm_own(backend, n, tokens, logprobs),
-            measured(backend, "wrapper", n, tokens, logprobs, lambda: host.run(wrapper())),
+    own = vllm_own(backend, n, tokens, logprobs)
+    beside = {"vllm_beside_ms_per_token": own["app_ms_per_token"]}  # the ratios over this very round's
+    return [own, {**measured(backend, "wrapper", n, tokens, logprobs, lambda: host.run(wrapper())), **beside},
             # from another loop, as the app records
-            measured(backend, "record", n, tokens, logprobs, lambda: in_thread(lambda: asyncio.run(recorded())))]
+            {**measured(backend, "record", n, tokens, logprobs, lambda: in_thread(lambda: asyncio.run(recorded()))),
+             **beside}]
 
 
 def sampling_params(n: int, tokens: int, logprobs: int | None):
@@ -123,9 +126,9 @@ def measured(backend, path: str, n: int, tokens: int, logprobs: int | None, make
 
 
 def through_app(port: int, out: Path, sizes: list[tuple[int, int, int | None]], browser=None,
-                 engine: list[str] = (), beside=None) -> list[dict[str, Any]]:
+                 engine: list[str] = (), beside=None, repeat: int = 1) -> list[dict[str, Any]]:
     """``/sample`` and the page on ``python app.py`` (its own engine, started with the flags
-    ``engine``: the in-process paths' own), one request per size each. ``beside(n, tokens,
+    ``engine``: the in-process paths' own), ``repeat`` requests per size each. ``beside(n, tokens,
     logprobs)``: vLLM's own path's row, measured just before each of them."""
     from playground.bench.browser import start_app, stop_app
     from playground.bench.paced import cpu_from_loaded, http_sample_run, page_run
@@ -140,7 +143,7 @@ def through_app(port: int, out: Path, sizes: list[tuple[int, int, int | None]], 
             if browser is not None:
                 clients.append(("page", lambda loaded, r=request: page_run(browser, url, r, r["n"] * r["max_tokens"],
                                                                            loaded=loaded)))
-            for path, run in clients:
+            for path, run in [client for client in clients for _ in range(repeat)]:
                 own = beside(n, tokens, logprobs) if beside is not None else None
                 started = time.time()
                 try:
@@ -220,14 +223,44 @@ def with_ratios(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return ratios
 
 
+def _ratio(r: dict[str, Any]) -> str:
+    """``(1.3x)``, or with several measurements ``(1.3x 1.2-1.4)``: the median and the range."""
+    if not r.get("ratio"):
+        return ""
+    ratios = r.get("ratios") or []
+    spread = f" {ratios[0]:.2f}-{ratios[-1]:.2f}" if len(ratios) > 1 else ""
+    return f"({r['ratio']:.2f}x{spread})" if spread else f"({r['ratio']:.1f}x)"
+
+
+def medians(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One row per path and size: a path measured several times (``--cpu-repeat``) gives the
+    median of each figure, and the range of its ratios (``ratios``)."""
+    groups: dict[tuple, list[dict[str, Any]]] = {}
+    for r in rows:
+        groups.setdefault((r["path"], r["n"], r["max_tokens"], r["logprobs"]), []).append(r)
+    merged = []
+    for group in groups.values():
+        if len(group) == 1:
+            merged.append(group[0])
+            continue
+        row = dict(group[len(group) // 2])
+        for name in {name for r in group for name, value in r.items() if isinstance(value, int | float)
+                     and not isinstance(value, bool)} - {"n", "max_tokens", "logprobs", "tokens"}:
+            values = [r[name] for r in group if isinstance(r.get(name), int | float)]
+            row[name] = statistics.median(values)
+        ratios = sorted(r["ratio"] for r in group if r.get("ratio") is not None)
+        merged.append({**row, "repeats": len(group), **({"ratios": ratios} if ratios else {})})
+    return merged
+
+
 def summary(rows: list[dict[str, Any]]) -> str:
     """One line: per size, each path's app ms per sampled token and its ratio to vLLM's own."""
     parts = []
     for (n, logprobs) in sorted({(r["n"], r["logprobs"]) for r in rows}):
         here = {r["path"]: r for r in rows if (r["n"], r["logprobs"]) == (n, logprobs)}
-        figures = [f"{path}={here[path]['app_ms_per_token']:.3f}"
-                   + (f"({here[path]['ratio']:.1f}x)" if path != "vllm" and here[path].get("ratio") else "")
-                   for path in PATHS if path in here]
+        figures = [f"{path}={here[path]['app_ms_per_token']:.3f}" + _ratio(here[path])
+                   for path in PATHS if path in here and path != "vllm"]
+        figures[:0] = [f"vllm={here['vllm']['app_ms_per_token']:.3f}"] if "vllm" in here else []
         if here.get("page", {}).get("tok_per_s") and here.get("/sample", {}).get("tok_per_s"):
             figures.append(f"page/sample_tok_s={here['page']['tok_per_s'] / here['/sample']['tok_per_s']:.2f}")
         if here.get("page", {}).get("page_load_cpu_s") is not None:  # apart: a page loads once, runs many times

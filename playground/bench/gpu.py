@@ -60,6 +60,9 @@ def add_gpu_flags(group) -> None:
                        help="n of --cpu-per-token (default 64 256).")
     group.add_argument("--cpu-tokens", type=int, default=128, metavar="TOKENS",
                        help="Tokens per sample of --cpu-per-token (default 128).")
+    group.add_argument("--cpu-repeat", type=int, default=1, metavar="K",
+                       help="Measure every path of --cpu-per-token K times, each beside vLLM's own, and report the "
+                            "median (default 1): one request's figure moves by a fifth on a shared machine.")
 
 
 def run(args, engine_kwargs: dict) -> int:
@@ -134,19 +137,22 @@ def cpu_in_process(args, backend) -> list[dict]:
     print("cpu per token: the in-process paths...", file=sys.stderr)
     rows = []
     for n, tokens, logprobs in _sizes(args):
-        rows += in_process(backend, n, tokens, logprobs)
+        for _ in range(args.cpu_repeat):
+            rows += in_process(backend, n, tokens, logprobs)
     return rows
 
 
 def cpu_through_app(args, engine_kwargs: dict, rows: list[dict], out: Path, browser, port: int,
                     backend=None) -> list[dict]:
-    from playground.bench.cpu import engine_flags, through_app, vllm_own, with_ratios, without_source
+    from playground.bench.cpu import engine_flags, medians, through_app, vllm_own, with_ratios, without_source
 
     print("cpu per token: python app.py, /sample and the page...", file=sys.stderr)
     beside = None if backend is None else functools.partial(vllm_own, backend)
-    rows = rows + through_app(port, out, _sizes(args), browser, engine_flags(args.model, engine_kwargs), beside)
+    rows = rows + through_app(port, out, _sizes(args), browser, engine_flags(args.model, engine_kwargs), beside,
+                              args.cpu_repeat)
     pace = engine_kwargs.get("paced_core")  # a GPU's pace: vLLM's front end fed by a paced source, no engine
-    return with_ratios(without_source([{**r, "paced_core": pace} for r in rows if (r["n"], r["max_tokens"]) != (2, 2)]))
+    return medians(with_ratios(without_source([{**r, "paced_core": pace} for r in rows
+                                               if (r["n"], r["max_tokens"]) != (2, 2)])))
 
 
 def figures(paced_rows: list[dict], cpu_rows: list[dict]) -> dict[str, float]:
