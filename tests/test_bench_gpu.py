@@ -60,6 +60,8 @@ def test_cpu_figures_are_ratios_to_vllms_own_path_on_the_same_request():
     thrice = [{**r, "app_ms_per_token": r["app_ms_per_token"] * k, "vllm_beside_ms_per_token": 0.1}
               for k in (1.0, 1.5, 1.2) for r in CPU_ROWS if r["path"] == "/sample"]
     merged = medians(with_ratios(thrice))
+    own = medians(with_ratios([{**r, "app_ms_per_token": k} for k in (0.01, 0.03, 0.02) for r in CPU_ROWS[:1]]))
+    assert own[0]["ratio"] == 1.0 and own[0]["app_ms_per_token"] == 0.02  # vLLM's own is each time its own measure
     assert len(merged) == 1 and merged[0]["repeats"] == 3 and merged[0]["app_ms_per_token"] == pytest.approx(0.12)
     assert merged[0]["ratio"] == pytest.approx(1.2) and merged[0]["ratios"] == pytest.approx([1.0, 1.2, 1.5])
     assert summary(merged) == "app_cpu_ms_per_token n64: /sample=0.120(1.20x 1.00-1.50)"

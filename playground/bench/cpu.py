@@ -217,7 +217,8 @@ def with_ratios(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     own = {(r["n"], r["logprobs"]): r["app_ms_per_token"] for r in rows if r["path"] == "vllm"}
     ratios = []
     for r in rows:
-        mine = r.get("vllm_beside_ms_per_token") or own.get((r["n"], r["logprobs"]))
+        mine = r["app_ms_per_token"] if r["path"] == "vllm" else \
+            r.get("vllm_beside_ms_per_token") or own.get((r["n"], r["logprobs"]))
         ratios.append({**r, "ratio": r["app_ms_per_token"] / mine if mine and r["app_ms_per_token"] is not None
                        else None})
     return ratios
