@@ -47,9 +47,18 @@ def covered(delta: bool, at: int | None, ids: Any, sample_ids: list[int] | None)
     return len(ids) if sample_ids[:len(ids)] == ids else None
 
 
+def stamp(times: list, t: Any, new: int) -> None:
+    """``new`` tokens arrived at ``t``: each new token at its event's time (most often one, which
+    takes no list). The recorder stamps a sample's times so, and ``Arrivals`` derives them so."""
+    if new == 1:
+        times.append(t)
+    elif new:
+        times.extend([t] * new)
+
+
 class Arrivals:
-    """Each sample's token times as the recorder stamps them (playground/backends/recorder.py):
-    each new token at its event's time. Writing (``EventsWriter``) and reading (``arrivals``) follow
+    """Each sample's token times as the recorder stamps them (playground/backends/recorder.py,
+    ``stamp``): each new token at its event's time. Writing (``EventsWriter``) and reading (``arrivals``) follow
     the outputs with this one rule, so both derive the same times."""
 
     def __init__(self, n: int, delta: bool):
@@ -61,10 +70,7 @@ class Arrivals:
         the other kinds: every one so far)."""
         new = length if self.delta else max(0, length - self.had[index])
         self.had[index] = length
-        if new == 1:
-            self.times[index].append(t)
-        elif new:
-            self.times[index].extend([t] * new)
+        stamp(self.times[index], t, new)
 
 
 def arrivals(events: list[dict], n: int, delta: bool) -> list[list]:

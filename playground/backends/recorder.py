@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from playground.backends.pieces import DecodedPieces, TablePieces
+from playground.bundle_events import stamp
 from playground.logprobs import Logprobs, TokenLogprob
 from playground.run import Event, EventOutput, Run, Sample
 
@@ -102,10 +103,7 @@ class RunRecorder:
                 new = self._so_far(s, out, observation.additions.get(out.index))
                 event.outputs[k] = held = EventOutput.so_far(s, out.finish_reason, out.stop_reason)
                 self._held[out.index].append(held)
-            if len(new) == 1:  # most outputs carry one token
-                s.token_times.append(event.t)
-            else:
-                s.token_times.extend([event.t] * len(new))
+            stamp(s.token_times, event.t, len(new))
             if out.index in observation.token_texts:
                 s.token_texts.extend(observation.token_texts[out.index])
             elif self._pieces is not None:
