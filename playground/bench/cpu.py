@@ -226,7 +226,7 @@ def with_ratios(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 def _ratio(r: dict[str, Any]) -> str:
     """``(1.3x)``, or with several measurements ``(1.3x 1.2-1.4)``: the median and the range."""
-    if not r.get("ratio"):
+    if r["path"] == "vllm" or not r.get("ratio"):  # the denominator: 1 by definition
         return ""
     ratios = r.get("ratios") or []
     spread = f" {ratios[0]:.2f}-{ratios[-1]:.2f}" if len(ratios) > 1 else ""
@@ -260,8 +260,7 @@ def summary(rows: list[dict[str, Any]]) -> str:
     for (n, logprobs) in sorted({(r["n"], r["logprobs"]) for r in rows}):
         here = {r["path"]: r for r in rows if (r["n"], r["logprobs"]) == (n, logprobs)}
         figures = [f"{path}={here[path]['app_ms_per_token']:.3f}" + _ratio(here[path])
-                   for path in PATHS if path in here and path != "vllm"]
-        figures[:0] = [f"vllm={here['vllm']['app_ms_per_token']:.3f}"] if "vllm" in here else []
+                   for path in PATHS if path in here]
         if here.get("page", {}).get("tok_per_s") and here.get("/sample", {}).get("tok_per_s"):
             figures.append(f"page/sample_tok_s={here['page']['tok_per_s'] / here['/sample']['tok_per_s']:.2f}")
         if here.get("page", {}).get("page_load_cpu_s") is not None:  # apart: a page loads once, runs many times
