@@ -12,6 +12,9 @@ it back exactly.
 
 from __future__ import annotations
 
+import contextlib
+import copy
+import dataclasses
 import json
 import threading
 from dataclasses import dataclass, field
@@ -246,6 +249,14 @@ class Run:
     # Not part of the record: the bundle written while the run was recorded (``LiveBundle``), so
     # saving it writes only what is left. A class attribute, so that no field of a Run holds it.
     written = None
+    # Not part of the record either: held while an output is recorded, and by a reader on another
+    # thread that must see each output whole (a sample's ids with their texts). A run being
+    # recorded has a lock of its own (``RunRecorder``); any other is read by nobody but its reader.
+    changing = contextlib.nullcontext()
+
+    def __deepcopy__(self, memo) -> Run:
+        """The record alone: a copy is nobody's recording, and is written whole."""
+        return Run(**{f.name: copy.deepcopy(getattr(self, f.name), memo) for f in dataclasses.fields(self)})
 
     @property
     def n(self) -> int:

@@ -7,6 +7,7 @@ records runs the same way.
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -65,6 +66,7 @@ class RunRecorder:
             engine=engine or {},
             started_at=time.time(),
         )
+        self.run.changing = threading.Lock()  # see Run.changing
         self.delta = request.get("output_kind") == "DELTA"
         self.t0 = time.monotonic()
         make = pieces or ((lambda: DecodedPieces(decode)) if decode else None)

@@ -102,7 +102,8 @@ class Progress:
     def snapshot(self, run: Run | None) -> dict:
         if run is None:
             return {"status": "running", "samples": []}
-        samples = [{"index": s.index, "seed": s.seed, "new_text": "".join(s.token_texts[before:]),
-                    "new_token_ids": s.token_ids[before:], "num_tokens": len(s.token_ids),
-                    "finish_reason": s.finish_reason} for s, before, _ in self.told.news(run)]
+        with run.changing:  # no output half recorded (the recording may run on another thread)
+            samples = [{"index": s.index, "seed": s.seed, "new_text": "".join(s.token_texts[before:]),
+                        "new_token_ids": s.token_ids[before:], "num_tokens": len(s.token_ids),
+                        "finish_reason": s.finish_reason} for s, before, _ in self.told.news(run)]
         return {"status": run.status, "request_id": run.request.get("request_id"), "samples": samples}

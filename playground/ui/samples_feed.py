@@ -196,6 +196,12 @@ class SamplesFeed:
         return {"k": "d", "s": seq, "r": self.key, **changes} if changes else None
 
     def _changes(self, run: Run) -> dict:
+        """What the browser lacks, read while no output is being recorded (``Run.changing``: the
+        recording may run on another thread, and a sample's ids must come with their texts)."""
+        with run.changing:
+            return self._read_changes(run)
+
+    def _read_changes(self, run: Run) -> dict:
         out: dict[str, Any] = {}
         grown, finished = [], []
         for s, before, ended in self.told.news(run):
