@@ -2,7 +2,10 @@
 
 A backend checks and renders a request, then streams Observations; ``Recording`` turns those
 into a live Run. Every path records through it: ``record()`` over an async backend (embedded or
-remote) and the sync runner over LLMEngine, so a run reads the same whichever path made it.
+remote) and the sync runner over LLMEngine, so a run reads the same whichever path made it. The
+embedded backend records on its engine's own thread, where the outputs are made, and its caller
+hears of the Run's changes (``follow_planned``); a reader on another thread reads under
+``Run.changing``.
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ from typing import Any, Protocol
 
 from playground.backends.recorder import Observation, RunRecorder
 from playground.request import Limits, SampleRequest, check_context
-from playground.run import Run
+from playground.run import LiveBundle, Run
 from playground.sampling.plan import Plan, draw_seed, make_plan
 
 STOPPED = "stopped before the last sample finished"
@@ -172,14 +175,27 @@ async def record(backend: Backend, request: SampleRequest, watch: bool = False,
     backend keeps every output it yields and records which changed afterwards (QA matrix).
     ``labels``: what the run is to its caller, in its record (``{"branch": ...}``, a sweep's value)."""
     prepared = await plan_request(backend, request, labels, watch)
-    async with contextlib.aclosing(record_planned(backend, prepared)) as runs:
+    async with contextlib.aclosing(follow_planned(backend, prepared)) as runs:
         async for run in runs:
             yield run
 
 
-async def record_planned(backend: Backend, prepared: Prepared) -> AsyncIterator[Run]:
+def follow_planned(backend: Backend, prepared: Prepared) -> AsyncIterator[Run]:
+    """Record a planned request where its outputs are made, its bundle written as it grows, and
+    yield the Run as it changes (at the start, as it grows, finished): what ``record`` and a
+    LiveRun follow. A backend whose engine has a thread of its own records there (``recorded``),
+    and its caller hears of the Run's changes, not of each output; any other is recorded here."""
+    recorded = getattr(backend, "recorded", None)
+    return recorded(prepared) if recorded is not None else record_live(backend, prepared)
+
+
+async def record_planned(backend: Backend, prepared: Prepared,
+                         observations: AsyncIterator[Observation] | None = None) -> AsyncIterator[Run]:
     """Run a planned request and yield the growing Run: once at the start (no events yet, so a
     caller holds the Run from the first moment), after every event, and once finished.
+    ``observations``: the request's observations as the engine's own thread makes them (a backend
+    that records there), else ``backend.stream(prepared)``. Each is recorded under
+    ``Run.changing``: a reader on another thread sees every output whole.
 
     Whatever ends the stream (the end, an error, a Stop, a closed tab) the Run is finished with
     the matching status, and the backend's own cleanup aborts what is still running.
@@ -190,12 +206,29 @@ async def record_planned(backend: Backend, prepared: Prepared) -> AsyncIterator[
         yield run
         # aclosing: when we are closed, the backend's cleanup (aborting children) runs now,
         # not whenever the garbage collector gets to its generator.
-        async with contextlib.aclosing(backend.stream(prepared)) as observations:
-            async for observation in observations:
-                if recording.observe(observation):
+        source = backend.stream(prepared) if observations is None else observations
+        async with contextlib.aclosing(source) as observed:
+            async for observation in observed:
+                with run.changing:
+                    changed = recording.observe(observation)
+                if changed:
                     yield run
     except BaseException as e:
-        recording.fail(e)
+        with run.changing:
+            recording.fail(e)
         raise
-    recording.finish()
+    with run.changing:
+        recording.finish()
     yield run
+
+
+async def record_live(backend: Backend, prepared: Prepared,
+                      observations: AsyncIterator[Observation] | None = None) -> AsyncIterator[Run]:
+    """``record_planned``, with the run's bundle written as it grows (``LiveBundle``) on the
+    thread that records it (``follow_planned``)."""
+    async with contextlib.aclosing(record_planned(backend, prepared, observations)) as runs:
+        async for run in runs:
+            if run.written is None:  # its first moment
+                run.written = LiveBundle(run)
+            run.written.advance()
+            yield run

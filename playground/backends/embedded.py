@@ -19,7 +19,7 @@ from typing import Any
 from vllm import TokensPrompt
 from vllm.v1.engine.exceptions import EngineDeadError
 
-from playground.backends.base import Prepared
+from playground.backends.base import Prepared, record_live
 from playground.backends.engine import EngineHost, describe_engine
 from playground.backends.outputs import (
     OutputWatch,
@@ -33,6 +33,7 @@ from playground.backends.recorder import Observation
 from playground.backends.resources import Workload
 from playground.errors import EngineUnavailable
 from playground.request import DEFAULT_MAX_N, Limits
+from playground.run import Run
 from playground.sampling import prompts
 from playground.sampling.async_sampler import ParallelSampler
 from playground.sampling.params import sampling_params
@@ -119,12 +120,34 @@ class EmbeddedBackend:
     def decode(self, token_ids: list[int]) -> str:
         return prompts.decode(self.tokenizer, token_ids)
 
-    async def stream(self, prepared: Prepared) -> AsyncIterator[Observation]:
+    def _check_up(self) -> None:
         if self.restarting:
             raise EngineUnavailable(RESTARTING)
         if self._dead():
             self.restart()
             raise EngineUnavailable(DEAD)
+
+    async def stream(self, prepared: Prepared) -> AsyncIterator[Observation]:
+        # aclosing: a stop returns only once the engine-side abort has run (as vLLM's own
+        # generate() does), so the engine counts 0 requests the moment the stop is done.
+        async with contextlib.aclosing(self.host.stream(lambda: self._observations(prepared))) as observations:
+            async for observation in observations:
+                yield observation
+
+    async def recorded(self, prepared: Prepared) -> AsyncIterator[Run]:
+        """The run recorded on the engine's own thread (``record_live``), its caller told that the
+        Run changed at most every ``LATEST_EVERY_S`` (``EngineHost.stream``). At a GPU's pace an
+        output costs less read on the thread that made it than handed to another, where the Run's
+        lists and the output's objects sit in another core's cache; and the caller's loop, which
+        serves every browser, wakes a few dozen times a second instead of for every output."""
+        async with contextlib.aclosing(self.host.stream(
+                lambda: record_live(self, prepared, self._observations(prepared)), latest=True)) as runs:
+            async for run in runs:
+                yield run
+
+    async def _observations(self, prepared: Prepared) -> AsyncIterator[Observation]:
+        """The request's observations, on the engine's loop."""
+        self._check_up()
         request = prepared.request
         spelling = table_spelling(self, prepared)
         params = sampling_params(request, detokenize=spelling is None)
@@ -133,17 +156,15 @@ class EmbeddedBackend:
         # engine facts cannot be attributed to outputs[0]; the wrapper reports them per child.
         attribute = request.mode == "native" and (request.output_kind != "FINAL_ONLY" or request.n == 1)
         sampler = self.sampler
+        facts = Observation()  # what the children said of themselves since the last output
+        watch = OutputWatch() if prepared.watch else None
+        so_far = SoFar() if request.output_kind == "CUMULATIVE" else None
 
-        async def produce():
-            facts = Observation()  # what the children said of themselves since the last output
-            watch = OutputWatch() if prepared.watch else None
-            so_far = SoFar() if request.output_kind == "CUMULATIVE" else None
+        def on_child(index, output):
+            child_observation(index, output, facts)
 
-            def on_child(index, output):
-                child_observation(index, output, facts)
-
-            generator = sampler.sample(tokens, params, prepared.plan, on_child=on_child)
-            async for output in generator:
+        try:
+            async for output in sampler.sample(tokens, params, prepared.plan, on_child=on_child):
                 if watch is not None:
                     watch.keep(output)
                 # Counted as the caller receives the output: vLLM counts each child, not the parent.
@@ -155,18 +176,11 @@ class EmbeddedBackend:
                 observation.metrics = {**facts.metrics, **observation.metrics}
                 facts.num_cached_tokens, facts.metrics = {}, {}
                 yield observation
-            if watch is not None:
-                yield Observation(mutated_events=watch.changed())
-
-        try:
-            # aclosing: a stop returns only once the engine-side abort has run (as vLLM's own
-            # generate() does), so the engine counts 0 requests the moment the stop is done.
-            async with contextlib.aclosing(self.host.stream(produce)) as observations:
-                async for observation in observations:
-                    yield observation
         except EngineDeadError as e:
             self.restart()
             raise EngineUnavailable(DEAD) from e
+        if watch is not None:
+            yield Observation(mutated_events=watch.changed())
 
     async def abort(self, request_id: str) -> None:
         """Abort a run by its parent id through the sampler (see ``Backend.abort``): the run's own

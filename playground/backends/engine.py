@@ -251,6 +251,8 @@ def describe_engine(engine) -> dict[str, Any]:
     }
 
 
+LATEST_EVERY_S = 0.02  # a caller following one changing object is told of its changes at most this often
+
 WARM_UP_LOGPROBS = 5  # the page's default top-k
 WARM_UP_SIZES = (2, 1)  # batch sizes: compiled for the first, and checked not to recompile for the other
 
@@ -320,18 +322,39 @@ class EngineHost:
         """Await a coroutine on the engine's loop from another loop."""
         return await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(coro, self.loop))
 
-    async def stream(self, make_items: Callable[[], AsyncIterator[Any]]) -> AsyncIterator[Any]:
+    async def stream(self, make_items: Callable[[], AsyncIterator[Any]], latest: bool = False) -> AsyncIterator[Any]:
         """Iterate ``make_items()`` on the engine's loop, yielding its items on the caller's loop.
 
         The one hand-off between the two threads: items wait in a deque, and the caller's loop is
-        woken once for all the items that came while it was busy, not once per item.
+        woken once for all the items that came while it was busy, not once per item. ``latest``:
+        the items are one object that changes (a Run being recorded), so an item is not queued
+        behind one the caller has not taken yet: the caller hears of a change once, and reads the
+        object as it is by then.
         """
         caller = asyncio.get_running_loop()
         inbox: collections.deque = collections.deque()
         arrived = asyncio.Event()
         settled = asyncio.Event()
 
+        told_at, due = [0.0], []  # when the caller was last told of a change; (timer, item) to tell it again
+
         def send(message):
+            if latest and message[0] == "item":
+                if due or inbox and inbox[-1][0] == "item":
+                    return  # the caller will read the same object as it is by then
+                wait = told_at[0] + LATEST_EVERY_S - time.monotonic()
+                if wait > 0:  # told a moment ago: told again once the moment has passed
+                    due.append((self.loop.call_later(wait, put, message), message))
+                    return
+            elif due:  # the end: the change the caller was to be told of comes first
+                timer, item = due[0]
+                timer.cancel()
+                put(item)
+            put(message)
+
+        def put(message):
+            due.clear()
+            told_at[0] = time.monotonic()
             inbox.append(message)
             if len(inbox) == 1:  # the caller drains the deque before it waits again
                 caller.call_soon_threadsafe(arrived.set)
@@ -345,6 +368,9 @@ class EngineHost:
                 raise
             except BaseException as e:  # re-raised on the caller's side
                 send(("error", e))
+            finally:
+                if due:  # cancelled: the caller has gone, and is told nothing more
+                    due[0][0].cancel()
 
         async def start():
             task = asyncio.get_running_loop().create_task(pump())

@@ -32,10 +32,10 @@ import time
 from collections.abc import AsyncIterator
 from typing import Any
 
-from playground.backends.base import STOPPED, Backend, Prepared, plan_request, record_planned
+from playground.backends.base import STOPPED, Backend, Prepared, follow_planned, plan_request
 from playground.errors import InvalidRequest
 from playground.request import SampleRequest
-from playground.run import LiveBundle, Run
+from playground.run import Run
 
 log = logging.getLogger(__name__)
 ABORT_WAIT_S = 5.0  # how long a stop waits for the run's last output before it cancels the recording
@@ -104,10 +104,8 @@ class LiveRun:
 
     async def _record(self) -> None:
         try:
-            async for run in record_planned(self._backend, self.prepared):
-                if run is not self.run:  # its first moment: its bundle is written as it grows
-                    self.run, run.written = run, LiveBundle(run)
-                run.written.advance()
+            async for run in follow_planned(self._backend, self.prepared):
+                self.run = run
                 if run.events and self.state is State.STARTING:
                     self.state = State.STREAMING
                 self._notify()
