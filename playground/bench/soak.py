@@ -88,6 +88,10 @@ class WatchedBackend:
         self.inner = backend
         self.runs: dict[str, Tally] = {}
 
+    # What it watches is ``stream``: its runs are recorded through it, on the caller's loop, not
+    # on the engine's thread by the inner backend's own ``recorded`` (``base.follow_planned``).
+    recorded = None
+
     def __getattr__(self, name: str):
         return getattr(self.inner, name)
 
