@@ -14,10 +14,9 @@ from __future__ import annotations
 
 import contextlib
 import copy
-import dataclasses
 import json
 import threading
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 import pandas as pd
@@ -256,7 +255,7 @@ class Run:
 
     def __deepcopy__(self, memo) -> Run:
         """The record alone: a copy is nobody's recording, and is written whole."""
-        return Run(**{f.name: copy.deepcopy(getattr(self, f.name), memo) for f in dataclasses.fields(self)})
+        return Run(**{f.name: copy.deepcopy(getattr(self, f.name), memo) for f in fields(self)})
 
     @property
     def n(self) -> int:
