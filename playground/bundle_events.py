@@ -147,7 +147,8 @@ class EventsWriter:
                     outputs.append({name: getattr(out, name) for name in OUTPUT_FIELDS})
                     continue
                 place, ids, pieces = places[i], ids_of[i], pieces_of_[i]
-                if out.held:
+                span = out.span_of(samples[i])
+                if out.held or span is not None:
                     length, given = out.carried, None
                 else:
                     given = out.token_ids
@@ -156,7 +157,11 @@ class EventsWriter:
                 at, item = place[0], None
                 if at is not None and ids is not None and pieces is not None:
                     if delta:  # the common DELTA output: its sample's next tokens, their pieces as its text
-                        if length == 1 and given is not None:  # most carry one: compared without slices
+                        if span is not None:  # held as a span of its sample's ids: known to be there
+                            if span == at and at + length <= len(pieces) and \
+                                    out.text == (pieces[at] if length == 1 else "".join(pieces[at:at + length])):
+                                item = [i, length]
+                        elif length == 1 and given is not None:  # most carry one: compared without slices
                             if at < len(ids) and ids[at] == given[0] and out.text == pieces[at]:
                                 item = [i, 1]
                         elif type(given) is list and ids[at:at + length] == given and \

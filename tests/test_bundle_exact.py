@@ -21,6 +21,7 @@ from playground import bundle_format
 from playground.backends.recorder import Observation, RunRecorder
 from playground.bundle_events import compact
 from playground.bundle_format import SCHEMA_PATH
+from playground.event_output import SpanOutput
 from playground.logprobs import Logprobs
 from playground.run import Event, EventOutput, LiveBundle, Run, Sample, TokenLogprob
 
@@ -296,3 +297,30 @@ def test_a_run_saved_after_it_was_recorded_writes_only_what_was_left_and_the_sam
     assert copied.written is None and copied.to_json() == Run.from_json(saved).to_json()
     run.samples[0].token_ids = list(run.samples[0].token_ids)  # replaced, not grown: what it wrote may be stale
     assert bundle.to_json(run) is None and Run.from_json(run.to_json()) == run
+
+
+def _delta_run(steps: int = 3, write_every: int = 1) -> Run:
+    """A DELTA run of two samples grown by the recorder, two tokens per output, its bundle written as it grows."""
+    recorder = RunRecorder({"prompt": "p", "n": 2, "output_kind": "DELTA", "request_id": "run-1"}, [0, 1])
+    recorder.run.written = LiveBundle(recorder.run, write_every=write_every)
+    for step in range(steps):
+        outputs = [EventOutput(i, f" w{step}{i}", [10 * step + i, 100 + step]) for i in range(2)]
+        recorder.observe(Observation(Event(recorder.t0 + step, False, outputs),
+                                     token_texts={i: [f" w{step}{i}", ""] for i in range(2)}))
+        recorder.run.written.advance()
+    return recorder.finish()
+
+
+def test_a_delta_output_is_held_as_the_span_of_its_samples_ids_and_reads_as_it_came():
+    run = _delta_run()
+    out = run.events[1].outputs[1]
+    assert isinstance(out, SpanOutput) and out.span_of(run.samples[1]) == 2
+    assert (out.index, out.text, out.token_ids, out.carried) == (1, " w11", [11, 101], 2)
+    assert out == EventOutput(1, " w11", [11, 101])
+    copied = copy.deepcopy(run)  # a copy's spans are over the copy's samples
+    assert copied.events == run.events and copied.events[1].outputs[1].span_of(copied.samples[1]) == 2
+    assert Run.from_json(run.to_json()).events == run.events
+    out.token_ids = [7]  # set: it keeps the value itself from then on
+    assert (out.token_ids, out.carried, out.span_of(run.samples[1])) == ([7], 1, None)
+    assert run.samples[1].token_ids[2:4] == [11, 101]
+

@@ -15,6 +15,7 @@ from typing import Any
 
 from playground.backends.pieces import DecodedPieces, TablePieces
 from playground.bundle_events import stamp
+from playground.event_output import SpanOutput
 from playground.logprobs import Logprobs, TokenLogprob
 from playground.run import Event, EventOutput, Run, Sample
 
@@ -100,6 +101,8 @@ class RunRecorder:
             if self.delta:
                 new = out.token_ids
                 s.add_text(out.text)
+                event.outputs[k] = SpanOutput(out.index, s, len(s.token_ids), len(new), out.text, out.finish_reason,
+                                              out.stop_reason)
                 s.token_ids.extend(new)
             else:
                 new = self._so_far(s, out, observation.additions.get(out.index))
