@@ -16,6 +16,7 @@ import contextlib
 import copy
 import json
 import threading
+import weakref
 from dataclasses import dataclass, field, fields
 from typing import Any
 
@@ -292,7 +293,10 @@ class LiveBundle:
     """
 
     def __init__(self, run: Run, table_every: int = TABLE_EVERY, write_every: int = WRITE_EVERY):
-        self.run = run
+        # Not the run itself: the run holds its bundle (``Run.written``), and a run with a path back
+        # to itself is freed by no count of references, only by a full collection, which until then
+        # walks its hundreds of thousands of objects every time.
+        self._run = weakref.ref(run)
         self._writer: EventsWriter | None = None
         self._table: TableWriter | None = None  # the token texts' table, gathered every ``table_every`` writes
         self._writes, self._table_every, self._write_every = 0, table_every, write_every
@@ -303,6 +307,10 @@ class LiveBundle:
 
     def __deepcopy__(self, memo) -> None:
         return None  # a copy of a run is not the run it followed: the copy is written whole
+
+    @property
+    def run(self) -> Run | None:
+        return self._run()
 
     def advance(self) -> None:
         """Cheap to call after every event: it writes once the outputs that came since are at least

@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import gc
 import json
 import math
+import weakref
 from types import SimpleNamespace
 from typing import Any
 
@@ -324,3 +326,16 @@ def test_a_delta_output_is_held_as_the_span_of_its_samples_ids_and_reads_as_it_c
     assert (out.token_ids, out.carried, out.span_of(run.samples[1])) == ([7], 1, None)
     assert run.samples[1].token_ids[2:4] == [11, 101]
 
+
+def test_a_recorded_run_and_its_bundle_are_freed_with_their_last_reference_without_the_collector():
+    """The run holds the bundle written while it was recorded. Were the bundle to hold the run, the
+    two would wait for a full collection, which walks all their objects every time until then."""
+    gc.disable()
+    try:
+        run = _delta_run()
+        assert run.written is not None and run.written.run is run and run.to_json()
+        gone = weakref.ref(run), weakref.ref(run.samples[0]), weakref.ref(run.written)
+        del run
+        assert all(ref() is None for ref in gone)
+    finally:
+        gc.enable()
