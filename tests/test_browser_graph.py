@@ -62,6 +62,11 @@ def test_a_click_on_a_node_of_a_real_run_marks_its_samples_and_branches_from_the
         page.wait_for_function("() => document.querySelector('#graph-chart .gtitle') !== null && "
                                "document.querySelector('#run-summary').innerText.includes('running')", timeout=120_000)
         page.locator("#run-summary").get_by_text("finished").wait_for(timeout=120_000)
+        # The run's end is shown in two steps, the summary first, then the panel on screen, whose last
+        # drawing of the graph clears the note: a node is clicked once the end has been shown whole
+        # (the summary's progress, shown while the end is drawn, hidden again).
+        page.wait_for_function("() => document.querySelector('#run-summary .wrap').classList.contains('hide')",
+                               timeout=60_000)
         nodes = open_graph(page)
         assert "4 samples" in page.locator("#graph-summary").inner_text()
         words = [(cd, x) for cd, x in nodes if not cd.startswith(("start", "more:"))]
