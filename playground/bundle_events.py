@@ -158,14 +158,13 @@ class EventsWriter:
                 if at is not None and ids is not None and pieces is not None:
                     if delta:  # the common DELTA output: its sample's next tokens, their pieces as its text
                         if span is not None:  # held as a span of its sample's ids: known to be there
-                            if span == at and at + length <= len(pieces) and \
-                                    out.text == (pieces[at] if length == 1 else "".join(pieces[at:at + length])):
-                                item = [i, length]
+                            there = span == at
                         elif length == 1 and given is not None:  # most carry one: compared without slices
-                            if at < len(ids) and ids[at] == given[0] and out.text == pieces[at]:
-                                item = [i, 1]
-                        elif type(given) is list and ids[at:at + length] == given and \
-                                out.text == "".join(pieces[at:at + length]):
+                            there = at < len(ids) and ids[at] == given[0]
+                        else:
+                            there = type(given) is list and ids[at:at + length] == given
+                        if there and at + length <= len(pieces) and \
+                                out.text == (pieces[at] if length == 1 else "".join(pieces[at:at + length])):
                             item = [i, length]
                     elif given is None and held_at[i] is not None and length >= at:
                         # The common cumulative one: held as its sample's prefix, so what it adds is
