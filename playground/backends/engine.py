@@ -183,7 +183,7 @@ def create_engine(model: str | None = None, *, paced_core: float | None = None, 
 # objects, not 700. At a GPU's pace a run records an object for every output it keeps (250,000 at
 # n=256 x 1,000 tokens), and every ten collections of the middle generation may walk all of them
 # again; with a young generation this size most short-lived objects are gone before it is
-# collected, and a run of that size sees one or two full collections instead of five to nine.
+# collected, and a /sample call of that size saw no full collection where it saw five to seven.
 # What it costs: cyclic garbage waits for up to 50,000 allocations (a few MB).
 GC_THRESHOLDS = (50_000, 10, 10)
 
