@@ -47,6 +47,12 @@ def covered(delta: bool, at: int | None, ids: Any, sample_ids: list[int] | None)
     return len(ids) if sample_ids[:len(ids)] == ids else None
 
 
+def spelled(text: Any, pieces: list[str], start: int, end: int) -> bool:
+    """``text`` is the pieces of its sample's tokens from ``start`` to ``end`` (there are that many
+    pieces): an output written without its text, which reading takes from the pieces."""
+    return end <= len(pieces) and text == (pieces[start] if end - start == 1 else "".join(pieces[start:end]))
+
+
 def stamp(times: list, t: Any, new: int) -> None:
     """``new`` tokens arrived at ``t``: each new token at its event's time (most often one, which
     takes no list). The recorder stamps a sample's times so, and ``Arrivals`` derives them so."""
@@ -136,7 +142,7 @@ class EventsWriter:
         """The events as written, continuing from the ones before; ``final``: the run has ended
         (a text may then be written as its sample's whole text)."""
         samples, delta, places, held_at = self.samples, self.delta, self.places, self.held_at
-        ids_of, pieces_of_, add = self.ids_of, self.pieces_of, self.arrivals.add
+        ids_of, pieces_of_, add, times = self.ids_of, self.pieces_of, self.arrivals.add, self.arrivals.times
         n, last = len(samples), self.last
         written = []
         for event in events:
@@ -148,31 +154,22 @@ class EventsWriter:
                     continue
                 place, ids, pieces = places[i], ids_of[i], pieces_of_[i]
                 span = out.span_of(samples[i])
-                if out.held or span is not None:
-                    length, given = out.carried, None
-                else:
-                    given = out.token_ids
-                    length = len(given) if type(given) is list else 0
-                add(i, t, length)
                 at, item = place[0], None
-                if at is not None and ids is not None and pieces is not None:
-                    if delta:  # the common DELTA output: its sample's next tokens, their pieces as its text
-                        if span is not None:  # held as a span of its sample's ids: known to be there
-                            there = span == at
-                        elif length == 1 and given is not None:  # most carry one: compared without slices
-                            there = at < len(ids) and ids[at] == given[0]
-                        else:
-                            there = type(given) is list and ids[at:at + length] == given
-                        if there and at + length <= len(pieces) and \
-                                out.text == (pieces[at] if length == 1 else "".join(pieces[at:at + length])):
-                            item = [i, length]
-                    elif given is None and held_at[i] is not None and length >= at:
-                        # The common cumulative one: held as its sample's prefix, so what it adds is
-                        # read from the sample's text, not by copying and comparing the whole so far.
-                        size = out.held_length(samples[i])
-                        if size is not None and size >= held_at[i] and \
-                                samples[i].text[held_at[i]:size] == "".join(pieces[at:length]):
-                            item, held_at[i] = [i, length - at], size
+                if delta and span is not None and span == at and ids is not None and pieces is not None and \
+                        spelled(out.text, pieces, at, at + out.carried):
+                    # The common DELTA output: held as the span of its sample's ids where the last
+                    # one ended, so known to be its next tokens, and its text their pieces.
+                    item = [i, out.carried]
+                    stamp(times[i], t, item[1])
+                else:
+                    if out.held or span is not None:
+                        length, given = out.carried, None
+                    else:
+                        given = out.token_ids
+                        length = len(given) if type(given) is list else 0
+                    add(i, t, length)
+                    if at is not None and ids is not None and pieces is not None:
+                        item = _known(out, i, at, length, given, delta, ids, pieces, samples[i], held_at)
                 if item is not None:
                     place[0] = at + item[1]
                     finish, stop = out.finish_reason, out.stop_reason
@@ -191,6 +188,26 @@ class EventsWriter:
             written.append([t, outputs, facts] if facts else [t, outputs])
         self.count += len(events)
         return written
+
+
+def _known(out, i: int, at: int, length: int, given: Any, delta: bool, ids: list[int], pieces: list[str], sample,
+           held_at: list) -> list | None:
+    """The item of an output that is not a span but says what its sample's lists say already
+    (``[i, tokens]``), else None: a DELTA output of its sample's next tokens with their pieces as
+    its text, or a cumulative one held as its sample's prefix, what it adds read from the
+    sample's text rather than by copying and comparing the whole so far."""
+    if delta:
+        if length == 1 and given is not None:  # most carry one: compared without slices
+            there = at < len(ids) and ids[at] == given[0]
+        else:
+            there = type(given) is list and ids[at:at + length] == given
+        return [i, length] if there and spelled(out.text, pieces, at, at + length) else None
+    if given is None and held_at[i] is not None and length >= at:
+        size = out.held_length(sample)
+        if size is not None and size >= held_at[i] and sample.text[held_at[i]:size] == "".join(pieces[at:length]):
+            held_at[i] = size
+            return [i, length - at]
+    return None
 
 
 def _output(out, place: list, delta: bool, ids: list[int] | None, pieces: list[str] | None,

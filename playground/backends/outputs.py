@@ -53,22 +53,25 @@ def observation_from_output(output: Any, t: float, child_facts: bool = True, eng
     table (the engine was asked not to detokenize), with one piece per new token.
     """
     observation = Observation()
+    texts, logprobs = observation.token_texts, observation.logprobs
+    read = spelling.read if spelling is not None else None
+    # A DELTA output's ids are its own list, which nothing changes once it was yielded: not copied.
+    fresh = spelling is not None and not spelling.cumulative
     outputs = []
     for c in output.outputs:
-        text = c.text
-        if spelling is not None:
-            text, observation.token_texts[c.index] = spelling.read(c.index, c.token_ids, c.finish_reason)
+        index, ids, text = c.index, c.token_ids, c.text
+        if read is not None:
+            text, texts[index] = read(index, ids, c.finish_reason)
         outputs.append(so_far.output(c, text, observation) if so_far is not None else
-                       EventOutput(c.index, text, list(c.token_ids), c.finish_reason, c.stop_reason))
-    observation.event = Event(t=t, finished=bool(output.finished), outputs=outputs,
-                              num_cached_tokens=output.num_cached_tokens, request_id=output.request_id,
-                              engine_requests=engine_requests)
-    for c in output.outputs:
+                       EventOutput(index, text, ids if fresh else list(ids), c.finish_reason, c.stop_reason))
         if c.logprobs:
             # vLLM's flat arrays (``SamplingParams.flat_logprobs``) go to the record as they are;
             # only the positions of this output's tokens are read (a CUMULATIVE one's keep growing).
-            observation.logprobs[c.index] = ((c.logprobs, 0) if isinstance(c.logprobs, FlatLogprobs)
-                                             else logprobs_from_vllm(c.token_ids, c.logprobs))
+            logprobs[index] = ((c.logprobs, 0) if isinstance(c.logprobs, FlatLogprobs)
+                               else logprobs_from_vllm(ids, c.logprobs))
+    observation.event = Event(t=t, finished=bool(output.finished), outputs=outputs,
+                              num_cached_tokens=output.num_cached_tokens, request_id=output.request_id,
+                              engine_requests=engine_requests)
     if child_facts and output.outputs:
         child_observation(output.outputs[0].index, output, observation)
     return observation

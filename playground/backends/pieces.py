@@ -71,6 +71,7 @@ class TokenTable:
         self._bytes: dict[int, bytes] = {}
         self._alone: dict[int, str] = {}
         self.whole = _Whole(self)  # id -> its text when its bytes are whole UTF-8 by themselves, else None
+        self.plain = _Plain(self)  # id -> its text where it reads as itself in any sample's text, else None
 
     def bytes_of(self, token_id: int) -> bytes:
         found = self._bytes.get(token_id)
@@ -135,6 +136,23 @@ class _Whole(dict):
         try:
             text = self.bytes_of(token_id).decode("utf-8")
         except UnicodeDecodeError:
+            text = None
+        self[token_id] = text
+        return text
+
+
+class _Plain(dict):
+    """Token id -> its text when a sample's text and pieces say it as itself wherever it stands
+    with nothing pending before it: whole UTF-8 (``_Whole``), not special, and no replacement
+    character (which would hold vLLM's text back). Most tokens are."""
+
+    def __init__(self, table: TokenTable):
+        super().__init__()
+        self.whole, self.special = table.whole, table.special
+
+    def __missing__(self, token_id: int) -> str | None:
+        text = self.whole[token_id]
+        if text is not None and (token_id in self.special or "\ufffd" in text):
             text = None
         self[token_id] = text
         return text
@@ -212,6 +230,12 @@ class Spelling:
         self.own: dict[int, codecs.IncrementalDecoder] = {}  # the text's decoder, once it parts from the pieces'
 
     def read(self, index: int, token_ids: list[int], finish_reason: str | None) -> tuple[str, list[str]]:
+        if len(token_ids) == 1 and not self.cumulative and index not in self.pieces and finish_reason != "stop":
+            # Most DELTA outputs: one plain token, from a sample with nothing pending (a stream of
+            # its pieces, its own decoder and its held text are all kept on the way below).
+            text = self.table.plain[token_ids[0]]
+            if text is not None:
+                return text, [text]
         new = token_ids
         if self.cumulative:
             count = self.counts.get(index, 0)
@@ -249,6 +273,8 @@ class Spelling:
                 released.append(held)
                 held = ""
         self.held[index] = held
+        if not held and not stream.utf8.buffer and index not in self.own:
+            del self.pieces[index]  # nothing pending: the sample's next plain tokens take the short way
         return self._released(index, "".join(released)), pieces
 
     def _plain(self, index: int, new: list[int], finish_reason: str | None) -> tuple[str, list[str]] | None:
@@ -261,15 +287,12 @@ class Spelling:
         stream = self.pieces.get(index)
         if stream is not None and stream.utf8.buffer:
             return None
-        whole = self.table.whole
+        plain = self.table.plain
         if len(new) == 1:  # most outputs carry one token: no list to join
-            text = whole[new[0]]
-            return None if text is None or new[0] in self.table.special or "\ufffd" in text else (text, [text])
-        pieces = [whole[token_id] for token_id in new]
-        if None in pieces or not self.table.special.isdisjoint(new):
-            return None
-        text = "".join(pieces)
-        return None if "\ufffd" in text else (text, pieces)
+            text = plain[new[0]]
+            return None if text is None else (text, [text])
+        pieces = [plain[token_id] for token_id in new]
+        return None if None in pieces else ("".join(pieces), pieces)
 
     def _released(self, index: int, text: str) -> str:
         if self.cumulative:

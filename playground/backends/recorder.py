@@ -95,30 +95,58 @@ class RunRecorder:
             return None
         event.t -= self.t0  # backends stamp time.monotonic(); the record keeps time since start
         self.run.events.append(event)
+        if self.delta:
+            self._delta(event, observation)
+            return event
         logprobs = observation.logprobs
         for k, out in enumerate(event.outputs):
             s = samples[out.index]
-            if self.delta:
-                new = out.token_ids
-                s.add_text(out.text)
-                event.outputs[k] = SpanOutput(out.index, s, len(s.token_ids), len(new), out.text, out.finish_reason,
-                                              out.stop_reason)
-                s.token_ids.extend(new)
-            else:
-                new = self._so_far(s, out, observation.additions.get(out.index))
-                event.outputs[k] = held = EventOutput.so_far(s, out.finish_reason, out.stop_reason)
-                self._held[out.index].append(held)
-            stamp(s.token_times, event.t, len(new))
-            if out.index in observation.token_texts:
-                s.token_texts.extend(observation.token_texts[out.index])
-            elif self._pieces is not None:
-                s.token_texts.extend(self._pieces[out.index].add(new))
+            new = self._so_far(s, out, observation.additions.get(out.index))
+            event.outputs[k] = held = EventOutput.so_far(s, out.finish_reason, out.stop_reason)
+            self._held[out.index].append(held)
+            self._add_tokens(s, observation, event.t, new)
             if out.index in logprobs:
                 self._logprobs(s, logprobs[out.index], len(new))
             if out.finish_reason is not None:
                 s.finish_reason = out.finish_reason
                 s.stop_reason = out.stop_reason
         return event
+
+    def _delta(self, event: Event, observation: Observation) -> None:
+        """A DELTA event's outputs onto their samples, each held as the span of ids it added. At a
+        GPU's pace this loop runs for every sampled token (one output of one token, most often),
+        so what it reads is read once."""
+        samples, texts, logprobs, t = self.run.samples, observation.token_texts, observation.logprobs, event.t
+        spans = []
+        for out in event.outputs:
+            index, new, text, finish = out.index, out.token_ids, out.text, out.finish_reason
+            s = samples[index]
+            ids = s.token_ids
+            spans.append(SpanOutput(index, s, len(ids), len(new), text, finish, out.stop_reason))
+            s.add_text(text)
+            if len(new) == 1:
+                ids.append(new[0])
+                s.token_times.append(t)
+            else:
+                ids.extend(new)
+                stamp(s.token_times, t, len(new))
+            if index in texts:
+                s.token_texts.extend(texts[index])
+            elif self._pieces is not None:
+                s.token_texts.extend(self._pieces[index].add(new))
+            if index in logprobs:
+                self._logprobs(s, logprobs[index], len(new))
+            if finish is not None:
+                s.finish_reason, s.stop_reason = finish, out.stop_reason
+        event.outputs = spans
+
+    def _add_tokens(self, s: Sample, observation: Observation, t: float, new: list[int]) -> None:
+        """The new tokens' arrival times and pieces (the backend's, else decoded here)."""
+        stamp(s.token_times, t, len(new))
+        if s.index in observation.token_texts:
+            s.token_texts.extend(observation.token_texts[s.index])
+        elif self._pieces is not None:
+            s.token_texts.extend(self._pieces[s.index].add(new))
 
     def _so_far(self, sample: Sample, out: EventOutput, addition: tuple[int, int] | None) -> list[int]:
         """A CUMULATIVE output onto its sample, growing its text and ids in place (the event then
