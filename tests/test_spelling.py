@@ -77,13 +77,7 @@ def test_the_table_spells_what_vllms_detokenizer_writes(vllm_tokenizer, table, p
     special = sorted(table.special)
     assert partial and special
 
-    @settings(max_examples=400, deadline=None)
-    @given(runs(len(vllm_tokenizer), partial, special))
-    @example(([[141, 0, 17]], False))  # a special token inside a character: the text reads it whole
-    @example(([[9943]], False))  # a space and a cut character: nothing shows until it is whole
-    @example(([[9943], [30]], True))
-    def check(drawn):
-        chunks, stop = drawn
+    def compare(chunks: list[list[int]], stop: bool) -> None:
         for kind, delta in (("DELTA", True), ("CUMULATIVE", False), ("FINAL_ONLY", False)):
             given_chunks = [sum(chunks, [])] if kind == "FINAL_ONLY" else chunks
             expected = vllm_texts(vllm_tokenizer, prompt, given_chunks, stop, delta)
@@ -97,7 +91,23 @@ def test_the_table_spells_what_vllms_detokenizer_writes(vllm_tokenizer, table, p
                 got.append(text)
             assert got == expected, (kind, given_chunks, stop)
 
+    @settings(max_examples=400, deadline=None)
+    @given(runs(len(vllm_tokenizer), partial, special))
+    @example(([[141, 0, 17]], False))  # a special token inside a character: the text reads it whole
+    @example(([[9943]], False))  # a space and a cut character: nothing shows until it is whole
+    @example(([[9943], [30]], True))
+    def check(drawn):
+        compare(*drawn)
+
     check()
+    # Text as models write it, characters cut across tokens (and outputs) in order: the short
+    # ways (a plain token; characters whole by an output's end) and the decoder's take turns.
+    text = "Él miró al mar; 海は静かだった. \"Look,\" she said — ok 🙂 done"
+    ids = vllm_tokenizer.encode(text, add_special_tokens=False)
+    assert any(i in partial for i in ids)
+    for size in (1, 2, 3):
+        compare([ids[k:k + size] for k in range(0, len(ids), size)], False)
+        compare([ids[k:k + size] for k in range(0, len(ids), size)], True)
 
 
 def test_the_table_leaves_vllm_the_runs_it_cannot_spell(vllm_tokenizer, table, partial):

@@ -253,8 +253,15 @@ class Spelling:
             stream = self.pieces[index] = TablePieces(self.table)
         before = stream.utf8.buffer  # the pieces' decoder's state is (buffer, 0)
         pieces = stream.add(new)
-        last = len(new) - 1 if finish_reason == "stop" else len(new)  # the stop token is not text
         special, held, released = self.table.special, self.held.get(index, ""), []
+        if finish_reason != "stop" and not held and index not in self.own and not stream.utf8.buffer and \
+                special.isdisjoint(new) and "\ufffd" not in (text := "".join(pieces)):
+            # Characters cut across tokens, all whole by the output's end, with nothing held back:
+            # the text's decoder would read the same bytes from the same state and release them
+            # all, so the text is the pieces (most outputs of a text that is not all ASCII).
+            del self.pieces[index]
+            return self._released(index, text), pieces
+        last = len(new) - 1 if finish_reason == "stop" else len(new)  # the stop token is not text
         decoder = self.own.get(index)
         if decoder is None:
             skips = not special.isdisjoint(new[:last])
