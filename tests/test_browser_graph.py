@@ -89,6 +89,14 @@ def test_a_click_on_a_node_of_a_real_run_marks_its_samples_and_branches_from_the
         button.click()
         page.locator("#branch-context").get_by_text(f"at token {token}").wait_for(timeout=30_000)
         assert f"Sample #{sample}" in page.locator("#branch-context").inner_text()
+        # Another run: its graph is not the note's run's, and the note is hidden beside it.
+        page.get_by_role("tab", name="Graph").click()
+        page.locator("#run").click()
+        page.wait_for_function("""() => {
+          const gd = document.querySelector('#graph-chart .js-plotly-plot');
+          const body = document.querySelector('#graph-note .graph-note-body');
+          return gd && gd.layout.meta && body && gd.layout.meta !== body.dataset.run && body.hidden;
+        }""", timeout=120_000)
     finally:
         page.close()
 

@@ -248,6 +248,28 @@ def bundle_file(tmp_path: Path, runs: list[Run]) -> Path:
     return path
 
 
+def test_the_tabs_note_belongs_to_its_run_and_a_redraw_leaves_it_as_it_is():
+    """The Graph tab redraws as its run grows and once it ends: a redraw leaves the clicked node's
+    note as it is (a click may come between a run's last drawings), and both the figure and the
+    note say whose they are, so the page shows a note only beside its own run's graph."""
+    import gradio as gr
+
+    from playground.ui import graph_tab
+
+    with gr.Blocks():
+        tab = graph_tab.declare()
+    cats = run_of(["The cat sat on the mat.", "A cat sat on the mat.", "The cat ran."], "run-<cats>")
+    drawn = tab.values(cats)
+    figure = drawn["graph_chart"]
+    assert figure.layout.meta == "run-<cats>"
+    assert drawn["graph_note"] == gr.skip()
+    node = next(cd for trace in figure.data for cd in (trace.customdata or ())
+                if isinstance(cd, str) and "|" in cd and not cd.startswith(("start", "more:")))
+    note = graph_tab.picked(tab, cats, f"{node}@1700000000000")
+    assert "data-run='run-&lt;cats&gt;'" in note and "graph-sample" in note
+    assert graph_tab.picked(tab, cats, "3|99@1700000000000") == ""  # a node of another graph (no sample 99)
+
+
 def test_analyze_writes_each_runs_graph_as_a_line_of_json(tmp_path):
     runs = [run_of(["The cat sat on the mat.", "A cat sat on the mat."], "run-cats"),
             run_of(["Yes.", "Yes.", "No."], "run-yes")]

@@ -9,7 +9,9 @@ from that point (sample i at the token the node starts in, through the Branch ta
 Gradio's Plot has no click event: ``CLICK_JS`` (run once with ``demo.load(js=CLICK_JS)``) listens
 for Plotly's ``plotly_click`` on the chart, dispatches the samples area's ``sa-mark`` with the
 node's samples and writes the node into the hidden ``#graph-picked`` box, whose ``.change`` then
-fills the note; a click on a note's branch button writes "i,k" into ``#branch-pick``.
+fills the note; a click on a note's branch button writes "i,k" into ``#branch-pick``. A note
+belongs to its run (the chart's ``layout.meta``, the note's ``data-run``): the chart's redraws
+leave it as it is, and the page hides it beside another run's graph.
 """
 
 from __future__ import annotations
@@ -54,7 +56,16 @@ CLICK_JS = """
   const attach = () => document.querySelectorAll('#graph-chart .js-plotly-plot').forEach((gd) => {
     if (gd._ev && !gd._ev.listeners('plotly_click').includes(handler)) gd.on('plotly_click', handler);
   });
-  new MutationObserver(attach).observe(document.body, {childList: true, subtree: true});
+  // A note belongs to the run whose graph was clicked: shown while the chart draws that run (its
+  // redraws as it grows and ends keep the note), hidden once the chart draws another.
+  const sync = () => {
+    const gd = document.querySelector('#graph-chart .js-plotly-plot');
+    const run = gd && gd.layout && gd.layout.meta;
+    document.querySelectorAll('#graph-note .graph-note-body').forEach((body) => {
+      body.hidden = !run || body.dataset.run !== String(run);
+    });
+  };
+  new MutationObserver(() => { attach(); sync(); }).observe(document.body, {childList: true, subtree: true});
   attach();
   document.addEventListener('click', (e) => {
     const button = e.target.closest && e.target.closest('#graph-note [data-branch]');
@@ -129,7 +140,11 @@ class GraphTab:
                 problem += f" ⚠️ Coloured by probability: the Set tab's extractor cannot work ({e})."
         fold = int(graph_fold) if graph_fold else None
         figure = analysis.graph_figure(graph, "answer" if answers else "probability", answers, fold)
-        return {"graph_summary": analysis.graph_sentence(graph) + problem, "graph_chart": figure, "graph_note": ""}
+        figure.update_layout(meta=run_of_note(run))  # whose graph it is: the page shows that run's note only
+        # The note is left as it is: a click may come between a run's last drawings (its end is
+        # drawn twice), and the page hides a note of another run (CLICK_JS).
+        return {"graph_summary": analysis.graph_sentence(graph) + problem, "graph_chart": figure,
+                "graph_note": gr.skip()}
 
 
 def declare(embedding_model: str | None = None) -> GraphTab:
@@ -177,6 +192,11 @@ def picked(tab: GraphTab, run: Run | None, text: str | None, graph_meaning=False
     return note_html(run, node.split("|")[0], places)
 
 
+def run_of_note(run: Run) -> str:
+    """The run a graph and its note belong to, as the page compares them."""
+    return str(run.request.get("request_id"))
+
+
 def note_html(run: Run, node: str, places: list[analysis.Place]) -> str:
     """The samples at a clicked node: where it is in each sample's text, and a branch button there."""
     samples = {s.index: s for s in run.samples}
@@ -200,4 +220,5 @@ def note_html(run: Run, node: str, places: list[analysis.Place]) -> str:
                     "</details></div>")
     more = (f"<p>… and {len(places) - SHOWN_SAMPLES} more: "
             + ", ".join(f"#{p.sample}" for p in places[SHOWN_SAMPLES:]) + "</p>") if len(places) > SHOWN_SAMPLES else ""
-    return head + "".join(rows) + more
+    body = head + "".join(rows) + more
+    return f"<div class='graph-note-body' data-run='{html.escape(run_of_note(run), quote=True)}'>{body}</div>"
