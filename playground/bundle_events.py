@@ -142,7 +142,7 @@ class EventsWriter:
         """The events as written, continuing from the ones before; ``final``: the run has ended
         (a text may then be written as its sample's whole text)."""
         samples, delta, places, held_at = self.samples, self.delta, self.places, self.held_at
-        ids_of, pieces_of_, add, times = self.ids_of, self.pieces_of, self.arrivals.add, self.arrivals.times
+        ids_of, pieces_of_, add = self.ids_of, self.pieces_of, self.arrivals.add
         n, last = len(samples), self.last
         written = []
         for event in events:
@@ -160,7 +160,7 @@ class EventsWriter:
                     # The common DELTA output: held as the span of its sample's ids where the last
                     # one ended, so known to be its next tokens, and its text their pieces.
                     item = [i, out.carried]
-                    stamp(times[i], t, item[1])
+                    add(i, t, item[1])
                 else:
                     if out.held or span is not None:
                         length, given = out.carried, None

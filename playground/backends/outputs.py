@@ -56,6 +56,7 @@ def observation_from_output(output: Any, t: float, child_facts: bool = True, eng
     texts, logprobs = observation.token_texts, observation.logprobs
     read = spelling.read if spelling is not None else None
     # A DELTA output's ids are its own list, which nothing changes once it was yielded: not copied.
+    # (Its kind is known here by the spelling's; a DELTA run vLLM spells itself is copied, as before.)
     fresh = spelling is not None and not spelling.cumulative
     outputs = []
     for c in output.outputs:

@@ -104,7 +104,7 @@ class RunRecorder:
             new = self._so_far(s, out, observation.additions.get(out.index))
             event.outputs[k] = held = EventOutput.so_far(s, out.finish_reason, out.stop_reason)
             self._held[out.index].append(held)
-            self._add_tokens(s, observation, event.t, new)
+            self._add_tokens(s, observation.token_texts, event.t, new)
             if out.index in logprobs:
                 self._logprobs(s, logprobs[out.index], len(new))
             if out.finish_reason is not None:
@@ -124,27 +124,20 @@ class RunRecorder:
             ids = s.token_ids
             spans.append(SpanOutput(index, s, len(ids), len(new), text, finish, out.stop_reason))
             s.add_text(text)
-            if len(new) == 1:
-                ids.append(new[0])
-                s.token_times.append(t)
-            else:
-                ids.extend(new)
-                stamp(s.token_times, t, len(new))
-            if index in texts:
-                s.token_texts.extend(texts[index])
-            elif self._pieces is not None:
-                s.token_texts.extend(self._pieces[index].add(new))
+            ids.extend(new)
+            self._add_tokens(s, texts, t, new)
             if index in logprobs:
                 self._logprobs(s, logprobs[index], len(new))
             if finish is not None:
                 s.finish_reason, s.stop_reason = finish, out.stop_reason
         event.outputs = spans
 
-    def _add_tokens(self, s: Sample, observation: Observation, t: float, new: list[int]) -> None:
-        """The new tokens' arrival times and pieces (the backend's, else decoded here)."""
+    def _add_tokens(self, s: Sample, texts: dict[int, list[str]], t: float, new: list[int]) -> None:
+        """The new tokens' arrival times and pieces (the backend's, in ``texts``, else decoded here)."""
         stamp(s.token_times, t, len(new))
-        if s.index in observation.token_texts:
-            s.token_texts.extend(observation.token_texts[s.index])
+        pieces = texts.get(s.index)
+        if pieces is not None:
+            s.token_texts.extend(pieces)
         elif self._pieces is not None:
             s.token_texts.extend(self._pieces[s.index].add(new))
 
