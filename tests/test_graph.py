@@ -222,6 +222,28 @@ def many_samples(n: int, words: int, seed: int = 1) -> Run:
     return Run(request={"request_id": f"many-{n}", "seed": 0}, samples=samples, status="finished")
 
 
+def test_a_branch_with_one_way_in_is_labelled_beside_its_node_and_neighbouring_columns_alternate():
+    """A branch's share goes beside the node it leads to when that is its only way in (labels halfway
+    along a fan's edges crowd each other); an edge into a meeting point keeps its label. Words sit
+    above their markers in even columns and below in odd ones, and a share on the other side."""
+    graph = A.sample_graph(run_of(["The cat sat on the mat.", "A cat sat on the mat.", "A cat ran home.",
+                                   "A dog ran home."]))
+    figure = A.graph_figure(graph)
+    words = next(t for t in figure.data if t.text is not None and "prompt" in t.text)
+    side = {text: (x, position) for text, x, position in zip(words.text, words.x, words.textposition)}
+    assert all(position == ("top center" if x % 2 == 0 else "bottom center") for x, position in side.values())
+    shares = next(t for t in figure.data if t.mode == "markers+text" and t.hoverinfo == "skip")
+    beside = {(x, y): (text, position) for x, y, text, position in zip(shares.x, shares.y, shares.text,
+                                                                        shares.textposition)}
+    drawn = {text: (x, y) for text, x, y in zip(words.text, words.x, words.y)}
+    assert beside[drawn["The"]] == ("25%", "top center") and beside[drawn["A"]][0] == "75%"
+    assert beside[drawn["sat on the mat."]] == ("67%", "top center")  # 2 of the 3 at "cat"; its words below
+    assert beside[drawn["dog"]] == ("33%", "bottom center")
+    assert drawn["cat"] not in beside and drawn["ran home."] not in beside  # meeting points: two ways in
+    on_edges = next(t for t in figure.data if t.mode == "text")
+    assert sorted(on_edges.text) == ["33%", "67%"]  # A -> cat (2 of 3), cat -> ran home (1 of 3)
+
+
 def test_the_figure_of_256_samples_folds_rare_paths_and_keeps_every_sample():
     graph = A.sample_graph(many_samples(256, 100))
     fold = fold_for(graph)

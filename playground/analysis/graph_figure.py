@@ -28,7 +28,7 @@ from playground.analysis.display import for_hover, height_for, message_figure, t
 from playground.analysis.graph import SampleGraph
 
 MAX_DRAWN = 100  # nodes drawn at most: beyond, the rarest are folded
-LABEL_CHARS = 22
+LABEL_CHARS = 18
 FEW = 40  # nodes of a graph small enough to label every branch
 LABELLED = 4  # branches labelled with their share and probability at one branch point (the hover has all)
 COLUMNS = 14  # columns in view at first: the rest are a pan away (the figure's autoscale shows all)
@@ -48,6 +48,7 @@ class Drawn:
     members: list[int] = field(default_factory=list)
     prob: float | None = None
     varied: int = 0  # samples that said rarer words somewhere inside it (folded)
+    branch: str = ""  # the share and probability of the one branch that leads here, written by its label
     x: int = 0
     y: float = 0.0
 
@@ -217,9 +218,11 @@ def graph_figure(graph: SampleGraph, colour: str = "probability", answers: Answe
         fig.add_trace(trace)
     for trace in _branch_traces(drawn, edges):
         fig.add_trace(trace)
+    fig.add_trace(_shares(list(drawn.values()), n))
     for trace in _node_traces(drawn, n, colour, answers):
         fig.add_trace(trace)
-    rows = max(Counter(d.x for d in drawn.values()).values())
+    ys = [d.y for d in drawn.values()]
+    rows = max(max(Counter(d.x for d in drawn.values()).values()), math.ceil(max(ys) - min(ys)) + 1)
     columns = max(d.x for d in drawn.values())
     wide = {"range": [-0.5, COLUMNS + 0.5]} if columns > COLUMNS else {}  # a range slider would draw it all twice
     folded_note = f"; words fewer than {fold} samples said are folded (dashed)" if fold > 1 else ""
@@ -229,7 +232,7 @@ def graph_figure(graph: SampleGraph, colour: str = "probability", answers: Answe
         title={"text": f"{title}: {len(graph.nodes)} nodes, {len(graph.meeting_points())} where samples meet again"
                        f"<br><sup>node size: samples through it · edge width: samples along it · at a branch: "
                        f"share of samples, p = the model's probability{folded_note}</sup>"},
-        height=height_for(rows, per_row=46, minimum=420, maximum=1100), showlegend=colour == "answer" and bool(answers),
+        height=height_for(rows, per_row=54, minimum=420, maximum=1400), showlegend=colour == "answer" and bool(answers),
         xaxis={"visible": False, **wide},
         yaxis={"visible": False, "fixedrange": False}, hovermode="closest", clickmode="event",
         margin={"l": 10, "r": 10, "t": 70, "b": 10}, plot_bgcolor="white", dragmode="pan",
@@ -256,7 +259,10 @@ def _edge_traces(drawn: dict[str, Drawn], edges: list[DrawnEdge], n: int) -> lis
 def _branch_traces(drawn: dict[str, Drawn], edges: list[DrawnEdge]) -> list[go.Scatter]:
     """A point halfway along each edge: its hover, and at a branch point the label of each of its
     larger branches (``LABELLED`` at most; in a graph of more than ``FEW`` nodes, only those of two
-    samples and 10 % of the samples there or more): share, p."""
+    samples and 10 % of the samples there or more): share, p. A branch that is the only way into
+    its node is labelled there, beside the node (``Drawn.branch``, ``_shares``): labels halfway along
+    the edges of a fan crowd each other and the nodes; only an edge into a meeting point keeps
+    its label on the edge."""
     leaving: dict[str, list[DrawnEdge]] = {}
     for e in edges:
         leaving.setdefault(e.source, []).append(e)
@@ -266,6 +272,7 @@ def _branch_traces(drawn: dict[str, Drawn], edges: list[DrawnEdge]) -> list[go.S
         if len(out) > 1 or sum(len(e.samples) for e in out) < there:
             big = sorted(out, key=lambda e: -len(e.samples))[:LABELLED]
             labelled |= {id(e) for e in big if few or len(e.samples) >= max(2, 0.1 * there)}
+    ways_in = Counter(e.target for e in edges)
     xs, ys, texts, hovers = [], [], [], []
     for e in edges:
         a, b = drawn[e.source], drawn[e.target]
@@ -275,7 +282,10 @@ def _branch_traces(drawn: dict[str, Drawn], edges: list[DrawnEdge]) -> list[go.S
         x, y = curve[len(curve) // 2]
         xs.append(x)
         ys.append(y)
-        texts.append(f"{share:.0%}" + (f" · p {p:.2f}" if p is not None else "") if id(e) in labelled else "")
+        label = f"{share:.0%}" + (f" · p {p:.2f}" if p is not None else "") if id(e) in labelled else ""
+        if label and ways_in[e.target] == 1:
+            b.branch, label = label, ""
+        texts.append(label)
         hovers.append(f"{for_hover(truncate(a.label, 40))} → {for_hover(truncate(b.label, 40))}"
                       f"{'' if e.direct else ' (through rarer words)'}<br>{len(e.samples)} sample(s), {share:.0%} of "
                       f"those at {for_hover(truncate(a.label, 40))}"
@@ -330,7 +340,7 @@ def _node_traces(drawn: dict[str, Drawn], n: int, colour: str, answers: Answers 
 
 def _nodes(nodes: list[Drawn], n: int, colour, name: str, answers: Answers | None) -> go.Scatter:
     marker = dict(colour) if isinstance(colour, dict) else {"color": colour}
-    marker.update(size=[8 + 34 * math.sqrt(len(d.samples) / max(n, 1)) for d in nodes],
+    marker.update(size=[_size(d, n) for d in nodes],
                   line={"width": 1, "color": "#334155"})
     hovers = []
     for d in nodes:
@@ -345,10 +355,34 @@ def _nodes(nodes: list[Drawn], n: int, colour, name: str, answers: Answers | Non
             hover += "<br>answers: " + ", ".join(f"{html.escape(truncate(str(a), 20))} ({c})" for a, c in said)
         hovers.append(hover + "<br><i>click: mark these samples, branch from here</i>")
     return go.Scatter(x=[d.x for d in nodes], y=[d.y for d in nodes], mode="markers+text", name=name or None,
-                      text=[for_hover(d.label) for d in nodes], textposition="top center", textfont={"size": 11},
+                      text=[for_hover(d.label) for d in nodes], textfont={"size": 11},
+                      textposition=["top center" if _above(d) else "bottom center" for d in nodes],
                       hovertext=hovers, hoverinfo="text", marker=marker, showlegend=bool(name),
                       customdata=[f"{','.join(map(str, d.members)) or d.key}|{','.join(map(str, d.samples))}"
                                   for d in nodes])
+
+
+def _above(d: Drawn) -> bool:
+    """Whether a node's words go above its marker: in even columns, and below in odd ones, so the
+    labels of neighbouring columns, wider than a column, do not run into each other. The share
+    of the branch that leads to it goes on the other side."""
+    return d.x % 2 == 0
+
+
+def _shares(nodes: list[Drawn], n: int) -> go.Scatter:
+    """The share and probability of the branch into each node that has one way in, small and grey,
+    on the other side of its marker than its words (markers as large as the nodes', unseen, so the
+    text keeps clear of them)."""
+    nodes = [d for d in nodes if d.branch]
+    return go.Scatter(x=[d.x for d in nodes], y=[d.y for d in nodes], mode="markers+text",
+                      text=[d.branch for d in nodes], textfont={"size": 9, "color": "#64748b"},
+                      textposition=["bottom center" if _above(d) else "top center" for d in nodes],
+                      marker={"size": [_size(d, n) for d in nodes], "color": "rgba(0,0,0,0)"},
+                      hoverinfo="skip", showlegend=False)
+
+
+def _size(d: Drawn, n: int) -> float:
+    return 8 + 34 * math.sqrt(len(d.samples) / max(n, 1))
 
 
 def _label(text: str) -> str:
