@@ -2,11 +2,12 @@
 
 - assets/screenshot.png: a run of n=32 streaming into the token wall;
 - assets/convergence.png: the Set tab's curves for a question with one right answer (n=64);
-- assets/branch.png: the Branch tab's "what if" at the token a yes/no answer turns on.
+- assets/branch.png: the Branch tab's "what if" at the token a yes/no answer turns on;
+- assets/graph.png: the Graph tab for 16 one-sentence descriptions that part and meet again.
 
-    .venv/bin/python scripts/screenshot.py [--chromium /usr/bin/chromium] [--only screenshot convergence branch]
+    .venv/bin/python scripts/screenshot.py [--chromium /usr/bin/chromium] [--only screenshot convergence branch graph]
 
-One engine for the three (about 3 minutes on a 2-core CPU). Every run is seeded, so the pictures
+One engine for the four (about 3 minutes on a 2-core CPU). Every run is seeded, so the pictures
 come out the same on the same machine, but for the branches of "what if": a branch draws seeds of
 its own, so that picture (and the README's words on it) changes with each shot.
 """
@@ -23,6 +24,7 @@ sys.path.insert(0, str(ROOT))
 STORY = "Once upon a time, in a village at the edge of the sea,"
 QUESTION = "How many days are in a week? Answer with a number."
 QUESTION_ANSWER = "7"
+MOON = "Describe the moon in one sentence."
 YES_NO = "Is the Pacific Ocean larger than the Atlantic Ocean? Answer yes or no."
 
 
@@ -80,11 +82,22 @@ def branch(page, out: Path) -> None:
     page.locator("#tab-branch").screenshot(path=out)
 
 
+def graph(page, out: Path) -> None:
+    fill_form(page, MOON, n=16, seed=1, max_tokens=24, chat=True)
+    run(page)
+    page.get_by_role("tab", name="Graph").click()
+    page.locator("#graph-chart .js-plotly-plot").wait_for(timeout=60_000)
+    page.wait_for_function("() => document.querySelector('#graph-chart .js-plotly-plot')?.data?.length > 0")
+    print(page.locator("#graph-summary").inner_text())
+    page.locator("#tab-graph").screenshot(path=out)
+
+
 def main() -> None:
+    from playground.bench.browser import chromium_location
+
     parser = argparse.ArgumentParser()
-    parser.add_argument("--chromium", default="/usr/bin/chromium")
-    parser.add_argument("--only", nargs="+", choices=["screenshot", "convergence", "branch"],
-                        default=["screenshot", "convergence", "branch"])
+    parser.add_argument("--chromium", default=chromium_location())
+    parser.add_argument("--only", nargs="+", choices=PICTURES, default=list(PICTURES))
     args = parser.parse_args()
 
     from playwright.sync_api import sync_playwright
@@ -93,7 +106,6 @@ def main() -> None:
     from playground.request import DEFAULT_MAX_N
     from playground.ui import build_app, launch_app
 
-    pictures = {"screenshot": screenshot, "convergence": convergence, "branch": branch}
     with EmbeddedBackend.start(max_n=DEFAULT_MAX_N) as backend:
         demo = build_app(backend)
         _, url, _ = launch_app(demo, prevent_thread_lock=True, server_name="127.0.0.1", quiet=True)
@@ -106,13 +118,15 @@ def main() -> None:
                     page.goto(url)
                     page.locator("#prompt textarea").wait_for()
                     out = ROOT / "assets" / f"{name}.png"
-                    pictures[name](page, out)
+                    PICTURES[name](page, out)
                     page.close()
                     print(f"wrote {out}")
                 browser.close()
         finally:
             demo.close()
 
+
+PICTURES = {"screenshot": screenshot, "convergence": convergence, "branch": branch, "graph": graph}
 
 if __name__ == "__main__":
     main()
