@@ -61,7 +61,12 @@ class Prepared:
 
 class Backend(Protocol):
     """What the front ends need of a source of samples. Nothing here may block an event loop:
-    ``info()`` answers from what the backend already knows; the rest is awaited."""
+    ``info()`` answers from what the backend already knows; the rest is awaited.
+
+    Three attributes are optional, looked up by name where they are used, so a backend that
+    wraps another must pass on those it has: ``token_table`` (its tokenizer's texts, for
+    ``Recording`` and ``outputs.table_spelling``), ``resolve`` (the request a replay serves, for ``plan_request``) and
+    ``recorded`` (a run recorded on the engine's own thread, for ``follow_planned``)."""
 
     limits: Limits
 
