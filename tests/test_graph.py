@@ -104,6 +104,30 @@ def test_samples_that_never_meet_stay_apart():
     assert graph.meeting_points() == []
 
 
+def test_a_lone_shared_word_meets_in_a_short_stretch_and_in_a_long_one_only_when_it_says_something():
+    """Between two places samples share, a lone shared word meets in a stretch of a few words; in
+    a long one, the "a", "and" and "the" two different sentences share in order do not (a real run's
+    two haiku made a ladder of four such meetings), while a run of shared words and a longer word do."""
+    short = ["The cat sat down.", "A dog sat up."]
+    graph = A.sample_graph(run_of(short))
+    check_shape(graph, short)
+    assert node_with(graph, "sat").samples == [0, 1]
+    haiku = ["The sound of autumn rain can be a mysterious and beautiful sound, a melancholy melody that lulls "
+             "over the land, a fleeting moment of peace and freedom.",
+             "Autumn rain, a fleeting beauty, her light Makes the heart sink, a fleeting moment Inhaling the scent "
+             "of autumn rain, a fleeting moment To cherish and embrace, a fleeting moment In the heart of the "
+             "night, a fleeting moment of which autumn rain has the power To"]
+    graph = A.sample_graph(run_of(haiku))
+    check_shape(graph, haiku)
+    assert [graph.nodes[v].text for v in graph.meeting_points()] == ["of autumn rain", "a fleeting moment of"]
+    assert [n.text for n in graph.nodes if n.count == 2] == ["of autumn rain", "a fleeting moment of"]
+    moons = ["The moon is a bright rock that slowly orbits around the blue planet we call home.",
+             "The moon is a silent companion which orbits quietly near all of us here tonight."]
+    graph = A.sample_graph(run_of(moons))
+    check_shape(graph, moons)
+    assert node_with(graph, "orbits").samples == [0, 1]  # a longer word, alone in a long stretch, meets
+
+
 def test_identical_samples_are_one_path_with_their_count():
     texts = ["Paris is the capital of France."] * 3
     graph = A.sample_graph(run_of(texts))

@@ -20,8 +20,9 @@ with n: at n=256 x 100 words that is seconds to minutes in Python. Here the alig
   both sides (the shared prefix of a trie, a shared last word); a short stretch left over is lined
   up (longest common subsequence) with the words other samples said between the same two nodes,
   so a lone shared word between two differences meets too ("The cat sat down" and "A dog sat
-  up" meet at "sat"); the words left over get new nodes, placed in the order between their
-  neighbours.
+  up" meet at "sat"), in a longer stretch only a word of four letters or more (not every "a" and
+  "the" two sentences share in order); the words left over get new nodes, placed in the order
+  between their neighbours.
 
 Every node keeps a place in one topological order, and a sample's nodes are strictly increasing
 in it, so every edge points forward: no cycles by construction, and a sample passes a node at most
@@ -47,6 +48,8 @@ ANCHOR = 3  # words in an anchoring phrase
 CAP = 8  # places a phrase is remembered at: a very common phrase proposes the first CAP
 PLACES = 6  # nodes a word may be matched to at most
 LOCAL = 16  # words (and nodes of other samples) a stretch between two matches may have for its lone words to meet
+LONE = 4  # words of a stretch in which any lone shared word meets
+CONTENT = 4  # letters of a lone shared word that meets in a longer stretch (not "a", "and", "the")
 CONTINUE = 0.5  # weight of a match that follows an edge from the previous match
 _GAP = 2.0**16  # spacing of the order values after renumbering
 
@@ -173,7 +176,8 @@ class Aligner:
         if lo > hi:
             return
         if hi - lo < LOCAL and (between := self._between(left, right)):
-            for p, v in _common(keys[lo:hi + 1], [self.keys[v] for v in between], lo, between):
+            pairs = _common(keys[lo:hi + 1], [self.keys[v] for v in between], lo, between)
+            for p, v in _meaningful(pairs, between, hi - lo + 1, keys):
                 nodes[p] = v
         start, before = lo, left
         for p in range(lo, hi + 2):  # each run of words still without a node, between its neighbours
@@ -226,6 +230,24 @@ class Aligner:
         """Evenly spaced order values again (the order itself is unchanged)."""
         for rank, v in enumerate(sorted(range(len(self.order)), key=self.order.__getitem__)):
             self.order[v] = rank * _GAP
+
+
+def _meaningful(pairs: list[tuple[int, int]], between: list[int], words: int, keys: list[str]) -> list[tuple[int, int]]:
+    """The matches of a stretch's line-up that say something: those in a run of two or more words
+    matched one after the other; a lone word in a stretch of up to ``LONE`` words ("The cat sat
+    down" and "A dog sat up" meet at "sat"); and a lone word of ``CONTENT`` letters or more in a
+    longer one. Over fifteen words, the line-up of two different sentences otherwise meets at
+    every "a", "and" and "the" they share in order, a ladder of chance meetings."""
+    if words <= LONE:
+        return pairs
+    place = {v: k for k, v in enumerate(between)}
+    kept = []
+    for k, (p, v) in enumerate(pairs):
+        joined = any(0 <= k + d < len(pairs) and pairs[k + d][0] == p + d and place[pairs[k + d][1]] == place[v] + d
+                     for d in (-1, 1))
+        if joined or len(keys[p]) >= CONTENT:
+            kept.append((p, v))
+    return kept
 
 
 def _common(words: list[str], keys: list[str], first: int, nodes: list[int]) -> list[tuple[int, int]]:
