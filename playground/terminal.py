@@ -31,6 +31,8 @@ NOISE = {
     r"Inductor compilation was disabled by user settings": "follows from eager mode",
     r"is not found in LD_PRELOAD": "measured: preloading tcmalloc or libiomp does not speed this model up",
     r"OMP_NUM_THREADS=\d+ is set; leaving Torch threads": "the playground sets the engine's threads itself",
+    r"Reset SSM cache type to float32 for accelerated GDN mamba backend":
+        "said for every model on a CPU with AVX512-BF16; the default model has no SSM state to keep",
     r"\[shutdown\] Process manager: force killing remaining process":
         "on the CPU a stopped engine core is not waited for while it collects its heap (backends/engine.exit_wait_s)",
 }

@@ -99,7 +99,7 @@ def test_ctrl_c_in_a_terminal_stops_the_app_and_its_engine_without_rebuilding_it
     # The first screen speaks of the playground only: vLLM's and torch's start-up noise is silenced
     # in both processes (the app and its engine core), and what is left before the address is ours.
     first_screen = text.split("Running on local URL")[0]
-    for noise in ("Triton", "FutureWarning", " INFO ", "[W", "Loading safetensors", "LD_PRELOAD"):
+    for noise in ("Triton", "FutureWarning", " INFO ", "[W", "Loading safetensors", "LD_PRELOAD", "SSM cache"):
         assert noise not in first_screen, first_screen
     assert "start: engine start" in first_screen
 
