@@ -198,7 +198,7 @@ def tree_figure(run: Run, maxdepth: int = 8, fold_below: int | None = -1) -> go.
                          "cmin": 0, "cmax": 1, "showscale": True, "colorbar": {"title": "p(branch)"}}
     fig = go.Figure(icicle)
     folded = f"; branches of fewer than {below} samples folded" if below else ""
-    fig.update_layout(title=f"Divergence tree (box width = samples that took the branch{folded})",
+    fig.update_layout(title=f"Divergence tree (box height = samples that took the branch{folded})",
                       height=height_for(len(root.leaves()), per_row=28, minimum=360),
                       margin={"l": 10, "r": 10, "t": 50, "b": 10})
     return fig
