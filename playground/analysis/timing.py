@@ -156,6 +156,9 @@ def _plus(start: float | None, length: float | None) -> float | None:
     return None if start is None or length is None else start + length
 
 
+EVERY_ROW_NAMED = 48  # children up to which every row of the timeline is named (Plotly names every other row)
+
+
 def child_timeline_figure(run: Run) -> go.Figure:
     """Queued / prefill / decode bars, one row per child, with the caller's first and last token
     arrival marked on the same axis."""
@@ -180,7 +183,8 @@ def child_timeline_figure(run: Run) -> go.Figure:
                                  marker={"symbol": symbol, "size": 10, "color": "#111827"}))
     fig.update_layout(title=title, barmode="overlay", xaxis={"title": "ms since the run started",
                                                              "rangemode": "tozero"},
-                      yaxis={"autorange": "reversed", "type": "category"},
+                      yaxis={"autorange": "reversed", "type": "category",
+                             **({"tickmode": "linear", "dtick": 1} if run.n <= EVERY_ROW_NAMED else {})},
                       height=height_for(run.n, per_row=22, minimum=300))
     return fig
 
