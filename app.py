@@ -35,4 +35,14 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    try:
+        status = main()
+    except KeyboardInterrupt:  # Ctrl-C outside the server (a command's own stop says what it kept)
+        status = 130
+    except SystemExit as e:  # a usage error, or `kill`
+        status = e.code
+        if status is not None and not isinstance(status, int):  # sys.exit("a sentence"): said now
+            print(status, file=sys.stderr)
+            status = 1
+    terminal.quiet_exit()  # after the last line: not the interpreter's finalization noise (any other error
+    sys.exit(status)       # is not caught here, and prints its traceback as usual)

@@ -8,6 +8,9 @@ a filter on its log handler (``VLLM_LOGGING_CONFIG_PATH``), Python's warning fil
 (``PYTHONWARNINGS`` reaches the spawned process), and torch's C++ log level. Each silenced message
 is listed below with why it is harmless here; everything else, warnings included, still shows.
 ``VLLM_LOGGING_LEVEL=INFO`` (or any of these variables set by hand) brings vLLM's own lines back.
+The last screen, after Ctrl-C, is kept as clean: the engine core's end on the same signal is not
+reported as an error (``STOPPING_NOISE``), nor are the objects alive when the interpreter ends
+(``quiet_exit``), nor a progress bar's semaphore (``_no_process_lock_for_progress_bars``).
 
 ``quiet()`` must run before vLLM or torch is imported: app.py calls it at its top, which the
 engine core process runs too (a spawned process imports the main module again).
@@ -15,10 +18,12 @@ engine core process runs too (a spawned process imports the main module again).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
 import re
+import sys
 import tempfile
 import warnings
 
@@ -37,20 +42,30 @@ NOISE = {
         "on the CPU a stopped engine core is not waited for while it collects its heap (backends/engine.exit_wait_s)",
 }
 _NOISE = re.compile("|".join(NOISE))
+# Said while the app stops on Ctrl-C or `kill`: a terminal sends Ctrl-C to the whole process
+# group, so the engine core gets it too and may end first, and vLLM then reports its end as an
+# error (with a traceback) though it is the stop that was asked for. Any other time they show.
+STOPPING_NOISE = {
+    r"AsyncLLM output_handler failed": "the engine core ended on the same Ctrl-C",
+    r"MPClient: engine core exited unexpectedly": "the engine core ended on the same Ctrl-C",
+}
+_STOPPING_NOISE = re.compile("|".join(STOPPING_NOISE))
+_stopping = False
 # torch's deprecation of an alias that vLLM's CPU Triton shim reads when it is imported.
 FUTURE_WARNINGS = ("vllm.triton_utils.dispatcher",)
 LOG_FORMAT = "(%(vllm_process_name)s pid=%(process)d) %(levelname)s %(asctime)s [%(fileinfo)s:%(lineno)d] %(message)s"
 
 
 class Quiet(logging.Filter):
-    """Drops the records of ``NOISE``; lets everything else through."""
+    """Drops the records of ``NOISE`` (and of ``STOPPING_NOISE`` once the app is stopping); lets
+    everything else through."""
 
     def filter(self, record: logging.LogRecord) -> bool:
         try:
             message = record.getMessage()
         except Exception:  # a record that cannot format: not ours to judge
             return True
-        return not _NOISE.search(message)
+        return not (_NOISE.search(message) or (_stopping and _STOPPING_NOISE.search(message)))
 
 
 def logging_config(level: str) -> dict:
@@ -83,8 +98,41 @@ def quiet() -> None:
     os.environ["PYTHONWARNINGS"] = ",".join(given + [f for f in wanted if f not in given])
     for module in FUTURE_WARNINGS:
         warnings.filterwarnings("ignore", category=FutureWarning, module=re.escape(module))
+    _no_process_lock_for_progress_bars()
     early = logging.getLogger("vllm")
     if not early.handlers:  # vLLM replaces this handler with its own (filtered) when it configures logging
         handler = logging.StreamHandler()
         handler.addFilter(Quiet())
         early.addHandler(handler)
+
+
+def stopping() -> None:
+    """The app is stopping on a signal: from now on, the engine's end is no news (``STOPPING_NOISE``)."""
+    global _stopping
+    _stopping = True
+
+
+def _no_process_lock_for_progress_bars() -> None:
+    """tqdm guards its bars with a lock shared between processes, a POSIX semaphore that Python's
+    resource tracker watches. The engine core draws one bar (loading weights) and is stopped without
+    finalizing (``backends/engine.exit_wait_s``), so the tracker said "1 leaked semaphore objects"
+    at every exit. Our processes draw their bars from one process each: a thread lock is enough."""
+    import threading
+
+    with contextlib.suppress(ImportError):
+        from tqdm import tqdm
+
+        tqdm.set_lock(threading.RLock())
+
+
+def quiet_exit() -> None:
+    """Silence what the interpreter prints while it finalizes, once a command has ended and said
+    its last line. Triton's bindings, imported through vLLM (xgrammar) and unused on a CPU, list
+    hundreds of their objects as "leaked" when the process ends: nanobind's check at unload, which
+    only means they were still alive at exit, thirty lines of it after every Ctrl-C. Everything
+    the command wrote is flushed first; an error that ends a command is printed before this runs."""
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):
+            stream.flush()
+    with contextlib.suppress(OSError):
+        os.dup2(os.open(os.devnull, os.O_WRONLY), 2)

@@ -102,6 +102,12 @@ def test_ctrl_c_in_a_terminal_stops_the_app_and_its_engine_without_rebuilding_it
     for noise in ("Triton", "FutureWarning", " INFO ", "[W", "Loading safetensors", "LD_PRELOAD", "SSM cache"):
         assert noise not in first_screen, first_screen
     assert "start: engine start" in first_screen
+    # ...and so does the last: no report of objects alive at exit from Triton's bindings, no
+    # semaphore left to Python's resource tracker by the engine core's progress bar, and no
+    # traceback for the engine core's end on the same Ctrl-C.
+    last_screen = text.split("Running on local URL")[-1]
+    for noise in ("nanobind", "leaked", "resource_tracker", "Traceback", "exited unexpectedly", "ERROR"):
+        assert noise not in last_screen, last_screen[-3000:]
 
 
 def test_a_run_store_that_is_not_one_stops_the_start_with_a_sentence(tmp_path):

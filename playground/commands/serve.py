@@ -10,6 +10,7 @@ import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
 
+from playground import terminal
 from playground.bundles import PAGE_MAX_MB
 from playground.commands.cli import (
     PlaygroundParser,
@@ -131,6 +132,7 @@ def stopping_on(signum: int, backend) -> None:
     previous = signal.getsignal(signum)
 
     def stop(number, frame):
+        terminal.stopping()
         if hasattr(backend, "stop_watching"):
             backend.stop_watching()
         if callable(previous):
@@ -145,7 +147,7 @@ def main(argv: list[str]) -> int:
     clock = StartClock()
     # `kill` (SIGTERM) ends the app like Ctrl-C: the engine-core process is shut down with it,
     # rather than left running without its parent.
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(128 + signal.SIGTERM))
+    signal.signal(signal.SIGTERM, lambda *_: (terminal.stopping(), sys.exit(128 + signal.SIGTERM)))
     early = store_flags(argv)
     try:  # the store first, before vLLM's import and any engine start: a file that is not one costs neither
         store = open_store(early) if early is not None else None
