@@ -15,6 +15,7 @@ from playground.run import Run
 from playground.store import RunStore, StoreLimits
 from tests.helpers import free_port, wait_until
 from tests.test_browser import browser, columns, fill_form, open_page, set_slider  # noqa: F401  (browser: a fixture)
+from tests.test_browser_states import in_view
 
 RUN_ID = re.compile(r"run-[0-9a-f]{8}")
 
@@ -194,10 +195,13 @@ def test_a_run_link_behind_a_proxy_path_opens_the_run_after_a_restart(browser, b
     assert link.startswith(url + "?run=") and re.fullmatch(r"[A-Za-z0-9_-]{22,}", key), link
 
     with served(backend, path, port) as (url, store):  # the app again, on the same file
-        other = open_page(browser, link)
+        other = browser.new_page(viewport={"width": 1280, "height": 720})  # the run is below the form here
+        other.goto(link)
         try:
             other.locator("#run-summary").get_by_text(rid).wait_for(timeout=60_000)
-            other.locator("#store-note").get_by_text(f"Opened run {rid} from its link (read-only)").wait_for()
+            other.locator("#store-note").get_by_text(f"Opened run {rid} from its link (read-only)").wait_for(
+                state="attached")
+            assert wait_until(lambda: in_view(other, "#samples-area"), timeout=10), "the linked run is out of view"
             assert columns(other, 2) == texts
             assert form_settings(other) == ("Write one line about the sea.", "99", "2")
             other.get_by_role("tab", name="Inspector").click()  # every tab draws it

@@ -44,7 +44,7 @@ from playground.ui.api import sample_endpoint
 from playground.ui.form import setting_controls
 from playground.ui.page import Page
 from playground.ui.panels import panel
-from playground.ui.samples_area import SamplesArea
+from playground.ui.samples_area import SHOW_SAMPLES_JS, SamplesArea
 
 ASSETS = Path(__file__).resolve().parents[2] / "assets"
 # Open-ended starts: seeded samples diverge within a few tokens, and the tree shows where. Each with
@@ -58,16 +58,6 @@ EXAMPLES = {
     "def fibonacci(n):": (False, 4, 0.7),
     "What is 17 * 23? Think step by step, then give the number.": (True, 32, 0.8),
 }
-# After Run (or Branch), the run streams under the summary: bring it into view when it is not,
-# without moving a page whose samples a person can already see.
-SHOW_SAMPLES_JS = """
-() => {
-  const summary = document.querySelector('#run-summary');
-  if (!summary) return;
-  const top = summary.getBoundingClientRect().top;
-  if (top < 0 || top > window.innerHeight * 0.6) summary.scrollIntoView({behavior: 'smooth', block: 'start'});
-}
-"""
 
 
 def example_settings(prompt: str) -> tuple:

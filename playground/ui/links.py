@@ -31,6 +31,7 @@ from playground.store import RunStore
 from playground.ui.form import form_value, request_from_form
 from playground.ui.keeping import Keeper
 from playground.ui.page import Page
+from playground.ui.samples_area import SHOW_SAMPLES_JS
 from playground.ui.saved_runs import SavedRuns, stored_run
 from playground.ui.showing import show
 
@@ -81,8 +82,14 @@ def connect(links: Links, page: Page, saved: SavedRuns) -> None:
     for event in (made, run_made):
         event.success(None, links.query, links.link, js=ADDRESS_JS, show_progress="hidden", api_visibility="private")
     store = keeper.store if keeper is not None else None
-    saved.loaded.then(opening(page, store, links), page.inputs(), [*page.outputs(), links.note],
-                      inputs_kwargs=page.controls(), show_progress="hidden", api_visibility="private")
+    opened = saved.loaded.then(opening(page, store, links), page.inputs(), [*page.outputs(), links.note],
+                               inputs_kwargs=page.controls(), show_progress="hidden", api_visibility="private")
+    # A run link is a run to look at: once it is shown, its samples come into view as after Run. A
+    # settings link, or a run link that opened nothing, leaves the page at the form and its note.
+    opened.success(None, None, None, js=f"() => {{ if (new URLSearchParams(location.search).has('{RUN}') && "
+                                        "document.querySelector('#run-summary')?.innerText.trim()) "
+                                        f"({SHOW_SAMPLES_JS.strip()})(); }}", show_progress="hidden",
+                   api_visibility="private")
 
 
 def starting_values(page: Page) -> dict[str, Any]:
