@@ -48,7 +48,6 @@ class Drawn:
     members: list[int] = field(default_factory=list)
     prob: float | None = None
     varied: int = 0  # samples that said rarer words somewhere inside it (folded)
-    branch: str = ""  # the share and probability of the one branch that leads here, written by its label
     x: int = 0
     y: float = 0.0
 
@@ -216,9 +215,10 @@ def graph_figure(graph: SampleGraph, colour: str = "probability", answers: Answe
     fig = go.Figure()
     for trace in _edge_traces(drawn, edges, n):
         fig.add_trace(trace)
-    for trace in _branch_traces(drawn, edges):
+    on_edges, beside = _branch_labels(drawn, edges)
+    for trace in _branch_traces(drawn, edges, on_edges):
         fig.add_trace(trace)
-    fig.add_trace(_shares(list(drawn.values()), n))
+    fig.add_trace(_shares(drawn, beside, n))
     for trace in _node_traces(drawn, n, colour, answers):
         fig.add_trace(trace)
     ys = [d.y for d in drawn.values()]
@@ -256,36 +256,49 @@ def _edge_traces(drawn: dict[str, Drawn], edges: list[DrawnEdge], n: int) -> lis
             for (width, direct), (xs, ys) in sorted(buckets.items())]
 
 
-def _branch_traces(drawn: dict[str, Drawn], edges: list[DrawnEdge]) -> list[go.Scatter]:
-    """A point halfway along each edge: its hover, and at a branch point the label of each of its
-    larger branches (``LABELLED`` at most; in a graph of more than ``FEW`` nodes, only those of two
-    samples and 10 % of the samples there or more): share, p. A branch that is the only way into
-    its node is labelled there, beside the node (``Drawn.branch``, ``_shares``): labels halfway along
-    the edges of a fan crowd each other and the nodes; only an edge into a meeting point keeps
-    its label on the edge."""
+def _branch_labels(drawn: dict[str, Drawn], edges: list[DrawnEdge]) -> tuple[dict[int, str], dict[str, str]]:
+    """At each branch point, the label of each of its larger branches (``LABELLED`` at most; in a
+    graph of more than ``FEW`` nodes, only those of two samples and 10 % of the samples there or
+    more): "share · p". A branch that is the only way into its node is labelled beside that node
+    (labels halfway along the edges of a fan crowd each other and the nodes); only an edge into a
+    meeting point keeps its label on the edge. Returns (edge id -> label, node key -> label)."""
     leaving: dict[str, list[DrawnEdge]] = {}
     for e in edges:
         leaving.setdefault(e.source, []).append(e)
-    labelled, few = set(), len(drawn) <= FEW
+    labelled, few = [], len(drawn) <= FEW
     for source, out in leaving.items():
         there = len(drawn[source].samples)
         if len(out) > 1 or sum(len(e.samples) for e in out) < there:
             big = sorted(out, key=lambda e: -len(e.samples))[:LABELLED]
-            labelled |= {id(e) for e in big if few or len(e.samples) >= max(2, 0.1 * there)}
+            labelled += [e for e in big if few or len(e.samples) >= max(2, 0.1 * there)]
     ways_in = Counter(e.target for e in edges)
+    on_edges, beside = {}, {}
+    for e in labelled:
+        share, p = _share(drawn, e)
+        label = f"{share:.0%}" + (f" · p {p:.2f}" if p is not None else "")
+        if ways_in[e.target] == 1:
+            beside[e.target] = label
+        else:
+            on_edges[id(e)] = label
+    return on_edges, beside
+
+
+def _share(drawn: dict[str, Drawn], e: DrawnEdge) -> tuple[float, float | None]:
+    """An edge's share of the samples at its source, and the mean probability they gave its target."""
+    return len(e.samples) / max(1, len(drawn[e.source].samples)), (sum(e.probs) / len(e.probs) if e.probs else None)
+
+
+def _branch_traces(drawn: dict[str, Drawn], edges: list[DrawnEdge], labels: dict[int, str]) -> list[go.Scatter]:
+    """A point halfway along each edge: its hover, and the edge's label from ``labels`` if it has one."""
     xs, ys, texts, hovers = [], [], [], []
     for e in edges:
         a, b = drawn[e.source], drawn[e.target]
-        share = len(e.samples) / max(1, len(a.samples))
-        p = sum(e.probs) / len(e.probs) if e.probs else None
+        share, p = _share(drawn, e)
         curve = _curve(a, b, e.direct)
         x, y = curve[len(curve) // 2]
         xs.append(x)
         ys.append(y)
-        label = f"{share:.0%}" + (f" · p {p:.2f}" if p is not None else "") if id(e) in labelled else ""
-        if label and ways_in[e.target] == 1:
-            b.branch, label = label, ""
-        texts.append(label)
+        texts.append(labels.get(id(e), ""))
         hovers.append(f"{for_hover(truncate(a.label, 40))} → {for_hover(truncate(b.label, 40))}"
                       f"{'' if e.direct else ' (through rarer words)'}<br>{len(e.samples)} sample(s), {share:.0%} of "
                       f"those at {for_hover(truncate(a.label, 40))}"
@@ -369,13 +382,13 @@ def _above(d: Drawn) -> bool:
     return d.x % 2 == 0
 
 
-def _shares(nodes: list[Drawn], n: int) -> go.Scatter:
-    """The share and probability of the branch into each node that has one way in, small and grey,
-    on the other side of its marker than its words (markers as large as the nodes', unseen, so the
+def _shares(drawn: dict[str, Drawn], beside: dict[str, str], n: int) -> go.Scatter:
+    """The labels of the branches into nodes that have one way in (``beside``), small and grey, on
+    the other side of each marker than its words (markers as large as the nodes', unseen, so the
     text keeps clear of them)."""
-    nodes = [d for d in nodes if d.branch]
+    nodes = [drawn[key] for key in beside]
     return go.Scatter(x=[d.x for d in nodes], y=[d.y for d in nodes], mode="markers+text",
-                      text=[d.branch for d in nodes], textfont={"size": 9, "color": "#64748b"},
+                      text=[beside[d.key] for d in nodes], textfont={"size": 9, "color": "#64748b"},
                       textposition=["bottom center" if _above(d) else "top center" for d in nodes],
                       marker={"size": [_size(d, n) for d in nodes], "color": "rgba(0,0,0,0)"},
                       hoverinfo="skip", showlegend=False)
