@@ -65,9 +65,6 @@ VIEWS = ("columns", "wall")
 COLUMNS_UP_TO = 16  # the "auto" view: columns up to this many samples, the token wall above
 SENT_KEPT = 20_000  # per-message records kept for measurement (time, bytes)
 ANSWER_WAIT = 1.0  # seconds a browser's ack waits for the stream's next message to carry it back
-# A server function is called without the session's State, so an ack names its session by an
-# unguessable key: a weak index only (each session lives in its browser's gr.State and leaves this
-# index when Gradio drops that State), never a list of one browser's runs for another to read.
 # After Run, Branch or a run link, the run is shown under the summary: bring it into view when it
 # is not, without moving a page whose samples a person can already see.
 SHOW_SAMPLES_JS = """
@@ -78,6 +75,9 @@ SHOW_SAMPLES_JS = """
   if (top < 0 || top > window.innerHeight * 0.6) summary.scrollIntoView({behavior: 'smooth', block: 'start'});
 }
 """
+# A server function is called without the session's State, so an ack names its session by an
+# unguessable key: a weak index only (each session lives in its browser's gr.State and leaves this
+# index when Gradio drops that State), never a list of one browser's runs for another to read.
 QUIET = ""  # a value of the area that says nothing: the browser ignores it (a yield must give every output one)
 SESSIONS: weakref.WeakValueDictionary[str, SamplesSession] = weakref.WeakValueDictionary()
 
