@@ -13,6 +13,7 @@ parser is vLLM's own ``AsyncEngineArgs.add_cli_args``. Without ``--model`` the d
 from __future__ import annotations
 
 import importlib
+import os
 import sys
 
 from playground import terminal
@@ -39,6 +40,9 @@ if __name__ == "__main__":
         status = main()
     except KeyboardInterrupt:  # Ctrl-C outside the server (a command's own stop says what it kept)
         status = 130
+    except BrokenPipeError:  # the reader of its output went away (`| head`): stop, as a shell's tools do
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # so the last flush says nothing
+        status = 141  # 128 + SIGPIPE
     except SystemExit as e:  # a usage error, or `kill`
         status = e.code
         if status is not None and not isinstance(status, int):  # sys.exit("a sentence"): said now

@@ -8,11 +8,15 @@ what is wrong with a bundle (not one, damaged, from a newer playground), this mo
 
 from __future__ import annotations
 
+import hashlib
 import json
+import re
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
-from playground.errors import InvalidBundle
+from playground.errors import InvalidBundle, damaged_bundle
+from playground.request import SETTINGS
 from playground.run import Run
 
 
@@ -91,14 +95,73 @@ def parse_bundles(text: str, limits: ReadLimits = DEFAULT_LIMITS,
 
 
 def _one(data: object, line: int | None, limits: ReadLimits) -> tuple[list[Located], list[BundleError]]:
+    if isinstance(data, list) and data and all(isinstance(text, str) for text in data):
+        data = {"samples": data}
     samples = data.get("samples") if isinstance(data, dict) else None
     if isinstance(samples, list) and len(samples) > limits.max_samples:
         return [], [BundleError(line, f"a run of {len(samples):,} samples, more than the {limits.max_samples:,} "
                                       "this reader takes in one run")]
     try:
+        if isinstance(samples, list) and "bundle_version" not in data:
+            data = hand_made(data)
         return [Located(Run.from_dict(data), line)], []
     except InvalidBundle as e:
         return [], [BundleError(line, str(e))]
+
+
+def hand_made(data: dict[str, Any]) -> dict[str, Any]:
+    """A run written by hand, or by a script that knows only what its samples said, completed
+    to a bundle of version 1: ``["text", ...]``, ``{"samples": ["text", ...]}`` or
+    ``{"prompt": ..., "samples": [{"text": ...}, ...]}``, every other field optional, the request's
+    settings in ``request`` or beside ``samples``. So that a set of texts from anywhere (another
+    engine, a paper, a test) can be analysed and drawn as a graph. A sample's ``index`` is its
+    place in the list, its ``seed`` the request's seed plus that place (or none), its tokens
+    unknown; the run finished. A real bundle of version 1 has all of these and is kept as it is.
+    """
+    request = data.get("request", {})
+    if not isinstance(request, dict):
+        raise damaged_bundle("its request is not an object")
+    request = {**{name: data[name] for name in SETTINGS if name in data}, **request}
+    data = {name: value for name, value in data.items() if name not in SETTINGS}
+    base = request.get("seed")
+    samples, words = [], {}
+    for k, s in enumerate(data["samples"]):
+        if isinstance(s, str):
+            s = {"text": s}
+        if not isinstance(s, dict) or not isinstance(s.get("text"), str):
+            what = "has no text" if isinstance(s, dict) and "text" not in s else "is neither a text nor an object"
+            raise damaged_bundle(f"sample {k} {what}: a sample written by hand needs at least its \"text\"")
+        if s.get("index", k) != k:
+            raise damaged_bundle(f"sample {k} has the index {s['index']!r}: a run lists its samples "
+                                 "in the order of their indices, 0 to n-1")
+        seed = base + k if isinstance(base, int) and not isinstance(base, bool) else None
+        sample = {"index": k, "seed": seed, **s}
+        if "token_ids" not in s:
+            if "token_texts" in s:
+                raise damaged_bundle(f"sample {k} has token texts and no token ids: give both, or neither")
+            sample["token_texts"] = word_pieces(s["text"])
+            sample["token_ids"] = [words.setdefault(piece, len(words)) for piece in sample["token_texts"]]
+        samples.append(sample)
+    engine = data.get("engine") or ({"model": "written by hand", "tokens": WORDS} if words else {})
+    if not request.get("request_id"):  # the same run, the same id: History and Compare tell runs apart by it
+        written = json.dumps([request, [s["text"] for s in samples]], sort_keys=True).encode()
+        request["request_id"] = f"hand-{hashlib.sha256(written).hexdigest()[:12]}"
+    return {**data, "request": request, "status": data.get("status", "finished"), "engine": engine,
+            "samples": samples}
+
+
+WORDS = "words"  # a hand-made run's engine["tokens"]: its words stand in for the tokens it does not give
+
+
+def word_pieces(text: str) -> list[str]:
+    """``text`` as words, each with the whitespace before it (the last with what follows it too),
+    so that the pieces join to the text, as a tokenizer's pieces do: the tokens of a sample written
+    by hand, so that every view that reads tokens (diff, tree, wall, diversity) reads its words."""
+    pieces = re.findall(r"\s*\S+", text)
+    rest = text[sum(map(len, pieces)):]
+    if rest:
+        pieces = [*pieces[:-1], pieces[-1] + rest] if pieces else [rest]
+    return pieces
 
 
 def read_bundles(path: str | Path, limits: ReadLimits = DEFAULT_LIMITS) -> tuple[list[Located], list[BundleError]]:

@@ -116,6 +116,20 @@ def test_a_file_that_is_not_bundles(tmp_path, capsys):
     assert "no run bundle" in capsys.readouterr().err
 
 
+def test_a_reader_that_stops_reading_stops_the_command_quietly(tmp_path):
+    """`analyze ... | head -1`: once the reader has gone, the command stops with the shell's status
+    for it (128 + SIGPIPE), with no traceback on the terminal."""
+    runs = tmp_path / "runs.jsonl"
+    runs.write_text('["a b", "a c"]\n' * 5000, encoding="utf-8")
+    command = subprocess.Popen([sys.executable, "app.py", "analyze", str(runs)], cwd=ROOT,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert command.stdout.readline().startswith("line 1 ")
+    command.stdout.close()
+    assert command.wait(timeout=120) == 141
+    said = command.stderr.read()
+    assert "Traceback" not in said and "BrokenPipe" not in said, said
+
+
 @pytest.mark.parametrize("argv, message", [
     (["--answer", "regex:(unclosed"], "argument --answer: the pattern '(unclosed' does not compile"),
     (["--answer", "regex:answer is \\w+"], "argument --answer: the pattern 'answer is \\\\w+' has 0 groups"),

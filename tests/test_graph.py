@@ -337,6 +337,72 @@ def test_analyze_writes_each_runs_graph_as_a_line_of_json(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["graphs.jsonl", "runs.jsonl"]  # atomically: no temp file
 
 
+def test_analyze_draws_runs_written_by_hand_from_their_texts_alone(tmp_path):
+    """A set of texts from anywhere is a run: a list of strings, or samples with a text and
+    nothing else, the request's settings beside them. Their words stand in for tokens, and
+    the summary line says the run was written by hand."""
+    lines = [{"prompt": "Where is the cat?", "seed": 7,
+              "samples": [{"text": "The cat sat on the mat."}, {"text": "A cat sat on the mat."},
+                          {"text": "Dogs bark."}]},
+             ["Yes.", "Yes.", "No, it is not."],
+             {"samples": ["  "]}]
+    runs = tmp_path / "hand.jsonl"
+    runs.write_text("".join(json.dumps(line) + "\n" for line in lines), encoding="utf-8")
+    out = tmp_path / "graphs.jsonl"
+    done = subprocess.run([sys.executable, "app.py", "analyze", str(runs), "--graph", str(out)],
+                          cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert done.returncode == exits.OK, done.stderr[-3000:]
+    assert done.stdout.count("written by hand") == 3, done.stdout
+    assert '"Where is the cat?" n=3' in done.stdout and "distinct-1/2/3 0.64/" in done.stdout
+    cats, yes, blank = (json.loads(line) for line in out.read_text(encoding="utf-8").splitlines())
+    shared = next(n for n in cats["nodes"] if n["samples"] == [0, 1])
+    assert shared["text"] == "cat sat on the mat." and cats["meeting_points"] == [shared["id"]]
+    assert [v["token"] for v in shared["visits"]] == [1, 1] and shared["visits"][0]["tokens"] == 5  # words
+    dogs = next(n for n in cats["nodes"] if n["samples"] == [2])
+    assert [p["nodes"] for p in cats["paths"]] == [[0, shared["id"]], [1, shared["id"]], [dogs["id"]]]
+    assert [p["seed"] for p in cats["paths"]] == [7, 8, 9]
+    assert [(n["text"], n["count"]) for n in yes["nodes"]] == [("Yes.", 2), ("No, it is not.", 1)]
+    assert [p["seed"] for p in yes["paths"]] == [None, None, None]
+    assert blank["samples"] == 1 and [n["visits"][0]["text"] for n in blank["nodes"]] == ["  "]  # read back whole
+
+
+def test_a_run_written_by_hand_says_so_and_says_words_where_a_run_says_tokens_and_times():
+    """On the page (the summary line), in Compare's and the report's label, and in the timing
+    charts, which say why they are empty rather than drawing empty axes."""
+    from playground.analysis.comparison import run_label
+    from playground.bundles import parse_bundles
+    from playground.ui.views import run_summary
+
+    (located,), errors = parse_bundles(json.dumps({"prompt": "Rain?", "samples": ["Yes.", "No, it is not."]}))
+    run = located.run
+    assert not errors and run.request["prompt"] == "Rain?" and run.request["request_id"].startswith("hand-")
+    line = run_summary(run)
+    assert "· 5 words ·" in line and "✎ written by hand" in line and "None" not in line and "events" not in line
+    assert "written by hand" in run_label(run)
+    for figure in (A.tokens_over_time_figure(run), A.ttft_figure(run), A.itl_figure(run), A.events_figure(run)):
+        assert "no token of this run has a time" in figure.layout.annotations[0].text
+    again, _ = parse_bundles(json.dumps({"prompt": "Rain?", "samples": ["Yes.", "No, it is not."]}))
+    other, _ = parse_bundles(json.dumps({"prompt": "Snow?", "samples": ["Yes.", "No, it is not."]}))
+    assert again[0].run.request["request_id"] == run.request["request_id"] != other[0].run.request["request_id"]
+    saved, _ = parse_bundles(run.to_json())  # saved (an export, the store) it stays one written by hand
+    assert A.origin_label(saved[0].run) == A.origin_label(run) and saved[0].run.samples[1].token_texts[1] == " it"
+
+
+@pytest.mark.parametrize(("line", "said"), [
+    ({"samples": [{"txt": "a"}]}, "sample 0 has no text: a sample written by hand needs at least its \"text\""),
+    ({"samples": ["a", 3]}, "sample 1 is neither a text nor an object"),
+    ({"samples": [{"index": 1, "text": "a"}]}, "sample 0 has the index 1: a run lists its samples in the order"),
+    ({"samples": [{"text": "a", "token_texts": ["a"]}]}, "sample 0 has token texts and no token ids"),
+    ({"request": "p", "samples": ["a"]}, "its request is not an object"),
+])
+def test_a_run_written_by_hand_that_cannot_be_read_is_named_by_its_line(line, said):
+    from playground.bundles import parse_bundles
+
+    found, errors = parse_bundles(json.dumps(["fine"]) + "\n" + json.dumps(line) + "\n")
+    assert [located.run.samples[0].text for located in found] == ["fine"]
+    assert [error.line for error in errors] == [2] and said in errors[0].message, errors
+
+
 def test_analyze_graph_to_a_path_it_cannot_write_is_refused_with_a_sentence(tmp_path, capsys):
     from playground.commands import analyze
 

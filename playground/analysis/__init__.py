@@ -117,7 +117,7 @@ from playground.analysis.meaning import (
     cosine_matrix,
     meaning_clusters,
 )
-from playground.analysis.replays import replay_label, replayed_from
+from playground.analysis.replays import origin_label, replayed_from, written_by_hand
 from playground.analysis.report import (
     comparison_report,
     report_for,
@@ -264,6 +264,7 @@ __all__ = [
     "message_figure",
     "ngram_kernel",
     "node_places",
+    "origin_label",
     "other_requests",
     "pair_frame",
     "pairwise_heatmap",
@@ -275,7 +276,6 @@ __all__ = [
     "prefix_order",
     "read_answers",
     "read_reference",
-    "replay_label",
     "replayed_from",
     "report_for",
     "run_measures",
@@ -319,4 +319,5 @@ __all__ = [
     "with_answers",
     "word_keys",
     "word_set",
+    "written_by_hand",
 ]

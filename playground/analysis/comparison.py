@@ -29,7 +29,7 @@ from playground.analysis.diff import (
     similarity,
 )
 from playground.analysis.display import token_at
-from playground.analysis.replays import replay_label
+from playground.analysis.replays import origin_label
 from playground.analysis.sweep_views import Measures, all_measures, first_words
 from playground.request import SETTINGS
 from playground.run import Run
@@ -43,9 +43,10 @@ RUN_COLUMNS = ["request_id", "status", "n", "mode", "output_kind", "seed", "prom
 
 
 def run_label(run: Run) -> str:
-    """The run's id, and what it replays when it is a replay (reports and comparisons say so)."""
+    """The run's id, and what it replays when it is a replay, or that it was written by hand
+    (reports and comparisons say so)."""
     label = str(run.request.get("request_id", "run"))
-    return f"{label} ({replay})" if (replay := replay_label(run)) else label
+    return f"{label} ({origin})" if (origin := origin_label(run)) else label
 
 
 def run_row(run: Run) -> pd.DataFrame:

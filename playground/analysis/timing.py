@@ -86,6 +86,8 @@ def timing_frame(run: Run) -> pd.DataFrame:
 def tokens_over_time_figure(run: Run) -> go.Figure:
     """Tokens received so far against time, one step line per sample (the first
     ``MAX_SAMPLE_LINES``), and with more samples the mean over all of them."""
+    if untimed := _untimed(run, "Tokens received over time"):
+        return untimed
     drawn, note = drawn_samples(run)
     fig = go.Figure()
     for s in drawn:
@@ -104,8 +106,19 @@ def tokens_over_time_figure(run: Run) -> go.Figure:
     return fig
 
 
+def _untimed(run: Run, title: str) -> go.Figure | None:
+    """A sentence in place of empty axes, for a run with samples and no time for any token: one
+    written by hand, or a bundle that kept only the final texts."""
+    if any(s.token_ids for s in run.samples) and not any(s.token_times for s in run.samples):
+        return message_figure(title, "no token of this run has a time: it holds its samples' texts, "
+                                     "not how they streamed (a run written by hand, or its final texts only)")
+    return None
+
+
 def itl_figure(run: Run) -> go.Figure:
     """Distribution of inter-token latencies per sample (0 ms = arrived in the same event)."""
+    if untimed := _untimed(run, "Inter-token latency"):
+        return untimed
     frame = itl_frame(run)
     if frame.empty:
         return message_figure("Inter-token latency", "fewer than two tokens per sample: no latencies")
@@ -125,6 +138,8 @@ def itl_figure(run: Run) -> go.Figure:
 
 def ttft_figure(run: Run) -> go.Figure:
     """Time to first token per sample, as the caller saw it."""
+    if untimed := _untimed(run, "Time to first token per sample"):
+        return untimed
     frame = timing_frame(run).dropna(subset=["ttft"])
     fig = go.Figure(go.Bar(x=[f"sample {i}" for i in frame["sample"]], y=frame["ttft"] * 1000, name="ttft",
                            marker_color=[sample_color(i) for i in frame["sample"]]))
@@ -221,6 +236,8 @@ def events_figure(run: Run) -> go.Figure:
     diamond; a dashed line marks the event that finished the whole run. Of a large run, the marks
     of its first samples (``drawn_samples``): at n=128 every mark is thousands of them, and a page
     that draws them stops painting for a second; the events table has every one."""
+    if not run.events and (untimed := _untimed(run, "Raw events")):
+        return untimed
     frame = event_outputs_frame(run)
     outputs = len(frame)
     drawn, note = drawn_samples(run, "marks")

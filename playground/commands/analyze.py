@@ -136,8 +136,8 @@ def describe(analysed: Analysed) -> str:
     prompt = " ".join(str(run.request.get("prompt", "")).split())
     prompt = truncate(prompt, PROMPT_CHARS)
     status = "" if run.status == "finished" else f" ({run.status})"
-    if replay := analysis.replay_label(run):
-        status += f" ({replay})"
+    if origin := analysis.origin_label(run):
+        status += f" ({origin})"
     head = f"{where(bundle)} {json.dumps(prompt, ensure_ascii=False)} n={run.n}{status}"
     if a.majority:
         majority = json.dumps(truncate(a.majority.answer, ANSWER_CHARS), ensure_ascii=False)

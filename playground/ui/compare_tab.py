@@ -65,8 +65,8 @@ def comparison(a: Run, b: Run, measures: analysis.Measures | None = None) -> tup
     for run, name in ((a, "A"), (b, "B")):
         if branch := analysis.branch_label(run):
             headline += f" {name} is {branch}."
-        if replay := analysis.replay_label(run):
-            headline += f" {name} is a {replay}."
+        if origin := analysis.origin_label(run):
+            headline += f" {name} is {'a ' if analysis.replayed_from(run) else ''}{origin}."
     for overlap in analysis.seed_overlaps([a, b]):
         headline += f"\n\n⚠️ {analysis.seed_overlap_sentence(overlap, ['A', 'B'])}."
     side_by_side = analysis.measures_side_by_side(a, b, measures).map(

@@ -5,7 +5,7 @@ from __future__ import annotations
 import html
 import time
 
-from playground.analysis import branch_label, replay_label
+from playground.analysis import branch_label, origin_label, replayed_from, written_by_hand
 from playground.run import Run
 
 
@@ -17,13 +17,17 @@ def run_summary(run: Run) -> str:
     state = {"running": "● running", "finished": "✔ finished", "aborted": "■ stopped",
              "error": "✖ error"}.get(run.status, run.status)
     seeds = _seed_note(run)
-    text = (f"{state} · `{req.get('request_id', '')}` · n={run.n} · {req.get('mode')} · "
-            f"{req.get('output_kind')} · {tokens} tokens in {elapsed:.2f} s"
-            f"{f' ({tokens / elapsed:.1f} tok/s)' if elapsed > 0 else ''} · {len(run.events)} events · {seeds}")
+    if written_by_hand(run):  # texts alone, never timed
+        made = f"{tokens} words"
+    else:
+        made = (f"{tokens} tokens in {elapsed:.2f} s{f' ({tokens / elapsed:.1f} tok/s)' if elapsed > 0 else ''}"
+                f" · {len(run.events)} events")
+    asked = " · ".join(f"{req[name]}" for name in ("mode", "output_kind") if req.get(name))
+    text = f"{state} · `{req.get('request_id', '')}` · n={run.n} · {asked + ' · ' if asked else ''}{made} · {seeds}"
     if branch := branch_label(run):
         text += f" · ⑂ {branch}"
-    if replay := replay_label(run, why=True):
-        text += f" · ⟲ {replay}"
+    if origin := origin_label(run, why=True):
+        text += f" · {'⟲' if replayed_from(run) else '✎'} {origin}"
     if run.status == "running":
         text += engine_requests_note(run)
     if run.status == "error" and run.error:
