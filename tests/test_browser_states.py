@@ -59,6 +59,14 @@ def test_a_refusal_leaves_the_page_ready_and_the_samples_come_into_view(browser,
             page.locator("#prompt textarea").fill("word " * 3000)
             page.locator("#run").click()
             page.locator("#run-summary").get_by_text("longer than the context").wait_for(timeout=30_000)
+            # the other buttons that start runs, with no run on screen: each says so beside itself
+            page.get_by_role("tab", name="Branch").click()
+            page.locator("#branch-run").click()
+            page.locator("#branch-note").get_by_text("a branch starts from a run on screen").wait_for(timeout=10_000)
+            page.get_by_role("tab", name="Reproducibility").click()
+            for button, said in (("#replay", "replay needs a run"), ("#compare", "the comparison reuses")):
+                page.locator(button).click()
+                page.locator("#repro-verdict").get_by_text(said).wait_for(timeout=10_000)
         page.locator("#examples").get_by_text(HAIKU).click()
         page.wait_for_function("(want) => document.querySelector('#prompt textarea').value === want", arg=HAIKU)
         page.locator("#run").click()

@@ -26,13 +26,13 @@ import gradio as gr
 from playground import analysis
 from playground.analysis import Alternative, BranchPoint
 from playground.backends.live import State
-from playground.errors import PlaygroundError
+from playground.errors import InvalidRequest, PlaygroundError
 from playground.request import SampleRequest
 from playground.run import Run
 from playground.ui import views
 from playground.ui.answer_controls import extractor_spec
 from playground.ui.page import Page
-from playground.ui.running import Action, follow_all, plan_action, refused, run_events
+from playground.ui.running import BUSY, Action, Busy, follow_all, plan_action, refused, run_events
 from playground.ui.showing import remember
 
 MODEL_CHOOSES = "the model's own choice"
@@ -62,6 +62,8 @@ PICK_JS = """
   attach();
 }
 """
+
+NO_RUN = "Run something first, or open a saved run: a branch starts from a run on screen."
 
 
 @dataclass
@@ -214,7 +216,7 @@ def forced_token(run: Run, sample, position, choice: str | None, token_id: str |
         try:
             return int(token_id.strip()), None
         except ValueError:
-            raise gr.Error(f"A token id is a whole number, got {token_id!r}") from None
+            raise InvalidRequest(f"a token id is a whole number, got {token_id!r}") from None
     if not choice or choice == MODEL_CHOOSES:
         return None, None
     chosen = int(choice)
@@ -228,11 +230,13 @@ async def begin(tab: BranchTab, page: Page, action: Action | None, source: Run |
     it. It starts from the tab's run (the run on screen, until the tab has one)."""
     run = source if source is not None else current
     if run is None:
-        raise gr.Error("Run something first, or open a saved run: a branch starts from a run on screen.")
+        return {tab.note: f"⚠️ {NO_RUN}"}
     try:
         forced, text = forced_token(run, sample, position, choice, token_id)
         request, labels = branch_request(run, sample, position, forced, text, n)
         action = await plan_action(page, action, "Branch", [(request, labels)])
+    except Busy:  # the going action and the summary stay as they are
+        return {tab.note: f"⚠️ {BUSY}"}
     except (ValueError, PlaygroundError) as e:
         message = refused(e)
         return {page.live: None, page.summary: message, tab.note: message}
@@ -249,14 +253,16 @@ async def begin_what_if(tab: BranchTab, page: Page, action: Action | None, sourc
     (Stop ends them all)."""
     run = source if source is not None else current
     if run is None:
-        raise gr.Error("Run something first, or open a saved run: a branch starts from a run on screen.")
+        return {tab.note: f"⚠️ {NO_RUN}"}
     options = analysis.alternatives(run, int(sample), int(position), int(k))
     if not options:
-        raise gr.Error(f"No logprobs were recorded at token {position} of sample {sample}: run with logprobs "
-                       "(e.g. 5) to ask what if.")
+        return {tab.note: f"⚠️ No logprobs were recorded at token {position} of sample {sample}: run with "
+                          "logprobs (e.g. 5) to ask what if."}
     try:
         requests = [branch_request(run, sample, position, a.token_id, a.text, n) for a in options]
         action = await plan_action(page, action, "What if", requests)
+    except Busy:
+        return {tab.note: f"⚠️ {BUSY}"}
     except (ValueError, PlaygroundError) as e:
         return {page.live: None, tab.note: refused(e)}
     action.about = (run, int(sample), int(position), options)
@@ -268,7 +274,9 @@ async def what_if(tab: BranchTab, page: Page, action: Action | None, history: li
                   pattern=None):
     """The branches run at once (the engine batches them), then the table and the grafted tree;
     every branch that began joins the session's history, stopped ones with what they had."""
-    lives = await follow_all(action, page.backend)
+    lives = await follow_all(action, page.backend, "What if")
+    if lives is None:  # What if was refused (another action goes): its note says so
+        return {tab.note: gr.skip()}
     if not lives:
         return {tab.note: "■ What if was stopped before it started: nothing was sent to the engine."}
     branches = [live.run for live in lives if live.run is not None]

@@ -15,7 +15,7 @@ from playground.backends.live import State
 from playground.errors import PlaygroundError
 from playground.request import SampleRequest
 from playground.run import Run
-from playground.ui.running import Action, follow_all, plan_action, refused
+from playground.ui.running import BUSY, Action, Busy, follow_all, plan_action, refused
 
 
 @dataclass
@@ -67,6 +67,8 @@ async def _begin(tab: ReproTab, page, action: Action | None, name: str, requests
     labels = {"branch": of.request["branch"]} if of.request.get("branch") else None
     try:
         action = await plan_action(page, action, name, [(request, labels) for request in requests])
+    except Busy:  # the going action stays as it is
+        return {tab.verdict: f"⚠️ {BUSY}"}
     except PlaygroundError as e:
         return {page.live: None, tab.verdict: refused(e)}
     action.about = about
@@ -76,13 +78,13 @@ async def _begin(tab: ReproTab, page, action: Action | None, name: str, requests
 async def begin_replay(tab: ReproTab, page, action: Action | None, run: Run | None, index) -> dict:
     """Sample i of the run on screen, alone: n=1, its own seed (seed + i)."""
     if run is None:
-        raise gr.Error("Run something first: replay needs a run to compare with.")
+        return {tab.verdict: "⚠️ Run something first: replay needs a run to compare with."}
     try:
         i = int(index)
     except (TypeError, ValueError):
-        raise gr.Error(f"Sample i must be a whole number, got {index!r}") from None
+        return {tab.verdict: f"⚠️ Sample i must be a whole number, got {index!r}."}
     if not 0 <= i < run.n:
-        raise gr.Error(f"Sample i must be between 0 and {run.n - 1}, got {i}")
+        return {tab.verdict: f"⚠️ Sample i must be between 0 and {run.n - 1}, got {i}."}
     request = SampleRequest.from_record(run.request, n=1, seed=run.samples[i].seed, mode="wrapper",
                                         output_kind="FINAL_ONLY")
     return await _begin(tab, page, action, "Replay", [request], (run, i))
@@ -90,7 +92,9 @@ async def begin_replay(tab: ReproTab, page, action: Action | None, run: Run | No
 
 async def replay(backend, action: Action | None):
     """Run sample i alone and say whether it came out the same."""
-    ended = await _ended(action, backend)
+    ended = await _ended(action, backend, "Replay")
+    if ended is None:  # Replay was refused: its verdict says why
+        return gr.skip(), gr.skip()
     if isinstance(ended, str):
         return ended, gr.skip()
     (run, i), (replayed_run,) = action.about, ended
@@ -111,7 +115,7 @@ async def replay(backend, action: Action | None):
 async def begin_compare(tab: ReproTab, page, action: Action | None, run: Run | None) -> dict:
     """The run on screen again, through the wrapper and through vLLM's native n."""
     if run is None:
-        raise gr.Error("Run something first: the comparison reuses its settings and seed.")
+        return {tab.verdict: "⚠️ Run something first: the comparison reuses its settings and seed."}
     requests = [SampleRequest.from_record(run.request, mode=mode, output_kind="FINAL_ONLY")
                 for mode in ("wrapper", "native")]
     return await _begin(tab, page, action, "Compare", requests, (run,))
@@ -119,7 +123,9 @@ async def begin_compare(tab: ReproTab, page, action: Action | None, run: Run | N
 
 async def compare(backend, action: Action | None):
     """The two runs, one after the other, and the verdict per sample."""
-    ended = await _ended(action, backend, together=False)
+    ended = await _ended(action, backend, "Compare", together=False)
+    if ended is None:
+        return gr.skip(), gr.skip()
     if isinstance(ended, str):
         return ended, gr.skip()
     (run,), (wrapper, native) = action.about, ended
@@ -134,10 +140,12 @@ async def compare(backend, action: Action | None):
                             visible=True)
 
 
-async def _ended(action: Action | None, backend, together: bool = True) -> list[Run] | str:
-    """The action's runs, each finished; else the sentence that says why not (stopped, refused,
-    failed)."""
-    lives = await follow_all(action, backend, together=together)
+async def _ended(action: Action | None, backend, name: str, together: bool = True) -> list[Run] | str | None:
+    """The runs of the action ``name``, each finished; else the sentence that says why not
+    (stopped, refused, failed); None when the session's action is not this button's."""
+    lives = await follow_all(action, backend, name, together=together)
+    if lives is None:
+        return None
     if not lives:
         return "■ Stopped before it started: nothing was sent to the engine."
     for live in lives:

@@ -5,7 +5,10 @@ A session holds at most one ``Action`` (in ``page.live``): the runs one button s
 ``LiveRun`` with its state (backends/live.py). Every button is two steps. ``begin`` (outside the
 queue) refuses while the session's action is going, then checks, renders and plans the runs: a
 refusal is shown with its reason and nothing is stored, so the next Run works; otherwise the
-session holds the action before it waits for a free slot. The action's follower (queued) then
+session holds the action before it waits for a free slot. A refusal is returned, never raised:
+outside the queue Gradio 6.31 shows neither a raised error's message nor a toast (the page gets an
+HTTP 500, the terminal a traceback), so its sentence goes to the summary or the button's note, and
+the followers Gradio then starts find nothing of theirs to follow (``Action.claim``). The action's follower (queued) then
 records it: ``stream`` into the samples area for Run and Branch, one delta at a time, each sent
 when the browser has painted the one before (the samples area's acknowledgements), so n=256
 streams without stalling the tab; ``finish`` then shows the end in every output (an event of its
@@ -21,7 +24,7 @@ import asyncio
 import contextlib
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
@@ -41,6 +44,11 @@ BUSY = "A run of this page is still going: press Stop first, or wait for it to f
 STREAMED = ("Run", "Branch", "Replay")  # the actions whose run streams into the samples area
 
 
+class Busy(PlaygroundError):
+    """The session's action is still going: a button that would start another is refused, and the
+    going one is left alone (``page.live`` keeps it, for Stop)."""
+
+
 @dataclass
 class Action:
     """One action of a browser session (Run, Branch, What if, Replay, Compare) and the runs it
@@ -51,10 +59,23 @@ class Action:
     about: Any = None  # what the action's follower needs besides the runs (What if: the point's tokens)
     shown: bool = False  # its run's end taken to be drawn whole (by ``finish`` or Stop): the other adds nothing
     streamed: bool = False  # its stream ended by itself, so its last message was sent (not cancelled)
+    followers: set[str] = field(default_factory=set)  # the kinds of follower that follow it (``claim``)
 
     @property
     def going(self) -> bool:
         return any(r.going for r in self.runs)
+
+    def claim(self, follower: str, names: tuple[str, ...] = STREAMED) -> bool:
+        """Whether ``follower`` (a queued step after a button's ``begin``: the stream, the live
+        panels, What if's or Replay's end) is to follow this action: one of the ``names`` it
+        follows, and the first of its kind. A button refused while this action goes (``Busy``)
+        returns its sentence rather than raising it, which Gradio shows only from a queued event,
+        so its followers run too: they find the action another button's, or claimed, and leave it
+        alone."""
+        if self.name not in names or follower in self.followers:
+            return False
+        self.followers.add(follower)
+        return True
 
     async def stop_and_wait(self) -> None:
         await asyncio.gather(*(r.stop_and_wait() for r in self.runs))
@@ -66,7 +87,7 @@ async def plan_action(page: Page, action: Action | None, name: str,
     while the session's action is going; the PlaygroundError of the first request that cannot run
     (a setting, the context, an engine that is down)."""
     if action is not None and action.going:
-        raise gr.Error(BUSY)
+        raise Busy(BUSY)
     info = page.backend.info()
     if not info.get("up", True):
         raise EngineUnavailable(views.engine_down(info))
@@ -74,16 +95,18 @@ async def plan_action(page: Page, action: Action | None, name: str,
 
 
 def refused(error: Exception) -> str:
-    """A refusal as the page says it: a toast, and the sentence for the summary or note."""
-    message = str(shown(error).message)
-    gr.Warning(message)
-    return views.refused_summary(message)
+    """A refusal as the page says it: the sentence for the summary or note. No toast: the first
+    step of every button runs outside Gradio's queue (``queue=False``), where gr.Warning cannot
+    reach the page and only prints on the server's terminal."""
+    return views.refused_summary(str(shown(error).message))
 
 
 async def begin(page: Page, action: Action | None, **settings) -> dict:
     """The Run button: the form, checked and planned, becomes this session's action."""
     try:
         action = await plan_action(page, action, "Run", [(form_request(**settings), None)])
+    except Busy:  # a second press (or Run while another button's runs go): the summary follows the going one
+        return {page.summary: gr.skip()}
     except PlaygroundError as e:
         return {page.live: None, page.summary: refused(e)}
     return {page.live: action, page.summary: views.queued_summary(action.runs[0])}
@@ -119,7 +142,7 @@ async def stream(page: Page, action: Action | None, session):
     summary its last line again, the samples area a value the browser ignores. Nothing to do when
     the run is not queued: a Stop came first, or the action was refused."""
     live_run = action.runs[0] if action is not None and action.runs else None
-    if live_run is None or live_run.state is not State.QUEUED:
+    if live_run is None or live_run.state is not State.QUEUED or not action.claim("stream"):
         yield {page.summary: gr.skip()}
         return
     said, said_at = views.queued_summary(live_run), time.monotonic()
@@ -147,7 +170,7 @@ async def live_panels(page: Page, action: Action | None, selected: str | None, *
     """The live parts of the panel on screen while the action's run streams (a figure travels whole:
     every ``figures_every(n)`` s), an event of its own beside the stream. Nothing when the tab on
     screen has no live part."""
-    live_run = action.runs[0] if action is not None and action.runs and action.name in STREAMED else None
+    live_run = action.runs[0] if action is not None and action.runs and action.claim("panels") else None
     yield gr.skip()  # one yield at least: a generator that yields nothing would clear its outputs
     if live_run is None or not any(p.tab == selected and p.live for p in page.panels):
         return
@@ -207,12 +230,15 @@ async def stop(page: Page, action: Action | None, history: list | None, session,
     return await show(page, live_run.run, history, session, selected, settings, reset=True)
 
 
-async def follow_all(action: Action | None, backend, together: bool = True,
-                     each: Callable[[LiveRun], Awaitable[None]] | None = None) -> list[LiveRun]:
-    """Record an action's queued runs to their ends, all at once (``together``) or one after
-    another, and return them, each in its end state; an empty list when there is nothing to
-    follow (a Stop came first). ``each``: awaited as each run ends."""
-    if action is None or not action.runs or action.runs[0].state is not State.QUEUED:
+async def follow_all(action: Action | None, backend, name: str, together: bool = True,
+                     each: Callable[[LiveRun], Awaitable[None]] | None = None) -> list[LiveRun] | None:
+    """Record the queued runs of an action called ``name`` to their ends, all at once
+    (``together``) or one after another, and return them, each in its end state; an empty list
+    when there is nothing to follow (a Stop came first); None when the action is not this
+    follower's (its button was refused, ``Action.claim``). ``each``: awaited as each run ends."""
+    if action is None or not action.claim("follow", (name,)):
+        return None
+    if not action.runs or action.runs[0].state is not State.QUEUED:
         return []
 
     async def one(live_run: LiveRun) -> None:
