@@ -1,5 +1,5 @@
-"""Run and Stop, and every other button that starts runs (Branch, What if, Replay, Compare): one
-model of what a browser session has going, written once.
+"""Run and Stop, and every other button that starts runs (Branch, What if, Replay, Compare): one model
+of what a browser session has going, written once.
 
 A session holds at most one ``Action`` (in ``page.live``): the runs one button started, each a
 ``LiveRun`` with its state (backends/live.py). Every button is two steps. ``begin`` (outside the
@@ -8,14 +8,14 @@ refusal is shown with its reason and nothing is stored, so the next Run works; o
 session holds the action before it waits for a free slot. A refusal is returned, never raised:
 outside the queue Gradio 6.31 shows neither a raised error's message nor a toast (the page gets an
 HTTP 500, the terminal a traceback), so its sentence goes to the summary or the button's note, and
-the followers Gradio then starts find nothing of theirs to follow (``Action.claim``). The action's follower (queued) then
-records it: ``stream`` into the samples area for Run and Branch, one delta at a time, each sent
-when the browser has painted the one before (the samples area's acknowledgements), so n=256
-streams without stalling the tab; ``finish`` then shows the end in every output (an event of its
-own: a stream's event lists only what a run in flight changes, see ``run_events``). Stop ends
-the session's action in whatever state it is: queued, waiting for the first output, or streaming;
-it aborts by parent id, so what the samples had is kept. Whatever happens, an action ends in a
-state from which the next one starts.
+the followers Gradio then starts find nothing of theirs to follow (``Action.claim``). The action's
+follower (queued) then records it: ``stream`` into the samples area for Run and Branch, one delta
+at a time, each sent when the browser has painted the one before (the samples area's
+acknowledgements), so n=256 streams without stalling the tab; ``finish`` then shows the end in
+every output (an event of its own: a stream's event lists only what a run in flight changes, see
+``run_events``). Stop ends the session's action in whatever state it is: queued, waiting for the
+first output, or streaming; it aborts by parent id, so what the samples had is kept. Whatever
+happens, an action ends in a state from which the next one starts.
 """
 
 from __future__ import annotations
