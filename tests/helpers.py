@@ -84,6 +84,23 @@ def record_to_end(backend, request: SampleRequest, **options) -> Run:
     return asyncio.run(last())
 
 
+def taken_alike(record_pair: Callable[[], tuple[Run, Run]], tries: int = 3) -> tuple[Run, Run]:
+    """Two runs of one seeded request (``record_pair`` records them) whose children the engine
+    took in the same steps, so that their tokens must agree. A run's children reach the engine
+    one by one (in vLLM's own fan-out as in the wrapper's), and a step may start before the last
+    has arrived: then the batches differ, the seeded tokens may too, and the records say so
+    (``why_different``), which is checked here. At most ``tries`` pairs; fails naming the steps."""
+    from playground.analysis import admission, why_different
+
+    for _ in range(tries):
+        a, b = record_pair()
+        if admission(a) == admission(b):
+            return a, b
+        assert any("different steps" in reason for reason in why_different(a, b)), why_different(a, b)
+    raise AssertionError(f"the engine took the children in different steps in {tries} pairs of runs: "
+                         f"{admission(a)} vs {admission(b)}")
+
+
 async def collect(generator) -> list[Event]:
     """Every output of a generate() call, copied as it arrives (CUMULATIVE lists are live)."""
     events = []

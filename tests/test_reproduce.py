@@ -53,6 +53,25 @@ def test_why_different_names_each_condition_that_changed():
     assert unknown[0].startswith("the engine's conditions were not recorded for both runs")
 
 
+def test_children_the_engine_took_in_different_steps_are_named():
+    """vLLM's per-request stats say when the engine first scheduled each child: children that
+    came in one step apart ran in other batches than children that came together."""
+    def stepped(*stamps) -> Run:
+        r = run(n=len(stamps), counts=tuple(range(len(stamps) - 1, -1, -1)))  # alone on the engine
+        for sample, t in zip(r.samples, stamps):
+            sample.metrics = {"scheduled_ts": t, "first_token_ts": t + 0.5}
+        return r
+
+    apart, together = stepped(10.0, 12.0, 12.0), stepped(20.0, 20.0, 20.0)
+    assert A.admission(apart) == [[0], [1, 2]] and A.admission(together) == [[0, 1, 2]]
+    assert A.why_different(apart, together) == [
+        "the batch differed: the engine took the children in different steps ([0] then [1, 2] in the first run, "
+        "all 3 at once in the second): a run's children reach the engine one by one, in vLLM's own fan-out as "
+        "in the wrapper's, and a step may start before the last has arrived"]
+    assert A.why_different(together, stepped(30.0, 30.0, 30.0)) == []  # the same steps: nothing to name
+    assert A.admission(run()) is None  # no stats: nothing is claimed
+
+
 def test_phases_and_the_child_timeline():
     r = run()
     r.samples[0].queued_at, r.samples[0].queued_s, r.samples[0].prefill_s, r.samples[0].decode_s = 0.01, 0.02, 0.03, 0.1

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from playground.backends.pieces import TokenTable
 from playground.request import SampleRequest
-from tests.helpers import record_to_end
+from tests.helpers import record_to_end, taken_alike
 from tests.session_start import STARTING
 
 
@@ -126,8 +126,8 @@ def test_a_real_run_reads_the_same_spelled_or_detokenized(backend, output_kind):
     request = SampleRequest("Écris trois mots en japonais, avec des emoji 😀 :", n=8, seed=11, max_tokens=24,
                             temperature=1.3, output_kind=output_kind, mode="native", use_chat_template=True,
                             logprobs=2)
-    spelled = record_to_end(backend, request)
-    detokenized = record_to_end(backend, request, watch=True)
+    spelled, detokenized = taken_alike(lambda: (record_to_end(backend, request),
+                                                record_to_end(backend, request, watch=True)))
     assert [s.token_ids for s in spelled.samples] == [s.token_ids for s in detokenized.samples]
     assert [s.text for s in spelled.samples] == [s.text for s in detokenized.samples]
     assert [s.token_texts for s in spelled.samples] == [s.token_texts for s in detokenized.samples]
@@ -142,7 +142,7 @@ def test_the_llmengine_front_end_spells_as_its_own_detokenizer_writes(sync_engin
     runner = SyncRunner(sync_engine)
     request = SampleRequest("Écris un haïku avec des emoji 🌸 :", n=4, seed=5, max_tokens=20, temperature=1.3,
                             output_kind="CUMULATIVE", use_chat_template=True)
-    spelled, detokenized = runner.record(request), runner.record(request, watch=True)
+    spelled, detokenized = taken_alike(lambda: (runner.record(request), runner.record(request, watch=True)))
     assert [s.token_ids for s in spelled.samples] == [s.token_ids for s in detokenized.samples]
     assert [s.text for s in spelled.samples] == [s.text for s in detokenized.samples]
     for run in (spelled, detokenized):  # each index's last CUMULATIVE output holds its whole text

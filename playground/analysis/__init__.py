@@ -125,7 +125,7 @@ from playground.analysis.report import (
     runs_report,
     sweep_report,
 )
-from playground.analysis.reproduce import condition_changes, other_requests, why_different
+from playground.analysis.reproduce import admission, condition_changes, other_requests, why_different
 from playground.analysis.sample_set import (
     GROUP_COLUMNS,
     SAMPLE_COLUMNS,
@@ -211,6 +211,7 @@ __all__ = [
     "SetDiversity",
     "SetMeasures",
     "Settled",
+    "admission",
     "agreement_at_k",
     "agreement_figure",
     "agreement_frame",

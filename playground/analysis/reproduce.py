@@ -87,9 +87,34 @@ def _batch_reason(a: Run, b: Run) -> str | None:
                      f"{others_b} beside the second)")
     if a.request.get("mode") != b.request.get("mode"):
         parts.append(f"the children were added by {_who(a)} vs {_who(b)}")
+    steps_a, steps_b = admission(a), admission(b)
+    if steps_a is not None and steps_b is not None and steps_a != steps_b:
+        parts.append(f"the engine took the children in different steps ({_steps(steps_a)} in the first run, "
+                     f"{_steps(steps_b)} in the second): a run's children reach the engine one by one, in vLLM's "
+                     "own fan-out as in the wrapper's, and a step may start before the last has arrived")
     if not parts:
         return None
     return "the batch differed: " + "; ".join(parts)
+
+
+def admission(run: Run) -> list[list[int]] | None:
+    """The run's samples grouped by the engine step that first scheduled them, in order (from
+    vLLM's per-request stats): ``[[0], [1, 2]]`` when sample 0's prefill ran alone and 1 and 2
+    joined at the next step. None when a sample has no such stat (stats off, a remote server, an
+    older bundle, a sample that never reached the engine)."""
+    stamps = [(s.metrics or {}).get("scheduled_ts") for s in run.samples]
+    if not stamps or any(t is None for t in stamps):
+        return None
+    groups: dict[float, list[int]] = {}
+    for s, t in sorted(zip(run.samples, stamps), key=lambda pair: (pair[1], pair[0].index)):
+        groups.setdefault(t, []).append(s.index)
+    return list(groups.values())
+
+
+def _steps(groups: list[list[int]]) -> str:
+    if len(groups) == 1:
+        return f"all {len(groups[0])} at once"
+    return " then ".join(str(group) for group in groups)
 
 
 def _who(run: Run) -> str:
