@@ -23,6 +23,7 @@ import pytest
 from vllm.sampling_params import RequestOutputKind
 
 import app
+from playground.analysis import admission
 from playground.backends.recorder import Observation, RunRecorder
 from playground.commands import exits
 from playground.commands import qa as qa_cli
@@ -367,6 +368,39 @@ def test_a_blank_seed_is_drawn_once_for_every_cell():
     matrix = asyncio.run(qa.run_matrix(SampleRequest(prompt="p", n=3, seed=None), paths))
     seeds = {entry[4] for entry in log if entry[0] == "start"}
     assert len(seeds) == 1 and None not in seeds and matrix.request["seed"] in seeds
+
+
+def test_a_cell_whose_children_the_engine_took_in_other_steps_is_not_held_to_final_only():
+    """Alone on the engine, but its first child's prefill ran alone (vLLM's stats say so): its
+    tokens may differ from the FINAL_ONLY cell's, and the matrix says why rather than turn it red."""
+    def other_batch(kind, events):  # sample 2's second token differs, as another batch made it
+        for event in events if kind == "DELTA" else []:
+            for o in event.outputs:
+                if o.index == 2:
+                    o.token_ids = [9 if t == 6 else t for t in o.token_ids]
+
+    path = scripted_path("async native", "native", "AsyncLLM", [], change=other_batch)
+    scripted = path.run
+
+    async def run(request: SampleRequest) -> Run:
+        recorded = await scripted(request)
+        stamps = [1.0, 1.0, 1.0] if request.output_kind == "FINAL_ONLY" else [1.0, 2.0, 2.0]
+        for sample, stamp in zip(recorded.samples, stamps):
+            sample.metrics = {"scheduled_ts": stamp}
+        return recorded
+
+    matrix = asyncio.run(qa.run_matrix(SampleRequest(prompt="p", n=3, seed=10),
+                                       [dataclasses.replace(path, run=run)]))
+    delta = matrix.cell("DELTA", "async native")
+    assert matrix.ok and delta.ok, [str(v) for v in delta.violations]
+    assert delta.notes == ["final values differ from this path's FINAL_ONLY cell's, and the engine took the children "
+                           "in different steps ([0] then [1, 2]; FINAL_ONLY all 3 at once): their batches differed, "
+                           "so the difference is not a contract failure"]
+    cumulative = matrix.cell("CUMULATIVE", "async native")  # other steps too, but the same tokens: held, no note
+    assert cumulative.ok and cumulative.notes == [] and admission(cumulative.run) == [[0], [1, 2]]
+    assert [str(c).split(": sample")[0] for c in matrix.comparisons] == [
+        "DELTA × async native differs from CUMULATIVE × async native"]
+    assert "the children taken in the same steps" in str(matrix.comparisons[0])  # [0] then [1, 2] in both
 
 
 def test_red_cells_divergence_and_batch_composition_are_reported():

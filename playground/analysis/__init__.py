@@ -125,7 +125,7 @@ from playground.analysis.report import (
     runs_report,
     sweep_report,
 )
-from playground.analysis.reproduce import admission, condition_changes, other_requests, why_different
+from playground.analysis.reproduce import admission, condition_changes, other_requests, steps_label, why_different
 from playground.analysis.sample_set import (
     GROUP_COLUMNS,
     SAMPLE_COLUMNS,
@@ -297,6 +297,7 @@ __all__ = [
     "settled_sentence",
     "similarity",
     "similarity_matrix",
+    "steps_label",
     "sweep_chart",
     "sweep_grid",
     "sweep_info",

@@ -89,8 +89,8 @@ def _batch_reason(a: Run, b: Run) -> str | None:
         parts.append(f"the children were added by {_who(a)} vs {_who(b)}")
     steps_a, steps_b = admission(a), admission(b)
     if steps_a is not None and steps_b is not None and steps_a != steps_b:
-        parts.append(f"the engine took the children in different steps ({_steps(steps_a)} in the first run, "
-                     f"{_steps(steps_b)} in the second): a run's children reach the engine one by one, in vLLM's "
+        parts.append(f"the engine took the children in different steps ({steps_label(steps_a)} in the first run, "
+                     f"{steps_label(steps_b)} in the second): a run's children reach the engine one by one, in vLLM's "
                      "own fan-out as in the wrapper's, and a step may start before the last has arrived")
     if not parts:
         return None
@@ -111,7 +111,8 @@ def admission(run: Run) -> list[list[int]] | None:
     return list(groups.values())
 
 
-def _steps(groups: list[list[int]]) -> str:
+def steps_label(groups: list[list[int]]) -> str:
+    """``admission`` as words: '[0] then [1, 2]', or 'all 3 at once'."""
     if len(groups) == 1:
         return f"all {len(groups[0])} at once"
     return " then ".join(str(group) for group in groups)

@@ -15,6 +15,9 @@ but it is not a contract failure.
 "Final" is re-derived here, not taken from the run recorder: a DELTA cell's concatenated pieces
 and a CUMULATIVE cell's last values must equal the same path's FINAL_ONLY cell, when both ran
 alone on the engine (otherwise their batches differed and that comparison is skipped, with a note).
+A difference between them is excused, with a note, when the engine took their children in different
+steps: a run's children reach the engine one by one, and a step may start before the last has
+arrived, so their batches differed.
 
 Besides the output kinds' contract, every cell is held to the path's conduct: no output it yielded
 changes afterwards (no-mutation), every output carries the parent's id (parent-id), and the engine
@@ -35,7 +38,7 @@ import dataclasses
 import time
 from collections.abc import Callable, Sequence
 
-from playground.analysis import first_divergence
+from playground.analysis import admission, first_divergence, steps_label
 from playground.errors import InvalidRequest
 from playground.qa.cells import BAD_MARK, OK_MARK, Cell, Comparison, Matrix
 from playground.qa.contract import RULEBOOK, RULES
@@ -127,7 +130,9 @@ async def _settle(path: SamplingPath) -> float | None:
 
 
 def _judge(matrix: Matrix) -> None:
-    """Check every cell; a streamed cell is held to its path's FINAL_ONLY cell when both ran alone."""
+    """Check every cell; a streamed cell is held to its path's FINAL_ONLY cell when both ran alone.
+    A difference from it is excused, with a note, when the engine took their children in
+    different steps (their batches differed then)."""
     for cell in matrix.cells:
         final = None
         if cell.run is not None and cell.output_kind != "FINAL_ONLY" and "FINAL_ONLY" in matrix.kinds:
@@ -141,6 +146,15 @@ def _judge(matrix: Matrix) -> None:
             else:
                 final = reference.run
         judgement = RULEBOOK.judge(cell.subject(final))
+        if final is not None:
+            steps, taken = admission(cell.run), admission(final)
+            alone = RULEBOOK.judge(cell.subject(None))
+            if None not in (steps, taken) and steps != taken and len(judgement.violations) > len(alone.violations):
+                cell.notes.append("final values differ from this path's FINAL_ONLY cell's, and the engine took the "
+                                  f"children in different steps ({steps_label(steps)}; FINAL_ONLY "
+                                  f"{steps_label(taken)}): their batches differed, so the difference is not a "
+                                  "contract failure")
+                judgement = alone
         cell.violations, cell.unchecked = judgement.violations, judgement.unchecked
 
 
@@ -189,7 +203,14 @@ def _batch_note(a: Cell, b: Cell) -> str:
         return (f"They ran on different engines ({a.engine} vs {b.engine}), each with a batch of its own, so "
                 f"batch composition is not comparable between them.{alone}")
     if a.alone and b.alone:
-        return (f"Same engine ({a.engine}), both alone (no other request in flight at start or end): batch "
-                "composition did not differ, unless the engine core stepped before all n children arrived.")
+        alone = f"Same engine ({a.engine}), both alone (no other request in flight at start or end)"
+        steps_a, steps_b = admission(a.run), admission(b.run)
+        if steps_a is None or steps_b is None:
+            return (f"{alone}: batch composition did not differ, unless the engine stepped before all n "
+                    "children arrived.")
+        if steps_a != steps_b:
+            return (f"{alone}, but the engine took the children in different steps ({a.label}: "
+                    f"{steps_label(steps_a)}; {b.label}: {steps_label(steps_b)}): their batches differed.")
+        return f"{alone}, the children taken in the same steps: batch composition did not differ."
     return (f"Batch composition differed: other requests were in flight on {a.engine} "
             f"({a.label}: {a.in_flight()}; {b.label}: {b.in_flight()}).")
