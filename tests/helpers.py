@@ -86,10 +86,11 @@ def record_to_end(backend, request: SampleRequest, **options) -> Run:
 
 def taken_alike(record_pair: Callable[[], tuple[Run, Run]], tries: int = 3) -> tuple[Run, Run]:
     """Two runs of one seeded request (``record_pair`` records them) whose children the engine
-    took in the same steps, so that their tokens must agree. A run's children reach the engine
-    one by one (in vLLM's own fan-out as in the wrapper's), and a step may start before the last
-    has arrived: then the batches differ, the seeded tokens may too, and the records say so
-    (``why_different``), which is checked here. At most ``tries`` pairs; fails naming the steps."""
+    took in the same steps, so that their tokens must agree. The engine's gate admits a run's
+    children in one step (sampling/admission.py), so the first pair should do; were a step to
+    start before the last child arrived, the batches would differ, the seeded tokens might too,
+    and the records must say so (``why_different``), which is checked here. At most ``tries``
+    pairs; fails naming the steps."""
     from playground.analysis import admission, why_different
 
     for _ in range(tries):

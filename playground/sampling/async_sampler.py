@@ -2,7 +2,8 @@
 
 ``generate()`` and ``abort()`` have the contract of ``AsyncLLM.generate`` and ``AsyncLLM.abort``
 for n > 1 (see aggregate.ParentAggregator), so a caller cannot tell the wrapper from vLLM's
-ParentRequest except by the ``mode`` it chose.
+ParentRequest except by the ``mode`` it chose. In both modes a run's children are added through
+the engine's gate (admission.py), so the engine admits them in one step.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from vllm.v1.engine.exceptions import EngineDeadError
 from playground.request import DEFAULT_MAX_N
 from playground.sampling import aggregate, plan, prompts
 from playground.sampling import params as child_params
+from playground.sampling.admission import Gate
 
 # Called with (index, child's RequestOutput) before it is merged: per-child facts such as
 # num_cached_tokens that a merged parent output cannot carry for every child.
@@ -63,6 +65,7 @@ class ParallelSampler:
         self.max_model_len = engine.vllm_config.model_config.max_model_len
         self._children: dict[str, list[str]] = {}  # running parent id -> its children's internal ids
         self._aborting: set[str] = set()  # running parents asked to abort while children were being added
+        self.gate = Gate(engine)  # a run's children reach the scheduler in one step
 
     def tokenize(self, prompt: str | TokensPrompt) -> TokensPrompt:
         """Tokenize once, so the wrapper's children and vLLM's native path see the same ids.
@@ -101,11 +104,28 @@ class ParallelSampler:
         run, made before anything reached the engine): no check, no second plan."""
         rendered = prompts.for_engine(self.engine, tokens)
         if run_plan.mode == "native":
-            async for output in self.engine.generate(rendered, sampling_params, run_plan.parent_id):
+            async for output in self._native(rendered, sampling_params, run_plan.parent_id):
                 yield output
             return
         async for output in self._fan_out(rendered, sampling_params, run_plan, on_child):
             yield output
+
+    async def _native(self, rendered, sampling_params: SamplingParams, request_id: str) -> AsyncIterator[RequestOutput]:
+        """vLLM's own fan-out (``AsyncLLM.add_request`` with n, its ParentRequest) read as
+        ``AsyncLLM.generate`` reads it, its children added through the gate as the wrapper's are."""
+        queue = None
+        try:
+            async with self.gate.together():
+                queue = await self.engine.add_request(request_id, dict(rendered), sampling_params)
+            finished = False
+            while not finished:
+                output = queue.get_nowait() or await queue.get()  # raises what vLLM put there (EngineDeadError)
+                finished = output.finished
+                yield output
+        except (asyncio.CancelledError, GeneratorExit):
+            if queue is not None:  # the consumer stopped early: the children go, as generate's do
+                await self.engine.abort(queue.request_id, internal=True)
+            raise
 
     async def _fan_out(self, rendered, sampling_params, run_plan: plan.Plan, on_child) -> AsyncIterator[RequestOutput]:
         request_id = run_plan.parent_id
@@ -116,12 +136,13 @@ class ParallelSampler:
         try:
             # All children go in before the first output is read, as in vLLM's fan-out.
             self._children[request_id] = []
-            for index, (child, params) in enumerate(child_params.children(sampling_params, run_plan)):
-                queues.append(queue := await self.engine.add_request(child.request_id, dict(rendered), params))
-                arrived.watch(queue, index)
-                self._children[request_id].append(queue.request_id)
-                if request_id in self._aborting:  # an abort came between two adds: this child goes too
-                    await self.engine.abort([queue.request_id], internal=True)
+            async with self.gate.together():
+                for index, (child, params) in enumerate(child_params.children(sampling_params, run_plan)):
+                    queues.append(queue := await self.engine.add_request(child.request_id, dict(rendered), params))
+                    arrived.watch(queue, index)
+                    self._children[request_id].append(queue.request_id)
+                    if request_id in self._aborting:  # an abort came between two adds: this child goes too
+                        await self.engine.abort([queue.request_id], internal=True)
             while True:
                 for index in await arrived.next():
                     output = queues[index].get_nowait()  # raises what vLLM put there (EngineDeadError)

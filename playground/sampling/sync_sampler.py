@@ -20,6 +20,7 @@ from playground.errors import InvalidRequest
 from playground.request import DEFAULT_MAX_N
 from playground.sampling import aggregate, plan, prompts
 from playground.sampling import params as child_params
+from playground.sampling.admission import Gate
 from playground.sampling.async_sampler import ChildObserver
 
 
@@ -63,6 +64,7 @@ class SyncParallelSampler:
         self._parents: dict[str, _Parent] = {}
         self._routes: dict[str, tuple[_Parent, int | None]] = {}  # engine id -> parent, child index
         self._aborted: list[_Parent] = []  # their last outputs go out with the next step()
+        self.gate = Gate(llm_engine)
 
     def add_request(self, request_id: str, prompt: str | TokensPrompt, sampling_params: SamplingParams,
                     mode: str = "wrapper", *, on_child: ChildObserver | None = None) -> None:
@@ -95,10 +97,11 @@ class SyncParallelSampler:
                          on_child=on_child)
         rendered = prompts.for_engine(self.engine, tokens)
         try:
-            for engine_id, index, params in added:
-                self.engine.add_request(engine_id, dict(rendered), params)
-                parent.engine_ids.append(engine_id)
-                self._routes[engine_id] = (parent, index)
+            with self.gate.together_sync():  # a run's requests reach the scheduler in one step
+                for engine_id, index, params in added:
+                    self.engine.add_request(engine_id, dict(rendered), params)
+                    parent.engine_ids.append(engine_id)
+                    self._routes[engine_id] = (parent, index)
         except BaseException:
             self._forget(parent, abort=True)  # no child may run for a parent that was refused
             raise
