@@ -51,3 +51,28 @@ def test_a_bundle_that_breaks_the_layout_is_told_by_the_schema(backend):
     del data["samples"][0]["text"]
     with pytest.raises(jsonschema.ValidationError, match="'text' is a required property"):
         jsonschema.validate(data, SCHEMA, cls=jsonschema.Draft202012Validator)
+
+
+def test_a_bundle_another_client_wrote_to_the_schema_opens_without_the_text_of_each_token(tmp_path):
+    """The schema asks each sample's text and ids, not each token's text: such a bundle opens,
+    its samples as written, the tokens' texts filled where the views need them, and
+    ``analyze --graph`` draws it."""
+    from playground import analysis
+    from playground.bundles import read_runs
+
+    data = {"bundle_version": 5, "request": {"prompt": "Where is the cat?", "n": 2, "seed": 1}, "status": "finished",
+            "texts": {"2": " cat"}, "events": [],
+            "samples": [{"index": 0, "seed": 1, "text": "The cat sat.", "token_ids": [1, 2, 3],
+                         "finish_reason": "stop", "stop_reason": None},
+                        {"index": 1, "seed": 2, "text": "A cat sat.", "token_ids": [4, 2, 3],
+                         "finish_reason": "stop", "stop_reason": None}]}
+    jsonschema.validate(data, SCHEMA, cls=jsonschema.Draft202012Validator)
+    path = tmp_path / "theirs.jsonl"
+    path.write_text(json.dumps(data) + "\n", encoding="utf-8")
+    (run,) = read_runs(path)
+    assert [(s.text, s.token_ids, s.token_texts) for s in run.samples] == [("The cat sat.", [1, 2, 3], []),
+                                                                          ("A cat sat.", [4, 2, 3], [])]
+    assert analysis.pieces(run.samples[0]) == ["⟨id 1⟩", "⟨id 2⟩", "⟨id 3⟩"]
+    graph = analysis.sample_graph(run)
+    shared = [node for node in graph.nodes if node.samples == [0, 1]]
+    assert [node.text for node in shared] == ["cat sat."] and graph.text_of(1) == "A cat sat."

@@ -407,9 +407,10 @@ def _edges(nodes: list[Node], paths: dict[int, list[int]]) -> list[Edge]:
 
 def _token_starts(sample: Sample, offsets: list[int]) -> list[int]:
     """The token each word starts in (by the characters of the tokens' pieces); none without
-    token ids. When the pieces do not spell the text exactly (a stop string cut it), the
-    offsets are read against the pieces all the same, clamped to the last token."""
-    if not sample.token_ids:
+    token ids, or without the text of every token (a bundle another client wrote). When the
+    pieces do not spell the text exactly (a stop string cut it), the offsets are read against
+    the pieces all the same, clamped to the last token."""
+    if not sample.token_ids or len(sample.token_texts) < len(sample.token_ids):
         return []
     ends, total = [], 0
     for piece in pieces(sample):
