@@ -141,3 +141,17 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+def test_the_processes_the_benchmark_spawns_are_quiet_too():
+    """vLLM's engine core is a spawned process, which runs the parent's main module again but
+    never a package's __main__: ``python -m playground.bench`` names its quiet sibling for it, so
+    the engine core's import noise stays off the terminal as the app's does."""
+    script = ("import importlib, multiprocessing, runpy\n"
+              "runpy.run_module('playground.bench.__main__', run_name='bench')\n"  # as -m runs it, but main()
+              "child = multiprocessing.get_context('spawn').Process(target=importlib.import_module,\n"
+              "                                                     args=('vllm.triton_utils',))\n"
+              "child.start(); child.join(); print('child', child.exitcode)\n")
+    done = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0 and "child 0" in done.stdout, done.stderr[-3000:]
+    assert "Triton" not in done.stderr, done.stderr[-3000:]
