@@ -19,46 +19,79 @@ An engine core without the pause (a paced core, a test's stand-in) gets the chil
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
 import threading
 from collections.abc import AsyncIterator, Iterator
 
+from vllm.v1.engine.exceptions import EngineDeadError
+
 PAUSE = ("keep", False)  # hold requests in flight, keep the caches
+DEATH_CHECK_S = 0.25  # while a call to the engine core waits: how often to ask whether it died
 
 
 class Gate:
     """One per engine: ``together()`` (AsyncLLM) or ``together_sync()`` (LLMEngine) around the
-    adds of one run's requests."""
+    adds of one run's requests.
+
+    A call to the engine core is not answered once the core has died (vLLM fails its requests,
+    not its pending calls), so each call here also watches the client's own dead flag and raises
+    EngineDeadError, as an add would: a run never hangs in the gate, nor do the runs behind it."""
 
     def __init__(self, engine):
         self.core = getattr(engine, "engine_core", None)
         self._lock = asyncio.Lock()
         self._sync_lock = threading.Lock()
+        self._calls = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="admission")
 
     @contextlib.asynccontextmanager
     async def together(self) -> AsyncIterator[None]:
-        core = self.core
-        if not (hasattr(core, "pause_scheduler_async") and hasattr(core, "resume_scheduler_async")):
+        if not hasattr(self.core, "call_utility_async"):
             yield
             return
         async with self._lock:
-            await core.pause_scheduler_async(*PAUSE)
             try:
+                await self._call("pause_scheduler", *PAUSE)
                 yield
             finally:
-                # Whatever ended the adds (an error, a cancelled task), the scheduler runs again:
-                # shielded, so a cancellation cannot leave every request on the engine held.
-                await asyncio.shield(core.resume_scheduler_async())
+                # Whatever ended the adds, or the wait for the pause (an error, a cancelled task),
+                # the scheduler runs again: shielded, so a cancellation cannot leave every request
+                # on the engine held. The core reads its input in order: this comes after the pause.
+                await asyncio.shield(self._call("resume_scheduler"))
 
     @contextlib.contextmanager
     def together_sync(self) -> Iterator[None]:
-        core = self.core
-        if not hasattr(core, "call_utility"):
+        if not hasattr(self.core, "call_utility"):
             yield
             return
         with self._sync_lock:
-            core.call_utility("pause_scheduler", *PAUSE)
             try:
+                self._call_sync("pause_scheduler", *PAUSE)
                 yield
             finally:
-                core.call_utility("resume_scheduler")
+                self._call_sync("resume_scheduler")
+
+    def _dead(self) -> bool:
+        return bool(getattr(getattr(self.core, "resources", None), "engine_dead", False))
+
+    async def _call(self, method: str, *args) -> None:
+        if self._dead():
+            raise EngineDeadError()
+        call = asyncio.ensure_future(self.core.call_utility_async(method, *args))
+        while not (await asyncio.wait({call}, timeout=DEATH_CHECK_S))[0]:
+            if self._dead():
+                call.cancel()
+                raise EngineDeadError()
+        call.result()
+
+    def _call_sync(self, method: str, *args) -> None:
+        if self._dead():
+            raise EngineDeadError()
+        call = self._calls.submit(self.core.call_utility, method, *args)
+        while True:
+            try:
+                call.result(timeout=DEATH_CHECK_S)
+                return
+            except concurrent.futures.TimeoutError:
+                if self._dead():
+                    raise EngineDeadError() from None
