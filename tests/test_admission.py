@@ -4,6 +4,7 @@ engine through both front ends, and the gate's ordering under cancellation and c
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
 import types
 
@@ -125,3 +126,16 @@ def test_a_run_in_the_gate_when_the_engine_dies_is_told_so_and_no_run_waits_behi
 
     log, waited = asyncio.run(main())
     assert log == ["pause keep False"] and waited < 5  # the second never sent a thing to a dead core
+
+
+def test_the_synchronous_gate_is_told_of_a_death_too_and_leaves_no_thread_that_holds_up_the_exit():
+    answered = threading.Event()  # never set: a dead core answers nothing
+    core = types.SimpleNamespace(resources=types.SimpleNamespace(engine_dead=False),
+                                 call_utility=lambda method, *args: answered.wait())
+    gate = Gate(types.SimpleNamespace(engine_core=core))
+    threading.Timer(0.3, lambda: setattr(core.resources, "engine_dead", True)).start()
+    started = time.monotonic()
+    with pytest.raises(EngineDeadError), gate.together_sync():
+        pass
+    assert time.monotonic() - started < 5
+    assert all(t.daemon for t in threading.enumerate() if t.name == "admission")

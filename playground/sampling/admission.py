@@ -42,7 +42,6 @@ class Gate:
         self.core = getattr(engine, "engine_core", None)
         self._lock = asyncio.Lock()
         self._sync_lock = threading.Lock()
-        self._calls = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="admission")
 
     @contextlib.asynccontextmanager
     async def together(self) -> AsyncIterator[None]:
@@ -87,7 +86,16 @@ class Gate:
     def _call_sync(self, method: str, *args) -> None:
         if self._dead():
             raise EngineDeadError()
-        call = self._calls.submit(self.core.call_utility, method, *args)
+        call: concurrent.futures.Future = concurrent.futures.Future()
+
+        def wait_for_the_answer() -> None:
+            try:
+                call.set_result(self.core.call_utility(method, *args))
+            except BaseException as e:  # noqa: BLE001 (handed to the caller)
+                call.set_exception(e)
+
+        # A thread of its own, a daemon: one left waiting on a dead core never holds up the exit.
+        threading.Thread(target=wait_for_the_answer, name="admission", daemon=True).start()
         while True:
             try:
                 call.result(timeout=DEATH_CHECK_S)
