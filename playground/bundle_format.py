@@ -306,15 +306,15 @@ def read_token_texts(where: str, ids: Any, texts: Any, table: dict[int, str]) ->
         return texts
     if not isinstance(texts, dict):
         raise damaged_bundle(f"{where} has token texts that are neither a list nor an object of position: text")
-    if not texts and not all(t in table for t in ids):
-        # Written by a client that gives each sample's text and ids, as the schema asks, and not
-        # the text of every token: the texts known, up to the first that is not (the views fill
-        # the rest from the logprobs or the ids, analysis.display.pieces).
-        return [table[t] for t in itertools.takewhile(table.__contains__, ids)]
     try:
         changed = {int(p): text for p, text in texts.items()}
         pieces = [changed[p] if p in changed else table[t] for p, t in enumerate(ids)]
     except (KeyError, ValueError):
+        if not texts:
+            # Written by a client that gives each sample's text and ids, as the schema asks, and
+            # not the text of every token: the texts known, up to the first that is not (the
+            # views fill the rest from the logprobs or the ids, analysis.display.pieces).
+            return [table[t] for t in itertools.takewhile(table.__contains__, ids)]
         raise damaged_bundle(f"{where} has a token with no text, in the bundle's token texts or its own") from None
     if not set(changed) <= set(range(len(ids))):
         raise damaged_bundle(f"{where} has a token text for a position it does not have")

@@ -146,10 +146,10 @@ def _judge(matrix: Matrix) -> None:
             else:
                 final = reference.run
         judgement = RULEBOOK.judge(cell.subject(final))
-        if final is not None:
-            steps, taken = admission(cell.run), admission(final)
+        steps, taken = (admission(cell.run), admission(final)) if final is not None else (None, None)
+        if judgement.violations and None not in (steps, taken) and steps != taken:
             alone = RULEBOOK.judge(cell.subject(None))
-            if None not in (steps, taken) and steps != taken and len(judgement.violations) > len(alone.violations):
+            if len(judgement.violations) > len(alone.violations):
                 cell.notes.append("final values differ from this path's FINAL_ONLY cell's, and the engine took the "
                                   f"children in different steps ({steps_label(steps)}; FINAL_ONLY "
                                   f"{steps_label(taken)}): their batches differed, so the difference is not a "
