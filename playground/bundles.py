@@ -41,21 +41,38 @@ DEFAULT_LIMITS = ReadLimits()
 PAGE_MAX_MB = 50  # the page's default for an upload, which its server reads whole (--max-file-mb)
 
 
+def place(line: int | None, item: int | None) -> str:
+    """Where a run was in its file, in words: "line 3", "the file", "line 3, run 2"."""
+    where = "the file" if line is None else f"line {line}"
+    return where if item is None else f"{where}, run {item}"
+
+
 @dataclass
 class Located:
-    """A run and where it was in its file: ``line`` is None for one indented bundle."""
+    """A run and where it was in its file: ``line`` is None for one indented bundle; ``item``, its
+    place (from 1) in a JSON array of runs, else None."""
 
     run: Run
     line: int | None
+    item: int | None = None
+
+    @property
+    def where(self) -> str:
+        return place(self.line, self.item)
 
 
 @dataclass
 class BundleError:
     line: int | None
     message: str
+    item: int | None = None
+
+    @property
+    def where(self) -> str:
+        return place(self.line, self.item)
 
     def __str__(self) -> str:
-        return f"{'the file' if self.line is None else f'line {self.line}'}: {self.message}"
+        return f"{self.where}: {self.message}"
 
 
 def parse_bundles(text: str, limits: ReadLimits = DEFAULT_LIMITS,
@@ -63,7 +80,8 @@ def parse_bundles(text: str, limits: ReadLimits = DEFAULT_LIMITS,
     """Every bundle in ``text``, and a sentence per line that is not one (the others still count).
 
     The whole text as one JSON value is one bundle (the page's indented export, or a file of one
-    line); otherwise each non-blank line is one (JSONL). InvalidBundle for a text over ``limits``.
+    line); otherwise each non-blank line is one (JSONL). A JSON array of runs, whole or on a line,
+    is each of them. InvalidBundle for a text over ``limits``.
     """
     limits.check_text(text, name)
     if not text.strip():
@@ -94,19 +112,43 @@ def parse_bundles(text: str, limits: ReadLimits = DEFAULT_LIMITS,
     return found, errors
 
 
-def _one(data: object, line: int | None, limits: ReadLimits) -> tuple[list[Located], list[BundleError]]:
-    if isinstance(data, list) and data and all(isinstance(text, str) for text in data):
-        data = {"samples": data}
+def _one(data: object, line: int | None, limits: ReadLimits,
+         item: int | None = None) -> tuple[list[Located], list[BundleError]]:
+    if item is None and _runs(data):  # a JSON array of runs, as a script might write them all at once
+        if len(data) > limits.max_bundles:
+            return [], [BundleError(line, f"an array of {len(data):,} runs, more than the {limits.max_bundles:,} "
+                                          "this reader takes from one file: split it")]
+        found, errors = [], []
+        for k, each in enumerate(data, 1):
+            more, wrong = _one(each, line, limits, k)
+            found += more
+            errors += wrong
+        return found, errors
+    if isinstance(data, list) and data and all(isinstance(s, str) or _text_only(s) for s in data):
+        data = {"samples": data}  # one run's samples, written by hand
     samples = data.get("samples") if isinstance(data, dict) else None
     if isinstance(samples, list) and len(samples) > limits.max_samples:
         return [], [BundleError(line, f"a run of {len(samples):,} samples, more than the {limits.max_samples:,} "
-                                      "this reader takes in one run")]
+                                      "this reader takes in one run", item)]
     try:
         if isinstance(samples, list) and "bundle_version" not in data:
             data = hand_made(data)
-        return [Located(Run.from_dict(data), line)], []
+        return [Located(Run.from_dict(data), line, item)], []
     except InvalidBundle as e:
-        return [], [BundleError(line, str(e))]
+        return [], [BundleError(line, str(e), item)]
+
+
+def _text_only(value: object) -> bool:
+    """A sample written by hand as an object: it has its text, and it is not a run."""
+    return isinstance(value, dict) and isinstance(value.get("text"), str) and "samples" not in value
+
+
+def _runs(data: object) -> bool:
+    """``data`` is an array of runs (bundles, or runs written by hand), not one run's samples."""
+    return (isinstance(data, list) and bool(data)
+            and all(isinstance(each, dict) and "samples" in each
+                    or isinstance(each, list) and bool(each) and all(isinstance(s, str) or _text_only(s) for s in each)
+                    for each in data))
 
 
 def hand_made(data: dict[str, Any]) -> dict[str, Any]:

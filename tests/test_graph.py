@@ -365,6 +365,26 @@ def test_analyze_draws_runs_written_by_hand_from_their_texts_alone(tmp_path):
     assert [p["seed"] for p in yes["paths"]] == [None, None, None]
     assert blank["samples"] == 1 and [n["visits"][0]["text"] for n in blank["nodes"]] == ["  "]  # read back whole
 
+def test_analyze_reads_an_array_of_runs_from_stdin_and_writes_the_graphs_to_stdout():
+    """``analyze - --graph -`` in a pipe: a JSON array of runs (as a script writes them all at
+    once, each a bundle, a list of texts or a list of ``{"text": ...}``) in, one graph per line
+    out, the summary lines on stderr so that stdout stays JSON; a run in the array that cannot be
+    read is named by its place and the others still come out."""
+    runs = [["The cat sat.", "A cat sat."], {"samples": [1]}, [{"text": "x y"}, {"text": "x z"}]]
+    done = subprocess.run([sys.executable, "app.py", "analyze", "-", "--graph", "-"], input=json.dumps(runs),
+                          cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert done.returncode == exits.FAILED, done.stderr[-3000:]
+    cats, xs = (json.loads(line) for line in done.stdout.splitlines())
+    assert (cats["source"], xs["source"]) == ("the file, run 1", "the file, run 3")
+    assert [n["text"] for n in cats["nodes"] if n["id"] in cats["meeting_points"]] == ["cat sat."]
+    assert [n["samples"] for n in xs["nodes"]] == [[0, 1], [0], [1]]
+    assert "skipping the file, run 2: " in done.stderr and "wrote the graphs of 2 run(s) to stdout" in done.stderr
+    assert done.stderr.count("(written by hand, its words standing in for tokens)") == 2
+    both = subprocess.run([sys.executable, "app.py", "analyze", "-", "--json", "-", "--graph", "-"], input="[]",
+                          cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert both.returncode == exits.USAGE and "--json and --graph both name stdout" in both.stderr
+
+
 
 def test_a_run_written_by_hand_says_so_and_says_words_where_a_run_says_tokens_and_times():
     """On the page (the summary line), in Compare's and the report's label, and in the timing

@@ -11,7 +11,8 @@ file the page exports (one indented bundle). Prints one line per bundle: the ans
 majority answer and its vote share, the answer entropy, distinct-1/2/3, the mean pairwise
 similarity, the Vendi score, and the same after the first divergence point. ``--json`` writes
 every measure, every answer group and every sample's answer (atomically); ``--graph`` each run's
-sample graph (where its samples part and meet again), one JSON object per line.
+sample graph (where its samples part and meet again), one JSON object per line. Any of the three
+may be ``-``, stdout (the per-run lines then go to stderr); an input of ``-`` is read from stdin.
 
 No engine: this runs anywhere the bundles are. An embedding model (``--embedding-model``, a
 Hugging Face id or a local folder) also groups the samples by meaning; it is loaded offline unless
@@ -36,11 +37,12 @@ from pathlib import Path
 from playground import analysis
 from playground.analysis import Extractor, HowMany, InvalidExtractor, SetMeasures, truncate
 from playground.backends.embeddings import Embedder, EmbeddingModelError, load_embedder
-from playground.bundles import BundleError, Located, read_bundles
+from playground.bundles import BundleError, Located, parse_bundles, read_bundles
 from playground.commands import exits
 from playground.commands.cli import check_out_folder, write_atomically
 from playground.errors import InvalidBundle
 
+STDOUT = Path("-")  # as the input, stdin; as --json, --html or --graph, stdout
 PROMPT_CHARS = 32
 ANSWER_CHARS = 40  # a majority answer in a one-line summary
 
@@ -53,15 +55,12 @@ def majority_cell(answer: str | None, tied: bool) -> str:
     return f"(tie) {truncate(answer, ANSWER_CHARS - 6)}" if tied else truncate(answer, ANSWER_CHARS)
 
 
-def where(bundle: Located | BundleError) -> str:
-    return "the file" if bundle.line is None else f"line {bundle.line}"
-
-
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python app.py analyze", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("input", type=Path, metavar="RUNS.jsonl",
-                        help="Run bundles: batch's JSONL, or one bundle the page exported.")
+                        help="Run bundles: batch's JSONL, one bundle the page exported, a JSON array of runs, "
+                             "or runs written by hand (lists of texts); - reads stdin.")
     parser.add_argument("--answer", type=extractor_arg, default=analysis.parse_extractor(None), metavar="EXTRACTOR",
                         help="How to read a sample's answer: normalized (the whole text, default), first-line, "
                              "last-number, boxed (\\boxed{...}), or regex:PATTERN (one group).")
@@ -138,7 +137,7 @@ def describe(analysed: Analysed) -> str:
     status = "" if run.status == "finished" else f" ({run.status})"
     if origin := analysis.origin_label(run):
         status += f" ({origin})"
-    head = f"{where(bundle)} {json.dumps(prompt, ensure_ascii=False)} n={run.n}{status}"
+    head = f"{bundle.where} {json.dumps(prompt, ensure_ascii=False)} n={run.n}{status}"
     if a.majority:
         majority = json.dumps(truncate(a.majority.answer, ANSWER_CHARS), ensure_ascii=False)
         answers = (f"{len(a.groups)} answer(s) ({a.extractor}), majority {majority} {a.majority.size}/{a.n} "
@@ -168,13 +167,13 @@ def _number(value: float | None, digits: int) -> str:
 
 
 def to_json(args, analysed: list[Analysed], errors: list[BundleError]) -> str:
-    runs = [{"source": where(a.bundle), "line": a.bundle.line, "request_id": a.bundle.run.request.get("request_id"),
+    runs = [{"source": a.bundle.where, "line": a.bundle.line, "request_id": a.bundle.run.request.get("request_id"),
              "prompt": a.bundle.run.request.get("prompt"), "n": a.bundle.run.n, "status": a.bundle.run.status,
              **a.measures.to_dict(), **a.how_many.to_dict()} for a in analysed]
     document = {"input": str(args.input), "answer": args.answer.spec, "embedding_model": args.embedding_model,
                 "similarity": args.similarity if args.embedding_model else None, "reference": args.reference,
                 "runs": runs, "seed_overlaps": analysis.seed_overlaps([a.bundle.run for a in analysed]),
-                "errors": [{"source": where(e), "line": e.line, "message": e.message} for e in errors]}
+                "errors": [{"source": e.where, "line": e.line, "message": e.message} for e in errors]}
     return json.dumps(document, indent=1, ensure_ascii=False)
 
 
@@ -188,20 +187,40 @@ def graph_record(bundle: Located, embedder: Embedder | None = None) -> dict:
         synonyms = analysis.synonyms_by_meaning(keys, embedder.embed(keys), analysis.WORD_SIMILARITY)
         how = (f"{analysis.NORMALISATION}, and words of cosine similarity >= {analysis.WORD_SIMILARITY} by "
                f"{embedder.model_name}")
-    return {"source": where(bundle), "line": bundle.line, "request_id": run.request.get("request_id"),
+    return {"source": bundle.where, "line": bundle.line, "request_id": run.request.get("request_id"),
             "prompt": run.request.get("prompt"), **analysis.sample_graph(run, synonyms, how).to_dict()}
+
+
+def write_out(path: Path, lines: list[str]) -> None:
+    """``path`` written atomically, or stdout for ``-``."""
+    if path == STDOUT:
+        sys.stdout.write("".join(line + "\n" for line in lines))
+        sys.stdout.flush()
+    else:
+        write_atomically(path, lines)
+
+
+def shown(path: Path) -> str:
+    return "stdout" if path == STDOUT else str(path)
 
 
 @exits.as_status
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(list(sys.argv[1:] if argv is None else argv))
-    for flag, path in (("--json", args.json), ("--html", args.html), ("--graph", args.graph)):
-        check_out_folder(parser, flag, path)
+    outs = {"--json": args.json, "--html": args.html, "--graph": args.graph}
+    to_stdout = [flag for flag, path in outs.items() if path == STDOUT]
+    if len(to_stdout) > 1:
+        parser.error(f"{' and '.join(to_stdout)} both name stdout (-): give one of them a file")
+    for flag, path in outs.items():
+        if path != STDOUT:
+            check_out_folder(parser, flag, path)
         if path is not None and path.is_dir():
             parser.error(f"{flag}: {path} is a folder: give the name of a file to write")
+    lines_out = sys.stderr if to_stdout else sys.stdout  # stdout carries the one file asked for, whole
     try:
-        bundles, errors = read_bundles(args.input)
+        bundles, errors = (parse_bundles(sys.stdin.read(), name="stdin") if args.input == STDOUT
+                           else read_bundles(args.input))
     except InvalidBundle as e:
         parser.error(str(e))
     for error in errors:
@@ -218,37 +237,38 @@ def main(argv: list[str] | None = None) -> int:
         try:
             result = analyze(bundle, args.answer, embedder, args.similarity, args.reference)
         except InvalidExtractor as e:  # a pattern that takes too long: it would on every bundle
-            print(f"error: {where(bundle)}: {e}", file=sys.stderr)
+            print(f"error: {bundle.where}: {e}", file=sys.stderr)
             return exits.USAGE
         except EmbeddingModelError as e:
-            errors.append(error := BundleError(bundle.line, str(e)))
+            errors.append(error := BundleError(bundle.line, str(e), bundle.item))
             print(f"skipping {error}", file=sys.stderr)
             continue
         analysed.append(result)
-        print(describe(result), flush=True)
+        print(describe(result), file=lines_out, flush=True)
     if args.json is not None:
-        write_atomically(args.json, [to_json(args, analysed, errors)])
-        print(f"wrote the figures of {len(analysed)} run(s) to {args.json}", file=sys.stderr)
+        write_out(args.json, [to_json(args, analysed, errors)])
+        print(f"wrote the figures of {len(analysed)} run(s) to {shown(args.json)}", file=sys.stderr)
     if args.html is not None and analysed:
         runs = [a.bundle.run for a in analysed]
-        write_atomically(args.html, [analysis.report_for(runs, analysis.set_measures_hook(args.answer))])
-        print(f"wrote the report of {len(runs)} run(s) to {args.html}", file=sys.stderr)
+        write_out(args.html, [analysis.report_for(runs, analysis.set_measures_hook(args.answer))])
+        print(f"wrote the report of {len(runs)} run(s) to {shown(args.html)}", file=sys.stderr)
     if args.graph is not None and analysed:
         try:
-            write_atomically(args.graph, [json.dumps(graph_record(a.bundle, embedder), ensure_ascii=False)
+            write_out(args.graph, [json.dumps(graph_record(a.bundle, embedder), ensure_ascii=False)
                                           for a in analysed])
         except OSError as e:
             print(f"error: --graph: {args.graph} could not be written ({e.strerror or e})", file=sys.stderr)
             return exits.USAGE
-        print(f"wrote the graphs of {len(analysed)} run(s) to {args.graph}", file=sys.stderr)
+        print(f"wrote the graphs of {len(analysed)} run(s) to {shown(args.graph)}", file=sys.stderr)
     if not bundles:
         print(f"no run bundle in {args.input}", file=sys.stderr)
         return exits.FAILED
     for overlap in analysis.seed_overlaps([a.bundle.run for a in analysed]):
-        names = [where(a.bundle) for a in analysed]
+        names = [a.bundle.where for a in analysed]
         print(f"note: {analysis.seed_overlap_sentence(overlap, names)}", file=sys.stderr)
-    lines = [str(e.line) for e in errors if e.line is not None]
-    skipped = ([f"line(s) {', '.join(lines)}"] if lines else []) + [where(e) for e in errors if e.line is None]
+    lines = [str(e.line) for e in errors if e.line is not None and e.item is None]
+    skipped = ([f"line(s) {', '.join(lines)}"] if lines else []) + [e.where for e in errors
+                                                                       if e.line is None or e.item is not None]
     print(f"analysed {len(analysed)} run(s)" + (f"; skipped {' and '.join(skipped)}" if skipped else ""),
           file=sys.stderr)
     return exits.FAILED if errors else exits.OK
