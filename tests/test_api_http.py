@@ -61,8 +61,9 @@ def test_sample_called_over_http_streams_progress_then_a_bundle_json_alone_reads
     assert [ids[i] for i in range(3)] == [s["token_ids"] for s in plain]
 
 
-def test_sample_takes_named_parameters_and_refuses_a_bad_one_with_a_sentence(app_url):
-    """The named form (Gradio's ``/call/v2``): only what differs from the defaults."""
+def test_sample_takes_named_parameters_and_refuses_a_bad_one_with_a_sentence(app_url, capfd):
+    """The named form (Gradio's ``/call/v2``): only what differs from the defaults. A refusal is a
+    sentence for the caller, not a traceback on the app's terminal."""
     events = call(app_url, "v2/sample", {"prompt": PROMPT, "n": 2, "seed": 5, "max_tokens": 8,
                                         "output_kind": "FINAL_ONLY"})
     assert events[-1][0] == "complete"
@@ -71,3 +72,4 @@ def test_sample_takes_named_parameters_and_refuses_a_bad_one_with_a_sentence(app
     refused = call(app_url, "v2/sample", {"prompt": PROMPT, "n": 0})
     assert refused[-1][0] == "error"
     assert "n must be between 1 and" in json.dumps(refused[-1][1]), refused[-1]
+    assert "Traceback" not in capfd.readouterr().err

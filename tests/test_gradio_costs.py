@@ -61,6 +61,18 @@ def test_the_same_data_as_gradio(case):
     assert list(adjusted_state.state_data.values()) == list(own_state.state_data.values())  # a State keeps its value
 
 
+def test_an_empty_dict_leaves_every_output_as_gr_skip_does():
+    """A handler with nothing to change (Stop pressed with nothing running) returns ``{}``: the
+    same as one ``gr.skip()``, where Gradio alone would refuse the event as short of values."""
+    (skipped, _, _), _ = _both(lambda o: gr.skip())
+    demo, outputs = _blocks()
+    fn = next(iter(demo.fns.values()))
+    with pytest.raises(ValueError, match="didn't return enough output values"):
+        asyncio.run(demo.postprocess_data(fn, {}, SessionState(demo)))
+    gradio_costs.skip_untouched(demo)
+    assert asyncio.run(demo.postprocess_data(fn, {}, SessionState(demo))) == skipped
+
+
 def test_outputs_left_as_they_are_are_not_rebuilt():
     """What the adjustment saves: Gradio builds a session copy of every output it is given
     ``gr.skip()`` for; adjusted, only outputs given a property get one."""

@@ -12,6 +12,7 @@ from __future__ import annotations
 import gradio as gr
 
 from playground import analysis
+from playground.ui.messages import refusal
 
 LABELS = {"normalized": "whole text (normalised)", "first-line": "first line", "last-number": "last number",
           "boxed": "\\boxed{…}", "regex": "regular expression"}
@@ -44,7 +45,7 @@ def with_chosen_answers(measures: analysis.Measures | None, choice: str | None,
         try:
             measures = analysis.with_answers(measures, extractor_spec(choice, pattern))
         except analysis.InvalidExtractor as e:
-            raise gr.Error(str(e)) from None
+            raise refusal(str(e)) from None
     return once_per_run(measures)
 
 
@@ -60,7 +61,7 @@ def once_per_run(measures: analysis.Measures | None) -> analysis.Measures | None
             try:
                 known[id(run)] = (run, measures(run))  # holding the run keeps its id from being reused
             except analysis.InvalidExtractor as e:  # a pattern that took too long on this run's samples
-                raise gr.Error(str(e)) from None
+                raise refusal(str(e)) from None
         return known[id(run)][1]
 
     return remembered

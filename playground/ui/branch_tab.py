@@ -31,6 +31,7 @@ from playground.request import SampleRequest
 from playground.run import Run
 from playground.ui import views
 from playground.ui.answer_controls import extractor_spec
+from playground.ui.messages import refusal
 from playground.ui.page import Page
 from playground.ui.running import BUSY, Action, Busy, follow_all, plan_action, refused, run_events
 from playground.ui.showing import remember
@@ -303,7 +304,7 @@ def what_if_frame(pairs: list[tuple[Alternative, Run]], extractor: str | None):
     try:
         return analysis.what_if_table(pairs, extractor).round(3)
     except analysis.InvalidExtractor as e:
-        raise gr.Error(str(e)) from None
+        raise refusal(str(e)) from None
 
 
 def _what_if_note(run: Run, sample, position, pairs: list[tuple[Alternative, Run]]) -> str:

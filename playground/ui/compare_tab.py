@@ -22,6 +22,7 @@ import gradio as gr
 from playground import analysis
 from playground.run import Run
 from playground.ui.answer_controls import optional_controls, with_chosen_answers
+from playground.ui.messages import refusal
 
 INTRO = ("Pick two runs of this session (History, files opened in the History tab, the last sweep). With the "
          "same base seed, sample i has the same seed in both runs, so where they first part is what the "
@@ -177,7 +178,7 @@ def refresh(history, uploads, sweep_runs, current: Run | None = None, a_key=None
 def compare(tab: CompareTab, a_key, b_key, history, uploads, sweep_runs, answer=None, pattern=None):
     runs = pool(history, uploads, sweep_runs)
     if a_key not in runs or b_key not in runs:
-        raise gr.Error("Pick two runs first (Update the lists, then choose A and B).")
+        raise refusal("Pick two runs first (Update the lists, then choose A and B).")
     a, b = runs[a_key][1], runs[b_key][1]
     extra = with_chosen_answers(tab.extra_measures, answer, pattern)  # gr.Error: a pattern that cannot work
     headline, pairs, changed, side_by_side, columns = comparison(a, b, extra)
@@ -189,7 +190,7 @@ def graphs(a_key, b_key, history, uploads, sweep_runs):
     """Both runs' sample graphs: where each run's samples part and meet again, side by side."""
     runs = pool(history, uploads, sweep_runs)
     if a_key not in runs or b_key not in runs:
-        raise gr.Error("Pick two runs first (Update the lists, then choose A and B).")
+        raise refusal("Pick two runs first (Update the lists, then choose A and B).")
     return tuple(gr.update(value=analysis.graph_figure(analysis.sample_graph(run), title=f"{name}: "
                                                        f"{run.request.get('request_id')}"), visible=True)
                  for name, run in (("A", runs[a_key][1]), ("B", runs[b_key][1])))

@@ -19,6 +19,7 @@ import gradio as gr
 from playground import analysis
 from playground.run import Run
 from playground.ui.answer_controls import extractor_spec
+from playground.ui.messages import refusal
 
 INTRO = ("The run bundle holds the request, every raw event and the samples; every view on this page is "
          "computed from it. The report is one HTML page of the run (samples, diff, tree, charts, set measures) "
@@ -59,7 +60,7 @@ def connect(tab: ExportTab, page, set_tab) -> None:
 
 async def written(write, export_dir: Path, run: Run | None, *args) -> str:
     if run is None:
-        raise gr.Error("Run something first, or open a saved run: the export is of the run on screen.")
+        raise refusal("Run something first, or open a saved run: the export is of the run on screen.")
     return await asyncio.to_thread(write, export_dir, run, *args)
 
 
@@ -84,7 +85,7 @@ def set_file(export_dir: Path, run: Run, answer: str | None = None, pattern: str
     try:
         measures = analysis.set_measures(run, extractor_spec(answer, pattern))
     except analysis.InvalidExtractor as e:
-        raise gr.Error(str(e)) from None
+        raise refusal(str(e)) from None
     path = export_dir / f"{run.request.get('request_id', 'run')}-set.csv"
     analysis.samples_frame(run, measures).to_csv(path, index=False)
     return str(path)

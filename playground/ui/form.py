@@ -15,6 +15,7 @@ import gradio as gr
 
 from playground.errors import InvalidRequest
 from playground.request import Limits, SampleRequest, fields
+from playground.ui.messages import refusal
 
 ELEM_IDS = {"use_chat_template": "chat-template", "stop": "stop-strings"}  # "#stop" is the Stop button
 LABELS = {"n": "n (samples)", "use_chat_template": "Apply the chat template", "stop": "Stop strings",
@@ -67,7 +68,7 @@ def request_from_form(**settings: Any) -> SampleRequest:
     try:
         return form_request(**settings)
     except InvalidRequest as e:
-        raise gr.Error(str(e)) from None
+        raise refusal(str(e)) from None
 
 
 def form_value(name: str, value: Any) -> Any:

@@ -79,7 +79,8 @@ def skip_untouched(demo: gr.Blocks) -> None:
     loaded), so a page run spent about 150 ms of CPU on them, and each page load 100 ms. Here only
     the outputs given a value go through Gradio's postprocessing; the others get the same empty
     update from Gradio's own function for one (``None`` for a ``gr.State``, as Gradio gives them),
-    without the new component."""
+    without the new component. An empty dict changes none of them (Gradio itself would take it
+    for one value and refuse the event: Stop pressed with nothing running did that)."""
     original = demo.postprocess_data
 
     async def postprocess_data(self, block_fn, predictions, state):
@@ -112,7 +113,7 @@ def _by_output(block_fn, predictions) -> list | None:
     if block_fn.batch or getattr(block_fn, "is_validator_function", False) or len(outputs) < 2:
         return None
     if isinstance(predictions, dict):
-        if predictions == _SKIP:
+        if predictions == _SKIP or not predictions:  # {}: a dict of none of its outputs changes none
             return [_SKIP] * len(outputs)
         if not predictions or not all(isinstance(k, Block) for k in predictions):
             return None

@@ -25,6 +25,7 @@ from playground.run import Run
 from playground.store import RunStore
 from playground.ui import compare_tab, replay_action, saved_runs, sweep_tab
 from playground.ui.compare_tab import CompareTab
+from playground.ui.messages import refusal
 from playground.ui.page import HISTORY_SIZE
 from playground.ui.saved_runs import SavedRuns
 from playground.ui.showing import remember, show
@@ -37,13 +38,13 @@ def read_upload(path: str | None, limits: ReadLimits = DEFAULT_LIMITS) -> list[R
     """An uploaded file -> its runs; gr.Error with the reader's sentence (naming the line) for a file
     that is not bundles, or is over ``limits``, so the handler changes nothing."""
     if not path:
-        raise gr.Error("Choose a file first: a run bundle (.json) or the JSONL that batch or sweep wrote.")
+        raise refusal("Choose a file first: a run bundle (.json) or the JSONL that batch or sweep wrote.")
     try:
         runs = read_runs(path, limits)
     except InvalidBundle as e:
-        raise gr.Error(str(e)) from None
+        raise refusal(str(e)) from None
     if not runs:
-        raise gr.Error("The file holds no run bundle.")
+        raise refusal("The file holds no run bundle.")
     return runs
 
 
@@ -97,7 +98,7 @@ def connect(tab: HistoryTab, page, sweep: SweepTab, compare: CompareTab) -> None
 
 async def reopen(page, index, history: list, session, selected, **settings) -> dict:
     if not history or index is None or not 0 <= int(index) < len(history):
-        raise gr.Error("Pick a run from the list first.")
+        raise refusal("Pick a run from the list first.")
     return await show(page, history[int(index)], history, session, selected, settings)
 
 
@@ -107,7 +108,7 @@ async def open_file(tab: HistoryTab, page, sweep: SweepTab, compare: CompareTab,
     most = page.backend.limits.max_n
     if any(run.n > most for run in runs):
         widest = max(run.n for run in runs)
-        raise gr.Error(f"The file holds a run of n={widest}, and this page shows at most {most} samples: "
+        raise refusal(f"The file holds a run of n={widest}, and this page shows at most {most} samples: "
                        f"start it with --max-n {widest} to open it.")
     is_a_sweep = is_sweep(runs)
     if is_a_sweep:

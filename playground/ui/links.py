@@ -30,6 +30,7 @@ from playground.run import Run
 from playground.store import RunStore
 from playground.ui.form import form_value, request_from_form
 from playground.ui.keeping import Keeper
+from playground.ui.messages import refusal
 from playground.ui.page import Page
 from playground.ui.samples_area import SHOW_SAMPLES_JS
 from playground.ui.saved_runs import SavedRuns, stored_run
@@ -127,17 +128,17 @@ def _text(value: Any) -> str:
 def run_query(keeper: Keeper | None, run: Run | None, session) -> str:
     """The query of the run on screen's link; gr.Error when it has none (yet)."""
     if keeper is None:
-        raise gr.Error("Runs are not kept (the app was started with --no-store), so a run has no link: "
+        raise refusal("Runs are not kept (the app was started with --no-store), so a run has no link: "
                        "Export the run as a file instead.")
     if run is None:
-        raise gr.Error("There is no run on screen yet.")
+        raise refusal("There is no run on screen yet.")
     owner, rid = keeper.owner(session), str(run.request.get("request_id") or "")
     key = keeper.store.key_of(owner, rid) if owner else None
     if key is None and owner:  # it may be saving still: a run is saved as it ends
         keeper.settle()
         key = keeper.store.key_of(owner, rid)
     if key is None:
-        raise gr.Error("This run is not saved in the run store (yet): a run is saved when it ends.")
+        raise refusal("This run is not saved in the run store (yet): a run is saved when it ends.")
     return "?" + urlencode([(RUN, key)])
 
 

@@ -21,7 +21,7 @@ import gradio as gr
 
 from playground.qa import matrix as qa
 from playground.ui.form import request_from_form
-from playground.ui.messages import shown
+from playground.ui.messages import refusal, shown
 from playground.ui.showing import show
 
 GREEN = "background-color: #dcfce7; color: #14532d"
@@ -46,7 +46,7 @@ class MatrixPaths:
         if self._paths is not None:
             return self._paths
         if self.backend.info().get("backend") == "replay":  # python app.py --replay: nothing to check or start
-            raise gr.Error("The QA matrix checks an engine, and this app replays saved runs without one: start "
+            raise refusal("The QA matrix checks an engine, and this app replays saved runs without one: start "
                            "python app.py without --replay to run it.")
         remote = self.backend.info().get("backend") == "openai"
         paths = qa.backend_paths(self.backend, "remote" if remote else "async")
@@ -56,7 +56,7 @@ class MatrixPaths:
             try:
                 await asyncio.to_thread(self._start_sync, self.backend.info()["model"])
             except Exception as e:
-                raise gr.Error(f"the synchronous engine (LLMEngine) could not start: {e}") from None
+                raise refusal(f"the synchronous engine (LLMEngine) could not start: {e}") from None
         if self.sync_runner is not None:
             paths += qa.sync_paths(self.sync_runner)
         self._paths = paths
@@ -139,7 +139,7 @@ async def open_cell(tab: QATab, page, matrix: qa.Matrix | None, history, session
     if cell is None:
         return {}  # the output_kind column, or nothing run yet
     if cell.run is None:
-        raise gr.Error(f"{cell.label} did not run: {cell.error}")
+        raise refusal(f"{cell.label} did not run: {cell.error}")
     update = await show(page, cell.run, history, session, selected, settings)
     update[tab.opened] = f"Showing **{cell.label}** ({cell.engine}) above: {cell.verdict()}"
     return update

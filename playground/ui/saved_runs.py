@@ -25,6 +25,7 @@ from playground.errors import InvalidBundle
 from playground.run import Run
 from playground.store import RunStore, StoreError
 from playground.ui.keeping import MARKER, OWNER_JS, Keeper
+from playground.ui.messages import refusal
 from playground.ui.page import Page
 from playground.ui.showing import show
 
@@ -161,9 +162,9 @@ def label(entry) -> str:
 async def delete(saved: SavedRuns, key: str | None, session, search: str | None) -> dict:
     owner = saved.keeper.owner(session)
     if not key or not owner:
-        raise gr.Error("Pick a saved run first.")
+        raise refusal("Pick a saved run first.")
     if not await asyncio.to_thread(saved.keeper.store.delete, owner, key):
-        raise gr.Error("That run is not among this browser's saved runs (it was removed already).")
+        raise refusal("That run is not among this browser's saved runs (it was removed already).")
     return await listing(saved, session, search)
 
 
@@ -173,13 +174,13 @@ def stored_run(store: RunStore, key: str) -> Run | None:
         text = store.load(key)
         return None if text is None else Run.from_json(text)
     except (StoreError, InvalidBundle) as e:
-        raise gr.Error(f"The saved run cannot be opened: {e}.") from None
+        raise refusal(f"The saved run cannot be opened: {e}.") from None
 
 
 async def open_saved(saved: SavedRuns, page: Page, key: str | None, history, session, selected, **settings) -> dict:
     if not key:
-        raise gr.Error("Pick a saved run first.")
+        raise refusal("Pick a saved run first.")
     run = await asyncio.to_thread(stored_run, saved.keeper.store, key)
     if run is None:
-        raise gr.Error("That run is no longer in the store: the oldest runs are removed when it is full.")
+        raise refusal("That run is no longer in the store: the oldest runs are removed when it is full.")
     return await show(page, run, history, session, selected, settings)

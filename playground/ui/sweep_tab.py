@@ -25,7 +25,7 @@ from playground.run import Run
 from playground.sampling.sweep_request import MAX_SWEEP_VALUES, SWEEP_SETTINGS, SweepRequest, seed_overlap_note
 from playground.ui.answer_controls import once_per_run, optional_controls, with_chosen_answers
 from playground.ui.form import request_from_form
-from playground.ui.messages import shown
+from playground.ui.messages import refusal, shown
 from playground.ui.streaming import paced
 
 INTRO = ("Runs the request above once per value of one setting (or once per base seed), **one run after "
@@ -222,7 +222,7 @@ def sweep_from_ui(settings: dict, param, values, limits) -> SweepRequest:
         sweep = SweepRequest.of(base, param or "", values or "")
         sweep.check(limits)
     except InvalidRequest as e:
-        raise gr.Error(str(e)) from None
+        raise refusal(str(e)) from None
     return sweep
 
 
