@@ -20,6 +20,7 @@ from tests.test_browser import (  # noqa: F401  (browser: the fixture)
     columns,
     fill_form,
     open_page,
+    open_sampler_settings,
     set_slider,
     start_long_run,
 )
@@ -108,6 +109,34 @@ def test_stop_then_run_and_a_double_click_start_one_run_each(browser, app_url, b
         page.locator("#run").click()  # and the page is ready for the next
         page.wait_for_function("(old) => { const s = document.querySelector('#run-summary').innerText; "
                                "return s.includes('finished') && !s.includes(old); }", arg=first, timeout=120_000)
+    finally:
+        page.close()
+
+
+def test_a_number_typed_past_a_sliders_bounds_is_said_and_stop_with_nothing_running_is_harmless(
+        browser, app_url):  # noqa: F811
+    """Gradio's slider takes a typed 0 for n as 1 without a word: the page says so under the
+    control, and the run it starts is the run the note names. Stop with no run changes nothing
+    and fails nothing (it was a server error)."""
+    page = open_page(browser, app_url)
+    failed = []
+    page.on("response", lambda r: failed.append(r.url) if r.status >= 500 else None)
+    try:
+        page.locator("#stop").click()
+        page.locator("#prompt textarea").fill(HAIKU)
+        box = page.locator("#n input[type=number]")
+        box.fill("0")
+        box.blur()
+        note = page.locator("#n .bounds-note")
+        assert note.inner_text() == "n (samples): 0 is outside 1 to 256, so 1 is used."
+        open_sampler_settings(page)
+        set_slider(page, "max-tokens", 4)
+        page.locator("#run").click()
+        wait_for_summary(page, "finished")
+        assert " n=1 " in summary(page), summary(page)
+        set_slider(page, "n", 2)  # a value within bounds: the note goes
+        assert note.count() == 0
+        assert not failed, failed
     finally:
         page.close()
 

@@ -41,7 +41,7 @@ from playground.ui import (
     views,
 )
 from playground.ui.api import sample_endpoint
-from playground.ui.form import setting_controls
+from playground.ui.form import BOUNDS_JS, setting_controls
 from playground.ui.page import Page
 from playground.ui.panels import panel
 from playground.ui.samples_area import SHOW_SAMPLES_JS, SamplesArea
@@ -204,6 +204,7 @@ def build_app(backend, sync_runner=None, embedding_model: str | None = None,
         links.connect(link_row, page, history.saved)
         qa_tab.connect(qa, page)
         demo.load(partial(controls.on_load, page), [prompt, use_chat], [status, rendered], api_visibility="private")
+        demo.load(None, None, None, js=BOUNDS_JS)  # a number typed past a slider's bounds is said
         demo.load(None, None, None, js=set_tab.CLICK_JS)  # a click on an answer group's bar reaches the server
         demo.load(None, None, None, js=branch_tab.PICK_JS)  # a click on a token or a tree box offers a branch
         demo.load(None, None, None, js=graph_tab.CLICK_JS)  # a click on a graph node marks its samples

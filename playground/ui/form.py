@@ -53,6 +53,34 @@ def _control(f, meta, limits: Limits, value: Any) -> gr.components.Component:
     return gr.Number(value=default, precision=0 if f.type.startswith("int") else None, **common)
 
 
+# A number typed into a slider's box outside its bounds: Gradio's slider moves it to the nearest
+# bound when the box loses focus, without a word, so a run of "n = 0" would quietly be a run of
+# n=1. Heard first (the capture phase, before the slider's own blur), said under the control until
+# the control is changed again. The server checks every value anyway: this is what the page says.
+BOUNDS_JS = """
+() => {
+  const NOTE = 'bounds-note';
+  document.addEventListener('blur', (event) => {
+    const box = event.target;
+    if (!(box instanceof HTMLInputElement) || box.type !== 'number' || box.min === '' || box.max === '') return;
+    const block = box.closest('.block');
+    if (!block || !block.querySelector('input[type=range]')) return;
+    block.querySelectorAll('.' + NOTE).forEach((n) => n.remove());
+    const typed = Number(box.value), low = Number(box.min), high = Number(box.max);
+    if (box.value === '' || Number.isNaN(typed) || (typed >= low && typed <= high)) return;
+    const label = (block.querySelector('[data-testid="block-info"], label') || {}).textContent || 'the value';
+    const note = document.createElement('div');
+    note.className = NOTE;
+    const used = typed < low ? low : high;
+    note.textContent = `${label.trim()}: ${box.value} is outside ${low} to ${high}, so ${used} is used.`;
+    block.appendChild(note);
+    const clear = () => { note.remove(); block.removeEventListener('input', clear, true); };
+    setTimeout(() => block.addEventListener('input', clear, true), 0);  // the slider's own update is not a change
+  }, true);
+}
+"""
+
+
 def form_request(**settings: Any) -> SampleRequest:
     """The form's values -> a SampleRequest (numbers arrive as floats, stop strings as lines, the
     logprobs slider's 0 means off); InvalidRequest names a value that cannot be one."""
