@@ -117,7 +117,8 @@ def test_a_number_typed_past_a_sliders_bounds_is_said_and_stop_with_nothing_runn
         browser, app_url):  # noqa: F811
     """Gradio's slider takes a typed 0 for n as 1 without a word: the page says so under the
     control, and the run it starts is the run the note names. Stop with no run changes nothing
-    and fails nothing (it was a server error)."""
+    and fails nothing (it was a server error); Open with nothing picked is a warning, with no
+    "Error" badge over the page (a refusal raised marks every output of its event)."""
     page = open_page(browser, app_url)
     failed = []
     page.on("response", lambda r: failed.append(r.url) if r.status >= 500 else None)
@@ -136,6 +137,11 @@ def test_a_number_typed_past_a_sliders_bounds_is_said_and_stop_with_nothing_runn
         assert " n=1 " in summary(page), summary(page)
         set_slider(page, "n", 2)  # a value within bounds: the note goes
         assert note.count() == 0
+        page.get_by_role("tab", name="History").click()
+        page.get_by_role("button", name="Open saved run").click()  # nothing picked: a warning, nothing marked
+        page.get_by_text("Pick a saved run first.").first.wait_for(timeout=30_000)
+        assert page.locator(".error:visible").filter(has_text=re.compile(r"^\s*Error\s*$")).count() == 0
+        assert " n=1 " in summary(page)  # and the run on screen stays
         assert not failed, failed
     finally:
         page.close()

@@ -130,7 +130,9 @@ def test_two_runs_side_by_side_per_index_first_divergence_and_measures():
     assert measures.loc["distinct_samples"].tolist() == [3, 4, 1]
     assert measures.loc["answers", "B - A"] == 1
     html = A.comparison_html(a, b)
-    assert "2 of 4 samples identical" in html and "id='compare-sample-1'" in html
+    said = "2 of 3 sample pairs identical (1 of run B&#x27;s samples have no partner of the same index)"
+    assert said in html and "id='compare-sample-1'" in html  # of the pairs, not of B's n
+    assert A.identical_pairs(A.pair_frame(a, a)) == "3 of 3 samples identical"
     assert "tok-replace" in html  # B's sample 1 token by token against A's
 
 

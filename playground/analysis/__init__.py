@@ -34,6 +34,7 @@ from playground.analysis.branching import (
 )
 from playground.analysis.comparison import (
     comparison_html,
+    identical_pairs,
     measures_side_by_side,
     pair_frame,
     run_row,
@@ -255,6 +256,7 @@ __all__ = [
     "groups_frame",
     "how_many_samples",
     "identical_groups",
+    "identical_pairs",
     "itl_figure",
     "itl_frame",
     "jaccard_matrix",

@@ -110,6 +110,18 @@ def pair_frame(a: Run, b: Run) -> pd.DataFrame:
                          "tokens_b": "Int64"})
 
 
+def identical_pairs(frame: pd.DataFrame) -> str:
+    """How many of ``pair_frame``'s pairs are identical, as a headline says it: out of the pairs,
+    and, when the runs' n differ, how many samples of the wider run have no partner."""
+    alone = frame["verdict"].str.startswith("only in run")
+    same, pairs = int((frame["verdict"] == "identical").sum()), int((~alone).sum())
+    if not alone.any():
+        return f"{same} of {pairs} samples identical"
+    wider = frame.loc[alone, "verdict"].iloc[0].removeprefix("only in run ")
+    return (f"{same} of {pairs} sample pairs identical ({int(alone.sum())} of run {wider}'s samples have no "
+            "partner of the same index)")
+
+
 def measures_side_by_side(a: Run, b: Run, measures: Measures | None = None) -> pd.DataFrame:
     """One row per measure: A's value, B's value, and B - A where both are numbers."""
     ma, mb = all_measures(a, measures), all_measures(b, measures)
@@ -127,8 +139,7 @@ def comparison_html(a: Run, b: Run, words: int = 40, frame: pd.DataFrame | None 
     the caller has it (it diffs every pair)."""
     a_by, b_by = {s.index: s for s in a.samples}, {s.index: s for s in b.samples}
     frame = pair_frame(a, b) if frame is None else frame
-    same = int((frame["verdict"] == "identical").sum())
-    parts = [(f"<p class='compare-headline'><b>{same} of {len(frame)} samples identical</b> between run A "
+    parts = [(f"<p class='compare-headline'><b>{html.escape(identical_pairs(frame))}</b> between run A "
               f"(<code>{html.escape(run_label(a))}</code>) and run B (<code>{html.escape(run_label(b))}</code>); "
               "below, B's sample token by token against A's sample of the same index.</p>")]
     for row in frame.itertuples():

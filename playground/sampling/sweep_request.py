@@ -78,10 +78,17 @@ class SweepRequest:
                 raise InvalidRequest(f"{self.param}={value} appears twice in the sweep: each value runs once")
             seen.add(value)
         check_n(self.base.n, limits.max_n)  # max_n samples per value, like any run
+        try:
+            self.base.check(limits)
+            shared = None
+        except InvalidRequest as e:
+            shared = str(e)  # the form's own problem (an empty prompt), whatever the value
         for position, request in enumerate(self.requests()):
             try:
                 request.check(limits)
             except InvalidRequest as e:
+                if str(e) == shared:
+                    raise
                 raise InvalidRequest(f"with {self.param}={self.values[position]} (value {position + 1} of the "
                                      f"sweep): {e}") from None
 

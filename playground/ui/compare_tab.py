@@ -22,13 +22,15 @@ import gradio as gr
 from playground import analysis
 from playground.run import Run
 from playground.ui.answer_controls import optional_controls, with_chosen_answers
-from playground.ui.messages import refusal
+from playground.ui.messages import warned
 
 INTRO = ("Pick two runs of this session (History, files opened in the History tab, the last sweep). With the "
          "same base seed, sample i has the same seed in both runs, so where they first part is what the "
          "difference between the runs changed. The lists are brought up to date as the tab opens (or with "
          "*Update the lists*): A and B start as the run on screen's parent and the run, when it is a branch, "
          "else as the newest other run and the run.")
+TWO_RUNS = ("Pick two runs first: Run A and Run B list this tab's runs, the files and saved runs opened in the "
+            "History tab, and the last sweep (Update the lists after another run).")
 MAX_UPLOADED = 50  # runs kept per session from uploads; the oldest go first
 PAIR_COLUMNS = ["sample", "seed_a", "seed_b", "tokens_a", "tokens_b", "verdict", "token_a", "token_b", "similarity"]
 
@@ -58,10 +60,9 @@ def comparison(a: Run, b: Run, measures: analysis.Measures | None = None) -> tup
     """The tab's view of A against B: the headline, the per-index table, the settings that differ,
     the measures side by side, and both runs' columns with the token diff."""
     pairs = analysis.pair_frame(a, b)
-    same = int((pairs["verdict"] == "identical").sum())
     changed = analysis.settings_diff(a, b)
     what = ", ".join(f"{r.setting} {r.A} → {r.B}" for r in changed.itertuples()) or "no setting"
-    headline = (f"**{same} of {len(pairs)} samples identical** between A (`{a.request.get('request_id')}`) and "
+    headline = (f"**{analysis.identical_pairs(pairs)}** between A (`{a.request.get('request_id')}`) and "
                 f"B (`{b.request.get('request_id')}`). Differing settings: {what}.")
     for run, name in ((a, "A"), (b, "B")):
         if branch := analysis.branch_label(run):
@@ -159,7 +160,7 @@ def add(tab: CompareTab, runs: list[Run], history, uploads, sweep_runs) -> dict:
 def refresh(history, uploads, sweep_runs, current: Run | None = None, a_key=None, b_key=None):
     """The lists, up to date. A and B chosen before stay while the run on screen is one of them;
     else, when the run on screen is a branch of a run they hold, A is that parent and B the branch;
-    else A is the newest other run and B the run on screen."""
+    else A is the newest other run (if any) and B the run on screen."""
     runs = pool(history, uploads, sweep_runs)
     choices = [(text, key) for key, (text, _) in runs.items()]
     keys = {run.request.get("request_id"): key for key, (_, run) in runs.items()}
@@ -170,15 +171,16 @@ def refresh(history, uploads, sweep_runs, current: Run | None = None, a_key=None
     if shown_key is not None and parent in keys:
         return gr.update(choices=choices, value=keys[parent]), gr.update(choices=choices, value=shown_key)
     others = [key for key in runs if key != shown_key]
-    if shown_key is not None and others:
-        return gr.update(choices=choices, value=others[-1]), gr.update(choices=choices, value=shown_key)
+    if shown_key is not None:  # the only run so far is B, waiting for an A
+        return (gr.update(choices=choices, value=others[-1] if others else None),
+                gr.update(choices=choices, value=shown_key))
     return gr.update(choices=choices), gr.update(choices=choices)
 
 
 def compare(tab: CompareTab, a_key, b_key, history, uploads, sweep_runs, answer=None, pattern=None):
     runs = pool(history, uploads, sweep_runs)
     if a_key not in runs or b_key not in runs:
-        raise refusal("Pick two runs first (Update the lists, then choose A and B).")
+        return warned(TWO_RUNS)
     a, b = runs[a_key][1], runs[b_key][1]
     extra = with_chosen_answers(tab.extra_measures, answer, pattern)  # gr.Error: a pattern that cannot work
     headline, pairs, changed, side_by_side, columns = comparison(a, b, extra)
@@ -190,7 +192,7 @@ def graphs(a_key, b_key, history, uploads, sweep_runs):
     """Both runs' sample graphs: where each run's samples part and meet again, side by side."""
     runs = pool(history, uploads, sweep_runs)
     if a_key not in runs or b_key not in runs:
-        raise refusal("Pick two runs first (Update the lists, then choose A and B).")
+        return warned(TWO_RUNS)
     return tuple(gr.update(value=analysis.graph_figure(analysis.sample_graph(run), title=f"{name}: "
                                                        f"{run.request.get('request_id')}"), visible=True)
                  for name, run in (("A", runs[a_key][1]), ("B", runs[b_key][1])))

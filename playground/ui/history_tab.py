@@ -25,7 +25,7 @@ from playground.run import Run
 from playground.store import RunStore
 from playground.ui import compare_tab, replay_action, saved_runs, sweep_tab
 from playground.ui.compare_tab import CompareTab
-from playground.ui.messages import refusal
+from playground.ui.messages import refusal, warned
 from playground.ui.page import HISTORY_SIZE
 from playground.ui.saved_runs import SavedRuns
 from playground.ui.showing import remember, show
@@ -98,7 +98,7 @@ def connect(tab: HistoryTab, page, sweep: SweepTab, compare: CompareTab) -> None
 
 async def reopen(page, index, history: list, session, selected, **settings) -> dict:
     if not history or index is None or not 0 <= int(index) < len(history):
-        raise refusal("Pick a run from the list first.")
+        return warned("Pick a run from the list first.")
     return await show(page, history[int(index)], history, session, selected, settings)
 
 

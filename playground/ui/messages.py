@@ -17,6 +17,15 @@ def refusal(message: str) -> gr.Error:
     return gr.Error(message, print_exception=False)
 
 
+def warned(message: str) -> dict:
+    """A button refused before it did anything (nothing picked, too few runs): a warning toast,
+    and every output of its event as it was. Raised as a ``gr.Error``, the refusal would mark
+    every output of the event "Error", and Open's outputs are the whole page. For a queued event
+    (the default): elsewhere Gradio cannot deliver the toast."""
+    gr.Warning(message)
+    return gr.skip()
+
+
 def shown(error: Exception) -> gr.Error:
     """Ours as written; anything else (a check vLLM makes that we do not, a bug) with its type,
     and logged with its traceback (once: here)."""

@@ -25,7 +25,7 @@ from playground.errors import InvalidBundle
 from playground.run import Run
 from playground.store import RunStore, StoreError
 from playground.ui.keeping import MARKER, OWNER_JS, Keeper
-from playground.ui.messages import refusal
+from playground.ui.messages import refusal, warned
 from playground.ui.page import Page
 from playground.ui.showing import show
 
@@ -162,9 +162,9 @@ def label(entry) -> str:
 async def delete(saved: SavedRuns, key: str | None, session, search: str | None) -> dict:
     owner = saved.keeper.owner(session)
     if not key or not owner:
-        raise refusal("Pick a saved run first.")
+        return warned("Pick a saved run first.")
     if not await asyncio.to_thread(saved.keeper.store.delete, owner, key):
-        raise refusal("That run is not among this browser's saved runs (it was removed already).")
+        return warned("That run is not among this browser's saved runs (it was removed already).")
     return await listing(saved, session, search)
 
 
@@ -179,8 +179,8 @@ def stored_run(store: RunStore, key: str) -> Run | None:
 
 async def open_saved(saved: SavedRuns, page: Page, key: str | None, history, session, selected, **settings) -> dict:
     if not key:
-        raise refusal("Pick a saved run first.")
+        return warned("Pick a saved run first.")
     run = await asyncio.to_thread(stored_run, saved.keeper.store, key)
     if run is None:
-        raise refusal("That run is no longer in the store: the oldest runs are removed when it is full.")
+        return warned("That run is no longer in the store: the oldest runs are removed when it is full.")
     return await show(page, run, history, session, selected, settings)

@@ -145,9 +145,13 @@ def connect(tab: SweepTab, page) -> None:
 
 async def run(tab: SweepTab, page, param, values, answer=None, pattern=None, reference=None, **settings):
     """Run the sweep (the page's form as ``settings``); each value's row fills as its run finishes."""
-    sweep = sweep_from_ui(settings, param, values, page.backend.limits)
+    try:  # refused before anything runs: said in the tab's status line, the last sweep left as it was
+        sweep = sweep_from_ui(settings, param, values, page.backend.limits)
+        measures = tab.measures_for(answer, pattern)  # a bad pattern too
+    except gr.Error as e:
+        yield {tab.status: f"✖ refused: {e.message}"}
+        return
     sweep.reference = (reference or "").strip() or None
-    measures = tab.measures_for(answer, pattern)  # a bad pattern is refused before anything runs
     started = time.monotonic()
     note = seed_overlap_note(sweep)
     yield {tab.status: f"⏳ starting a sweep of {len(sweep.values)} {sweep.param} values…"
