@@ -102,6 +102,12 @@ def test_common_prefix_and_identical_groups():
     assert A.common_prefix(make_run([[1, 2], [3, 2]])) == 0
     assert A.common_prefix(make_run([[1, 2, 3]])) == 3  # n=1: the whole sample
     assert A.common_prefix(make_run([[], [1]])) == 0
+    said = {seqs: A.shared_prefix_sentence(make_run([list(s) for s in seqs]))
+            for seqs in (((1, 2, 5), (1, 2, 3, 9)), ((1, 2), (3, 2)), ((1, 2, 3),), ((7,), (7,)), ((1, 2), (1, 3)))}
+    assert list(said.values()) == ["All 2 samples share their first 2 tokens.",
+                                   "The 2 samples differ from their first token.", "One sample, of 3 tokens.",
+                                   "All 2 samples are identical (1 token).",
+                                   "All 2 samples share their first 1 token."]
     assert A.identical_groups(make_run([[1, 2], [3], [1, 2], [3], [4]])) == [[0, 2], [1, 3]]
     assert A.identical_groups(make_run([[1], [2]])) == []
     assert A.identical_groups(make_run([[], []])) == [[0, 1]]

@@ -84,6 +84,7 @@ from playground.analysis.diff import (
     first_divergences,
     identical_groups,
     pairwise_heatmap,
+    shared_prefix_sentence,
     similarity,
     similarity_matrix,
 )
@@ -297,6 +298,7 @@ __all__ = [
     "settle_probability",
     "settled_at",
     "settled_sentence",
+    "shared_prefix_sentence",
     "similarity",
     "similarity_matrix",
     "steps_label",

@@ -72,6 +72,20 @@ def common_prefix(run: Run) -> int:
     return sum(1 for _ in takewhile(lambda col: len(set(col)) == 1, columns)) if run.samples else 0
 
 
+def shared_prefix_sentence(run: Run) -> str:
+    """How far the samples agree, as the Diff view and the report say it (in words that fit one
+    sample, identical samples and samples that part at once, not "All 1 samples share ...")."""
+    k = common_prefix(run)
+    if len(run.samples) == 1:
+        count = len(run.samples[0].token_ids)
+        return f"One sample, of {count} token{'' if count == 1 else 's'}."
+    if k == 0:
+        return f"The {len(run.samples)} samples differ from their first token."
+    if all(len(s.token_ids) == k for s in run.samples):
+        return f"All {len(run.samples)} samples are identical ({k} token{'' if k == 1 else 's'})."
+    return f"All {len(run.samples)} samples share their first {k} token{'' if k == 1 else 's'}."
+
+
 def identical_groups(run: Run) -> list[list[int]]:
     """Groups of two or more samples with exactly the same token ids (so far, if still running)."""
     groups: dict[tuple[int, ...], list[int]] = {}

@@ -22,7 +22,7 @@ from playground.analysis.comparison import (
     run_row,
     settings_diff,
 )
-from playground.analysis.diff import common_prefix, diff_rows, pairwise_heatmap
+from playground.analysis.diff import diff_rows, pairwise_heatmap, shared_prefix_sentence
 from playground.analysis.graph import graph_sentence, sample_graph
 from playground.analysis.graph_figure import graph_figure
 from playground.analysis.sweep_views import (
@@ -106,7 +106,7 @@ def _columns(run: Run) -> str:
 
 
 def _diff(run: Run, reference: int = 0) -> str:
-    parts = [(f"<p>All {run.n} samples share their first {common_prefix(run)} tokens. Each sample token by token "
+    parts = [(f"<p>{shared_prefix_sentence(run)} Each sample token by token "
               f"against sample {reference}: inserted and replaced tokens highlighted, · a space, ↵ a newline.</p>")]
     return "\n".join(parts + diff_rows(run, reference))
 

@@ -143,7 +143,7 @@ def diff_view(run: Run, reference: int, diff_samples: str | None = None) -> str:
         shown = [i for i in order if i == reference] + [i for i in order if i != reference][:DIFF_ROWS - 1]
     more = (f" Showing {len(shown)} of the {run.n} samples (in the divergence tree's order): list others "
             "above." if len(shown) < run.n else "")
-    parts = [f"<p><b>All {run.n} samples share their first {analysis.common_prefix(run)} tokens.</b> Compared with "
+    parts = [f"<p><b>{analysis.shared_prefix_sentence(run)}</b> Compared with "
              f"sample {reference} (seed {ref.seed}): <span class='tok tok-insert'>inserted</span> and "
              f"<span class='tok tok-replace'>replaced</span> tokens are highlighted; each box is one token, · a "
              f"space, ↵ a newline. Click a token to branch from it.{more}</p>"]
