@@ -41,7 +41,7 @@ if (props.wall_height) wallBox.style.setProperty('--sa-wall-height', props.wall_
 // The model of the run on screen.
 let M = empty();
 function empty() {
-  return {run: null, id: '', n: 0, seeds: [], T: [], L: [], K: [], E: [], W: [], t0: [], t1: [], fin: [], st: '',
+  return {run: null, id: '', n: 0, seeds: [], T: [], L: [], K: [], E: [], W: [], t0: [], t1: [], fin: [], past: [], st: '',
           order: [], shared: [], rank: [], lp: false};
 }
 let seq = 0, key = '', needReset = false, chosenView = null, view = 'columns', colour = 'p', selected = null;
@@ -103,7 +103,7 @@ function reset(m) {
   M = empty();
   M.run = m.r; M.id = m.id || ''; M.n = m.n; M.seeds = m.sd || [];
   for (let i = 0; i < m.n; i++) {
-    M.T.push([]); M.L.push([]); M.K.push([]); M.E.push([]); M.W.push(0); M.t0.push(null); M.t1.push(null); M.fin.push(null);
+    M.T.push([]); M.L.push([]); M.K.push([]); M.E.push([]); M.W.push(0); M.t0.push(null); M.t1.push(null); M.fin.push(null); M.past.push('');
     M.order.push(i); M.shared.push(0); M.rank.push(i);
   }
   stats.resets++;
@@ -134,7 +134,7 @@ function apply(m) {
     M.t1[i] = u[2];
     dirtyCol.add(i); dirtyWall.add(i);
   }
-  for (const [i, reason] of (m.f || [])) { M.fin[i] = reason; dirtyCol.add(i); dirtyWall.add(i); }
+  for (const [i, reason, past] of (m.f || [])) { M.fin[i] = reason; M.past[i] = past || ''; dirtyCol.add(i); dirtyWall.add(i); }
   if (m.o) {
     let moved = m.o.length !== M.order.length;
     for (let r = 0; r < m.o.length; r++) if (M.rank[m.o[r]] !== r) { M.rank[m.o[r]] = r; moved = true; }
@@ -206,7 +206,7 @@ function makeCards() {  // the columns' cards, made the first time the columns a
     const body = document.createElement('div'); body.className = 'sa-text';
     const text = document.createTextNode(''); body.appendChild(text);
     card.append(head, body); cf.appendChild(card);
-    cards.push({card, head, text, said: ''});
+    cards.push({card, head, text, said: '', past: null});
     dirtyCol.add(i);
   }
   columnsBox.appendChild(cf);
@@ -217,10 +217,22 @@ function drawColumns() {
   for (const i of dirtyCol) {
     const c = cards[i], T = M.T[i];
     if (T.length > colDone[i]) { c.text.appendData(T.slice(colDone[i]).join('')); colDone[i] = T.length; }
+    if (M.past[i] && !c.past) pastApart(c, M.past[i]);
     const h = header(i);
     if (h !== c.said) { c.head.textContent = h; c.said = h; }
   }
   dirtyCol.clear();
+}
+
+// What a stopped sample sampled past its text (its end-of-sequence token, or the stop string), in
+// a quieter style after the text: vLLM leaves it out of the text, and the model did sample it.
+function pastApart(c, past) {
+  const d = c.text.data;
+  if (!d.endsWith(past)) return;
+  c.text.deleteData(d.length - past.length, past.length);
+  c.past = document.createElement('span'); c.past.className = 'sa-past'; c.past.textContent = past;
+  c.past.title = 'what ended the sample (a special token or the stop string): sampled, not part of its text';
+  c.text.parentNode.appendChild(c.past);
 }
 
 function cellClass(i, p) {

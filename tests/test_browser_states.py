@@ -86,7 +86,8 @@ def test_stop_then_run_and_a_double_click_start_one_run_each(browser, app_url, b
         start_long_run(page, n=4)
         page.wait_for_function("() => (document.querySelector(\"#samples-area .sa-card[data-i='0'] .sa-text\")"
                                "?.textContent || '').length > 0", timeout=120_000)
-        page.locator("#stop").click()
+        assert in_view(page, "#stop-near")  # Run scrolled the page to the samples, past the form's Stop
+        page.locator("#stop-near").click()
         wait_for_summary(page, "stopped", 30_000)
         assert unfinished_after(backend, host, timeout=3) == 0
 
@@ -116,7 +117,8 @@ def test_stop_then_run_and_a_double_click_start_one_run_each(browser, app_url, b
 def test_a_number_typed_past_a_sliders_bounds_is_said_and_stop_with_nothing_running_is_harmless(
         browser, app_url):  # noqa: F811
     """Gradio's slider takes a typed 0 for n as 1 without a word: the page says so under the
-    control, and the run it starts is the run the note names. Stop with no run changes nothing
+    control, and the run it starts is the run the note names; the end-of-sequence token that
+    ended its sample is shown apart from the text. Stop with no run changes nothing
     and fails nothing (it was a server error); Open with nothing picked is a warning, with no
     "Error" badge over the page (a refusal raised marks every output of its event)."""
     page = open_page(browser, app_url)
@@ -130,11 +132,17 @@ def test_a_number_typed_past_a_sliders_bounds_is_said_and_stop_with_nothing_runn
         box.blur()
         note = page.locator("#n .bounds-note")
         assert note.inner_text() == "n (samples): 0 is outside 1 to 256, so 1 is used."
+        page.locator("#seed textarea, #seed input").first.fill("4")  # ends at token 42
         open_sampler_settings(page)
-        set_slider(page, "max-tokens", 4)
+        set_slider(page, "max-tokens", 60)  # a haiku ends before: by the end-of-sequence token
         page.locator("#run").click()
         wait_for_summary(page, "finished")
         assert " n=1 " in summary(page), summary(page)
+        card = page.locator("#samples-area .sa-card[data-i='0']")
+        assert "■ stop" in card.locator(".sa-head").inner_text()
+        assert card.locator(".sa-past").inner_text() == "<|im_end|>"  # sampled, shown apart from the text
+        assert "<|im_end|>" not in page.evaluate("() => document.querySelector(\"#samples-area .sa-card[data-i='0'] "
+                                                 ".sa-text\").firstChild.data")
         set_slider(page, "n", 2)  # a value within bounds: the note goes
         assert note.count() == 0
         page.get_by_role("tab", name="History").click()

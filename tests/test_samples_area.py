@@ -68,12 +68,27 @@ def test_finish_reasons_and_the_status_go_once():
     run, session = blank(2), SamplesSession()
     session.update(run)
     grow(run, 0, "a")
+    run.samples[0].add_text("a")
     run.samples[0].finish_reason, run.samples[0].stop_reason = "stop", "\n\n"
     delta = json.loads(session.update(run))
     assert delta["f"] == [[0, "stop ('\\n\\n')"]]
     run.status = "aborted"
     delta = json.loads(session.update(run))
     assert delta == {"k": "d", "s": delta["s"], "r": delta["r"], "st": "aborted"}
+
+
+def test_what_a_sample_sampled_past_its_text_goes_with_its_finish():
+    """The end-of-sequence token (or a stop string) is a token the sample drew that vLLM leaves out
+    of its text: the columns show it apart, and only when the pieces spell the text out."""
+    run, session = blank(3), SamplesSession()
+    session.update(run)
+    for i, pieces, text, stop in ((0, ("Hi", ".", "<|im_end|>"), "Hi.", None), (1, ("Yes", ".\n\n"), "Yes.", "\n\n"),
+                                  (2, ("Odd", "<|im_end|>"), "Even", None)):
+        grow(run, i, *pieces)
+        run.samples[i].add_text(text)
+        run.samples[i].finish_reason, run.samples[i].stop_reason = "stop", stop
+    delta = json.loads(session.update(run))
+    assert delta["f"] == [[0, "stop", "<|im_end|>"], [1, "stop ('\\n\\n')", "\n\n"], [2, "stop"]]
 
 
 def test_a_reset_carries_everything_and_follows_a_request_for_one():

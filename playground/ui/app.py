@@ -108,7 +108,10 @@ def build_app(backend, sync_runner=None, embedding_model: str | None = None,
                         api_visibility="private")
 
         # --- the samples ----------------------------------------------------------------------
-        summary = gr.Markdown(elem_id="run-summary")
+        with gr.Row(equal_height=True, elem_id="summary-row"):
+            summary = gr.Markdown(elem_id="run-summary")
+            # Run scrolls the page to the samples, past the form's Stop: a second one where the eyes are.
+            stop_near = gr.Button("■ Stop", variant="stop", size="sm", scale=0, min_width=90, elem_id="stop-near")
         samples = SamplesArea()
         branch_pick = gr.Textbox(visible="hidden", elem_id="branch-pick")  # a click on a token writes "i,k"
 
@@ -181,9 +184,9 @@ def build_app(backend, sync_runner=None, embedding_model: str | None = None,
         replay_event = replay_action.connect(history.replay, page, history.pick)
         # Stop ends the session's action itself (any button's); cancelling the event also takes a queued
         # run off the queue.
-        stop_btn.click(partial(running.stop, page), [page.live, *page.inputs()], page.outputs(),
-                       inputs_kwargs=shows, cancels=[run_event, branch_event, replay_event], queue=False,
-                       show_progress="hidden", api_visibility="private")
+        gr.on([stop_btn.click, stop_near.click], partial(running.stop, page), [page.live, *page.inputs()],
+              page.outputs(), inputs_kwargs=shows, cancels=[run_event, branch_event, replay_event], queue=False,
+              show_progress="hidden", api_visibility="private")
         # A sample picked in the samples area becomes the Diff tab's reference.
         samples.html.select(picked_reference, None, reference, api_visibility="private")
         for trigger in (reference.change, diff_samples.submit):

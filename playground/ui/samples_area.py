@@ -17,8 +17,10 @@ the DOM; it never rebuilds all samples for an update.
 ``u`` entries are ``[i, pos, t_last, texts, logprobs|0, tops|0, entropies|0]`` (+ ``t_first`` when
 ``pos`` is 0): sample i's tokens from position ``pos`` on, their text pieces, the sampled tokens'
 logprobs (3 decimals), top-k alternatives as flat ``[text, logprob, ...]`` lists, and each token's
-entropy bound in bits (2 decimals; ``analysis.token_entropy``, the one the Logprobs tab shows); ``f``: ``[i, reason]``
-for samples that finished; ``o``/``c``: the wall's row order (the divergence tree's, see
+entropy bound in bits (2 decimals; ``analysis.token_entropy``, the one the Logprobs tab shows);
+``f``: ``[i, reason]`` for samples that finished (``[i, reason, tail]`` when a stopped sample
+sampled past its text: the end-of-sequence token or stop string, which the columns show apart,
+``samples_feed.past_text``); ``o``/``c``: the wall's row order (the divergence tree's, see
 ``analysis.prefix_order``) and each row's prefix shared with the row above, when they changed;
 ``st``: the run's status when it changed. The browser derives tokens, TTFT and tok/s from these.
 
@@ -69,7 +71,7 @@ ANSWER_WAIT = 1.0  # seconds a browser's ack waits for the stream's next message
 # is not, without moving a page whose samples a person can already see.
 SHOW_SAMPLES_JS = """
 () => {
-  const summary = document.querySelector('#run-summary');
+  const summary = document.querySelector('#summary-row') || document.querySelector('#run-summary');
   if (!summary) return;
   const top = summary.getBoundingClientRect().top;
   if (top < 0 || top > window.innerHeight * 0.6) summary.scrollIntoView({behavior: 'smooth', block: 'start'});

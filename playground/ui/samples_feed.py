@@ -51,6 +51,21 @@ def finish_text(sample: Sample) -> str | None:
     return reason
 
 
+MAX_PAST = 200  # characters: a longer tail past the text is not a stop string or a special token
+
+
+def past_text(sample: Sample) -> str:
+    """What a sample that stopped sampled past its text: the end-of-sequence token or the stop
+    string that ended it, which vLLM leaves out of the text and the token pieces keep. The columns
+    show it apart, so that "…paws.<|im_end|>" does not read as words the sample said. "" when
+    there is none, or the pieces do not spell the text out (then nothing is shown apart)."""
+    if sample.finish_reason != "stop" or len(sample.token_texts) < len(sample.token_ids):
+        return ""
+    spelled, text = "".join(sample.token_texts[:len(sample.token_ids)]), sample.text
+    tail = spelled[len(text):]
+    return tail if spelled.startswith(text) and len(tail) <= MAX_PAST else ""
+
+
 def _entries(grown: list[tuple[Sample, int]]) -> list[list]:
     """The ``u`` entries of the samples that grew (each from the position the browser lacks); the
     logprobs of all of them read at once from their arrays."""
@@ -208,7 +223,7 @@ class SamplesFeed:
             if len(s.token_ids) > before:
                 grown.append((s, before))
             if ended:
-                finished.append([s.index, self.told.reasons[s.index]])
+                finished.append([s.index, self.told.reasons[s.index], *filter(None, [past_text(s)])])
         if grown:
             out["u"] = _entries(grown)
             order, shared = prefix_order([s.token_ids for s in run.samples], self.known)
