@@ -73,3 +73,10 @@ def test_sample_takes_named_parameters_and_refuses_a_bad_one_with_a_sentence(app
     assert refused[-1][0] == "error"
     assert "n must be between 1 and" in json.dumps(refused[-1][1]), refused[-1]
     assert "Traceback" not in capfd.readouterr().err
+    with httpx.Client(timeout=60) as http:  # names that do not fit: the caller's mistake (Gradio alone: a 500)
+        for body, said in (({"prompt": PROMPT, "bogus": 1}, "bogus is not a parameter of this endpoint"),
+                           ({"n": 2}, "prompt is required")):
+            answer = http.post(app_url.rstrip("/") + "/gradio_api/call/v2/sample", json=body)
+            assert answer.status_code == 400 and said in answer.json()["error"], answer.text
+    assert "Traceback" not in capfd.readouterr().err
+    assert call(app_url, "v2/sample", {"prompt": PROMPT, "max_tokens": 2})[-1][0] == "complete"  # and the next works

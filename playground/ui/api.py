@@ -17,6 +17,8 @@ import contextlib
 import dataclasses
 import inspect
 import json
+import logging
+import re
 from collections.abc import AsyncIterator
 
 from playground.backends.live import LiveRun
@@ -27,6 +29,12 @@ from playground.ui.samples_feed import Told
 from playground.ui.streaming import paced
 
 PROGRESS_EVERY = 0.25  # seconds between progress snapshots
+log = logging.getLogger(__name__)
+# How Gradio's named-parameter route (``/gradio_api/call/v2/...``) says a call does not fit the
+# endpoint's parameters: with a TypeError, which the server answers with a bare 500.
+_NOT_A_PARAMETER = re.compile(r"Parameter `(?P<name>[^`]*)` is not a valid key-word argument")
+_MISSING = re.compile(r"No value provided for required argument: (?P<name>.+)")
+_TWICE = re.compile(r"Parameter `(?P<name>[^`]*)` is already set as a positional argument")
 
 
 def sample_endpoint(backend):
@@ -61,6 +69,26 @@ def sample_endpoint(backend):
     sample.__signature__ = SIGNATURE
     sample.__annotations__ = {**ANNOTATIONS, "return": str}
     return sample
+
+
+async def call_not_fitting(request, error: TypeError):
+    """A call by name whose names do not fit the endpoint (one it does not have, the prompt left
+    out) is the caller's mistake: a 400 with the sentence, not Gradio's bare 500. Any other
+    TypeError is a bug, answered and logged as one."""
+    from starlette.responses import JSONResponse, PlainTextResponse
+
+    said = str(error)
+    if "/call/v2/" in request.url.path:
+        for pattern, sentence in ((_NOT_A_PARAMETER, "{name} is not a parameter of this endpoint"),
+                                  (_MISSING, "{name} is required"), (_TWICE, "{name} is given twice")):
+            if found := pattern.search(said):
+                return JSONResponse({"error": sentence.format(name=found["name"]) + ": /gradio_api/info lists "
+                                              "the parameters, with their defaults"}, status_code=400)
+    log.error("unexpected error in %s", request.url.path, exc_info=error)
+    return PlainTextResponse("Internal Server Error", status_code=500)
+
+
+EXCEPTION_HANDLERS = {TypeError: call_not_fitting}  # for the app's FastAPI (launch's app_kwargs)
 
 
 async def _with_tokens(runs: AsyncIterator[Run]) -> AsyncIterator[Run]:

@@ -40,7 +40,7 @@ from playground.ui import (
     sweep_tab,
     views,
 )
-from playground.ui.api import sample_endpoint
+from playground.ui.api import EXCEPTION_HANDLERS, sample_endpoint
 from playground.ui.form import BOUNDS_JS, setting_controls
 from playground.ui.page import Page
 from playground.ui.panels import panel
@@ -249,5 +249,8 @@ def launch_app(demo: gr.Blocks, *, concurrency: int = 8, queue_size: int = 64, *
     """Launch with the playground's styles and queue settings (shared by app.py and the tests)."""
     demo.queue(default_concurrency_limit=concurrency, max_size=queue_size)
     gradio_costs.trim(demo)  # what Gradio does per event, yield and idle moment that the app does not need
-    return demo.launch(css_paths=[ASSETS / "style.css"], max_file_size=f"{demo.max_file_mb:g}mb", **launch_kwargs)
+    app_kwargs = launch_kwargs.pop("app_kwargs", None) or {}
+    app_kwargs["exception_handlers"] = {**EXCEPTION_HANDLERS, **app_kwargs.get("exception_handlers", {})}
+    return demo.launch(css_paths=[ASSETS / "style.css"], max_file_size=f"{demo.max_file_mb:g}mb",
+                       app_kwargs=app_kwargs, **launch_kwargs)
 
