@@ -379,7 +379,7 @@ def test_analyze_reads_an_array_of_runs_from_stdin_and_writes_the_graphs_to_stdo
     assert [n["text"] for n in cats["nodes"] if n["id"] in cats["meeting_points"]] == ["cat sat."]
     assert [n["samples"] for n in xs["nodes"]] == [[0, 1], [0], [1]]
     assert "skipping the file, run 2: " in done.stderr and "wrote the graphs of 2 run(s) to stdout" in done.stderr
-    assert done.stderr.count("(written by hand, its words standing in for tokens)") == 2
+    assert done.stderr.count("(no prompt) n=2 (written by hand, its words standing in for tokens)") == 2
     both = subprocess.run([sys.executable, "app.py", "analyze", "-", "--json", "-", "--graph", "-"], input="[]",
                           cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert both.returncode == exits.USAGE and "--json and --graph both name stdout" in both.stderr

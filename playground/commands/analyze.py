@@ -137,7 +137,8 @@ def describe(analysed: Analysed) -> str:
     status = "" if run.status == "finished" else f" ({run.status})"
     if origin := analysis.origin_label(run):
         status += f" ({origin})"
-    head = f"{bundle.where} {json.dumps(prompt, ensure_ascii=False)} n={run.n}{status}"
+    said = json.dumps(prompt, ensure_ascii=False) if prompt else "(no prompt)"  # a run written by hand may have none
+    head = f"{bundle.where} {said} n={run.n}{status}"
     if a.majority:
         majority = json.dumps(truncate(a.majority.answer, ANSWER_CHARS), ensure_ascii=False)
         answers = (f"{len(a.groups)} answer(s) ({a.extractor}), majority {majority} {a.majority.size}/{a.n} "
