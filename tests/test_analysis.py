@@ -157,6 +157,8 @@ def test_pairwise_heatmap_is_symmetric_and_labelled_with_divergence():
     assert heat.customdata[1][0] == 2 and heat.customdata[0][2] == -1  # the hover's first divergence
     assert "first divergence at token %{customdata}" in heat.hovertemplate
     assert fig.layout.height
+    alone = A.pairwise_heatmap(make_run([[1, 2, 3]]))  # n=1: a sentence, not a square of one colour
+    assert not alone.data and "no pair to compare" in alone.layout.annotations[0].text
 
 
 def test_the_pairwise_heatmap_of_a_large_run_draws_its_first_samples_and_says_so():

@@ -16,7 +16,7 @@ import plotly.graph_objects as go
 from rapidfuzz import process
 from rapidfuzz.distance import Indel
 
-from playground.analysis.display import height_for, pieces, visible
+from playground.analysis.display import height_for, message_figure, pieces, visible
 from playground.run import Run, Sample
 
 # Labels of diff_samples, and colours that fit gr.HighlightedText(color_map=DIFF_COLORS).
@@ -166,6 +166,8 @@ def pairwise_heatmap(run: Run) -> go.Figure:
     position ('=' for identical samples). Of a run of more than ``MAX_HEATMAP`` samples, the first
     ``MAX_HEATMAP``: the matrix grows with n squared (19 MB of figure at n=1024), and a page that
     takes that stops painting."""
+    if len(run.samples) < 2:
+        return message_figure("Pairwise similarity", "one sample: there is no pair to compare")
     shown = run.samples[:MAX_HEATMAP]
     names = [f"sample {s.index}" for s in shown]
     n = len(names)
