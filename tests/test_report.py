@@ -126,6 +126,10 @@ def test_two_runs_side_by_side_per_index_first_divergence_and_measures():
     assert (pairs.loc[1, "token_a"], pairs.loc[1, "token_b"]) == ("·is", "·wild")
     assert A.settings_diff(a, b).to_dict("records") == [{"setting": "n", "A": 3, "B": 4},
                                                        {"setting": "temperature", "A": 1.0, "B": 1.3}]
+    branch = make_run([[1]], "run-c", seed=946402953, prefix_token_ids=[10539])  # a branch beside its parent
+    parent = make_run([[1]], "run-p", seed=3)
+    said = {r["setting"]: (r["A"], r["B"]) for r in A.settings_diff(parent, branch).to_dict("records")}
+    assert said["seed"] == (3, 946402953) and said["prefix_token_ids"] == ("none", [10539])  # not 3.0, not nan
     measures = A.measures_side_by_side(a, b, measures=lambda run: {"answers": run.n - 1}).set_index("figure")
     assert measures.loc["distinct_samples"].tolist() == [3, 4, 1]
     assert measures.loc["answers", "B - A"] == 1

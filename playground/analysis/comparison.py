@@ -75,12 +75,14 @@ def run_row(run: Run) -> pd.DataFrame:
 
 
 def settings_diff(a: Run, b: Run) -> pd.DataFrame:
-    """The settings that differ between the two runs' requests: the likely cause of what differs."""
-    rows = [{"setting": k, "A": a.request.get(k), "B": b.request.get(k)}
+    """The settings that differ between the two runs' requests: the likely cause of what differs.
+    Each value as it was (a seed stays a whole number beside a list), "none" for one not given."""
+    said = lambda value: "none" if value is None else value  # noqa: E731
+    rows = [{"setting": k, "A": said(a.request.get(k)), "B": said(b.request.get(k))}
             for k in SETTINGS if a.request.get(k) != b.request.get(k)]
     if a.engine.get("model") != b.engine.get("model"):
-        rows.append({"setting": "model", "A": a.engine.get("model"), "B": b.engine.get("model")})
-    return pd.DataFrame(rows, columns=["setting", "A", "B"])
+        rows.append({"setting": "model", "A": said(a.engine.get("model")), "B": said(b.engine.get("model"))})
+    return pd.DataFrame(rows, columns=["setting", "A", "B"], dtype=object)
 
 
 def pair_frame(a: Run, b: Run) -> pd.DataFrame:
