@@ -238,12 +238,12 @@ async def begin(tab: BranchTab, page: Page, action: Action | None, source: Run |
         action = await plan_action(page, action, "Branch", [(request, labels)])
     except Busy:  # the going action and the summary stay as they are
         return {tab.note: f"⚠️ {BUSY}"}
-    except (ValueError, PlaygroundError) as e:
-        message = refused(e)
+    except (ValueError, PlaygroundError) as e:  # the summary says what happened to the last press, as for Run
+        message = refused(e, "Branch")
         return {page.live: None, page.summary: message, tab.note: message}
     note = analysis.branch_label(Run(request={**request.to_dict(), **labels}, samples=[]))
     return {page.live: action, page.summary: views.queued_summary(action.runs[0]),
-            tab.note: f"⑂ {note}: streaming above."}
+            tab.note: f"⑂ {note}: in the samples area above, the summary line says how it goes."}
 
 
 # --- what if ------------------------------------------------------------------------------------
@@ -265,7 +265,7 @@ async def begin_what_if(tab: BranchTab, page: Page, action: Action | None, sourc
     except Busy:
         return {tab.note: f"⚠️ {BUSY}"}
     except (ValueError, PlaygroundError) as e:
-        return {page.live: None, tab.note: refused(e)}
+        return {page.live: None, tab.note: refused(e, "What if")}
     action.about = (run, int(sample), int(position), options)
     return {page.live: action, tab.note: f"⏳ running {len(options)} branches of {requests[0][0].n} samples each…",
             tab.table: gr.update(visible=False), tab.tree: gr.update(visible=False)}

@@ -94,11 +94,11 @@ async def plan_action(page: Page, action: Action | None, name: str,
     return Action(name, [await LiveRun.plan(page.backend, request, labels) for request, labels in requests])
 
 
-def refused(error: Exception) -> str:
+def refused(error: Exception, button: str = "Run") -> str:
     """A refusal as the page says it: the sentence for the summary or note. No toast: the first
     step of every button runs outside Gradio's queue (``queue=False``), where gr.Warning cannot
     reach the page and only prints on the server's terminal."""
-    return views.refused_summary(str(shown(error).message))
+    return views.refused_summary(str(shown(error).message), button)
 
 
 async def begin(page: Page, action: Action | None, **settings) -> dict:

@@ -65,9 +65,10 @@ def queued_summary(live_run) -> str:
             f"{request.output_kind} · {_seeds(request.seed, request.n, request.mode)}")
 
 
-def refused_summary(reason: str) -> str:
-    """The line after a request was refused: nothing was sent, the page is ready for the next Run."""
-    return f"✖ refused: {reason.rstrip('.')}. Nothing was sent to the engine; change it and Run again."
+def refused_summary(reason: str, button: str = "Run") -> str:
+    """The line after a request was refused: nothing was sent, the page is ready for the next press
+    of ``button``."""
+    return f"✖ refused: {reason.rstrip('.')}. Nothing was sent to the engine; change it and press {button} again."
 
 
 def ended_summary(live_run) -> str:
