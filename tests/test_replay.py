@@ -277,3 +277,17 @@ def test_a_replay_chooses_the_run_of_the_prompt_closest_to_the_request(recorded)
     assert said["of"] == native.request["request_id"] and "it differs in n" in said["note"]
     with pytest.raises(Exception, match="has no engine: a branch needs one"):
         backend.resolve(asked, {"branch": {"run": "run-x"}})
+
+
+def test_a_replay_says_its_engine_counts_are_the_recorded_runs():
+    """The summary's count of requests in the engine, while a replay streams, is the recording's:
+    no engine holds a replay's children."""
+    from playground.run import Event
+    from playground.ui.views import engine_requests_note
+
+    run = synthetic_run(2, 3, seed=1)
+    run.status, run.samples[0].finish_reason, run.samples[1].finish_reason = "running", None, None
+    run.events.append(Event(t=0.1, finished=False, outputs=[], engine_requests=2))
+    assert engine_requests_note(run).endswith("in the engine (2 in flight there now)")
+    run.request["replay"] = {"of": "run-1234"}
+    assert "in the engine when it was recorded (2 in flight there then)" in engine_requests_note(run)

@@ -84,6 +84,8 @@ def test_history_replays_a_run_of_the_page_at_the_speed_chosen(browser, app_url)
             " return s.includes('finished') && s.includes('replay of ' + of + ' at x4'); }",
             arg=original, timeout=60_000)
         assert columns(page, 2) == texts
+        status = page.locator("#engine-status").inner_text()  # the app's engine's line, which a replay leaves alone
+        assert "engine up" in status and "a replay: no engine samples it" not in status, status
         page.locator("#history-pick input").click()
         options = [o.inner_text() for o in page.get_by_role("option").all()]
         assert any(f"⟲ replay of {original} (x4)" in option for option in options), options

@@ -104,4 +104,6 @@ async def _on_replay(handler, page: Page, action: running.Action | None, *args, 
         yield {page.summary: gr.skip()}
         return
     async for update in handler(dataclasses.replace(page, backend=action.about), action, *args, **kwargs):
+        if isinstance(update, dict):  # the status line is the app's engine's, which a replay leaves as it was
+            update.pop(page.status, None)
         yield update

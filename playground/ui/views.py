@@ -45,8 +45,10 @@ def engine_requests_note(run: Run) -> str:
         return ""
     others = latest - sum(s.finish_reason is None for s in run.samples)
     beside = f", {others} of other runs beside them" if others > 0 else ""
-    return (f" · 1 parent → {run.n} child request{'s' if run.n != 1 else ''} in the engine "
-            f"({latest} in flight there now{beside})")
+    children = f" · 1 parent → {run.n} child request{'s' if run.n != 1 else ''}"
+    if replayed_from(run):  # the counts are the recorded run's: no engine holds a replay's
+        return f"{children} in the engine when it was recorded ({latest} in flight there then{beside})"
+    return f"{children} in the engine ({latest} in flight there now{beside})"
 
 
 def waiting_summary(run: Run) -> str:
