@@ -240,6 +240,35 @@ def test_a_branch_prefix_past_the_context_is_refused_and_a_run_while_a_branch_st
     assert engine_idle(backend, host)
 
 
+def test_what_if_runs_a_branch_per_top_token_and_reads_each_answer_from_the_whole_text(page, loop, backend, host):
+    """What if at token 2 of sample 0: one branch per top-k token, run as one action, each row's
+    answer read from the text its samples end up with (the sampled text before the point, the
+    forced token, the branch's own), a tie said; the branches join History; nothing is left running."""
+    from playground import analysis
+
+    tab = Tab(page, loop)
+    tab.press(running.begin(page, None, **{**tab.form(SHORT, n=2, max_tokens=6), "logprobs": 3}))
+    tab.wait()
+    source: Run = tab.current
+    with gr.Blocks():
+        context = gr.Textbox()
+        with gr.Tabs():
+            controls = branch_tab.declare(context)
+    options = analysis.alternatives(source, 0, 2, 2)
+    asked = tab.call(branch_tab.begin_what_if(controls, page, tab.live, None, source, 0, 2, 2, ""))
+    tab.apply(asked)
+    assert "running 2 branches of 2 samples each" in asked[controls.note], asked
+    shown = tab.call(branch_tab.what_if(controls, page, tab.live, tab.history, "first-line", ""))
+    table = shown[controls.table]["value"]
+    assert table["token_id"].tolist() == [o.token_id for o in options]
+    before = "".join(analysis.pieces(source.samples[0])[:2])
+    for option, majority in zip(options, table["majority"], strict=True):
+        assert majority.removesuffix(" (tie)").startswith((before + option.text).strip()), (before, majority)
+    assert f"What if**, at token 2 of sample #0 of `{source.request['request_id']}`" in shown[controls.note]
+    assert sum(analysis.branched_from(r) == source.request["request_id"] for r in shown[page.history]) == 2
+    assert engine_idle(backend, host)
+
+
 def test_stop_then_run_and_a_closed_tab_then_a_new_one(page, loop, backend, host):
     tab = Tab(page, loop)
     tab.run(prompt=SHORT, max_tokens=1500, ignore_eos=True)

@@ -96,15 +96,22 @@ def branch_label(run: Run) -> str | None:
     return f"{where} of {branch['run']}"
 
 
-def what_if_table(branches: list[tuple[Alternative, Run]], extractor: Extractor | str | None = None) -> pd.DataFrame:
+def what_if_table(branches: list[tuple[Alternative, Run]], extractor: Extractor | str | None = None,
+                  before: str = "") -> pd.DataFrame:
     """Per alternative (one branch run each): its probability at the point, and what its samples
-    say: the majority answer and its vote share (read by ``extractor``), and distinct-2."""
+    say: the majority answer and its vote share (read by ``extractor``; "(tie)" when another answer
+    has as many), and distinct-2. An answer is read from the whole text a sample ends up with:
+    ``before`` (the sampled text before the point), the forced token, then the branch's own."""
     rows = []
     for alternative, run in branches:
-        answers = group_answers(run, extractor)
+        whole = Run(request=run.request, samples=[Sample(index=s.index, seed=s.seed, token_ids=s.token_ids,
+                                                         text=before + alternative.text + s.text)
+                                                  for s in run.samples])
+        answers = group_answers(whole, extractor)
+        majority = answers.majority.answer if answers.majority else None
         rows.append({"token": visible(alternative.text), "token_id": alternative.token_id,
                      "probability": alternative.probability, "samples": run.n,
-                     "majority": answers.majority.answer if answers.majority else None,
+                     "majority": f"{majority} (tie)" if majority is not None and answers.tied else majority,
                      "vote_share": answers.vote_share,
                      "distinct_2": distinct_n([s.token_ids for s in run.samples], 2),
                      "request_id": run.request.get("request_id")})

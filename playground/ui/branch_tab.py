@@ -296,13 +296,15 @@ async def what_if(tab: BranchTab, page: Page, action: Action | None, history: li
     stopped = (" Stopped: each branch keeps the tokens it had." if any(live.state is State.STOPPED for live in lives)
                else "")
     return {**update, tab.note: _what_if_note(run, sample, position, pairs) + stopped,
-            tab.table: gr.update(value=what_if_frame(pairs, extractor_spec(answer, pattern)), visible=True),
+            tab.table: gr.update(value=what_if_frame(pairs, extractor_spec(answer, pattern),
+                                                     "".join(analysis.pieces(run.samples[sample])[:position])),
+                                 visible=True),
             tab.tree: gr.update(value=analysis.tree_figure(analysis.graft(pairs)), visible=True)}
 
 
-def what_if_frame(pairs: list[tuple[Alternative, Run]], extractor: str | None):
+def what_if_frame(pairs: list[tuple[Alternative, Run]], extractor: str | None, before: str = ""):
     try:
-        return analysis.what_if_table(pairs, extractor).round(3)
+        return analysis.what_if_table(pairs, extractor, before).round(3)
     except analysis.InvalidExtractor as e:
         raise refusal(str(e)) from None
 
