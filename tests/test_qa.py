@@ -562,8 +562,12 @@ def test_the_grid_colours_cells_and_maps_clicks_to_cells():
     assert qa_tab.cell_at(matrix, [2, 2]) is matrix.cell("FINAL_ONLY", "async native")
     assert [qa_tab.cell_at(matrix, i) for i in ([0, 0], [3, 1], [0, 3], None)] == [None] * 4
     text = qa_tab.report(matrix)
-    assert text.startswith("**✖ 2 of 6 cells break a contract rule.**")
+    assert text.startswith("**✖ 2 of 6 cells break a contract rule.** Divergence")  # the wrapper's: ours
     assert r"'p \*bold\* \<b\>'" in text, "quoted prompts and samples must not turn into markup"
+    natives = [scripted_path("async wrapper", "wrapper", "AsyncLLM", log),
+               scripted_path("async native", "native", "AsyncLLM", log, change=early)]
+    text = qa_tab.report(asyncio.run(qa.run_matrix(SampleRequest(prompt="p", n=3, seed=4), natives)))
+    assert "Each is on vLLM's native path (its own fan-out of n), so the break is vLLM's own" in text
 
 
 # --- the real engines ----------------------------------------------------------------------------

@@ -183,6 +183,10 @@ def report(matrix: qa.Matrix) -> str:
     count = sum(not c.ok for c in matrix.cells)
     headline = (f"**✔ Every contract rule holds in all {len(matrix.cells)} cells.**" if matrix.ok else
                 f"**✖ {count} of {len(matrix.cells)} cells break a contract rule.**")
+    broken = [c for c in matrix.cells if not c.ok]
+    if broken and all(c.mode == "native" for c in broken):  # whose the break is, before the details
+        headline += (" Each is on vLLM's native path (its own fan-out of n), so the break is vLLM's own "
+                     "behaviour, which the playground's wrapper does not share.")
     lines = [f"{headline} Divergence between cells is reported, not judged: seeded results depend on the batch.", ""]
     for line in matrix.report().splitlines():  # one bullet per line; indented lines nest
         lines.append(("    - " if line.startswith("  ") else "- ") + _escape(line.strip()))
