@@ -174,7 +174,10 @@ async def run(tab: SweepTab, page, param, values, answer=None, pattern=None, ref
 
 
 async def stopped(tab: SweepTab, page, runs: list[Run] | None, answer=None, pattern=None) -> dict:
-    """After Stop: the runs that finished, as they are (the one in progress was aborted)."""
+    """After Stop: the runs that finished, as they are (the one in progress was aborted); before
+    the first finished, the last sweep's grid and chart stay, and the status line says so."""
+    if not runs:
+        return {tab.status: status([], stopped=True)}
     return await draw(tab, page, runs or [], stopped=True, measures=tab.measures_for(answer, pattern))
 
 
@@ -237,5 +240,5 @@ def status(runs: list[Run], stopped: bool = False) -> str:
     total = len(info.get("values") or runs)
     done = f"{len(runs)} of {total} {info.get('param', 'setting')} values" if info else f"{len(runs)} runs"
     seed = runs[0].request.get("seed")
-    head = "✔ finished" if len(runs) >= total else "■ stopped" if stopped else "●"
+    head = "✔ finished" if len(runs) >= total else "■ stopped" if stopped else "● running"
     return f"{head} · {done} · base seed {seed} · n={runs[0].n}"
