@@ -172,17 +172,18 @@ def test_a_refusal_is_named_stores_nothing_and_the_next_run_works(page, loop, ba
 def test_the_panel_on_screen_streams_its_live_part_beside_the_run(page, loop, backend, host):
     """``live_panels``, the event beside the stream: with the Timing tab on screen it sends the
     tokens-over-time figure while the run streams, only that (the components of the panels' live
-    parts are its outputs), and it ends with the run (here stopped after its first figure); with
-    the Diff tab (no live part) it sends nothing at all."""
+    parts are its outputs), and it ends with the run (here stopped after its first figure), on a
+    value that changes nothing; with the Diff tab (no live part) it sends nothing at all."""
     timing = next(p for p in page.panels if p.tab == "Timing")
     for selected, tokens in (("Timing", 1500), ("Diff", 4)):
         tab = Tab(page, loop)
         tab.run(prompt=SHORT, n=2, max_tokens=tokens, ignore_eos=True)
-        action, updates = tab.live, []
+        action, updates, every = tab.live, [], []
 
-        async def follow(selected=selected, action=action, updates=updates) -> None:
+        async def follow(selected=selected, action=action, updates=updates, every=every) -> None:
             async with contextlib.aclosing(running.live_panels(page, action, selected)) as panels:
                 async for update in panels:
+                    every.append(update)
                     if isinstance(update, dict) and update.get("__type__") != "update":  # not the first skip
                         updates.append((action.runs[0].run.finished, update))
                         await action.stop_and_wait()  # one is enough: Stop ends the run, and the event with it
@@ -190,6 +191,7 @@ def test_the_panel_on_screen_streams_its_live_part_beside_the_run(page, loop, ba
         tab.call(follow(), timeout=180)  # the Timing tab: once the run has ended; the Diff tab: at once
         tab.wait()
         assert not action.going
+        assert every[-1] == gr.skip()  # Gradio sends the last value again at the end, after ``finish``: a no-op
         if selected == "Timing":
             assert updates, "no live figure while the run streamed"
             assert all(set(u) == {timing.components["tokens_over_time"]} and not finished for finished, u in updates)

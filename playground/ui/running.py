@@ -183,6 +183,9 @@ async def live_panels(page: Page, action: Action | None, selected: str | None, *
         update = await asyncio.to_thread(panels_now, page, run, selected, settings, True)
         if update and action.going and not run.finished:  # ended meanwhile: ``finish`` draws it whole
             yield update
+    # Gradio sends a generator's last value again when its event ends, which is after ``finish``
+    # drew the panel whole: that must change nothing (it put back the Set tab's last live line).
+    yield gr.skip()
 
 
 async def finish(page: Page, action: Action | None, history: list | None, session, selected: str | None,
