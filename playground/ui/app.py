@@ -182,6 +182,7 @@ def build_app(backend, sync_runner=None, embedding_model: str | None = None,
         branch_event = branch_tab.connect(branch, page, stream, finish, set_)
         branch.branch_btn.click(None, None, None, js=SHOW_SAMPLES_JS)
         replay_event = replay_action.connect(history.replay, page, history.pick)
+        history.replay.button.click(None, None, None, js=SHOW_SAMPLES_JS)  # a replay streams where a run does
         # Stop ends the session's action itself (any button's); cancelling the event also takes a queued
         # run off the queue.
         gr.on([stop_btn.click, stop_near.click], partial(running.stop, page), [page.live, *page.inputs()],
