@@ -155,6 +155,9 @@ def history_label(run: Run) -> str:
     prompt = prompt[:40] + ("…" if len(prompt) > 40 else "")
     branch = run.request.get("branch")
     of = f" · ⑂ of {branch['run']} #{branch['sample']}@{branch['position']}" if branch else ""
+    if branch and branch.get("forced_token_id") is not None:  # branches of one point differ by their token
+        forced = branch.get("forced_text")
+        of += f" forced {forced!r}" if forced is not None else f" forced id {branch['forced_token_id']}"
     if replay := run.request.get("replay"):
         of += f" · ⟲ replay of {replay.get('of')} ({replay.get('pace')})"
     return (f"{run.request.get('request_id')} · n={run.n} · {run.request.get('mode')} · "
