@@ -291,3 +291,16 @@ def test_a_replay_says_its_engine_counts_are_the_recorded_runs():
     assert engine_requests_note(run).endswith("in the engine (2 in flight there now)")
     run.request["replay"] = {"of": "run-1234"}
     assert "in the engine when it was recorded (2 in flight there then)" in engine_requests_note(run)
+
+
+def test_a_replays_timing_charts_say_whose_times_they_show():
+    """A replay's times are its own (at its pace), and its per-child phases the recording's:
+    each chart says so under its title, and a run that is no replay says nothing of it."""
+    from playground import analysis
+
+    run = synthetic_run(2, 3, seed=1)
+    figures = (analysis.tokens_over_time_figure, analysis.ttft_figure, analysis.itl_figure)
+    assert not any("replay" in f(run).layout.title.text for f in figures)
+    run.request["replay"] = {"of": "run-1234", "pace": "x4"}
+    for figure in figures:
+        assert "⟲ a replay of run-1234: the times are the replay's" in figure(run).layout.title.text
