@@ -124,7 +124,7 @@ def _one(data: object, line: int | None, limits: ReadLimits,
             found += more
             errors += wrong
         return found, errors
-    if isinstance(data, list) and data and all(isinstance(s, str) or _text_only(s) for s in data):
+    if _samples_only(data):
         data = {"samples": data}  # one run's samples, written by hand
     samples = data.get("samples") if isinstance(data, dict) else None
     if isinstance(samples, list) and len(samples) > limits.max_samples:
@@ -138,17 +138,18 @@ def _one(data: object, line: int | None, limits: ReadLimits,
         return [], [BundleError(line, str(e), item)]
 
 
-def _text_only(value: object) -> bool:
-    """A sample written by hand as an object: it has its text, and it is not a run."""
-    return isinstance(value, dict) and isinstance(value.get("text"), str) and "samples" not in value
+def _samples_only(data: object) -> bool:
+    """``data`` is one run's samples written by hand: a list of texts, or of ``{"text": ...}``
+    objects that are not runs."""
+    return (isinstance(data, list) and bool(data)
+            and all(isinstance(s, str) or isinstance(s, dict) and isinstance(s.get("text"), str)
+                    and "samples" not in s for s in data))
 
 
 def _runs(data: object) -> bool:
     """``data`` is an array of runs (bundles, or runs written by hand), not one run's samples."""
     return (isinstance(data, list) and bool(data)
-            and all(isinstance(each, dict) and "samples" in each
-                    or isinstance(each, list) and bool(each) and all(isinstance(s, str) or _text_only(s) for s in each)
-                    for each in data))
+            and all(isinstance(each, dict) and "samples" in each or _samples_only(each) for each in data))
 
 
 def hand_made(data: dict[str, Any]) -> dict[str, Any]:

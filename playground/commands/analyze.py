@@ -256,7 +256,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.graph is not None and analysed:
         try:
             write_out(args.graph, [json.dumps(graph_record(a.bundle, embedder), ensure_ascii=False)
-                                          for a in analysed])
+                                   for a in analysed])
         except OSError as e:
             print(f"error: --graph: {args.graph} could not be written ({e.strerror or e})", file=sys.stderr)
             return exits.USAGE

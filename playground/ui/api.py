@@ -21,6 +21,8 @@ import logging
 import re
 from collections.abc import AsyncIterator
 
+from starlette.responses import JSONResponse, PlainTextResponse
+
 from playground.backends.live import LiveRun
 from playground.request import SampleRequest, fields
 from playground.run import Run
@@ -75,8 +77,6 @@ async def call_not_fitting(request, error: TypeError):
     """A call by name whose names do not fit the endpoint (one it does not have, the prompt left
     out) is the caller's mistake: a 400 with the sentence, not Gradio's bare 500. Any other
     TypeError is a bug, answered and logged as one."""
-    from starlette.responses import JSONResponse, PlainTextResponse
-
     said = str(error)
     if "/call/v2/" in request.url.path:
         for pattern, sentence in ((_NOT_A_PARAMETER, "{name} is not a parameter of this endpoint"),

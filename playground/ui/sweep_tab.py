@@ -23,6 +23,7 @@ from playground.backends.base import record
 from playground.errors import InvalidRequest
 from playground.run import Run
 from playground.sampling.sweep_request import MAX_SWEEP_VALUES, SWEEP_SETTINGS, SweepRequest, seed_overlap_note
+from playground.ui import views
 from playground.ui.answer_controls import once_per_run, optional_controls, with_chosen_answers
 from playground.ui.form import request_from_form
 from playground.ui.messages import refusal, shown
@@ -149,7 +150,7 @@ async def run(tab: SweepTab, page, param, values, answer=None, pattern=None, ref
         sweep = sweep_from_ui(settings, param, values, page.backend.limits)
         measures = tab.measures_for(answer, pattern)  # a bad pattern too
     except gr.Error as e:
-        yield {tab.status: f"✖ refused: {e.message}"}
+        yield {tab.status: views.refused_summary(e.message, "Run the sweep")}
         return
     sweep.reference = (reference or "").strip() or None
     started = time.monotonic()
