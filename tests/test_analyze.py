@@ -71,6 +71,7 @@ def test_a_bundle_the_page_exported(runs_file, tmp_path, capsys):
     report = page.read_text(encoding="utf-8")  # one page anyone can open: plotly inlined, no server
     assert report.startswith("<!DOCTYPE html>") and "Plotly.newPlot" in report and 'src="http' not in report
     assert "effective number of distinct samples" in report or "effective_samples" in report
+    assert "Answer groups (regex:(\\d+))" in report  # the report reads the answers as --answer does
 
 
 def test_bad_lines_are_named_and_the_other_bundles_still_analysed(runs_file, tmp_path, capsys):

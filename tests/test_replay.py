@@ -304,3 +304,33 @@ def test_a_replays_timing_charts_say_whose_times_they_show():
     run.request["replay"] = {"of": "run-1234", "pace": "x4"}
     for figure in figures:
         assert "⟲ a replay of run-1234: the times are the replay's" in figure(run).layout.title.text
+
+
+def test_every_view_of_a_replay_and_its_report_say_it_is_one():
+    """Each tab's panel (its figures under their titles, the Diff's and the Inspector's text) and
+    the report name the run a replay, and a run that is none says nothing of it. The panels are
+    driven as the page drives them, by name (any key stands in for a component)."""
+    from playground import analysis
+    from playground.ui import panels
+    from playground.ui.panels import Panel
+
+    def shown(run: Run) -> list[str]:
+        texts = []
+        for values in (panels.diff, panels.tree, panels.timing, panels.logprobs, panels.inspector):
+            names = values(run)
+            for value in Panel(values, {name: name for name in names}).show(run).values():
+                if hasattr(value, "layout"):
+                    texts.append(value.layout.title.text or "")
+                elif isinstance(value, str):
+                    texts.append(value)
+        return texts
+
+    run = synthetic_run(3, 6, seed=1, events=True)
+    assert not any("replay" in text for text in shown(run))
+    run.request["replay"] = {"of": "run-1234", "pace": "x4"}
+    texts = shown(run)
+    figures = [t for t in texts if t.startswith(("Divergence", "Per-token", "Agreement", "Raw events", "Pairwise"))]
+    assert len(figures) >= 4 and all("⟲" in t and "run-1234" in t for t in figures), figures
+    assert sum("⟲ A replay of run-1234" in t for t in texts if not t.startswith(("Divergence", "Per-token"))) >= 2
+    report = analysis.run_report(run)
+    assert report.count("A replay of run-1234") >= 5  # the request section and every chart

@@ -187,11 +187,32 @@ def test_run_report_is_one_page_with_the_columns_diff_tree_and_charts():
     run = make_run([[1, 2, 3, 4], [1, 2, 8], [1, 6]], probs=[[0.5] * 4, [0.5] * 3, [0.5] * 2])
     page = A.run_report(run, measures=lambda r: {"vendi": 2.5})
     p = check_self_contained(page)
-    assert sum(i.startswith("figure-") for i in p.ids) == 6  # tree, graph, heatmap, uncertainty, agreement, timing
+    # tree, graph, answer groups, heatmap, uncertainty, agreement, timing
+    assert sum(i.startswith("figure-") for i in p.ids) == 7
+    assert "Answer groups (normalized)" in page
     assert "Sample graph" in page and "meet again at 0" in page  # the three samples part and never meet
     assert {"sample-0", "sample-1", "sample-2"} <= set(p.ids)
     assert "<script>alert(1)" not in page and "&lt;script&gt;alert(1)" in page  # a sample's text is text
     assert "vendi" in page and "diverges at token 2" in page
+
+
+def test_the_pages_files_read_answers_as_the_set_tab_does_and_name_a_replay(tmp_path):
+    """The Export tab's report groups the answers with the Set tab's extractor as it stands (a bad
+    pattern is refused with its sentence); a replay's files say whose run it plays in their names."""
+    from gradio import Error
+
+    from playground.ui import export_tab
+
+    run = make_run([[1, 2, 3, 4], [1, 2, 5], [1, 6]])
+    report = Path(export_tab.report_file(tmp_path, run, "regex", r"(sea|grey)")).read_text(encoding="utf-8")
+    assert "Answer groups (regex:(sea|grey))" in report and "majority vote share 67%" in report
+    with pytest.raises(Error, match="does not compile"):
+        export_tab.report_file(tmp_path, run, "regex", "(unclosed")
+    run.request["replay"] = {"of": "run-0001", "pace": "x4"}
+    names = [Path(write(tmp_path, run)).name for write in (export_tab.bundle_file, export_tab.tokens_file,
+                                                            export_tab.report_file, export_tab.set_file)]
+    assert names == ["run-a-replay-of-run-0001.json", "run-a-replay-of-run-0001.csv",
+                     "run-a-replay-of-run-0001.html", "run-a-replay-of-run-0001-set.csv"]
 
 
 def test_comparison_and_sweep_reports_and_the_choice_between_them():

@@ -119,7 +119,7 @@ from playground.analysis.meaning import (
     cosine_matrix,
     meaning_clusters,
 )
-from playground.analysis.replays import origin_label, replayed_from, written_by_hand
+from playground.analysis.replays import marked, origin_label, origin_note, replayed_from, written_by_hand
 from playground.analysis.report import (
     comparison_report,
     report_for,
@@ -262,6 +262,7 @@ __all__ = [
     "itl_frame",
     "jaccard_matrix",
     "maj_at_k",
+    "marked",
     "meaning_clusters",
     "measures_side_by_side",
     "measures_table",
@@ -269,6 +270,7 @@ __all__ = [
     "ngram_kernel",
     "node_places",
     "origin_label",
+    "origin_note",
     "other_requests",
     "pair_frame",
     "pairwise_heatmap",

@@ -36,3 +36,25 @@ HAND_MADE = "written by hand, its words standing in for tokens"
 def written_by_hand(run: Run) -> bool:
     """Whether the run's samples were read from texts alone (their "tokens" are words)."""
     return run.engine.get("tokens") == WORDS
+
+
+def origin_note(run: Run) -> str | None:
+    """One line a view of the run opens with when the run is no sampling of an engine: a replay's
+    tokens are the recorded run's and its times its own; a hand-made run's "tokens" are words."""
+    if of := replayed_from(run):
+        return f"⟲ A replay of {of}: its tokens are that run's, its times the replay's."
+    return f"✎ A run {HAND_MADE}." if written_by_hand(run) else None
+
+
+def marked(figure, run: Run):
+    """``figure`` (a plotly figure of the run) with the run's origin under its title, so the chart
+    says what it shows where it is seen alone (a tab, a saved PNG). A title that already names
+    whose times it shows (the timing charts) is left as it is; anything else passes unchanged."""
+    note = origin_note(run)
+    layout = getattr(figure, "layout", None)
+    if note is None or layout is None or not hasattr(layout, "title"):
+        return figure
+    title = layout.title.text or ""
+    if note[0] not in title:
+        figure.update_layout(title_text=f"{title}<br><sup>{note}</sup>" if title else f"<sup>{note}</sup>")
+    return figure

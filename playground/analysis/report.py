@@ -14,6 +14,7 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.offline import get_plotlyjs
 
+from playground.analysis.answers import Extractor, group_answers
 from playground.analysis.comparison import (
     comparison_html,
     measures_side_by_side,
@@ -25,6 +26,8 @@ from playground.analysis.comparison import (
 from playground.analysis.diff import diff_rows, pairwise_heatmap, shared_prefix_sentence
 from playground.analysis.graph import graph_sentence, sample_graph
 from playground.analysis.graph_figure import graph_figure
+from playground.analysis.replays import marked, origin_note
+from playground.analysis.sample_set import answer_groups_figure, groups_frame
 from playground.analysis.sweep_views import (
     Measures,
     all_measures,
@@ -111,8 +114,11 @@ def _diff(run: Run, reference: int = 0) -> str:
     return "\n".join(parts + diff_rows(run, reference))
 
 
-def _run_sections(page: Page, run: Run, measures: Measures | None, full: bool = True) -> None:
+def _run_sections(page: Page, run: Run, measures: Measures | None, full: bool = True,
+                  extractor: Extractor | str | None = None) -> None:
     page.heading("The request", 3)
+    if note := origin_note(run):
+        page.text(note)
     page.raw(f"<pre>{html.escape(run.request.get('rendered_prompt') or run.request.get('prompt', ''))}</pre>")
     page.table(_request_table(run))
     page.table(run_row(run).drop(columns=["cached_prompt_tokens"]))
@@ -122,14 +128,15 @@ def _run_sections(page: Page, run: Run, measures: Measures | None, full: bool = 
         return
     page.heading("Diff", 3)
     page.raw(_diff(run))
-    page.figure(tree_figure(run))
+    page.figure(marked(tree_figure(run), run))
     _graph(page, run)
     if full:
+        _answers(page, run, extractor)
         page.heading("Figures", 3)
         page.table(_measures_table(all_measures(run, measures)))
         for fig in (pairwise_heatmap(run), uncertainty_figure(run), agreement_figure(run),
                     tokens_over_time_figure(run)):
-            page.figure(fig)
+            page.figure(marked(fig, run))
 
 
 def _graph(page: Page, run: Run) -> None:
@@ -137,18 +144,28 @@ def _graph(page: Page, run: Run) -> None:
     graph = sample_graph(run)
     page.heading("Sample graph", 3)
     page.text(graph_sentence(graph).replace("**", ""))
-    page.figure(graph_figure(graph))
+    page.figure(marked(graph_figure(graph), run))
+
+
+def _answers(page: Page, run: Run, extractor: Extractor | str | None) -> None:
+    """The samples' answers grouped as the Set tab groups them, read by ``extractor`` (the Set tab's
+    when the page writes the report, ``--answer`` for ``analyze``; None: the whole text)."""
+    answers = group_answers(run, extractor)
+    page.heading(f"Answer groups ({answers.extractor})", 3)
+    page.figure(marked(answer_groups_figure(answers), run))
+    page.table(groups_frame(answers))
 
 
 def _measures_table(values: dict) -> pd.DataFrame:
     return pd.DataFrame([{"figure": k, "value": v} for k, v in values.items()], columns=["figure", "value"])
 
 
-def run_report(run: Run, measures: Measures | None = None) -> str:
-    """One run: the request, the columns, the diff, the divergence tree, the sample graph and the charts.
-    ``measures``: extra per-run measures (e.g. the set measures) for the measures table."""
+def run_report(run: Run, measures: Measures | None = None, extractor: Extractor | str | None = None) -> str:
+    """One run: the request, the columns, the diff, the divergence tree, the sample graph, the
+    answer groups (read by ``extractor``) and the charts. ``measures``: extra per-run measures
+    (e.g. the set measures) for the measures table."""
     page = Page(f"Run {run_label(run)}: n={run.n}, {run.request.get('mode')}, seed {run.request.get('seed')}")
-    _run_sections(page, run, measures)
+    _run_sections(page, run, measures, extractor=extractor)
     return page.render()
 
 
@@ -212,15 +229,15 @@ def runs_report(runs: list[Run], measures: Measures | None = None) -> str:
     return page.render()
 
 
-def report_for(runs: list[Run], measures: Measures | None = None) -> str:
-    """The report the runs call for: one run; a sweep (every run carries the same sweep's mark);
-    two runs side by side; or any number of runs one after another."""
+def report_for(runs: list[Run], measures: Measures | None = None, extractor: Extractor | str | None = None) -> str:
+    """The report the runs call for: one run (its answers read by ``extractor``); a sweep (every
+    run carries the same sweep's mark); two runs side by side; or any number of runs one after another."""
     if not runs:
         raise ValueError("there is no run to report")
     if len(runs) > 1 and sweep_param(runs) is not None:
         return sweep_report(runs, measures)
     if len(runs) == 1:
-        return run_report(runs[0], measures)
+        return run_report(runs[0], measures, extractor)
     if len(runs) == 2:
         return comparison_report(runs[0], runs[1], measures)
     return runs_report(runs, measures)

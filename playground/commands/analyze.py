@@ -251,7 +251,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"wrote the figures of {len(analysed)} run(s) to {shown(args.json)}", file=sys.stderr)
     if args.html is not None and analysed:
         runs = [a.bundle.run for a in analysed]
-        write_out(args.html, [analysis.report_for(runs, analysis.set_measures_hook(args.answer))])
+        write_out(args.html, [analysis.report_for(runs, analysis.set_measures_hook(args.answer), args.answer)])
         print(f"wrote the report of {len(runs)} run(s) to {shown(args.html)}", file=sys.stderr)
     if args.graph is not None and analysed:
         try:

@@ -53,7 +53,7 @@ def connect(tab: ExportTab, page, set_tab) -> None:
     """Each button writes its file for the run on screen, then the hidden button downloads it."""
     for button, write, extra in ((tab.bundle, bundle_file, []), (tab.tokens, tokens_file, []),
                                  (tab.set_csv, set_file, [set_tab.extractor, set_tab.pattern]),
-                                 (tab.report, report_file, [])):
+                                 (tab.report, report_file, [set_tab.extractor, set_tab.pattern])):
         button.click(partial(written, write, page.export_dir), [page.current, *extra], tab.file,
                      api_visibility="private").success(None, None, None, js=DOWNLOAD)
 
@@ -64,8 +64,11 @@ async def written(write, export_dir: Path, run: Run | None, *args) -> str:
     return await asyncio.to_thread(write, export_dir, run, *args)
 
 
-def _stem(export_dir: Path, run: Run) -> Path:
-    return export_dir / str(run.request.get("request_id", "run"))
+def _stem(export_dir: Path, run: Run, suffix: str = "") -> Path:
+    """The file's name: the run's id, and what it replays when it is a replay (the tokens' times
+    in a replay's files are the replay's)."""
+    of = analysis.replayed_from(run)
+    return export_dir / (str(run.request.get("request_id", "run")) + (f"-replay-of-{of}" if of else "") + suffix)
 
 
 def bundle_file(export_dir: Path, run: Run) -> str:
@@ -86,12 +89,18 @@ def set_file(export_dir: Path, run: Run, answer: str | None = None, pattern: str
         measures = analysis.set_measures(run, extractor_spec(answer, pattern))
     except analysis.InvalidExtractor as e:
         raise refusal(str(e)) from None
-    path = export_dir / f"{run.request.get('request_id', 'run')}-set.csv"
+    path = _stem(export_dir, run, "-set").with_suffix(".csv")
     analysis.samples_frame(run, measures).to_csv(path, index=False)
     return str(path)
 
 
-def report_file(export_dir: Path, run: Run) -> str:
+def report_file(export_dir: Path, run: Run, answer: str | None = None, pattern: str | None = None) -> str:
+    """The report, its answers read with the Set tab's extractor as it stands."""
+    try:
+        extractor = analysis.parse_extractor(extractor_spec(answer, pattern))
+        report = analysis.report_for([run], analysis.set_measures_hook(extractor), extractor)
+    except analysis.InvalidExtractor as e:
+        raise refusal(str(e)) from None
     path = _stem(export_dir, run).with_suffix(".html")
-    path.write_text(analysis.report_for([run], analysis.set_measures_hook()), encoding="utf-8")
+    path.write_text(report, encoding="utf-8")
     return str(path)

@@ -11,6 +11,7 @@ their current values to ``values``.
 
 from __future__ import annotations
 
+import html
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -62,17 +63,19 @@ class Panel:
 
     def show(self, run: Run, settings: dict | None = None) -> dict:
         settings = settings or {}
-        return self._keyed(self.values(run, **{k: settings[k] for k in self.controls if k in settings}))
+        return self._keyed(run, self.values(run, **{k: settings[k] for k in self.controls if k in settings}))
 
     def show_live(self, run: Run, settings: dict | None = None) -> dict:
         if not self.live:
             return {}
         settings = settings or {}
         values = self.live(run, **{k: settings[k] for k in self.controls if k in settings})
-        return self._keyed({k: v for k, v in values.items() if self.live_names is None or k in self.live_names})
+        return self._keyed(run, {k: v for k, v in values.items() if self.live_names is None or k in self.live_names})
 
-    def _keyed(self, values: Values) -> dict:
-        return {self.components[name]: value for name, value in values.items() if name in self.components}
+    def _keyed(self, run: Run, values: Values) -> dict:
+        """Values by component; every figure of a replayed or hand-made run says so under its title."""
+        return {self.components[name]: analysis.marked(value, run) for name, value in values.items()
+                if name in self.components}
 
 
 def panel(tab: str, values: Callable[..., Values], live: Callable[[Run], Values] | None = None,
@@ -143,7 +146,8 @@ def diff_view(run: Run, reference: int, diff_samples: str | None = None) -> str:
         shown = [i for i in order if i == reference] + [i for i in order if i != reference][:DIFF_ROWS - 1]
     more = (f" Showing {len(shown)} of the {run.n} samples (in the divergence tree's order): list others "
             "above." if len(shown) < run.n else "")
-    parts = [f"<p><b>{analysis.shared_prefix_sentence(run)}</b> Compared with "
+    origin = f"<p>{html.escape(note)}</p>" if (note := analysis.origin_note(run)) else ""
+    parts = [f"{origin}<p><b>{analysis.shared_prefix_sentence(run)}</b> Compared with "
              f"sample {reference} (seed {ref.seed}): <span class='tok tok-insert'>inserted</span> and "
              f"<span class='tok tok-replace'>replaced</span> tokens are highlighted; each box is one token, · a "
              f"space, ↵ a newline. Click a token to branch from it.{more}</p>"]
@@ -156,6 +160,9 @@ def inspector_note(run: Run) -> str:
     first = f"{run.events[0].t:.2f} s" if run.events else "never"
     note = (f"**{len(run.events)} raw events** for n={run.n} in {kind} mode (first at {first}, "
             f"{finishes} finish marks). In {kind} mode {KIND_NOTES.get(kind, '')}")
+    if origin := analysis.origin_note(run):
+        note = f"{origin} The events below are as the replay yielded them.\n\n{note}" if analysis.replayed_from(run) \
+            else f"{origin}\n\n{note}"
     source = run.engine.get("output_kind_source")
     if source:
         note += f"\n\nOn this backend the {kind} view is built {source}."
