@@ -295,6 +295,48 @@ def test_stop_then_run_and_a_closed_tab_then_a_new_one(page, loop, backend, host
     assert fresh.live.runs[0].state is State.FINISHED
 
 
+def test_a_sweep_is_the_sessions_action_run_waits_and_any_stop_ends_it(page, loop, backend, host):
+    """A sweep, like a run, is what the session has going: a sweep past the context is refused in
+    the tab's status line before anything runs; while one goes, Run says so and starts nothing;
+    the page's Stop (any Stop) ends it, the tab keeps the values that finished and says it was
+    stopped, nothing is left in the engine, and the next Run works."""
+    from playground.ui import sweep_tab
+
+    with gr.Blocks():
+        with gr.Tabs():
+            sweep = sweep_tab.declare()
+    tab = Tab(page, loop)
+    refused = tab.call(sweep_tab.begin(sweep, page, tab.live, "temperature", "0.5 1.0", **tab.form(PAST_THE_CONTEXT)))
+    assert refused[page.live] is None and "longer than the context" in refused[sweep.status]
+    assert "press Run the sweep again" in refused[sweep.status]
+
+    started = tab.call(sweep_tab.begin(sweep, page, None, "temperature", "0.4 0.8 1.2 1.6",
+                                       **tab.form(SHORT, max_tokens=40, ignore_eos=True)))
+    tab.apply(started)
+    assert tab.live.name == "Sweep" and len(tab.live.runs) == 4 and "starting a sweep of 4" in started[sweep.status]
+    updates: list[dict] = []
+
+    async def follow() -> None:
+        async with contextlib.aclosing(sweep_tab.run(sweep, page, tab.live)) as drawn:
+            async for update in drawn:
+                updates.append(update)
+
+    follower = asyncio.run_coroutine_threadsafe(follow(), loop)  # the queued follower, as Gradio starts it
+    assert wait_until(lambda: any(len(u.get(sweep.runs) or []) == 1 for u in updates), 120)
+    said = tab.call(running.begin(page, tab.live, **tab.form(SHORT)))
+    assert "The sweep on this page is still going: press Stop first" in said[page.summary] and page.live not in said
+    assert tab.call(running.stop(page, tab.live, tab.history, tab.samples, "Diff")) == {}  # the sweep draws its end
+    follower.result(60)
+    last = updates[-1]
+    kept = last[sweep.runs]
+    assert 1 <= len(kept) < 4 and all(r.status == "finished" for r in kept)
+    assert last[sweep.status].startswith(f"■ stopped · {len(kept)} of 4 temperature values"), last[sweep.status]
+    assert not tab.going and engine_idle(backend, host)
+    tab.run(prompt=SHORT)
+    tab.wait()
+    assert tab.live.runs[0].state is State.FINISHED
+
+
 # --- random sequences of what a person does ---------------------------------------------------------
 
 NO_SHRINKING = (Phase.explicit, Phase.reuse, Phase.generate)

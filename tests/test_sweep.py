@@ -140,29 +140,32 @@ def test_ctrl_c_mid_sweep_writes_the_runs_that_finished(sync_engine, tmp_path, m
 # --- the page's sweep ---------------------------------------------------------------------------
 
 def test_the_page_streams_a_sweep_and_stop_keeps_what_finished(backend):
+    from playground.backends.live import LiveRun, State
+    from playground.ui.running import Action
     from playground.ui.sweep_tab import stream_sweep
 
     sweep = SweepRequest.from_user("temperature", "0.6 1.2 1.5", prompt="The sea is", n=2, seed=4, max_tokens=12,
                                    ignore_eos=True)
 
-    async def go() -> tuple[list[Run], Run | None, list[int]]:
+    async def go() -> tuple[list[Run], Run | None, list[int], Action]:
+        action = Action("Sweep", [await LiveRun.plan(backend, request, sweep.labels(k))
+                                  for k, request in enumerate(sweep.requests())])
         finished, stopped, sizes = [], None, []
-        stream = stream_sweep(backend, sweep, interval=0.02)
-        async for finished, live in stream:
+        async for finished, live in stream_sweep(backend, action.runs, interval=0.02):
             sizes.append(len(finished))
             if live is not None:
                 assert live.request["sweep"]["position"] == len(finished)  # the row being filled
-            if len(finished) == 2 and live is not None:
+            if len(finished) == 2 and live is not None and stopped is None:
                 stopped = live
-                await stream.aclose()  # what Stop does: the run in progress is aborted
-                break
-        return finished, stopped, sizes
+                await action.stop_and_wait()  # what Stop does: the run in progress is aborted
+        return finished, stopped, sizes, action
 
-    runs, stopped, sizes = asyncio.run(go())
+    runs, stopped, sizes, action = asyncio.run(go())
     assert sizes == sorted(sizes) and sizes.count(1) > 1, "each row fills as its run finishes, the next one streams"
     assert [(r.request["temperature"], r.status) for r in runs] == [(0.6, "finished"), (1.2, "finished")]
     assert [[s.seed for s in r.samples] for r in runs] == [[4, 5], [4, 5]]
     assert stopped.status == "aborted" and stopped.request["temperature"] == 1.5
+    assert [r.state for r in action.runs] == [State.FINISHED, State.FINISHED, State.STOPPED] and not action.going
     assert asyncio.run(backend.num_unfinished()) == 0
 
 

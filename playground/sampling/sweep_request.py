@@ -109,10 +109,13 @@ class SweepRequest:
         return {"param": self.param, "value": self.values[position], "position": position,
                 "values": list(self.values)}
 
+    def labels(self, position: int) -> dict[str, Any]:
+        """What the run of the value at ``position`` records beside its request: the sweep, and the
+        right answer when one is given."""
+        return {"sweep": self.label(position), **({"reference": self.reference} if self.reference is not None else {})}
+
     def mark(self, run: Run, position: int) -> Run:
-        run.request["sweep"] = self.label(position)
-        if self.reference is not None:
-            run.request["reference"] = self.reference
+        run.request.update(self.labels(position))
         return run
 
 

@@ -183,10 +183,11 @@ def build_app(backend, sync_runner=None, embedding_model: str | None = None,
         branch.branch_btn.click(None, None, None, js=SHOW_SAMPLES_JS)
         replay_event = replay_action.connect(history.replay, page, history.pick)
         history.replay.button.click(None, None, None, js=SHOW_SAMPLES_JS)  # a replay streams where a run does
-        # Stop ends the session's action itself (any button's); cancelling the event also takes a queued
-        # run off the queue.
-        gr.on([stop_btn.click, stop_near.click], partial(running.stop, page), [page.live, *page.inputs()],
-              page.outputs(), inputs_kwargs=shows, cancels=[run_event, branch_event, replay_event], queue=False,
+        # Stop ends the session's action itself (any button's, a sweep's too: its follower draws what
+        # finished); cancelling the event also takes a queued run off the queue.
+        gr.on([stop_btn.click, stop_near.click, sweep.stop_btn.click], partial(running.stop, page),
+              [page.live, *page.inputs()], page.outputs(), inputs_kwargs=shows,
+              cancels=[run_event, branch_event, replay_event], queue=False,
               show_progress="hidden", api_visibility="private")
         # A sample picked in the samples area becomes the Diff tab's reference.
         samples.html.select(picked_reference, None, reference, api_visibility="private")

@@ -87,12 +87,12 @@ async def begin_replay(tab: ReproTab, page, action: Action | None, run: Run | No
         return {tab.verdict: f"⚠️ Sample i must be between 0 and {run.n - 1}, got {i}."}
     request = SampleRequest.from_record(run.request, n=1, seed=run.samples[i].seed, mode="wrapper",
                                         output_kind="FINAL_ONLY")
-    return await _begin(tab, page, action, "Replay", [request], (run, i))
+    return await _begin(tab, page, action, "Sample alone", [request], (run, i))
 
 
 async def replay(backend, action: Action | None):
     """Run sample i alone and say whether it came out the same."""
-    ended = await _ended(action, backend, "Replay")
+    ended = await _ended(action, backend, "Sample alone")
     if ended is None:  # Replay was refused: its verdict says why
         return gr.skip(), gr.skip()
     if isinstance(ended, str):

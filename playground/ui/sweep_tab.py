@@ -19,14 +19,14 @@ from functools import partial
 import gradio as gr
 
 from playground import analysis
-from playground.backends.base import record
-from playground.errors import InvalidRequest
+from playground.backends.live import LiveRun, State
+from playground.errors import InvalidRequest, PlaygroundError
 from playground.run import Run
 from playground.sampling.sweep_request import MAX_SWEEP_VALUES, SWEEP_SETTINGS, SweepRequest, seed_overlap_note
-from playground.ui import views
 from playground.ui.answer_controls import once_per_run, optional_controls, with_chosen_answers
 from playground.ui.form import request_from_form
 from playground.ui.messages import refusal, shown
+from playground.ui.running import BUSY, Action, Busy, plan_action, refused
 from playground.ui.streaming import paced
 
 INTRO = ("Runs the request above once per value of one setting (or once per base seed), **one run after "
@@ -40,29 +40,29 @@ DEFAULT_VALUES = {"temperature": "0.3 0.7 1.0 1.3", "top_p": "0.5 0.8 0.95 1.0",
                   "repetition_penalty": "0.8 1.0 1.2", "seed": "1:4"}
 
 
-async def stream_sweep(backend, sweep: SweepRequest,
+async def stream_sweep(backend, runs: list[LiveRun],
                        interval: float = 0.5) -> AsyncIterator[tuple[list[Run], Run | None]]:
-    """Run the sweep's values one after another through ``record``; yield ``(finished runs, the
-    run in progress or None)`` at most every ``interval`` s while a run streams (None between
-    events too: a heartbeat, so a closed tab is noticed) and once as each run finishes.
+    """Follow a sweep's planned runs (one per value, in order) one after another; yield
+    ``(finished runs, the run in progress or None)`` at most every ``interval`` s while a run
+    streams (None between events too: a heartbeat, so a closed tab is noticed) and once as each
+    run finishes.
 
-    Closing this generator (Stop, a closed tab) aborts the run in progress; the finished ones are
-    whatever was last yielded.
+    A Stop (the session's action stopped) aborts the run in progress, and the runs after it never
+    start: the stream ends with the runs that finished. Closing this generator (a closed tab) aborts
+    the run in progress too; a run that fails raises what failed it.
     """
-    sweep.fix_seed()
     finished: list[Run] = []
-    for position, request in enumerate(sweep.requests()):
-        run = None
-        # aclosing: a stopped sweep aborts the run in progress now, not when it is collected.
-        async with contextlib.aclosing(paced(record(backend, request), interval=interval)) as snapshots:
+    for live_run in runs:
+        # aclosing: a closed tab aborts the run in progress now, not when it is collected.
+        async with contextlib.aclosing(paced(live_run.follow(backend), interval=interval)) as snapshots:
             async for snapshot in snapshots:
-                if snapshot is not None:
-                    run = sweep.mark(snapshot, position)
+                run = snapshot or live_run.run
                 if run is not None and not run.finished:
                     yield finished, run
-        if run is not None:
-            finished = [*finished, run]  # a new list: the caller may hold the previous one
-            yield finished, None
+        if live_run.state is not State.FINISHED:
+            return
+        finished = [*finished, live_run.run]  # a new list: the caller may hold the previous one
+        yield finished, None
 
 
 @dataclass
@@ -127,13 +127,16 @@ def declare(measures: analysis.Measures | None = None, chart: list[str] | None =
 
 
 def connect(tab: SweepTab, page) -> None:
-    """Hook up the events; the run form's components come from ``page``."""
+    """Hook up the events; the run form's components come from ``page``. The sweep is the
+    session's action while it goes, as a run is (``running``): Run is refused meanwhile, and every
+    Stop on the page (this tab's too, connected with the page's) ends it."""
+    started = tab.run_btn.click(partial(begin, tab, page), [page.live, tab.param, tab.values,
+                                                             *tab.answer_controls(), tab.reference],
+                                [page.live, *tab.outputs()], inputs_kwargs=page.form, queue=False,
+                                show_progress="hidden", api_visibility="private")
     # One sweep at a time on the engine: the runs should share the engine with as little as possible.
-    event = tab.run_btn.click(partial(run, tab, page), [tab.param, tab.values, *tab.answer_controls(), tab.reference],
-                              tab.outputs(), inputs_kwargs=page.form, concurrency_limit=1, concurrency_id="sweep",
-                              api_visibility="private")
-    tab.stop_btn.click(None, None, None, cancels=[event], api_visibility="private").then(
-        partial(stopped, tab, page), [tab.runs, *tab.answer_controls()], tab.outputs(), api_visibility="private")
+    started.success(partial(run, tab, page), [page.live, *tab.answer_controls()], tab.outputs(),
+                    concurrency_limit=1, concurrency_id="sweep", api_visibility="private")
     # Another way of reading answers redraws the runs at hand; nothing runs again.
     for trigger in (tab.answer.change, tab.pattern.submit):
         trigger(partial(redraw, tab, page), [tab.runs, *tab.answer_controls()], [tab.chart, tab.table, tab.report],
@@ -144,22 +147,41 @@ def connect(tab: SweepTab, page) -> None:
 
 # --- handlers -----------------------------------------------------------------------------------
 
-async def run(tab: SweepTab, page, param, values, answer=None, pattern=None, reference=None, **settings):
-    """Run the sweep (the page's form as ``settings``); each value's row fills as its run finishes."""
-    try:  # refused before anything runs: said in the tab's status line, the last sweep left as it was
-        sweep = sweep_from_ui(settings, param, values, page.backend.limits)
-        measures = tab.measures_for(answer, pattern)  # a bad pattern too
-    except gr.Error as e:
-        yield {tab.status: views.refused_summary(e.message, "Run the sweep")}
-        return
-    sweep.reference = (reference or "").strip() or None
-    started = time.monotonic()
-    note = seed_overlap_note(sweep)
-    yield {tab.status: f"⏳ starting a sweep of {len(sweep.values)} {sweep.param} values…"
-                       + (f"\n\n⚠️ {note}" if note else ""),
-           tab.grid: "", tab.chart: None, tab.runs: [], tab.table: gr.update(visible=False)}
+async def begin(tab: SweepTab, page, action: Action | None, param, values, answer=None, pattern=None,
+                reference=None, **settings) -> dict:
+    """Run the sweep, outside the queue: the form (``settings``) and the sweep's boxes checked and
+    every value's run planned, or the refusal in the tab's status line with the last sweep left
+    as it was; then the sweep is the session's action, and its follower (``run``) runs it."""
     try:
-        async with contextlib.aclosing(stream_sweep(page.backend, sweep)) as stream:
+        sweep = sweep_from_ui(settings, param, values, page.backend.limits)
+        tab.measures_for(answer, pattern)  # a bad pattern too, before anything runs
+        sweep.reference = (reference or "").strip() or None
+        sweep.fix_seed()
+        action = await plan_action(page, action, "Sweep",
+                                   [(request, sweep.labels(k)) for k, request in enumerate(sweep.requests())])
+    except Busy:  # the going action stays as it is
+        return {tab.status: f"⚠️ {BUSY}"}
+    except (gr.Error, PlaygroundError) as e:
+        return {page.live: None, tab.status: refused(e, "Run the sweep")}
+    action.about = sweep
+    note = seed_overlap_note(sweep)
+    return {page.live: action,
+            tab.status: f"⏳ starting a sweep of {len(sweep.values)} {sweep.param} values…"
+                        + (f"\n\n⚠️ {note}" if note else ""),
+            tab.grid: "", tab.chart: None, tab.runs: [], tab.table: gr.update(visible=False)}
+
+
+async def run(tab: SweepTab, page, action: Action | None, answer=None, pattern=None):
+    """Follow the session's sweep: each value's row fills as its run finishes, and its end (every
+    value, or what finished before a Stop) is drawn with the figures. Nothing when the action is
+    not a sweep's (its button was refused)."""
+    if action is None or not action.claim("follow", ("Sweep",)):
+        yield {tab.status: gr.skip()}
+        return
+    sweep, started, finished = action.about, time.monotonic(), []
+    try:
+        measures = tab.measures_for(answer, pattern)
+        async with contextlib.aclosing(stream_sweep(page.backend, action.runs)) as stream:
             async for finished, live in stream:
                 if live is not None:
                     tokens = sum(len(s.token_ids) for s in live.samples)
@@ -167,19 +189,17 @@ async def run(tab: SweepTab, page, param, values, answer=None, pattern=None, ref
                                        f"{len(finished) + 1} of {len(sweep.values)}): {tokens} tokens · "
                                        f"{time.monotonic() - started:.0f} s",
                            tab.grid: analysis.grid_html([*finished, live])}
-                else:
-                    final = len(finished) == len(sweep.values)
-                    yield {**await draw(tab, page, finished, final=final, measures=measures), tab.runs: finished}
+                elif len(finished) < len(sweep.values):
+                    yield {**await draw(tab, page, finished, final=False, measures=measures), tab.runs: finished}
     except Exception as e:
         raise shown(e) from None
-
-
-async def stopped(tab: SweepTab, page, runs: list[Run] | None, answer=None, pattern=None) -> dict:
-    """After Stop: the runs that finished, as they are (the one in progress was aborted); before
-    the first finished, the last sweep's grid and chart stay, and the status line says so."""
-    if not runs:
-        return {tab.status: status([], stopped=True)}
-    return await draw(tab, page, runs or [], stopped=True, measures=tab.measures_for(answer, pattern))
+    finally:  # failed or closed: the values not begun never will, and the next Run works
+        await asyncio.shield(action.stop_and_wait())
+    stopped = len(finished) < len(sweep.values)
+    if finished:
+        yield {**await draw(tab, page, finished, stopped=stopped, measures=measures), tab.runs: finished}
+    else:
+        yield {tab.status: status([], stopped=True)}
 
 
 async def redraw(tab: SweepTab, page, runs: list[Run] | None, answer=None, pattern=None) -> dict:
