@@ -31,6 +31,7 @@ from playground.analysis.branching import (
     branched_from,
     graft,
     what_if_table,
+    what_if_tree,
 )
 from playground.analysis.comparison import (
     comparison_html,
@@ -323,6 +324,7 @@ __all__ = [
     "vendi_score",
     "visible",
     "what_if_table",
+    "what_if_tree",
     "why_different",
     "with_answers",
     "word_keys",

@@ -19,10 +19,12 @@ from dataclasses import dataclass
 from typing import Any
 
 import pandas as pd
+import plotly.graph_objects as go
 
 from playground.analysis.answers import Extractor, group_answers
-from playground.analysis.display import visible
+from playground.analysis.display import for_hover, visible
 from playground.analysis.diversity import distinct_n
+from playground.analysis.tree import tree_figure
 from playground.run import Run, Sample, TokenLogprob
 
 MAX_ALTERNATIVES = 5  # branches of one what-if: each is a run of n samples
@@ -134,6 +136,21 @@ def graft(branches: list[tuple[Alternative, Run]]) -> Run:
                                   finish_reason=s.finish_reason))
     first = branches[0][1].request if branches else {}
     return Run(request={**first, "request_id": "what-if", "n": len(samples)}, samples=samples, status="finished")
+
+
+def what_if_tree(branches: list[tuple[Alternative, Run]]) -> go.Figure:
+    """The grafted branches' divergence tree, its title saying which numbers are whose: in one tree
+    the branches' samples are numbered on from one branch to the next (each branch's own are 0 to
+    n - 1), and a hover's "samples [5, 6]" must be readable as the second branch's."""
+    fig = tree_figure(graft(branches))
+    spans, first = [], 0
+    for alternative, run in branches:
+        spans.append(f"{visible(alternative.text)} {first}–{first + run.n - 1}" if run.n > 1
+                     else f"{visible(alternative.text)} {first}")
+        first += run.n
+    fig.update_layout(title_text=f"{fig.layout.title.text}<br><sup>samples numbered across the branches: "
+                                 f"{for_hover(' · '.join(spans))}</sup>")
+    return fig
 
 
 def _probability(logprob: float | None) -> float | None:

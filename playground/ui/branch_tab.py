@@ -299,7 +299,7 @@ async def what_if(tab: BranchTab, page: Page, action: Action | None, history: li
             tab.table: gr.update(value=what_if_frame(pairs, extractor_spec(answer, pattern),
                                                      "".join(analysis.pieces(run.samples[sample])[:position])),
                                  visible=True),
-            tab.tree: gr.update(value=analysis.tree_figure(analysis.graft(pairs)), visible=True)}
+            tab.tree: gr.update(value=analysis.what_if_tree(pairs), visible=True)}
 
 
 def what_if_frame(pairs: list[tuple[Alternative, Run]], extractor: str | None, before: str = ""):
