@@ -37,8 +37,7 @@ def samples_of(final: str) -> list[dict]:
 
 
 def test_sample_called_over_http_streams_progress_then_a_bundle_json_alone_reads(app_url):
-    """The positional form: ``{"data": [...]}``, every parameter of /sample in its order (Gradio
-    refuses a shorter list)."""
+    """The positional form: ``{"data": [...]}``, every parameter of /sample in its order."""
     values = {"prompt": PROMPT, "n": 3, "seed": 21, "output_kind": "CUMULATIVE", "max_tokens": 16,
               "use_chat_template": False}
     data = [values[name] if name in values else p.default for name, p in SIGNATURE.parameters.items()]
@@ -78,5 +77,13 @@ def test_sample_takes_named_parameters_and_refuses_a_bad_one_with_a_sentence(app
                            ({"n": 2}, "prompt is required")):
             answer = http.post(app_url.rstrip("/") + "/gradio_api/call/v2/sample", json=body)
             assert answer.status_code == 400 and said in answer.json()["error"], answer.text
+        # By position, a list that ends early: the rest take their defaults (Gradio alone: {"error": null}).
+        answer = http.post(app_url.rstrip("/") + "/gradio_api/call/sample", json={"data": []})
+        assert answer.status_code == 400 and "the prompt is required" in answer.json()["error"], answer.text
     assert "Traceback" not in capfd.readouterr().err
+    short = call(app_url, "sample", {"data": [PROMPT, 2, 3]})  # prompt, n, seed
+    assert short[-1][0] == "complete", short[-3:]
+    run = json.loads(short[-1][1][0])
+    assert [s["seed"] for s in run["samples"]] == [3, 4] and run["request"]["max_tokens"] == SIGNATURE.parameters[
+        "max_tokens"].default
     assert call(app_url, "v2/sample", {"prompt": PROMPT, "max_tokens": 2})[-1][0] == "complete"  # and the next works

@@ -91,6 +91,46 @@ async def call_not_fitting(request, error: TypeError):
 EXCEPTION_HANDLERS = {TypeError: call_not_fitting}  # for the app's FastAPI (launch's app_kwargs)
 
 
+class PositionalCalls:
+    """A call of ``/sample`` by position (``POST /gradio_api/call/sample``, ``{"data": [...]}``) may
+    end its list early: the values left out take their defaults, as gradio_client fills them in.
+    Gradio would fail such a call with no message at all (``{"error": null}`` in its event stream);
+    a call without even the prompt is a 400 that says so. An ASGI middleware, for the app's
+    FastAPI (launch's ``app_kwargs``)."""
+
+    PATH = "/gradio_api/call/sample"
+
+    def __init__(self, app):
+        self.app = app
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http" or scope["method"] != "POST" or not scope["path"].endswith(self.PATH):
+            return await self.app(scope, receive, send)
+        body, more = b"", True
+        while more:
+            message = await receive()
+            body, more = body + message.get("body", b""), message.get("more_body", False)
+        with contextlib.suppress(ValueError, AttributeError):
+            call = json.loads(body)
+            data = call.get("data")
+            if isinstance(data, list) and not data:
+                return await JSONResponse({"error": "the prompt is required: data's first value is the prompt, "
+                                                    "then the parameters in the order /gradio_api/info lists them"},
+                                          status_code=400)(scope, receive, send)
+            if isinstance(data, list) and len(data) < len(DEFAULTS):
+                body = json.dumps({**call, "data": data + DEFAULTS[len(data):]}).encode()
+        sent = False
+
+        async def again():  # the body, read once here, given to the app as it came
+            nonlocal sent
+            if not sent:
+                sent = True
+                return {"type": "http.request", "body": body, "more_body": False}
+            return await receive()
+
+        await self.app(scope, again, send)
+
+
 async def _with_tokens(runs: AsyncIterator[Run]) -> AsyncIterator[Run]:
     """The run's snapshots from its first token on (and its end): a snapshot before any token
     would start the pacing clock, and the first tokens would then wait a whole interval."""
@@ -119,6 +159,7 @@ _ANNOTATION = {"str": str, "int": int, "int | None": int | None, "float": float,
 NAMES = [f.name for f, _ in fields()]
 SIGNATURE = inspect.Signature(_parameters(), return_annotation=str)
 ANNOTATIONS = {p.name: p.annotation for p in SIGNATURE.parameters.values()}
+DEFAULTS = [None if p.default is inspect.Parameter.empty else p.default for p in SIGNATURE.parameters.values()]
 
 
 class Progress:

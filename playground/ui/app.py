@@ -15,6 +15,7 @@ from functools import partial
 from pathlib import Path
 
 import gradio as gr
+from starlette.middleware import Middleware
 
 from playground import analysis
 from playground.bundles import PAGE_MAX_MB, ReadLimits
@@ -40,7 +41,7 @@ from playground.ui import (
     sweep_tab,
     views,
 )
-from playground.ui.api import EXCEPTION_HANDLERS, sample_endpoint
+from playground.ui.api import EXCEPTION_HANDLERS, PositionalCalls, sample_endpoint
 from playground.ui.form import BOUNDS_JS, setting_controls
 from playground.ui.page import Page
 from playground.ui.panels import panel
@@ -253,6 +254,7 @@ def launch_app(demo: gr.Blocks, *, concurrency: int = 8, queue_size: int = 64, *
     gradio_costs.trim(demo)  # what Gradio does per event, yield and idle moment that the app does not need
     app_kwargs = launch_kwargs.pop("app_kwargs", None) or {}
     app_kwargs["exception_handlers"] = {**EXCEPTION_HANDLERS, **app_kwargs.get("exception_handlers", {})}
+    app_kwargs["middleware"] = [Middleware(PositionalCalls), *app_kwargs.get("middleware", [])]
     return demo.launch(css_paths=[ASSETS / "style.css"], max_file_size=f"{demo.max_file_mb:g}mb",
                        app_kwargs=app_kwargs, **launch_kwargs)
 
