@@ -164,14 +164,17 @@ def test_a_form_link_fills_the_form_and_its_seeded_run_gives_the_same_tokens(bro
     assert rerun.request["request_id"] != ran.request["request_id"]
     assert [s.token_ids for s in rerun.samples] == [s.token_ids for s in ran.samples], "same seed, same tokens"
 
-    wrong = open_page(browser, app_url + "?n=0&temperature=hot&colour=red&seed=7")
+    wrong = open_page(browser, app_url + "?n=0&temperature=hot&colour=red&seed=7&top_p=0.001")
     try:
         note = wrong.locator("#store-note")
         note.get_by_text("Left at their defaults").wait_for(timeout=30_000)
         said = note.inner_text()
         assert "colour is not a setting of the form" in said and "n must be between 1 and" in said, said
         assert "temperature must be a number, got 'hot'" in said
+        assert "top_p: 0.001 is outside the form's 0.01 to 1" in said, said  # the server's bound, not the slider's
         assert form_settings(wrong)[1:] == ("7", "4")
+        wrong.locator("#run").click()  # the form as the link left it still runs (here: refused, and says why)
+        wrong.locator("#run-summary").get_by_text("the prompt is empty").wait_for(timeout=30_000)
     finally:
         wrong.close()
 

@@ -64,3 +64,20 @@ def test_a_setting_is_checked_with_the_links_own_n():
 def test_a_form_that_is_not_a_request_makes_no_link():
     with pytest.raises(gr.Error, match="n must be a whole number"):
         settings_query(defaults(), **{**START, "n": 2.5})
+
+
+def test_a_value_past_a_sliders_bounds_is_named_and_the_control_left_as_it_was():
+    """The server takes temperature 9 (a link, a run a script made), the form's slider 0 to 2 does
+    not: put there, the slider would refuse every Run of the page without a word."""
+    from types import SimpleNamespace
+
+    from playground.ui.form import setting_controls
+    from playground.ui.links import form_update
+
+    with gr.Blocks():
+        form = setting_controls(LIMITS, NAMES)
+    values, problems = read_query([("temperature", "9"), ("n", "2"), ("seed", "5")], NAMES, LIMITS)
+    assert problems == [] and values["temperature"] == 9.0, "the schema takes it"
+    update, unfit = form_update(SimpleNamespace(form=form), values)
+    assert unfit == ["`temperature`: 9 is outside the form's 0 to 2"]
+    assert update == {form["n"]: 2, form["seed"]: "5"}

@@ -111,6 +111,17 @@ def form_value(name: str, value: Any) -> Any:
     return value
 
 
+def outside(control: gr.components.Component, value: Any) -> str | None:
+    """Why ``value`` cannot go into ``control`` (a slider's bounds are narrower than what the server
+    takes: a link or a run made by a script may ask for temperature 3), or None. A slider given such
+    a value would refuse every Run of the page until it is moved."""
+    if not isinstance(control, gr.Slider) or not isinstance(value, (int, float)) or isinstance(value, bool):
+        return None
+    if control.minimum <= value <= control.maximum:
+        return None
+    return f"{value:g} is outside the form's {control.minimum:g} to {control.maximum:g}"
+
+
 def _unescape(line: str) -> str:
     return line.replace("\\n", "\n").replace("\\t", "\t")
 
