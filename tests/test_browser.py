@@ -322,7 +322,7 @@ def test_reproducibility_export_and_history_work_on_the_shown_run(page, tmp_path
     page.get_by_role("tab", name="Reproducibility").click()
     assert not page.locator("#repro-table").is_visible()
     page.locator("#replay-index input").fill("2")
-    page.locator("#replay").click()
+    page.locator("#replay-alone").click()
     verdict = page.locator("#repro-verdict").get_by_text("Sample 2 (seed 9) replayed alone")
     verdict.wait_for(timeout=60_000)
     said = page.locator("#repro-verdict").inner_text()

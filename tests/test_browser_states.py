@@ -65,7 +65,7 @@ def test_a_refusal_leaves_the_page_ready_and_the_samples_come_into_view(browser,
             page.locator("#branch-run").click()
             page.locator("#branch-note").get_by_text("a branch starts from a run on screen").wait_for(timeout=10_000)
             page.get_by_role("tab", name="Reproducibility").click()
-            for button, said in (("#replay", "replay needs a run"), ("#compare", "the comparison reuses")):
+            for button, said in (("#replay-alone", "replay needs a run"), ("#compare", "the comparison reuses")):
                 page.locator(button).click()
                 page.locator("#repro-verdict").get_by_text(said).wait_for(timeout=10_000)
         page.locator("#examples").get_by_text(HAIKU).click()

@@ -275,6 +275,15 @@ def test_same_seed_runs_and_unknown_seeds():
     assert A.seed_overlaps([wrapper]) == [] and A.seed_overlaps([]) == []
 
 
+def test_a_replay_and_the_run_it_plays_are_no_pair_of_dependent_samplings():
+    source, other = make_run(["t"] * 4, seed=42), make_run(["t"] * 4, seed=43)
+    source.request["request_id"] = "run-source"
+    replay = make_run(["t"] * 4, seed=42)
+    replay.request.update(request_id="run-replay", replay={"of": "run-source", "pace": "x4"})
+    # The replay against its source: one sampling. Against another run it is its source's samples.
+    assert A.seed_overlaps([source, replay, other]) == [{"a": 0, "b": 2, "shared": 3}, {"a": 1, "b": 2, "shared": 3}]
+
+
 # ---- the headline of a run ----------------------------------------------------------------------
 
 def test_headline_and_everything_for_json():

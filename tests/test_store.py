@@ -12,6 +12,7 @@ import sqlite3
 import subprocess
 import sys
 import threading
+import zlib
 from pathlib import Path
 
 import pytest
@@ -96,6 +97,30 @@ def test_a_run_is_kept_for_its_owner_found_by_its_prompt_and_opened_by_its_key(t
     with RunStore(path) as store:  # a restart: everything as it was
         assert [e.request_id for e in store.entries("alice")] == ["run-2"]
         assert store.totals()[0] == 2
+
+
+def test_a_store_of_version_1_opens_and_its_runs_list_with_no_origin_beside_new_ones_with_theirs(tmp_path):
+    """Version 2 adds each run's origin (a replay, a branch) for the list; a store a playground of
+    version 1 made keeps its runs, which say none."""
+    path = tmp_path / "runs.sqlite3"
+    old = sqlite3.connect(path)
+    old.executescript(f"""
+        PRAGMA application_id = {0x76706C67}; PRAGMA user_version = 1; PRAGMA journal_mode = WAL;
+        CREATE TABLE runs (key TEXT PRIMARY KEY, owner TEXT NOT NULL, request_id TEXT NOT NULL,
+            saved_at REAL NOT NULL, prompt TEXT NOT NULL, status TEXT NOT NULL, n INTEGER NOT NULL,
+            bytes INTEGER NOT NULL, bundle BLOB NOT NULL, UNIQUE (owner, request_id));
+        CREATE INDEX runs_by_owner ON runs (owner, saved_at);""")
+    old.execute("INSERT INTO runs VALUES ('k1', 'me', 'run-old', 1.0, 'p', 'finished', 2, 10, ?)",
+                (zlib.compress(b'{"old": 1}'),))
+    old.commit()
+    old.close()
+    with RunStore(path) as store:
+        store.save("me", "run-new", "p", "finished", 2, "{}", origin="⟲ replay of run-old (x4)")
+        assert [(e.request_id, e.origin) for e in store.entries("me")] == [("run-new", "⟲ replay of run-old (x4)"),
+                                                                         ("run-old", "")]
+        assert store.load("k1") == '{"old": 1}'
+    with RunStore(path) as store:  # opened again: version 2 now
+        assert store._db.execute("PRAGMA user_version").fetchone()[0] == 2 and len(store.entries("me")) == 2
 
 
 def test_the_oldest_runs_go_when_the_store_passes_its_limits(tmp_path):
@@ -221,3 +246,21 @@ def test_a_full_database_refuses_the_run_with_a_sentence_and_keeps_the_others(tm
         assert [e.request_id for e in store.entries("me")] == ["run-1"] and store.load(kept.key)
         store._db.execute("PRAGMA max_page_count = 1073741823")  # space again: saving works again
         assert store.save("me", "run-2", "p", "finished", 1, bundle("run-2", 200_000)).new
+
+
+def test_the_saved_runs_list_says_a_replay_and_a_branch_as_the_sessions_history_does(tmp_path):
+    from playground.backends.synthetic import synthetic_run
+    from playground.ui.keeping import save_run
+    from playground.ui.saved_runs import label
+    from playground.ui.views import history_label
+
+    replay, branch = synthetic_run(2, 3, seed=1), synthetic_run(2, 3, seed=2)
+    replay.request.update(request_id="run-r", replay={"of": "run-1234", "pace": "x4"})
+    branch.request.update(request_id="run-b", branch={"run": "run-1234", "sample": 1, "position": 3,
+                                                     "forced_token_id": 9, "forced_text": " sea"})
+    with RunStore(tmp_path / "runs.sqlite3") as store:
+        for run in (replay, branch):
+            save_run(store, "me", run)
+        listed = {e.request_id: label(e) for e in store.entries("me")}
+    assert "⟲ replay of run-1234 (x4)" in listed["run-r"] and "⟲ replay of run-1234 (x4)" in history_label(replay)
+    assert "⑂ of run-1234 #1@3 forced ' sea'" in listed["run-b"] and "⑂ of run-1234 #1@3" in history_label(branch)

@@ -29,7 +29,7 @@ from playground.analysis.diff import (
     similarity,
 )
 from playground.analysis.display import token_at
-from playground.analysis.replays import origin_label
+from playground.analysis.replays import origin_label, replayed_from
 from playground.analysis.sweep_views import Measures, all_measures, first_words
 from playground.request import SETTINGS
 from playground.run import Run
@@ -168,12 +168,16 @@ def seed_overlaps(runs: Sequence[Run]) -> list[dict[str, int]]:
 
     ``shared`` is how many samples of one run can be paired, one to one, with a sample of the other
     that has the same seed (per seed, the smaller of its two counts): two same-seed runs of n
-    samples with one seed share n. Samples with no recorded seed match nothing.
+    samples with one seed share n. Samples with no recorded seed match nothing. A replay and the
+    run it plays are one sampling shown twice, not two that depend on each other: never a pair.
     """
     seeds = [Counter(s.seed for s in run.samples if s.seed is not None) for run in runs]
+    ids = [run.request.get("request_id") for run in runs]
     overlaps = []
     for a in range(len(runs)):
         for b in range(a + 1, len(runs)):
+            if {replayed_from(runs[b]), replayed_from(runs[a])} & {ids[a], ids[b]} - {None}:
+                continue
             shared = sum((seeds[a] & seeds[b]).values())
             if shared:
                 overlaps.append({"a": a, "b": b, "shared": shared})

@@ -23,11 +23,15 @@ def origin_label(run: Run, why: bool = False) -> str | None:
     replay = run.request.get("replay")
     if not replay:
         return HAND_MADE if written_by_hand(run) else None
-    pace = replay.get("pace") or "recorded"
-    label = f"replay of {replay.get('of')} " + ("at its recorded pace" if pace == "recorded" else f"at {pace}")
+    label = f"replay of {replay.get('of')} {at_pace(replay.get('pace'))}"
     if why and replay.get("note"):
         label += f" ({replay['note']})"
     return label
+
+
+def at_pace(pace: str | None) -> str:
+    """A replay's pace as a sentence says it: "at its recorded pace", "at x4", "at 10000 tok/s"."""
+    return "at its recorded pace" if (pace or "recorded") == "recorded" else f"at {pace}"
 
 
 HAND_MADE = "written by hand, its words standing in for tokens"

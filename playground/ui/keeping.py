@@ -24,6 +24,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 
 from playground.run import Run
 from playground.store import RunStore, Saved
+from playground.ui.views import origin_marks
 
 MARKER = "kept_run"  # Page.extra's state that takes a new value per run shown: its change reports the save
 # The browser's owner token: made once with the browser's own random numbers, kept in its storage.
@@ -99,4 +100,5 @@ def save_run(store: RunStore, owner: str, run: Run) -> Saved | None:
     rid = str(run.request.get("request_id") or "")
     if store.key_of(owner, rid) is not None:
         return None
-    return store.save(owner, rid, str(run.request.get("prompt") or ""), run.status, run.n, run.to_json())
+    return store.save(owner, rid, str(run.request.get("prompt") or ""), run.status, run.n, run.to_json(),
+                      origin_marks(run))

@@ -20,6 +20,7 @@ from functools import partial
 
 import gradio as gr
 
+from playground.analysis.replays import at_pace
 from playground.backends.live import LiveRun
 from playground.backends.pace import Pace
 from playground.backends.replay import ReplayBackend
@@ -79,8 +80,9 @@ async def begin(page: Page, controls: ReplayControls, action: running.Action | N
     except PlaygroundError as e:
         return {controls.note: f"⚠️ {e}"}
     return {page.live: running.Action("Replay", [live], about=backend),
-            page.summary: f"⏳ replaying `{rid}` at {pace.label}…",
-            controls.note: f"Replaying `{rid}` at {pace.label}: it streams in the samples area above (Stop ends it)."}
+            page.summary: f"⏳ replaying `{rid}` {at_pace(pace.label)}…",
+            controls.note: f"Replay of `{rid}` {at_pace(pace.label)}: it streams in the samples area above, whose "
+                           "summary says how it goes (Stop ends it), and joins History as a run of its own."}
 
 
 async def stream(page: Page, action: running.Action | None, session):

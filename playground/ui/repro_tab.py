@@ -37,7 +37,7 @@ def declare() -> ReproTab:
                     "arithmetic, so a sample alone may part from the same sample among n.")
         with gr.Row():
             index = gr.Number(value=0, precision=0, label="Sample i", minimum=0, elem_id="replay-index")
-            replay_btn = gr.Button("Replay sample i alone (seed+i, n=1)", elem_id="replay")
+            replay_btn = gr.Button("Replay sample i alone (seed+i, n=1)", elem_id="replay-alone")
             compare_btn = gr.Button("Compare wrapper vs native", elem_id="compare")
         verdict = gr.Markdown(elem_id="repro-verdict")
         # Hidden until the first verdict: an empty Dataframe shows a grid headed "1 2 3".

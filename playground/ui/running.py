@@ -151,7 +151,7 @@ async def stream(page: Page, action: Action | None, session):
     if live_run is None or live_run.state is not State.QUEUED or not action.claim("stream"):
         yield {page.summary: gr.skip()}
         return
-    said, said_at = views.queued_summary(live_run), time.monotonic()
+    said, said_at, said_running = views.queued_summary(live_run), time.monotonic(), False
     try:
         # aclosing: a closed tab or a cancelled event stops the LiveRun now, not when collected.
         async with contextlib.aclosing(session.paced(live_run.follow(page.backend))) as snapshots:
@@ -159,10 +159,11 @@ async def stream(page: Page, action: Action | None, session):
                 run = snapshot or live_run.run  # None: a heartbeat (the waiting line's clock still moves)
                 update = {}
                 if run is not None and not run.finished:  # a finished run: ``finish`` draws its end
-                    now = time.monotonic()
-                    update = live(page, run, session, summary=snapshot is None or now - said_at >= SUMMARY_EVERY)
+                    now = time.monotonic()  # the line is redrawn once a second, and at the first output
+                    due = snapshot is None or now - said_at >= SUMMARY_EVERY or (bool(run.events) and not said_running)
+                    update = live(page, run, session, summary=due)
                     if page.summary in update:
-                        said, said_at = update[page.summary], now
+                        said, said_at, said_running = update[page.summary], now, bool(run.events)
                     if not update:  # the samples' message went back as the answer to the browser's ack
                         continue
                 # a heartbeat always yields: Gradio notices a closed tab (its acks stopped) only then

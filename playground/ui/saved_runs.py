@@ -156,7 +156,8 @@ def label(entry) -> str:
     when = datetime.datetime.fromtimestamp(entry.saved_at).strftime("%Y-%m-%d %H:%M")
     prompt = " ".join(entry.prompt.split())
     prompt = prompt[:50] + ("…" if len(prompt) > 50 else "")
-    return f"{when} · {entry.status} · n={entry.n} · “{prompt}” · {entry.request_id}"
+    origin = f" · {entry.origin}" if entry.origin else ""
+    return f"{when} · {entry.status} · n={entry.n}{origin} · “{prompt}” · {entry.request_id}"
 
 
 async def delete(saved: SavedRuns, key: str | None, session, search: str | None) -> dict:

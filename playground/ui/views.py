@@ -56,8 +56,9 @@ def waiting_summary(run: Run) -> str:
     req = run.request
     why = " (FINAL_ONLY yields nothing until every sample has finished)" if run.output_kind == "FINAL_ONLY" else ""
     elapsed = time.time() - run.started_at
+    origin = f" · ⟲ {origin_label(run)}" if replayed_from(run) else ""
     return (f"● running · `{req.get('request_id', '')}` · n={run.n} · {req.get('mode')} · {run.output_kind} · "
-            f"waiting for the first output… {elapsed:.1f} s{why} · {_seed_note(run)}")
+            f"waiting for the first output… {elapsed:.1f} s{why} · {_seed_note(run)}{origin}")
 
 
 def queued_summary(live_run) -> str:
@@ -153,12 +154,24 @@ def template_preview(rendered: str) -> str:
 def history_label(run: Run) -> str:
     prompt = " ".join(run.request.get("prompt", "").split())
     prompt = prompt[:40] + ("…" if len(prompt) > 40 else "")
-    branch = run.request.get("branch")
-    of = f" · ⑂ of {branch['run']} #{branch['sample']}@{branch['position']}" if branch else ""
-    if branch and branch.get("forced_token_id") is not None:  # branches of one point differ by their token
-        forced = branch.get("forced_text")
-        of += f" forced {forced!r}" if forced is not None else f" forced id {branch['forced_token_id']}"
-    if replay := run.request.get("replay"):
-        of += f" · ⟲ replay of {replay.get('of')} ({replay.get('pace')})"
+    of = f" · {origin}" if (origin := origin_marks(run)) else ""
     return (f"{run.request.get('request_id')} · n={run.n} · {run.request.get('mode')} · "
             f"{run.request.get('output_kind')} · {run.status}{of} · “{prompt}”")
+
+
+def origin_marks(run: Run) -> str:
+    """What a list says a run is beside a sampling of the engine ("" for one): a branch (of which
+    run, sample and token, and the token forced there), a replay (of which run, at what pace), or
+    samples written by hand. The session's History and the saved runs' list say it alike."""
+    marks = []
+    if branch := run.request.get("branch"):
+        mark = f"⑂ of {branch['run']} #{branch['sample']}@{branch['position']}"
+        if branch.get("forced_token_id") is not None:  # branches of one point differ by their token
+            forced = branch.get("forced_text")
+            mark += f" forced {forced!r}" if forced is not None else f" forced id {branch['forced_token_id']}"
+        marks.append(mark)
+    if replay := run.request.get("replay"):
+        marks.append(f"⟲ replay of {replay.get('of')} ({replay.get('pace')})")
+    if written_by_hand(run):
+        marks.append("✎ written by hand")
+    return " · ".join(marks)
