@@ -175,6 +175,10 @@ def test_a_form_link_fills_the_form_and_its_seeded_run_gives_the_same_tokens(bro
         assert form_settings(wrong)[1:] == ("7", "4")
         wrong.locator("#run").click()  # the form as the link left it still runs (here: refused, and says why)
         wrong.locator("#run-summary").get_by_text("the prompt is empty").wait_for(timeout=30_000)
+        assert link_of(wrong, "#copy-form-link").endswith("?seed=7")
+        wrong.locator("#copy-run-link").click()  # no run on screen: refused, and the old link is not left to copy
+        wrong.wait_for_function("() => document.querySelector('#link textarea, #link input').value === ''",
+                                timeout=30_000)
     finally:
         wrong.close()
 

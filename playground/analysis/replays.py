@@ -46,7 +46,7 @@ def origin_note(run: Run) -> str | None:
     """One line a view of the run opens with when the run is no sampling of an engine: a replay's
     tokens are the recorded run's and its times its own; a hand-made run's "tokens" are words."""
     if of := replayed_from(run):
-        return f"⟲ A replay of {of}: its tokens are that run's, its times the replay's."
+        return f"⟲ A replay of {of}: its tokens and the engine's counts are that run's, its times the replay's."
     return f"✎ A run {HAND_MADE}." if written_by_hand(run) else None
 
 

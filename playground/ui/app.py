@@ -149,8 +149,8 @@ def build_app(backend, sync_runner=None, embedding_model: str | None = None,
             with gr.Tab("Inspector", id="inspector", elem_id="tab-inspector"):
                 inspector = panel("Inspector", panels.inspector, live=panels.inspector_live, live_names=("timeline",),
                                   note=gr.Markdown(elem_id="inspector-note"), timeline=gr.Plot(label="Raw events"),
-                                  events=gr.Dataframe(label="Every raw event the engine yielded", interactive=False,
-                                                      elem_id="events-table"))
+                                  events=gr.Dataframe(label="Every raw event of the run, as it was yielded",
+                                                      interactive=False, elem_id="events-table"))
             branch = branch_tab.declare(branch_pick)
             repro = repro_tab.declare()
             sweep = sweep_tab.declare(measures)

@@ -83,6 +83,8 @@ def connect(links: Links, page: Page, saved: SavedRuns) -> None:
                                    api_visibility="private")
     for event in (made, run_made):
         event.success(None, links.query, links.link, js=ADDRESS_JS, show_progress="hidden", api_visibility="private")
+        # Refused (no run on screen, a form that is no request): no earlier link left to copy by mistake.
+        event.failure(lambda: "", None, links.link, show_progress="hidden", api_visibility="private")
     store = keeper.store if keeper is not None else None
     opened = saved.loaded.then(opening(page, store, links), page.inputs(), [*page.outputs(), links.note],
                                inputs_kwargs=page.controls(), show_progress="hidden", api_visibility="private")
