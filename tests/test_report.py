@@ -138,6 +138,12 @@ def test_two_runs_side_by_side_per_index_first_divergence_and_measures():
     assert said in html and "id='compare-sample-1'" in html  # of the pairs, not of B's n
     assert A.identical_pairs(A.pair_frame(a, a)) == "3 of 3 samples identical"
     assert "tok-replace" in html  # B's sample 1 token by token against A's
+    assert A.unpaired_seeds_note(pairs) is None  # both from seed 10: each pair shares its seed
+    apart = A.pair_frame(a, Run(request=b.request, samples=[sample(i, [1], seed=100 + i) for i in range(3)]))
+    said = A.unpaired_seeds_note(apart)
+    assert said.startswith("No pair shares its seed (A's sample 0 has seed 10, B's 100)"), said
+    assert said in A.comparison_report(a, Run(request=b.request, samples=[sample(0, [1], seed=100)])).replace(
+        "&#x27;", "'")
 
 
 # --- the report ---------------------------------------------------------------------------------

@@ -42,6 +42,7 @@ from playground.analysis.comparison import (
     seed_overlap_sentence,
     seed_overlaps,
     settings_diff,
+    unpaired_seeds_note,
 )
 from playground.analysis.confidence import (
     CONFIDENCE_COLUMNS,
@@ -321,6 +322,7 @@ __all__ = [
     "ttft_figure",
     "uncertainty_figure",
     "uncertainty_frame",
+    "unpaired_seeds_note",
     "vendi_score",
     "visible",
     "what_if_table",

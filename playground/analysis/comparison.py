@@ -124,6 +124,18 @@ def identical_pairs(frame: pd.DataFrame) -> str:
             "partner of the same index)")
 
 
+def unpaired_seeds_note(frame: pd.DataFrame) -> str | None:
+    """A sentence when no pair of ``pair_frame`` shares its seed (the runs' base seeds differ):
+    then sample i of A and sample i of B are independent draws, and where they part says nothing
+    of the settings that differ; None when a pair does, or no seed is known."""
+    both = frame.dropna(subset=["seed_a", "seed_b"])
+    if both.empty or (both["seed_a"] == both["seed_b"]).any():
+        return None
+    return (f"No pair shares its seed (A's sample 0 has seed {both['seed_a'].iloc[0]}, B's "
+            f"{both['seed_b'].iloc[0]}): each pair is two independent draws, so where they part says nothing "
+            "of the settings; the figures side by side compare the two sets.")
+
+
 def measures_side_by_side(a: Run, b: Run, measures: Measures | None = None) -> pd.DataFrame:
     """One row per measure: A's value, B's value, and B - A where both are numbers."""
     ma, mb = all_measures(a, measures), all_measures(b, measures)

@@ -22,6 +22,7 @@ from playground.analysis.comparison import (
     run_label,
     run_row,
     settings_diff,
+    unpaired_seeds_note,
 )
 from playground.analysis.diff import diff_rows, pairwise_heatmap, shared_prefix_sentence
 from playground.analysis.graph import graph_sentence, sample_graph
@@ -181,6 +182,8 @@ def comparison_report(a: Run, b: Run, measures: Measures | None = None) -> str:
         page.table(diff)
     page.heading("Sample i of A against sample i of B")
     pairs = pair_frame(a, b)
+    if note := unpaired_seeds_note(pairs):
+        page.text(note)
     page.table(pairs)
     page.raw(comparison_html(a, b, frame=pairs))
     page.heading("Figures")

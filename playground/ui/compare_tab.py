@@ -69,6 +69,8 @@ def comparison(a: Run, b: Run, measures: analysis.Measures | None = None) -> tup
             headline += f" {name} is {branch}."
         if origin := analysis.origin_label(run):
             headline += f" {name} is {'a ' if analysis.replayed_from(run) else ''}{origin}."
+    if note := analysis.unpaired_seeds_note(pairs):
+        headline += f" {note}"
     for overlap in analysis.seed_overlaps([a, b]):
         headline += f"\n\n⚠️ {analysis.seed_overlap_sentence(overlap, ['A', 'B'])}."
     side_by_side = analysis.measures_side_by_side(a, b, measures).map(
