@@ -183,8 +183,9 @@ def tree_figure(run: Run, maxdepth: int = 8, fold_below: int | None = -1) -> go.
                  f"<br>tokens {b.start}–{b.start + len(b.token_ids) - 1}"
                  f"<br>{b.count} sample(s): {b.samples}")
         if b.prob is not None:
-            hover += f"<br>p(branch token) = {b.prob:.3f}<br>top-k: " + for_hover(
-                ", ".join(f"{t} {p:.3f}" for t, p in b.alternatives))
+            hover += f"<br>p(branch token) = {b.prob:.3f}"
+            if b.alternatives:  # none for a token a branch forced (What if's first tokens)
+                hover += "<br>top-k: " + for_hover(", ".join(f"{t} {p:.3f}" for t, p in b.alternatives))
         hovers.append(hover)
     icicle = go.Icicle(  # customdata: "sample,token" where a branch starts, for a page to branch from it
         ids=[b.key for b in branches], parents=[b.parent or "" for b in branches], labels=labels,
