@@ -178,7 +178,7 @@ async def run(tab: SweepTab, page, action: Action | None, answer=None, pattern=N
     if action is None or not action.claim("follow", ("Sweep",)):
         yield {tab.status: gr.skip()}
         return
-    sweep, started, finished = action.about, time.monotonic(), []
+    sweep, started, finished, failed = action.about, time.monotonic(), [], None
     try:
         measures = tab.measures_for(answer, pattern)
         async with contextlib.aclosing(stream_sweep(page.backend, action.runs)) as stream:
@@ -191,15 +191,18 @@ async def run(tab: SweepTab, page, action: Action | None, answer=None, pattern=N
                            tab.grid: analysis.grid_html([*finished, live])}
                 elif len(finished) < len(sweep.values):
                     yield {**await draw(tab, page, finished, final=False, measures=measures), tab.runs: finished}
-    except Exception as e:
-        raise shown(e) from None
+    except Exception as e:  # a value's run failed (a dead engine, a refusal only the engine makes)
+        failed = shown(e).message
     finally:  # failed or closed: the values not begun never will, and the next Run works
         await asyncio.shield(action.stop_and_wait())
     stopped = len(finished) < len(sweep.values)
-    if finished:
-        yield {**await draw(tab, page, finished, stopped=stopped, measures=measures), tab.runs: finished}
-    else:
-        yield {tab.status: status([], stopped=True)}
+    update = (await draw(tab, page, finished, stopped=stopped, measures=measures) if finished
+              else {tab.status: status([], stopped=True)})
+    if failed is not None:
+        gr.Warning(failed)
+        update[tab.status] = (f"✖ {sweep.param}={sweep.values[len(finished)]} (value {len(finished) + 1} of "
+                              f"{len(sweep.values)}) failed: {failed.rstrip('.')}. The values before it are kept.")
+    yield {**update, tab.runs: finished}
 
 
 async def redraw(tab: SweepTab, page, runs: list[Run] | None, answer=None, pattern=None) -> dict:
