@@ -147,13 +147,7 @@ class SampleRequest:
     def check(self, limits: Limits) -> None:
         """Every check that needs no tokenizer. Raises InvalidRequest naming the first problem."""
         _check_prompt_text(self.prompt, limits)
-        check_n(self.n, limits.max_n)
-        for f, meta in fields():
-            value = getattr(self, f.name)
-            if meta.choices is not None and value not in meta.choices:
-                raise InvalidRequest(f"{f.name} must be one of {', '.join(meta.choices)}, got {value!r}")
-            if isinstance(value, (int, float)) and not isinstance(value, bool) and f.name != "n":
-                _check_bounds(f.name, value, meta, limits)
+        self.check_each([f.name for f, _ in fields()], limits)
         check_seed(self.seed, self.n)
         check_greedy(self.temperature, self.n)
         if self.max_tokens >= limits.max_model_len:
@@ -172,6 +166,14 @@ class SampleRequest:
                 vocabulary = f"0 to {limits.vocab_size - 1}" if limits.vocab_size else "0 or more"
                 raise InvalidRequest(f"prefix_token_ids[{position}] is {token_id}, not a token of the model: its ids "
                                      f"are {vocabulary}")
+
+    def check_each(self, names: list[str], limits: Limits) -> None:
+        """The settings ``names``, each alone: its choices and bounds (n within --max-n, a seed a
+        seed). What depends on two of them (greedy with n, seed + n) waits for ``check``: a command
+        line's defaults are checked so before a line's own settings complete the request."""
+        schema = dict((f.name, meta) for f, meta in fields())
+        for name in names:
+            _check_field(self, name, schema[name], limits)
 
     def sampler_settings(self) -> dict[str, Any]:
         """The settings that decide the sampled tokens, by name (vLLM's SamplingParams fields)."""
@@ -197,6 +199,18 @@ def fields() -> Iterator[tuple[dataclasses.Field, Setting]]:
 SETTINGS = tuple(f.name for f, _ in fields())  # everything a run was asked for, in the schema's order
 TOKEN_SETTINGS = tuple(f.name for f, meta in fields() if meta.sampler and not meta.reports_only)  # decide the tokens
 SWEEP_SETTINGS = tuple(f.name for f, meta in fields() if meta.sweep) + ("seed",)  # what a sweep may vary
+
+
+def _check_field(request: SampleRequest, name: str, meta: Setting, limits: Limits) -> None:
+    value = getattr(request, name)
+    if name == "n":
+        check_n(value, limits.max_n)
+    elif name == "seed":
+        check_seed(value, 1)
+    elif meta.choices is not None and value not in meta.choices:
+        raise InvalidRequest(f"{name} must be one of {', '.join(meta.choices)}, got {value!r}")
+    elif isinstance(value, (int, float)) and not isinstance(value, bool):
+        _check_bounds(name, value, meta, limits)
 
 
 def check_n(n: int, max_n: int) -> None:

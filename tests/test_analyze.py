@@ -137,12 +137,25 @@ def test_a_reader_that_stops_reading_stops_the_command_quietly(tmp_path):
     (["--answer", "middle-line"], "unknown answer extractor 'middle-line'"),
     (["--similarity", "1.5"], "--similarity must be between 0 and 1, got 1.5"),
     (["--json", "/no/such/folder/out.json"], "--json: the folder /no/such/folder does not exist"),
+    (["--similarity", "0.9"], "--similarity is the threshold of grouping by meaning: give --embedding-model too"),
+    (["--json", "{source}"], "--json: {source} is the input this command reads; writing it would destroy it"),
+    (["--json", "{out}", "--graph", "{out}"], "--json and --graph both name {out}: give each a file of its own"),
 ])
 def test_usage_errors_name_the_pattern_or_the_flag(argv, message, tmp_path, capsys):
     source = tmp_path / "runs.jsonl"
-    source.write_text("", encoding="utf-8")
-    assert analyze.main([str(source), *argv]) == exits.USAGE
-    assert message in capsys.readouterr().err
+    source.write_text('{"prompt": "kept as it was"}\n', encoding="utf-8")
+    names = {"source": source, "out": tmp_path / "out.json"}
+    assert analyze.main([str(source), *(a.format(**names) for a in argv)]) == exits.USAGE
+    assert message.format(**names) in capsys.readouterr().err
+    assert source.read_text(encoding="utf-8") == '{"prompt": "kept as it was"}\n'
+
+
+def test_a_file_that_is_no_runs_is_said_in_a_few_lines_not_one_per_line(tmp_path, capsys):
+    notes = tmp_path / "notes.txt"
+    notes.write_text("".join(f"note {k}\n" for k in range(500)), encoding="utf-8")
+    assert analyze.main([str(notes)]) == exits.FAILED
+    said = capsys.readouterr().err.splitlines()
+    assert len(said) <= 24 and "… and 480 more lines skipped" in said[-2], said[-3:]
 
 
 def test_an_unreadable_file_is_a_usage_error(tmp_path, capsys):

@@ -18,6 +18,7 @@ from __future__ import annotations
 import itertools
 import re
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from playground.backends.synthetic import TOP_LOGPROBS, synthetic_run
 from playground.bundles import DEFAULT_LIMITS, ReadLimits, read_runs
@@ -75,6 +76,9 @@ class Library:
                                         f"(the number after the second colon)")
                 runs.append(synthetic_run(n, tokens, seed=len(runs), logprobs=top or None, events=True))
                 continue
+            if source.startswith("synthetic:") and not Path(source).exists():
+                raise InvalidBundle(f"{source} is not a made-up run: write synthetic:NxTOKENS, numbers, e.g. "
+                                    "synthetic:256x1000 (top-5 logprobs), or synthetic:256x1000:0 (none)")
             file_runs = read_runs(source, limits)
             for number, run in enumerate(file_runs, 1):
                 try:

@@ -39,7 +39,7 @@ from playground.analysis import Extractor, HowMany, InvalidExtractor, SetMeasure
 from playground.backends.embeddings import Embedder, EmbeddingModelError, load_embedder
 from playground.bundles import BundleError, Located, parse_bundles, read_bundles
 from playground.commands import exits
-from playground.commands.cli import check_out_folder, write_atomically
+from playground.commands.cli import check_distinct, check_out_folder, say_skipped, write_atomically
 from playground.errors import InvalidBundle
 
 STDOUT = Path("-")  # as the input, stdin; as --json, --html or --graph, stdout
@@ -82,7 +82,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--embedding-model", metavar="ID",
                         help="Also group the samples by meaning with this sentence-embedding model "
                              "(a Hugging Face id or a local folder; default: off).")
-    parser.add_argument("--similarity", type=_threshold, default=analysis.DEFAULT_SIMILARITY, metavar="T",
+    parser.add_argument("--similarity", type=_threshold, default=None, metavar="T",
                         help="Cosine similarity at which two samples mean the same (default "
                              f"{analysis.DEFAULT_SIMILARITY}; with --embedding-model).")
     parser.add_argument("--download", action="store_true",
@@ -209,6 +209,9 @@ def shown(path: Path) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(list(sys.argv[1:] if argv is None else argv))
+    if args.similarity is not None and not args.embedding_model:
+        parser.error("--similarity is the threshold of grouping by meaning: give --embedding-model too")
+    args.similarity = analysis.DEFAULT_SIMILARITY if args.similarity is None else args.similarity
     outs = {"--json": args.json, "--html": args.html, "--graph": args.graph}
     to_stdout = [flag for flag, path in outs.items() if path == STDOUT]
     if len(to_stdout) > 1:
@@ -218,21 +221,21 @@ def main(argv: list[str] | None = None) -> int:
             check_out_folder(parser, flag, path)
         if path is not None and path.is_dir():
             parser.error(f"{flag}: {path} is a folder: give the name of a file to write")
+    check_distinct(parser, {"input": args.input}, outs)
     lines_out = sys.stderr if to_stdout else sys.stdout  # stdout carries the one file asked for, whole
     try:
         bundles, errors = (parse_bundles(sys.stdin.read(), name="stdin") if args.input == STDOUT
                            else read_bundles(args.input))
     except InvalidBundle as e:
         parser.error(str(e))
-    for error in errors:
-        print(f"skipping {error}", file=sys.stderr)
+    say_skipped(errors)
     embedder = None
     if args.embedding_model and bundles:
         print(f"loading the embedding model {args.embedding_model}…", file=sys.stderr)
         try:
             embedder = load_embedder(args.embedding_model, offline=not args.download)
         except EmbeddingModelError as e:
-            parser.error(str(e))
+            parser.error(f"{e}{'' if args.download else ' (--download lets analyze fetch it)'}")
     analysed = []
     for bundle in bundles:
         try:

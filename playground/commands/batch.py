@@ -45,8 +45,10 @@ from playground.commands.analyze import extractor_arg, majority_cell
 from playground.commands.cli import (
     PlaygroundParser,
     add_max_n_flag,
+    check_distinct,
     check_out_folder,
     positive_int,
+    say_skipped,
     write_atomically,
 )
 from playground.commands.progress import Ending, print_summary, run_all, write_bundles
@@ -99,7 +101,7 @@ def build_parser() -> PlaygroundParser:
                                 "reproduce; more is faster but changes seeded results).")
         add_max_n_flag(group, "prompt")
 
-    parser = PlaygroundParser("python app.py batch", __doc__, add_own, sampling=True)
+    parser = PlaygroundParser("python app.py batch", __doc__, add_own, sampling=True, arguments="INPUT.jsonl")
     parser.parser.formatter_class = argparse.RawDescriptionHelpFormatter  # keep the doc's layout
     return parser
 
@@ -241,12 +243,12 @@ def main(argv: list[str] | None = None) -> int:
     except InvalidRequest as e:
         parser.parser.error(str(e))
     check_out_folder(parser.parser, "--out", args.out)
+    check_distinct(parser.parser, {"input": Path(args.input)}, {"--out": args.out})
     try:
         lines, errors = read_lines(Path(args.input), defaults, args.max_n, args.reference)
     except OSError as e:
         parser.parser.error(f"cannot read {args.input}: {e.strerror or e}")
-    for error in errors:
-        print(f"skipping {error}", file=sys.stderr)
+    say_skipped(errors)
     if not lines:
         print("no line to run", file=sys.stderr)
         if args.out is not None:

@@ -11,13 +11,14 @@ import argparse
 import asyncio
 import contextlib
 import os
+import sys
 import tempfile
 from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from playground.errors import RemoteError
-from playground.request import DEFAULT_MAX_N, SampleRequest, fields
+from playground.request import DEFAULT_MAX_N, Limits, SampleRequest, fields
 
 if TYPE_CHECKING:  # imported where used: `analyze` (no engine) loads this module, not openai or the engine
     from playground.backends.remote import RemoteBackend
@@ -28,7 +29,7 @@ MAX_N_CEILING = 1024
 class PlaygroundParser:
     """Builds vLLM's parser with the playground's flags on top, and tells given flags apart."""
 
-    def __init__(self, prog: str, description: str, add_own, sampling: bool = False):
+    def __init__(self, prog: str, description: str, add_own, sampling: bool = False, arguments: str = ""):
         from vllm.engine.arg_utils import AsyncEngineArgs
         from vllm.utils.argparse_utils import FlexibleArgumentParser
 
@@ -36,16 +37,20 @@ class PlaygroundParser:
             def format_help(self):  # vLLM's short help lists only group names; list every flag
                 return argparse.ArgumentParser.format_help(self)
 
-        self.parser = Parser(prog=prog, description=description)
+        # argparse's own usage line lists every flag, vLLM's hundreds included (250 lines before an error).
+        usage = f"%(prog)s {arguments + ' ' if arguments else ''}[flags] (--help lists them, vLLM's engine flags too)"
+        self.parser = Parser(prog=prog, description=description, usage=usage)
         add_own(self.parser.add_argument_group("playground"))
+        # Made before vLLM's groups, so --help shows it first; filled after (its --seed is vLLM's renamed).
+        sampling_group = self.parser.add_argument_group("sampling") if sampling else None
         add_cpu_flags(self.parser.add_argument_group("engine on a CPU"))
         AsyncEngineArgs.add_cli_args(self.parser)
         for action in self.parser._actions:
             if action.dest == "model":
                 action.default = None
                 action.help = "Hugging Face id or local folder (default: SmolLM2-135M-Instruct, prepared offline)."
-        if sampling:
-            _add_sampling_flags(self.parser)
+        if sampling_group is not None:
+            _add_sampling_flags(self.parser, sampling_group)
 
     def parse(self, argv: list[str]) -> tuple[argparse.Namespace, dict]:
         """Return all values, and the engine kwargs the user gave explicitly (our defaults apply
@@ -66,10 +71,12 @@ class PlaygroundParser:
 
     @staticmethod
     def sampling_settings(args: argparse.Namespace) -> dict:
-        """The sampling settings given on the command line, coerced and checked like any request's
-        (InvalidRequest); the ones not given are left out, so the schema's defaults still apply."""
+        """The sampling settings given on the command line, coerced and each checked as a request's
+        would be (InvalidRequest: a usage error, said once, not once per line that takes it); the
+        ones not given are left out, so the schema's defaults still apply."""
         given = {name: value for name in SAMPLING_FLAGS if (value := getattr(args, _dest(name))) is not None}
         request = SampleRequest.from_user(prompt="", **given)
+        request.check_each(list(given), Limits.before_engine(getattr(args, "max_n", DEFAULT_MAX_N)))
         return {k: getattr(request, k) for k in given}
 
 
@@ -82,15 +89,14 @@ def _dest(name: str) -> str:
     return "sample_seed" if name == "seed" else name  # vLLM's parser has a `seed` of its own
 
 
-def _add_sampling_flags(parser: argparse.ArgumentParser) -> None:
-    """Add the sampling group. vLLM's engine-wide --seed would take the name a person expects for
+def _add_sampling_flags(parser: argparse.ArgumentParser, group) -> None:
+    """Fill the sampling group. vLLM's engine-wide --seed would take the name a person expects for
     the sampling seed: the engine's becomes --engine-seed, and --seed is the samples' base seed."""
     action = parser._option_string_actions.pop("--seed")  # argparse has no public rename
     action.option_strings = ["--engine-seed" if s == "--seed" else s for s in action.option_strings]
     parser._option_string_actions["--engine-seed"] = action
     action.help = "vLLM's engine-wide random seed (vLLM's own --seed)."
 
-    group = parser.add_argument_group("sampling")
     schema = {f.name: (f, meta) for f, meta in fields()}
     for name in SAMPLING_FLAGS:
         f, meta = schema[name]
@@ -195,6 +201,40 @@ def _positive_seconds(text: str) -> float:
 
 
 # --- files ---------------------------------------------------------------------------------------
+
+def check_distinct(parser: argparse.ArgumentParser, reads: dict[str, Path | None],
+                   writes: dict[str, Path | None]) -> None:
+    """A usage error when a file to write is a file the command reads, or two writes name one file:
+    said before any work, where writing would have destroyed the input (a batch's prompts replaced
+    by its bundles) or kept only the last of two results. ``-`` (stdin, stdout) is no file."""
+    def same(a: Path, b: Path) -> bool:
+        try:
+            return a.resolve() == b.resolve() or (a.exists() and b.exists() and a.samefile(b))
+        except OSError:
+            return False
+
+    files = [(flag, Path(path)) for flag, path in writes.items() if path is not None and str(path) != "-"]
+    for k, (flag, path) in enumerate(files):
+        for name, source in reads.items():
+            if source is not None and str(source) != "-" and same(path, Path(source)):
+                parser.error(f"{flag}: {path} is the {name} this command reads; writing it would destroy it. "
+                             "Give another file")
+        for other, earlier in files[:k]:
+            if same(path, earlier):
+                parser.error(f"{other} and {flag} both name {path}: give each a file of its own")
+
+
+SKIPPED_SHOWN = 20  # bad lines named one by one; a file that is no JSONL at all would print one per line
+
+
+def say_skipped(errors: list) -> None:
+    """Each line a command skips, named on stderr, up to SKIPPED_SHOWN, then how many more."""
+    for error in errors[:SKIPPED_SHOWN]:
+        print(f"skipping {error}", file=sys.stderr)
+    if len(errors) > SKIPPED_SHOWN:
+        print(f"… and {len(errors) - SKIPPED_SHOWN} more lines skipped: is it a file of runs (bundles, or the JSONL "
+              "of batch or sweep)?", file=sys.stderr)
+
 
 def check_out_folder(parser: argparse.ArgumentParser, flag: str, path: Path | None) -> None:
     """A usage error if ``path``'s folder is missing: said before any work (or engine start) is

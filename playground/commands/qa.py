@@ -1,6 +1,15 @@
 """The command ``python app.py qa``: runs the QA matrix (playground.qa.matrix) and prints its table and
 report, and with --json writes the whole matrix to a file.
 
+The matrix runs one request under every output_kind (CUMULATIVE, DELTA, FINAL_ONLY), through the
+playground's fan-out (wrapper) and vLLM's own n > 1 (native), on the async front end (AsyncLLM),
+the sync one (LLMEngine) and, with --backend openai, a vLLM server; each cell is held to the
+contract of its output_kind (what each event carries, the final samples the same whatever the
+kind), to the path's conduct (no output changed after it was yielded, the parent's id on every
+output, the engine's request count back to 0 after the run and after a stopped one), and the
+cells' tokens are compared. Seeded results depend on the batch, so a divergence is reported with
+its first token, not counted as a broken rule.
+
     python app.py qa --prompt "Once upon a time" --n 4 --seed 1 [sampling flags] [vLLM engine flags]
                      [--paths async,sync,remote] [--backend openai --base-url URL] [--json PATH]
 
@@ -34,8 +43,6 @@ from playground.request import Limits, SampleRequest
 FRONT_ENDS = ("async", "sync", "remote")
 TABLE_WIDTH = 60  # characters per printed cell
 
-# --help: what the matrix is, then how the command behaves (python -OO strips both)
-_DESCRIPTION = "\n".join(doc for doc in (qa.__doc__, __doc__) if doc)
 
 # --- the command ---------------------------------------------------------------------------------
 
@@ -50,7 +57,7 @@ def build_parser():
         add_max_n_flag(group, "request")
         add_remote_flags(group)
 
-    parser = PlaygroundParser("python app.py qa", _DESCRIPTION, add_own, sampling=True)
+    parser = PlaygroundParser("python app.py qa", __doc__, add_own, sampling=True, arguments="--prompt TEXT")
     parser.parser.formatter_class = argparse.RawDescriptionHelpFormatter
     return parser
 

@@ -24,6 +24,10 @@ from playground.commands.replaying import add_replay_flags, replay_backend
 from playground.errors import PlaygroundError
 from playground.store import RunStore, StoreError, StoreLimits, default_path
 
+DESCRIPTION = ("Parallel-sampling playground for vLLM. Without a command it serves the page (the flags below, then "
+               "vLLM's engine flags). Commands, each with its own --help: batch (sample a file of prompts), sweep "
+               "(one setting over several values), analyze (what the n samples of saved runs say; no engine), "
+               "qa (check the output_kind rules, as a table).")
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
 DEFAULT_CONCURRENCY = 8
 
@@ -90,6 +94,9 @@ def open_store(args) -> RunStore | None:
     """The run store the flags name, or None with --no-store. A file that cannot be one ends the
     start with a sentence that names it and the flags (StoreError)."""
     if args.no_store:
+        if args.runs_db:  # --no-store wins: the way on when the file named is refused
+            print(f"note: --no-store keeps runs in each tab's memory only: --runs-db {args.runs_db} is not opened",
+                  file=sys.stderr)
         return None
     path = args.runs_db or default_path()
     try:
@@ -102,12 +109,12 @@ def open_store(args) -> RunStore | None:
                          "--runs-db PATH, or start with --no-store to keep runs in each tab's memory only.") from None
 
 
-def parse_auth(value: str | None) -> tuple[str, str] | None:
+def parse_auth(value: str | None, parser: argparse.ArgumentParser) -> tuple[str, str] | None:
     if not value:
         return None
     user, sep, password = value.partition(":")
     if not sep or not user or not password:
-        raise SystemExit("error: --auth must look like user:password")
+        parser.error("--auth must look like user:password")
     return user, password
 
 
@@ -151,7 +158,7 @@ def main(argv: list[str]) -> int:
     early = store_flags(argv)
     try:  # the store first, before vLLM's import and any engine start: a file that is not one costs neither
         store = open_store(early) if early is not None else None
-        parser = PlaygroundParser("python app.py", "Parallel-sampling playground for vLLM.", add_serve_flags)
+        parser = PlaygroundParser("python app.py", DESCRIPTION, add_serve_flags)
         args, engine_kwargs = parser.parse(argv)
         if early is None or any(getattr(early, name) != getattr(args, name) for name in STORE_FLAGS):
             if store is not None:  # vLLM's parser read the flags otherwise (`--runs_db`, an abbreviation): it counts
@@ -160,12 +167,14 @@ def main(argv: list[str]) -> int:
     except StoreError as e:
         print(e, file=sys.stderr)
         return USAGE
-    auth = parse_auth(args.auth)
+    auth = parse_auth(args.auth, parser.parser)
     if args.host not in LOOPBACK and auth is None:
         print(f"WARNING: binding to {args.host} without --auth: anyone who can reach this port can use the "
               "engine. Pass --auth user:password (or set PLAYGROUND_AUTH).", file=sys.stderr)
     clock.phase("python and vLLM imports")
 
+    if args.replay_pace != "recorded" and not args.replay:
+        parser.parser.error("--replay-pace is the pace of --replay: give the runs to play with --replay FILE")
     if args.replay:
         backend = replay_backend(args, parser.parser)
         from playground.ui import build_app, launch_app

@@ -73,7 +73,8 @@ def build_parser() -> PlaygroundParser:
                            help="The right answer (kept in every bundle): with --answer the table adds pass@1 and "
                                 "pass@n per value.")
 
-    parser = PlaygroundParser("python app.py sweep", __doc__, add_own, sampling=True)
+    parser = PlaygroundParser("python app.py sweep", __doc__, add_own, sampling=True,
+                              arguments="--prompt TEXT --param SETTING --values V [V ...]")
     parser.parser.formatter_class = argparse.RawDescriptionHelpFormatter  # keep the doc's layout
     return parser
 
