@@ -10,6 +10,7 @@ only for what holds on any machine: no event is emitted before it is due.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 
 import pytest
 
@@ -277,6 +278,11 @@ def test_a_replay_chooses_the_run_of_the_prompt_closest_to_the_request(recorded)
     assert said["of"] == native.request["request_id"] and "it differs in n" in said["note"]
     with pytest.raises(Exception, match="has no engine: a branch needs one"):
         backend.resolve(asked, {"branch": {"run": "run-x"}})
+    # A prompt no run has plays the file's next run: the one after the run played last.
+    other = dataclasses.replace(asked, prompt="Count to three.")
+    played = [backend.resolve(other, None)[1]["replay"]["of"] for _ in range(3)]
+    assert played == [recorded["CUMULATIVE", "native"].request["request_id"], wrapper.request["request_id"],
+                      native.request["request_id"]]
 
 
 def test_a_replay_says_its_engine_counts_are_the_recorded_runs():

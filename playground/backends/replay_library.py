@@ -15,7 +15,6 @@ plays, and why when the request's settings differ (``choose``).
 
 from __future__ import annotations
 
-import itertools
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -47,7 +46,7 @@ class Library:
     runs: list[Run]
     name: str = "the runs"
     by_id: dict[str, Run] = field(init=False)
-    _turn: itertools.cycle = field(init=False, repr=False)
+    _next: int = field(init=False, default=0, repr=False)  # the run after the one played last, by position
     _vocabulary: dict[int, str] | None = field(init=False, default=None, repr=False)
 
     def __post_init__(self):
@@ -58,7 +57,6 @@ class Library:
         self.by_id = {}
         for run in self.runs:
             self.by_id.setdefault(str(run.request.get("request_id")), run)
-        self._turn = itertools.cycle(list(self.by_id.values()))
 
     @classmethod
     def read(cls, sources: list[str], limits: ReadLimits = DEFAULT_LIMITS) -> Library:
@@ -118,12 +116,16 @@ class Library:
         (None: the run of its prompt with every one of its settings)."""
         asked = request.to_dict()
         same_prompt = [run for run in self.by_id.values() if run.request.get("prompt") == request.prompt]
+        order = list(self.by_id.values())
         if not same_prompt:
-            return next(self._turn), "the file has no run of this prompt: its next run plays"
+            run = order[self._next % len(order)]
+            self._next = order.index(run) + 1
+            return run, "the file has no run of this prompt: its next run plays"
         differs = {id(run): [name for name in SETTINGS if name not in ("prompt", "use_chat_template")
                              and asked.get(name) is not None and run.request.get(name) != asked.get(name)]
                    for run in same_prompt}
         best = min(same_prompt, key=lambda run: len(differs[id(run)]))
+        self._next = order.index(best) + 1  # "next" is the run after the one played last, whichever chose it
         if not differs[id(best)]:
             return best, None
         names = ", ".join(differs[id(best)])
