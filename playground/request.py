@@ -15,6 +15,7 @@ the allowed range. Nothing here imports vLLM: the remote backend and the analysi
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import math
 import numbers
 from collections.abc import Iterator
@@ -133,9 +134,12 @@ class SampleRequest:
         """Coerce loosely typed input (UI numbers arrive as floats, seeds as text). None leaves a
         field at its default, unless None is one of its values (a blank seed: random; logprobs:
         off; the chat template: the model's). Check with ``check(limits)``."""
-        unknown = set(raw) - {f.name for f in dataclasses.fields(cls)}
+        names = [f.name for f in dataclasses.fields(cls)]
+        unknown = sorted(set(raw) - set(names))
         if unknown:
-            raise InvalidRequest(f"unknown setting(s): {', '.join(sorted(unknown))}")
+            close = {name: difflib.get_close_matches(name, names, n=1) for name in unknown}
+            raise InvalidRequest("unknown setting(s): " + ", ".join(
+                f"{name} (did you mean {close[name][0]}?)" if close[name] else name for name in unknown))
         request = cls(prompt=_prompt(raw.pop("prompt", None)))
         for name, value in raw.items():
             if value is not None:

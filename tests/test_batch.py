@@ -45,7 +45,7 @@ def test_each_bad_line_is_reported_by_number_and_the_rest_go_on(tmp_path):
         "line 2: not valid JSON (Expecting property name enclosed in double quotes at column 18)",
         'line 4: must be a JSON object with a "prompt", got list',
         "line 5: the prompt is missing",
-        "line 6: unknown setting(s): tempreature",
+        "line 6: unknown setting(s): tempreature (did you mean temperature?)",
         "line 7: n must be between 1 and 32 (--max-n), got 0",
         "line 8: greedy sampling (temperature 0) with n=3 would give 3 identical samples, and vLLM rejects it: "
         "raise the temperature or set n=1",
@@ -96,6 +96,17 @@ def test_summary_says_which_samples_are_identical():
     assert frame["identical_samples"].tolist() == ["", "0=2, 1=3"]
     assert frame["tokens"].tolist() == [4, 5] and frame["tokens_per_s"].tolist() == [2.0, 2.5]
     assert frame["prompt"].str.len().max() <= 40
+
+
+def test_the_printed_summary_speaks_a_readers_words(capsys, tmp_path):
+    from playground.commands.progress import print_summary
+
+    frame = batch.summary_frame({1: Run(request={"prompt": "p", "mode": "wrapper"},
+                                        samples=[Sample(index=i, seed=i, token_ids=[1]) for i in range(2)],
+                                        wall_time=1.0)})
+    assert print_summary(lambda: frame, tmp_path / "out.jsonl") is None
+    printed = capsys.readouterr().out
+    assert " yes " in printed and "None" not in printed and "True" not in printed and "nan" not in printed, printed
 
 
 def lines_of(*requests: SampleRequest) -> list[batch.Line]:

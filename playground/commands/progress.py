@@ -83,7 +83,8 @@ def print_summary(table: Callable[[], pd.DataFrame], out: Path | None) -> int | 
     that took too long is said as an error and gives the usage status (the bundles are written
     already); else None."""
     try:
-        print(table().to_string(index=False), file=sys.stdout if out else sys.stderr)
+        shown = table().astype(object).replace({None: "", True: "yes", False: "no"})  # a reader's words, not Python's
+        print(shown.to_string(index=False, na_rep=""), file=sys.stdout if out else sys.stderr)
     except analysis.InvalidExtractor as e:
         print(f"error: the summary: {e}", file=sys.stderr)
         return exits.USAGE
