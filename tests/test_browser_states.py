@@ -114,6 +114,29 @@ def test_stop_then_run_and_a_double_click_start_one_run_each(browser, app_url, b
         page.close()
 
 
+def test_a_sweep_is_the_tabs_action_run_waits_and_the_forms_stop_ends_it(browser, app_url, backend, host):  # noqa: F811
+    """While a sweep goes, Run says so and starts nothing; the form's Stop (not only the Sweep tab's)
+    ends it, nothing is left in the engine, and the next Run works."""
+    page = open_page(browser, app_url)
+    try:
+        fill_form(page, "The sea is", n=2, seed=3, max_tokens=400, ignore_eos=True)
+        page.get_by_role("tab", name="Sweep").click()
+        page.locator("#sweep-values textarea, #sweep-values input").first.fill("0.5 1.0 1.5")
+        page.locator("#sweep-run").click()
+        page.locator("#sweep-status").get_by_text("● temperature=0.5 (value 1 of 3)").wait_for(timeout=120_000)
+        page.locator("#run").click()
+        wait_for_summary(page, "The sweep on this page is still going: press Stop first", 30_000)
+        assert host.run(backend.num_unfinished()) <= 2, "Run started beside the sweep"
+        page.locator("#stop").click()
+        page.locator("#sweep-status").get_by_text("■ stopped").wait_for(timeout=30_000)
+        assert unfinished_after(backend, host, timeout=3) == 0
+        set_slider(page, "max-tokens", 3)
+        page.locator("#run").click()
+        wait_for_summary(page, "finished")
+    finally:
+        page.close()
+
+
 def test_a_number_typed_past_a_sliders_bounds_is_said_and_stop_with_nothing_running_is_harmless(
         browser, app_url):  # noqa: F811
     """Gradio's slider takes a typed 0 for n as 1 without a word: the page says so under the
