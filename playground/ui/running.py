@@ -43,7 +43,7 @@ from playground.ui.showing import SUMMARY_EVERY, at_once, figures_every, live, p
 BUSY = "A run of this page is still going: press Stop first, or wait for it to finish."
 STREAMED = ("Run", "Branch", "Replay")  # the actions whose run streams into the samples area
 # What the summary calls an action that streams elsewhere, when Run is pressed while it goes.
-GOING = {"What if": "What if's branches", "Sweep": "The sweep", "Compare": "The wrapper-vs-native comparison",
+OTHER_ACTIONS = {"What if": "What if's branches", "Sweep": "The sweep", "Compare": "The wrapper-vs-native comparison",
          "Sample alone": "The replay of one sample"}
 
 
@@ -111,7 +111,7 @@ async def begin(page: Page, action: Action | None, **settings) -> dict:
     except Busy:  # a second press: the summary follows the going run, or says what else goes
         if action.name in STREAMED:
             return {page.summary: gr.skip()}
-        going = GOING.get(action.name, f"{action.name}'s run")
+        going = OTHER_ACTIONS.get(action.name, f"{action.name}'s run")
         return {page.summary: f"⚠️ {going} on this page is still going: press Stop first, or wait for it to finish."}
     except PlaygroundError as e:
         return {page.live: None, page.summary: refused(e)}
