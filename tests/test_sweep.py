@@ -16,6 +16,7 @@ import pytest
 from playground.analysis import parse_extractor
 from playground.commands import exits
 from playground.commands import sweep as command
+from playground.commands.progress import summary_text
 from playground.errors import InvalidRequest
 from playground.request import Limits
 from playground.run import Run
@@ -119,7 +120,7 @@ def test_sweep_command_end_to_end(tmp_path):
     table = done.stdout.splitlines()
     assert table[0].split()[:3] == ["temperature", "status", "seeds"] and len(table) == 4
     assert table[0].split()[-3:] == ["majority", "vote_share", "settled_at"]  # --answer: each value's majority
-    assert table == command.summary_frame(runs, parse_extractor("first-line")).to_string(index=False).splitlines()
+    assert table == summary_text(command.summary_frame(runs, parse_extractor("first-line"))).splitlines()
     assert sorted(os.listdir(tmp_path)) == ["sweep.jsonl"]  # no temp file left
 
 

@@ -77,14 +77,19 @@ def write_bundles(out: Path | None, bundles: Iterable[str]) -> None:
         sys.stdout.flush()
 
 
+def summary_text(frame: pd.DataFrame) -> str:
+    """A summary table as a person reads it: yes and no, and a blank for a figure there is none
+    of (not Python's True, None or nan)."""
+    return frame.astype(object).replace({None: "", True: "yes", False: "no"}).to_string(index=False, na_rep="")
+
+
 def print_summary(table: Callable[[], pd.DataFrame], out: Path | None) -> int | None:
     """Print the runs' summary table (``table()``, a DataFrame) to stdout when the bundles went to
     ``out``, else to stderr (beside bundles on stdout it would break the JSONL). A typed pattern
     that took too long is said as an error and gives the usage status (the bundles are written
     already); else None."""
     try:
-        shown = table().astype(object).replace({None: "", True: "yes", False: "no"})  # a reader's words, not Python's
-        print(shown.to_string(index=False, na_rep=""), file=sys.stdout if out else sys.stderr)
+        print(summary_text(table()), file=sys.stdout if out else sys.stderr)
     except analysis.InvalidExtractor as e:
         print(f"error: the summary: {e}", file=sys.stderr)
         return exits.USAGE
