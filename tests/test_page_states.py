@@ -414,3 +414,19 @@ def test_any_sequence_of_run_stop_refusal_and_close_leaves_the_next_run_working(
     machine = settings(max_examples=4, stateful_step_count=5, deadline=None, phases=NO_SHRINKING,
                        suppress_health_check=list(HealthCheck))(Sessions)
     machine.TestCase().runTest()
+
+
+def test_opening_a_tab_draws_it_with_its_own_controls_values(page):
+    """The Diff's reference sample and the Set tab's reference answer are two controls: opening the
+    Diff tab draws it against the sample picked, whatever answer the Set tab holds (it once took
+    the answer "7" for sample 7)."""
+    from playground.backends.synthetic import synthetic_run
+    from playground.ui.showing import panels_now
+
+    run = synthetic_run(4, 6, seed=1, events=True)
+    assert len(page.controls()) == len({id(c) for c in page.controls().values()}), "one control per name"
+    diff = next(p for p in page.panels if p.tab == "Diff")
+    update = panels_now(page, run, "Diff", {"diff_reference": 2, "diff_samples": "", "reference": "3",
+                                            "answer": "normalized"})
+    assert update[diff.components["reference"]]["value"] == 2
+    assert "Compared with sample 2 " in update[diff.components["diff_view"]]

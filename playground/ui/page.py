@@ -43,7 +43,14 @@ class Page:
     def controls(self) -> dict[str, gr.components.Component]:
         """The panels' own settings by name: every handler that shows a run takes them
         (``inputs_kwargs=page.controls()``) and hands them to ``show``."""
-        return {name: component for p in self.panels for name, component in p.controls.items()}
+        controls: dict[str, gr.components.Component] = {}
+        for p in self.panels:
+            for name, component in p.controls.items():
+                # Two tabs may share a control (the Graph reads the Set tab's answers), never a name for two:
+                # the Diff's reference sample once took the Set tab's reference answer as its value.
+                if controls.setdefault(name, component) is not component:
+                    raise ValueError(f"two panels name different controls {name!r}")
+        return controls
 
     def outputs(self) -> list[gr.components.Component]:
         """Every component that showing a run updates."""

@@ -87,11 +87,11 @@ def panel(tab: str, values: Callable[..., Values], live: Callable[[Run], Values]
 
 # --- one function per tab: Run -> {component name: value} ----------------------------------------
 
-def diff(run: Run, reference: int | None = 0, diff_samples: str | None = None) -> Values:
-    """The samples against a reference, token by token: those a person picked (``diff_samples``,
-    e.g. "0-15, 40"), else the first DIFF_ROWS in the divergence tree's order (so the ones that
-    part late sit together); and the pairwise heatmap of every sample."""
-    reference = min(int(reference or 0), run.n - 1) if run.n else 0
+def diff(run: Run, diff_reference: int | None = 0, diff_samples: str | None = None) -> Values:
+    """The samples against a reference sample (``diff_reference``), token by token: those a person
+    picked (``diff_samples``, e.g. "0-15, 40"), else the first DIFF_ROWS in the divergence tree's
+    order (so the ones that part late sit together); and the pairwise heatmap of every sample."""
+    reference = min(int(diff_reference or 0), run.n - 1) if run.n else 0
     return {"reference": gr.update(choices=list(range(run.n)), value=reference),
             "diff_view": diff_view(run, reference, diff_samples), "pairwise": analysis.pairwise_heatmap(run)}
 
