@@ -340,3 +340,14 @@ def test_every_view_of_a_replay_and_its_report_say_it_is_one():
     assert sum("⟲ A replay of run-1234" in t for t in texts if not t.startswith(("Divergence", "Per-token"))) >= 2
     report = analysis.run_report(run)
     assert report.count("A replay of run-1234") >= 5  # the request section and every chart
+
+
+def test_the_diff_says_which_picked_samples_it_left_out_and_the_timing_table_its_units():
+    from playground.ui import panels
+
+    run = synthetic_run(4, 6, seed=1, events=True)
+    view = panels.diff_view(run, 0, "0-2, 40, x")
+    assert "Left out, past sample 3 or not a number: 40, x." in view
+    assert "Left out" not in panels.diff_view(run, 0, "1, 3")
+    columns = list(panels.timing(run)["table"].columns)
+    assert "ttft (s)" in columns and "total time (s)" in columns and "ttft" not in columns

@@ -204,7 +204,8 @@ def test_run_report_is_one_page_with_the_columns_diff_tree_and_charts():
 
 def test_the_pages_files_read_answers_as_the_set_tab_does_and_name_a_replay(tmp_path):
     """The Export tab's report groups the answers with the Set tab's extractor as it stands (a bad
-    pattern is refused with its sentence); a replay's files say whose run it plays in their names."""
+    pattern: the whole texts, and a warning; the set CSV is refused naming the Set tab); a replay's
+    files say whose run it plays in their names."""
     from gradio import Error
 
     from playground.ui import export_tab
@@ -212,8 +213,11 @@ def test_the_pages_files_read_answers_as_the_set_tab_does_and_name_a_replay(tmp_
     run = make_run([[1, 2, 3, 4], [1, 2, 5], [1, 6]])
     report = Path(export_tab.report_file(tmp_path, run, "regex", r"(sea|grey)")).read_text(encoding="utf-8")
     assert "Answer groups (regex:(sea|grey))" in report and "majority vote share 67%" in report
-    with pytest.raises(Error, match="does not compile"):
-        export_tab.report_file(tmp_path, run, "regex", "(unclosed")
+    with pytest.raises(Error, match="The Set tab's answers cannot be read: the pattern '\\(unclosed' does not compile"):
+        export_tab.set_file(tmp_path, run, "regex", "(unclosed")
+    with pytest.warns(UserWarning, match="the report groups the whole texts instead"):  # the report is written
+        unread = Path(export_tab.report_file(tmp_path, run, "regex", "(unclosed")).read_text(encoding="utf-8")
+    assert "Answer groups (normalized)" in unread
     run.request["replay"] = {"of": "run-0001", "pace": "x4"}
     names = [Path(write(tmp_path, run)).name for write in (export_tab.bundle_file, export_tab.tokens_file,
                                                             export_tab.report_file, export_tab.set_file)]
@@ -275,6 +279,16 @@ def test_the_report_draws_its_charts_in_chromium_with_no_network(tmp_path):
                                    timeout=30_000)
             assert page.locator(".sweep-grid tr").count() == 4
             assert errors == []
+            # A run's report fits a laptop's width: its long token rows wrap, its wide tables scroll.
+            from playground.backends.synthetic import synthetic_run
+
+            wide = tmp_path / "run.html"
+            wide.write_text(A.run_report(synthetic_run(6, 300, seed=3, events=True)), encoding="utf-8")
+            page.set_viewport_size({"width": 1280, "height": 800})
+            page.goto(wide.as_uri())
+            page.wait_for_function("document.querySelectorAll('.plotly-graph-div .main-svg').length >= 4",
+                                   timeout=30_000)
+            assert page.evaluate("document.documentElement.scrollWidth") <= 1280
         finally:
             browser.close()
 

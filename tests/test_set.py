@@ -298,3 +298,8 @@ def test_a_click_on_a_bar_tells_its_samples_in_chromium():
             browser.close()
     finally:
         demo.close()
+
+
+def test_an_empty_pattern_asks_for_one():
+    with pytest.raises(A.InvalidExtractor, match="the pattern is empty: type one with one group around the answer"):
+        A.parse_extractor("regex:")

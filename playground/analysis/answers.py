@@ -109,6 +109,9 @@ def boxed(text: str) -> str | None:
 def regex_extractor(pattern: str) -> Callable[..., str | None]:
     """The first match's group; InvalidExtractor names the pattern if it cannot serve. Matching
     past ``deadline`` (default: ``PATTERN_SECONDS`` from now) raises PatternTimeout."""
+    if not pattern:
+        raise InvalidExtractor("the pattern is empty: type one with one group around the answer, e.g. "
+                               "'answer is (\\w+)'")
     try:
         compiled = regex.compile(pattern)
     except (regex.error, re.error) as e:

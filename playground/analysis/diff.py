@@ -135,8 +135,9 @@ def diff_html(pairs: list[tuple[str, str | None]], sample: int | None = None) ->
             position += 1
         spans.append(f'<span class="tok tok-{html.escape(label)}" title="{html.escape(label)}"{where} '
                      f'style="{style}">{html.escape(text)}</span>')
-    return ('<div class="token-diff" style="font-family:monospace;white-space:pre-wrap;line-height:1.8">'
-            + "".join(spans) + "</div>")
+    # anywhere: the tokens show their spaces as "·", so a row has no place of its own to wrap at
+    return ('<div class="token-diff" style="font-family:monospace;white-space:pre-wrap;overflow-wrap:anywhere;'
+            'line-height:1.8">' + "".join(spans) + "</div>")
 
 
 def diff_rows(run: Run, reference: int, anchored: bool = False, with_similarity: bool = False,

@@ -201,7 +201,7 @@ def graph_sentence(graph: SampleGraph) -> str:
     shared = [node for node in graph.nodes if node.count > 1]
     if shared:
         most = max(shared, key=lambda node: (node.count, node.words, -node.id))
-        said += f" The most samples share “{_short(most.text)}” ({most.count} samples, {most.words} words)."
+        said += f" The most samples share “{_short(most.text)}” ({most.count} samples, {_words(most.words)})."
     return said
 
 
@@ -428,3 +428,7 @@ def _token_probs(sample: Sample) -> list[float | None]:
 
 def _rounded(x: float | None) -> float | None:
     return None if x is None else round(x, 4)
+
+
+def _words(count: int) -> str:
+    return f"{count} word{'s' if count != 1 else ''}"

@@ -48,7 +48,8 @@ from playground.run import Run
 STYLE = """
 body{font-family:system-ui,sans-serif;margin:24px;max-width:1400px;color:#111827}
 h1{font-size:1.5em} h2{margin-top:2em;border-bottom:1px solid #d1d5db}
-table{border-collapse:collapse;font-size:90%} td,th{border:1px solid #e5e7eb;padding:3px 6px;text-align:left}
+table{border-collapse:collapse;font-size:90%;display:block;max-width:100%;overflow-x:auto}
+td,th{border:1px solid #e5e7eb;padding:3px 6px;text-align:left}
 pre{white-space:pre-wrap;background:#f9fafb;padding:8px;border:1px solid #e5e7eb}
 .columns{display:flex;flex-wrap:wrap;gap:12px} .column{flex:1 1 300px;min-width:0}
 .column pre{max-height:24em;overflow:auto}
@@ -94,7 +95,8 @@ class Page:
 
 
 def _request_table(run: Run) -> pd.DataFrame:
-    rows = [{"setting": k, "value": str(run.request[k])} for k in REQUEST_KEYS if k in run.request]
+    rows = [{"setting": k, "value": "none" if run.request[k] is None else str(run.request[k])}
+            for k in REQUEST_KEYS if k in run.request]
     rows += [{"setting": k, "value": str(run.engine[k])} for k in ("model", "vllm_version", "device")
              if k in run.engine]
     return pd.DataFrame(rows, columns=["setting", "value"])
@@ -158,7 +160,8 @@ def _answers(page: Page, run: Run, extractor: Extractor | str | None) -> None:
 
 
 def _measures_table(values: dict) -> pd.DataFrame:
-    return pd.DataFrame([{"figure": k, "value": v} for k, v in values.items()], columns=["figure", "value"])
+    return pd.DataFrame([{"figure": k, "value": "" if v is None else v} for k, v in values.items()],
+                        columns=["figure", "value"])  # a figure there is none of: blank, not Python's None
 
 
 def run_report(run: Run, measures: Measures | None = None, extractor: Extractor | str | None = None) -> str:

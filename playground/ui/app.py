@@ -121,8 +121,9 @@ def build_app(backend, sync_runner=None, embedding_model: str | None = None,
             with gr.Tab("Diff", id="diff", elem_id="tab-diff"):
                 with gr.Row():
                     reference = gr.Dropdown(choices=[0], value=0, label="Reference sample", elem_id="reference")
-                    diff_samples = gr.Textbox(label=f"Samples to compare (default: {panels.DIFF_ROWS} in the tree's "
-                                                    "order)", placeholder="e.g. 0-15, 40", elem_id="diff-samples")
+                    diff_samples = gr.Textbox(label=f"Samples to compare (default: {panels.DIFF_ROWS}, those that "
+                                                    "share the longest beginnings side by side)",
+                                              placeholder="e.g. 0-15, 40", elem_id="diff-samples")
                 diff = panel("Diff", panels.diff, controls={"diff_reference": reference, "diff_samples": diff_samples},
                              reference=reference, diff_view=gr.HTML(elem_id="diff-view"),
                              pairwise=gr.Plot(label="Pairwise similarity and divergence"))

@@ -88,19 +88,22 @@ def set_file(export_dir: Path, run: Run, answer: str | None = None, pattern: str
     try:
         measures = analysis.set_measures(run, extractor_spec(answer, pattern))
     except analysis.InvalidExtractor as e:
-        raise refusal(str(e)) from None
+        raise refusal(f"The Set tab's answers cannot be read: {e}. Change the pattern there, or pick another "
+                      "way of reading answers.") from None
     path = _stem(export_dir, run, "-set").with_suffix(".csv")
     analysis.samples_frame(run, measures).to_csv(path, index=False)
     return str(path)
 
 
 def report_file(export_dir: Path, run: Run, answer: str | None = None, pattern: str | None = None) -> str:
-    """The report, its answers read with the Set tab's extractor as it stands."""
+    """The report, its answers read with the Set tab's extractor as it stands; one that cannot
+    read them (a pattern being typed) gives way to the whole text, and a warning says so."""
     try:
         extractor = analysis.parse_extractor(extractor_spec(answer, pattern))
         report = analysis.report_for([run], analysis.set_measures_hook(extractor), extractor)
     except analysis.InvalidExtractor as e:
-        raise refusal(str(e)) from None
+        gr.Warning(f"The Set tab's answers cannot be read ({e}): the report groups the whole texts instead.")
+        report = analysis.report_for([run], analysis.set_measures_hook(), None)
     path = _stem(export_dir, run).with_suffix(".html")
     path.write_text(report, encoding="utf-8")
     return str(path)

@@ -23,6 +23,10 @@ import pandas as pd
 from playground import analysis
 from playground.run import Run
 
+# The timing table's columns with their units: the charts beside it are in ms, these in seconds.
+TIMING_UNITS = {"ttft": "ttft (s)", "total_time": "total time (s)", "itl_mean": "itl mean (s)",
+                "itl_median": "itl median (s)", "itl_max": "itl max (s)", "engine_ttft": "engine ttft (s)",
+                "tokens_per_s": "tok/s (from the request)", "decode_tokens_per_s": "tok/s (after the first)"}
 MAX_EVENT_ROWS = 1000  # the table stays responsive; the JSON bundle has every event
 DIFF_ROWS = 16  # samples the Diff tab shows against the reference unless a person picks others
 
@@ -103,7 +107,7 @@ def tree(run: Run) -> Values:
 def timing(run: Run) -> Values:
     return {"tokens_over_time": analysis.tokens_over_time_figure(run), "itl": analysis.itl_figure(run),
             "ttft": analysis.ttft_figure(run), "child_timeline": analysis.child_timeline_figure(run),
-            "table": analysis.timing_frame(run).round(3)}
+            "table": analysis.timing_frame(run).round(3).rename(columns=TIMING_UNITS)}
 
 
 def timing_live(run: Run) -> Values:
@@ -134,6 +138,12 @@ def picked(text: str | None, n: int) -> list[int] | None:
     return chosen or None
 
 
+def _within(part: str, n: int) -> bool:
+    """Whether one item a person typed ("40", "0-15") names a sample of the n."""
+    match = re.fullmatch(r"(\d+)(?:-(\d+))?", part)
+    return match is not None and int(match[1]) < n
+
+
 def diff_view(run: Run, reference: int, diff_samples: str | None = None) -> str:
     """The chosen samples against the reference, token by token, with where each first diverges.
     A click on a token offers to branch from it (the page listens for it)."""
@@ -144,8 +154,11 @@ def diff_view(run: Run, reference: int, diff_samples: str | None = None) -> str:
     if shown is None:
         order, _ = analysis.prefix_order([s.token_ids for s in run.samples])
         shown = [i for i in order if i == reference] + [i for i in order if i != reference][:DIFF_ROWS - 1]
-    more = (f" Showing {len(shown)} of the {run.n} samples (in the divergence tree's order): list others "
-            "above." if len(shown) < run.n else "")
+    more = (f" Showing {len(shown)} of the {run.n} samples (those that share the longest beginnings side by "
+            "side): list others above." if len(shown) < run.n else "")
+    beyond = [part for part in re.split(r"[\s,;]+", diff_samples or "") if part and not _within(part, run.n)]
+    if beyond:
+        more += f" Left out, past sample {run.n - 1} or not a number: {', '.join(beyond)}."
     origin = f"<p>{html.escape(note)}</p>" if (note := analysis.origin_note(run)) else ""
     parts = [f"{origin}<p><b>{analysis.shared_prefix_sentence(run)}</b> Compared with "
              f"sample {reference} (seed {ref.seed}): <span class='tok tok-insert'>inserted</span> and "
