@@ -55,6 +55,16 @@ def test_bad_values_give_a_clear_error(capsys, args, message):
     assert len(err.splitlines()) <= 3, "a usage error is a sentence, not vLLM's every flag"
 
 
+def test_a_commands_help_shows_its_own_flags_first_and_a_short_usage():
+    from playground.commands import batch
+
+    text = batch.build_parser().parser.format_help()
+    assert text.startswith("usage: python app.py batch INPUT.jsonl [flags] (--help lists them")
+    assert text.index("\nplayground:") < text.index("\nsampling:") < text.index("\noptions:") < text.index(
+        "\nModelConfig:")
+    assert "(default 256)" in text and "(default: 256)" not in text  # each default said once
+
+
 def test_an_exposed_host_without_auth_warns_and_an_unreachable_server_is_named(capsys):
     code, err = run_main(capsys, "--host", "0.0.0.0", "--backend", "openai", "--base-url", "http://127.0.0.1:9/v1")
     assert "WARNING: binding to 0.0.0.0 without --auth" in err

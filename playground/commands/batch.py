@@ -31,7 +31,6 @@ are still written); 2 a usage error (bad flag, unreadable input); 130 interrupte
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import sys
@@ -102,7 +101,6 @@ def build_parser() -> PlaygroundParser:
         add_max_n_flag(group, "prompt")
 
     parser = PlaygroundParser("python app.py batch", __doc__, add_own, sampling=True, arguments="INPUT.jsonl")
-    parser.parser.formatter_class = argparse.RawDescriptionHelpFormatter  # keep the doc's layout
     return parser
 
 

@@ -39,7 +39,9 @@ class PlaygroundParser:
 
         # argparse's own usage line lists every flag, vLLM's hundreds included (250 lines before an error).
         usage = f"%(prog)s {arguments + ' ' if arguments else ''}[flags] (--help lists them, vLLM's engine flags too)"
-        self.parser = Parser(prog=prog, description=description, usage=usage)
+        # The description's own layout kept; each flag's help says its default itself, once.
+        self.parser = Parser(prog=prog, description=description, usage=usage,
+                             formatter_class=argparse.RawDescriptionHelpFormatter)
         add_own(self.parser.add_argument_group("playground"))
         # Made before vLLM's groups, so --help shows it first; filled after (its --seed is vLLM's renamed).
         sampling_group = self.parser.add_argument_group("sampling") if sampling else None
@@ -51,6 +53,9 @@ class PlaygroundParser:
                 action.help = "Hugging Face id or local folder (default: SmolLM2-135M-Instruct, prepared offline)."
         if sampling_group is not None:
             _add_sampling_flags(self.parser, sampling_group)
+        # --help: the command's own groups first, then argparse's "options" (vLLM puts some there) and vLLM's.
+        ours = [g for g in self.parser._action_groups if g.title in ("playground", "sampling", "engine on a CPU")]
+        self.parser._action_groups = ours + [g for g in self.parser._action_groups if g not in ours]
 
     def parse(self, argv: list[str]) -> tuple[argparse.Namespace, dict]:
         """Return all values, and the engine kwargs the user gave explicitly (our defaults apply

@@ -58,7 +58,6 @@ def build_parser():
         add_remote_flags(group)
 
     parser = PlaygroundParser("python app.py qa", __doc__, add_own, sampling=True, arguments="--prompt TEXT")
-    parser.parser.formatter_class = argparse.RawDescriptionHelpFormatter
     return parser
 
 

@@ -24,10 +24,12 @@ from playground.commands.replaying import add_replay_flags, replay_backend
 from playground.errors import PlaygroundError
 from playground.store import RunStore, StoreError, StoreLimits, default_path
 
-DESCRIPTION = ("Parallel-sampling playground for vLLM. Without a command it serves the page (the flags below, then "
-               "vLLM's engine flags). Commands, each with its own --help: batch (sample a file of prompts), sweep "
-               "(one setting over several values), analyze (what the n samples of saved runs say; no engine), "
-               "qa (check the output_kind rules, as a table).")
+DESCRIPTION = """Parallel-sampling playground for vLLM. Without a command it serves the page (its flags below,
+then vLLM's engine flags). Commands, each with its own --help:
+  batch     sample a file of prompts, no browser
+  sweep     one setting over several values, same seeds
+  analyze   what the n samples of saved runs say (no engine)
+  qa        check the output_kind rules, as a table"""
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
 DEFAULT_CONCURRENCY = 8
 

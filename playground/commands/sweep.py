@@ -75,7 +75,6 @@ def build_parser() -> PlaygroundParser:
 
     parser = PlaygroundParser("python app.py sweep", __doc__, add_own, sampling=True,
                               arguments="--prompt TEXT --param SETTING --values V [V ...]")
-    parser.parser.formatter_class = argparse.RawDescriptionHelpFormatter  # keep the doc's layout
     return parser
 
 
