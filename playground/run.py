@@ -190,8 +190,11 @@ class Run:
     def from_dict(cls, data: dict[str, Any]) -> Run:
         """A Run from a bundle; InvalidBundle (a sentence) for anything that is not one."""
         if not isinstance(data, dict) or not isinstance(data.get("samples"), list) or "request" not in data:
-            hint = (" It looks like a line of batch's input: run `python app.py batch` on it first."
-                    if isinstance(data, dict) and "prompt" in data else "")
+            hint = ""
+            if isinstance(data, dict) and "nodes" in data and "edges" in data:
+                hint = " It looks like a sample graph (analyze --graph's output): give the runs it was made from."
+            elif isinstance(data, dict) and "prompt" in data:
+                hint = " It looks like a line of batch's input: run `python app.py batch` on it first."
             raise InvalidBundle("this is not a run bundle: a bundle is a JSON object with \"request\" and "
                                 "\"samples\" (what the playground exports, or one line of `batch` output)." + hint)
         version = data.get("bundle_version", 1)

@@ -175,3 +175,10 @@ def test_grouping_by_meaning_from_the_command_line(runs_file, tmp_path, capsys, 
         assert sorted(i for cluster in meaning["clusters"] for i in cluster) == list(range(written["n"]))
     assert analyze.main([str(runs_file), "--embedding-model", "nobody/no-such-model"]) == exits.USAGE
     assert "the embedding model 'nobody/no-such-model' could not be loaded" in capsys.readouterr().err
+
+
+def test_a_sample_graph_given_for_runs_is_named_as_one(tmp_path, capsys):
+    graphs = tmp_path / "graphs.jsonl"
+    graphs.write_text(json.dumps({"run": {"prompt": "p"}, "nodes": [], "edges": []}) + "\n", encoding="utf-8")
+    assert analyze.main([str(graphs)]) == exits.FAILED
+    assert "It looks like a sample graph (analyze --graph's output)" in capsys.readouterr().err
