@@ -182,3 +182,10 @@ def test_a_sample_graph_given_for_runs_is_named_as_one(tmp_path, capsys):
     graphs.write_text(json.dumps({"run": {"prompt": "p"}, "nodes": [], "edges": []}) + "\n", encoding="utf-8")
     assert analyze.main([str(graphs)]) == exits.FAILED
     assert "It looks like a sample graph (analyze --graph's output)" in capsys.readouterr().err
+
+
+def test_a_reference_read_against_whole_texts_is_noted(runs_file, capsys):
+    assert analyze.main([str(runs_file), "--reference", "391"]) in (exits.OK, exits.FAILED)
+    assert "note: the reference '391' is compared with each sample's whole text" in capsys.readouterr().err
+    assert analyze.main([str(runs_file), "--reference", "391", "--answer", "last-number"]) in (exits.OK, exits.FAILED)
+    assert "whole text" not in capsys.readouterr().err

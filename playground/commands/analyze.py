@@ -39,7 +39,13 @@ from playground.analysis import Extractor, HowMany, InvalidExtractor, SetMeasure
 from playground.backends.embeddings import Embedder, EmbeddingModelError, load_embedder
 from playground.bundles import BundleError, Located, parse_bundles, read_bundles
 from playground.commands import exits
-from playground.commands.cli import check_distinct, check_out_folder, say_skipped, write_atomically
+from playground.commands.cli import (
+    check_distinct,
+    check_out_folder,
+    note_whole_text_reference,
+    say_skipped,
+    write_atomically,
+)
 from playground.errors import InvalidBundle
 
 STDOUT = Path("-")  # as the input, stdin; as --json, --html or --graph, stdout
@@ -222,6 +228,7 @@ def main(argv: list[str] | None = None) -> int:
         if path is not None and path.is_dir():
             parser.error(f"{flag}: {path} is a folder: give the name of a file to write")
     check_distinct(parser, {"input": args.input}, outs)
+    note_whole_text_reference(args.reference, args.answer)
     lines_out = sys.stderr if to_stdout else sys.stdout  # stdout carries the one file asked for, whole
     try:
         bundles, errors = (parse_bundles(sys.stdin.read(), name="stdin") if args.input == STDOUT

@@ -46,6 +46,7 @@ from playground.commands.cli import (
     add_max_n_flag,
     check_distinct,
     check_out_folder,
+    note_whole_text_reference,
     positive_int,
     say_skipped,
     write_atomically,
@@ -244,6 +245,7 @@ def main(argv: list[str] | None = None) -> int:
     check_distinct(parser.parser, {"input": Path(args.input)}, {"--out": args.out})
     try:
         lines, errors = read_lines(Path(args.input), defaults, args.max_n, args.reference)
+        note_whole_text_reference(args.reference, args.answer)
     except OSError as e:
         parser.parser.error(f"cannot read {args.input}: {e.strerror or e}")
     say_skipped(errors)

@@ -37,7 +37,7 @@ from pathlib import Path
 from playground import analysis
 from playground.commands import exits
 from playground.commands.analyze import extractor_arg, majority_cell
-from playground.commands.cli import PlaygroundParser, add_max_n_flag, check_out_folder
+from playground.commands.cli import PlaygroundParser, add_max_n_flag, check_out_folder, note_whole_text_reference
 from playground.commands.progress import Ending, print_summary, run_all, write_bundles
 from playground.errors import InvalidRequest
 from playground.request import Limits
@@ -100,6 +100,7 @@ def sweep_from_args(parser: PlaygroundParser, args: argparse.Namespace) -> Sweep
         raise InvalidRequest(f"--param {args.param} sweeps {args.param} over --values: leave out {flag}")
     sweep = SweepRequest.from_user(args.param, args.values, prompt=args.prompt, **settings)
     sweep.reference = args.reference
+    note_whole_text_reference(args.reference, args.answer)
     sweep.check(Limits.before_engine(args.max_n))  # the engine's come later
     if note := seed_overlap_note(sweep):
         print(f"note: {note}", file=sys.stderr)
