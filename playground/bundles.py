@@ -214,11 +214,11 @@ def read_bundles(path: str | Path, limits: ReadLimits = DEFAULT_LIMITS) -> tuple
     try:
         size = path.stat().st_size
         if size > limits.max_bytes:
-            raise InvalidBundle(f"{path.name} is {size / 2**20:.1f} MB, more than the {limits.max_bytes / 2**20:g} MB "
+            raise InvalidBundle(f"{path} is {size / 2**20:.1f} MB, more than the {limits.max_bytes / 2**20:g} MB "
                                 "a file of run bundles may have here")
         text = path.read_bytes().decode("utf-8")
     except UnicodeDecodeError as e:
-        raise InvalidBundle(f"{path.name} is not text (bad UTF-8 at byte {e.start}), so not run bundles") from None
+        raise InvalidBundle(f"{path} is not text (bad UTF-8 at byte {e.start}), so not run bundles") from None
     except OSError as e:
         raise InvalidBundle(f"cannot read {path}: {e.strerror or e}") from None
     return parse_bundles(text, limits, path.name)

@@ -29,6 +29,7 @@ LONG_PROMPT = (
 def model_path() -> str:
     from playground.backends.model import prepare
 
+    STARTING.imports()  # a test given the model reads its config with vLLM: not while the engines' thread imports
     return STARTING.model or str(prepare())
 
 

@@ -28,6 +28,9 @@ def test_help_lists_vllm_engine_flags_and_the_playgrounds_own():
 def run_main(capsys, *args: str) -> tuple[int, str]:
     """app.main in this process: its exit code and what it wrote to stderr."""
     import app as cli
+    from tests.session_start import STARTING
+
+    STARTING.imports()  # vLLM's parser imports from transformers: not while the engines' thread does
 
     try:
         code = cli.main(list(args))  # a refusal the app says itself, before its parser: returned
