@@ -128,20 +128,19 @@ def inspector_live(run: Run) -> Values:
 
 # --- the pieces ----------------------------------------------------------------------------------
 
-def picked(text: str | None, n: int) -> list[int] | None:
-    """Sample indices a person typed ("0-15, 40"), in range and once each; None for none."""
+def picked(text: str | None, n: int) -> tuple[list[int] | None, list[str]]:
+    """Sample indices a person typed ("0-15, 40"), in range and once each (None for none), and the
+    items that name no sample of the n (past it, or not a number), for the view to say."""
     chosen: list[int] = []
+    left_out: list[str] = []
     for part in re.split(r"[\s,;]+", text or ""):
-        if match := re.fullmatch(r"(\d+)(?:-(\d+))?", part):
-            first, last = int(match[1]), int(match[2] or match[1])
-            chosen += [i for i in range(first, min(last, n - 1) + 1) if i not in chosen]
-    return chosen or None
-
-
-def _within(part: str, n: int) -> bool:
-    """Whether one item a person typed ("40", "0-15") names a sample of the n."""
-    match = re.fullmatch(r"(\d+)(?:-(\d+))?", part)
-    return match is not None and int(match[1]) < n
+        match = re.fullmatch(r"(\d+)(?:-(\d+))?", part)
+        if match is None or int(match[1]) >= n:
+            left_out += [part] if part else []
+            continue
+        first, last = int(match[1]), int(match[2] or match[1])
+        chosen += [i for i in range(first, min(last, n - 1) + 1) if i not in chosen]
+    return chosen or None, left_out
 
 
 def diff_view(run: Run, reference: int, diff_samples: str | None = None) -> str:
@@ -150,13 +149,12 @@ def diff_view(run: Run, reference: int, diff_samples: str | None = None) -> str:
     if not run.samples:
         return ""
     ref = run.samples[reference]
-    shown = picked(diff_samples, run.n)
+    shown, beyond = picked(diff_samples, run.n)
     if shown is None:
         order, _ = analysis.prefix_order([s.token_ids for s in run.samples])
         shown = [i for i in order if i == reference] + [i for i in order if i != reference][:DIFF_ROWS - 1]
     more = (f" Showing {len(shown)} of the {run.n} samples (those that share the longest beginnings side by "
             "side): list others above." if len(shown) < run.n else "")
-    beyond = [part for part in re.split(r"[\s,;]+", diff_samples or "") if part and not _within(part, run.n)]
     if beyond:
         more += f" Left out, past sample {run.n - 1} or not a number: {', '.join(beyond)}."
     origin = f"<p>{html.escape(note)}</p>" if (note := analysis.origin_note(run)) else ""
