@@ -50,15 +50,19 @@ def origin_note(run: Run) -> str | None:
     return f"✎ A run {HAND_MADE}." if written_by_hand(run) else None
 
 
-def marked(figure, run: Run):
+def marked(figure, run: Run, note: str | None = None):
     """``figure`` (a plotly figure of the run) with the run's origin under its title, so the chart
-    says what it shows where it is seen alone (a tab, a saved PNG). A title that already names
-    whose times it shows (the timing charts) is left as it is; anything else passes unchanged."""
-    note = origin_note(run)
+    says what it shows where it is seen alone (a tab, a saved PNG); ``note``: the chart's own
+    sentence for it (the timing charts say whose times they show). A figure is marked once: its
+    layout keeps the note (``meta``), so a view that marks every figure it shows leaves a marked
+    one as it is; anything that is no figure passes unchanged."""
+    note = note or origin_note(run)
     layout = getattr(figure, "layout", None)
     if note is None or layout is None or not hasattr(layout, "title"):
         return figure
+    if isinstance(layout.meta, dict) and "origin" in layout.meta:
+        return figure
     title = layout.title.text or ""
-    if note[0] not in title:
-        figure.update_layout(title_text=f"{title}<br><sup>{note}</sup>" if title else f"<sup>{note}</sup>")
+    figure.update_layout(title_text=f"{title}<br><sup>{note}</sup>" if title else f"<sup>{note}</sup>",
+                         meta={"origin": note})
     return figure

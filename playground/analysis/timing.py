@@ -35,7 +35,7 @@ from playground.analysis.display import (
     truncate,
     visible,
 )
-from playground.analysis.replays import replayed_from
+from playground.analysis.replays import marked, replayed_from
 from playground.run import Run
 
 TIMING_COLUMNS = ["sample", "seed", "tokens", "ttft", "total_time", "tokens_per_s", "decode_tokens_per_s",
@@ -102,9 +102,9 @@ def tokens_over_time_figure(run: Run) -> go.Figure:
         fig.add_trace(go.Scatter(x=[0.0] + [t * 1000 for t in times], y=[k / run.n for k in range(len(times) + 1)],
                                  mode="lines", line={"shape": "hv", "color": "black", "width": 3},
                                  name=f"mean of all {run.n}"))
-    fig.update_layout(title="Tokens received over time" + note + _replayed(run), xaxis_title="ms since the run started",
+    fig.update_layout(title="Tokens received over time" + note, xaxis_title="ms since the run started",
                       yaxis_title="tokens", height=400)
-    return fig
+    return marked(fig, run, _replayed(run))
 
 
 def _untimed(run: Run, title: str) -> go.Figure | None:
@@ -133,16 +133,15 @@ def itl_figure(run: Run) -> go.Figure:
             fig.add_trace(go.Box(y=rows["itl"] * 1000, name=f"sample {sample}", boxpoints="outliers",
                                  marker_color=sample_color(sample)))
     # Drawn at half the page's width: what the boxes are goes under the title, not past its end.
-    fig.update_layout(title=f"Inter-token latency per sample<br><sup>0 ms: arrived in the same event{note}</sup>"
-                            + _replayed(run),
-                      yaxis_title="ms",
-                      height=400, showlegend=False)
-    return fig
+    fig.update_layout(title=f"Inter-token latency per sample<br><sup>0 ms: arrived in the same event{note}</sup>",
+                      yaxis_title="ms", height=400, showlegend=False)
+    return marked(fig, run, _replayed(run))
 
 
-def _replayed(run: Run, what: str = "the times are the replay's, not the recorded run's") -> str:
-    """A chart's subtitle when the run is a replay: whose times it shows."""
-    return f"<br><sup>⟲ a replay of {replayed_from(run)}: {what}</sup>" if replayed_from(run) else ""
+def _replayed(run: Run, what: str = "the times are the replay's, not the recorded run's") -> str | None:
+    """A timing chart's note when the run is a replay (``marked`` puts it under the title): whose
+    times it shows."""
+    return f"⟲ a replay of {of}: {what}" if (of := replayed_from(run)) else None
 
 
 def ttft_figure(run: Run) -> go.Figure:
@@ -152,9 +151,8 @@ def ttft_figure(run: Run) -> go.Figure:
     frame = timing_frame(run).dropna(subset=["ttft"])
     fig = go.Figure(go.Bar(x=[f"sample {i}" for i in frame["sample"]], y=frame["ttft"] * 1000, name="ttft",
                            marker_color=[sample_color(i) for i in frame["sample"]]))
-    fig.update_layout(title="Time to first token per sample" + _replayed(run), yaxis_title="ms",
-                      height=360)
-    return fig
+    fig.update_layout(title="Time to first token per sample", yaxis_title="ms", height=360)
+    return marked(fig, run, _replayed(run))
 
 
 # ---- the engine's phases per child --------------------------------------------------------------
@@ -205,14 +203,12 @@ def child_timeline_figure(run: Run) -> go.Figure:
                                   ("last_arrival", "line-ns-open", "last token received")):
         fig.add_trace(go.Scatter(y=rows, x=ms[column], mode="markers", name=label,
                                  marker={"symbol": symbol, "size": 10, "color": "#111827"}))
-    fig.update_layout(title=title + _replayed(run, "the engine's phases are the recorded run's, the arrivals the "
-                                                        "replay's"),
-                      barmode="overlay", xaxis={"title": "ms since the run started",
-                                                             "rangemode": "tozero"},
+    fig.update_layout(title=title, barmode="overlay",
+                      xaxis={"title": "ms since the run started", "rangemode": "tozero"},
                       yaxis={"autorange": "reversed", "type": "category",
                              **({"tickmode": "linear", "dtick": 1} if run.n <= EVERY_ROW_NAMED else {})},
                       height=height_for(run.n, per_row=22, minimum=300))
-    return fig
+    return marked(fig, run, _replayed(run, "the engine's phases are the recorded run's, the arrivals the replay's"))
 
 
 def engine_load_line(run: Run) -> tuple[list[float], list[int]] | None:
