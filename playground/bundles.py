@@ -8,6 +8,7 @@ what is wrong with a bundle (not one, damaged, from a newer playground), this mo
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import re
@@ -41,24 +42,28 @@ DEFAULT_LIMITS = ReadLimits()
 PAGE_MAX_MB = 50  # the page's default for an upload, which its server reads whole (--max-file-mb)
 
 
-def place(line: int | None, item: int | None) -> str:
-    """Where a run was in its file, in words: "line 3", "the file", "line 3, run 2"."""
+def place(line: int | None, item: int | None, cell: str | None = None) -> str:
+    """Where a run was in its file, in words: "line 3", "the file", "line 3, run 2", "the file,
+    cell DELTA × async" (a QA matrix's)."""
     where = "the file" if line is None else f"line {line}"
+    if cell is not None:
+        return f"{where}, cell {cell}"
     return where if item is None else f"{where}, run {item}"
 
 
 @dataclass
 class Located:
     """A run and where it was in its file: ``line`` is None for one indented bundle; ``item``, its
-    place (from 1) in a JSON array of runs, else None."""
+    place (from 1) in a JSON array of runs, else None; ``cell``, its cell's label in a QA matrix."""
 
     run: Run
     line: int | None
     item: int | None = None
+    cell: str | None = None
 
     @property
     def where(self) -> str:
-        return place(self.line, self.item)
+        return place(self.line, self.item, self.cell)
 
 
 @dataclass
@@ -66,10 +71,11 @@ class BundleError:
     line: int | None
     message: str
     item: int | None = None
+    cell: str | None = None
 
     @property
     def where(self) -> str:
-        return place(self.line, self.item)
+        return place(self.line, self.item, self.cell)
 
     def __str__(self) -> str:
         return f"{self.where}: {self.message}"
@@ -114,6 +120,8 @@ def parse_bundles(text: str, limits: ReadLimits = DEFAULT_LIMITS,
 
 def _one(data: object, line: int | None, limits: ReadLimits,
          item: int | None = None) -> tuple[list[Located], list[BundleError]]:
+    if item is None and _matrix(data):  # qa --json: every cell's run, by its cell's label
+        return _cells(data, line, limits)
     if item is None and _runs(data):  # a JSON array of runs, as a script might write them all at once
         if len(data) > limits.max_bundles:
             return [], [BundleError(line, f"an array of {len(data):,} runs, more than the {limits.max_bundles:,} "
@@ -136,6 +144,28 @@ def _one(data: object, line: int | None, limits: ReadLimits,
         return [Located(Run.from_dict(data), line, item)], []
     except InvalidBundle as e:
         return [], [BundleError(line, str(e), item)]
+
+
+def _matrix(data: object) -> bool:
+    """``data`` is a QA matrix (``qa --json``, the QA tab's export): cells, each with its run."""
+    return isinstance(data, dict) and "matrix_version" in data and isinstance(data.get("cells"), list)
+
+
+def _cells(matrix: dict, line: int | None, limits: ReadLimits) -> tuple[list[Located], list[BundleError]]:
+    """A matrix's runs, each named by its cell ("DELTA × async"); a cell that failed before it made
+    a run is said, not read as a damaged bundle."""
+    found, errors = [], []
+    for k, cell in enumerate(matrix["cells"], 1):
+        label = (f"{cell.get('output_kind')} × {cell.get('path')}" if isinstance(cell, dict) else str(k))
+        run = cell.get("run") if isinstance(cell, dict) else None
+        if run is None:
+            reason = cell.get("error") if isinstance(cell, dict) else None
+            errors.append(BundleError(line, f"no run ({reason or 'none was recorded'})", k, label))
+            continue
+        more, wrong = _one(run, line, limits, k)
+        found += [dataclasses.replace(each, cell=label) for each in more]
+        errors += [dataclasses.replace(each, cell=label) for each in wrong]
+    return found, errors
 
 
 def _samples_only(data: object) -> bool:

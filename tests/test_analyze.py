@@ -74,6 +74,21 @@ def test_a_bundle_the_page_exported(runs_file, tmp_path, capsys):
     assert "Answer groups (regex:(\\d+))" in report  # the report reads the answers as --answer does
 
 
+def test_a_matrix_cell_without_a_run_is_named_and_the_others_analysed(tmp_path, capsys):
+    """A QA matrix whose cell failed before it made a run: the cell is named with its error, not
+    called a damaged bundle. (The real matrix's cells are read in tests/test_qa.py.)"""
+    matrix = {"matrix_version": 2, "request": {"prompt": "p"}, "kinds": ["DELTA"], "paths": ["async"],
+              "cells": [{"output_kind": "DELTA", "path": "async wrapper", "run": {"samples": ["4", "4"]}},
+                        {"output_kind": "DELTA", "path": "remote", "run": None, "error": "connection refused"}]}
+    source = tmp_path / "matrix.json"
+    source.write_text(json.dumps(matrix, indent=1), encoding="utf-8")
+    assert analyze.main([str(source)]) == exits.FAILED
+    captured = capsys.readouterr()
+    assert captured.out.startswith('the file, cell DELTA × async wrapper (no prompt) n=2')  # a hand-made run
+    assert "skipping the file, cell DELTA × remote: no run (connection refused)" in captured.err
+    assert "analysed 1 run(s); skipped the file, cell DELTA × remote" in captured.err
+
+
 def test_bad_lines_are_named_and_the_other_bundles_still_analysed(runs_file, tmp_path, capsys):
     good = runs_file.read_text(encoding="utf-8").splitlines()
     newer = json.dumps({**json.loads(good[1]), "bundle_version": BUNDLE_VERSION + 1})

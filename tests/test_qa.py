@@ -696,6 +696,22 @@ def test_every_real_cell_has_the_right_shape(healthy):
         assert cell.notes == [], "each streamed cell was held to its path's FINAL_ONLY cell"
 
 
+def test_analyze_reads_a_matrix_file_cell_by_cell(healthy, tmp_path, capsys):
+    """``qa --json``'s file is runs too: ``analyze`` reads every cell's run and names it by its
+    cell, so a QA finding can be looked at with the set measures without picking bundles out."""
+    from playground.commands import analyze
+
+    _, _, matrix = healthy
+    source = tmp_path / "matrix.json"
+    source.write_text(matrix.to_json(indent=1), encoding="utf-8")
+    assert analyze.main([str(source)]) == exits.OK
+    printed = capsys.readouterr()
+    lines = printed.out.splitlines()
+    assert [line.split(" ", 4)[:4] for line in lines] == [["the", "file,", "cell", c.output_kind] for c in matrix.cells]
+    assert all(f"cell {c.label} " in line for c, line in zip(matrix.cells, lines))
+    assert "analysed 12 run(s)" in printed.err
+
+
 def test_real_comparisons_say_what_they_should(healthy):
     """On one engine, wrapper and native and every output_kind give the same tokens (each cell ran
     alone). Across engines they matched too when measured, but that is not promised: if they

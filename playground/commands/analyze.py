@@ -251,7 +251,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"error: {bundle.where}: {e}", file=sys.stderr)
             return exits.USAGE
         except EmbeddingModelError as e:
-            errors.append(error := BundleError(bundle.line, str(e), bundle.item))
+            errors.append(error := BundleError(bundle.line, str(e), bundle.item, bundle.cell))
             print(f"skipping {error}", file=sys.stderr)
             continue
         analysed.append(result)
