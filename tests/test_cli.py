@@ -58,6 +58,19 @@ def test_bad_values_give_a_clear_error(capsys, args, message):
     assert len(err.splitlines()) <= 3, "a usage error is a sentence, not vLLM's every flag"
 
 
+def test_batch_names_a_file_that_is_not_text_or_holds_no_prompt(capsys, tmp_path):
+    """Before any engine starts: a binary file is one sentence (not a line each), an empty one
+    says what batch reads."""
+    binary, empty = tmp_path / "weights.bin", tmp_path / "prompts.jsonl"
+    binary.write_bytes(b"\x89PNG\r\n\x1a\n\x00\xff" * 40)
+    empty.write_text("\n\n", encoding="utf-8")
+    code, err = run_main(capsys, "batch", str(binary))
+    assert code == 2 and f"{binary} is not text (bad UTF-8 at byte 0), so not prompts" in err, err[-500:]
+    assert "skipping line" not in err
+    code, err = run_main(capsys, "batch", str(empty))
+    assert code == 0 and f"no line to run: {empty} has no line but blank ones" in err, err[-500:]
+
+
 def test_a_commands_help_shows_its_own_flags_first_and_a_short_usage():
     from playground.commands import batch
 

@@ -139,6 +139,18 @@ def read_lines(path: Path, defaults: dict, max_n: int,
     return lines, errors
 
 
+def not_text(path: Path) -> str | None:
+    """Why a file is not text (its first bad UTF-8 byte), or None: said once for a file none of
+    whose lines could be read, where a line each would only repeat it."""
+    try:
+        path.read_bytes().decode("utf-8")
+    except UnicodeDecodeError as e:
+        return f"bad UTF-8 at byte {e.start}"
+    except OSError:
+        return None
+    return None
+
+
 def run_batch(runner, lines: list[Line], max_in_flight: int = 1, progress: bool = True) -> BatchResult:
     """Run every line on a SyncRunner; Ctrl-C or an engine failure ends it with what finished.
 
@@ -248,9 +260,13 @@ def main(argv: list[str] | None = None) -> int:
         note_whole_text_reference(args.reference, args.answer)
     except OSError as e:
         parser.parser.error(f"cannot read {args.input}: {e.strerror or e}")
+    if not lines and errors and (binary := not_text(Path(args.input))):
+        parser.parser.error(f"{args.input} is not text ({binary}), so not prompts: batch reads one JSON object "
+                            'per line, {"prompt": ...}')
     say_skipped(errors)
     if not lines:
-        print("no line to run", file=sys.stderr)
+        print("no line to run" + ("" if errors else f": {args.input} has no line but blank ones (batch reads one "
+                                  'JSON object per line, {"prompt": ...})'), file=sys.stderr)
         if args.out is not None:
             write_atomically(args.out, [])
         return exits.FAILED if errors else exits.OK
