@@ -46,7 +46,7 @@ CREATE TABLE runs (
     n INTEGER NOT NULL,
     bytes INTEGER NOT NULL,       -- the stored bundle's size, as the limits count it
     bundle BLOB NOT NULL,         -- the run bundle (JSON, playground/bundle.schema.json), zlib-compressed
-    origin TEXT NOT NULL DEFAULT '',  -- what the run is beside a sampling ("⟲ replay of run-… (x4)"), for the list
+    origin TEXT NOT NULL DEFAULT '',  -- what the run is beside a sampling ("⟲ replay of run-… at x4"), for the list
     UNIQUE (owner, request_id)
 );
 CREATE INDEX runs_by_owner ON runs (owner, saved_at);

@@ -88,7 +88,7 @@ def test_history_replays_a_run_of_the_page_at_the_speed_chosen(browser, app_url)
         assert "engine up" in status and "a replay: no engine samples it" not in status, status
         page.locator("#history-pick input").click()
         options = [o.inner_text() for o in page.get_by_role("option").all()]
-        assert any(f"⟲ replay of {original} (x4)" in option for option in options), options
+        assert any(f"⟲ replay of {original} at x4" in option for option in options), options
         page.keyboard.press("Escape")
         page.locator("#replay-pace input").fill("soon")
         page.locator("#replay-pace input").press("Enter")

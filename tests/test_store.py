@@ -115,8 +115,8 @@ def test_a_store_of_version_1_opens_and_its_runs_list_with_no_origin_beside_new_
     old.commit()
     old.close()
     with RunStore(path) as store:
-        store.save("me", "run-new", "p", "finished", 2, "{}", origin="⟲ replay of run-old (x4)")
-        assert [(e.request_id, e.origin) for e in store.entries("me")] == [("run-new", "⟲ replay of run-old (x4)"),
+        store.save("me", "run-new", "p", "finished", 2, "{}", origin="⟲ replay of run-old at x4")
+        assert [(e.request_id, e.origin) for e in store.entries("me")] == [("run-new", "⟲ replay of run-old at x4"),
                                                                          ("run-old", "")]
         assert store.load("k1") == '{"old": 1}'
     with RunStore(path) as store:  # opened again: version 2 now
@@ -262,5 +262,5 @@ def test_the_saved_runs_list_says_a_replay_and_a_branch_as_the_sessions_history_
         for run in (replay, branch):
             save_run(store, "me", run)
         listed = {e.request_id: label(e) for e in store.entries("me")}
-    assert "⟲ replay of run-1234 (x4)" in listed["run-r"] and "⟲ replay of run-1234 (x4)" in history_label(replay)
+    assert "⟲ replay of run-1234 at x4" in listed["run-r"] and "⟲ replay of run-1234 at x4" in history_label(replay)
     assert "⑂ of run-1234 #1@3 forced ' sea'" in listed["run-b"] and "⑂ of run-1234 #1@3" in history_label(branch)

@@ -121,7 +121,7 @@ from playground.analysis.meaning import (
     cosine_matrix,
     meaning_clusters,
 )
-from playground.analysis.replays import marked, origin_label, origin_note, replayed_from, written_by_hand
+from playground.analysis.replays import at_pace, marked, origin_label, origin_note, replayed_from, written_by_hand
 from playground.analysis.report import (
     comparison_report,
     report_for,
@@ -222,6 +222,7 @@ __all__ = [
     "all_measures",
     "alternatives",
     "answer_groups_figure",
+    "at_pace",
     "branch_label",
     "branch_prefix",
     "branched_from",

@@ -5,7 +5,7 @@ from __future__ import annotations
 import html
 import time
 
-from playground.analysis import branch_label, origin_label, replayed_from, written_by_hand
+from playground.analysis import at_pace, branch_label, origin_label, replayed_from, written_by_hand
 from playground.run import Run
 
 
@@ -171,7 +171,7 @@ def origin_marks(run: Run) -> str:
             mark += f" forced {forced!r}" if forced is not None else f" forced id {branch['forced_token_id']}"
         marks.append(mark)
     if replay := run.request.get("replay"):
-        marks.append(f"⟲ replay of {replay.get('of')} ({replay.get('pace')})")
+        marks.append(f"⟲ replay of {replay.get('of')} {at_pace(replay.get('pace'))}")
     if written_by_hand(run):
         marks.append("✎ written by hand")
     return " · ".join(marks)
