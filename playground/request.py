@@ -101,7 +101,8 @@ class SampleRequest:
     mode: str = setting("wrapper", choices=MODES,
                         help="wrapper: our fan-out, sample i seeded seed+i · native: n handed to vLLM · "
                              "same-seed: every sample gets the same seed (the old bug, on purpose)")
-    temperature: float = setting(1.0, low=0, slider=(0, 2, 0.05), sampler=True, sweep=True, rule="must be 0 or more",
+    temperature: float = setting(1.0, low=0, high=2, slider=(0, 2, 0.05), sampler=True, sweep=True,
+                                 rule="must be between 0 and 2 (vLLM's range)",
                                  help="0 is greedy (needs n=1).")
     top_p: float = setting(1.0, low=0, high=1, open_low=True, slider=(0.01, 1, 0.01), sampler=True, sweep=True,
                            help="Nucleus sampling: the smallest set of tokens whose probability reaches top_p.")

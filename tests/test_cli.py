@@ -48,7 +48,7 @@ def run_main(capsys, *args: str) -> tuple[int, str]:
     (["analyse", "runs.jsonl"], "'analyse' is not a command (did you mean analyze?). Commands: batch, qa, analyze"),
     (["--replay-pace", "x4"], "--replay-pace is the pace of --replay: give the runs to play with --replay FILE"),
     (["--replay", "synthetic:4xabc"], "synthetic:4xabc is not a made-up run: write synthetic:NxTOKENS"),
-    (["batch", "prompts.jsonl", "--temperature", "-2"], "temperature must be 0 or more, got -2.0"),
+    (["batch", "prompts.jsonl", "--temperature", "-2"], "temperature must be between 0 and 2 (vLLM's range), got -2.0"),
     (["batch", "prompts.jsonl", "--n", "300"], "n must be between 1 and 256 (--max-n), got 300"),
     (["batch", "prompts.jsonl", "--out", "./prompts.jsonl"], "--out: prompts.jsonl is the input this command reads"),
 ])

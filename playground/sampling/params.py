@@ -10,8 +10,10 @@ from __future__ import annotations
 from copy import copy
 
 from vllm import SamplingParams
+from vllm.exceptions import VLLMClientError
 from vllm.sampling_params import RequestOutputKind
 
+from playground.errors import InvalidRequest
 from playground.request import SampleRequest, check_context, check_greedy, check_mode, check_n, check_seed
 from playground.sampling.plan import Child, Plan
 
@@ -24,8 +26,11 @@ def sampling_params(request: SampleRequest, detokenize: bool = True) -> Sampling
     settings["stop"] = list(settings["stop"]) or None
     # Logprobs as flat arrays, not a dict and an object per alternative: vLLM's own answer to their
     # cost ("GC costs significantly smaller"); the record keeps them as arrays too.
-    return SamplingParams(n=request.n, seed=request.seed, output_kind=RequestOutputKind[request.output_kind],
-                          flat_logprobs=request.logprobs is not None, detokenize=detokenize, **settings)
+    try:
+        return SamplingParams(n=request.n, seed=request.seed, output_kind=RequestOutputKind[request.output_kind],
+                              flat_logprobs=request.logprobs is not None, detokenize=detokenize, **settings)
+    except VLLMClientError as e:  # a bound of vLLM's that the schema does not repeat: a refusal all the same
+        raise InvalidRequest(f"vLLM refuses this request: {e}") from None
 
 
 def check(prompt_token_ids: list[int], params: SamplingParams, mode: str, max_n: int, max_model_len: int) -> None:
