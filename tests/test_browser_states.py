@@ -232,3 +232,32 @@ def test_an_engine_that_dies_mid_run_is_reported_and_the_next_run_works(browser,
     finally:
         page.close()
         wait_until(lambda: backend.info()["up"], timeout=600, every=0.5)  # never tear down a restarting engine
+
+
+def test_a_sample_picked_from_a_bigger_run_than_the_diff_drew_breaks_nothing(browser, app_url):  # noqa: F811
+    """The Diff draws only when it is on screen, so its reference's choices can be an older,
+    smaller run's: a sample of the run on screen picked then becomes the reference all the same,
+    and the next Run (which reads the panels' controls) works, with no "Error" anywhere."""
+    page = open_page(browser, app_url)
+    try:
+        fill_form(page, "The sea is", n=2, seed=1, max_tokens=3)
+        page.locator("#run").click()
+        wait_for_summary(page, "finished")  # the Diff is on screen: its choices are samples 0 and 1
+        page.get_by_role("tab", name="Timing").click()
+        first = re.search(r"run-[0-9a-f]{8}", summary(page)).group(0)
+        set_slider(page, "n", 4)
+        page.locator("#run").click()
+        page.wait_for_function("(old) => { const s = document.querySelector('#run-summary').innerText; "
+                               "return s.includes('finished') && !s.includes(old); }", arg=first, timeout=120_000)
+        page.locator("#samples-area .sa-card[data-i='3']").click()
+        page.wait_for_function("() => document.querySelector('#reference input').value === '3'", timeout=30_000)
+        second = re.search(r"run-[0-9a-f]{8}", summary(page)).group(0)
+        page.locator("#run").click()
+        page.wait_for_function("(old) => { const s = document.querySelector('#run-summary').innerText; "
+                               "return s.includes('finished') && !s.includes(old); }", arg=second, timeout=120_000)
+        page.get_by_role("tab", name="Diff").click()
+        page.locator("#diff-view").get_by_text("sample 3 (seed 4)").first.wait_for(timeout=30_000)
+        assert page.locator(".error:visible").filter(has_text=re.compile(r"^\s*Error\s*$")).count() == 0
+        assert page.locator(".toast-body.error").count() == 0, page.locator(".toast-body").all_inner_texts()
+    finally:
+        page.close()

@@ -120,7 +120,10 @@ def build_app(backend, sync_runner=None, embedding_model: str | None = None,
         with gr.Tabs(elem_id="panels") as tabs:
             with gr.Tab("Diff", id="diff", elem_id="tab-diff"):
                 with gr.Row():
-                    reference = gr.Dropdown(choices=[0], value=0, label="Reference sample", elem_id="reference")
+                    # Any value is taken (and read as a sample of the run shown): a stale one must never
+                    # make Gradio refuse the events that read the panels' controls.
+                    reference = gr.Dropdown(choices=[0], value=0, label="Reference sample", elem_id="reference",
+                                            allow_custom_value=True)
                     diff_samples = gr.Textbox(label=f"Samples to compare (default: {panels.DIFF_ROWS}, those that "
                                                     "share the longest beginnings side by side)",
                                               placeholder="e.g. 0-15, 40", elem_id="diff-samples")
@@ -192,9 +195,9 @@ def build_app(backend, sync_runner=None, embedding_model: str | None = None,
               cancels=[run_event, branch_event, replay_event], queue=False,
               show_progress="hidden", api_visibility="private")
         # A sample picked in the samples area becomes the Diff tab's reference.
-        samples.html.select(picked_reference, None, reference, api_visibility="private")
+        samples.html.select(picked_reference, page.current, reference, api_visibility="private")
         for trigger in (reference.change, diff_samples.submit):
-            trigger(lambda run, ref, chosen: panels.diff_view(run, min(int(ref or 0), run.n - 1), chosen)
+            trigger(lambda run, ref, chosen: panels.diff_view(run, panels.reference_sample(ref, run.n), chosen)
                     if run is not None else gr.skip(), [page.current, reference, diff_samples],
                     diff.components["diff_view"], api_visibility="private")
         tabs.select(open_tab(page), [page.current], [page.selected, *[c for p in page.panels
@@ -244,9 +247,12 @@ def open_tab(page: Page):
     return opened
 
 
-def picked_reference(evt: gr.SelectData):
-    """A sample picked in the samples area becomes the Diff tab's reference."""
-    return gr.update(value=int(evt.index))
+def picked_reference(run, evt: gr.SelectData):
+    """A sample picked in the samples area becomes the Diff tab's reference, with the run's samples
+    as its choices: the Diff tab fills them only when it draws, and a value outside a dropdown's
+    choices is refused by Gradio in every later event that reads it (Run's among them)."""
+    n = run.n if run is not None else int(evt.index) + 1
+    return gr.update(choices=list(range(max(n, int(evt.index) + 1))), value=int(evt.index))
 
 
 def launch_app(demo: gr.Blocks, *, concurrency: int = 8, queue_size: int = 64, **launch_kwargs):

@@ -95,9 +95,18 @@ def diff(run: Run, diff_reference: int | None = 0, diff_samples: str | None = No
     """The samples against a reference sample (``diff_reference``), token by token: those a person
     picked (``diff_samples``, e.g. "0-15, 40"), else the first DIFF_ROWS in the divergence tree's
     order (so the ones that part late sit together); and the pairwise heatmap of every sample."""
-    reference = min(int(diff_reference or 0), run.n - 1) if run.n else 0
+    reference = reference_sample(diff_reference, run.n)
     return {"reference": gr.update(choices=list(range(run.n)), value=reference),
             "diff_view": diff_view(run, reference, diff_samples), "pairwise": analysis.pairwise_heatmap(run)}
+
+
+def reference_sample(value: int | str | None, n: int) -> int:
+    """The Diff's reference as a sample of a run of ``n``: a value past the run's last sample (the
+    one picked in a bigger run) is its last; anything that is no sample number, the first."""
+    try:
+        return min(max(int(value or 0), 0), n - 1) if n else 0
+    except (TypeError, ValueError):
+        return 0
 
 
 def tree(run: Run) -> Values:
