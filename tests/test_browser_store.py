@@ -105,13 +105,16 @@ def test_history_keeps_this_browsers_runs_across_reloads_and_only_its_own(browse
     page.locator("#stop").click()
     page.locator("#run-summary").get_by_text("stopped").wait_for(timeout=60_000)
     rid = summary_id(page)
+    page.get_by_role("tab", name="History").click()  # listed as soon as it is saved, before any reload
+    page.locator("#saved-note").get_by_text("1 run of this browser is kept").wait_for(timeout=30_000)
+    assert any(rid in option and "· stopped ·" in option for option in saved_options(page)), saved_options(page)
     runs_before = store.totals()[0]
     page.reload()
     page.locator("#prompt textarea").wait_for()
     page.get_by_role("tab", name="History").click()
     page.locator("#saved-note").get_by_text("1 run of this browser is kept").wait_for(timeout=30_000)
     listed = saved_options(page)
-    assert len(listed) == 1 and rid in listed[0] and "aborted" in listed[0], listed
+    assert len(listed) == 1 and rid in listed[0] and "· stopped ·" in listed[0], listed
 
     other = open_page(browser, app_url)  # another browser: its own list, empty
     try:

@@ -190,7 +190,7 @@ def build_app(backend, sync_runner=None, embedding_model: str | None = None,
         history.replay.button.click(None, None, None, js=SHOW_SAMPLES_JS)  # a replay streams where a run does
         # Stop ends the session's action itself (any button's, a sweep's too: its follower draws what
         # finished); cancelling the event also takes a queued run off the queue.
-        gr.on([stop_btn.click, stop_near.click, sweep.stop_btn.click], partial(running.stop, page),
+        stopped = gr.on([stop_btn.click, stop_near.click, sweep.stop_btn.click], partial(running.stop, page),
               [page.live, *page.inputs()], page.outputs(), inputs_kwargs=shows,
               cancels=[run_event, branch_event, replay_event], queue=False,
               show_progress="hidden", api_visibility="private")
@@ -210,7 +210,7 @@ def build_app(backend, sync_runner=None, embedding_model: str | None = None,
         compare_tab.connect(compare, page.history, sweep.runs, page.current)
         export_tab.connect(export, page, set_)
         history_tab.connect(history, page, sweep, compare)
-        saved_runs.connect(history.saved, page, link_row.note, [run_event, branch_event], demo)
+        saved_runs.connect(history.saved, page, link_row.note, [run_event, branch_event], demo, stopped)
         links.connect(link_row, page, history.saved)
         qa_tab.connect(qa, page)
         demo.load(partial(controls.on_load, page), [prompt, use_chat], [status, rendered], api_visibility="private")

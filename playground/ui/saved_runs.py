@@ -28,6 +28,7 @@ from playground.ui.keeping import MARKER, OWNER_JS, Keeper
 from playground.ui.messages import refusal, warned
 from playground.ui.page import Page
 from playground.ui.showing import show
+from playground.ui.views import status_word
 
 log = logging.getLogger(__name__)
 NOT_KEPT = ("Runs are kept in this tab's memory only: the app was started with `--no-store`, so a reload loses "
@@ -71,10 +72,13 @@ def extra(saved: SavedRuns) -> dict:
     return {MARKER: saved.marker} if saved.keeper is not None else {}
 
 
-def connect(saved: SavedRuns, page: Page, say: gr.Markdown, failed: list, demo: gr.Blocks) -> None:
+def connect(saved: SavedRuns, page: Page, say: gr.Markdown, failed: list, demo: gr.Blocks,
+            stopped: gr.events.Dependency) -> None:
     """The listeners: the owner's registration at load, each save's outcome, the list, Open and
     Delete. ``say``: the page's line for what must be seen (a run not saved, old runs removed);
-    ``failed``: the run events whose failure leaves a failed run in ``page.live``."""
+    ``failed``: the run events whose failure leaves a failed run in ``page.live``; ``stopped``:
+    Stop's event, which shows the stopped run outside Gradio's queue, where a State it changes
+    fires no change event: the save's outcome follows it instead."""
     if saved.keeper is None:
         saved.loaded = demo.load(lambda: gr.skip(), None, saved.owner, api_visibility="private")
         return
@@ -82,8 +86,9 @@ def connect(saved: SavedRuns, page: Page, say: gr.Markdown, failed: list, demo: 
     listed = [saved.pick, saved.note]
     saved.loaded = demo.load(partial(register, saved), [saved.owner, session, saved.search], [saved.owner, *listed],
                              js=OWNER_JS, show_progress="hidden", api_visibility="private")
-    saved.marker.change(partial(report, saved, say), [saved.marker, session, saved.search], [*listed, say],
-                        show_progress="hidden", api_visibility="private")
+    for shown in (saved.marker.change, stopped.then):  # a marker's save is reported once: the first asks
+        shown(partial(report, saved, say), [saved.marker, session, saved.search], [*listed, say],
+              show_progress="hidden", api_visibility="private")
     for event in failed:
         event.failure(partial(save_failed, saved, say), [page.live, session, saved.search], [*listed, say],
                       show_progress="hidden", api_visibility="private")
@@ -157,7 +162,7 @@ def label(entry) -> str:
     prompt = " ".join(entry.prompt.split())
     prompt = prompt[:50] + ("…" if len(prompt) > 50 else "")
     origin = f" · {entry.origin}" if entry.origin else ""
-    return f"{when} · {entry.status} · n={entry.n}{origin} · “{prompt}” · {entry.request_id}"
+    return f"{when} · {status_word(entry.status)} · n={entry.n}{origin} · “{prompt}” · {entry.request_id}"
 
 
 async def delete(saved: SavedRuns, key: str | None, session, search: str | None) -> dict:

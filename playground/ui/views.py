@@ -9,13 +9,19 @@ from playground.analysis import at_pace, branch_label, origin_label, replayed_fr
 from playground.run import Run
 
 
+def status_word(status: str) -> str:
+    """A run's status as the page says it: a run the person stopped is "stopped" (its record says
+    "aborted", vLLM's word) in the summary, History and the saved runs' list alike."""
+    return "stopped" if status == "aborted" else status
+
+
 def run_summary(run: Run) -> str:
     """One line under the controls: what ran, how it went, which seeds were used."""
     req = run.request
     tokens = sum(len(s.token_ids) for s in run.samples)
     elapsed = run.wall_time if run.wall_time is not None else (run.events[-1].t if run.events else 0.0)
-    state = {"running": "● running", "finished": "✔ finished", "aborted": "■ stopped",
-             "error": "✖ error"}.get(run.status, run.status)
+    state = {"running": "● ", "finished": "✔ ", "aborted": "■ ", "error": "✖ "}.get(run.status, "") + \
+        status_word(run.status)
     seeds = _seed_note(run)
     if written_by_hand(run):  # texts alone, never timed
         made = f"{tokens} words"
@@ -156,7 +162,7 @@ def history_label(run: Run) -> str:
     prompt = prompt[:40] + ("…" if len(prompt) > 40 else "")
     of = f" · {origin}" if (origin := origin_marks(run)) else ""
     return (f"{run.request.get('request_id')} · n={run.n} · {run.request.get('mode')} · "
-            f"{run.request.get('output_kind')} · {run.status}{of} · “{prompt}”")
+            f"{run.request.get('output_kind')} · {status_word(run.status)}{of} · “{prompt}”")
 
 
 def origin_marks(run: Run) -> str:
