@@ -197,6 +197,10 @@ def test_the_wall_the_logprobs_tab_and_the_csv_show_one_entropy(browser, app_url
         charted = page.evaluate("() => Array.from(document.querySelector('#logprobs-uncertainty .js-plotly-plot')"
                                 "._fullData.filter(t => t.name === 'sample 0' && t.yaxis === 'y2')[0].y)[3]")
         assert round(charted, 2) == expected
+        cell.click()  # a token of the wall is a point, as one of the Diff is: the Branch tab opens there
+        page.wait_for_function("() => document.querySelector('#branch-position input')?.value === '3'",
+                               timeout=30_000)
+        page.get_by_role("tab", name="Branch", selected=True).wait_for(timeout=30_000)
     finally:
         page.close()
 

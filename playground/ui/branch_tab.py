@@ -90,8 +90,9 @@ def declare(pick: gr.Textbox) -> BranchTab:
     """The tab, declared in the current ``gr.Tabs``; ``pick``: the hidden box a click on a token
     writes, declared outside the tabs (a tab's contents exist in the page only once it is opened)."""
     with gr.Tab("Branch", id="branch", elem_id="tab-branch") as panel:
-        gr.Markdown("Resample from a point of a sample: click a token in the **Diff** view or a box of the "
-                    "**Tree** (or pick a sample in the samples area), choose the token to put there, and branch. "
+        gr.Markdown("Resample from a point of a sample: click a token in the **Diff** view, a box of the "
+                    "**Tree** or a token of the token wall (or pick a sample in the samples area), choose the "
+                    "token to put there, and branch. "
                     "The branch keeps the run's settings and draws its own seeds; its samples hold only the "
                     "new tokens. **What if** runs one branch per likely token and puts them side by side.")
         with gr.Row():
@@ -128,9 +129,10 @@ def connect(tab: BranchTab, page: Page, stream, finish, set_tab) -> gr.events.De
           [page.current, tab.source, tab.sample, tab.position], place, api_visibility="private")
 
     def on_sample(run: Run | None, evt: gr.SelectData) -> dict:  # Gradio reads evt's type here
-        return sample_picked(tab, run, evt)
+        return sample_picked(tab, page, run, evt)
 
-    page.samples.html.select(on_sample, [page.current], [tab.sample, tab.position, *place], api_visibility="private")
+    page.samples.html.select(on_sample, [page.current], [tab.sample, tab.position, *place, page.tabs, page.selected],
+                             api_visibility="private")
     started = tab.branch_btn.click(partial(begin, tab, page),
                                    [page.live, tab.source, page.current, tab.sample, tab.position, tab.choice,
                                     tab.token_id, tab.n], [page.live, page.summary, tab.note], queue=False,
@@ -188,12 +190,15 @@ def placed(tab: BranchTab, current: Run | None, source: Run | None, sample, posi
     return point_view(tab, source if keep else current, sample, position)
 
 
-def sample_picked(tab: BranchTab, run: Run | None, evt: gr.SelectData) -> dict:
-    """A sample picked in the samples area: the point is the token clicked in the wall, or the
-    sample's first token (a click on its label or card)."""
+def sample_picked(tab: BranchTab, page: Page, run: Run | None, evt: gr.SelectData) -> dict:
+    """A sample picked in the samples area: the point is the token clicked in the wall, and the
+    Branch tab opens there, as for a token of the Diff; a click on a sample's label or card picks
+    the sample (its first token) and leaves the tab on screen as it is."""
     token = evt.value.get("token") if isinstance(evt.value, dict) else None
     position = int(token) if token is not None else 0
-    return {tab.sample: int(evt.index), tab.position: position, **point_view(tab, run, int(evt.index), position)}
+    opened = {page.tabs: gr.update(selected="branch"), page.selected: "Branch"} if token is not None else {}
+    return {tab.sample: int(evt.index), tab.position: position, **point_view(tab, run, int(evt.index), position),
+            **opened}
 
 
 def branch_request(run: Run, sample, position, forced: int | None, forced_text: str | None,
