@@ -152,6 +152,9 @@ def test_the_figure():
     bands = [t for t in estimated.data if t.fill == "toself"]
     assert len(bands) == 2 and "estimated" in estimated.layout.title.text  # agreement and maj@k; pass@k is exact
     assert A.convergence_figure(A.convergence_of(make_run([]))).layout.height
+    alone = A.convergence_figure(A.convergence_of(make_run(TEXTS), "last-number"))  # no reference: one curve
+    assert [t.name for t in alone.data] == ["agreement@k"] and alone.layout.showlegend  # named on the chart
+    assert alone.layout.yaxis.title.text == "probability"
 
 
 # ---- beyond EXACT_UP_TO: the estimate against an exact count --------------------------------------

@@ -241,7 +241,8 @@ def convergence_figure(c: Convergence) -> go.Figure:
                       annotation_text=f"settled after {c.settled.at}", annotation_position="top left")
     how = "exact" if c.exact else f"estimated from {c.draws} draws per k, bands: 95%"
     fig.update_layout(title=f"{title}: k of the {c.n} drawn at random ({how})", height=400,
-                      xaxis_title="k (samples drawn)", yaxis={"title": "", "range": [0, 1.04]},
+                      xaxis_title="k (samples drawn)", yaxis={"title": "probability", "range": [0, 1.04]},
+                      showlegend=True,  # a single curve (no reference) is named too, not only in its hover
                       legend={"orientation": "h", "y": -0.2})
     return fig
 
