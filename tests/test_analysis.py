@@ -391,7 +391,7 @@ def test_run_row():
     assert row["cached_prompt_tokens"] == [0, 16, 16]
     assert row["any_identical"] and row["identical_samples"] == "0=2"
     unique = A.run_row(make_run([[1], [2]])).iloc[0]
-    assert not unique["any_identical"] and unique["identical_samples"] == ""
+    assert not unique["any_identical"] and unique["identical_samples"] == "none"
 
 
 def test_run_row_of_a_run_in_progress():

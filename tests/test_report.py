@@ -57,7 +57,7 @@ def test_sweep_table_one_row_per_value_in_order_with_min_and_max_across_samples(
     table = A.sweep_table(sweep_runs(), measures=lambda run: {"extra": run.n * 10, "note": "text"})
     assert table["value"].tolist() == [0.5, 1.0, 1.5]
     assert table["distinct_samples"].tolist() == [2, 3, 3]
-    assert table["identical_samples"].tolist() == ["0=1", "", ""]
+    assert table["identical_samples"].tolist() == ["0=1", "none", "none"]
     assert table["mean_tokens"].tolist() == [4.0, 4.0, pytest.approx(10 / 3)]
     assert (table["mean_tokens_min"].tolist(), table["mean_tokens_max"].tolist()) == ([4, 4, 2], [4, 4, 4])
     assert table["mean_prob"].tolist() == pytest.approx([0.8, 0.5, 0.2])

@@ -233,6 +233,30 @@ def test_compare_tab_starts_with_a_branch_and_its_parent_else_the_run_before_and
     assert values(*refresh([first], [], None, first)) == (None, "history:run-1")  # one run: B, waiting for an A
 
 
+def test_a_branch_is_compared_with_its_parent_behind_the_tokens_it_was_sent_after():
+    """A branch's samples hold only the new tokens: against its parent, each is lined up behind the
+    parent sample's first k tokens and the forced token, so "diverged at token k" means token k."""
+    from playground import analysis
+    from playground.ui.compare_tab import comparison
+
+    parent = make_run([[1, 2, 3, 4], [1, 2, 5, 6], [1, 2, 3, 4]], "run-p")
+    branch = make_run([[4, 2], [4]], "run-b")
+    branch.request["branch"] = {"run": "run-p", "sample": 0, "position": 2, "forced_token_id": 9,
+                                "forced_text": " X"}
+    a, b, note = analysis.aligned(parent, branch)
+    assert a is parent and [s.token_ids for s in b.samples] == [[1, 2, 9, 4, 2], [1, 2, 9, 4]]
+    assert b.samples[0].text == "The sea X calm sea" and b.samples[0].token_texts[2] == " X"
+    assert "B is a branch of the other run from its sample #0 at token 2" in note and "forced token" in note
+    assert [s.token_ids for s in branch.samples] == [[4, 2], [4]], "the branch's own record is left as it was"
+    flipped_a, flipped_b, again = analysis.aligned(branch, parent)  # either side: the branch is lined up
+    assert flipped_b is parent and flipped_a.samples[1].token_ids == [1, 2, 9, 4] and again.startswith("A is")
+    headline, pairs, *_ = comparison(parent, branch)
+    assert pairs["verdict"].tolist() == ["diverged at token 2", "diverged at token 2", "only in run A"]
+    assert "so that token positions line up" in headline
+    unrelated = make_run([[1]], "run-o")
+    assert analysis.aligned(parent, unrelated) == (parent, unrelated, None)
+
+
 def test_compare_tab_takes_an_opened_file_and_compares_two_runs(tmp_path):
     from playground.ui import compare_tab
     from playground.ui.history_tab import read_upload

@@ -15,14 +15,14 @@ token, for the divergence tree.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import pandas as pd
 import plotly.graph_objects as go
 
 from playground.analysis.answers import Extractor, group_answers
-from playground.analysis.display import for_hover, visible
+from playground.analysis.display import for_hover, pieces, visible
 from playground.analysis.diversity import distinct_n
 from playground.analysis.tree import tree_figure
 from playground.run import Run, Sample, TokenLogprob
@@ -136,6 +136,33 @@ def graft(branches: list[tuple[Alternative, Run]]) -> Run:
                                   finish_reason=s.finish_reason))
     first = branches[0][1].request if branches else {}
     return Run(request={**first, "request_id": "what-if", "n": len(samples)}, samples=samples, status="finished")
+
+
+def aligned(a: Run, b: Run) -> tuple[Run, Run, str | None]:
+    """Two runs to compare token by token: when one is a branch of the other, the branch's samples
+    behind the tokens it was sent after (the parent sample's first k tokens, then the forced token),
+    so that token k of a branch sample stands beside token k of the parent's samples; with the
+    sentence that says so. Other pairs are returned as they are, with None."""
+    for parent, branch, name in ((a, b, "B"), (b, a, "A")):
+        point = branch.request.get("branch") or {}
+        if point.get("run") != parent.request.get("request_id") or not 0 <= point.get("sample", -1) < parent.n:
+            continue
+        source, k = parent.samples[point["sample"]], point["position"]
+        lead_ids = source.token_ids[:k] + ([point["forced_token_id"]] if point.get("forced_token_id") is not None
+                                           else [])
+        lead_texts = pieces(source)[:k] + ([point.get("forced_text") or f"⟨id {point['forced_token_id']}⟩"]
+                                           if point.get("forced_token_id") is not None else [])
+        lead = "".join(lead_texts)
+        behind = [replace(s, text=lead + s.text, token_ids=lead_ids + s.token_ids,
+                          token_texts=lead_texts + pieces(s), token_times=[], logprobs=None)
+                  for s in branch.samples]
+        grafted = replace(branch, samples=behind, events=[])
+        note = (f"{name} is a branch of the other run from its sample #{point['sample']} at token {k}: each of "
+                f"{name}'s samples is compared behind that sample's first {k} tokens"
+                f"{' and the forced token' if point.get('forced_token_id') is not None else ''}, the tokens "
+                "it was sent after, so that token positions line up.")
+        return (a, grafted, note) if name == "B" else (grafted, b, note)
+    return a, b, None
 
 
 def what_if_tree(branches: list[tuple[Alternative, Run]]) -> go.Figure:

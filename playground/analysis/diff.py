@@ -95,8 +95,9 @@ def identical_groups(run: Run) -> list[list[int]]:
 
 
 def identical_label(groups: list[list[int]]) -> str:
-    """identical_groups as tables show them, like '0=2; 1=3' (run_row and sweep_table write it alike)."""
-    return "; ".join("=".join(map(str, g)) for g in groups)
+    """identical_groups as tables show them, like '0=2; 1=3', or 'none' (run_row and sweep_table
+    write it alike; a blank cell read as a figure that was not computed)."""
+    return "; ".join("=".join(map(str, g)) for g in groups) or "none"
 
 
 def diff_samples(ref: Sample, sample: Sample, deleted: bool = False) -> list[tuple[str, str]]:

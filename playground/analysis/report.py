@@ -15,6 +15,7 @@ import plotly.graph_objects as go
 from plotly.offline import get_plotlyjs
 
 from playground.analysis.answers import Extractor, group_answers
+from playground.analysis.branching import aligned
 from playground.analysis.comparison import (
     comparison_html,
     measures_side_by_side,
@@ -184,11 +185,13 @@ def comparison_report(a: Run, b: Run, measures: Measures | None = None) -> str:
     else:
         page.table(diff)
     page.heading("Sample i of A against sample i of B")
-    pairs = pair_frame(a, b)
-    if note := unpaired_seeds_note(pairs):
-        page.text(note)
+    shown_a, shown_b, lined_up = aligned(a, b)  # a branch behind the tokens it was sent after
+    pairs = pair_frame(shown_a, shown_b)
+    for note in (lined_up, unpaired_seeds_note(pairs)):
+        if note:
+            page.text(note)
     page.table(pairs)
-    page.raw(comparison_html(a, b, frame=pairs))
+    page.raw(comparison_html(shown_a, shown_b, frame=pairs))
     page.heading("Figures")
     page.table(measures_side_by_side(a, b, measures))
     for name, run in (("A", a), ("B", b)):

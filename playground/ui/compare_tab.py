@@ -59,7 +59,8 @@ def label(source: str, run: Run) -> str:
 def comparison(a: Run, b: Run, measures: analysis.Measures | None = None) -> tuple[str, object, object, object, str]:
     """The tab's view of A against B: the headline, the per-index table, the settings that differ,
     the measures side by side, and both runs' columns with the token diff."""
-    pairs = analysis.pair_frame(a, b)
+    shown_a, shown_b, lined_up = analysis.aligned(a, b)  # a branch behind the tokens it was sent after
+    pairs = analysis.pair_frame(shown_a, shown_b)
     changed = analysis.settings_diff(a, b)
     what = ", ".join(f"{r.setting} {r.A} → {r.B}" for r in changed.itertuples()) or "no setting"
     headline = (f"**{analysis.identical_pairs(pairs)}** between A (`{a.request.get('request_id')}`) and "
@@ -69,6 +70,8 @@ def comparison(a: Run, b: Run, measures: analysis.Measures | None = None) -> tup
             headline += f" {name} is {branch}."
         if origin := analysis.origin_label(run):
             headline += f" {name} is {'a ' if analysis.replayed_from(run) else ''}{origin}."
+    if lined_up:
+        headline += f" {lined_up}"
     if note := analysis.unpaired_seeds_note(pairs):
         headline += f" {note}"
     for overlap in analysis.seed_overlaps([a, b]):
@@ -76,7 +79,7 @@ def comparison(a: Run, b: Run, measures: analysis.Measures | None = None) -> tup
     side_by_side = analysis.measures_side_by_side(a, b, measures).map(
         lambda v: round(v, 3) if isinstance(v, float) else v)
     return (headline, pairs[PAIR_COLUMNS].round(3), changed.astype(str), side_by_side,
-            analysis.comparison_html(a, b, frame=pairs))
+            analysis.comparison_html(shown_a, shown_b, frame=pairs))
 
 
 @dataclass
