@@ -134,8 +134,11 @@ def test_history_keeps_this_browsers_runs_across_reloads_and_only_its_own(browse
     page.get_by_role("option", name=re.compile(rid)).click()
     page.get_by_role("tab", name="Diff").click()
     page.get_by_role("tab", name="History").click()
-    page.locator("#saved-open").click()  # opened again: the samples area shows it
+    page.locator("#saved-open").click()  # opened again: the samples area shows it, the form its settings
     page.locator("#run-summary").get_by_text(rid).wait_for(timeout=30_000)
+    assert page.locator("#prompt textarea").input_value() == "The lighthouse keeper's log, kept for History"
+    assert page.locator("#seed textarea, #seed input").first.input_value() == "31"
+    page.locator("#store-note").get_by_text(f"Opened saved run {rid}: its settings are in the form").wait_for()
     page.locator("#saved-pick input").click()
     page.get_by_role("option", name=re.compile(rid)).click()
     page.locator("#saved-delete").click()

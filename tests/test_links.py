@@ -67,17 +67,14 @@ def test_a_form_that_is_not_a_request_makes_no_link():
 
 
 def test_a_value_past_a_sliders_bounds_is_named_and_the_control_left_as_it_was():
-    """The server takes temperature 9 (a link, a run a script made), the form's slider 0 to 2 does
+    """The server takes top_p 0.001 (a link, a run a script made), the form's slider 0.01 to 1 does
     not: put there, the slider would refuse every Run of the page without a word."""
-    from types import SimpleNamespace
-
-    from playground.ui.form import setting_controls
-    from playground.ui.links import form_update
+    from playground.ui.form import form_update, setting_controls
 
     with gr.Blocks():
         form = setting_controls(LIMITS, NAMES)
-    values, problems = read_query([("temperature", "9"), ("n", "2"), ("seed", "5")], NAMES, LIMITS)
-    assert problems == [] and values["temperature"] == 9.0, "the schema takes it"
-    update, unfit = form_update(SimpleNamespace(form=form), values)
-    assert unfit == ["`temperature`: 9 is outside the form's 0 to 2"]
+    values, problems = read_query([("top_p", "0.001"), ("n", "2"), ("seed", "5")], NAMES, LIMITS)
+    assert problems == [] and values["top_p"] == 0.001, "the schema takes it"
+    update, unfit = form_update(form, values)
+    assert unfit == ["`top_p`: 0.001 is outside the form's 0.01 to 1"]
     assert update == {form["n"]: 2, form["seed"]: "5"}

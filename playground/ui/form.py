@@ -13,8 +13,10 @@ from typing import Any
 
 import gradio as gr
 
+from playground import analysis
 from playground.errors import InvalidRequest
 from playground.request import Limits, SampleRequest, fields
+from playground.run import Run
 from playground.ui.messages import refusal
 
 ELEM_IDS = {"use_chat_template": "chat-template", "stop": "stop-strings"}  # "#stop" is the Stop button
@@ -128,3 +130,36 @@ def _unescape(line: str) -> str:
 
 def _escape(line: str) -> str:
     return line.replace("\n", "\\n").replace("\t", "\\t")
+
+
+def form_update(form: dict[str, gr.components.Component], values: dict[str, Any]) -> tuple[dict, list[str]]:
+    """The form's controls set to ``values``, and a sentence per value a control cannot hold (a
+    slider's bounds), which is left as it was."""
+    update, problems = {}, []
+    for name, value in values.items():
+        if name not in form or (value is None and name not in ("seed", "logprobs")):
+            continue
+        shown = form_value(name, value)
+        if reason := outside(form[name], shown):
+            problems.append(f"`{name}`: {reason}")
+        else:
+            update[form[name]] = shown
+    return update, problems
+
+
+def run_in_form(form: dict[str, gr.components.Component], run: Run) -> tuple[dict, str]:
+    """A run opened (by its link, or from the saved runs): its settings in the form, so that Run
+    asks for it again, and the sentence that says what Run will then ask for."""
+    asked = {name: run.request[name] for name in form if name in run.request}
+    update, unfit = form_update(form, asked)
+    said = "its settings are in the form"
+    if unfit:
+        said += (" except what the form cannot hold (" + "; ".join(unfit) + "): Run asks for the others, with the "
+                 "form's own value there.")
+    elif of := analysis.replayed_from(run):
+        said += f", so Run asks the engine for them (the run was a replay of `{of}`: Run samples them anew)."
+    else:
+        said += ", so Run asks for it again."
+    if run.request.get("prefix_token_ids"):
+        said += " It was a branch: the form cannot hold its prefix, so Run asks for the request without it."
+    return update, said

@@ -24,12 +24,11 @@ from urllib.parse import quote, urlencode
 
 import gradio as gr
 
-from playground import analysis
 from playground.errors import InvalidRequest
 from playground.request import Limits, SampleRequest, fields
 from playground.run import Run
 from playground.store import RunStore
-from playground.ui.form import form_value, outside, request_from_form
+from playground.ui.form import form_update, request_from_form, run_in_form
 from playground.ui.keeping import Keeper
 from playground.ui.messages import refusal
 from playground.ui.page import Page
@@ -171,21 +170,6 @@ def read_query(pairs: list[tuple[str, str]], names: list[str], limits: Limits) -
     return values, problems
 
 
-def form_update(page: Page, values: dict[str, Any]) -> tuple[dict, list[str]]:
-    """The form's controls set to ``values``, and a sentence per value a control cannot hold (a
-    slider's bounds), which is left as it was."""
-    update, problems = {}, []
-    for name, value in values.items():
-        if name not in page.form or (value is None and name not in ("seed", "logprobs")):
-            continue
-        shown = form_value(name, value)
-        if reason := outside(page.form[name], shown):
-            problems.append(f"`{name}`: {reason}")
-        else:
-            update[page.form[name]] = shown
-    return update, problems
-
-
 def opening(page: Page, store: RunStore | None, links: Links):
     """The page's load listener for a link (Gradio reads the type of ``request`` from this function)."""
 
@@ -204,7 +188,7 @@ async def open_link(page: Page, store: RunStore | None, links: Links, pairs: lis
     values, problems = read_query(pairs, list(page.form), page.backend.limits)
     if not values and not problems:
         return {links.note: gr.skip()}
-    update, unfit = form_update(page, values)
+    update, unfit = form_update(page.form, values)
     problems += unfit
     said = f"The link set {len(update)} setting{'s' if len(update) != 1 else ''} of the form; press Run to run it."
     if problems:
@@ -223,18 +207,7 @@ async def _open_run(page: Page, store: RunStore | None, links: Links, key: str, 
         return {links.note: "⚠️ The run this link names is not in the run store: it was deleted, or removed "
                             "to make room (the store keeps a limited number of runs), or the link is mistyped."}
     update = await show(page, run, history, session, selected, settings)
-    asked = {name: run.request[name] for name in page.form if name in run.request}
-    form, unfit = form_update(page, asked)
+    form, said = run_in_form(page.form, run)
     update.update(form)
-    said = f"Opened run `{run.request.get('request_id')}` from its link (read-only): its settings are in the form"
-    if unfit:
-        said += (" except what the form cannot hold (" + "; ".join(unfit) + "): Run asks for the others, with the "
-                 "form's own value there.")
-    elif of := analysis.replayed_from(run):
-        said += f", so Run asks the engine for them (the run was a replay of `{of}`: Run samples them anew)."
-    else:
-        said += ", so Run asks for it again."
-    if run.request.get("prefix_token_ids"):
-        said += " It was a branch: the form cannot hold its prefix, so Run asks for the request without it."
-    update[links.note] = said
+    update[links.note] = f"Opened run `{run.request.get('request_id')}` from its link (read-only): {said}"
     return update

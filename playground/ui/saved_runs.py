@@ -24,6 +24,7 @@ import gradio as gr
 from playground.errors import InvalidBundle
 from playground.run import Run
 from playground.store import RunStore, StoreError
+from playground.ui.form import run_in_form
 from playground.ui.keeping import MARKER, OWNER_JS, Keeper
 from playground.ui.messages import refusal, warned
 from playground.ui.page import Page
@@ -97,7 +98,7 @@ def connect(saved: SavedRuns, page: Page, say: gr.Markdown, failed: list, demo: 
                 trigger_mode="always_last", api_visibility="private")
     saved.delete_btn.click(partial(delete, saved), [saved.pick, session, saved.search], listed,
                            api_visibility="private")
-    saved.open_btn.click(partial(open_saved, saved, page), [saved.pick, *page.inputs()], page.outputs(),
+    saved.open_btn.click(partial(open_saved, saved, page, say), [saved.pick, *page.inputs()], [*page.outputs(), say],
                          inputs_kwargs=page.controls(), api_visibility="private")
 
 
@@ -183,10 +184,17 @@ def stored_run(store: RunStore, key: str) -> Run | None:
         raise refusal(f"The saved run cannot be opened: {e}.") from None
 
 
-async def open_saved(saved: SavedRuns, page: Page, key: str | None, history, session, selected, **settings) -> dict:
+async def open_saved(saved: SavedRuns, page: Page, say, key: str | None, history, session, selected,
+                     **settings) -> dict:
+    """A saved run on screen, its settings in the form, as its link opens it (``say``: the line by
+    the form that says so)."""
     if not key:
         return warned("Pick a saved run first.")
     run = await asyncio.to_thread(stored_run, saved.keeper.store, key)
     if run is None:
         return warned("That run is no longer in the store: the oldest runs are removed when it is full.")
-    return await show(page, run, history, session, selected, settings)
+    update = await show(page, run, history, session, selected, settings)
+    form, said = run_in_form(page.form, run)
+    update.update(form)
+    update[say] = f"Opened saved run `{run.request.get('request_id')}`: {said}"
+    return update
