@@ -33,7 +33,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 APPLICATION_ID = 0x76706C67  # "vplg": what marks a SQLite file as this playground's run store
-SCHEMA_VERSION = 2  # 2: each run's origin (a replay, a branch), for the list; a store of 1 gains the column
+# 2: each run's origin (a replay, a branch), for the list; 3: its settings in a few words (mode,
+# output_kind, seed), so that runs of one prompt can be told apart. An older store gains the columns.
+SCHEMA_VERSION = 3
 BUSY_TIMEOUT_S = 60.0  # how long a write waits for another: saves run in the background
 SCHEMA = """
 CREATE TABLE runs (
@@ -47,6 +49,7 @@ CREATE TABLE runs (
     bytes INTEGER NOT NULL,       -- the stored bundle's size, as the limits count it
     bundle BLOB NOT NULL,         -- the run bundle (JSON, playground/bundle.schema.json), zlib-compressed
     origin TEXT NOT NULL DEFAULT '',  -- what the run is beside a sampling ("⟲ replay of run-… at x4"), for the list
+    settings TEXT NOT NULL DEFAULT '',  -- "wrapper · DELTA · seed 31", for the list
     UNIQUE (owner, request_id)
 );
 CREATE INDEX runs_by_owner ON runs (owner, saved_at);
@@ -86,6 +89,7 @@ class Entry:
     n: int
     bytes: int
     origin: str = ""  # what the run is beside a sampling (a replay, a branch); "" for a sampling
+    settings: str = ""  # its mode, output_kind and seed in a few words ("" in a store of version 1 or 2)
 
 
 @dataclass(frozen=True)
@@ -122,10 +126,11 @@ class RunStore:
         self.close()
 
     def save(self, owner: str, request_id: str, prompt: str, status: str, n: int, bundle: str,
-             origin: str = "") -> Saved:
+             origin: str = "", settings: str = "") -> Saved:
         """Keep a run for ``owner`` in one transaction; the same run again is kept once. StoreFull
         when the disk or database is full; StoreError for a run bigger than the store may hold.
-        ``origin``: what the list says the run is beside a sampling (a replay, a branch)."""
+        ``origin``: what the list says the run is beside a sampling (a replay, a branch); ``settings``:
+        its settings in a few words, for the list."""
         blob = zlib.compress(bundle.encode("utf-8"), 6)
         if len(blob) > self.limits.max_bytes:
             raise StoreError(f"this run takes {len(blob) / 2**20:.1f} MB compressed, more than the "
@@ -137,8 +142,9 @@ class RunStore:
                 return Saved(found[0], False, 0)
             key = secrets.token_urlsafe(16)
             self._db.execute("INSERT INTO runs (key, owner, request_id, saved_at, prompt, status, n, bytes, bundle, "
-                             "origin) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                             (key, owner, request_id, time.time(), prompt, status, n, len(blob), blob, origin))
+                             "origin, settings) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                             (key, owner, request_id, time.time(), prompt, status, n, len(blob), blob, origin,
+                              settings))
             return Saved(key, True, self._prune(key))
 
     def _prune(self, keep: str) -> int:
@@ -159,8 +165,8 @@ class RunStore:
         """``owner``'s runs, newest first; ``search``: only those whose prompt holds it (any case)."""
         with self._lock:
             rows = self._db.execute(
-                "SELECT key, request_id, saved_at, prompt, status, n, bytes, origin FROM runs WHERE owner = ? "
-                "AND instr(lower(prompt), lower(?)) > 0 ORDER BY saved_at DESC, rowid DESC LIMIT ?",
+                "SELECT key, request_id, saved_at, prompt, status, n, bytes, origin, settings FROM runs "
+                "WHERE owner = ? AND instr(lower(prompt), lower(?)) > 0 ORDER BY saved_at DESC, rowid DESC LIMIT ?",
                 (owner, search, limit)).fetchall()
         return [Entry(*row) for row in rows]
 
@@ -279,8 +285,10 @@ def _check(db: sqlite3.Connection, path: Path) -> None:
                     db.execute(statement)
             db.execute(f"PRAGMA application_id = {APPLICATION_ID}")
             db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
-        elif db.execute("PRAGMA user_version").fetchone()[0] == 1:  # a store of version 1: its runs' origin unknown
-            db.execute("ALTER TABLE runs ADD COLUMN origin TEXT NOT NULL DEFAULT ''")
+        elif (found := db.execute("PRAGMA user_version").fetchone()[0]) < SCHEMA_VERSION:  # an older store:
+            if found < 2:  # what its runs were (a replay, a branch) and their settings, unknown
+                db.execute("ALTER TABLE runs ADD COLUMN origin TEXT NOT NULL DEFAULT ''")
+            db.execute("ALTER TABLE runs ADD COLUMN settings TEXT NOT NULL DEFAULT ''")
             db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
         db.execute("COMMIT")
     except sqlite3.DatabaseError as e:

@@ -100,8 +100,8 @@ def test_a_run_is_kept_for_its_owner_found_by_its_prompt_and_opened_by_its_key(t
 
 
 def test_a_store_of_version_1_opens_and_its_runs_list_with_no_origin_beside_new_ones_with_theirs(tmp_path):
-    """Version 2 adds each run's origin (a replay, a branch) for the list; a store a playground of
-    version 1 made keeps its runs, which say none."""
+    """Version 2 adds each run's origin (a replay, a branch) for the list, version 3 its settings; a
+    store a playground of version 1 made keeps its runs, which say none."""
     path = tmp_path / "runs.sqlite3"
     old = sqlite3.connect(path)
     old.executescript(f"""
@@ -115,12 +115,13 @@ def test_a_store_of_version_1_opens_and_its_runs_list_with_no_origin_beside_new_
     old.commit()
     old.close()
     with RunStore(path) as store:
-        store.save("me", "run-new", "p", "finished", 2, "{}", origin="⟲ replay of run-old at x4")
-        assert [(e.request_id, e.origin) for e in store.entries("me")] == [("run-new", "⟲ replay of run-old at x4"),
-                                                                         ("run-old", "")]
+        store.save("me", "run-new", "p", "finished", 2, "{}", origin="⟲ replay of run-old at x4",
+                   settings="native · DELTA · seed 3")
+        assert [(e.request_id, e.origin, e.settings) for e in store.entries("me")] == [
+            ("run-new", "⟲ replay of run-old at x4", "native · DELTA · seed 3"), ("run-old", "", "")]
         assert store.load("k1") == '{"old": 1}'
-    with RunStore(path) as store:  # opened again: version 2 now
-        assert store._db.execute("PRAGMA user_version").fetchone()[0] == 2 and len(store.entries("me")) == 2
+    with RunStore(path) as store:  # opened again: version 3 now
+        assert store._db.execute("PRAGMA user_version").fetchone()[0] == 3 and len(store.entries("me")) == 2
 
 
 def test_the_oldest_runs_go_when_the_store_passes_its_limits(tmp_path):

@@ -24,7 +24,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 
 from playground.run import Run
 from playground.store import RunStore, Saved
-from playground.ui.views import origin_marks
+from playground.ui.views import origin_marks, settings_marks
 
 MARKER = "kept_run"  # Page.extra's state that takes a new value per run shown: its change reports the save
 # The browser's owner token: made once with the browser's own random numbers, kept in its storage.
@@ -101,4 +101,4 @@ def save_run(store: RunStore, owner: str, run: Run) -> Saved | None:
     if store.key_of(owner, rid) is not None:
         return None
     return store.save(owner, rid, str(run.request.get("prompt") or ""), run.status, run.n, run.to_json(),
-                      origin_marks(run))
+                      origin_marks(run), settings_marks(run))

@@ -163,7 +163,8 @@ def label(entry) -> str:
     prompt = " ".join(entry.prompt.split())
     prompt = prompt[:50] + ("…" if len(prompt) > 50 else "")
     origin = f" · {entry.origin}" if entry.origin else ""
-    return f"{when} · {status_word(entry.status)} · n={entry.n}{origin} · “{prompt}” · {entry.request_id}"
+    settings = f" · {entry.settings}" if entry.settings else ""
+    return f"{when} · {status_word(entry.status)} · n={entry.n}{settings}{origin} · “{prompt}” · {entry.request_id}"
 
 
 async def delete(saved: SavedRuns, key: str | None, session, search: str | None) -> dict:

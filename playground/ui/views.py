@@ -161,8 +161,16 @@ def history_label(run: Run) -> str:
     prompt = " ".join(run.request.get("prompt", "").split())
     prompt = prompt[:40] + ("…" if len(prompt) > 40 else "")
     of = f" · {origin}" if (origin := origin_marks(run)) else ""
-    return (f"{run.request.get('request_id')} · n={run.n} · {run.request.get('mode')} · "
-            f"{run.request.get('output_kind')} · {status_word(run.status)}{of} · “{prompt}”")
+    return (f"{run.request.get('request_id')} · n={run.n} · {settings_marks(run)} · "
+            f"{status_word(run.status)}{of} · “{prompt}”")
+
+
+def settings_marks(run: Run) -> str:
+    """The settings that tell runs of one prompt apart in a list: "wrapper · DELTA · seed 31"
+    (the session's History and the saved runs' list say them alike)."""
+    seed = run.request.get("seed")
+    return " · ".join(str(part) for part in (run.request.get("mode"), run.request.get("output_kind"),
+                                            f"seed {seed}" if seed is not None else None) if part)
 
 
 def origin_marks(run: Run) -> str:
