@@ -224,6 +224,11 @@ def test_a_branch_prefix_past_the_context_is_refused_and_a_run_while_a_branch_st
     tab.press(branch(max_tokens=limit - 5))  # fits the prompt alone, not with the 12-token prefix
     tab.wait()
     assert tab.live is None and "refused" in tab.summary and "max_tokens" in tab.summary, tab.summary
+    vocab = backend.limits.vocab_size  # a typed token id the model does not have: named as it was typed
+    tab.press(branch_tab.begin(branch_controls, page, tab.live, source, tab.current, 0, 12, branch_tab.MODEL_CHOOSES,
+                               str(vocab), ""))
+    assert tab.live is None and f"token id {vocab} is not a token of the model: its ids are 0 to {vocab - 1}" \
+        in tab.summary and "prefix_token_ids" not in tab.summary, tab.summary
 
     tab.press(branch())
     assert wait_until(lambda: tab.live.runs[0].state in (State.STARTING, State.STREAMING, State.FINISHED), 30)
@@ -430,3 +435,16 @@ def test_opening_a_tab_draws_it_with_its_own_controls_values(page):
                                             "answer": "normalized"})
     assert update[diff.components["reference"]]["value"] == 2
     assert "Compared with sample 2 " in update[diff.components["diff_view"]]
+
+
+def test_the_samples_typed_for_the_diff_are_read_as_meant_and_what_was_not_taken_as_typed_is_said():
+    """A range past the last sample is read up to it, one written backwards the right way round,
+    and anything else is left out: each said, never dropped in silence."""
+    from playground.ui.panels import picked
+
+    assert picked("0-3, 9", 16) == ([0, 1, 2, 3, 9], [])
+    assert picked("0-99", 16) == (list(range(16)), ["0-99 read as 0-15"])
+    assert picked("7-2", 16) == ([2, 3, 4, 5, 6, 7], ["7-2 read as 2-7"])
+    assert picked("abc, 40, 3", 16) == ([3], ["abc left out (past sample 15, or not a number)",
+                                             "40 left out (past sample 15, or not a number)"])
+    assert picked("", 16) == (None, [])

@@ -216,13 +216,19 @@ def branch_request(run: Run, sample, position, forced: int | None, forced_text: 
     return request, {"branch": point.to_dict()}
 
 
-def forced_token(run: Run, sample, position, choice: str | None, token_id: str | None) -> tuple[int | None, str | None]:
-    """The token a person chose for the point: typed, picked among the alternatives, or none."""
+def forced_token(run: Run, sample, position, choice: str | None, token_id: str | None,
+                 vocab_size: int | None = None) -> tuple[int | None, str | None]:
+    """The token a person chose for the point: typed (and named as typed when the model has no such
+    token), picked among the alternatives, or none."""
     if token_id and token_id.strip():
         try:
-            return int(token_id.strip()), None
+            typed = int(token_id.strip())
         except ValueError:
             raise InvalidRequest(f"a token id is a whole number, got {token_id!r}") from None
+        if typed < 0 or (vocab_size is not None and typed >= vocab_size):
+            ids = f"0 to {vocab_size - 1}" if vocab_size else "0 or more"
+            raise InvalidRequest(f"token id {typed} is not a token of the model: its ids are {ids}")
+        return typed, None
     if not choice or choice == MODEL_CHOOSES:
         return None, None
     chosen = int(choice)
@@ -238,7 +244,7 @@ async def begin(tab: BranchTab, page: Page, action: Action | None, source: Run |
     if run is None:
         return {tab.note: f"⚠️ {NO_RUN}"}
     try:
-        forced, text = forced_token(run, sample, position, choice, token_id)
+        forced, text = forced_token(run, sample, position, choice, token_id, page.backend.limits.vocab_size)
         request, labels = branch_request(run, sample, position, forced, text, n)
         action = await plan_action(page, action, "Branch", [(request, labels)])
     except Busy:  # the going action and the summary stay as they are

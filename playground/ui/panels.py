@@ -138,18 +138,21 @@ def inspector_live(run: Run) -> Values:
 # --- the pieces ----------------------------------------------------------------------------------
 
 def picked(text: str | None, n: int) -> tuple[list[int] | None, list[str]]:
-    """Sample indices a person typed ("0-15, 40"), in range and once each (None for none), and the
-    items that name no sample of the n (past it, or not a number), for the view to say."""
+    """Sample indices a person typed ("0-15, 40"), in range and once each (None for none), and a
+    sentence for each item not taken as typed, for the view to say: one that names no sample of
+    the n (past it, or not a number), a range read up to the last sample, one written backwards."""
     chosen: list[int] = []
-    left_out: list[str] = []
+    said: list[str] = []
     for part in re.split(r"[\s,;]+", text or ""):
         match = re.fullmatch(r"(\d+)(?:-(\d+))?", part)
-        if match is None or int(match[1]) >= n:
-            left_out += [part] if part else []
+        if match is None or min(int(match[1]), int(match[2] or match[1])) >= n:
+            said += [f"{part} left out (past sample {n - 1}, or not a number)"] if part else []
             continue
-        first, last = int(match[1]), int(match[2] or match[1])
+        first, last = sorted((int(match[1]), int(match[2] or match[1])))
+        if last >= n or (match[2] and int(match[1]) > int(match[2])):
+            said.append(f"{part} read as {first}-{min(last, n - 1)}")
         chosen += [i for i in range(first, min(last, n - 1) + 1) if i not in chosen]
-    return chosen or None, left_out
+    return chosen or None, said
 
 
 def diff_view(run: Run, reference: int, diff_samples: str | None = None) -> str:
@@ -165,7 +168,7 @@ def diff_view(run: Run, reference: int, diff_samples: str | None = None) -> str:
     more = (f" Showing {len(shown)} of the {run.n} samples (those that share the longest beginnings side by "
             "side): list others above." if len(shown) < run.n else "")
     if beyond:
-        more += f" Left out, past sample {run.n - 1} or not a number: {', '.join(beyond)}."
+        more += f" Of the samples listed: {'; '.join(beyond)}."
     origin = f"<p>{html.escape(note)}</p>" if (note := analysis.origin_note(run)) else ""
     parts = [f"{origin}<p><b>{analysis.shared_prefix_sentence(run)}</b> Compared with "
              f"sample {reference} (seed {ref.seed}): <span class='tok tok-insert'>inserted</span> and "
