@@ -10,6 +10,7 @@ while the page stays as it was. The Set tab's tests open saved runs whose answer
 from __future__ import annotations
 
 import json
+import re
 import time
 from pathlib import Path
 
@@ -93,6 +94,10 @@ def test_a_sweep_fills_its_grid_and_chart_and_its_file_opens_without_the_engine(
         page.locator("#upload-note").get_by_text("Opened one.json").wait_for(timeout=30_000)
         assert columns(page, 2) == [s.text for s in runs[1].samples]
         assert runs[1].request["request_id"] in page.locator("#run-summary").inner_text()
+        open_file(page, bad_file)  # refused with a run on screen: the run stays, and nothing is marked "Error"
+        page.locator("#upload-note").get_by_text("Not opened: bad.jsonl, line 2").wait_for(timeout=30_000)
+        assert runs[1].request["request_id"] in page.locator("#run-summary").inner_text()
+        assert page.locator(".error:visible").filter(has_text=re.compile(r"^\s*Error\s*$")).count() == 0
         page.get_by_role("tab", name="Set").click()
         page.locator("#set-headline").get_by_text("Majority answer").wait_for(timeout=10_000)
         page.get_by_role("tab", name="Timing").click()

@@ -84,9 +84,9 @@ def connect(tab: HistoryTab, page, sweep: SweepTab, compare: CompareTab) -> None
                          inputs_kwargs=page.controls(), api_visibility="private")
     outputs = [*page.outputs(), *sweep.outputs(), compare.uploads, compare.a, compare.b, tab.opened, page.tabs,
                page.selected]
-    # A refused file is a toast; nothing else changes (no progress badge over the panels either). Either
-    # way the box is emptied for the next file: the note (or the toast) names the one just read.
-    # (Gradio 6.31 runs a .then() only after a success, so the emptying follows both outcomes.)
+    # A refused file is a warning and the note under the box; nothing else changes. Either way the box
+    # is emptied for the next file: the note names the one just read. (Gradio 6.31 runs a .then()
+    # only after a success, so the emptying follows both outcomes.)
     opened = tab.upload.upload(partial(open_file, tab, page, sweep, compare),
                                [tab.upload, *page.inputs(), compare.uploads, sweep.runs], outputs,
                                inputs_kwargs={**page.controls(), "sweep_answer": sweep.answer,
@@ -104,16 +104,23 @@ async def reopen(page, index, history: list, session, selected, **settings) -> d
 
 async def open_file(tab: HistoryTab, page, sweep: SweepTab, compare: CompareTab, path, history, session, selected,
                     uploads, sweep_runs, sweep_answer=None, sweep_pattern=None, **settings) -> dict:
-    runs = await asyncio.to_thread(read_upload, path, tab.limits)  # gr.Error: nothing changes
-    most = page.backend.limits.max_n
-    if any(run.n > most for run in runs):
-        widest = max(run.n for run in runs)
-        raise refusal(f"The file holds a run of n={widest}, and this page shows at most {most} samples: "
-                       f"start it with --max-n {widest} to open it.")
-    is_a_sweep = is_sweep(runs)
-    if is_a_sweep:
-        runs = analysis.sweep_order(runs)
-        measures = sweep.measures_for(sweep_answer, sweep_pattern)  # gr.Error: nothing changes
+    """A file of runs opened: its last run on screen, every run in History and Compare, a sweep in
+    the Sweep tab. A file refused is a warning and a line under the box, and nothing else changes:
+    raised, the refusal would mark every output of the event "Error", the run on screen included."""
+    try:
+        runs = await asyncio.to_thread(read_upload, path, tab.limits)
+        most = page.backend.limits.max_n
+        if any(run.n > most for run in runs):
+            widest = max(run.n for run in runs)
+            raise refusal(f"The file holds a run of n={widest}, and this page shows at most {most} samples: "
+                          f"start it with --max-n {widest} to open it.")
+        is_a_sweep = is_sweep(runs)
+        if is_a_sweep:
+            runs = analysis.sweep_order(runs)
+            measures = sweep.measures_for(sweep_answer, sweep_pattern)
+    except gr.Error as e:
+        gr.Warning(e.message)
+        return {tab.opened: f"✖ Not opened: {e.message}"}
     for run in runs[:-1]:
         history = remember(history or [], run)
     update = await show(page, runs[-1], history, session, selected, settings)
