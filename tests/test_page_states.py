@@ -266,7 +266,7 @@ def test_what_if_runs_a_branch_per_top_token_and_reads_each_answer_from_the_whol
     asked = tab.call(branch_tab.begin_what_if(controls, page, tab.live, None, source, 0, 2, 2, ""))
     tab.apply(asked)
     assert "running 2 branches of 2 samples each" in asked[controls.note], asked
-    shown = tab.call(branch_tab.what_if(controls, page, tab.live, tab.history, "first-line", ""))
+    shown = tab.call(branch_tab.what_if(controls, page, tab.live, tab.history, None, "first-line", ""))
     table = shown[controls.table]["value"]
     assert table["token_id"].tolist() == [o.token_id for o in options]
     before = "".join(analysis.pieces(source.samples[0])[:2])
@@ -278,6 +278,32 @@ def test_what_if_runs_a_branch_per_top_token_and_reads_each_answer_from_the_whol
     assert tree.data[0].values[0] == 4 and re.search(r"numbered across the branches: .+ 0–1 · .+ 2–3</sup>",
                                                       tree.layout.title.text), tree.layout.title.text
     assert engine_idle(backend, host)
+
+
+def test_what_ifs_branches_are_kept_in_the_run_store_as_shown_runs_are(loop, backend, tmp_path):
+    """What if's branches join History without being shown: they are saved all the same, so a
+    reload finds them, and the page hears when the saves are done (the marker's change)."""
+    from playground import analysis
+    from playground.store import RunStore
+    from playground.ui import build_app, keeping
+
+    with RunStore(tmp_path / "runs.sqlite3") as store:
+        kept_page = build_app(backend, store=store).playground_page
+        tab = Tab(kept_page, loop)
+        keeper = keeping._keepers[id(kept_page.extra[keeping.MARKER])]
+        keeper.register(tab.samples, "owner-what-if")
+        tab.press(running.begin(kept_page, None, **{**tab.form(SHORT, n=2, max_tokens=4), "logprobs": 2}))
+        tab.wait()
+        with gr.Blocks():
+            context = gr.Textbox()
+            with gr.Tabs():
+                controls = branch_tab.declare(context)
+        tab.apply(tab.call(branch_tab.begin_what_if(controls, kept_page, tab.live, None, tab.current, 0, 1, 2, "1")))
+        shown = tab.call(branch_tab.what_if(controls, kept_page, tab.live, tab.history, tab.samples))
+        keeper.saving(shown[kept_page.extra[keeping.MARKER]]).result(60)
+        branches = [r.request["request_id"] for r in shown[kept_page.history] if analysis.branched_from(r)]
+        assert len(branches) == 2
+        assert set(branches) <= {e.request_id for e in store.entries("owner-what-if")}
 
 
 def test_stop_then_run_and_a_closed_tab_then_a_new_one(page, loop, backend, host):

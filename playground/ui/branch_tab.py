@@ -31,6 +31,7 @@ from playground.request import SampleRequest
 from playground.run import Run
 from playground.ui import views
 from playground.ui.answer_controls import extractor_spec
+from playground.ui.keeping import MARKER, keep_all
 from playground.ui.messages import refusal
 from playground.ui.page import Page
 from playground.ui.running import BUSY, Action, Busy, follow_all, plan_action, refused, run_events
@@ -142,8 +143,9 @@ def connect(tab: BranchTab, page: Page, stream, finish, set_tab) -> gr.events.De
                                   [page.live, tab.source, page.current, tab.sample, tab.position, tab.k, tab.n],
                                   [page.live, tab.note, tab.table, tab.tree], queue=False, show_progress="hidden",
                                   api_visibility="private")
-    asked.success(partial(what_if, tab, page), [page.live, page.history, set_tab.extractor, set_tab.pattern],
-                  [tab.note, tab.table, tab.tree, page.history, page.history_pick],
+    asked.success(partial(what_if, tab, page), [page.live, page.history, page.samples.session, set_tab.extractor,
+                                                 set_tab.pattern],
+                  [tab.note, tab.table, tab.tree, page.history, page.history_pick, *page.extra.values()],
                   concurrency_id="sampling", api_visibility="private")
     return event
 
@@ -282,8 +284,8 @@ async def begin_what_if(tab: BranchTab, page: Page, action: Action | None, sourc
             tab.table: gr.update(visible=False), tab.tree: gr.update(visible=False)}
 
 
-async def what_if(tab: BranchTab, page: Page, action: Action | None, history: list | None, answer=None,
-                  pattern=None):
+async def what_if(tab: BranchTab, page: Page, action: Action | None, history: list | None, session=None,
+                  answer=None, pattern=None):
     """The branches run at once (the engine batches them), then the table and the grafted tree;
     every branch that began joins the session's history, stopped ones with what they had."""
     lives = await follow_all(action, page.backend, "What if")
@@ -297,6 +299,8 @@ async def what_if(tab: BranchTab, page: Page, action: Action | None, history: li
         history = remember(history, branch)
     update = {page.history: history,
               page.history_pick: gr.update(choices=[(views.history_label(r), i) for i, r in enumerate(history)])}
+    if MARKER in page.extra:  # kept in the run store too, so that they are in History after a reload
+        update[page.extra[MARKER]] = keep_all(page.extra[MARKER], branches, session)
     failed = [live for live in lives if live.state in (State.REFUSED, State.ERROR)]
     if failed or len(branches) < len(lives):
         reason = failed[0].reason if failed else "stopped before every branch started"

@@ -95,6 +95,15 @@ def keep(marker, run: Run, session) -> str | None:
     return keeper.keep(run, session) if keeper is not None else None
 
 
+def keep_all(marker, runs: list[Run], session) -> str | None:
+    """Save several runs that join the session's History without being shown (What if's branches):
+    the marker's value of the last, whose save ends after the others' (one after another)."""
+    value = None
+    for run in runs:
+        value = keep(marker, run, session)
+    return value
+
+
 def save_run(store: RunStore, owner: str, run: Run) -> Saved | None:
     """Keep a run for ``owner`` once (None: it kept it before, nothing written)."""
     rid = str(run.request.get("request_id") or "")
