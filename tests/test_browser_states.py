@@ -70,6 +70,8 @@ def test_a_refusal_leaves_the_page_ready_and_the_samples_come_into_view(browser,
                 page.locator("#repro-verdict").get_by_text(said).wait_for(timeout=10_000)
         page.locator("#examples").get_by_text(HAIKU).click()
         page.wait_for_function("(want) => document.querySelector('#prompt textarea').value === want", arg=HAIKU)
+        page.locator("#store-note").get_by_text("The example set n=4, temperature 0.8 and the chat template on"
+                                                ).wait_for(timeout=30_000)  # what it changed in folded settings too
         page.locator("#run").click()
         wait_for_summary(page, "finished")
         assert in_view(page, "#samples-area"), "the samples area is out of view after Run"

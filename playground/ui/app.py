@@ -57,13 +57,18 @@ EXAMPLES = {
     "The three most surprising facts about octopuses are": (False, 6, 1.0),
     "Write a haiku about autumn rain.": (True, 4, 0.8),
     "def fibonacci(n):": (False, 4, 0.7),
-    "What is 17 * 23? Think step by step, then give the number.": (True, 32, 0.8),
+    "What is 17 * 23? Think step by step, then give the number.": (True, 16, 0.8),
 }
 
 
 def example_settings(prompt: str) -> tuple:
-    """An example's chat template, n and temperature, set as its prompt is picked."""
-    return EXAMPLES.get(prompt, (gr.skip(), gr.skip(), gr.skip()))
+    """An example's chat template, n and temperature, set as its prompt is picked, and a line that
+    says so: the temperature sits in the folded sampler settings, where a change goes unseen."""
+    if prompt not in EXAMPLES:
+        return gr.skip(), gr.skip(), gr.skip(), gr.skip()
+    chat, n, temperature = EXAMPLES[prompt]
+    return chat, n, temperature, (f"The example set n={n}, temperature {temperature:g} and the chat template "
+                                  f"{'on' if chat else 'off'}; change any of them before Run.")
 
 
 def build_app(backend, sync_runner=None, embedding_model: str | None = None,
@@ -105,7 +110,8 @@ def build_app(backend, sync_runner=None, embedding_model: str | None = None,
         with examples_slot:
             gr.Examples([[prompt] for prompt in EXAMPLES], [form["prompt"]],
                         label="Examples that show seeded diversity", fn=example_settings,
-                        outputs=[form["use_chat_template"], form["n"], form["temperature"]], run_on_click=True,
+                        outputs=[form["use_chat_template"], form["n"], form["temperature"], link_row.note],
+                        run_on_click=True,
                         api_visibility="private")
 
         # --- the samples ----------------------------------------------------------------------
