@@ -274,12 +274,14 @@ def events_figure(run: Run) -> go.Figure:
                                  line={"shape": "hv", "color": "#10b981"}, yaxis="y2",
                                  hovertemplate="%{y} request(s) unfinished in the engine<extra></extra>"))
         fig.update_layout(yaxis2={"title": "requests in the engine", "overlaying": "y", "side": "right",
-                                  "rangemode": "tozero", "showgrid": False})
+                                  "rangemode": "tozero", "showgrid": False, "tickmode": "auto", "tickformat": "d"})
     fig.update_layout(
         title=f"Raw events ({run.output_kind}): {len(run.events)} event(s), {outputs} output(s){note}",
         # From 0, so a FINAL_ONLY run shows its one event at the end, not alone in the middle.
         xaxis={"title": "ms since the run started", "rangemode": "tozero"},
         yaxis={"title": "sample index", "range": [rows_shown - 0.5, -0.5], "tickmode": "linear", "dtick": 1},
         height=height_for(rows_shown, per_row=20, minimum=320),
+        # Above the chart at its right, not over the engine's axis and its title.
+        legend={"orientation": "h", "yanchor": "bottom", "y": 1.02, "xanchor": "right", "x": 1},
     )
     return fig
