@@ -54,6 +54,7 @@ td,th{border:1px solid #e5e7eb;padding:3px 6px;text-align:left}
 pre{white-space:pre-wrap;background:#f9fafb;padding:8px;border:1px solid #e5e7eb}
 .columns{display:flex;flex-wrap:wrap;gap:12px} .column{flex:1 1 300px;min-width:0}
 .column pre{max-height:24em;overflow:auto}
+.token-diff .tok{display:inline-block}
 """
 REQUEST_KEYS = (*SETTINGS, "request_id", "num_prompt_tokens")
 
