@@ -47,7 +47,7 @@ def test_a_forced_alternative_is_the_branchs_first_context_token(backend, greedy
     assert A.branch_label(branch).startswith(f"branched from #0 at token 2, forced {second.text!r}")
     from playground.ui.views import history_label  # History's list tells the branches of one point apart
 
-    assert f"⑂ of {greedy.request['request_id']} #0@2 forced {second.text!r}" in history_label(branch)
+    assert f"⎇ of {greedy.request['request_id']} #0@2 forced {second.text!r}" in history_label(branch)
 
 
 @pytest.mark.parametrize("prefix, says", [

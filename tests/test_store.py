@@ -264,4 +264,4 @@ def test_the_saved_runs_list_says_a_replay_and_a_branch_as_the_sessions_history_
             save_run(store, "me", run)
         listed = {e.request_id: label(e) for e in store.entries("me")}
     assert "⟲ replay of run-1234 at x4" in listed["run-r"] and "⟲ replay of run-1234 at x4" in history_label(replay)
-    assert "⑂ of run-1234 #1@3 forced ' sea'" in listed["run-b"] and "⑂ of run-1234 #1@3" in history_label(branch)
+    assert "⎇ of run-1234 #1@3 forced ' sea'" in listed["run-b"] and "⎇ of run-1234 #1@3" in history_label(branch)

@@ -256,7 +256,7 @@ async def begin(tab: BranchTab, page: Page, action: Action | None, source: Run |
         return {page.live: None, page.summary: message, tab.note: message}
     note = analysis.branch_label(Run(request={**request.to_dict(), **labels}, samples=[]))
     return {page.live: action, page.summary: views.queued_summary(action.runs[0]),
-            tab.note: f"⑂ {note}: in the samples area above, the summary line says how it goes."}
+            tab.note: f"⎇ {note}: in the samples area above, the summary line says how it goes."}
 
 
 # --- what if ------------------------------------------------------------------------------------

@@ -204,7 +204,7 @@ def note_html(run: Run, node: str, places: list[analysis.Place]) -> str:
             "rare words, folded: the samples that go on along words fewer samples said" if node.startswith("more:")
             else "this node")
     head = f"<p><b>{len(places)} sample(s) at {html.escape(what)}.</b> Each sample's text, the node's words marked"
-    head += ("; ⑂ branches from the node's first token in that sample (the Branch tab opens there).</p>"
+    head += ("; ⎇ branches from the node's first token in that sample (the Branch tab opens there).</p>"
              if any(p.token is not None for p in places) else " (no token ids were recorded: no point to branch "
              "from).</p>")
     rows = []
@@ -212,7 +212,7 @@ def note_html(run: Run, node: str, places: list[analysis.Place]) -> str:
         s = samples[place.sample]
         text = s.text
         before, here, after = text[:place.start], text[place.start:place.end], text[place.end:]
-        button = (f"<button class='graph-branch' data-branch='{place.sample},{place.token}'>⑂ #{place.sample} at "
+        button = (f"<button class='graph-branch' data-branch='{place.sample},{place.token}'>⎇ #{place.sample} at "
                   f"token {place.token}</button> " if place.token is not None else "")
         rows.append(f"<div class='graph-sample' data-sample='{place.sample}'>{button}<b>#{place.sample}</b> (seed "
                     f"{s.seed})<details><summary>{html.escape(analysis.truncate(' '.join(here.split()), 80))}"

@@ -31,7 +31,7 @@ def run_summary(run: Run) -> str:
     asked = " · ".join(f"{req[name]}" for name in ("mode", "output_kind") if req.get(name))
     text = f"{state} · `{req.get('request_id', '')}` · n={run.n} · {asked + ' · ' if asked else ''}{made} · {seeds}"
     if branch := branch_label(run):
-        text += f" · ⑂ {branch}"
+        text += f" · ⎇ {branch}"
     if origin := origin_label(run, why=True):
         text += f" · {'⟲' if replayed_from(run) else '✎'} {origin}"
     if run.status == "running":
@@ -179,7 +179,7 @@ def origin_marks(run: Run) -> str:
     samples written by hand. The session's History and the saved runs' list say it alike."""
     marks = []
     if branch := run.request.get("branch"):
-        mark = f"⑂ of {branch['run']} #{branch['sample']}@{branch['position']}"
+        mark = f"⎇ of {branch['run']} #{branch['sample']}@{branch['position']}"
         if branch.get("forced_token_id") is not None:  # branches of one point differ by their token
             forced = branch.get("forced_text")
             mark += f" forced {forced!r}" if forced is not None else f" forced id {branch['forced_token_id']}"
