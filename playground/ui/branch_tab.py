@@ -97,8 +97,9 @@ def declare(pick: gr.Textbox) -> BranchTab:
                     "The branch keeps the run's settings and draws its own seeds; its samples hold only the "
                     "new tokens. **What if** runs one branch per likely token and puts them side by side.")
         with gr.Row():
-            sample = gr.Number(value=0, precision=0, minimum=0, label="Sample i", elem_id="branch-sample")
-            position = gr.Number(value=0, precision=0, minimum=0, label="At token k", elem_id="branch-position")
+            # No minimum: Gradio would refuse a -1 in words of its own; the point says why it is none
+            sample = gr.Number(value=0, precision=0, label="Sample i", elem_id="branch-sample")
+            position = gr.Number(value=0, precision=0, label="At token k", elem_id="branch-position")
             n = gr.Textbox(label="n (blank: the run's)", placeholder="the run's n", elem_id="branch-n")
         context = gr.Markdown(elem_id="branch-context")
         with gr.Row():

@@ -138,7 +138,7 @@ class GraphTab:
                 answers = analysis.group_answers(run, extractor_spec(answer, pattern))
             except InvalidExtractor as e:
                 problem += f" ⚠️ Coloured by probability: the Set tab's extractor cannot work ({e})."
-        fold = int(graph_fold) if graph_fold else None
+        fold = max(int(graph_fold or 0), 0) or None  # 0, or a typed -3: as many as fit
         figure = analysis.graph_figure(graph, "answer" if answers else "probability", answers, fold)
         figure.update_layout(meta=run_of_note(run))  # whose graph it is: the page shows that run's note only
         # The note is left as it is: a click may come between a run's last drawings (its end is
@@ -153,7 +153,9 @@ def declare(embedding_model: str | None = None) -> GraphTab:
         gr.Markdown(INTRO)
         with gr.Row():
             colour = gr.Radio(COLOURS, value="probability", label="Colour nodes by", elem_id="graph-colour")
-            fold = gr.Number(value=0, precision=0, minimum=0, label="Fold words fewer samples said than (0: as "
+            # No minimum: Gradio refuses a number below it in every event that reads the box, Run's
+            # among them (the panels' controls go with each); a negative one is read as 0.
+            fold = gr.Number(value=0, precision=0, label="Fold words fewer samples said than (0: as "
                              "many as fit)", elem_id="graph-fold")
             by_meaning = gr.Checkbox(value=False, label=f"Match words by meaning too ({embedding_model})",
                                      visible=embedding_model is not None, elem_id="graph-meaning")

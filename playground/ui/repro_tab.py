@@ -36,7 +36,7 @@ def declare() -> ReproTab:
                     "when they differ, which condition did: on a CPU the batch a sample shares changes its "
                     "arithmetic, so a sample alone may part from the same sample among n.")
         with gr.Row():
-            index = gr.Number(value=0, precision=0, label="Sample i", minimum=0, elem_id="replay-index")
+            index = gr.Number(value=0, precision=0, label="Sample i", elem_id="replay-index")  # checked by Replay
             replay_btn = gr.Button("Replay sample i alone (seed+i, n=1)", elem_id="replay-alone")
             compare_btn = gr.Button("Compare wrapper vs native", elem_id="compare")
         verdict = gr.Markdown(elem_id="repro-verdict")
