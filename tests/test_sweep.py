@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 import gradio as gr
+import pandas as pd
 import pytest
 
 from playground.analysis import parse_extractor
@@ -121,6 +122,7 @@ def test_sweep_command_end_to_end(tmp_path):
     assert table[0].split()[:3] == ["temperature", "status", "seeds"] and len(table) == 4
     assert table[0].split()[-3:] == ["majority", "vote_share", "settled_at"]  # --answer: each value's majority
     assert table == summary_text(command.summary_frame(runs, parse_extractor("first-line"))).splitlines()
+    assert [row.split()[0] for row in table[1:]] == ["0.5", "1.0", "1.5"]  # 1.0 is a number, not a "yes"
     assert sorted(os.listdir(tmp_path)) == ["sweep.jsonl"]  # no temp file left
 
 
@@ -213,6 +215,14 @@ def test_sweep_tab_draws_a_saved_sweep_and_refuses_a_bad_one(tmp_path):
         sweep_tab.sweep_from_ui(settings, "temperature", " ".join(str(k / 10) for k in range(1, 14)), LIMITS)
     sweep = sweep_tab.sweep_from_ui(settings, "top_p", "0.5, 0.9", LIMITS)
     assert [r.top_p for r in sweep.requests()] == [0.5, 0.9] and sweep.base.output_kind == "DELTA"
+
+
+def test_a_summary_says_yes_and_no_for_truths_only_never_for_the_numbers_one_and_zero():
+    frame = pd.DataFrame({"line": [1, 2], "finished": [True, False], "distinct_2": [1.0, 0.0],
+                          "pass_at_1": [None, 0.0], "tied": pd.array([True, None], dtype=object)})
+    rows = [row.split() for row in summary_text(frame).splitlines()]
+    assert rows == [["line", "finished", "distinct_2", "pass_at_1", "tied"], ["1", "yes", "1.0", "yes"],
+                    ["2", "no", "0.0", "0.0"]]
 
 
 def test_compare_tab_starts_with_a_branch_and_its_parent_else_the_run_before_and_keeps_a_choice():

@@ -80,7 +80,14 @@ def write_bundles(out: Path | None, bundles: Iterable[str]) -> None:
 def summary_text(frame: pd.DataFrame) -> str:
     """A summary table as a person reads it: yes and no, and a blank for a figure there is none
     of (not Python's True, None or nan)."""
-    return frame.astype(object).replace({None: "", True: "yes", False: "no"}).to_string(index=False, na_rep="")
+    def said(value):  # by type, not equality: 1 == True, and a count of 1 is no "yes"
+        if value is None:
+            return ""
+        if isinstance(value, bool):
+            return "yes" if value else "no"
+        return value
+
+    return frame.astype(object).map(said).to_string(index=False, na_rep="")
 
 
 def print_summary(table: Callable[[], pd.DataFrame], out: Path | None) -> int | None:
