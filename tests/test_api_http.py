@@ -74,12 +74,17 @@ def test_sample_takes_named_parameters_and_refuses_a_bad_one_with_a_sentence(app
     assert "Traceback" not in capfd.readouterr().err
     with httpx.Client(timeout=60) as http:  # names that do not fit: the caller's mistake (Gradio alone: a 500)
         for body, said in (({"prompt": PROMPT, "bogus": 1}, "bogus is not a parameter of this endpoint"),
-                           ({"n": 2}, "prompt is required")):
+                           ({"n": 2}, "prompt is required"),
+                           ({"data": [PROMPT]}, "a list of values in order goes to /gradio_api/call/sample")):
             answer = http.post(app_url.rstrip("/") + "/gradio_api/call/v2/sample", json=body)
             assert answer.status_code == 400 and said in answer.json()["error"], answer.text
         # By position, a list that ends early: the rest take their defaults (Gradio alone: {"error": null}).
         answer = http.post(app_url.rstrip("/") + "/gradio_api/call/sample", json={"data": []})
         assert answer.status_code == 400 and "the prompt is required" in answer.json()["error"], answer.text
+        too_many = [PROMPT, *[p.default for p in list(SIGNATURE.parameters.values())[1:]], "one too many"]
+        answer = http.post(app_url.rstrip("/") + "/gradio_api/call/sample", json={"data": too_many})
+        assert answer.status_code == 400 and f"data has {len(too_many)} values, and /sample takes at most " \
+            f"{len(too_many) - 1}" in answer.json()["error"], answer.text
     assert "Traceback" not in capfd.readouterr().err
     short = call(app_url, "sample", {"data": [PROMPT, 2, 3]})  # prompt, n, seed
     assert short[-1][0] == "complete", short[-3:]

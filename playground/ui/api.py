@@ -79,6 +79,10 @@ async def call_not_fitting(request, error: TypeError):
     TypeError is a bug, answered and logged as one."""
     said = str(error)
     if "/call/v2/" in request.url.path:
+        if (found := _NOT_A_PARAMETER.search(said)) and found["name"] == "data":  # a positional call, sent by name
+            return JSONResponse({"error": "data is not a parameter of this endpoint: a list of values in order "
+                                          "goes to /gradio_api/call/sample; /gradio_api/call/v2/sample takes the "
+                                          "parameters by name"}, status_code=400)
         for pattern, sentence in ((_NOT_A_PARAMETER, "{name} is not a parameter of this endpoint"),
                                   (_MISSING, "{name} is required"), (_TWICE, "{name} is given twice")):
             if found := pattern.search(said):
@@ -116,6 +120,10 @@ class PositionalCalls:
             if isinstance(data, list) and not data:
                 return await JSONResponse({"error": "the prompt is required: data's first value is the prompt, "
                                                     "then the parameters in the order /gradio_api/info lists them"},
+                                          status_code=400)(scope, receive, send)
+            if isinstance(data, list) and len(data) > len(DEFAULTS):  # Gradio would drop the rest unsaid
+                return await JSONResponse({"error": f"data has {len(data)} values, and /sample takes at most "
+                                                    f"{len(DEFAULTS)}: /gradio_api/info lists them in order"},
                                           status_code=400)(scope, receive, send)
             if isinstance(data, list) and len(data) < len(DEFAULTS):
                 body = json.dumps({**call, "data": data + DEFAULTS[len(data):]}).encode()
