@@ -17,7 +17,6 @@ from pathlib import Path
 from typing import Any
 
 from playground.errors import InvalidBundle, damaged_bundle
-from playground.request import SETTINGS
 from playground.run import Run
 
 
@@ -194,8 +193,11 @@ def hand_made(data: dict[str, Any]) -> dict[str, Any]:
     request = data.get("request", {})
     if not isinstance(request, dict):
         raise damaged_bundle("its request is not an object")
-    request = {**{name: data[name] for name in SETTINGS if name in data}, **request}
-    data = {name: value for name, value in data.items() if name not in SETTINGS}
+    # Beside the samples, whatever is no part of a run's record belongs to its request: the
+    # settings, and what else a script knows of it (its right answer, "reference"; an id).
+    beside = {name: value for name, value in data.items() if name not in RUN_FIELDS}
+    request = {**beside, **request}
+    data = {name: value for name, value in data.items() if name in RUN_FIELDS}
     base = request.get("seed")
     samples, words = [], {}
     for k, s in enumerate(data["samples"]):
@@ -223,6 +225,7 @@ def hand_made(data: dict[str, Any]) -> dict[str, Any]:
             "samples": samples}
 
 
+RUN_FIELDS = frozenset(f.name for f in dataclasses.fields(Run)) | {"bundle_version"}
 WORDS = "words"  # a hand-made run's engine["tokens"]: its words stand in for the tokens it does not give
 
 

@@ -204,3 +204,15 @@ def test_a_reference_read_against_whole_texts_is_noted(runs_file, capsys):
     assert "note: the reference '391' is compared with each sample's whole text" in capsys.readouterr().err
     assert analyze.main([str(runs_file), "--reference", "391", "--answer", "last-number"]) in (exits.OK, exits.FAILED)
     assert "whole text" not in capsys.readouterr().err
+
+
+def test_a_runs_own_reference_read_against_whole_texts_is_noted_too(tmp_path, capsys):
+    """A batch line's ``"reference"`` is kept in its run: read with the default extractor, it is
+    noted as the flag's is."""
+    runs = tmp_path / "runs.jsonl"
+    runs.write_text(json.dumps({"prompt": "What is 3 + 4?", "reference": "7", "samples": ["It is 7.", "7"]}) + "\n",
+                    encoding="utf-8")
+    assert analyze.main([str(runs)]) == exits.OK
+    assert "note: the reference '7' is compared with each sample's whole text" in capsys.readouterr().err
+    assert analyze.main([str(runs), "--answer", "last-number"]) == exits.OK
+    assert "whole text" not in capsys.readouterr().err

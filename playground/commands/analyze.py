@@ -228,7 +228,6 @@ def main(argv: list[str] | None = None) -> int:
         if path is not None and path.is_dir():
             parser.error(f"{flag}: {path} is a folder: give the name of a file to write")
     check_distinct(parser, {"input": args.input}, outs)
-    note_whole_text_reference(args.reference, args.answer)
     lines_out = sys.stderr if to_stdout else sys.stdout  # stdout carries the one file asked for, whole
     try:
         bundles, errors = (parse_bundles(sys.stdin.read(), name="stdin") if args.input == STDOUT
@@ -236,6 +235,9 @@ def main(argv: list[str] | None = None) -> int:
     except InvalidBundle as e:
         parser.error(str(e))
     say_skipped(errors)
+    note_whole_text_reference(args.reference if args.reference is not None else next(
+        (b.run.request["reference"] for b in bundles if b.run.request.get("reference") is not None), None),
+        args.answer)  # the flag's reference, else the runs' own (a batch line's)
     embedder = None
     if args.embedding_model and bundles:
         print(f"loading the embedding model {args.embedding_model}…", file=sys.stderr)

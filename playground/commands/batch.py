@@ -257,7 +257,9 @@ def main(argv: list[str] | None = None) -> int:
     check_distinct(parser.parser, {"input": Path(args.input)}, {"--out": args.out})
     try:
         lines, errors = read_lines(Path(args.input), defaults, args.max_n, args.reference)
-        note_whole_text_reference(args.reference, args.answer)
+        # a line's own reference too, not only --reference's
+        note_whole_text_reference(next((line.reference for line in lines if line.reference is not None), None),
+                                  args.answer)
     except OSError as e:
         parser.parser.error(f"cannot read {args.input}: {e.strerror or e}")
     if not lines and errors and (binary := not_text(Path(args.input))):
