@@ -216,3 +216,25 @@ def test_a_runs_own_reference_read_against_whole_texts_is_noted_too(tmp_path, ca
     assert "note: the reference '7' is compared with each sample's whole text" in capsys.readouterr().err
     assert analyze.main([str(runs), "--answer", "last-number"]) == exits.OK
     assert "whole text" not in capsys.readouterr().err
+
+
+def test_runs_are_named_as_their_maker_did_and_seeds_shared_by_design_are_not_noted(tmp_path, capsys):
+    """A sweep's values share their seeds on purpose, and say which value they are; a batch run
+    says its input line; runs that share seeds by chance are noted."""
+    def line(**beside):
+        return json.dumps({"prompt": "Name a colour.", "seed": 1, "samples": ["red", "blue"], **beside})
+
+    sweep = [{"param": "temperature", "value": v, "values": [0.5, 1.0], "position": k}
+             for k, v in enumerate([0.5, 1.0])]
+    runs = tmp_path / "runs.jsonl"
+    runs.write_text("\n".join([line(sweep=sweep[0]), line(sweep=sweep[1])]) + "\n", encoding="utf-8")
+    assert analyze.main([str(runs)]) == exits.OK
+    printed = capsys.readouterr()
+    assert [row.split(" \"")[0] for row in printed.out.splitlines()] == ["line 1 (temperature=0.5)",
+                                                                        "line 2 (temperature=1.0)"]
+    assert "share" not in printed.err
+    runs.write_text("\n".join([line(batch_line=8), line(batch_line=9)]) + "\n", encoding="utf-8")
+    assert analyze.main([str(runs)]) == exits.OK
+    printed = capsys.readouterr()
+    assert printed.out.startswith("line 1 (input line 8) ")
+    assert "note: line 1 (input line 8) and line 2 (input line 9) share 2 child seeds" in printed.err

@@ -144,7 +144,7 @@ def describe(analysed: Analysed) -> str:
     if origin := analysis.origin_label(run):
         status += f" ({origin})"
     said = json.dumps(prompt, ensure_ascii=False) if prompt else "(no prompt)"  # a run written by hand may have none
-    head = f"{bundle.where} {said} n={run.n}{status}"
+    head = f"{name(bundle)} {said} n={run.n}{status}"
     if a.majority:
         majority = json.dumps(truncate(a.majority.answer, ANSWER_CHARS), ensure_ascii=False)
         answers = (f"{len(a.groups)} answer(s) ({a.extractor}), majority {majority} {a.majority.size}/{a.n} "
@@ -160,6 +160,29 @@ def describe(analysed: Analysed) -> str:
         parts.append(f"meaning: {len(m.clusters)} cluster(s), entropy {m.entropy:.2f} bits")
     parts.append(analysed.how_many.headline())
     return " · ".join(parts)
+
+
+def name(bundle: Located) -> str:
+    """Where a run was, and what the person who made it called it: a sweep's value, or the line of
+    batch's input it came from ("line 3 (temperature=0.5)", "line 2 (input line 8)")."""
+    run = bundle.run
+    if info := analysis.sweep_info(run):
+        return f"{bundle.where} ({info.get('param')}={info.get('value')})"
+    if (line := run.request.get("batch_line")) is not None and line != bundle.line:
+        return f"{bundle.where} (input line {line})"
+    return bundle.where
+
+
+def shared_by_design(a: Located, b: Located) -> bool:
+    """Two runs that share seeds on purpose, whose pair is no news: values of one sweep (the same
+    seeds for every value), or cells of one QA matrix (one request on every path)."""
+    sa, sb = analysis.sweep_info(a.run), analysis.sweep_info(b.run)
+    if sa and sb and (sa.get("param"), sa.get("values")) == (sb.get("param"), sb.get("values")):
+        return True
+    return a.cell is not None and b.cell is not None
+
+
+NOTES_SHOWN = 10  # pairs of runs that share seeds, named one by one
 
 
 def _diversity(d: analysis.Diversity) -> str:
@@ -276,9 +299,14 @@ def main(argv: list[str] | None = None) -> int:
     if not bundles:
         print(f"no run bundle in {args.input}", file=sys.stderr)
         return exits.FAILED
-    for overlap in analysis.seed_overlaps([a.bundle.run for a in analysed]):
-        names = [a.bundle.where for a in analysed]
+    names = [name(a.bundle) for a in analysed]
+    overlaps = [o for o in analysis.seed_overlaps([a.bundle.run for a in analysed])
+                if not shared_by_design(analysed[o["a"]].bundle, analysed[o["b"]].bundle)]
+    for overlap in overlaps[:NOTES_SHOWN]:
         print(f"note: {analysis.seed_overlap_sentence(overlap, names)}", file=sys.stderr)
+    if len(overlaps) > NOTES_SHOWN:
+        print(f"note: and {len(overlaps) - NOTES_SHOWN} more pairs of runs share child seeds (--json lists every "
+              "pair, under seed_overlaps)", file=sys.stderr)
     lines = [str(e.line) for e in errors if e.line is not None and e.item is None]
     skipped = ([f"line(s) {', '.join(lines)}"] if lines else []) + [e.where for e in errors
                                                                        if e.line is None or e.item is not None]
