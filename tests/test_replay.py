@@ -285,6 +285,24 @@ def test_a_replay_chooses_the_run_of_the_prompt_closest_to_the_request(recorded)
                       native.request["request_id"]]
 
 
+def test_a_replay_pages_run_plays_the_next_run_for_no_prompt_and_the_form_shows_what_plays(recorded):
+    """On a replay page Run never meets an empty-prompt refusal: the file's next run plays, and the
+    form takes the settings of the run that plays (a prompt the file lacks gets them too), so what
+    is on screen never stands under another prompt."""
+    from playground.ui import build_app, running
+
+    source = recorded["DELTA", "wrapper"]
+    page = build_app(ReplayBackend.of([source])).playground_page
+    untouched = {name: control.value for name, control in page.form.items()}
+    for prompt, why in (("", "no prompt was given"), ("Something else entirely", "the file has no run of this prompt")):
+        update = asyncio.run(running.begin(page, None, **{**untouched, "prompt": prompt}))
+        action = update[page.live]
+        assert action is not None and "refused" not in update[page.summary], update[page.summary]
+        assert why in action.runs[0].prepared.labels["replay"]["note"]
+        assert update[page.form["prompt"]] == source.request["prompt"] and update[page.form["n"]] == source.n
+        assert update[page.form["seed"]] == str(source.request["seed"])
+
+
 def test_a_replay_says_its_engine_counts_are_the_recorded_runs():
     """The summary's count of requests in the engine, while a replay streams, is the recording's:
     no engine holds a replay's children."""

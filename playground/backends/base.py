@@ -163,8 +163,12 @@ async def plan_request(backend: Backend, request: SampleRequest, labels: dict[st
     """Check ``request`` (nothing reaches the tokenizer or the server unchecked), render its
     prompt (awaited: a slow server must not hold up the event loop), and plan it: everything
     before the engine. InvalidRequest names what cannot run."""
+    resolve = getattr(backend, "resolve", None)  # a replay serves a recorded run's request
+    if resolve is not None and not request.prompt.strip():  # no prompt: a replay plays its file's next run
+        request, labels = resolve(request, labels)
+        resolve = None
     request = admit(backend, request)
-    if (resolve := getattr(backend, "resolve", None)) is not None:  # a replay serves a recorded run's request
+    if resolve is not None:
         request, labels = resolve(request, labels)
         request = admit(backend, request)
     rendered = await backend.render(request.prompt, request.use_chat_template)

@@ -9,7 +9,7 @@ sentence naming it.
 
 Which run a request gets, when it does not name one: the run of its prompt whose settings are
 closest to the request's (most settings equal; the first in the file on a tie), and when no run
-has that prompt, the file's next run in turn. Either way the replay's record says which run it
+has that prompt (or the request has none), the file's next run in turn. Either way the replay's record says which run it
 plays, and why when the request's settings differ (``choose``).
 """
 
@@ -120,6 +120,8 @@ class Library:
         if not same_prompt:
             run = order[self._next % len(order)]
             self._next = order.index(run) + 1
+            if not request.prompt.strip():
+                return run, "no prompt was given: the file's next run plays"
             return run, "the file has no run of this prompt: its next run plays"
         differs = {id(run): [name for name in SETTINGS if name not in ("prompt", "use_chat_template")
                              and asked.get(name) is not None and run.request.get(name) != asked.get(name)]

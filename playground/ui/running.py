@@ -24,7 +24,7 @@ import asyncio
 import contextlib
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from functools import partial
 from typing import Any
 
@@ -34,7 +34,7 @@ from playground.backends.live import LiveRun, State
 from playground.errors import EngineUnavailable, PlaygroundError
 from playground.request import SampleRequest
 from playground.ui import views
-from playground.ui.form import form_request
+from playground.ui.form import form_request, form_update
 from playground.ui.messages import shown
 from playground.ui.page import Page
 from playground.ui.samples_area import QUIET
@@ -115,7 +115,10 @@ async def begin(page: Page, action: Action | None, **settings) -> dict:
         return {page.summary: f"⚠️ {going} on this page is still going: press Stop first, or wait for it to finish."}
     except PlaygroundError as e:
         return {page.live: None, page.summary: refused(e)}
-    return {page.live: action, page.summary: views.queued_summary(action.runs[0])}
+    update = {page.live: action, page.summary: views.queued_summary(action.runs[0])}
+    if action.runs[0].prepared.labels.get("replay"):  # a replay plays a recorded run: the form shows its settings
+        update.update(form_update(page.form, asdict(action.runs[0].request))[0])
+    return update
 
 
 def run_events(started: gr.events.Dependency, page: Page, stream: Callable, finish: Callable) -> gr.events.Dependency:

@@ -123,7 +123,7 @@ def engine_status(info: dict, last_run: Run | None = None) -> str:
         parts.append(info["output_kind_source"])
     if info.get("note"):
         parts.append(info["note"])
-    if last_run is not None and last_run.n > 1:
+    if last_run is not None and last_run.n > 1 and not replayed_from(last_run):  # a replay's cache: nobody's
         parts.append(_cache_note(last_run, info.get("block_size")))
     return " · ".join(p for p in parts if p)
 
