@@ -138,9 +138,8 @@ class SampleRequest:
         names = [f.name for f in dataclasses.fields(cls)]
         unknown = sorted(set(raw) - set(names))
         if unknown:
-            close = {name: difflib.get_close_matches(name, names, n=1) for name in unknown}
-            raise InvalidRequest("unknown setting(s): " + ", ".join(
-                f"{name} (did you mean {close[name][0]}?)" if close[name] else name for name in unknown))
+            raise InvalidRequest("unknown setting(s): " + ", ".join(name + did_you_mean(name, names)
+                                                                   for name in unknown))
         request = cls(prompt=_prompt(raw.pop("prompt", None)))
         for name, value in raw.items():
             if value is not None:
@@ -221,6 +220,13 @@ def _check_field(request: SampleRequest, name: str, meta: Setting, limits: Limit
 def check_n(n: int, max_n: int) -> None:
     if not 1 <= n <= max_n:
         raise InvalidRequest(f"n must be between 1 and {max_n} (--max-n), got {n}")
+
+
+def did_you_mean(name: str, names) -> str:
+    """" (did you mean top_p?)" for a name close to one of ``names`` (a setting typed in another
+    case, with dashes, or mistyped), else "": said alike by the API, links and the command line."""
+    close = difflib.get_close_matches(name.strip("-").replace("-", "_").lower(), list(names), n=1)
+    return f" (did you mean {close[0]}?)" if close else ""
 
 
 def check_greedy(temperature: float, n: int) -> None:
@@ -367,7 +373,10 @@ def _choice(name: str, value: Any) -> str:
 
 def _token_ids(name: str, value: Any) -> list[int] | None:
     """A list of whole numbers, or text of them separated by commas or spaces (a flag, a box)."""
-    if isinstance(value, str):
+    if isinstance(value, str):  # one text: said as given, not as the list it was split into
+        if not all(part.lstrip("-").isdigit() for part in value.replace(",", " ").split()):
+            raise InvalidRequest(f"{name} must be token ids (whole numbers) in a list, or separated by commas or "
+                                 f"spaces, got {value!r}")
         value = value.replace(",", " ").split()
     if not isinstance(value, (list, tuple)):
         raise InvalidRequest(f"{name} must be a list of token ids (whole numbers), got {value!r}")

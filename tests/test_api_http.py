@@ -74,6 +74,8 @@ def test_sample_takes_named_parameters_and_refuses_a_bad_one_with_a_sentence(app
     assert "Traceback" not in capfd.readouterr().err
     with httpx.Client(timeout=60) as http:  # names that do not fit: the caller's mistake (Gradio alone: a 500)
         for body, said in (({"prompt": PROMPT, "bogus": 1}, "bogus is not a parameter of this endpoint"),
+                           ({"prompt": PROMPT, "temprature": 1}, "temprature is not a parameter of this endpoint "
+                                                                 "(did you mean temperature?)"),
                            ({"n": 2}, "prompt is required"),
                            ({"data": [PROMPT]}, "a list of values in order goes to /gradio_api/call/sample")):
             answer = http.post(app_url.rstrip("/") + "/gradio_api/call/v2/sample", json=body)

@@ -55,7 +55,9 @@ def test_a_forced_alternative_is_the_branchs_first_context_token(backend, greedy
     ([-1], "prefix_token_ids[0] is -1, not a token of the model"),
     ([5] * 2044, "the prompt has 5 tokens and the prefix 2044, together longer than the context of 2048 tokens"),
     ([5] * 2000, "max_tokens=64 is too big: the prompt has 5 tokens and the prefix 2000"),
-    ("seven", "prefix_token_ids[0] must be a whole number, got 'seven'"),
+    ("seven", "prefix_token_ids must be token ids (whole numbers) in a list, or separated by commas or spaces, "
+              "got 'seven'"),
+    (["seven"], "prefix_token_ids[0] must be a whole number, got 'seven'"),
 ])
 def test_a_prefix_the_engine_cannot_take_is_refused_through_sample_and_the_next_request_works(
         client, prefix, says):

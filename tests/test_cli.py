@@ -51,6 +51,8 @@ def run_main(capsys, *args: str) -> tuple[int, str]:
     (["batch", "prompts.jsonl", "--temperature", "-2"], "temperature must be between 0 and 2 (vLLM's range), got -2.0"),
     (["batch", "prompts.jsonl", "--n", "300"], "n must be between 1 and 256 (--max-n), got 300"),
     (["batch", "prompts.jsonl", "--out", "./prompts.jsonl"], "--out: prompts.jsonl is the input this command reads"),
+    (["batch", "prompts.jsonl", "--temprature", "0.5"], "unrecognized arguments: --temprature 0.5 (--temprature: did "
+                                                       "you mean --temperature?)"),
 ])
 def test_bad_values_give_a_clear_error(capsys, args, message):
     code, err = run_main(capsys, *args)

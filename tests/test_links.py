@@ -44,14 +44,16 @@ def test_a_link_holds_what_differs_from_the_starting_form_and_reads_back_the_sam
 
 def test_what_a_link_gets_wrong_is_named_and_the_rest_is_kept():
     pairs = [("n", "0"), ("temperature", "hot"), ("colour", "red"), ("seed", "5"), ("top_p", "1.5"),
-             ("output_kind", "sometimes"), ("ignore_eos", "yes"), ("__theme", "dark"), ("run", "x")]
+             ("output_kind", "sometimes"), ("ignore_eos", "yes"), ("__theme", "dark"), ("run", "x"),
+             ("Max-Tokens", "8")]
     values, problems = read_query(pairs, NAMES, LIMITS)
     assert values == {"seed": 5}
-    assert problems == ["`colour` is not a setting of the form", "`n`: n must be between 1 and 32 (--max-n), got 0",
-                        "`output_kind`: output_kind must be one of CUMULATIVE, DELTA, FINAL_ONLY, got 'SOMETIMES'",
-                        "`temperature`: temperature must be a number, got 'hot'",
-                        "`top_p`: top_p must be in (0, 1], got 1.5", "`ignore_eos`: ignore_eos must be true or false, "
-                        "got 'yes'"]
+    assert problems == ["`colour` is not a setting of the form",
+                        "`Max-Tokens` is not a setting of the form (did you mean max_tokens?)",
+                        "n must be between 1 and 32 (--max-n), got 0",  # each named once
+                        "output_kind must be one of CUMULATIVE, DELTA, FINAL_ONLY, got 'SOMETIMES'",
+                        "temperature must be a number, got 'hot'",
+                        "top_p must be in (0, 1], got 1.5", "ignore_eos must be true or false, got 'yes'"]
 
 
 def test_a_setting_is_checked_with_the_links_own_n():

@@ -535,7 +535,9 @@ def test_command_exit_status_and_usage_errors(capsys):
                           (["--prompt", "p", "--n", "3", "--temperature", "0"], "greedy sampling"),
                           (["--prompt", "p", "--paths", "async,gpu"], "--paths takes a comma-separated list"),
                           (["--prompt", "p", "--paths", "remote"], "--paths remote needs --backend openai"),
-                          (["--prompt", "p", "--json", "/no/such/folder/m.json"], "does not exist")]:
+                          (["--prompt", "p", "--json", "/no/such/folder/m.json"], "does not exist"),
+                          (["--prompt", "p", "--mode", "native"], "--mode: the matrix runs every output_kind, in "
+                                                                  "wrapper and native mode: leave it out")]:
         assert qa_cli.main(argv, paths=paths) == exits.USAGE, argv
         assert message in capsys.readouterr().err, argv
 

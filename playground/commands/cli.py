@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import difflib
 import os
 import sys
 import tempfile
@@ -26,16 +27,34 @@ if TYPE_CHECKING:  # imported where used: `analyze` (no engine) loads this modul
 MAX_N_CEILING = 1024
 
 
+def mistyped_flags(words: list[str], actions) -> str:
+    """" (--temprature: did you mean --temperature?)" for the unknown flags close to a known one."""
+    flags = [flag for action in actions for flag in action.option_strings if flag.startswith("--")]
+    hints = []
+    for word in (w.split("=", 1)[0] for w in words if w.startswith("--")):
+        if close := difflib.get_close_matches(word.replace("_", "-").lower(), flags, n=1):
+            hints.append(f"{word}: did you mean {close[0]}?")
+    return f" ({'; '.join(hints)})" if hints else ""
+
+
 class PlaygroundParser:
     """Builds vLLM's parser with the playground's flags on top, and tells given flags apart."""
 
-    def __init__(self, prog: str, description: str, add_own, sampling: bool = False, arguments: str = ""):
+    def __init__(self, prog: str, description: str, add_own, sampling: bool = False, arguments: str = "",
+                 not_sampling: tuple[str, ...] = ()):
+        """``sampling``: the request's settings as flags; those in ``not_sampling`` are left out of
+        --help (the QA matrix sets output_kind and mode itself, and refuses them)."""
         from vllm.engine.arg_utils import AsyncEngineArgs
         from vllm.utils.argparse_utils import FlexibleArgumentParser
 
         class Parser(FlexibleArgumentParser):
             def format_help(self):  # vLLM's short help lists only group names; list every flag
                 return argparse.ArgumentParser.format_help(self)
+
+            def error(self, message):  # a mistyped flag: the flag it was meant to be, as a command's
+                if message.startswith("unrecognized arguments: "):
+                    message += mistyped_flags(message.split(": ", 1)[1].split(), self._actions)
+                super().error(message)
 
         # argparse's own usage line lists every flag, vLLM's hundreds included (250 lines before an error).
         usage = f"%(prog)s {arguments + ' ' if arguments else ''}[flags] (--help lists them, vLLM's engine flags too)"
@@ -52,7 +71,7 @@ class PlaygroundParser:
                 action.default = None
                 action.help = "Hugging Face id or local folder (default: SmolLM2-135M-Instruct, prepared offline)."
         if sampling_group is not None:
-            _add_sampling_flags(self.parser, sampling_group)
+            _add_sampling_flags(self.parser, sampling_group, not_sampling)
         # --help: the command's own groups first, then argparse's "options" (vLLM puts some there) and vLLM's.
         ours = [g for g in self.parser._action_groups if g.title in ("playground", "sampling", "engine on a CPU")]
         self.parser._action_groups = ours + [g for g in self.parser._action_groups if g not in ours]
@@ -94,7 +113,7 @@ def _dest(name: str) -> str:
     return "sample_seed" if name == "seed" else name  # vLLM's parser has a `seed` of its own
 
 
-def _add_sampling_flags(parser: argparse.ArgumentParser, group) -> None:
+def _add_sampling_flags(parser: argparse.ArgumentParser, group, leave_out: tuple[str, ...] = ()) -> None:
     """Fill the sampling group. vLLM's engine-wide --seed would take the name a person expects for
     the sampling seed: the engine's becomes --engine-seed, and --seed is the samples' base seed."""
     action = parser._option_string_actions.pop("--seed")  # argparse has no public rename
@@ -112,7 +131,9 @@ def _add_sampling_flags(parser: argparse.ArgumentParser, group) -> None:
             group.add_argument(flag, dest=name, action="append", help=f"{meta.help} Repeat for more.")
         else:
             default = f" (default {f.default})" if f.default is not None else ""
-            group.add_argument(flag, dest=_dest(name), metavar=name.upper(), help=meta.help + default)
+            # Left out of --help but still read, so that the command can say why it takes none.
+            group.add_argument(flag, dest=_dest(name), metavar=name.upper(),
+                               help=argparse.SUPPRESS if name in leave_out else meta.help + default)
 
 
 def add_cpu_flags(group) -> None:

@@ -57,7 +57,8 @@ def build_parser():
         add_max_n_flag(group, "request")
         add_remote_flags(group)
 
-    parser = PlaygroundParser("python app.py qa", __doc__, add_own, sampling=True, arguments="--prompt TEXT")
+    parser = PlaygroundParser("python app.py qa", __doc__, add_own, sampling=True, arguments="--prompt TEXT",
+                              not_sampling=("output_kind", "mode"))  # the matrix runs every one of each
     return parser
 
 
@@ -117,10 +118,9 @@ def _main(argv: list[str] | None, paths: Sequence[qa.SamplingPath] | None, owner
         request.check(Limits.before_engine(args.max_n))
     except InvalidRequest as e:
         parser.parser.error(str(e))
-    ignored = [name for name in ("output_kind", "mode") if name in settings]
-    if ignored:
-        print(f"note: --{' and --'.join(n.replace('_', '-') for n in ignored)} ignored: the matrix runs every "
-              "output_kind in wrapper and native mode", file=sys.stderr)
+    if given := [name for name in ("output_kind", "mode") if name in settings]:
+        parser.parser.error(f"--{given[0].replace('_', '-')}: the matrix runs every output_kind, in wrapper and "
+                            "native mode: leave it out")
     check_out_folder(parser.parser, "--json", args.json)
     front_ends = args.paths or ["async", "sync"] + (["remote"] if args.backend == "openai" else [])
     if "remote" in front_ends and args.backend != "openai":

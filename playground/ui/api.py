@@ -24,7 +24,7 @@ from collections.abc import AsyncIterator
 from starlette.responses import JSONResponse, PlainTextResponse
 
 from playground.backends.live import LiveRun
-from playground.request import SampleRequest, fields
+from playground.request import SampleRequest, did_you_mean, fields
 from playground.run import Run
 from playground.ui.messages import shown
 from playground.ui.samples_feed import Told
@@ -86,8 +86,9 @@ async def call_not_fitting(request, error: TypeError):
         for pattern, sentence in ((_NOT_A_PARAMETER, "{name} is not a parameter of this endpoint"),
                                   (_MISSING, "{name} is required"), (_TWICE, "{name} is given twice")):
             if found := pattern.search(said):
-                return JSONResponse({"error": sentence.format(name=found["name"]) + ": /gradio_api/info lists "
-                                              "the parameters, with their defaults"}, status_code=400)
+                close = did_you_mean(found["name"], NAMES) if pattern is _NOT_A_PARAMETER else ""
+                return JSONResponse({"error": sentence.format(name=found["name"]) + close + ": /gradio_api/info "
+                                              "lists the parameters, with their defaults"}, status_code=400)
     log.error("unexpected error in %s", request.url.path, exc_info=error)
     return PlainTextResponse("Internal Server Error", status_code=500)
 

@@ -25,7 +25,7 @@ from urllib.parse import quote, urlencode
 import gradio as gr
 
 from playground.errors import InvalidRequest
-from playground.request import Limits, SampleRequest, fields
+from playground.request import Limits, SampleRequest, did_you_mean, fields
 from playground.run import Run
 from playground.store import RunStore
 from playground.ui.form import form_update, request_from_form, run_in_form
@@ -151,7 +151,7 @@ def read_query(pairs: list[tuple[str, str]], names: list[str], limits: Limits) -
     given: dict[str, list[str]] = {}
     for name, value in pairs:
         given.setdefault(name, []).append(value)
-    problems = [f"`{name}` is not a setting of the form" for name in given
+    problems = [f"`{name}` is not a setting of the form{did_you_mean(name, names)}" for name in given
                 if name not in names and name != RUN and not name.startswith("__")]
     kinds = {f.name: f.type for f, _ in fields()}
     values: dict[str, Any] = {}
@@ -163,8 +163,8 @@ def read_query(pairs: list[tuple[str, str]], names: list[str], limits: Limits) -
         try:
             request = SampleRequest.from_user(**{**context, name: raw})
             request.check(limits)
-        except InvalidRequest as e:
-            problems.append(f"`{name}`: {e}")
+        except InvalidRequest as e:  # named once: most refusals begin with the setting's name
+            problems.append(str(e) if str(e).startswith(name) else f"`{name}`: {e}")
             continue
         values[name] = getattr(request, name)
     return values, problems
@@ -184,13 +184,18 @@ async def open_link(page: Page, store: RunStore | None, links: Links, pairs: lis
                     selected, settings: dict) -> dict:
     keys = [value for name, value in pairs if name == RUN]
     if keys:
-        return await _open_run(page, store, links, keys[-1], history, session, selected, settings)
+        update = await _open_run(page, store, links, keys[-1], history, session, selected, settings)
+        if others := sorted({name for name, _ in pairs if name != RUN and not name.startswith("__")}):
+            update[links.note] += (f" The link's {', '.join(f'`{name}`' for name in others)} went unused: a run "
+                                   "link opens the run as it was saved.")
+        return update
     values, problems = read_query(pairs, list(page.form), page.backend.limits)
     if not values and not problems:
         return {links.note: gr.skip()}
     update, unfit = form_update(page.form, values)
     problems += unfit
-    said = f"The link set {len(update)} setting{'s' if len(update) != 1 else ''} of the form; press Run to run it."
+    said = (f"The link set {len(update)} setting{'s' if len(update) != 1 else ''} of the form; press Run to run it."
+            if update else "The link set no setting of the form.")
     if problems:
         said += " Left at their defaults: " + "; ".join(problems) + "."
     update[links.note] = said
