@@ -474,3 +474,25 @@ def test_the_samples_typed_for_the_diff_are_read_as_meant_and_what_was_not_taken
     assert picked("abc, 40, 3", 16) == ([3], ["abc left out (past sample 15, or not a number)",
                                              "40 left out (past sample 15, or not a number)"])
     assert picked("", 16) == (None, [])
+
+
+def test_the_branch_point_at_a_samples_first_token_and_a_token_picked_at_another_point():
+    """Token 0 has nothing before it (said so, not drawn as a partial token); a token picked among
+    another point's alternatives (boxes typed faster than the tab redrew) is refused, not forced."""
+    from playground import analysis
+    from playground.backends.synthetic import synthetic_run
+    from playground.errors import InvalidRequest
+
+    run = synthetic_run(2, 6, seed=3, events=True)
+    with gr.Blocks():
+        context = gr.Textbox()
+        with gr.Tabs():
+            tab = branch_tab.declare(context)
+    first = branch_tab.point_view(tab, run, 0, 0)[tab.context]
+    assert "its first token ▸" in first and "(…)" not in first, first
+    elsewhere = analysis.alternatives(run, 0, 3)[0].token_id
+    assert elsewhere not in {a.token_id for a in analysis.alternatives(run, 0, 1)}
+    with pytest.raises(InvalidRequest, match=f"the token picked \\(id {elsewhere}\\) is not one the model saw at "
+                                             "token 1 of sample 0"):
+        branch_tab.forced_token(run, 0, 1, str(elsewhere), "")
+    assert branch_tab.forced_token(run, 0, 3, str(elsewhere), "")[0] == elsewhere

@@ -368,5 +368,6 @@ def test_the_diff_says_which_picked_samples_it_left_out_and_the_timing_table_its
     assert ("Of the samples listed: 40 left out (past sample 3, or not a number); x left out (past sample 3, "
             "or not a number).") in view
     assert "Of the samples listed" not in panels.diff_view(run, 0, "1, 3")
+    assert "Showing the 2 of the 4 samples listed above." in panels.diff_view(run, 0, "1, 3")
     columns = list(panels.timing(run)["table"].columns)
     assert "ttft (s)" in columns and "total time (s)" in columns and "ttft" not in columns

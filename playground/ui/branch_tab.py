@@ -127,8 +127,11 @@ def connect(tab: BranchTab, page: Page, stream, finish, set_tab) -> gr.events.De
     tab.pick.change(partial(picked, tab, page), [page.current, tab.pick],
                     [tab.sample, tab.position, *place, page.tabs, page.selected], api_visibility="private")
     # The point's tokens show as the tab opens and as i or k change (see ``placed`` for which run).
+    # always_last: keys typed fast into i or k each fire an event, and by default Gradio drops those
+    # that come while one runs, leaving the tokens of a point the boxes no longer say.
     gr.on([tab.panel.select, tab.sample.input, tab.position.input], partial(placed, tab),
-          [page.current, tab.source, tab.sample, tab.position], place, api_visibility="private")
+          [page.current, tab.source, tab.sample, tab.position], place, trigger_mode="always_last",
+          api_visibility="private")
 
     def on_sample(run: Run | None, evt: gr.SelectData) -> dict:  # Gradio reads evt's type here
         return sample_picked(tab, page, run, evt)
@@ -165,12 +168,14 @@ def point_view(tab: BranchTab, run: Run | None, sample, position) -> dict:
                 tab.choice: gr.update(choices=[MODEL_CHOOSES], value=MODEL_CHOOSES), tab.source: run}
     s = run.samples[i]
     before = "".join(analysis.pieces(s)[max(0, k - CONTEXT_TOKENS):k])
+    lead = (f"{'…' if k > CONTEXT_TOKENS else ''}`{analysis.visible(before, False)}` ▸" if k else
+            "its first token ▸")
     here = analysis.pieces(s)[k] if k < len(s.token_ids) else "⏹ (the sample ended here)"
     options = [(f"{analysis.visible(a.text, False)}  p={a.probability:.3f}" if a.probability is not None
                 else analysis.visible(a.text, False), str(a.token_id)) for a in analysis.alternatives(run, i, k)]
     known = "" if options else " No logprobs were recorded there: type a token id, or let the model choose."
     context = (f"Sample **#{i}** (seed {s.seed}) at token **{k}** of `{run.request.get('request_id')}`: "
-               f"…`{analysis.visible(before, False)}` ▸ `{analysis.visible(here, False)}` (what it sampled).{known}")
+               f"{lead} `{analysis.visible(here, False)}` (what it sampled).{known}")
     return {tab.context: context, tab.choice: gr.update(choices=[MODEL_CHOOSES, *options], value=MODEL_CHOOSES),
             tab.token_id: "", tab.source: run}
 
@@ -236,7 +241,10 @@ def forced_token(run: Run, sample, position, choice: str | None, token_id: str |
         return None, None
     chosen = int(choice)
     texts = {a.token_id: a.text for a in analysis.alternatives(run, int(sample), int(position))}
-    return chosen, texts.get(chosen)
+    if chosen not in texts:  # picked among another point's tokens: forced here, it would mean nothing
+        raise InvalidRequest(f"the token picked (id {chosen}) is not one the model saw at token {position} of "
+                             f"sample {sample}: pick among the tokens listed for that point, or type an id")
+    return chosen, texts[chosen]
 
 
 async def begin(tab: BranchTab, page: Page, action: Action | None, source: Run | None, current: Run | None, sample,

@@ -165,8 +165,10 @@ def diff_view(run: Run, reference: int, diff_samples: str | None = None) -> str:
     if shown is None:
         order, _ = analysis.prefix_order([s.token_ids for s in run.samples])
         shown = [i for i in order if i == reference] + [i for i in order if i != reference][:DIFF_ROWS - 1]
-    more = (f" Showing {len(shown)} of the {run.n} samples (those that share the longest beginnings side by "
-            "side): list others above." if len(shown) < run.n else "")
+        more = (f" Showing {len(shown)} of the {run.n} samples (those that share the longest beginnings side by "
+                "side): list others above." if len(shown) < run.n else "")
+    else:
+        more = f" Showing the {len(shown)} of the {run.n} samples listed above." if len(shown) < run.n else ""
     if beyond:
         more += f" Of the samples listed: {'; '.join(beyond)}."
     origin = f"<p>{html.escape(note)}</p>" if (note := analysis.origin_note(run)) else ""
