@@ -234,7 +234,8 @@ def test_a_branch_prefix_past_the_context_is_refused_and_a_run_while_a_branch_st
     assert wait_until(lambda: tab.live.runs[0].state in (State.STARTING, State.STREAMING, State.FINISHED), 30)
     if tab.going:  # a Run while the branch streams is refused, and the branch goes on, followed once
         branch = tab.live
-        assert tab.press(running.begin(page, tab.live, **tab.form(SHORT))) == {page.summary: gr.skip()}
+        assert tab.press(running.begin(page, tab.live, **tab.form(SHORT))) == {
+            page.summary: gr.skip(), page.said: running.PRESSED_AGAIN}  # the line by the form says so
         assert tab.live is branch
         again = tab.press(branch_tab.begin(branch_controls, page, tab.live, source, tab.current, 0, 12,
                                            branch_tab.MODEL_CHOOSES, "", ""))

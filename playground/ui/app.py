@@ -174,7 +174,7 @@ def build_app(backend, sync_runner=None, embedding_model: str | None = None,
                     [diff, tree, graph.panel(set_), set_.panel(), timing, logprobs, inspector], history.pick,
                     history.note,
                     live=gr.State(None), current=gr.State(None), history=gr.State([]), selected=gr.State("Diff"),
-                    extra=saved_runs.extra(history.saved))
+                    extra=saved_runs.extra(history.saved), said=link_row.note)
 
         # --- the events -----------------------------------------------------------------------
         prompt, use_chat = form["prompt"], form["use_chat_template"]
@@ -184,8 +184,8 @@ def build_app(backend, sync_runner=None, embedding_model: str | None = None,
               show_progress="hidden", trigger_mode="always_last", api_visibility="private")
         # Checked and planned outside the queue: a refusal is shown at once and nothing is stored; else
         # the session holds its action before the run waits for a slot.
-        started = run_btn.click(partial(running.begin, page), [page.live], [page.live, summary, *form.values()],
-                                inputs_kwargs=form,
+        started = run_btn.click(partial(running.begin, page), [page.live],
+                                [page.live, summary, link_row.note, *form.values()], inputs_kwargs=form,
                                 queue=False, show_progress="hidden", api_visibility="private")
         shows = page.controls()  # every handler that shows a run takes the panels' own controls too
         stream, finish = partial(running.stream, page), partial(running.finish, page)

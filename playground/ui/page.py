@@ -39,6 +39,7 @@ class Page:
     history: gr.State  # the session's last runs
     selected: gr.State  # the label of the tab on screen: only its panel is drawn
     extra: dict[str, gr.components.Component] = field(default_factory=dict)  # what other tabs add to a shown run
+    said: gr.Markdown | None = None  # the line by the form, for what a press did that the summary does not say
 
     def controls(self) -> dict[str, gr.components.Component]:
         """The panels' own settings by name: every handler that shows a run takes them

@@ -41,6 +41,8 @@ from playground.ui.samples_area import QUIET
 from playground.ui.showing import SUMMARY_EVERY, at_once, figures_every, live, panels_now, show
 
 BUSY = "A run of this page is still going: press Stop first, or wait for it to finish."
+PRESSED_AGAIN = ("Run was pressed while a run was going, and started nothing: the form as it is then runs at the "
+                 "next Run (Stop ends the one going).")
 STREAMED = ("Run", "Branch", "Replay")  # the actions whose run streams into the samples area
 # What the summary calls an action that streams elsewhere, when Run is pressed while it goes.
 OTHER_ACTIONS = {"What if": "What if's branches", "Sweep": "The sweep", "Compare": "The wrapper-vs-native comparison",
@@ -109,8 +111,8 @@ async def begin(page: Page, action: Action | None, **settings) -> dict:
     try:
         action = await plan_action(page, action, "Run", [(form_request(**settings), None)])
     except Busy:  # a second press: the summary follows the going run, or says what else goes
-        if action.name in STREAMED:
-            return {page.summary: gr.skip()}
+        if action.name in STREAMED:  # the line by the form says the press started nothing
+            return {page.summary: gr.skip(), **({page.said: PRESSED_AGAIN} if page.said is not None else {})}
         going = OTHER_ACTIONS.get(action.name, f"{action.name}'s run")
         return {page.summary: f"⚠️ {going} on this page is still going: press Stop first, or wait for it to finish."}
     except PlaygroundError as e:
