@@ -9,8 +9,8 @@ sentence naming it.
 
 Which run a request gets, when it does not name one: the run of its prompt whose settings are
 closest to the request's (most settings equal; the first in the file on a tie), and when no run
-has that prompt (or the request has none), the file's next run in turn. Either way the replay's record says which run it
-plays, and why when the request's settings differ (``choose``).
+has that prompt (or the request has none), the file's next run in turn. Either way the replay's
+record says which run it plays, and why when the request's settings differ (``choose``).
 """
 
 from __future__ import annotations
@@ -115,23 +115,24 @@ class Library:
         """The run ``request`` gets, and why when it is not the run the request describes
         (None: the run of its prompt with every one of its settings)."""
         asked = request.to_dict()
-        same_prompt = [run for run in self.by_id.values() if run.request.get("prompt") == request.prompt]
-        order = list(self.by_id.values())
+        order = list(self.by_id.values())  # by position: a Run compares field by field, samples and all
+        same_prompt = [k for k, run in enumerate(order) if run.request.get("prompt") == request.prompt]
         if not same_prompt:
-            run = order[self._next % len(order)]
-            self._next = order.index(run) + 1
+            k = self._next % len(order)
+            self._next = k + 1
             if not request.prompt.strip():
-                return run, "no prompt was given: the file's next run plays"
-            return run, "the file has no run of this prompt: its next run plays"
-        differs = {id(run): [name for name in SETTINGS if name not in ("prompt", "use_chat_template")
-                             and asked.get(name) is not None and run.request.get(name) != asked.get(name)]
-                   for run in same_prompt}
-        best = min(same_prompt, key=lambda run: len(differs[id(run)]))
-        self._next = order.index(best) + 1  # "next" is the run after the one played last, whichever chose it
-        if not differs[id(best)]:
-            return best, None
-        names = ", ".join(differs[id(best)])
-        return best, f"the file's run of this prompt closest to the form's settings plays (it differs in {names})"
+                return order[k], "no prompt was given: the file's next run plays"
+            return order[k], "the file has no run of this prompt: its next run plays"
+        differs = {k: [name for name in SETTINGS if name not in ("prompt", "use_chat_template")
+                       and asked.get(name) is not None and order[k].request.get(name) != asked.get(name)]
+                   for k in same_prompt}
+        best = min(same_prompt, key=lambda k: len(differs[k]))
+        self._next = best + 1  # "next" is the run after the one played last, whichever chose it
+        if not differs[best]:
+            return order[best], None
+        names = ", ".join(differs[best])
+        return order[best], ("the file's run of this prompt closest to the form's settings plays (it differs in "
+                             f"{names})")
 
     def rendered(self, prompt: str, use_chat_template: bool) -> tuple[str, list[int]] | None:
         """The rendered prompt and its token ids of a run of ``prompt`` (None: no run has it)."""
