@@ -12,7 +12,6 @@ parser is vLLM's own ``AsyncEngineArgs.add_cli_args``. Without ``--model`` the d
 
 from __future__ import annotations
 
-import difflib
 import importlib
 import os
 import sys
@@ -34,8 +33,9 @@ def main(argv: list[str] | None = None) -> int:
     if argv and argv[0] in COMMANDS:
         return importlib.import_module(COMMANDS[argv[0]]).main(argv[1:])
     if argv and not argv[0].startswith("-"):  # the page takes no word before its flags: a command, mistyped
-        close = difflib.get_close_matches(argv[0], COMMANDS, n=1)
-        print(f"python app.py: {argv[0]!r} is not a command{f' (did you mean {close[0]}?)' if close else ''}. "
+        from playground.request import did_you_mean
+
+        print(f"python app.py: {argv[0]!r} is not a command{did_you_mean(argv[0], COMMANDS)}. "
               f"Commands: {', '.join(COMMANDS)}, each with --help; without one, python app.py serves the page.",
               file=sys.stderr)
         return 2

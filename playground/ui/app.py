@@ -258,8 +258,8 @@ def picked_reference(run, evt: gr.SelectData):
     """A sample picked in the samples area becomes the Diff tab's reference, with the run's samples
     as its choices: the Diff tab fills them only when it draws, and a value outside a dropdown's
     choices is refused by Gradio in every later event that reads it (Run's among them)."""
-    n = run.n if run is not None else int(evt.index) + 1
-    return gr.update(choices=list(range(max(n, int(evt.index) + 1))), value=int(evt.index))
+    n = max(run.n if run is not None else 0, int(evt.index) + 1)
+    return gr.update(choices=list(range(n)), value=int(evt.index))
 
 
 def launch_app(demo: gr.Blocks, *, concurrency: int = 8, queue_size: int = 64, **launch_kwargs):

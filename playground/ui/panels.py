@@ -145,11 +145,12 @@ def picked(text: str | None, n: int) -> tuple[list[int] | None, list[str]]:
     said: list[str] = []
     for part in re.split(r"[\s,;]+", text or ""):
         match = re.fullmatch(r"(\d+)(?:-(\d+))?", part)
-        if match is None or min(int(match[1]), int(match[2] or match[1])) >= n:
+        typed = (int(match[1]), int(match[2] or match[1])) if match else None
+        if typed is None or min(typed) >= n:
             said += [f"{part} left out (past sample {n - 1}, or not a number)"] if part else []
             continue
-        first, last = sorted((int(match[1]), int(match[2] or match[1])))
-        if last >= n or (match[2] and int(match[1]) > int(match[2])):
+        first, last = sorted(typed)
+        if last >= n or typed[0] > typed[1]:
             said.append(f"{part} read as {first}-{min(last, n - 1)}")
         chosen += [i for i in range(first, min(last, n - 1) + 1) if i not in chosen]
     return chosen or None, said
