@@ -217,7 +217,7 @@ def build_app(backend, sync_runner=None, embedding_model: str | None = None,
         compare_tab.connect(compare, page.history, sweep.runs, page.current)
         export_tab.connect(export, page, set_)
         history_tab.connect(history, page, sweep, compare)
-        saved_runs.connect(history.saved, page, link_row.note, [run_event, branch_event], demo, stopped)
+        saved_runs.connect(history.saved, page, [run_event, branch_event], demo, stopped)
         links.connect(link_row, page, history.saved)
         qa_tab.connect(qa, page)
         demo.load(partial(controls.on_load, page), [prompt, use_chat], [status, rendered], api_visibility="private")

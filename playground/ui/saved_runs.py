@@ -73,17 +73,16 @@ def extra(saved: SavedRuns) -> dict:
     return {MARKER: saved.marker} if saved.keeper is not None else {}
 
 
-def connect(saved: SavedRuns, page: Page, say: gr.Markdown, failed: list, demo: gr.Blocks,
-            stopped: gr.events.Dependency) -> None:
+def connect(saved: SavedRuns, page: Page, failed: list, demo: gr.Blocks, stopped: gr.events.Dependency) -> None:
     """The listeners: the owner's registration at load, each save's outcome, the list, Open and
-    Delete. ``say``: the page's line for what must be seen (a run not saved, old runs removed);
-    ``failed``: the run events whose failure leaves a failed run in ``page.live``; ``stopped``:
-    Stop's event, which shows the stopped run outside Gradio's queue, where a State it changes
-    fires no change event: the save's outcome follows it instead."""
+    Delete. The page's line by the form (``page.said``) says what must be seen (a run not saved,
+    old runs removed, a run opened); ``failed``: the run events whose failure leaves a failed run
+    in ``page.live``; ``stopped``: Stop's event, which shows the stopped run outside Gradio's
+    queue, where a State it changes fires no change event: the save's outcome follows it instead."""
     if saved.keeper is None:
         saved.loaded = demo.load(lambda: gr.skip(), None, saved.owner, api_visibility="private")
         return
-    session = page.samples.session
+    session, say = page.samples.session, page.said
     listed = [saved.pick, saved.note]
     saved.loaded = demo.load(partial(register, saved), [saved.owner, session, saved.search], [saved.owner, *listed],
                              js=OWNER_JS, show_progress="hidden", api_visibility="private")
@@ -98,7 +97,7 @@ def connect(saved: SavedRuns, page: Page, say: gr.Markdown, failed: list, demo: 
                 trigger_mode="always_last", api_visibility="private")
     saved.delete_btn.click(partial(delete, saved), [saved.pick, session, saved.search], listed,
                            api_visibility="private")
-    saved.open_btn.click(partial(open_saved, saved, page, say), [saved.pick, *page.inputs()], [*page.outputs(), say],
+    saved.open_btn.click(partial(open_saved, saved, page), [saved.pick, *page.inputs()], [*page.outputs(), say],
                          inputs_kwargs=page.controls(), api_visibility="private")
 
 
@@ -185,10 +184,10 @@ def stored_run(store: RunStore, key: str) -> Run | None:
         raise refusal(f"The saved run cannot be opened: {e}.") from None
 
 
-async def open_saved(saved: SavedRuns, page: Page, say, key: str | None, history, session, selected,
+async def open_saved(saved: SavedRuns, page: Page, key: str | None, history, session, selected,
                      **settings) -> dict:
-    """A saved run on screen, its settings in the form, as its link opens it (``say``: the line by
-    the form that says so)."""
+    """A saved run on screen, its settings in the form, as its link opens it, and the line by the
+    form (``page.said``) saying so."""
     if not key:
         return warned("Pick a saved run first.")
     run = await asyncio.to_thread(stored_run, saved.keeper.store, key)
@@ -197,5 +196,5 @@ async def open_saved(saved: SavedRuns, page: Page, say, key: str | None, history
     update = await show(page, run, history, session, selected, settings)
     form, said = run_in_form(page.form, run)
     update.update(form)
-    update[say] = f"Opened saved run `{run.request.get('request_id')}`: {said}"
+    update[page.said] = f"Opened saved run `{run.request.get('request_id')}`: {said}"
     return update
