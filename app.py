@@ -16,22 +16,21 @@ import importlib
 import os
 import sys
 
-from playground import terminal
+from playground import commands, terminal
+from playground.commands import COMMANDS
 
 # Before anything imports vLLM or torch; this runs in the engine core process too (a spawned
 # process imports the main module again), so its start-up noise is silenced as well.
 terminal.quiet()
 
 # The first argument names a command; anything else is the app's own flags (serve).
-COMMANDS = {"batch": "playground.commands.batch", "qa": "playground.commands.qa",
-            "analyze": "playground.commands.analyze", "sweep": "playground.commands.sweep"}
 SERVE = "playground.commands.serve"
 
 
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv and argv[0] in COMMANDS:
-        return importlib.import_module(COMMANDS[argv[0]]).main(argv[1:])
+        return importlib.import_module(commands.module(argv[0])).main(argv[1:])
     if argv and not argv[0].startswith("-"):  # the page takes no word before its flags: a command, mistyped
         from playground.request import did_you_mean
 

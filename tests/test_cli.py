@@ -25,6 +25,18 @@ def test_help_lists_vllm_engine_flags_and_the_playgrounds_own():
         assert flag in result.stdout, flag
 
 
+def test_every_command_listed_is_dispatched_and_in_the_pages_help():
+    """The one table of commands: each names a module with a main, and the page's --help lists each."""
+    import importlib
+
+    from playground import commands
+    from playground.commands.serve import DESCRIPTION
+
+    for name, summary in commands.COMMANDS.items():
+        assert callable(importlib.import_module(commands.module(name)).main), name
+        assert f"  {name} " in DESCRIPTION and summary in DESCRIPTION, name
+
+
 def run_main(capsys, *args: str) -> tuple[int, str]:
     """app.main in this process: its exit code and what it wrote to stderr."""
     import app as cli
@@ -45,7 +57,7 @@ def run_main(capsys, *args: str) -> tuple[int, str]:
     (["--port", "http"], "--port must be a whole number"),
     (["--auth", "nocolon"], "--auth must look like user:password"),
     (["--backend", "openai"], "--base-url"),
-    (["analyse", "runs.jsonl"], "'analyse' is not a command (did you mean analyze?). Commands: batch, qa, analyze"),
+    (["analyse", "runs.jsonl"], "'analyse' is not a command (did you mean analyze?). Commands: batch, sweep"),
     (["--replay-pace", "x4"], "--replay-pace is the pace of --replay: give the runs to play with --replay FILE"),
     (["--replay", "synthetic:4xabc"], "synthetic:4xabc is not a made-up run: write synthetic:NxTOKENS"),
     (["batch", "prompts.jsonl", "--temperature", "-2"], "temperature must be between 0 and 2 (vLLM's range), got -2.0"),

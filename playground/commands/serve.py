@@ -12,6 +12,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 from playground import terminal
 from playground.bundles import PAGE_MAX_MB
+from playground.commands import listing
 from playground.commands.cli import (
     PlaygroundParser,
     add_max_n_flag,
@@ -24,12 +25,8 @@ from playground.commands.replaying import add_replay_flags, replay_backend
 from playground.errors import PlaygroundError
 from playground.store import RunStore, StoreError, StoreLimits, default_path
 
-DESCRIPTION = """Parallel-sampling playground for vLLM. Without a command it serves the page (its flags below,
-then vLLM's engine flags). Commands, each with its own --help:
-  batch     sample a file of prompts, no browser
-  sweep     one setting over several values, same seeds
-  analyze   what the n samples of saved runs say (no engine)
-  qa        check the output_kind rules, as a table"""
+DESCRIPTION = ("Parallel-sampling playground for vLLM. Without a command it serves the page (its flags below,\n"
+               "then vLLM's engine flags). Commands, each with its own --help:\n" + listing())
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
 DEFAULT_CONCURRENCY = 8
 
