@@ -265,3 +265,20 @@ def test_the_saved_runs_list_says_a_replay_and_a_branch_as_the_sessions_history_
         listed = {e.request_id: label(e) for e in store.entries("me")}
     assert "⟲ replay of run-1234 at x4" in listed["run-r"] and "⟲ replay of run-1234 at x4" in history_label(replay)
     assert "⎇ of run-1234 #1@3 forced ' sea'" in listed["run-b"] and "⎇ of run-1234 #1@3" in history_label(branch)
+
+
+def test_several_runs_saved_at_once_are_reported_once_with_every_run_pruned_for_them(tmp_path):
+    """What if saves its branches as one save: the page hears of it once, and hears of every older run
+    removed to make room for any of them, not only for the last."""
+    from playground.backends.synthetic import synthetic_run
+    from playground.ui.keeping import save_runs
+
+    runs = [synthetic_run(2, 3, seed=k) for k in range(4)]
+    for k, run in enumerate(runs):
+        run.request.update(request_id=f"run-{k}")
+    with RunStore(tmp_path / "runs.sqlite3", StoreLimits(max_runs=2, max_bytes=10**6)) as store:
+        assert save_runs(store, "me", runs[:2]).pruned == 0
+        kept = save_runs(store, "me", runs[2:])
+        assert kept.pruned == 2 and kept.key == store.key_of("me", "run-3")
+        assert save_runs(store, "me", runs[2:]) is None  # each was kept before: nothing new to say
+        assert [e.request_id for e in store.entries("me")] == ["run-3", "run-2"]

@@ -31,7 +31,7 @@ from playground.request import SampleRequest
 from playground.run import Run
 from playground.ui import views
 from playground.ui.answer_controls import extractor_spec
-from playground.ui.keeping import MARKER, keep_all
+from playground.ui.keeping import MARKER, keep
 from playground.ui.messages import refusal
 from playground.ui.page import Page
 from playground.ui.running import BUSY, Action, Busy, follow_all, plan_action, refused, run_events
@@ -309,7 +309,7 @@ async def what_if(tab: BranchTab, page: Page, action: Action | None, history: li
     update = {page.history: history,
               page.history_pick: gr.update(choices=[(views.history_label(r), i) for i, r in enumerate(history)])}
     if MARKER in page.extra:  # kept in the run store too, so that they are in History after a reload
-        update[page.extra[MARKER]] = keep_all(page.extra[MARKER], branches, session)
+        update[page.extra[MARKER]] = keep(page.extra[MARKER], branches, session)
     failed = [live for live in lives if live.state in (State.REFUSED, State.ERROR)]
     if failed or len(branches) < len(lives):
         reason = failed[0].reason if failed else "stopped before every branch started"

@@ -21,6 +21,7 @@ import itertools
 import threading
 import weakref
 from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import replace
 
 from playground.run import Run
 from playground.store import RunStore, Saved
@@ -63,13 +64,15 @@ class Keeper:
         with self._lock:
             return self._owners.get(session) if session is not None else None
 
-    def keep(self, run: Run, session) -> str:
-        """Start saving ``run`` for the session's browser; the marker's new value."""
-        value = f"{run.request.get('request_id')} {next(_shown)}"
+    def keep(self, runs: list[Run], session) -> str:
+        """Start saving ``runs`` (one shown run, or What if's branches) for the session's browser, as
+        one save the page hears about once; the marker's new value."""
+        value = f"{runs[-1].request.get('request_id')} {next(_shown)}"
         owner = self.owner(session)
-        if owner is not None and run.finished:
+        finished = [run for run in runs if run.finished]
+        if owner is not None and finished:
             with self._lock:
-                self._saves[value] = self._pool.submit(save_run, self.store, owner, run)
+                self._saves[value] = self._pool.submit(save_runs, self.store, owner, finished)
                 while len(self._saves) > MAX_UNREPORTED:  # pages that went away before asking
                     self._saves.pop(next(iter(self._saves)))
         return value
@@ -89,19 +92,18 @@ class Keeper:
             return self._saves.pop(value, None)
 
 
-def keep(marker, run: Run, session) -> str | None:
-    """``showing.show``'s hook: save ``run`` with the keeper of this marker's page, if it has one."""
+def keep(marker, runs: list[Run], session) -> str | None:
+    """Save ``runs`` with the keeper of this marker's page, if it has one: ``showing.show``'s hook
+    (the run shown), and What if's (its branches, which join History without being shown)."""
     keeper = _keepers.get(id(marker))
-    return keeper.keep(run, session) if keeper is not None else None
+    return keeper.keep(runs, session) if keeper is not None and runs else None
 
 
-def keep_all(marker, runs: list[Run], session) -> str | None:
-    """Save several runs that join the session's History without being shown (What if's branches):
-    the marker's value of the last, whose save ends after the others' (one after another)."""
-    value = None
-    for run in runs:
-        value = keep(marker, run, session)
-    return value
+def save_runs(store: RunStore, owner: str, runs: list[Run]) -> Saved | None:
+    """Keep each run; what the page says of them: the last one saved, with every run pruned to make
+    room (None: each was kept before). A store that refuses one refuses the rest too (a full disk)."""
+    kept = [saved for saved in (save_run(store, owner, run) for run in runs) if saved is not None]
+    return replace(kept[-1], pruned=sum(saved.pruned for saved in kept)) if kept else None
 
 
 def save_run(store: RunStore, owner: str, run: Run) -> Saved | None:

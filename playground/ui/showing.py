@@ -63,7 +63,7 @@ def _show(page: Page, run: Run, history: list | None, session, selected: str | N
     update = {**page.samples.show(session, run, force=reset), **_lines(page, run, history)}
     update.update(panels_now(page, run, selected, settings))
     if MARKER in page.extra:  # the run store keeps it (ui/keeping.py)
-        update[page.extra[MARKER]] = keep(page.extra[MARKER], run, session)
+        update[page.extra[MARKER]] = keep(page.extra[MARKER], [run], session)
     return update
 
 
