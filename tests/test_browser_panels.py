@@ -67,6 +67,17 @@ def test_a_sweep_fills_its_grid_and_chart_and_its_file_opens_without_the_engine(
                                "._fullData.find(t => t.name === 'vote_share').y)")  # decoded (data: base64)
         assert len(shares) == 2 and all(0.5 <= share <= 1.0 for share in shares), shares  # n=2: 1 or 2 agree
         page.screenshot(path=ARTIFACTS / "sweep.png", full_page=True)
+        # Each value's run joins History, to be opened whole in every tab, and the run store (after a reload).
+        page.get_by_role("tab", name="History").click()
+        for pick in ("#history-pick", "#saved-pick"):
+            page.locator(f"{pick} input").click()
+            listed = page.locator(pick).get_by_role("option")
+            listed.filter(has_text="⇶ sweep temperature=1.5").wait_for(timeout=30_000)
+            options = listed.all_inner_texts()
+            page.keyboard.press("Escape")
+            assert [value for o in options for value in re.findall(r"⇶ sweep temperature=(\S+)", o)] == [
+                "0.5", "1.5"] if pick == "#history-pick" else ["1.5", "0.5"], options  # saved: newest first
+        page.get_by_role("tab", name="Sweep").click()
         with page.expect_download() as download:
             page.locator("#sweep-bundles").click()
         lines = Path(download.value.path()).read_text(encoding="utf-8").splitlines()

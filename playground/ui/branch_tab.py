@@ -31,11 +31,10 @@ from playground.request import SampleRequest
 from playground.run import Run
 from playground.ui import views
 from playground.ui.answer_controls import extractor_spec
-from playground.ui.keeping import MARKER, keep
 from playground.ui.messages import refusal
 from playground.ui.page import Page
 from playground.ui.running import BUSY, Action, Busy, follow_all, plan_action, refused, run_events
-from playground.ui.showing import remember
+from playground.ui.showing import join_history
 
 MODEL_CHOOSES = "the model's own choice"
 CONTEXT_TOKENS = 12  # tokens shown before the branch point
@@ -149,7 +148,7 @@ def connect(tab: BranchTab, page: Page, stream, finish, set_tab) -> gr.events.De
                                   api_visibility="private")
     asked.success(partial(what_if, tab, page), [page.live, page.history, page.samples.session, set_tab.extractor,
                                                  set_tab.pattern],
-                  [tab.note, tab.table, tab.tree, page.history, page.history_pick, *page.extra.values()],
+                  [tab.note, tab.table, tab.tree, *page.history_outputs()],
                   concurrency_id="sampling", api_visibility="private")
     return event
 
@@ -303,13 +302,7 @@ async def what_if(tab: BranchTab, page: Page, action: Action | None, history: li
     if not lives:
         return {tab.note: "■ What if was stopped before it started: nothing was sent to the engine."}
     branches = [live.run for live in lives if live.run is not None]
-    history = history or []
-    for branch in branches:
-        history = remember(history, branch)
-    update = {page.history: history,
-              page.history_pick: gr.update(choices=[(views.history_label(r), i) for i, r in enumerate(history)])}
-    if MARKER in page.extra:  # kept in the run store too, so that they are in History after a reload
-        update[page.extra[MARKER]] = keep(page.extra[MARKER], branches, session)
+    update = join_history(page, history, branches, session)
     failed = [live for live in lives if live.state in (State.REFUSED, State.ERROR)]
     if failed or len(branches) < len(lives):
         reason = failed[0].reason if failed else "stopped before every branch started"

@@ -57,7 +57,11 @@ class Page:
         """Every component that showing a run updates."""
         return [self.status, self.summary, self.samples.html, *self.form.values(),
                 *[c for p in self.panels for c in p.components.values()],
-                self.current, self.history, self.history_pick, self.history_note, *self.extra.values()]
+                self.current, *self.history_outputs()]
+
+    def history_outputs(self) -> list[gr.components.Component]:
+        """What runs that join History without being shown update (``showing.join_history``)."""
+        return [self.history, self.history_pick, self.history_note, *self.extra.values()]
 
     def live_outputs(self) -> list[gr.components.Component]:
         """What the panels' live parts write while a run streams (``running.live_panels``)."""

@@ -99,6 +99,19 @@ def live(page: Page, run: Run, session, summary: bool = True) -> dict:
     return update
 
 
+def join_history(page: Page, history: list | None, runs: list[Run], session) -> dict:
+    """Runs that join the session's History without being shown (What if's branches, a sweep's
+    runs): listed there, and kept in the run store so that a reload finds them too."""
+    for run in runs:
+        history = remember(history or [], run)
+    update = {page.history: history or [],
+              page.history_pick: gr.update(choices=[(views.history_label(r), i) for i, r in enumerate(history or [])]),
+              page.history_note: overlap_note(history or [])}
+    if MARKER in page.extra and runs:
+        update[page.extra[MARKER]] = keep(page.extra[MARKER], runs, session)
+    return update
+
+
 def remember(history: list, run: Run) -> list:
     rid = run.request.get("request_id")
     history = [r for r in history if r.request.get("request_id") != rid] + [run]

@@ -27,6 +27,7 @@ from playground.ui.answer_controls import once_per_run, optional_controls, with_
 from playground.ui.form import request_from_form
 from playground.ui.messages import refusal, shown
 from playground.ui.running import BUSY, Action, Busy, plan_action, refused
+from playground.ui.showing import join_history
 from playground.ui.streaming import paced
 
 INTRO = ("Runs the request above once per value of one setting (or once per base seed), **one run after "
@@ -135,8 +136,13 @@ def connect(tab: SweepTab, page) -> None:
                                 [page.live, *tab.outputs()], inputs_kwargs=page.form, queue=False,
                                 show_progress="hidden", api_visibility="private")
     # One sweep at a time on the engine: the runs should share the engine with as little as possible.
-    started.success(partial(run, tab, page), [page.live, *tab.answer_controls()], tab.outputs(),
-                    concurrency_limit=1, concurrency_id="sweep", api_visibility="private")
+    ran = started.success(partial(run, tab, page), [page.live, *tab.answer_controls()], tab.outputs(),
+                          concurrency_limit=1, concurrency_id="sweep", api_visibility="private")
+    # Then its runs join History (and the run store), each openable in every tab: the sweep's grid
+    # shows the texts, the tabs show one value's run whole. A Stop ends the run's event too, with
+    # the runs that finished in ``tab.runs``.
+    ran.then(partial(join_history, page), [page.history, tab.runs, page.samples.session], page.history_outputs(),
+             show_progress="hidden", api_visibility="private")
     # Another way of reading answers redraws the runs at hand; nothing runs again.
     for trigger in (tab.answer.change, tab.pattern.submit):
         trigger(partial(redraw, tab, page), [tab.runs, *tab.answer_controls()], [tab.chart, tab.table, tab.report],

@@ -175,8 +175,9 @@ def settings_marks(run: Run) -> str:
 
 def origin_marks(run: Run) -> str:
     """What a list says a run is beside a sampling of the engine ("" for one): a branch (of which
-    run, sample and token, and the token forced there), a replay (of which run, at what pace), or
-    samples written by hand. The session's History and the saved runs' list say it alike."""
+    run, sample and token, and the token forced there), a value of a sweep, a replay (of which run,
+    at what pace), or samples written by hand. The session's History and the saved runs' list say
+    it alike."""
     marks = []
     if branch := run.request.get("branch"):
         mark = f"⎇ of {branch['run']} #{branch['sample']}@{branch['position']}"
@@ -184,6 +185,8 @@ def origin_marks(run: Run) -> str:
             forced = branch.get("forced_text")
             mark += f" forced {forced!r}" if forced is not None else f" forced id {branch['forced_token_id']}"
         marks.append(mark)
+    if (sweep := run.request.get("sweep")) and isinstance(sweep, dict):
+        marks.append(f"⇶ sweep {sweep.get('param')}={sweep.get('value')}")
     if replay := run.request.get("replay"):
         marks.append(f"⟲ replay of {replay.get('of')} {at_pace(replay.get('pace'))}")
     if written_by_hand(run):
