@@ -92,6 +92,9 @@ def parse_bundles(text: str, limits: ReadLimits = DEFAULT_LIMITS,
     if not text.strip():
         return [], [BundleError(None, "the file is empty: a run bundle is a JSON object with \"request\" and "
                                       "\"samples\" (the page's export, or the output of batch or sweep)")]
+    if text.lstrip().startswith("<"):  # a report (analyze --html, the Export tab's), or any web page
+        return [], [BundleError(None, "this is an HTML page (a report?), not run bundles: open it in a browser; the "
+                                      "runs are the page's JSON export, or the JSONL of batch or sweep")]
     try:
         whole = json.loads(text)
     except json.JSONDecodeError as e:

@@ -193,6 +193,8 @@ class Run:
             hint = ""
             if isinstance(data, dict) and "nodes" in data and "edges" in data:
                 hint = " It looks like a sample graph (analyze --graph's output): give the runs it was made from."
+            elif isinstance(data, dict) and "runs" in data and "seed_overlaps" in data:
+                hint = " It looks like analyze --json's figures: give the runs they were read from."
             elif isinstance(data, dict) and "prompt" in data:
                 hint = " It looks like a line of batch's input: run `python app.py batch` on it first."
             raise InvalidBundle("this is not a run bundle: a bundle is a JSON object with \"request\" and "

@@ -148,13 +148,14 @@ def test_a_reader_that_stops_reading_stops_the_command_quietly(tmp_path):
 
 @pytest.mark.parametrize("argv, message", [
     (["--answer", "regex:(unclosed"], "argument --answer: the pattern '(unclosed' does not compile"),
-    (["--answer", "regex:answer is \\w+"], "argument --answer: the pattern 'answer is \\\\w+' has 0 groups"),
+    (["--answer", "regex:answer is \\w+"], "argument --answer: the pattern 'answer is \\w+' has 0 groups"),
     (["--answer", "middle-line"], "unknown answer extractor 'middle-line'"),
     (["--similarity", "1.5"], "--similarity must be between 0 and 1, got 1.5"),
     (["--json", "/no/such/folder/out.json"], "--json: the folder /no/such/folder does not exist"),
     (["--similarity", "0.9"], "--similarity is the threshold of grouping by meaning: give --embedding-model too"),
     (["--json", "{source}"], "--json: {source} is the input this command reads; writing it would destroy it"),
     (["--json", "{out}", "--graph", "{out}"], "--json and --graph both name {out}: give each a file of its own"),
+    (["--grph", "{out}"], "unrecognized arguments: --grph {out} (--grph: did you mean --graph?)"),
 ])
 def test_usage_errors_name_the_pattern_or_the_flag(argv, message, tmp_path, capsys):
     source = tmp_path / "runs.jsonl"
@@ -238,3 +239,20 @@ def test_runs_are_named_as_their_maker_did_and_seeds_shared_by_design_are_not_no
     printed = capsys.readouterr()
     assert printed.out.startswith("line 1 (input line 8) ")
     assert "note: line 1 (input line 8) and line 2 (input line 9) share 2 child seeds" in printed.err
+
+
+def test_a_report_or_figures_given_as_runs_are_named_and_earlier_figures_are_kept(tmp_path, capsys):
+    """What analyze itself writes, fed back to it: said as what it is, in one line; and --json, with
+    no run to read, leaves the figures an earlier call wrote."""
+    report, figures, kept = tmp_path / "report.html", tmp_path / "figures.json", tmp_path / "kept.json"
+    runs = tmp_path / "runs.jsonl"
+    runs.write_text('["a b", "a c"]\n', encoding="utf-8")
+    assert analyze.main([str(runs), "--json", str(figures), "--html", str(report)]) == exits.OK
+    kept.write_text(figures.read_text(encoding="utf-8"), encoding="utf-8")
+    capsys.readouterr()
+    for path, said in ((report, "this is an HTML page (a report?), not run bundles"),
+                       (figures, "It looks like analyze --json's figures: give the runs they were read from.")):
+        assert analyze.main([str(path), "--json", str(kept)]) == exits.FAILED
+        err = capsys.readouterr().err
+        assert said in err and len(err.splitlines()) == 2, err
+    assert kept.read_text(encoding="utf-8") == figures.read_text(encoding="utf-8")

@@ -55,6 +55,16 @@ def test_each_bad_line_is_reported_by_number_and_the_rest_go_on(tmp_path):
     assert (eight.n, eight.seed, eight.output_kind) == (2, None, "FINAL_ONLY")  # the line wins
 
 
+def test_a_file_that_is_one_json_array_of_prompts_is_read_item_by_item(tmp_path):
+    path = tmp_path / "prompts.json"
+    path.write_text('[\n {"prompt": "one", "n": 2},\n {"prompt": "two", "n": 0},\n {"prompt": "three"}\n]\n',
+                    encoding="utf-8")
+    lines, errors = batch.read_lines(path, {"n": 4}, max_n=8)
+    assert [(line.number, line.unit, line.request.prompt, line.request.n) for line in lines] == [
+        (1, "item", "one", 2), (3, "item", "three", 4)]
+    assert [str(e) for e in errors] == ["item 2: n must be between 1 and 8 (--max-n), got 0"]
+
+
 def test_flags_sampling_seed_engine_seed_and_engine_flags():
     parser = batch.build_parser()
     args, engine_kwargs = parser.parse(["in.jsonl", "--n", "3", "--seed", "5", "--engine-seed", "7",

@@ -58,6 +58,7 @@ def run_main(capsys, *args: str) -> tuple[int, str]:
     (["--auth", "nocolon"], "--auth must look like user:password"),
     (["--backend", "openai"], "--base-url"),
     (["analyse", "runs.jsonl"], "'analyse' is not a command (did you mean analyze?). Commands: batch, sweep"),
+    (["sweep", "--prompt", "hi", "--param", "temprature", "--values", "1"], "(did you mean temperature?)"),
     (["--replay-pace", "x4"], "--replay-pace is the pace of --replay: give the runs to play with --replay FILE"),
     (["--replay", "synthetic:4xabc"], "synthetic:4xabc is not a made-up run: write synthetic:NxTOKENS"),
     (["batch", "prompts.jsonl", "--temperature", "-2"], "temperature must be between 0 and 2 (vLLM's range), got -2.0"),
@@ -83,6 +84,30 @@ def test_batch_names_a_file_that_is_not_text_or_holds_no_prompt(capsys, tmp_path
     assert "skipping line" not in err
     code, err = run_main(capsys, "batch", str(empty))
     assert code == 0 and f"no line to run: {empty} has no line but blank ones" in err, err[-500:]
+
+
+def test_batch_names_a_file_of_something_else_and_keeps_an_earlier_out(capsys, tmp_path):
+    """Run bundles, a report or a sample graph given to batch: one sentence that names what the
+    file is and the command that reads it, before any engine starts. A file with no line to run
+    leaves --out as an earlier batch wrote it."""
+    from playground.backends.synthetic import synthetic_run
+
+    runs, report, graph = tmp_path / "runs.jsonl", tmp_path / "report.html", tmp_path / "graph.jsonl"
+    runs.write_text(synthetic_run(2, 3).to_json() + "\n", encoding="utf-8")
+    report.write_text("<!DOCTYPE html>\n<html><body>a report</body></html>\n", encoding="utf-8")
+    graph.write_text('{"nodes": [], "edges": []}\n', encoding="utf-8")
+    for path, said in ((runs, f"holds run bundles (what batch and sweep write, or the page exports), not prompts: "
+                              f"`python app.py analyze {runs}` reads them"),
+                       (report, "is an HTML page (a report?), not prompts"),
+                       (graph, "is a sample graph (analyze --graph's output), not prompts")):
+        code, err = run_main(capsys, "batch", str(path))
+        assert code == 2 and f"{path} {said}" in err and "skipping" not in err, err[-500:]
+    typos, out = tmp_path / "typos.jsonl", tmp_path / "earlier.jsonl"
+    typos.write_text('{"promt": "Hi"}\n', encoding="utf-8")
+    out.write_text("what an earlier batch wrote\n", encoding="utf-8")
+    code, err = run_main(capsys, "batch", str(typos), "--out", str(out))
+    assert code == 1 and "(did you mean prompt?)" in err and f"{out} is left as it was" in err, err[-500:]
+    assert out.read_text(encoding="utf-8") == "what an earlier batch wrote\n"
 
 
 def test_a_commands_help_shows_its_own_flags_first_and_a_short_usage():

@@ -125,7 +125,7 @@ def test_extractors(spec, text, answer):
 
 @pytest.mark.parametrize("spec, message", [
     ("regex:(unclosed", "the pattern '(unclosed' does not compile"),
-    (r"regex:\d+", r"the pattern '\\d+' has 0 groups; it needs exactly one"),
+    (r"regex:\d+", r"the pattern '\d+' has 0 groups; it needs exactly one"),
     ("regex:(a)(b)", "the pattern '(a)(b)' has 2 groups"),
     ("regex", "needs a pattern with one group"),
     ("lastnumber", "unknown answer extractor 'lastnumber'"),

@@ -115,9 +115,9 @@ def regex_extractor(pattern: str) -> Callable[..., str | None]:
     try:
         compiled = regex.compile(pattern)
     except (regex.error, re.error) as e:
-        raise InvalidExtractor(f"the pattern {pattern!r} does not compile: {e}") from None
+        raise InvalidExtractor(f"the pattern '{pattern}' does not compile: {e}") from None
     if compiled.groups != 1:
-        raise InvalidExtractor(f"the pattern {pattern!r} has {compiled.groups} groups; it needs exactly one, "
+        raise InvalidExtractor(f"the pattern '{pattern}' has {compiled.groups} groups; it needs exactly one, "
                                "around the answer, e.g. 'answer is (\\w+)'")
 
     def extract(text: str, deadline: float | None = None) -> str | None:
@@ -125,7 +125,7 @@ def regex_extractor(pattern: str) -> Callable[..., str | None]:
         try:
             match = compiled.search(text, timeout=max(left, 0.001), concurrent=True)
         except TimeoutError:
-            raise PatternTimeout(f"the pattern {pattern!r} took more than {PATTERN_SECONDS:g} s") from None
+            raise PatternTimeout(f"the pattern '{pattern}' took more than {PATTERN_SECONDS:g} s") from None
         return match.group(1).strip() if match and match.group(1) is not None else None
 
     return extract

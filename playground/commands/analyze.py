@@ -40,6 +40,7 @@ from playground.backends.embeddings import Embedder, EmbeddingModelError, load_e
 from playground.bundles import BundleError, Located, parse_bundles, read_bundles
 from playground.commands import exits
 from playground.commands.cli import (
+    HintingParser,
     check_distinct,
     check_out_folder,
     note_whole_text_reference,
@@ -62,8 +63,8 @@ def majority_cell(answer: str | None, tied: bool) -> str:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python app.py analyze", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = HintingParser(prog="python app.py analyze", description=__doc__,
+                           formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("input", type=Path, metavar="RUNS.jsonl",
                         help="Run bundles: batch's JSONL, one bundle the page exported, a JSON array of runs, "
                              "or runs written by hand (lists of texts); - reads stdin.")
@@ -257,7 +258,7 @@ def main(argv: list[str] | None = None) -> int:
                            else read_bundles(args.input))
     except InvalidBundle as e:
         parser.error(str(e))
-    say_skipped(errors)
+    say_skipped(errors, "is it a file of runs (bundles, or the JSONL of batch or sweep)?")
     note_whole_text_reference(args.reference if args.reference is not None else next(
         (b.run.request["reference"] for b in bundles if b.run.request.get("reference") is not None), None),
         args.answer)  # the flag's reference, else the runs' own (a batch line's)
@@ -281,7 +282,7 @@ def main(argv: list[str] | None = None) -> int:
             continue
         analysed.append(result)
         print(describe(result), file=lines_out, flush=True)
-    if args.json is not None:
+    if args.json is not None and analysed:  # none read: a file of figures from before is left as it was
         write_out(args.json, [to_json(args, analysed, errors)])
         print(f"wrote the figures of {len(analysed)} run(s) to {shown(args.json)}", file=sys.stderr)
     if args.html is not None and analysed:

@@ -3,7 +3,8 @@
 Each input line is a JSON object with a "prompt" and, optionally, any SampleRequest setting
 (n, seed, output_kind, mode, temperature, top_p, top_k, min_p, max_tokens, presence_penalty,
 frequency_penalty, repetition_penalty, stop, logprobs, use_chat_template, ignore_eos). The
-command-line settings are the defaults; a line's own settings win. Blank lines are skipped.
+command-line settings are the defaults; a line's own settings win. Blank lines are skipped. A
+file that is one JSON array of such objects is read item by item.
 
     {"prompt": "Write a haiku about rain.", "n": 8, "seed": 1}
     {"prompt": "Name a colour.", "temperature": 0.7, "output_kind": "FINAL_ONLY"}
@@ -49,13 +50,13 @@ from playground.commands.cli import (
     note_whole_text_reference,
     positive_int,
     say_skipped,
-    write_atomically,
 )
 from playground.commands.progress import Ending, print_summary, run_all, write_bundles
 from playground.errors import InvalidRequest
 from playground.request import Limits, SampleRequest
 from playground.run import Run
 
+ONE_PER_LINE = 'one JSON object per line, {"prompt": ...}'
 SUMMARY_COLUMNS = ["line", "prompt", "mode", "n", "tokens", "seconds", "tokens_per_s", "identical", "identical_samples",
                    "answers", "majority", "vote_share", "answer_entropy", "distinct_2", "similarity", "vendi",
                    "settled_at", "pass_at_1", "pass_at_n", "eigv"]
@@ -65,15 +66,17 @@ class Line:
     number: int  # 1-based line number in the input file
     request: SampleRequest
     reference: str | None = None  # the line's right answer, kept in its bundle
+    unit: str = "line"  # "item" in a file that is one JSON array
 
 
 @dataclass
 class LineError:
     number: int
     message: str
+    unit: str = "line"  # "item" in a file that is one JSON array
 
     def __str__(self) -> str:
-        return f"line {self.number}: {self.message}"
+        return f"{self.unit} {self.number}: {self.message}"
 
 
 @dataclass
@@ -109,34 +112,77 @@ def read_lines(path: Path, defaults: dict, max_n: int,
                reference: str | None = None) -> tuple[list[Line], list[LineError]]:
     """Parse and check every line before an engine starts, so a typo costs no engine start.
 
-    Checks that need the engine (the context length, the logprobs cap) run again at submission.
+    A file that is one JSON array of such objects (as a script may write them) is read item by
+    item. Checks that need the engine (the context length, the logprobs cap) run again at
+    submission.
     """
     relaxed = Limits.before_engine(max_n)
     lines, errors = [], []
-    with open(path, encoding="utf-8", errors="surrogateescape") as f:
-        for number, text in enumerate(f, 1):
-            if not text.strip():
-                continue
-            text = text.rstrip("\r\n")
-            try:
-                data = json.loads(text)
-            except json.JSONDecodeError as e:
-                errors.append(LineError(number, f"not valid JSON ({e.msg} at column {e.pos + 1})"))
-                continue
-            if not isinstance(data, dict):
-                errors.append(LineError(number, f'must be a JSON object with a "prompt", got {type(data).__name__}'))
-                continue
-            answer = data.pop("reference", reference)
-            try:
-                if answer is not None and not isinstance(answer, str | int | float):
-                    raise InvalidRequest(f"reference must be text or a number, got {answer!r}")
-                request = SampleRequest.from_user(**{**defaults, **data})
-                request.check(relaxed)
-            except InvalidRequest as e:
-                errors.append(LineError(number, str(e)))
-                continue
-            lines.append(Line(number, request, None if answer is None else str(answer)))
+    unit, entries = _entries(Path(path).read_text(encoding="utf-8", errors="surrogateescape"))
+    for number, data in entries:
+        if isinstance(data, json.JSONDecodeError):
+            errors.append(LineError(number, f"not valid JSON ({data.msg} at column {data.pos + 1})", unit))
+            continue
+        if not isinstance(data, dict):
+            errors.append(LineError(number, f'must be a JSON object with a "prompt", got {type(data).__name__}',
+                                    unit))
+            continue
+        answer = data.pop("reference", reference)
+        try:
+            if answer is not None and not isinstance(answer, str | int | float):
+                raise InvalidRequest(f"reference must be text or a number, got {answer!r}")
+            request = SampleRequest.from_user(**{**defaults, **data})
+            request.check(relaxed)
+        except InvalidRequest as e:
+            errors.append(LineError(number, str(e), unit))
+            continue
+        lines.append(Line(number, request, None if answer is None else str(answer), unit))
     return lines, errors
+
+
+def _entries(text: str) -> tuple[str, list[tuple[int, object]]]:
+    """The file's entries by number, each parsed (or its JSONDecodeError): its non-blank lines, or
+    the items of a file that is one JSON array of objects."""
+    if text.lstrip().startswith("["):
+        try:
+            whole = json.loads(text)
+        except json.JSONDecodeError:
+            whole = None
+        if isinstance(whole, list) and whole and all(isinstance(item, dict) for item in whole):
+            return "item", list(enumerate(whole, 1))
+    entries = []
+    for number, line in enumerate(text.splitlines(), 1):
+        if line.strip():
+            try:
+                entries.append((number, json.loads(line)))
+            except json.JSONDecodeError as e:
+                entries.append((number, e))
+    return "line", entries
+
+
+def not_prompts(path: Path) -> str | None:
+    """What a file none of whose lines is a prompt is instead, when it says so plainly (run bundles,
+    a QA matrix, a sample graph, an HTML page), or None: one sentence with the command that reads
+    it, where a line each would only repeat "unknown settings"."""
+    text = Path(path).read_text(encoding="utf-8", errors="surrogateescape")
+    if text.lstrip().startswith("<"):
+        return f"{path} is an HTML page (a report?), not prompts: open it in a browser"
+    try:
+        first = json.loads(text)
+    except json.JSONDecodeError:
+        first = next((data for _, data in _entries(text)[1] if isinstance(data, dict)), None)
+    if isinstance(first, list) and first and isinstance(first[0], dict):
+        first = first[0]
+    if not isinstance(first, dict):
+        return None
+    if "samples" in first and ("request" in first or "bundle_version" in first):
+        return (f"{path} holds run bundles (what batch and sweep write, or the page exports), not prompts: "
+                f"`python app.py analyze {path}` reads them, and `python app.py --replay {path}` plays them")
+    if "matrix_version" in first:
+        return f"{path} is a QA matrix (qa --json), not prompts: `python app.py analyze {path}` reads its runs"
+    if "nodes" in first and "edges" in first:
+        return f"{path} is a sample graph (analyze --graph's output), not prompts"
+    return None
 
 
 def not_text(path: Path) -> str | None:
@@ -163,7 +209,7 @@ def run_batch(runner, lines: list[Line], max_in_flight: int = 1, progress: bool 
         nonlocal tokens
         number, reference = lines[position].number, lines[position].reference
         if isinstance(outcome, InvalidRequest):
-            result.errors.append(error := LineError(number, str(outcome)))
+            result.errors.append(error := LineError(number, str(outcome), lines[position].unit))
             bar.write(f"skipping {error}", file=sys.stderr)
         else:
             outcome.request["batch_line"] = number
@@ -231,7 +277,8 @@ def execute(runner, lines: list[Line], errors: list[LineError], out: Path | None
     # Each bad line was reported as it was found; the recap names them again, for long runs.
     skipped = sorted(e.number for e in errors + result.errors)
     where = f" to {out}" if out is not None else ""
-    recap = f"; skipped line(s) {', '.join(map(str, skipped))}" if skipped else ""
+    unit = (errors + result.errors)[0].unit if skipped else "line"
+    recap = f"; skipped {unit}(s) {', '.join(map(str, skipped))}" if skipped else ""
     print(f"wrote {len(result.runs)} run(s){where}{recap}", file=sys.stderr)
     if summary and result.runs:
         refused = print_summary(lambda: summary_frame(result.runs, answer), out)
@@ -262,15 +309,16 @@ def main(argv: list[str] | None = None) -> int:
                                   args.answer)
     except OSError as e:
         parser.parser.error(f"cannot read {args.input}: {e.strerror or e}")
-    if not lines and errors and (binary := not_text(Path(args.input))):
-        parser.parser.error(f"{args.input} is not text ({binary}), so not prompts: batch reads one JSON object "
-                            'per line, {"prompt": ...}')
-    say_skipped(errors)
-    if not lines:
-        print("no line to run" + ("" if errors else f": {args.input} has no line but blank ones (batch reads one "
-                                  'JSON object per line, {"prompt": ...})'), file=sys.stderr)
-        if args.out is not None:
-            write_atomically(args.out, [])
+    if not lines and errors:  # a whole file of something else: said once, as a usage error
+        if binary := not_text(Path(args.input)):
+            parser.parser.error(f"{args.input} is not text ({binary}), so not prompts: {ONE_PER_LINE}")
+        if other := not_prompts(Path(args.input)):
+            parser.parser.error(f"{other}. batch reads {ONE_PER_LINE}")
+    say_skipped(errors, f"is {args.input} a file of prompts, {ONE_PER_LINE}?")
+    if not lines:  # --out, if there is one, keeps what an earlier batch wrote there
+        kept = f"; {args.out} is left as it was" if args.out is not None else ""
+        print("no line to run" + ("" if errors else f": {args.input} has no line but blank ones (batch reads "
+                                  f"{ONE_PER_LINE})") + kept, file=sys.stderr)
         return exits.FAILED if errors else exits.OK
 
     # KV cache for the prompts in flight at once (--max-in-flight), each with up to --max-n samples.

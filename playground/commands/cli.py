@@ -12,6 +12,7 @@ import asyncio
 import contextlib
 import difflib
 import os
+import re
 import sys
 import tempfile
 from collections.abc import Iterable
@@ -19,7 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from playground.errors import RemoteError
-from playground.request import DEFAULT_MAX_N, Limits, SampleRequest, fields
+from playground.request import DEFAULT_MAX_N, Limits, SampleRequest, did_you_mean, fields
 
 if TYPE_CHECKING:  # imported where used: `analyze` (no engine) loads this module, not openai or the engine
     from playground.backends.remote import RemoteBackend
@@ -28,13 +29,35 @@ MAX_N_CEILING = 1024
 
 
 def mistyped_flags(words: list[str], actions) -> str:
-    """" (--temprature: did you mean --temperature?)" for the unknown flags close to a known one."""
-    flags = [flag for action in actions for flag in action.option_strings if flag.startswith("--")]
+    """" (--temprature: did you mean --temperature?)" for the unknown flags close to a known one
+    (compared without their dashes, which every flag shares)."""
+    flags = {flag[2:]: flag for action in actions for flag in action.option_strings if flag.startswith("--")}
     hints = []
     for word in (w.split("=", 1)[0] for w in words if w.startswith("--")):
-        if close := difflib.get_close_matches(word.replace("_", "-").lower(), flags, n=1):
-            hints.append(f"{word}: did you mean {close[0]}?")
+        if close := difflib.get_close_matches(word[2:].replace("_", "-").lower(), list(flags), n=1):
+            hints.append(f"{word}: did you mean {flags[close[0]]}?")
     return f" ({'; '.join(hints)})" if hints else ""
+
+
+_INVALID_CHOICE = re.compile(r"invalid choice: '(?P<word>[^']*)' \(choose from (?P<choices>.*)\)$")
+
+
+def hinted(message: str, actions) -> str:
+    """argparse's error ``message`` with the flag or choice a mistyped one was meant to be."""
+    if message.startswith("unrecognized arguments: "):
+        return message + mistyped_flags(message.split(": ", 1)[1].split(), actions)
+    if (wrong := _INVALID_CHOICE.search(message)) and (
+            close := did_you_mean(wrong["word"], [c.strip(" '") for c in wrong["choices"].split(",")])):
+        return message + close
+    return message
+
+
+class HintingParser(argparse.ArgumentParser):
+    """argparse, naming the flag or choice a mistyped one was meant to be (for a command that has
+    no engine flags: ``analyze``)."""
+
+    def error(self, message):
+        super().error(hinted(message, self._actions))
 
 
 class PlaygroundParser:
@@ -51,10 +74,8 @@ class PlaygroundParser:
             def format_help(self):  # vLLM's short help lists only group names; list every flag
                 return argparse.ArgumentParser.format_help(self)
 
-            def error(self, message):  # a mistyped flag: the flag it was meant to be, as a command's
-                if message.startswith("unrecognized arguments: "):
-                    message += mistyped_flags(message.split(": ", 1)[1].split(), self._actions)
-                super().error(message)
+            def error(self, message):  # a mistyped flag or choice: what it was meant to be
+                super().error(hinted(message, self._actions))
 
         # argparse's own usage line lists every flag, vLLM's hundreds included (250 lines before an error).
         usage = f"%(prog)s {arguments + ' ' if arguments else ''}[flags] (--help lists them, vLLM's engine flags too)"
@@ -264,13 +285,13 @@ def note_whole_text_reference(reference: str | None, answer) -> None:
 SKIPPED_SHOWN = 20  # bad lines named one by one; a file that is no JSONL at all would print one per line
 
 
-def say_skipped(errors: list) -> None:
-    """Each line a command skips, named on stderr, up to SKIPPED_SHOWN, then how many more."""
+def say_skipped(errors: list, hint: str) -> None:
+    """Each line a command skips, named on stderr, up to SKIPPED_SHOWN, then how many more and
+    ``hint``, the question a file of many bad lines raises (is it the kind of file the command reads?)."""
     for error in errors[:SKIPPED_SHOWN]:
         print(f"skipping {error}", file=sys.stderr)
     if len(errors) > SKIPPED_SHOWN:
-        print(f"… and {len(errors) - SKIPPED_SHOWN} more lines skipped: is it a file of runs (bundles, or the JSONL "
-              "of batch or sweep)?", file=sys.stderr)
+        print(f"… and {len(errors) - SKIPPED_SHOWN} more lines skipped: {hint}", file=sys.stderr)
 
 
 def check_out_folder(parser: argparse.ArgumentParser, flag: str, path: Path | None) -> None:
