@@ -53,6 +53,28 @@ def test_a_bundle_that_breaks_the_layout_is_told_by_the_schema(backend):
         jsonschema.validate(data, SCHEMA, cls=jsonschema.Draft202012Validator)
 
 
+def test_what_a_run_records_of_where_it_came_from_is_in_the_schema(backend):
+    """A sweep's value, a branch's point, a replay's source, a batch line and a right answer, each
+    as the code that writes it writes it: valid, and each described by the schema (not merely let
+    through as an unknown property)."""
+    from playground.analysis.branching import BranchPoint
+    from playground.sampling.sweep_request import SweepRequest
+
+    run = record_to_end(backend, SampleRequest(prompt=PROMPT, n=1, seed=1, max_tokens=2, use_chat_template=False))
+    sweep = SweepRequest.from_user("temperature", "0.5 1.0", prompt=PROMPT, n=1, seed=1)
+    labels = {**sweep.labels(1), "branch": BranchPoint("run-1", 0, 3, 42, " sea").to_dict(),
+              "replay": {"of": "run-1", "pace": "x4", "note": "the file's next run plays"}, "batch_line": 3,
+              "reference": "391"}
+    data = json.loads(run.to_json())
+    data["request"].update(labels)
+    jsonschema.validate(data, SCHEMA, cls=jsonschema.Draft202012Validator)
+    described = SCHEMA["properties"]["request"]["properties"]
+    assert all(described[name].get("description") for name in labels), set(labels) - set(described)
+    data["request"]["batch_line"] = 0
+    with pytest.raises(jsonschema.ValidationError, match="0 is less than the minimum of 1"):
+        jsonschema.validate(data, SCHEMA, cls=jsonschema.Draft202012Validator)
+
+
 def test_a_bundle_another_client_wrote_to_the_schema_opens_without_the_text_of_each_token(tmp_path):
     """The schema asks each sample's text and ids, not each token's text: such a bundle opens,
     its samples as written, the tokens' texts filled where the views need them, and
