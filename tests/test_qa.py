@@ -945,6 +945,24 @@ def test_the_tab_starts_the_sync_engine_on_first_use(backend, runner, monkeypatc
     assert asyncio.run(tab.paths.get()) is paths and len(started) == 1, "the engine starts once"
 
 
+def test_the_tab_refuses_an_empty_prompt_before_it_starts_an_engine(backend, monkeypatch):
+    """The first matrix starts a second engine (a minute): a request that cannot run is refused
+    first, in the tab's own line, as Run and the sweep refuse it, and no engine starts."""
+    import gradio as gr
+
+    from playground.ui import qa_tab
+
+    started = []
+    monkeypatch.setattr(qa_tab.MatrixPaths, "_start_sync", lambda self, model: started.append(model))
+    with gr.Blocks(), gr.Tabs():
+        tab = qa_tab.declare(backend)
+    settings = dict(prompt="   ", use_chat_template=False, n=2, seed="7", max_tokens=3)
+    grid, report, json_file, matrix = asyncio.run(qa_tab.run(tab, None, **settings, progress=lambda *a, **k: None))
+    assert report == ("✖ refused: the prompt is empty: type some text to sample from. Nothing was sent to the "
+                      "engine; change it and press Run the QA matrix again.")
+    assert grid == json_file == matrix == gr.skip() and started == []
+
+
 def test_a_remote_server_gets_its_own_green_cells(remote):
     """The matrix's remote paths, on the session's real `vllm serve` (client-side output kinds).
     What a remote path cannot show is said, not passed: no-mutation, parent-id and the per-output

@@ -19,9 +19,11 @@ from functools import partial
 
 import gradio as gr
 
+from playground.errors import InvalidRequest
 from playground.qa import matrix as qa
-from playground.ui.form import request_from_form
+from playground.ui.form import form_request
 from playground.ui.messages import refusal, shown
+from playground.ui.running import refused
 from playground.ui.showing import show
 
 GREEN = "background-color: #dcfce7; color: #14532d"
@@ -118,7 +120,11 @@ def connect(tab: QATab, page) -> None:
 async def run(tab: QATab, page, progress=gr.Progress(), **settings):  # noqa: B008 (Gradio's way to ask for progress)
     """Run the matrix for the page's settings (the run form, by name); returns the grid, the
     report, the JSON file and the matrix (for clicks)."""
-    request = request_from_form(**settings)
+    try:  # what can be checked before the first matrix starts its engine (a minute): an empty prompt
+        request = form_request(**settings)
+        request.check(tab.paths.backend.limits)
+    except InvalidRequest as e:  # said where the matrix would be, which stays as it was
+        return gr.skip(), refused(e, "Run the QA matrix"), gr.skip(), gr.skip()
     paths = await tab.paths.get(progress)
 
     def on_cell(done: int, total: int, label: str) -> None:
@@ -126,7 +132,9 @@ async def run(tab: QATab, page, progress=gr.Progress(), **settings):  # noqa: B0
 
     try:
         matrix = await qa.run_matrix(request, paths, on_cell=on_cell)
-    except Exception as e:  # InvalidRequest: a setting the engine refuses; or a failure to explain
+    except InvalidRequest as e:  # a setting only the engine refuses (the prompt's tokens past its context)
+        return gr.skip(), refused(e, "Run the QA matrix"), gr.skip(), gr.skip()
+    except Exception as e:  # a failure to explain
         raise shown(e) from None
     return (gr.update(value=grid(matrix), column_widths=column_widths(matrix), visible=True), report(matrix),
             export(page.export_dir, matrix), matrix)
