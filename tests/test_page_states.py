@@ -307,6 +307,25 @@ def test_what_ifs_branches_are_kept_in_the_run_store_as_shown_runs_are(loop, bac
         assert set(branches) <= {e.request_id for e in store.entries("owner-what-if")}
 
 
+def test_a_run_whose_tab_closed_mid_run_is_kept_in_the_run_store_as_stopped(loop, backend, tmp_path):
+    """A reload mid-run closes the tab's stream: the run stops there, and nobody is left to show
+    it; it is saved all the same, so the reloaded page's History has it, stopped."""
+    from playground.store import RunStore
+    from playground.ui import build_app, keeping
+
+    with RunStore(tmp_path / "runs.sqlite3") as store:
+        kept_page = build_app(backend, store=store).playground_page
+        tab = Tab(kept_page, loop)
+        keeper = keeping._keepers[id(kept_page.extra[keeping.MARKER])]
+        keeper.register(tab.samples, "owner-reload")
+        tab.run(prompt=SHORT, max_tokens=1500, ignore_eos=True)
+        assert wait_until(lambda: tab.live.runs[0].run is not None and tab.live.runs[0].run.events, 60)
+        tab.cancel_follower()  # the tab went away
+        keeper.settle()
+        (entry,) = store.entries("owner-reload")
+        assert entry.request_id == tab.live.runs[0].run.request["request_id"] and entry.status == "aborted"
+
+
 def test_stop_then_run_and_a_closed_tab_then_a_new_one(page, loop, backend, host):
     tab = Tab(page, loop)
     tab.run(prompt=SHORT, max_tokens=1500, ignore_eos=True)

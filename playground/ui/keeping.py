@@ -2,7 +2,8 @@
 
 Every run the page shows at its end is saved right where it is shown (``showing.show`` calls
 ``keep``), on the server, for the browser whose page shows it: nothing waits for the browser to
-ask, so a reload or a closed tab just as a run ends still keeps it. The save runs in a thread of
+ask, so a reload or a closed tab just as a run ends still keeps it; a run whose tab went away
+mid-run is kept as it stopped (``keep_unshown``). The save runs in a thread of
 its own (a long run's bundle takes seconds to write) and the page does not wait for it; the
 History tab's listener (ui/saved_runs.py) reports how it went when the browser is still there.
 
@@ -97,6 +98,14 @@ def keep(marker, runs: list[Run], session) -> str | None:
     (the run shown), and What if's (its branches, which join History without being shown)."""
     keeper = _keepers.get(id(marker))
     return keeper.keep(runs, session) if keeper is not None and runs else None
+
+
+def keep_unshown(marker, run: Run, session) -> None:
+    """Save a run that ended with nobody to show it (its tab closed or reloaded mid-run: stopped
+    as its stream closed), so that the browser's History has it after the reload all the same."""
+    keeper = _keepers.get(id(marker))
+    if keeper is not None:
+        keeper.save(run, session)
 
 
 def save_runs(store: RunStore, owner: str, runs: list[Run]) -> Saved | None:

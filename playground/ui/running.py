@@ -35,6 +35,7 @@ from playground.errors import EngineUnavailable, PlaygroundError
 from playground.request import SampleRequest
 from playground.ui import views
 from playground.ui.form import form_request, form_update
+from playground.ui.keeping import MARKER, keep_unshown
 from playground.ui.messages import shown
 from playground.ui.page import Page
 from playground.ui.samples_area import QUIET
@@ -175,6 +176,13 @@ async def stream(page: Page, action: Action | None, session):
                 yield {page.summary: said, page.samples.html: QUIET, **update}
     except Exception as e:  # the LiveRun's state says what happened; a bug is logged here
         shown(e)
+    except (GeneratorExit, asyncio.CancelledError):
+        # The tab went away (closed, reloaded) or Stop cancelled the stream: the run was stopped
+        # as it closed. Kept as it ended, for nobody may be left to show it (when Stop shows it,
+        # its save finds it kept and writes nothing).
+        if live_run.run is not None and live_run.run.finished and MARKER in page.extra:
+            keep_unshown(page.extra[MARKER], live_run.run, session)
+        raise
     action.streamed = True
 
 
