@@ -80,3 +80,18 @@ def test_a_value_past_a_sliders_bounds_is_named_and_the_control_left_as_it_was()
     update, unfit = form_update(form, values)
     assert unfit == ["`top_p`: 0.001 is outside the form's 0.01 to 1"]
     assert update == {form["n"]: 2, form["seed"]: "5"}
+
+
+def test_every_number_box_of_the_form_passes_what_was_typed_for_the_server_to_check():
+    """A box for a whole number (top_k) given 1.5: Gradio's precision would round it to 2 without a
+    word; the box passes 1.5 on, and the request's check names it."""
+    from playground.ui.form import request_from_form, setting_controls
+
+    with gr.Blocks():
+        form = setting_controls(LIMITS, NAMES)
+    boxes = {name: control for name, control in form.items() if isinstance(control, gr.Number)}
+    assert "top_k" in boxes and all(box.precision is None for box in boxes.values()), boxes
+    assert boxes["top_k"].preprocess(1.5) == 1.5
+    with pytest.raises(gr.Error, match="top_k must be a whole number, got 1.5"):
+        request_from_form(**{**START, "top_k": boxes["top_k"].preprocess(1.5)})
+    assert request_from_form(**{**START, "top_k": boxes["top_k"].preprocess(40)}).top_k == 40

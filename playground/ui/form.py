@@ -52,7 +52,9 @@ def _control(f, meta, limits: Limits, value: Any) -> gr.components.Component:
         if high is None:  # the engine's own bound: max_tokens below the context, n up to --max-n
             high = getattr(limits, meta.limit) - (1 if meta.limit == "max_model_len" else 0)
         return gr.Slider(low, high, value=min(default or 0, high), step=step, **common)
-    return gr.Number(value=default, precision=0 if f.type.startswith("int") else None, **common)
+    # No precision, even for a whole number: Gradio would round 1.5 to 2 without a word, where the
+    # server's check names it ("top_k must be a whole number, got 1.5").
+    return gr.Number(value=default, **common)
 
 
 # A number typed into a slider's box outside its bounds: Gradio's slider moves it to the nearest

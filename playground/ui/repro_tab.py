@@ -79,10 +79,9 @@ async def begin_replay(tab: ReproTab, page, action: Action | None, run: Run | No
     """Sample i of the run on screen, alone: n=1, its own seed (seed + i)."""
     if run is None:
         return {tab.verdict: "⚠️ Run something first: replay needs a run to compare with."}
-    try:
-        i = int(index)
-    except (TypeError, ValueError):
-        return {tab.verdict: f"⚠️ Sample i must be a whole number, got {index!r}."}
+    if index is None:  # the box left blank
+        return {tab.verdict: f"⚠️ Type which sample to replay in Sample i: 0 to {run.n - 1}."}
+    i = int(index)
     if not 0 <= i < run.n:
         return {tab.verdict: f"⚠️ Sample i must be between 0 and {run.n - 1}, got {i}."}
     request = SampleRequest.from_record(run.request, n=1, seed=run.samples[i].seed, mode="wrapper",
