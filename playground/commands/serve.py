@@ -167,6 +167,9 @@ def main(argv: list[str]) -> int:
         print(e, file=sys.stderr)
         return USAGE
     auth = parse_auth(args.auth, parser.parser)
+    if store is not None:  # said here, not on the page, which may be open to others
+        print(f"runs: kept in {store.path} (--runs-db moves them; --no-store keeps each tab's in memory only)",
+              file=sys.stderr)
     if args.host not in LOOPBACK and auth is None:
         print(f"WARNING: binding to {args.host} without --auth: anyone who can reach this port can use the "
               "engine. Pass --auth user:password (or set PLAYGROUND_AUTH).", file=sys.stderr)

@@ -140,7 +140,8 @@ def run_query(keeper: Keeper | None, run: Run | None, session) -> str:
         keeper.settle()
         key = keeper.store.key_of(owner, rid)
     if key is None:
-        raise refusal("This run is not saved in the run store (yet): a run is saved when it ends.")
+        raise refusal("This run is not in the run store, so it has no link: it was deleted from History (or removed "
+                      "as the oldest to keep the store within its limits). Export it as a file instead.")
     return "?" + urlencode([(RUN, key)])
 
 

@@ -152,8 +152,9 @@ def _listing(saved: SavedRuns, owner: str | None, search: str | None) -> dict:
     entries = store.entries(owner, (search or "").strip()) if owner else []
     total = store.count(owner) if owner else 0
     shown = f" ({len(entries)} match)" if search and search.strip() else ""
+    # Not the store's path: the page may be open to others than whoever started the app.
     where = (f"{total} run{'s' if total != 1 else ''} of this browser {'are' if total != 1 else 'is'} kept in "
-             f"`{store.path}`{shown}; the store keeps at most {store.limits.describe()}, the oldest removed first.")
+             f"the app's run store{shown}; it keeps at most {store.limits.describe()}, the oldest removed first.")
     return {saved.pick: gr.update(choices=[(label(e), e.key) for e in entries], value=None), saved.note: where}
 
 
