@@ -908,8 +908,8 @@ def test_the_tab_runs_a_matrix_renders_a_grid_and_a_json_file_and_opens_a_cell(b
     assert [row[0] for row in shown.data] == ["CUMULATIVE", "DELTA", "FINAL_ONLY"]
     styles = json.dumps(shown.metadata)
     assert styles.count(qa_tab.GREEN) == 12 - len(red) and styles.count(qa_tab.RED) == len(red)
-    assert json_file.startswith(str(page.export_dir))
-    assert qa.Matrix.from_json(Path(json_file).read_text(encoding="utf-8")).to_dict() == matrix.to_dict()
+    assert json_file["interactive"] and json_file["value"].startswith(str(page.export_dir))
+    assert qa.Matrix.from_json(Path(json_file["value"]).read_text(encoding="utf-8")).to_dict() == matrix.to_dict()
 
     from playground.ui.samples_area import SamplesSession
 

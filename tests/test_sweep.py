@@ -193,8 +193,9 @@ def test_sweep_tab_draws_a_saved_sweep_and_refuses_a_bad_one(tmp_path):
     assert [trace.name for trace in update[tab.chart].data] == ["distinct_samples", "vendi"]
     assert "temperature=1.5" in update[tab.grid] and update[tab.status].startswith("✔ finished · 3 of 3")
     # the chart, then each run's divergence tree and sample graph
-    assert Path(update[tab.report]).read_text(encoding="utf-8").count("Plotly.newPlot(") == 1 + 2 * 3
-    assert len(Path(update[tab.bundles]).read_text(encoding="utf-8").splitlines()) == 3
+    assert update[tab.report]["interactive"] and update[tab.bundles]["interactive"]  # declared without a file
+    assert Path(update[tab.report]["value"]).read_text(encoding="utf-8").count("Plotly.newPlot(") == 1 + 2 * 3
+    assert len(Path(update[tab.bundles]["value"]).read_text(encoding="utf-8").splitlines()) == 3
     assert sweep_tab.show(tab, tmp_path, sweep_runs()[:1], stopped=True)[tab.status].startswith("■ stopped · 1 of 3")
     # Answers read another way redraw the runs at hand: the majority's vote share joins the chart.
     redrawn = asyncio.run(sweep_tab.redraw(tab, page, sweep_runs(), "normalized", ""))
@@ -202,7 +203,7 @@ def test_sweep_tab_draws_a_saved_sweep_and_refuses_a_bad_one(tmp_path):
     assert [t.name for t in redrawn[tab.chart].data] == ["distinct_samples", "vendi", "vote_share"]
     assert redrawn[tab.table]["value"]["vote_share"].tolist() == [0.667, 0.333, 0.333]
     assert redrawn[tab.table]["value"]["vendi"].tolist() == [2.5] * 3  # the tab's own measures stay
-    assert "vote_share" in Path(redrawn[tab.report]).read_text(encoding="utf-8")
+    assert "vote_share" in Path(redrawn[tab.report]["value"]).read_text(encoding="utf-8")
     assert asyncio.run(sweep_tab.redraw(tab, page, [], "normalized", "")) == {}
     with pytest.raises(gr.Error, match="the pattern 'no group' has 0 groups"):
         asyncio.run(sweep_tab.redraw(tab, page, sweep_runs(), "regex", "no group"))
@@ -292,10 +293,13 @@ def test_compare_tab_takes_an_opened_file_and_compares_two_runs(tmp_path):
                                                                               uploads, None)
     assert "0 of 3 samples identical" in headline and "temperature 1.5 → 0.5" in headline
     assert pairs["value"]["verdict"].tolist() == ["diverged at token 1", "diverged at token 2", "diverged at token 0"]
-    assert "compare-sample-2" in columns and Path(report).exists()
+    assert "compare-sample-2" in columns and report["interactive"] and Path(report["value"]).exists()
     assert changed["value"].to_dict("records") == [{"setting": "temperature", "A": "1.5", "B": "0.5"}]
     assert measures["value"].set_index("figure").loc["distinct_samples", "A"] == 3
     assert sorted(asked) == ["run-0", "run-2"]  # each run's measures once, for the table and the report
+    assert "A and B are the same run" not in headline
+    assert compare_tab.compare(tab, a["value"], a["value"], history, uploads, None)[0].startswith(
+        "ℹ️ A and B are the same run (run-2): pick another for one of them.")
     assert "vote_share" not in measures["value"]["figure"].tolist()  # "none": no answers read
     answered = compare_tab.compare(tab, a["value"], b["value"], history, uploads, None, "normalized", "")[3]["value"]
     by_figure = answered.set_index("figure")

@@ -149,7 +149,7 @@ def build_app(backend, sync_runner=None, embedding_model: str | None = None,
                                tokens_over_time=tokens_over_time,
                                itl=itl, ttft=ttft, child_timeline=gr.Plot(label="What the engine did with each child",
                                                                  elem_id="child-timeline"),
-                               table=gr.Dataframe(label="Per sample", interactive=False))
+                               table=gr.Dataframe(label="Per sample", interactive=False, visible=False))
             with gr.Tab("Logprobs", id="logprobs"):
                 logprobs = panel("Logprobs", panels.logprobs,
                                  uncertainty=gr.Plot(label="Chosen-token probability and entropy "
@@ -160,7 +160,7 @@ def build_app(backend, sync_runner=None, embedding_model: str | None = None,
                 inspector = panel("Inspector", panels.inspector, live=panels.inspector_live, live_names=("timeline",),
                                   note=gr.Markdown(elem_id="inspector-note"), timeline=gr.Plot(label="Raw events"),
                                   events=gr.Dataframe(label="Every raw event of the run, as it was yielded",
-                                                      interactive=False, elem_id="events-table"))
+                                                      interactive=False, visible=False, elem_id="events-table"))
             branch = branch_tab.declare(branch_pick)
             repro = repro_tab.declare()
             sweep = sweep_tab.declare(measures)

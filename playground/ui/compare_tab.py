@@ -127,7 +127,7 @@ def declare(export_dir, measures: analysis.Measures | None = None) -> CompareTab
         pairs = gr.Dataframe(label="Sample i of A against sample i of B", interactive=False, visible=False,
                              elem_id="compare-pairs")
         columns = gr.HTML(elem_id="compare-columns")
-        report = gr.DownloadButton("Comparison report (HTML)", value=None, elem_id="compare-report")
+        report = gr.DownloadButton("Comparison report (HTML)", value=None, interactive=False, elem_id="compare-report")
         graphs_btn = gr.Button("Draw both sample graphs side by side", elem_id="compare-graphs")
         with gr.Row():
             graph_a = gr.Plot(label="Sample graph of A", visible=False, elem_id="compare-graph-a")
@@ -189,8 +189,12 @@ def compare(tab: CompareTab, a_key, b_key, history, uploads, sweep_runs, answer=
     a, b = runs[a_key][1], runs[b_key][1]
     extra = with_chosen_answers(tab.extra_measures, answer, pattern)  # gr.Error: a pattern that cannot work
     headline, pairs, changed, side_by_side, columns = comparison(a, b, extra)
+    if a is b or a.request.get("request_id") == b.request.get("request_id"):  # picked twice: say so, not "identical"
+        headline = f"ℹ️ A and B are the same run ({a.request.get('request_id')}): pick another for one of them.\n\n" \
+                   + headline
     return (headline, gr.update(value=pairs, visible=True), gr.update(value=changed, visible=not changed.empty),
-            gr.update(value=side_by_side, visible=True), columns, export(tab, a, b, extra))
+            gr.update(value=side_by_side, visible=True), columns, gr.update(value=export(tab, a, b, extra),
+                                                                             interactive=True))
 
 
 def graphs(a_key, b_key, history, uploads, sweep_runs):

@@ -78,8 +78,15 @@ class Panel:
 
     def _keyed(self, run: Run, values: Values) -> dict:
         """Values by component; every figure of a replayed or hand-made run says so under its title."""
-        return {self.components[name]: analysis.marked(value, run) for name, value in values.items()
-                if name in self.components}
+        return {self.components[name]: _shown(self.components[name], analysis.marked(value, run))
+                for name, value in values.items() if name in self.components}
+
+
+def _shown(component: gr.components.Component, value):
+    """A table is declared hidden (empty, Gradio heads it "1 2 3") and shown with its first rows."""
+    if isinstance(component, gr.Dataframe) and not isinstance(value, dict):
+        return gr.update(value=value, visible=value is not None)
+    return value
 
 
 def panel(tab: str, values: Callable[..., Values], live: Callable[[Run], Values] | None = None,

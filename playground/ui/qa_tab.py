@@ -92,7 +92,7 @@ def declare(backend, sync_runner=None) -> QATab:
         gr.Markdown(INTRO)
         with gr.Row():
             run_btn = gr.Button("Run the QA matrix", variant="primary", elem_id="qa-run")
-            download = gr.DownloadButton("Matrix (JSON)", value=None, elem_id="qa-download")
+            download = gr.DownloadButton("Matrix (JSON)", value=None, interactive=False, elem_id="qa-download")
         grid_ = gr.Dataframe(label="output_kind × path (click a cell to open its run)", interactive=False,
                              wrap=True, elem_id="qa-grid", visible=False)  # shown with the first matrix
         opened = gr.Markdown(elem_id="qa-opened")
@@ -137,7 +137,7 @@ async def run(tab: QATab, page, progress=gr.Progress(), **settings):  # noqa: B0
     except Exception as e:  # a failure to explain
         raise shown(e) from None
     return (gr.update(value=grid(matrix), column_widths=column_widths(matrix), visible=True), report(matrix),
-            export(page.export_dir, matrix), matrix)
+            gr.update(value=export(page.export_dir, matrix), interactive=True), matrix)
 
 
 async def open_cell(tab: QATab, page, matrix: qa.Matrix | None, history, session, selected, evt: gr.SelectData,

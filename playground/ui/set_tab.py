@@ -226,12 +226,13 @@ def declare(embedding_model: str | None = None) -> SetTab:
         headline_ = gr.Markdown(elem_id="set-headline")
         with gr.Row():
             chart = gr.Plot(label="Answer groups", elem_id="set-groups-chart")
-            diversity = gr.Dataframe(label="Diversity of the set", interactive=False, wrap=True, elem_id="set-figures")
+            diversity = gr.Dataframe(label="Diversity of the set", interactive=False, wrap=True, visible=False,
+                                     elem_id="set-figures")
         picked_note = gr.Markdown(elem_id="set-picked-note")
         convergence = gr.Plot(label="How many samples: what k of the n would have given", elem_id="set-convergence")
-        uncertainty = gr.Dataframe(label="Uncertainty of the set", interactive=False, wrap=True,
+        uncertainty = gr.Dataframe(label="Uncertainty of the set", interactive=False, wrap=True, visible=False,
                                    column_widths=["20%", "10%", "70%"], elem_id="set-uncertainty")
-        groups = gr.Dataframe(label="Answer groups", interactive=False, wrap=True, elem_id="set-groups",
+        groups = gr.Dataframe(label="Answer groups", interactive=False, wrap=True, visible=False, elem_id="set-groups",
                               column_widths=["7%", "30%", "6%", "7%", "12%", "13%", "25%"])  # analysis.GROUP_COLUMNS
         picked = gr.Textbox(visible="hidden", elem_id="set-picked")  # written by CLICK_JS
     return SetTab(embedding_model, extractor, pattern, reference, by_meaning, similarity, headline_, settled, chart,

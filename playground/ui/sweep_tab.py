@@ -120,8 +120,8 @@ def declare(measures: analysis.Measures | None = None, chart: list[str] | None =
         # Hidden until the first run: an empty Dataframe shows a grid headed "1 2 3".
         table = gr.Dataframe(label="Per value", interactive=False, visible=False, elem_id="sweep-table")
         with gr.Row():
-            report = gr.DownloadButton("Sweep report (HTML)", value=None, elem_id="sweep-report")
-            bundles = gr.DownloadButton("Sweep bundles (JSONL)", value=None, elem_id="sweep-bundles")
+            report = gr.DownloadButton("Sweep report (HTML)", value=None, interactive=False, elem_id="sweep-report")
+            bundles = gr.DownloadButton("Sweep bundles (JSONL)", value=None, interactive=False, elem_id="sweep-bundles")
         runs = gr.State([])
     return SweepTab(param, values, run_btn, stop_btn, answer, pattern, reference, status_, grid, chart_, table,
                     report, bundles, runs, measures, chart)
@@ -239,7 +239,8 @@ def show(tab: SweepTab, export_dir, runs: list[Run], final: bool = True, stopped
     shown_table = table.drop(columns=[c for c in HIDDEN_COLUMNS if c in table]).round(3)
     update[tab.table] = gr.update(value=shown_table, visible=True)
     if final:
-        update[tab.report], update[tab.bundles] = export(export_dir, runs, table)
+        update[tab.report], update[tab.bundles] = (gr.update(value=path, interactive=True)
+                                                   for path in export(export_dir, runs, table))
     return update
 
 

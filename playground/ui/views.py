@@ -108,6 +108,8 @@ def _seeds(seed: int | None, n: int, mode: str | None) -> str:
         return "unseeded"
     if mode == "same-seed":
         return f"every sample seed {seed} (same-seed mode)"
+    if n == 1:
+        return f"seed {seed}"
     return f"seeds {seed}…{seed + n - 1} (sample i uses seed+i)"
 
 
