@@ -60,7 +60,7 @@ def test_a_sweep_fills_its_grid_and_chart_and_its_file_opens_without_the_engine(
         assert all(points == 2 for _, points in charted), charted  # one point per value
         # Answers read by first line: the chart gains the majority's vote share, without running again.
         page.locator("#sweep-answer input").click()
-        page.get_by_role("option", name="first-line").click()
+        page.get_by_role("option", name="first line", exact=True).click()
         page.wait_for_function("() => { const gd = document.querySelector('#sweep-chart .js-plotly-plot'); "
                                "return gd && gd.data.some(t => t.name === 'vote_share'); }", timeout=30_000)
         shares = page.evaluate("() => Array.from(document.querySelector('#sweep-chart .js-plotly-plot')"

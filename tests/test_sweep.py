@@ -199,12 +199,20 @@ def test_sweep_tab_draws_a_saved_sweep_and_refuses_a_bad_one(tmp_path):
     assert sweep_tab.show(tab, tmp_path, sweep_runs()[:1], stopped=True)[tab.status].startswith("■ stopped · 1 of 3")
     # Answers read another way redraw the runs at hand: the majority's vote share joins the chart.
     redrawn = asyncio.run(sweep_tab.redraw(tab, page, sweep_runs(), "normalized", ""))
-    assert set(redrawn) == {tab.chart, tab.table, tab.report}
+    assert set(redrawn) == {tab.chart, tab.table, tab.report, tab.bundles}
     assert [t.name for t in redrawn[tab.chart].data] == ["distinct_samples", "vendi", "vote_share"]
     assert redrawn[tab.table]["value"]["vote_share"].tolist() == [0.667, 0.333, 0.333]
     assert redrawn[tab.table]["value"]["vendi"].tolist() == [2.5] * 3  # the tab's own measures stay
     assert "vote_share" in Path(redrawn[tab.report]["value"]).read_text(encoding="utf-8")
     assert asyncio.run(sweep_tab.redraw(tab, page, [], "normalized", "")) == {}
+    # A reference typed after the sweep ran: pass@1 and pass@n join (answers read as the whole text
+    # when no way is chosen), and the bundles carry it.
+    assert "pass_at_1" not in redrawn[tab.table]["value"]
+    answer = sweep_runs()[1].samples[0].text
+    graded = asyncio.run(sweep_tab.redraw(tab, page, sweep_runs(), "none", "", reference=f" {answer} "))
+    assert graded[tab.table]["value"]["pass_at_1"].tolist()[0] == round(2 / 3, 3), graded[tab.table]["value"]
+    bundles = Path(graded[tab.bundles]["value"]).read_text(encoding="utf-8").splitlines()
+    assert {Run.from_json(line).request["reference"] for line in bundles} == {answer}
     with pytest.raises(gr.Error, match="the pattern 'no group' has 0 groups"):
         asyncio.run(sweep_tab.redraw(tab, page, sweep_runs(), "regex", "no group"))
     assert "vote_share" not in sweep_tab.show(tab, tmp_path, sweep_runs())[tab.table]["value"]  # none read

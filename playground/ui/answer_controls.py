@@ -18,7 +18,7 @@ LABELS = {"normalized": "whole text (normalised)", "first-line": "first line", "
           "boxed": "\\boxed{…}", "regex": "regular expression"}
 CHOICES = [(LABELS.get(name, name), name) for name in analysis.EXTRACTORS]  # the Set tab's radio
 NO_ANSWER = "none"
-OPTIONAL_CHOICES = [NO_ANSWER, *analysis.EXTRACTORS]
+OPTIONAL_CHOICES = [("none (do not read answers)", NO_ANSWER), *CHOICES]  # the Sweep and Compare tabs' dropdowns
 PATTERN_LABEL = "Pattern (regular expression, one group)"
 PATTERN_EXAMPLE = "answer is (\\w+)"
 

@@ -117,7 +117,7 @@ async def open_file(tab: HistoryTab, page, sweep: SweepTab, compare: CompareTab,
         is_a_sweep = is_sweep(runs)
         if is_a_sweep:
             runs = analysis.sweep_order(runs)
-            measures = sweep.measures_for(sweep_answer, sweep_pattern)
+            measures = sweep.measures_for(sweep_answer, sweep_pattern, runs[0].request.get("reference"))
     except gr.Error as e:
         gr.Warning(e.message)
         return {tab.opened: f"✖ Not opened: {e.message}"}

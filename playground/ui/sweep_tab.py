@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -23,7 +24,7 @@ from playground.backends.live import LiveRun, State
 from playground.errors import InvalidRequest, PlaygroundError
 from playground.run import Run
 from playground.sampling.sweep_request import MAX_SWEEP_VALUES, SWEEP_SETTINGS, SweepRequest, seed_overlap_note
-from playground.ui.answer_controls import once_per_run, optional_controls, with_chosen_answers
+from playground.ui.answer_controls import NO_ANSWER, once_per_run, optional_controls, with_chosen_answers
 from playground.ui.form import request_from_form
 from playground.ui.messages import refusal, shown
 from playground.ui.running import BUSY, Action, Busy, plan_action, refused
@@ -94,8 +95,12 @@ class SweepTab:
     def answer_controls(self) -> list:
         return [self.answer, self.pattern]
 
-    def measures_for(self, answer: str | None, pattern: str | None) -> analysis.Measures | None:
-        """The tab's measures, plus the majority answer's vote share when an extractor is chosen."""
+    def measures_for(self, answer: str | None, pattern: str | None,
+                     reference: str | None = None) -> analysis.Measures | None:
+        """The tab's measures, plus the majority answer's vote share when an extractor is chosen, or
+        a reference answer is given (read as the whole text, unless another way is chosen)."""
+        if (reference or "").strip() and answer in (None, NO_ANSWER):
+            answer = analysis.DEFAULT_EXTRACTOR
         return with_chosen_answers(self.measures, answer, pattern)
 
 
@@ -144,9 +149,9 @@ def connect(tab: SweepTab, page) -> None:
     ran.then(partial(join_history, page), [page.history, tab.runs, page.samples.session], page.history_outputs(),
              show_progress="hidden", api_visibility="private")
     # Another way of reading answers redraws the runs at hand; nothing runs again.
-    for trigger in (tab.answer.change, tab.pattern.submit):
-        trigger(partial(redraw, tab, page), [tab.runs, *tab.answer_controls()], [tab.chart, tab.table, tab.report],
-                api_visibility="private")
+    gr.on([tab.answer.change, tab.pattern.submit, tab.reference.submit, tab.reference.blur], partial(redraw, tab, page),
+          [tab.runs, *tab.answer_controls(), tab.reference], [tab.chart, tab.table, tab.report, tab.bundles],
+          trigger_mode="always_last", api_visibility="private")
     # A seed sweep offers base seeds n apart: runs that share no child seed are independent.
     tab.param.change(lambda param: DEFAULT_VALUES.get(param, ""), tab.param, tab.values, api_visibility="private")
 
@@ -160,7 +165,7 @@ async def begin(tab: SweepTab, page, action: Action | None, param, values, answe
     as it was; then the sweep is the session's action, and its follower (``run``) runs it."""
     try:
         sweep = sweep_from_ui(settings, param, values, page.backend.limits)
-        tab.measures_for(answer, pattern)  # a bad pattern too, before anything runs
+        tab.measures_for(answer, pattern, reference)  # a bad pattern too, before anything runs
         sweep.reference = (reference or "").strip() or None
         sweep.fix_seed()
         action = await plan_action(page, action, "Sweep",
@@ -186,14 +191,14 @@ async def run(tab: SweepTab, page, action: Action | None, answer=None, pattern=N
         return
     sweep, started, finished, failed = action.about, time.monotonic(), [], None
     try:
-        measures = tab.measures_for(answer, pattern)
+        measures = tab.measures_for(answer, pattern, sweep.reference)
         async with contextlib.aclosing(stream_sweep(page.backend, action.runs)) as stream:
             async for finished, live in stream:
                 if live is not None:
                     tokens = sum(len(s.token_ids) for s in live.samples)
                     yield {tab.status: f"● {sweep.param}={live.request['sweep']['value']} (value "
-                                       f"{len(finished) + 1} of {len(sweep.values)}): {tokens} tokens · "
-                                       f"{time.monotonic() - started:.0f} s",
+                                       f"{len(finished) + 1} of {len(sweep.values)}): {tokens} tokens so far · "
+                                       f"the sweep {time.monotonic() - started:.0f} s",
                            tab.grid: analysis.grid_html([*finished, live])}
                 elif len(finished) < len(sweep.values):
                     yield {**await draw(tab, page, finished, final=False, measures=measures), tab.runs: finished}
@@ -211,12 +216,16 @@ async def run(tab: SweepTab, page, action: Action | None, answer=None, pattern=N
     yield {**update, tab.runs: finished}
 
 
-async def redraw(tab: SweepTab, page, runs: list[Run] | None, answer=None, pattern=None) -> dict:
-    """The chart, table and report of the runs at hand, with answers read the new way."""
+async def redraw(tab: SweepTab, page, runs: list[Run] | None, answer=None, pattern=None, reference=None) -> dict:
+    """The chart, table and downloads of the runs at hand, with answers read the new way, or a
+    reference answer typed after the sweep ran (pass@1 and pass@n: the runs' records take it)."""
     if not runs:
         return {}
-    update = await draw(tab, page, runs, measures=tab.measures_for(answer, pattern))
-    return {c: update[c] for c in (tab.chart, tab.table, tab.report)}
+    if reference := (reference or "").strip():
+        runs = [dataclasses.replace(run, request={**run.request, "reference": reference}) for run in runs]
+    measures = tab.measures_for(answer, pattern, runs[0].request.get("reference"))
+    update = await draw(tab, page, runs, measures=measures)
+    return {c: update[c] for c in (tab.chart, tab.table, tab.report, tab.bundles)}
 
 
 # --- drawing ------------------------------------------------------------------------------------
