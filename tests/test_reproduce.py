@@ -69,6 +69,8 @@ def test_children_the_engine_took_in_different_steps_are_named():
         "all 3 at once in the second): a run's children reach the engine one by one, in vLLM's own fan-out as "
         "in the wrapper's, and a step may start before the last has arrived"]
     assert A.why_different(together, stepped(30.0, 30.0, 30.0)) == []  # the same steps: nothing to name
+    alone = A.why_different(together, stepped(40.0))  # one sample replayed alone: its steps follow from n
+    assert alone == ["the batch differed: 3 vs 1 samples shared a batch"], alone
     assert A.admission(run()) is None  # no stats: nothing is claimed
 
 

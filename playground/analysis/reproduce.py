@@ -88,7 +88,7 @@ def _batch_reason(a: Run, b: Run) -> str | None:
     if a.request.get("mode") != b.request.get("mode"):
         parts.append(f"the children were added by {_who(a)} vs {_who(b)}")
     steps_a, steps_b = admission(a), admission(b)
-    if steps_a is not None and steps_b is not None and steps_a != steps_b:
+    if steps_a is not None and steps_b is not None and steps_a != steps_b and a.n == b.n:  # else said above
         parts.append(f"the engine took the children in different steps ({steps_label(steps_a)} in the first run, "
                      f"{steps_label(steps_b)} in the second): a run's children reach the engine one by one, in vLLM's "
                      "own fan-out as in the wrapper's, and a step may start before the last has arrived")
