@@ -265,6 +265,6 @@ def read_runs(path: str | Path, limits: ReadLimits = DEFAULT_LIMITS) -> list[Run
     nothing, for a caller (the page's upload) that must leave things as they were on a bad file."""
     found, errors = read_bundles(path, limits)
     if errors:
-        more = f" (and {len(errors) - 1} more line(s) like it)" if len(errors) > 1 else ""
+        more = f" (and {len(errors) - 1} more line(s) that are not bundles either)" if len(errors) > 1 else ""
         raise InvalidBundle(f"{Path(path).name}, {errors[0]}{more}")
     return [located.run for located in found]

@@ -420,3 +420,15 @@ def test_a_damaged_bundle_in_a_file_of_bundles_is_named_by_its_line():
                                          "[time, outputs, facts]")]
     found, errors = parse_bundles("\n".join(lines))
     assert errors == [] and [x.run for x in found] == runs
+
+
+def test_a_file_read_all_or_nothing_names_its_first_bad_line_and_counts_the_rest(tmp_path):
+    from playground.errors import InvalidBundle
+
+    path = tmp_path / "mixed.jsonl"
+    path.write_text('{"prompt": "a line of batch input"}\nnot json\n["a b", "a c"]\n', encoding="utf-8")
+    with pytest.raises(InvalidBundle) as refused:
+        read_runs(path)
+    said = str(refused.value)
+    assert said.startswith("mixed.jsonl, line 1: this is not a run bundle") and "a line of batch's input" in said
+    assert said.endswith("(and 1 more line(s) that are not bundles either)"), said
