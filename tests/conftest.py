@@ -4,7 +4,10 @@ on the CPU to start."""
 
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
+import tempfile
 
 import pytest
 from hypothesis import HealthCheck, settings
@@ -14,6 +17,10 @@ from tests.remote_server import remote, remote_server  # noqa: F401  (session fi
 from tests.session_start import STARTING, needs_engine
 
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+# The app's default run store is in the user's data directory: a test that starts the app without
+# --runs-db (in this process, or a command it runs) keeps its runs in a folder of the session's.
+os.environ["XDG_DATA_HOME"] = tempfile.mkdtemp(prefix="playground-tests-data-")
+atexit.register(shutil.rmtree, os.environ["XDG_DATA_HOME"], ignore_errors=True)
 # The first tests run while the engines start beside them (tests/session_start.py): how fast
 # hypothesis draws its data is not what any test checks.
 settings.register_profile("shared-machine", suppress_health_check=[HealthCheck.too_slow])

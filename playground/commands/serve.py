@@ -167,9 +167,6 @@ def main(argv: list[str]) -> int:
         print(e, file=sys.stderr)
         return USAGE
     auth = parse_auth(args.auth, parser.parser)
-    if store is not None:  # said here, not on the page, which may be open to others
-        print(f"runs: kept in {store.path} (--runs-db moves them; --no-store keeps each tab's in memory only)",
-              file=sys.stderr)
     if args.host not in LOOPBACK and auth is None:
         print(f"WARNING: binding to {args.host} without --auth: anyone who can reach this port can use the "
               "engine. Pass --auth user:password (or set PLAYGROUND_AUTH).", file=sys.stderr)
@@ -212,6 +209,9 @@ def main(argv: list[str]) -> int:
             from playground.backends.engine import settle
 
             settle()
+        if store is not None:  # said here, not on the page, which may be open to others
+            print(f"runs: kept in {store.path} (--runs-db moves them; --no-store keeps each tab's in memory only)",
+                  file=sys.stderr)
         launch_app(demo, concurrency=args.concurrency, queue_size=args.queue_size, server_name=args.host,
                    server_port=args.port, share=args.share, auth=auth, prevent_thread_lock=True)
         clock.phase(f"answering on port {args.port}")
