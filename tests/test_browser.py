@@ -326,7 +326,7 @@ def test_reproducibility_export_and_history_work_on_the_shown_run(page, tmp_path
     verdict = page.locator("#repro-verdict").get_by_text("Sample 2 (seed 9) replayed alone")
     verdict.wait_for(timeout=60_000)
     said = page.locator("#repro-verdict").inner_text()
-    assert re.search(r"replayed alone: (identical|diverged at token \d+)\.", said)
+    assert re.search(r"replayed alone: (identical\.|diverged at token \d+: .+ in the run, .+ in the replay\.)", said)
     if "diverged" in said:  # the two records say why: a batch of 3 children against a batch of one
         assert "Why they may differ" in said and "3 vs 1 samples shared a batch" in said, said
     else:

@@ -103,3 +103,14 @@ def test_bundles_say_what_is_wrong_with_them():
         Run.from_json("{nope")
     with pytest.raises(InvalidBundle, match="damaged"):
         Run.from_dict({**good, "samples": [{"index": 0, "seed": 1, "colour": "red"}]})
+
+
+def test_a_replay_that_parts_names_the_two_tokens_where_it_parts():
+    from playground.ui.repro_tab import parted_at
+
+    run_sample = Sample(index=0, seed=1, token_ids=[5, 6, 7], token_texts=["The", " sea", " is"])
+    replayed = Sample(index=0, seed=1, token_ids=[5, 8, 7], token_texts=["The", " ocean", " is"])
+    assert parted_at(run_sample, replayed) == ": ' sea' in the run, ' ocean' in the replay"
+    assert parted_at(run_sample, run_sample) == ""  # the same: nothing to name
+    assert parted_at(run_sample, Sample(index=0, seed=1, token_ids=[5, 6])) == ""  # a prefix: no token at 2
+    assert parted_at(run_sample, Sample(index=0, seed=1, token_ids=[5, 9])) == ""  # no text known for 9

@@ -99,6 +99,7 @@ async def replay(backend, action: Action | None):
     (run, i), (replayed_run,) = action.about, ended
     original, replayed = run.samples[i], replayed_run.samples[0]
     verdict = compare_tokens(original.token_ids, replayed.token_ids, partial=not original.finished)
+    verdict += parted_at(original, replayed)
     branch = analysis.branch_label(run)
     text = (f"**Sample {i} (seed {original.seed}) replayed alone: {verdict}.** "
             + (f"The run was {branch}: the replay starts from the same point. " if branch else "")
@@ -163,6 +164,16 @@ def why(a: Run, b: Run, a_name: str, b_name: str) -> str:
                 "conditions, prompt, settings and batch as far as the records tell).")
     return f"**Why they may differ** ({a_name} vs {b_name}):\n" + "\n".join(
         f"- {reason[:1].upper()}{reason[1:].rstrip('.')}." for reason in reasons)
+
+
+def parted_at(a, b) -> str:
+    """": ' sea' (the run) vs ' ocean' (the replay)", the two tokens where two samples part; "" when
+    they do not, or a token's text is not known."""
+    k = first_divergence(a.token_ids, b.token_ids)
+    if k is None or k >= len(a.token_ids) or k >= len(b.token_ids):
+        return ""
+    texts = [s.token_texts[k] if k < len(s.token_texts) else None for s in (a, b)]
+    return "" if None in texts else f": {texts[0]!r} in the run, {texts[1]!r} in the replay"
 
 
 def compare_tokens(a: list[int], b: list[int], partial: bool = False) -> str:
