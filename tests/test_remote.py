@@ -534,6 +534,33 @@ def test_a_silent_server_does_not_hold_up_the_app():
             demo.close()
 
 
+def test_run_refused_while_the_server_is_stuck_works_once_it_answers_again(remote_server, remote):
+    """The real server stopped (SIGSTOP) for one health check: Run is refused with the check's
+    finding and the engine's line says down; once the server goes on, the next press asks again
+    and the run is planned, without a reload or another change to the page."""
+    if remote_server.process is None:
+        pytest.skip("PLAYGROUND_REMOTE_URL names a server that is not ours to stop")
+    import signal
+
+    from playground.ui import build_app, running
+
+    page = build_app(remote).playground_page
+    form = dict(prompt=PROMPT, n=1, seed="1", max_tokens=2)
+    os.kill(remote_server.process.pid, signal.SIGSTOP)
+    try:
+        refused = asyncio.run(running.begin(page, None, **form))
+    finally:
+        os.kill(remote_server.process.pid, signal.SIGCONT)
+    assert refused[page.live] is None and "✖ engine down" in refused[page.status], refused
+    assert f"did not answer its health check within {HEALTH_TIMEOUT:g} s" in refused[page.summary]
+    assert refused[page.summary].endswith("Nothing was sent to the engine; press Run again once it answers.")
+    assert remote.info()["up"] is False  # as last seen: nothing asks the server until a press
+    planned = asyncio.run(running.begin(page, None, **form))
+    assert planned[page.live] is not None and planned[page.live].runs[0].state == "queued", planned
+    assert remote.info()["up"] is True
+    asyncio.run(planned[page.live].stop_and_wait())  # planned, never sent: stopped with nothing in the engine
+
+
 # -- this kills the session's server: destructive, so it runs after every other test ----------------
 
 @pytest.mark.destructive

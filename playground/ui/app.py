@@ -185,7 +185,7 @@ def build_app(backend, sync_runner=None, embedding_model: str | None = None,
         # Checked and planned outside the queue: a refusal is shown at once and nothing is stored; else
         # the session holds its action before the run waits for a slot.
         started = run_btn.click(partial(running.begin, page), [page.live],
-                                [page.live, summary, link_row.note, *form.values()], inputs_kwargs=form,
+                                [page.live, summary, status, link_row.note, *form.values()], inputs_kwargs=form,
                                 queue=False, show_progress="hidden", api_visibility="private")
         shows = page.controls()  # every handler that shows a run takes the panels' own controls too
         stream, finish = partial(running.stream, page), partial(running.finish, page)

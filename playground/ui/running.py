@@ -95,6 +95,8 @@ async def plan_action(page: Page, action: Action | None, name: str,
     if action is not None and action.going:
         raise Busy(BUSY)
     info = page.backend.info()
+    if not info.get("up", True):  # down when last seen: asked again, for a server may have come back
+        info = await page.backend.status()
     if not info.get("up", True):
         raise EngineUnavailable(views.engine_down(info))
     return Action(name, [await LiveRun.plan(page.backend, request, labels) for request, labels in requests])
@@ -104,7 +106,7 @@ def refused(error: Exception, button: str = "Run") -> str:
     """A refusal as the page says it: the sentence for the summary or note. No toast: the first
     step of every button runs outside Gradio's queue (``queue=False``), where gr.Warning cannot
     reach the page and only prints on the server's terminal."""
-    return views.refused_summary(str(shown(error).message), button)
+    return views.refused_summary(str(shown(error).message), button, isinstance(error, EngineUnavailable))
 
 
 async def begin(page: Page, action: Action | None, **settings) -> dict:
@@ -116,6 +118,8 @@ async def begin(page: Page, action: Action | None, **settings) -> dict:
             return {page.summary: gr.skip(), **({page.said: PRESSED_AGAIN} if page.said is not None else {})}
         going = OTHER_ACTIONS.get(action.name, f"{action.name}'s run")
         return {page.summary: f"⚠️ {going} on this page is still going: press Stop first, or wait for it to finish."}
+    except EngineUnavailable as e:  # the engine's line too: it may say "up" from before
+        return {page.live: None, page.summary: refused(e), page.status: views.engine_status(page.backend.info())}
     except PlaygroundError as e:
         return {page.live: None, page.summary: refused(e)}
     update = {page.live: action, page.summary: views.queued_summary(action.runs[0])}

@@ -74,10 +74,11 @@ def queued_summary(live_run) -> str:
             f"{request.output_kind} · {_seeds(request.seed, request.n, request.mode)}")
 
 
-def refused_summary(reason: str, button: str = "Run") -> str:
+def refused_summary(reason: str, button: str = "Run", engine_away: bool = False) -> str:
     """The line after a request was refused: nothing was sent, the page is ready for the next press
-    of ``button``."""
-    return f"✖ refused: {reason.rstrip('.')}. Nothing was sent to the engine; change it and press {button} again."
+    of ``button`` (``engine_away``: once the engine answers, for nothing in the request is wrong)."""
+    then = f"press {button} again once it answers" if engine_away else f"change it and press {button} again"
+    return f"✖ refused: {reason.rstrip('.')}. Nothing was sent to the engine; {then}."
 
 
 def ended_summary(live_run) -> str:
@@ -96,6 +97,8 @@ def engine_down(info: dict) -> str:
     if info.get("restarting"):
         return "the vLLM engine is restarting after a failure; try again in a minute"
     where = info.get("base_url")
+    if info.get("problem"):  # what the last health check found
+        return str(info["problem"])
     return f"the vLLM server at {where} does not answer" if where else "the vLLM engine is down"
 
 

@@ -110,7 +110,7 @@ class RemoteBackend:
 
     def info(self) -> dict[str, Any]:
         """What is known, without asking the server: ``up`` is the last health check's finding."""
-        return {**self._info, "up": self.health.up}
+        return {**self._info, "up": self.health.up, "problem": self.health.last.problem}
 
     async def status(self) -> dict[str, Any]:
         """``info()`` after a health check (short timeout: a silent server shows as down soon)."""
