@@ -17,6 +17,8 @@ from playground.backends.base import record
 from playground.request import SampleRequest
 from playground.run import Run
 
+SERVER = "vLLM server"  # how a path on a remote server names its engine
+
 
 @dataclass
 class SamplingPath:
@@ -35,7 +37,7 @@ def backend_paths(backend, front_end: str = "async") -> list[SamplingPath]:
     """The wrapper and native paths of a Backend (the embedded AsyncLLM, or a remote server)."""
     info = backend.info()
     if info.get("backend") == "openai":
-        engine = f"vLLM server {info.get('base_url')}"
+        engine = f"{SERVER} {info.get('base_url')}"
     else:
         engine = f"AsyncLLM ({_short(info.get('model', '?'))})"
 
