@@ -385,6 +385,17 @@ def test_a_wrong_base_url_names_the_server():
     assert time.monotonic() - started < 5
 
 
+def test_a_base_url_with_another_path_says_what_the_address_is(remote_server):
+    """`.../v2` or `.../v1/completions` given for the server's address: its 404 says which part of
+    the address was read how, so the URL it names (never typed) makes sense."""
+    root = remote_server.url.rstrip("/").removesuffix("/v1")
+    with pytest.raises(RemoteError) as error:
+        connect(f"{root}/v1/completions")
+    said = str(error.value)
+    assert "404" in said and "--base-url is the server's address, with or without /v1" in said, said
+    assert "here /v1/completions, is read as the prefix of a proxy in front of the server" in said, said
+
+
 class FakeServer(ThreadingHTTPServer):
     """Just enough of vLLM's API for a RemoteBackend, with a completion endpoint that misbehaves
     on demand: "stall" sends one chunk and then nothing, "fail" answers HTTP 500. Once ``silent``

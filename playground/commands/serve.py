@@ -186,6 +186,9 @@ def main(argv: list[str]) -> int:
             backend = create_remote_backend(args, max_n=args.max_n)
         except PlaygroundError as e:
             parser.parser.error(str(e))
+        info = backend.info()
+        print(f"server: {info.get('base_url')} serves {info.get('model')} (vLLM {info.get('vllm_version')}); "
+              "no engine starts here", file=sys.stderr)
     else:
         from playground.backends.embedded import EmbeddedBackend
         from playground.backends.resources import Workload

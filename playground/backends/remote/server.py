@@ -34,6 +34,7 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
+from urllib.parse import urlsplit
 
 import httpx
 import openai
@@ -214,7 +215,14 @@ class ServedModel:
 
 async def discover(server: Server, http: httpx.AsyncClient, requested: str | None = None) -> ServedModel:
     """Ask the server what it serves, and pick ``requested`` (default: its base model)."""
-    models = (await server.get(http, "/v1/models", "listing its models"))["data"]
+    try:
+        models = (await server.get(http, "/v1/models", "listing its models"))["data"]
+    except RemoteError as e:
+        if path := urlsplit(server.root).path.strip("/"):  # .../v2, .../v1/completions: a mistyped address
+            raise RemoteError(f"{str(e).rstrip('.')}. --base-url is the server's address, with or without /v1 "
+                              f"(http://HOST:8000/v1); the rest of an address, here /{path}, is read as the "
+                              "prefix of a proxy in front of the server") from None
+        raise
     if not models:
         raise RemoteError(f"{server.where} serves no model")
     names = [m["id"] for m in models]
