@@ -108,6 +108,12 @@ def test_common_prefix_and_identical_groups():
                                    "The 2 samples differ from their first token.", "One sample, of 3 tokens.",
                                    "All 2 samples are identical (1 token).",
                                    "All 2 samples share their first 1 token."]
+    # A run stopped or failed before some samples had a token: said, not read as parting at token 0.
+    assert [A.shared_prefix_sentence(make_run(seqs)) for seqs in (
+        [[1, 2, 3], [], [1, 2, 9]], [[4], [], []], [[], []], [[1, 2], [3], []])] == [
+        "1 of the 3 samples has no tokens. The other 2 share their first 2 tokens.",
+        "2 of the 3 samples have no tokens. The other has 1 token.", "None of the 2 samples has a token.",
+        "1 of the 3 samples has no tokens. The other 2 differ from their first token."]
     assert A.identical_groups(make_run([[1, 2], [3], [1, 2], [3], [4]])) == [[0, 2], [1, 3]]
     assert A.identical_groups(make_run([[1], [2]])) == []
     assert A.identical_groups(make_run([[], []])) == [[0, 1]]

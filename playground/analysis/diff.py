@@ -75,6 +75,18 @@ def common_prefix(run: Run) -> int:
 def shared_prefix_sentence(run: Run) -> str:
     """How far the samples agree, as the Diff view and the report say it (in words that fit one
     sample, identical samples and samples that part at once, not "All 1 samples share ...")."""
+    silent = [s for s in run.samples if not s.token_ids]
+    if silent and len(run.samples) > 1:  # a run stopped or failed early: said, not read as a divergence
+        n, rest = len(run.samples), [s for s in run.samples if s.token_ids]
+        head = f"{len(silent)} of the {n} samples {'has' if len(silent) == 1 else 'have'} no tokens."
+        if not rest:
+            return f"None of the {n} samples has a token."
+        if len(rest) == 1:
+            count = len(rest[0].token_ids)
+            return f"{head} The other has {count} token{'' if count == 1 else 's'}."
+        k = sum(1 for _ in takewhile(lambda col: len(set(col)) == 1, zip(*(s.token_ids for s in rest))))
+        return f"{head} The other {len(rest)} " + (f"share their first {k} token{'' if k == 1 else 's'}." if k
+                                                    else "differ from their first token.")
     k = common_prefix(run)
     if len(run.samples) == 1:
         count = len(run.samples[0].token_ids)
