@@ -52,6 +52,11 @@ def hinted(message: str, actions) -> str:
     return message
 
 
+def usage_line(arguments: str = "") -> str:
+    """A command's usage line: its arguments and "[flags]", not every flag of vLLM's."""
+    return f"%(prog)s {arguments + ' ' if arguments else ''}[flags] (--help lists them, vLLM's engine flags too)"
+
+
 class HintingParser(argparse.ArgumentParser):
     """argparse, naming the flag or choice a mistyped one was meant to be (for a command that has
     no engine flags: ``analyze``)."""
@@ -78,7 +83,7 @@ class PlaygroundParser:
                 super().error(hinted(message, self._actions))
 
         # argparse's own usage line lists every flag, vLLM's hundreds included (250 lines before an error).
-        usage = f"%(prog)s {arguments + ' ' if arguments else ''}[flags] (--help lists them, vLLM's engine flags too)"
+        usage = usage_line(arguments)
         # The description's own layout kept; each flag's help says its default itself, once.
         self.parser = Parser(prog=prog, description=description, usage=usage,
                              formatter_class=argparse.RawDescriptionHelpFormatter)

@@ -19,6 +19,7 @@ from playground.commands.cli import (
     add_remote_flags,
     create_remote_backend,
     positive_int,
+    usage_line,
 )
 from playground.commands.exits import USAGE
 from playground.commands.replaying import add_replay_flags, replay_backend
@@ -71,18 +72,20 @@ def add_store_flags(group) -> None:
                                           f"{limits.max_bytes >> 20}).")
 
 
+PACE_WITHOUT_RUNS = "--replay-pace is the pace of --replay: give the runs to play with --replay FILE"
 STORE_FLAGS = ("runs_db", "no_store", "store_max_runs", "store_max_mb")
 
 
-def store_flags(argv: list[str]) -> argparse.Namespace | None:
-    """The store flags alone, read before vLLM is imported (its argument parser takes seconds to
-    import): a file that is not a run store is named at once. None when they cannot be read so
-    (a value that is not one: the full parser then says what is wrong), and when help is asked
-    (no store is opened for that)."""
+def early_flags(argv: list[str]) -> argparse.Namespace | None:
+    """The store and replay flags alone, read before vLLM is imported (its argument parser takes
+    seconds to import): a file that is not a run store, or a pace without runs to play, is named at
+    once. None when they cannot be read so (a value that is not one: the full parser then says what
+    is wrong), and when help is asked (no store is opened for that)."""
     if any(arg == "-h" or arg.split("=")[0] == "--help" for arg in argv):
         return None
     parser = argparse.ArgumentParser(add_help=False, allow_abbrev=False, exit_on_error=False)
     add_store_flags(parser)
+    add_replay_flags(parser)
     try:
         return parser.parse_known_args(argv)[0]
     except (argparse.ArgumentError, SystemExit):
@@ -154,7 +157,9 @@ def main(argv: list[str]) -> int:
     # `kill` (SIGTERM) ends the app like Ctrl-C: the engine-core process is shut down with it,
     # rather than left running without its parent.
     signal.signal(signal.SIGTERM, lambda *_: (terminal.stopping(), sys.exit(128 + signal.SIGTERM)))
-    early = store_flags(argv)
+    early = early_flags(argv)
+    if early is not None and early.replay_pace != "recorded" and not early.replay:
+        argparse.ArgumentParser(prog="python app.py", usage=usage_line()).error(PACE_WITHOUT_RUNS)
     try:  # the store first, before vLLM's import and any engine start: a file that is not one costs neither
         store = open_store(early) if early is not None else None
         parser = PlaygroundParser("python app.py", DESCRIPTION, add_serve_flags)
@@ -173,7 +178,7 @@ def main(argv: list[str]) -> int:
     clock.phase("python and vLLM imports")
 
     if args.replay_pace != "recorded" and not args.replay:
-        parser.parser.error("--replay-pace is the pace of --replay: give the runs to play with --replay FILE")
+        parser.parser.error(PACE_WITHOUT_RUNS)
     if args.replay:
         backend = replay_backend(args, parser.parser)
         from playground.ui import build_app, launch_app
