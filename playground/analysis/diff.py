@@ -68,8 +68,12 @@ def first_divergences(samples: Sequence[Sequence[int]]) -> np.ndarray:
 
 def common_prefix(run: Run) -> int:
     """How many leading tokens all n samples share."""
-    columns = zip(*(s.token_ids for s in run.samples))
-    return sum(1 for _ in takewhile(lambda col: len(set(col)) == 1, columns)) if run.samples else 0
+    return _shared_start([s.token_ids for s in run.samples])
+
+
+def _shared_start(token_lists: list[list[int]]) -> int:
+    columns = zip(*token_lists)
+    return sum(1 for _ in takewhile(lambda col: len(set(col)) == 1, columns)) if token_lists else 0
 
 
 def shared_prefix_sentence(run: Run) -> str:
@@ -84,7 +88,7 @@ def shared_prefix_sentence(run: Run) -> str:
         if len(rest) == 1:
             count = len(rest[0].token_ids)
             return f"{head} The other has {count} token{'' if count == 1 else 's'}."
-        k = sum(1 for _ in takewhile(lambda col: len(set(col)) == 1, zip(*(s.token_ids for s in rest))))
+        k = _shared_start([s.token_ids for s in rest])
         return f"{head} The other {len(rest)} " + (f"share their first {k} token{'' if k == 1 else 's'}." if k
                                                     else "differ from their first token.")
     k = common_prefix(run)

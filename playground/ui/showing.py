@@ -75,11 +75,18 @@ def _lines(page: Page, run: Run, history: list | None) -> dict:
         page.summary: views.run_summary(run),
         page.status: views.engine_status(page.backend.info(), run),
         page.current: run,
-        page.history: history,
-        page.history_pick: gr.update(choices=[(views.history_label(r), i) for i, r in enumerate(history)],
-                                     value=len(history) - 1),
-        page.history_note: overlap_note(history),
+        **_history_lines(page, history, len(history) - 1),
     }
+
+
+def _history_lines(page: Page, history: list, picked: int | None = None) -> dict:
+    """The session's History as its tab lists it: the runs, their labels (``picked``: the one to
+    pick; None leaves the pick as it is) and the note on runs that share child seeds."""
+    choices = [(views.history_label(r), i) for i, r in enumerate(history)]
+    return {page.history: history,
+            page.history_pick: gr.update(choices=choices) if picked is None else gr.update(choices=choices,
+                                                                                             value=picked),
+            page.history_note: overlap_note(history)}
 
 
 def at_once(page: Page, run: Run, history: list | None, session, reset: bool = False) -> dict:
@@ -102,11 +109,10 @@ def live(page: Page, run: Run, session, summary: bool = True) -> dict:
 def join_history(page: Page, history: list | None, runs: list[Run], session) -> dict:
     """Runs that join the session's History without being shown (What if's branches, a sweep's
     runs): listed there, and kept in the run store so that a reload finds them too."""
+    history = history or []
     for run in runs:
-        history = remember(history or [], run)
-    update = {page.history: history or [],
-              page.history_pick: gr.update(choices=[(views.history_label(r), i) for i, r in enumerate(history or [])]),
-              page.history_note: overlap_note(history or [])}
+        history = remember(history, run)
+    update = _history_lines(page, history)
     if MARKER in page.extra and runs:
         update[page.extra[MARKER]] = keep(page.extra[MARKER], runs, session)
     return update
