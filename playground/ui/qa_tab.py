@@ -120,11 +120,14 @@ def connect(tab: QATab, page) -> None:
 async def run(tab: QATab, page, progress=gr.Progress(), **settings):  # noqa: B008 (Gradio's way to ask for progress)
     """Run the matrix for the page's settings (the run form, by name); returns the grid, the
     report, the JSON file and the matrix (for clicks)."""
+    def refusal_line(e: InvalidRequest) -> tuple:  # said where the matrix would be, which stays as it was
+        return gr.skip(), refused(e, "Run the QA matrix"), gr.skip(), gr.skip()
+
     try:  # what can be checked before the first matrix starts its engine (a minute): an empty prompt
         request = form_request(**settings)
         request.check(tab.paths.backend.limits)
-    except InvalidRequest as e:  # said where the matrix would be, which stays as it was
-        return gr.skip(), refused(e, "Run the QA matrix"), gr.skip(), gr.skip()
+    except InvalidRequest as e:
+        return refusal_line(e)
     paths = await tab.paths.get(progress)
 
     def on_cell(done: int, total: int, label: str) -> None:
@@ -133,7 +136,7 @@ async def run(tab: QATab, page, progress=gr.Progress(), **settings):  # noqa: B0
     try:
         matrix = await qa.run_matrix(request, paths, on_cell=on_cell)
     except InvalidRequest as e:  # a setting only the engine refuses (the prompt's tokens past its context)
-        return gr.skip(), refused(e, "Run the QA matrix"), gr.skip(), gr.skip()
+        return refusal_line(e)
     except Exception as e:  # a failure to explain
         raise shown(e) from None
     return (gr.update(value=grid(matrix), column_widths=column_widths(matrix), visible=True), report(matrix),
