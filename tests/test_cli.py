@@ -73,15 +73,20 @@ def test_bad_values_give_a_clear_error(capsys, args, message):
     assert len(err.splitlines()) <= 3, "a usage error is a sentence, not vLLM's every flag"
 
 
-def test_a_pace_without_runs_to_play_is_refused_before_vllm_is_imported():
-    """A usage error the app can see in its own flags is said at once, not after the seconds
-    vLLM's parser takes to import."""
+@pytest.mark.parametrize("argv, says", [
+    (["--replay-pace", "x4"], "error: --replay-pace is the pace of --replay: give the runs to play with --replay FILE"),
+    (["--replay", "missing.jsonl"], "error: --replay: cannot read missing.jsonl: No such file or directory"),
+    (["--replay", "synthetic:2x3", "--replay-pace", "soon"], "error: --replay: the replay's pace must be"),
+])
+def test_a_replay_that_cannot_play_is_refused_before_vllm_is_imported(argv, says):
+    """A usage error the app can see in its own flags and files is said at once, not after the
+    seconds vLLM's parser takes to import."""
     probe = ("import sys, app\n"
-             "try:\n    app.main(['--replay-pace', 'x4'])\nexcept SystemExit as e:\n    code = e.code\n"
+             f"try:\n    app.main({argv!r})\nexcept SystemExit as e:\n    code = e.code\n"
              "print(code, 'vllm' in sys.modules)")
     done = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert done.stdout.split() == ["2", "False"], (done.stdout, done.stderr[-2000:])
-    assert "error: --replay-pace is the pace of --replay: give the runs to play with --replay FILE" in done.stderr
+    assert says in done.stderr
 
 
 def test_batch_names_a_file_that_is_not_text_or_holds_no_prompt(capsys, tmp_path):

@@ -26,20 +26,28 @@ def add_replay_flags(group) -> None:
                             '"10000 tok/s".')
 
 
-def replay_backend(args, parser: argparse.ArgumentParser):
-    """The ReplayBackend the flags ask for; a usage error (exit 2) with the reader's sentence for a
-    file that cannot be replayed or a pace that is not one."""
+def read_replay(sources: list[str], pace_text: str, parser: argparse.ArgumentParser):
+    """``((sources, pace_text), library, pace)`` read from the flags, before vLLM is imported: a file that is
+    missing or cannot be replayed, or a pace that is not one, is a usage error (exit 2) at once."""
     from playground.backends.pace import Pace
-    from playground.backends.replay import RUN_RULE, ReplayBackend
     from playground.backends.replay_library import Library
+
+    try:
+        return (sources, pace_text), Library.read(sources), Pace.parse(pace_text)
+    except (InvalidBundle, InvalidRequest) as e:
+        parser.error(f"--replay: {e}")
+
+
+def replay_backend(args, parser: argparse.ArgumentParser, read=None):
+    """The ReplayBackend the flags ask for, over the runs ``read_replay`` read (read again when
+    the full parser saw other files: an abbreviated flag)."""
+    from playground.backends.replay import RUN_RULE, ReplayBackend
 
     if args.backend != "embedded":
         parser.error("--replay serves saved runs without an engine: leave out --backend openai")
-    try:
-        pace = Pace.parse(args.replay_pace)
-        library = Library.read(args.replay)
-    except (InvalidBundle, InvalidRequest) as e:
-        parser.error(f"--replay: {e}")
+    if read is None or read[0] != (args.replay, args.replay_pace):
+        read = read_replay(args.replay, args.replay_pace, parser)
+    _, library, pace = read
     print(f"replaying {library.name}: {len(library.by_id)} run(s) at {pace.label}; no engine", file=sys.stderr)
     return ReplayBackend(library, pace, max_n=args.max_n, report=_say,
                          note=f"saved runs replayed at {pace.label}: {RUN_RULE}")

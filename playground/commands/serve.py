@@ -22,7 +22,7 @@ from playground.commands.cli import (
     usage_line,
 )
 from playground.commands.exits import USAGE
-from playground.commands.replaying import add_replay_flags, replay_backend
+from playground.commands.replaying import add_replay_flags, read_replay, replay_backend
 from playground.errors import PlaygroundError
 from playground.store import RunStore, StoreError, StoreLimits, default_path
 
@@ -158,8 +158,13 @@ def main(argv: list[str]) -> int:
     # rather than left running without its parent.
     signal.signal(signal.SIGTERM, lambda *_: (terminal.stopping(), sys.exit(128 + signal.SIGTERM)))
     early = early_flags(argv)
+    early_parser = argparse.ArgumentParser(prog="python app.py", usage=usage_line())
     if early is not None and early.replay_pace != "recorded" and not early.replay:
-        argparse.ArgumentParser(prog="python app.py", usage=usage_line()).error(PACE_WITHOUT_RUNS)
+        early_parser.error(PACE_WITHOUT_RUNS)
+    # Runs to replay read before vLLM's import too: a missing or unreadable file costs no seconds.
+    replayed = None
+    if early is not None and early.replay:
+        replayed = read_replay(early.replay, early.replay_pace, early_parser)
     try:  # the store first, before vLLM's import and any engine start: a file that is not one costs neither
         store = open_store(early) if early is not None else None
         parser = PlaygroundParser("python app.py", DESCRIPTION, add_serve_flags)
@@ -180,7 +185,7 @@ def main(argv: list[str]) -> int:
     if args.replay_pace != "recorded" and not args.replay:
         parser.parser.error(PACE_WITHOUT_RUNS)
     if args.replay:
-        backend = replay_backend(args, parser.parser)
+        backend = replay_backend(args, parser.parser, replayed)
         from playground.ui import build_app, launch_app
 
         clock.phase("runs read and Gradio imports (no engine)")
