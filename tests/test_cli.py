@@ -77,12 +77,21 @@ def test_bad_values_give_a_clear_error(capsys, args, message):
     (["--replay-pace", "x4"], "error: --replay-pace is the pace of --replay: give the runs to play with --replay FILE"),
     (["--replay", "missing.jsonl"], "error: --replay: cannot read missing.jsonl: No such file or directory"),
     (["--replay", "synthetic:2x3", "--replay-pace", "soon"], "error: --replay: the replay's pace must be"),
+    (["--port", "http"], "error: argument --port: --port must be a whole number, got 'http'"),
+    (["batch", "tests", "--n", "2"], "error: cannot read tests: Is a directory"),
+    (["batch", "README.md", "--out", "tests"], "error: --out: tests is a folder: give the name of a file to write"),
+    (["batch", "README.md", "--seed", "abc"], "error: seed must be a whole number, got 'abc'"),
+    (["sweep", "--prompt", "Hi", "--param", "temperature", "--values", "0.5", "-1", "--out", "tests"],
+     "temperature must be between 0 and 2 (vLLM's range), got -1.0"),
+    (["sweep", "--param", "temperature", "--values", "1"], "error: the following arguments are required: --prompt"),
+    (["qa", "--prompt", "Hi", "--json", "tests"], "error: --json: tests is a folder: give the name of a file to write"),
 ])
-def test_a_replay_that_cannot_play_is_refused_before_vllm_is_imported(argv, says):
+def test_a_usage_error_in_the_commands_own_flags_comes_before_vllm_is_imported(argv, says):
     """A usage error the app can see in its own flags and files is said at once, not after the
-    seconds vLLM's parser takes to import."""
+    seconds vLLM's parser takes to import (and never after the engine ran: an --out that is a
+    folder once lost a whole batch at its end)."""
     probe = ("import sys, app\n"
-             f"try:\n    app.main({argv!r})\nexcept SystemExit as e:\n    code = e.code\n"
+             f"try:\n    code = app.main({argv!r})\nexcept SystemExit as e:\n    code = e.code\n"
              "print(code, 'vllm' in sys.modules)")
     done = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert done.stdout.split() == ["2", "False"], (done.stdout, done.stderr[-2000:])

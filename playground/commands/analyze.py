@@ -42,7 +42,7 @@ from playground.commands import exits
 from playground.commands.cli import (
     HintingParser,
     check_distinct,
-    check_out_folder,
+    check_out_path,
     note_whole_text_reference,
     say_skipped,
     write_atomically,
@@ -248,9 +248,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"{' and '.join(to_stdout)} both name stdout (-): give one of them a file")
     for flag, path in outs.items():
         if path != STDOUT:
-            check_out_folder(parser, flag, path)
-        if path is not None and path.is_dir():
-            parser.error(f"{flag}: {path} is a folder: give the name of a file to write")
+            check_out_path(parser, flag, path)
     check_distinct(parser, {"input": args.input}, outs)
     lines_out = sys.stderr if to_stdout else sys.stdout  # stdout carries the one file asked for, whole
     try:

@@ -32,6 +32,7 @@ are still written); 2 a usage error (bad flag, unreadable input); 130 interrupte
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import sys
@@ -46,7 +47,7 @@ from playground.commands.cli import (
     PlaygroundParser,
     add_max_n_flag,
     check_distinct,
-    check_out_folder,
+    check_out_path,
     note_whole_text_reference,
     positive_int,
     say_skipped,
@@ -290,30 +291,37 @@ def execute(runner, lines: list[Line], errors: list[LineError], out: Path | None
     return exits.FAILED if skipped else exits.OK
 
 
-@exits.as_status
-def main(argv: list[str] | None = None) -> int:
-    # Before vLLM is imported (by the parser): its log goes to stdout by default, where bundles go.
-    os.environ.setdefault("VLLM_LOGGING_STREAM", "ext://sys.stderr")
-    parser = build_parser()
-    args, engine_kwargs = parser.parse(list(sys.argv[1:] if argv is None else argv))
+def checked_lines(args, parser: argparse.ArgumentParser) -> tuple[list[Line], list[LineError]]:
+    """The flags and the file's lines, checked before any engine starts (``PlaygroundParser.parse``
+    runs this before vLLM's import when it can): a usage error names what is wrong at once."""
     try:
-        defaults = parser.sampling_settings(args)
+        defaults = PlaygroundParser.sampling_settings(args)
     except InvalidRequest as e:
-        parser.parser.error(str(e))
-    check_out_folder(parser.parser, "--out", args.out)
-    check_distinct(parser.parser, {"input": Path(args.input)}, {"--out": args.out})
+        parser.error(str(e))
+    check_out_path(parser, "--out", args.out)
+    check_distinct(parser, {"input": Path(args.input)}, {"--out": args.out})
     try:
         lines, errors = read_lines(Path(args.input), defaults, args.max_n, args.reference)
         # a line's own reference too, not only --reference's
         note_whole_text_reference(next((line.reference for line in lines if line.reference is not None), None),
                                   args.answer)
     except OSError as e:
-        parser.parser.error(f"cannot read {args.input}: {e.strerror or e}")
+        parser.error(f"cannot read {args.input}: {e.strerror or e}")
     if not lines and errors:  # a whole file of something else: said once, as a usage error
         if binary := not_text(Path(args.input)):
-            parser.parser.error(f"{args.input} is not text ({binary}), so not prompts: {ONE_PER_LINE}")
+            parser.error(f"{args.input} is not text ({binary}), so not prompts: {ONE_PER_LINE}")
         if other := not_prompts(Path(args.input)):
-            parser.parser.error(f"{other}. batch reads {ONE_PER_LINE}")
+            parser.error(f"{other}. batch reads {ONE_PER_LINE}")
+    return lines, errors
+
+
+@exits.as_status
+def main(argv: list[str] | None = None) -> int:
+    # Before vLLM is imported (by the parser): its log goes to stdout by default, where bundles go.
+    os.environ.setdefault("VLLM_LOGGING_STREAM", "ext://sys.stderr")
+    parser = build_parser()
+    argv = list(sys.argv[1:] if argv is None else argv)
+    args, engine_kwargs, (lines, errors) = parser.parse_checked(argv, checked_lines)
     say_skipped(errors, f"is {args.input} a file of prompts, {ONE_PER_LINE}?")
     if not lines:  # --out, if there is one, keeps what an earlier batch wrote there
         kept = f"; {args.out} is left as it was" if args.out is not None else ""

@@ -11,6 +11,7 @@ import argparse
 import asyncio
 import contextlib
 import difflib
+import functools
 import os
 import re
 import sys
@@ -65,13 +66,36 @@ class HintingParser(argparse.ArgumentParser):
         super().error(hinted(message, self._actions))
 
 
+_NEGATIVE = re.compile(r"^-\.?\d")  # a value, not a flag: argparse reads "-0.5" so
+
+
 class PlaygroundParser:
-    """Builds vLLM's parser with the playground's flags on top, and tells given flags apart."""
+    """Builds vLLM's parser with the playground's flags on top, and tells given flags apart.
+
+    vLLM's parser takes seconds to import, so a command's own flags are read first without it
+    (``own_parser``): when every flag given is the command's own, a usage error in them, and the
+    command's checks of what it is given (``parse``'s ``check``), come at once."""
 
     def __init__(self, prog: str, description: str, add_own, sampling: bool = False, arguments: str = "",
                  not_sampling: tuple[str, ...] = ()):
         """``sampling``: the request's settings as flags; those in ``not_sampling`` are left out of
         --help (the QA matrix sets output_kind and mode itself, and refuses them)."""
+        # argparse's own usage line lists every flag, vLLM's hundreds included (250 lines before an error).
+        self.prog, self.description, self.usage = prog, description, usage_line(arguments)
+        self.add_own, self.sampling, self.not_sampling = add_own, sampling, not_sampling
+
+    def own_parser(self) -> argparse.ArgumentParser:
+        """The command's own flags alone (no --help, no abbreviations: those are the full parser's)."""
+        parser = HintingParser(prog=self.prog, usage=self.usage, add_help=False, allow_abbrev=False)
+        self.add_own(parser.add_argument_group("playground"))
+        if self.sampling:
+            _add_sampling_flags(parser, parser.add_argument_group("sampling"), self.not_sampling)
+        add_cpu_flags(parser.add_argument_group("engine on a CPU"))
+        return parser
+
+    @functools.cached_property
+    def parser(self) -> argparse.ArgumentParser:
+        """The full parser: the command's flags, then vLLM's engine flags."""
         from vllm.engine.arg_utils import AsyncEngineArgs
         from vllm.utils.argparse_utils import FlexibleArgumentParser
 
@@ -82,32 +106,45 @@ class PlaygroundParser:
             def error(self, message):  # a mistyped flag or choice: what it was meant to be
                 super().error(hinted(message, self._actions))
 
-        # argparse's own usage line lists every flag, vLLM's hundreds included (250 lines before an error).
-        usage = usage_line(arguments)
         # The description's own layout kept; each flag's help says its default itself, once.
-        self.parser = Parser(prog=prog, description=description, usage=usage,
-                             formatter_class=argparse.RawDescriptionHelpFormatter)
-        add_own(self.parser.add_argument_group("playground"))
+        parser = Parser(prog=self.prog, description=self.description, usage=self.usage,
+                        formatter_class=argparse.RawDescriptionHelpFormatter)
+        self.add_own(parser.add_argument_group("playground"))
         # Made before vLLM's groups, so --help shows it first; filled after (its --seed is vLLM's renamed).
-        sampling_group = self.parser.add_argument_group("sampling") if sampling else None
-        add_cpu_flags(self.parser.add_argument_group("engine on a CPU"))
-        AsyncEngineArgs.add_cli_args(self.parser)
-        for action in self.parser._actions:
+        sampling_group = parser.add_argument_group("sampling") if self.sampling else None
+        add_cpu_flags(parser.add_argument_group("engine on a CPU"))
+        AsyncEngineArgs.add_cli_args(parser)
+        for action in parser._actions:
             if action.dest == "model":
                 action.default = None
                 action.help = "Hugging Face id or local folder (default: SmolLM2-135M-Instruct, prepared offline)."
         if sampling_group is not None:
-            _add_sampling_flags(self.parser, sampling_group, not_sampling)
+            _add_sampling_flags(parser, sampling_group, self.not_sampling)
         # --help: the command's own groups first, then argparse's "options" (vLLM puts some there) and vLLM's.
-        ours = [g for g in self.parser._action_groups if g.title in ("playground", "sampling", "engine on a CPU")]
-        self.parser._action_groups = ours + [g for g in self.parser._action_groups if g not in ours]
+        ours = [g for g in parser._action_groups if g.title in ("playground", "sampling", "engine on a CPU")]
+        parser._action_groups = ours + [g for g in parser._action_groups if g not in ours]
+        return parser
 
     def parse(self, argv: list[str]) -> tuple[argparse.Namespace, dict]:
         """Return all values, and the engine kwargs the user gave explicitly (our defaults apply
         to the rest, and vLLM's apply to everything else)."""
+        args, engine_kwargs, _ = self.parse_checked(argv)
+        return args, engine_kwargs
+
+    def parse_checked(self, argv: list[str], check=None) -> tuple[argparse.Namespace, dict, object]:
+        """``parse``, and what ``check(args, parser)`` returned: the command's checks before any
+        engine starts, which call ``parser.error`` on a usage error. They run before vLLM is
+        imported when every flag given is the command's own, else after the full parse."""
+        checked = None
+        if own := self._own_flags_only(argv):
+            own_args = own.parse_args(argv)  # its errors are the full parser's too
+            if check is not None:
+                checked = check(own_args, own)
         from playground.backends.engine import engine_kwargs_from_cli
 
         args = self.parser.parse_args(argv)
+        if check is not None and not own:
+            checked = check(args, self.parser)
         saved = {a: a.default for a in self.parser._actions}
         try:
             for action in saved:
@@ -116,8 +153,17 @@ class PlaygroundParser:
         finally:
             for action, default in saved.items():
                 action.default = default
-        return args, engine_kwargs_from_cli(given)
+        return args, engine_kwargs_from_cli(given), checked
 
+    def _own_flags_only(self, argv: list[str]) -> argparse.ArgumentParser | None:
+        """The command's own parser when every flag in ``argv`` is one of its flags (a value like
+        ``-0.5`` or ``-`` is no flag); None when one is vLLM's, mistyped, or --help."""
+        parser = self.own_parser()
+        known = parser._option_string_actions
+        for word in argv:
+            if word.startswith("-") and word != "-" and not _NEGATIVE.match(word) and word.split("=")[0] not in known:
+                return None
+        return parser
 
     @staticmethod
     def sampling_settings(args: argparse.Namespace) -> dict:
@@ -142,10 +188,10 @@ def _dest(name: str) -> str:
 def _add_sampling_flags(parser: argparse.ArgumentParser, group, leave_out: tuple[str, ...] = ()) -> None:
     """Fill the sampling group. vLLM's engine-wide --seed would take the name a person expects for
     the sampling seed: the engine's becomes --engine-seed, and --seed is the samples' base seed."""
-    action = parser._option_string_actions.pop("--seed")  # argparse has no public rename
-    action.option_strings = ["--engine-seed" if s == "--seed" else s for s in action.option_strings]
-    parser._option_string_actions["--engine-seed"] = action
-    action.help = "vLLM's engine-wide random seed (vLLM's own --seed)."
+    if action := parser._option_string_actions.pop("--seed", None):  # argparse has no public rename
+        action.option_strings = ["--engine-seed" if s == "--seed" else s for s in action.option_strings]
+        parser._option_string_actions["--engine-seed"] = action
+        action.help = "vLLM's engine-wide random seed (vLLM's own --seed)."
 
     schema = {f.name: (f, meta) for f, meta in fields()}
     for name in SAMPLING_FLAGS:
@@ -299,10 +345,15 @@ def say_skipped(errors: list, hint: str) -> None:
         print(f"… and {len(errors) - SKIPPED_SHOWN} more lines skipped: {hint}", file=sys.stderr)
 
 
-def check_out_folder(parser: argparse.ArgumentParser, flag: str, path: Path | None) -> None:
-    """A usage error if ``path``'s folder is missing: said before any work (or engine start) is
-    spent, not when the result is written at the end."""
-    if path is not None and not path.parent.resolve().is_dir():
+def check_out_path(parser: argparse.ArgumentParser, flag: str, path: Path | None) -> None:
+    """A usage error if ``path`` cannot be written as a file (its folder is missing, or it is a
+    folder itself): said before any work (or engine start) is spent, not when the result is
+    written at the end and the work is lost."""
+    if path is None:
+        return
+    if path.is_dir():
+        parser.error(f"{flag}: {path} is a folder: give the name of a file to write")
+    if not path.parent.resolve().is_dir():
         parser.error(f"{flag}: the folder {path.parent} does not exist")
 
 

@@ -32,7 +32,7 @@ from playground.commands.cli import (
     PlaygroundParser,
     add_max_n_flag,
     add_remote_flags,
-    check_out_folder,
+    check_out_path,
     create_remote_backend,
     write_atomically,
 )
@@ -108,23 +108,30 @@ def main(argv: list[str] | None = None, paths: Sequence[qa.SamplingPath] | None 
         return _main(argv, paths, owner)
 
 
-def _main(argv: list[str] | None, paths: Sequence[qa.SamplingPath] | None, owner: contextlib.ExitStack) -> int:
-    """The command, with the engines it starts owned by ``owner``."""
-    parser = build_parser()
-    args, engine_kwargs = parser.parse(list(sys.argv[1:] if argv is None else argv))
+def checked_request(args, parser: argparse.ArgumentParser) -> tuple[SampleRequest, list[str]]:
+    """The request and the front ends the flags ask for, checked before any engine starts
+    (``PlaygroundParser.parse_checked`` runs this before vLLM's import when it can)."""
     try:
-        settings = parser.sampling_settings(args)
+        settings = PlaygroundParser.sampling_settings(args)
         request = SampleRequest.from_user(prompt=args.prompt, **settings)
         request.check(Limits.before_engine(args.max_n))
     except InvalidRequest as e:
-        parser.parser.error(str(e))
+        parser.error(str(e))
     if given := [name for name in ("output_kind", "mode") if name in settings]:
-        parser.parser.error(f"--{given[0].replace('_', '-')}: the matrix runs every output_kind, in wrapper and "
-                            "native mode: leave it out")
-    check_out_folder(parser.parser, "--json", args.json)
+        parser.error(f"--{given[0].replace('_', '-')}: the matrix runs every output_kind, in wrapper and "
+                     "native mode: leave it out")
+    check_out_path(parser, "--json", args.json)
     front_ends = args.paths or ["async", "sync"] + (["remote"] if args.backend == "openai" else [])
     if "remote" in front_ends and args.backend != "openai":
-        parser.parser.error("--paths remote needs --backend openai --base-url URL")
+        parser.error("--paths remote needs --backend openai --base-url URL")
+    return request, front_ends
+
+
+def _main(argv: list[str] | None, paths: Sequence[qa.SamplingPath] | None, owner: contextlib.ExitStack) -> int:
+    """The command, with the engines it starts owned by ``owner``."""
+    parser = build_parser()
+    argv = list(sys.argv[1:] if argv is None else argv)
+    args, engine_kwargs, (request, front_ends) = parser.parse_checked(argv, checked_request)
     if paths is None:
         try:
             paths = build_paths(args, engine_kwargs, front_ends, owner)

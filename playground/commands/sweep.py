@@ -37,7 +37,7 @@ from pathlib import Path
 from playground import analysis
 from playground.commands import exits
 from playground.commands.analyze import extractor_arg, majority_cell
-from playground.commands.cli import PlaygroundParser, add_max_n_flag, check_out_folder, note_whole_text_reference
+from playground.commands.cli import PlaygroundParser, add_max_n_flag, check_out_path, note_whole_text_reference
 from playground.commands.progress import Ending, print_summary, run_all, write_bundles
 from playground.errors import InvalidRequest
 from playground.request import Limits
@@ -92,9 +92,9 @@ def join_values(argv: list[str]) -> list[str]:
     return out
 
 
-def sweep_from_args(parser: PlaygroundParser, args: argparse.Namespace) -> SweepRequest:
+def sweep_from_args(args: argparse.Namespace) -> SweepRequest:
     """The checked sweep the flags ask for (before any engine starts); InvalidRequest says why not."""
-    settings = parser.sampling_settings(args)
+    settings = PlaygroundParser.sampling_settings(args)
     if args.param in settings:
         flag = "--seed" if args.param == "seed" else f"--{args.param.replace('_', '-')}"
         raise InvalidRequest(f"--param {args.param} sweeps {args.param} over --values: leave out {flag}")
@@ -104,6 +104,17 @@ def sweep_from_args(parser: PlaygroundParser, args: argparse.Namespace) -> Sweep
     sweep.check(Limits.before_engine(args.max_n))  # the engine's come later
     if note := seed_overlap_note(sweep):
         print(f"note: {note}", file=sys.stderr)
+    return sweep
+
+
+def checked_sweep(args, parser: argparse.ArgumentParser) -> SweepRequest:
+    """The sweep and --out, checked before any engine starts (``PlaygroundParser.parse`` runs this
+    before vLLM's import when it can): a usage error names what is wrong at once."""
+    try:
+        sweep = sweep_from_args(args)
+    except InvalidRequest as e:
+        parser.error(str(e))
+    check_out_path(parser, "--out", args.out)
     return sweep
 
 
@@ -165,12 +176,8 @@ def main(argv: list[str] | None = None) -> int:
     # Before vLLM is imported (by the parser): its log goes to stdout by default, where bundles go.
     os.environ.setdefault("VLLM_LOGGING_STREAM", "ext://sys.stderr")
     parser = build_parser()
-    args, engine_kwargs = parser.parse(join_values(list(sys.argv[1:] if argv is None else argv)))
-    try:
-        sweep = sweep_from_args(parser, args)
-    except InvalidRequest as e:
-        parser.parser.error(str(e))
-    check_out_folder(parser.parser, "--out", args.out)
+    argv = join_values(list(sys.argv[1:] if argv is None else argv))
+    args, engine_kwargs, sweep = parser.parse_checked(argv, checked_sweep)
 
     from playground.backends.sync import SyncRunner
 
