@@ -118,6 +118,14 @@ def test_a_set_that_never_settles():
     assert A.settled_at([None] * 5).at is None and A.settled_at([]).at is None
 
 
+def test_a_table_cell_says_a_majority_that_did_not_settle_rather_than_a_blank():
+    # all distinct, a 2-way tie and a clear majority, 8 samples each
+    cells = [A.settled_cell(A.settled_at(list(answers)).at, 8) for answers in ("abcdefgh", "ababcabc", "aaaabaca")]
+    assert cells == ["not within 8", "not within 8", 4]
+    assert A.settled_cell(float("nan"), 8) == "not within 8"  # a table's missing number
+    assert A.settled_cell(4.0, 8) == 4 and isinstance(A.settled_cell(4.0, 8), int)  # not "4.0"
+
+
 def test_the_rule_reads_a_growing_prefix_as_a_run_streams():
     answers = ["9", "9", "9", "9", "1"]
     seen = [A.settled_at(answers[:done]).at for done in range(1, 6)]

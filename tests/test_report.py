@@ -68,16 +68,77 @@ def test_sweep_table_one_row_per_value_in_order_with_min_and_max_across_samples(
 def test_a_chosen_extractor_adds_each_values_majority_answer_and_vote_share():
     extra = A.with_answers(lambda run: {"extra": 1}, "normalized")
     table = A.sweep_table(sweep_runs(), extra)
-    # 0.5: two of three say "The sea is calm"; 1.0 and 1.5: three different texts (a tie: sample 0's).
-    assert table["majority"].tolist() == ["the sea is calm", "the sea is calm", "the grey is calm"]
+    # 0.5: two of three say "The sea is calm"; 1.0 and 1.5: three different texts, so no majority.
+    assert table["majority"].tolist() == ["the sea is calm", "no majority: all 3 answers differ",
+                                          "no majority: all 3 answers differ"]
     assert table["majority_tied"].tolist() == [False, True, True] and table["extra"].tolist() == [1, 1, 1]
-    assert table["vote_share"].tolist() == pytest.approx([2 / 3, 1 / 3, 1 / 3])
+    assert table["vote_share"].tolist() == pytest.approx([2 / 3, 1 / 3, 1 / 3])  # a tie: each tied answer's share
     assert "vote_share" in [t.name for t in A.sweep_chart(sweep_runs(), extra).data]
     nothing = A.sweep_table(sweep_runs(), A.with_answers(None, "last-number"))
-    assert nothing["majority"].isna().all() and nothing["vote_share"].isna().all()  # no number in any sample
+    assert nothing["majority"].tolist() == ["no majority: no sample gave an answer"] * 3  # no number in any sample
+    assert nothing["vote_share"].isna().all()
     assert A.with_answers(None, None) is None
     with pytest.raises(A.InvalidExtractor, match=r"\(\["):
         A.with_answers(None, "regex:([")  # refused when chosen, before a run is read
+
+
+def text_run(texts: list[str], position: int, value: float) -> Run:
+    samples = [Sample(i, 10 + i, text, [i + 1]) for i, text in enumerate(texts)]
+    return Run(request={"prompt": "Name a colour", "n": len(texts), "seed": 10, "mode": "wrapper",
+                        "request_id": f"run-{position}", "temperature": value,
+                        "sweep": {"param": "temperature", "value": value, "position": position,
+                                  "values": [0.3, 0.7, 1.3]}},
+               samples=samples, status="finished", wall_time=1.0)
+
+
+def majority_sweep() -> list[Run]:
+    """Hand-made sets of 8: a clear majority (settled after 4), two answers tied with 3 votes each,
+    every answer different (neither settles)."""
+    return [text_run(["red", "red", "red", "red", "blue", "red", "green", "blue"], 0, 0.3),
+            text_run(["red", "blue", "red", "blue", "green", "red", "blue", "green"], 1, 0.7),
+            text_run(["the pacific ocean is approximately the same size as the atlantic ocean", "red", "blue",
+                      "green", "yellow", "purple", "orange", "black"], 2, 1.3)]
+
+
+def test_a_sweeps_majority_is_said_in_words_when_there_is_none_and_its_numbers_stay_numbers():
+    table = A.sweep_table(majority_sweep(), A.with_answers(None, "normalized"))
+    assert table["majority"].tolist() == ["red", "no majority: 2 answers tie with 3 votes each",
+                                          "no majority: all 8 answers differ"]
+    assert table["majority_tied"].tolist() == [False, True, True]
+    assert table["vote_share"].tolist() == [5 / 8, 3 / 8, 1 / 8]  # a tie: each tied answer's share, for the chart
+    assert table["settled_at"].tolist()[0] == 4 and table["settled_at"].iloc[1:].isna().all()  # numbers, for the chart
+    assert {"vote_share", "settled_at"} <= {t.name for t in A.sweep_chart(majority_sweep(), table=table).data}
+    # ``chars`` cuts a majority answer, never the sentence that says there is none
+    cut = A.sweep_table(majority_sweep(), A.with_answers(None, "normalized", chars=2))["majority"].tolist()
+    assert cut == ["r…", "no majority: 2 answers tie with 3 votes each", "no majority: all 8 answers differ"]
+
+
+def test_a_sweep_table_for_people_says_a_majority_that_did_not_settle():
+    table = A.sweep_table(majority_sweep(), A.with_answers(None, "normalized"))
+    shown = A.sweep_table_for_people(table)
+    assert shown["settled_at"].tolist() == [4, "not within 8", "not within 8"]  # not 4.0, not a blank
+    assert table["settled_at"].iloc[1:].isna().all()  # the table given is left as it is
+    assert shown.drop(columns="settled_at").equals(table.drop(columns="settled_at"))
+    without = A.sweep_table(majority_sweep())  # no answers read: nothing to say
+    assert A.sweep_table_for_people(without).equals(without)
+    page = A.sweep_report(majority_sweep(), table=table)
+    assert page.count("not within 8") == 2 and "no majority: all 8 answers differ" in page
+    assert "(tie)" not in page
+
+
+def test_measures_side_by_side_and_a_runs_report_say_a_majority_that_did_not_settle():
+    settled, unsettled = majority_sweep()[0], majority_sweep()[2]
+    answers = A.with_answers(None, "normalized")
+    side = A.measures_side_by_side(settled, unsettled, answers).set_index("figure")
+    assert side.loc["settled_at"].tolist()[:2] == [4, "not within 8"]  # and no B - A: B did not settle
+    assert math.isnan(side.loc["settled_at", "B - A"])
+    assert side.loc["majority"].tolist()[:2] == ["red", "no majority: all 8 answers differ"]
+    assert side.loc["vote_share", "B - A"] == pytest.approx(1 / 8 - 5 / 8)
+    assert A.measures_for_people({"settled_at": None, "vote_share": 0.5}, 8) == {"settled_at": "not within 8",
+                                                                                 "vote_share": 0.5}
+    assert A.measures_for_people({"vote_share": 0.5}, 8) == {"vote_share": 0.5}
+    page = A.run_report(unsettled, answers, "normalized")
+    assert "not within 8" in page and "no majority: all 8 answers differ" in page
 
 
 def test_sweep_chart_draws_each_measure_against_the_value_with_whiskers():

@@ -175,6 +175,89 @@ def test_entropy_bits():
     assert A.entropy_bits([3, 1]) == pytest.approx(bits(0.75, 0.25))
 
 
+# ---- the majority: one rule, said the same in every view ----------------------------------------
+
+def texts_run(texts: list[str], request_id: str = "run") -> Run:
+    run = make_run([(text, [k + 1]) for k, text in enumerate(texts)])
+    run.request["request_id"] = request_id
+    return run
+
+
+# Hand-made sets of 8: every answer different; two answers tied at 3 votes each (and one of 2); a clear majority.
+ALL_DISTINCT = texts_run(["the pacific ocean is approximately the same size as the atlantic ocean", "red", "blue",
+                          "green", "yellow", "purple", "orange", "black"], "distinct")
+TWO_WAY_TIE = texts_run(["red", "blue", "red", "blue", "green", "red", "blue", "green"], "tie")
+CLEAR_MAJORITY = texts_run(["red", "red", "blue", "red", "red", "green", "red", "blue"], "majority")
+
+
+def test_no_answer_with_more_votes_than_every_other_is_no_majority():
+    distinct, tie, clear = (A.group_answers(run) for run in (ALL_DISTINCT, TWO_WAY_TIE, CLEAR_MAJORITY))
+    assert distinct.winner is None and distinct.tied and len(distinct.leaders) == 8 and distinct.top_votes == 1
+    assert distinct.majority_text() == "no majority: all 8 answers differ"
+    assert tie.winner is None and tie.tied and [g.answer for g in tie.leaders] == ["red", "blue"]
+    assert tie.majority_text() == "no majority: 2 answers tie with 3 votes each"
+    assert clear.winner.answer == "red" and not clear.tied and clear.leaders == [clear.winner]
+    assert clear.majority_text() == "red" and clear.top_votes == 5
+    # The vote share stays a number in a tie: the share each tied answer has (1/n: no two agree).
+    assert (distinct.vote_share, tie.vote_share, clear.vote_share) == (1 / 8, 3 / 8, 5 / 8)
+    # ``majority`` is still the first of the most common answers, not a claim that it won.
+    assert distinct.majority.answer.startswith("the pacific") and tie.majority.answer == "red"
+
+
+def test_majority_text_cuts_an_answer_never_the_reason_there_is_none():
+    assert A.majority_text("x" * 50, 5, 1, chars=10) == "x" * 9 + "…"
+    assert A.majority_text(None, 3, 2, chars=10) == "no majority: 2 answers tie with 3 votes each"
+    assert A.majority_text("red", 1, 3) == "no majority: all 3 answers differ"  # an answer among tied ones: none won
+    assert A.majority_text(None, 1, 2) == "no majority: the 2 answers differ"
+    assert A.majority_text(None, 0, 0) == "no majority: no sample gave an answer"
+    assert A.majority_text("7", 1, 1) == "7"  # one sample, one answer: more votes than every (no) other
+    assert A.group_answers(make_run([("no number", [1])]), "last-number").majority_text() == (
+        "no majority: no sample gave an answer")
+    for run in (ALL_DISTINCT, TWO_WAY_TIE):  # the tie is said instead of an answer, never glued to one
+        assert "(tie)" not in A.group_answers(run).majority_text()
+
+
+def test_the_set_row_is_data_no_majority_is_null_and_the_tie_is_counted():
+    rows = [A.set_measures(run).row() for run in (ALL_DISTINCT, TWO_WAY_TIE, CLEAR_MAJORITY)]
+    fields = ["majority", "majority_size", "vote_share", "tied", "tied_answers"]
+    assert [[row[f] for f in fields] for row in rows] == [[None, 1, 1 / 8, True, 8], [None, 3, 3 / 8, True, 2],
+                                                          ["red", 5, 5 / 8, False, 1]]
+    # The words for a table people read, from the row alone:
+    assert [A.majority_text(r["majority"], r["majority_size"], r["tied_answers"]) for r in rows] == [
+        "no majority: all 8 answers differ", "no majority: 2 answers tie with 3 votes each", "red"]
+    nothing = A.set_measures(make_run([("no number", [1])]), "last-number").row()
+    assert (nothing["majority"], nothing["majority_size"], nothing["tied_answers"]) == (None, 0, 0)
+    assert A.set_measures(TWO_WAY_TIE).to_dict()["figures"]["majority"] is None  # JSON: null
+
+
+def test_the_groups_chart_says_why_there_is_no_majority_and_marks_every_tied_answer():
+    titles, colors = [], []
+    for run in (ALL_DISTINCT, TWO_WAY_TIE, CLEAR_MAJORITY):
+        fig = A.answer_groups_figure(A.group_answers(run))
+        titles.append(fig.layout.title.text)
+        colors.append(list(fig.data[0].marker.color))
+    assert titles == ["Answer groups (normalized): no majority: all 8 answers differ (vote share 12% each)",
+                      "Answer groups (normalized): no majority: 2 answers tie with 3 votes each (vote share 38% each)",
+                      "Answer groups (normalized): majority vote share 62%"]
+    dark, light = "#2563eb", "#93c5fd"
+    assert colors == [[dark] * 8, [dark, dark, light], [dark, light, light]]
+    nothing = A.answer_groups_figure(A.group_answers(make_run([("no number", [1])]), "last-number"))
+    assert nothing.layout.title.text.endswith("no majority: no sample gave an answer")
+
+
+def test_the_what_if_table_says_no_majority_rather_than_a_tied_answer():
+    options = [A.Alternative(11, 0.5, " is:"), A.Alternative(12, 0.3, " was:"), A.Alternative(13, 0.2, " will be:")]
+    # Each answer is read from the whole text: before the point, the forced token, the branch's own.
+    table = A.what_if_table(list(zip(options, [ALL_DISTINCT, TWO_WAY_TIE, CLEAR_MAJORITY], strict=True)),
+                            "normalized", "The answer")
+    assert table.columns.tolist() == A.WHAT_IF_COLUMNS
+    assert table["majority"].tolist() == ["no majority: all 8 answers differ",
+                                          "no majority: 2 answers tie with 3 votes each", "the answer will be red"]
+    assert table["vote_share"].tolist() == [1 / 8, 3 / 8, 5 / 8]  # a number in every row: each tied answer's share
+    assert table["request_id"].tolist() == ["distinct", "tie", "majority"]
+    assert not table["majority"].str.contains("(tie)", regex=False).any()
+
+
 # ---- meaning ------------------------------------------------------------------------------------
 
 def test_clusters_by_cosine_similarity_on_a_hand_made_matrix():

@@ -87,14 +87,11 @@ def test_command_line_refuses_before_an_engine_starts(capsys):
     ):
         assert command.main(["--prompt", "Hi", "--param", param, *argv]) == exits.USAGE
         assert said in capsys.readouterr().err
-    # --answer's column: a long majority is cut, a tie is said, a set without answers too.
-    assert command.majority_cell("x" * 50, True) == "(tie) " + "x" * 33 + "…"
-    assert (command.majority_cell("blue", False), command.majority_cell(None, False)) == ("blue", "(no answer)")
     # vLLM's parser reads "-0.5" as a dotted config flag; the values reach the sweep whole.
     parser = command.build_parser()
     args, _ = parser.parse(command.join_values(["--prompt", "Hi", "--param", "presence_penalty",
                                                 "--values", "-0.5", "0", "1e-1", "--n", "2"]))
-    assert command.sweep_from_args(parser, args).values == [-0.5, 0.0, 0.1]
+    assert command.sweep_from_args(args).values == [-0.5, 0.0, 0.1]
 
 
 # --- the command, for real ----------------------------------------------------------------------
@@ -311,7 +308,9 @@ def test_compare_tab_takes_an_opened_file_and_compares_two_runs(tmp_path):
     assert "vote_share" not in measures["value"]["figure"].tolist()  # "none": no answers read
     answered = compare_tab.compare(tab, a["value"], b["value"], history, uploads, None, "normalized", "")[3]["value"]
     by_figure = answered.set_index("figure")
-    assert by_figure.loc["majority", "A"] == "the grey is calm" and by_figure.loc["majority", "B"] == "the sea is calm"
+    # A's three samples all differ: no majority, said so; B's two of three agree
+    assert by_figure.loc["majority", "A"] == "no majority: all 3 answers differ"
+    assert by_figure.loc["majority", "B"] == "the sea is calm"
     assert by_figure.loc["vote_share", "B - A"] == pytest.approx(0.333, abs=1e-3)
     with pytest.raises(gr.Error, match="the pattern 'x' has 0 groups"):
         compare_tab.compare(tab, a["value"], b["value"], history, uploads, None, "regex", "x")

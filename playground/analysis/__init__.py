@@ -17,6 +17,7 @@ from playground.analysis.answers import (
     InvalidExtractor,
     entropy_bits,
     group_answers,
+    majority_text,
     parse_extractor,
     read_answers,
 )
@@ -74,6 +75,7 @@ from playground.analysis.convergence import (
     read_reference,
     settle_probability,
     settled_at,
+    settled_cell,
     settled_sentence,
 )
 from playground.analysis.diff import (
@@ -147,6 +149,7 @@ from playground.analysis.sweep_views import (
     Measures,
     all_measures,
     grid_html,
+    measures_for_people,
     run_measures,
     set_measures_hook,
     sweep_chart,
@@ -154,6 +157,7 @@ from playground.analysis.sweep_views import (
     sweep_info,
     sweep_order,
     sweep_table,
+    sweep_table_for_people,
     with_answers,
 )
 from playground.analysis.timing import (
@@ -267,8 +271,10 @@ __all__ = [
     "itl_frame",
     "jaccard_matrix",
     "maj_at_k",
+    "majority_text",
     "marked",
     "meaning_clusters",
+    "measures_for_people",
     "measures_side_by_side",
     "measures_table",
     "message_figure",
@@ -304,6 +310,7 @@ __all__ = [
     "settings_diff",
     "settle_probability",
     "settled_at",
+    "settled_cell",
     "settled_sentence",
     "shared_prefix_sentence",
     "similarity",
@@ -315,6 +322,7 @@ __all__ = [
     "sweep_order",
     "sweep_report",
     "sweep_table",
+    "sweep_table_for_people",
     "synonyms_by_meaning",
     "timing_frame",
     "token_entropy",

@@ -1,10 +1,19 @@
 """Which answer the n samples give, and how much they agree on it.
 
 An **extractor** turns a sample's text into its answer, or None when it finds none. The samples
-are grouped by answer; the largest group is the **majority answer** and its share of all n
-samples the **vote share**: self-consistency (Wang et al. 2023, "Self-Consistency Improves Chain of
-Thought Reasoning in Language Models", ICLR) samples several reasoning paths and takes the most
-frequent final answer, and the vote share is how sure that vote is. The **answer entropy**
+are grouped by answer; an answer with more votes than every other is the **majority answer**, and
+the share of all n samples the most common answer has is the **vote share**: self-consistency
+(Wang et al. 2023, "Self-Consistency Improves Chain of Thought Reasoning in Language Models", ICLR)
+samples several reasoning paths and takes the most frequent final answer, and the vote share is
+how sure that vote is.
+
+One rule for every view: when no answer has more votes than every other (a tie at the top, all
+answers distinct among them), there is **no majority**, as maj@k counts it (convergence.py); a
+view then says why in words (``majority_text``: "no majority: all 8 answers differ", "no
+majority: 2 answers tie with 3 votes each"), never an answer with a tie marker glued to it. The
+vote share stays a number in a tie, the share each of the tied answers has: how far the samples
+agree, though no answer won (charts of it against a setting need a number; 1/n says no two
+samples agree). The **answer entropy**
 -sum(p·log2 p) over the answer groups (p: a group's share of the samples that gave an answer) is
 the discrete form of the sample-based uncertainty of Kuhn et al. 2023 ("Semantic Uncertainty:
 Linguistic Invariances for Uncertainty Estimation in Natural Language Generation", ICLR), with
@@ -37,6 +46,7 @@ from dataclasses import dataclass
 
 import regex
 
+from playground.analysis.display import truncate
 from playground.errors import PlaygroundError
 from playground.run import Run
 
@@ -156,6 +166,21 @@ def entropy_bits(counts: Iterable[int]) -> float | None:
     return max(0.0, -sum(c / total * math.log2(c / total) for c in counts))
 
 
+def majority_text(answer: str | None, votes: int, tied_answers: int, chars: int | None = None) -> str:
+    """The majority in a table cell or a sentence: ``answer`` (cut to ``chars``) when it is the
+    only answer with ``votes`` votes, else why there is no majority, whole: "no majority: all 8
+    answers differ" (``votes`` 1), "no majority: 2 answers tie with 3 votes each", "no majority: no
+    sample gave an answer" (no ``answer``). ``tied_answers``: how many answers have ``votes`` votes
+    (1 with a majority)."""
+    if tied_answers >= 2:
+        if votes == 1:  # every answer once: all of them differ
+            return f"no majority: {'the 2' if tied_answers == 2 else f'all {tied_answers}'} answers differ"
+        return f"no majority: {tied_answers} answers tie with {votes} votes each"
+    if answer is None:
+        return "no majority: no sample gave an answer"
+    return truncate(answer, chars) if chars is not None else answer
+
+
 def read_answers(texts: list[str], extractor: Extractor) -> list[str | None]:
     """Each text's answer, in order. A pattern's time is shared by all the texts
     (``PATTERN_SECONDS``), so a run of many samples ends as soon as a single one would; running
@@ -200,17 +225,45 @@ class Answers:
 
     @property
     def majority(self) -> AnswerGroup | None:
+        """The first of the most common answers (a tie: the earliest sample's): not necessarily a
+        majority. Whether it is one: ``winner``; what to show: ``majority_text``."""
         return self.groups[0] if self.groups else None
 
     @property
+    def top_votes(self) -> int:
+        """The votes of the most common answer (in a tie, of each tied answer); 0 without answers."""
+        return self.groups[0].size if self.groups else 0
+
+    @property
+    def leaders(self) -> list[AnswerGroup]:
+        """The groups with ``top_votes`` votes, in ``groups`` order: one when there is a majority,
+        two or more in a tie, none without answers."""
+        return [g for g in self.groups if g.size == self.top_votes]
+
+    @property
+    def winner(self) -> AnswerGroup | None:
+        """The majority answer's group: the answer with more votes than every other; None in a tie
+        at the top (all answers distinct is one) and without answers."""
+        leaders = self.leaders
+        return leaders[0] if len(leaders) == 1 else None
+
+    @property
     def vote_share(self) -> float | None:
-        """The majority group's share of all n samples (unanswered ones count against it)."""
-        return self.majority.size / self.n if self.majority else None
+        """``top_votes`` as a share of all n samples (unanswered ones count against it); None without
+        answers. With a majority, the majority's share; in a tie, the share each tied answer has
+        (1/n: no two samples agree), a number still, though no answer won: see ``winner``."""
+        return self.top_votes / self.n if self.groups else None
 
     @property
     def tied(self) -> bool:
-        """The largest group shares its size with another: the majority is a tie, broken by order."""
-        return len(self.groups) > 1 and self.groups[0].size == self.groups[1].size
+        """Two or more answers share the most votes: there is no majority."""
+        return len(self.leaders) > 1
+
+    def majority_text(self, chars: int | None = None) -> str:
+        """The majority as a person reads it: the answer (cut to ``chars``), or why there is none
+        (never cut); see the module-level ``majority_text``."""
+        winner = self.winner
+        return majority_text(winner.answer if winner else None, self.top_votes, len(self.leaders), chars)
 
     @property
     def entropy(self) -> float | None:

@@ -7,9 +7,9 @@ then, when asked, a forced token: one of the top-k alternatives the model saw at
 Its record says where it came from (``request.branch``); its samples hold only the new tokens.
 
 The what-if view runs one branch per alternative at a point and puts what each branch's samples
-say side by side: the alternative's probability there, the majority answer and its vote share,
-and how diverse the branch's samples are; ``graft`` makes one tree of them, each branch under its
-token, for the divergence tree.
+say side by side: the alternative's probability there, the majority answer (or why there is
+none) and the vote share, and how diverse the branch's samples are; ``graft`` makes one tree of
+them, each branch under its token, for the divergence tree.
 """
 
 from __future__ import annotations
@@ -101,8 +101,10 @@ def branch_label(run: Run) -> str | None:
 def what_if_table(branches: list[tuple[Alternative, Run]], extractor: Extractor | str | None = None,
                   before: str = "") -> pd.DataFrame:
     """Per alternative (one branch run each): its probability at the point, and what its samples
-    say: the majority answer and its vote share (read by ``extractor``; "(tie)" when another answer
-    has as many), and distinct-2. An answer is read from the whole text a sample ends up with:
+    say: the majority answer (read by ``extractor``), or, when no answer has more votes than every
+    other, why there is none ("no majority: all 8 answers differ", ``Answers.majority_text``); the
+    vote share, the most common answer's share of the branch's samples (in a tie, each tied
+    answer's); and distinct-2. An answer is read from the whole text a sample ends up with:
     ``before`` (the sampled text before the point), the forced token, then the branch's own."""
     rows = []
     for alternative, run in branches:
@@ -110,11 +112,9 @@ def what_if_table(branches: list[tuple[Alternative, Run]], extractor: Extractor 
                                                          text=before + alternative.text + s.text)
                                                   for s in run.samples])
         answers = group_answers(whole, extractor)
-        majority = answers.majority.answer if answers.majority else None
         rows.append({"token": visible(alternative.text), "token_id": alternative.token_id,
                      "probability": alternative.probability, "samples": run.n,
-                     "majority": f"{majority} (tie)" if majority is not None and answers.tied else majority,
-                     "vote_share": answers.vote_share,
+                     "majority": answers.majority_text(), "vote_share": answers.vote_share,
                      "distinct_2": distinct_n([s.token_ids for s in run.samples], 2),
                      "request_id": run.request.get("request_id")})
     return pd.DataFrame(rows, columns=WHAT_IF_COLUMNS)

@@ -30,7 +30,7 @@ from playground.analysis.diff import (
 )
 from playground.analysis.display import token_at
 from playground.analysis.replays import origin_label, replayed_from
-from playground.analysis.sweep_views import Measures, all_measures, first_words
+from playground.analysis.sweep_views import Measures, all_measures, first_words, measures_for_people
 from playground.request import SETTINGS
 from playground.run import Run
 
@@ -137,8 +137,10 @@ def unpaired_seeds_note(frame: pd.DataFrame) -> str | None:
 
 
 def measures_side_by_side(a: Run, b: Run, measures: Measures | None = None) -> pd.DataFrame:
-    """One row per measure: A's value, B's value, and B - A where both are numbers."""
-    ma, mb = all_measures(a, measures), all_measures(b, measures)
+    """One row per measure: A's value, B's value, and B - A where both are numbers (a majority
+    that did not settle says "not within n": ``measures_for_people``)."""
+    ma = measures_for_people(all_measures(a, measures), a.n)
+    mb = measures_for_people(all_measures(b, measures), b.n)
     rows = []
     for name in list(dict.fromkeys([*ma, *mb])):
         va, vb = ma.get(name), mb.get(name)

@@ -167,6 +167,15 @@ def settled_sentence(settled: Settled, n: int | None = None) -> str:
     return f"the majority was not settled within {settled.samples} samples"
 
 
+def settled_cell(at: int | float | None, n: int) -> int | str:
+    """Where the majority settled, in a table for people: the number of samples it took, or "not
+    within n" (``at`` None or NaN, as a table holds a missing number), not a blank that reads as
+    missing data. Machine outputs keep the number or None (null: not settled within n)."""
+    if at is None or (isinstance(at, float) and math.isnan(at)):
+        return f"not within {n}"
+    return int(at)
+
+
 @dataclass
 class Convergence:
     """The curves and the stopping rule of one run, under one extractor and reference."""
@@ -193,7 +202,8 @@ class Convergence:
 
     def to_dict(self) -> dict:
         """The curves as lists over k = 1..n (pass and maj None without a reference), the stopping
-        rule, and, for estimated curves, their 95% bands."""
+        rule (``settled_at`` None and ``settled_answer`` None: not settled within the n samples), and,
+        for estimated curves, their 95% bands."""
         bands = {name: {"low": c.low, "high": c.high} for name, c in self.curves().items() if not c.is_exact}
         return {
             "n": self.n, "extractor": self.extractor, "reference": self.reference,

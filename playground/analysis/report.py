@@ -34,10 +34,12 @@ from playground.analysis.sweep_views import (
     Measures,
     all_measures,
     grid_html,
+    measures_for_people,
     sweep_chart,
     sweep_order,
     sweep_param,
     sweep_table,
+    sweep_table_for_people,
     value_label,
 )
 from playground.analysis.timing import tokens_over_time_figure
@@ -138,7 +140,7 @@ def _run_sections(page: Page, run: Run, measures: Measures | None, full: bool = 
     if full:
         _answers(page, run, extractor)
         page.heading("Figures", 3)
-        page.table(_measures_table(all_measures(run, measures)))
+        page.table(_measures_table(measures_for_people(all_measures(run, measures), run.n)))
         for fig in (pairwise_heatmap(run), uncertainty_figure(run), agreement_figure(run),
                     tokens_over_time_figure(run)):
             page.figure(marked(fig, run))
@@ -215,7 +217,7 @@ def sweep_report(runs: list[Run], measures: Measures | None = None, table: pd.Da
         page.table(settings[~settings["setting"].isin([param, "request_id"])])
     page.heading("Figures against the value")
     page.figure(sweep_chart(runs, table=table))
-    page.table(table)
+    page.table(sweep_table_for_people(table))
     page.heading("The grid")
     page.text("Rows are the values in the order they ran, columns the sample indices (sample i keeps its seed in "
               "every row unless the seed is swept); each cell says where it first differs from the cell above.")

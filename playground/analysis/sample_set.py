@@ -22,7 +22,7 @@ from playground.run import Run
 
 _DIVERSITY = ["distinct_1", "distinct_2", "distinct_3", "similarity_mean", "similarity_std", "vendi"]
 SET_COLUMNS = (["extractor", "answered", "groups", "majority", "majority_size", "vote_share", "tied",
-                "answer_entropy_bits", "unanswered", "common_prefix"] + _DIVERSITY
+                "tied_answers", "answer_entropy_bits", "unanswered", "common_prefix"] + _DIVERSITY
                + [f"{name}_after" for name in _DIVERSITY] + ["meaning_clusters", "semantic_entropy_bits"])
 GROUP_COLUMNS = ["group", "answer", "size", "share", "samples", "seeds", "example"]
 NO_ANSWER = "(no answer)"
@@ -38,13 +38,25 @@ class SetMeasures:
     meaning: MeaningClusters | None = None  # only with an embedding model
 
     def row(self) -> dict:
-        """The measures flat, in SET_COLUMNS order (``_after``: after the first divergence point)."""
+        """The measures flat, in SET_COLUMNS order (``_after``: after the first divergence point),
+        as data (JSON's ``figures``), not words:
+
+        - ``majority``: the answer with more votes than every other; None when there is no majority
+          (a tie at the top, all answers distinct included, or no answer at all);
+        - ``majority_size``: the votes of the most common answer, in a tie each tied answer's (0:
+          no answer); ``vote_share`` is it over n;
+        - ``tied``: two or more answers share the most votes; ``tied_answers``: how many answers
+          have ``majority_size`` votes (1: a majority, 0: no answer).
+
+        ``analysis.majority_text(row["majority"], row["majority_size"], row["tied_answers"])``
+        says the majority in words, for a table people read."""
         a, d = self.answers, self.diversity
-        majority = a.majority
+        winner = a.winner
         row = {
             "extractor": a.extractor, "answered": a.answered, "groups": len(a.groups),
-            "majority": majority.answer if majority else None, "majority_size": majority.size if majority else 0,
-            "vote_share": a.vote_share, "tied": a.tied, "answer_entropy_bits": a.entropy,
+            "majority": winner.answer if winner else None, "majority_size": a.top_votes,
+            "vote_share": a.vote_share, "tied": a.tied, "tied_answers": len(a.leaders),
+            "answer_entropy_bits": a.entropy,
             "unanswered": list(a.unanswered), "common_prefix": d.common_prefix,
         }
         row |= _diversity_values(d.whole) | {f"{k}_after": v for k, v in _diversity_values(d.after_divergence).items()}
@@ -119,16 +131,18 @@ def groups_frame(answers: Answers, example_chars: int = 120) -> pd.DataFrame:
 
 
 def answer_groups_figure(answers: Answers) -> go.Figure:
-    """A bar per answer group (the majority first), the groups beyond ``MAX_BARS`` in one bar, and
-    one for the samples with no answer.
+    """A bar per answer group (the most common first, dark: the majority, or every answer tied
+    for the most votes), the groups beyond ``MAX_BARS`` in one bar, and one for the samples with no
+    answer. The title gives the majority's vote share, or says why there is no majority.
 
     Each bar's ``customdata`` is its samples' indices, comma-separated ("0,2,5"): a click on a
     bar (Plotly's ``plotly_click``, ``points[0].customdata``) tells which samples are in the group.
     """
     if not answers.n:
         return message_figure("Answer groups", "No samples.")
-    bars = [(f"{k}. {_cut(g.answer, LABEL_CHARS)}", g.answer, g.indices, g.seeds, "#2563eb" if k == 1 else "#93c5fd")
-            for k, g in enumerate(answers.groups[:MAX_BARS], 1)]
+    top = answers.top_votes
+    bars = [(f"{k}. {_cut(g.answer, LABEL_CHARS)}", g.answer, g.indices, g.seeds,
+             "#2563eb" if g.size == top else "#93c5fd") for k, g in enumerate(answers.groups[:MAX_BARS], 1)]
     rest = answers.groups[MAX_BARS:]
     if rest:
         indices = sorted(i for g in rest for i in g.indices)
@@ -146,9 +160,14 @@ def answer_groups_figure(answers: Answers) -> go.Figure:
         customdata=[",".join(map(str, b[2])) for b in bars], hovertext=hover,
         hoverinfo="text", text=[len(b[2]) for b in bars], textposition="auto",
     ))
-    share = f"{answers.vote_share:.0%}" if answers.vote_share is not None else "none"
+    if answers.winner is not None:
+        said = f"majority vote share {answers.vote_share:.0%}"
+    elif answers.groups:  # a tie: the share is each tied answer's
+        said = f"{answers.majority_text()} (vote share {answers.vote_share:.0%} each)"
+    else:
+        said = answers.majority_text()
     fig.update_layout(
-        title=f"Answer groups ({_cut(answers.extractor, 30)}): majority vote share {share}",
+        title=f"Answer groups ({_cut(answers.extractor, 30)}): {said}",
         height=height_for(len(bars), per_row=34, minimum=260), xaxis_title="samples",
         yaxis={"autorange": "reversed", "automargin": True}, clickmode="event",
     )

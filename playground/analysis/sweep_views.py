@@ -21,7 +21,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from playground.analysis.answers import Answers, Extractor, group_answers, parse_extractor
-from playground.analysis.convergence import pass_at_k, read_reference, settled_at
+from playground.analysis.convergence import pass_at_k, read_reference, settled_at, settled_cell
 from playground.analysis.diff import first_divergence, identical_groups, identical_label
 from playground.analysis.display import message_figure, token_at, truncate
 from playground.analysis.diversity import set_diversity
@@ -33,7 +33,7 @@ FIRST_WORDS = 8
 CHARTED = {"mean_tokens": "mean length (tokens)", "mean_prob": "mean p(sampled token)",
            "distinct_samples": "distinct samples", "distinct_2": "distinct-2",
            "effective_samples": "effective number of distinct samples (Vendi)",
-           "similarity": "mean pairwise similarity", "vote_share": "majority answer's vote share"}
+           "similarity": "mean pairwise similarity", "vote_share": "vote share of the most common answer"}
 
 
 def sweep_info(run: Run) -> dict:
@@ -96,13 +96,19 @@ def set_measures_hook(extractor: Extractor | str | None = None) -> Measures:
     return with_answers(diversity_measures, extractor)
 
 
-def answer_row(answers: Answers, reference: str | None = None) -> dict:
-    """The majority answer and its vote share (self-consistency), as a sweep's table shows them;
-    ``majority_tied``: another answer is as common (the majority is the earliest sample's);
-    ``settled_at``: after how many samples (in index order) the majority was settled; with a
-    ``reference`` (already read by the extractor), pass@1 and pass@n."""
+def answer_row(answers: Answers, reference: str | None = None, chars: int | None = None) -> dict:
+    """The majority answer and its vote share (self-consistency), as a sweep's table shows them:
+
+    - ``majority``: the majority answer (cut to ``chars``), or, when no answer has more votes than
+      every other, why there is none ("no majority: all 8 answers differ", ``Answers.majority_text``);
+    - ``majority_tied``: two or more answers share the most votes (so there is no majority);
+    - ``vote_share``: the most common answer's share of the n samples, in a tie each tied answer's
+      (a number either way, for the chart);
+    - ``settled_at``: after how many samples (in index order) the majority was settled, None when
+      not within the n (a number or None, for the chart; ``sweep_table_for_people`` says it);
+    - with a ``reference`` (already read by the extractor), pass@1 and pass@n."""
     ordered = [answers.answers[i] for i in sorted(answers.answers)]
-    row = {"majority": answers.majority.answer if answers.majority else None, "majority_tied": answers.tied,
+    row = {"majority": answers.majority_text(chars), "majority_tied": answers.tied,
            "vote_share": answers.vote_share, "settled_at": settled_at(ordered).at}
     if reference is not None:
         passing = pass_at_k(ordered, reference)
@@ -110,9 +116,11 @@ def answer_row(answers: Answers, reference: str | None = None) -> dict:
     return row
 
 
-def with_answers(measures: Measures | None, extractor: Extractor | str | None) -> Measures | None:
+def with_answers(measures: Measures | None, extractor: Extractor | str | None,
+                 chars: int | None = None) -> Measures | None:
     """``measures`` plus the majority answer, its vote share and when it settled, read by
-    ``extractor`` (and pass@1 and pass@n when a run carries its ``reference``); nothing more when
+    ``extractor`` (and pass@1 and pass@n when a run carries its ``reference``), as ``answer_row``
+    gives them (``chars``: cut a majority answer to this many characters); nothing more when
     ``extractor`` is None. A bad extractor raises InvalidExtractor here, before any run is read."""
     if extractor is None:
         return measures
@@ -120,7 +128,8 @@ def with_answers(measures: Measures | None, extractor: Extractor | str | None) -
 
     def with_majority(run: Run) -> dict:
         reference = read_reference(run.request.get("reference"), extractor)
-        return {**(measures(run) if measures else {}), **answer_row(group_answers(run, extractor), reference)}
+        return {**(measures(run) if measures else {}),
+                **answer_row(group_answers(run, extractor), reference, chars)}
 
     return with_majority
 
@@ -144,6 +153,26 @@ def sweep_table(runs: list[Run], measures: Measures | None = None) -> pd.DataFra
             **all_measures(run, measures),
         })
     return pd.DataFrame(rows)
+
+
+def measures_for_people(values: dict, n: int) -> dict:
+    """One run's measures (``all_measures``) as people read them: ``settled_at`` says "not within
+    n" where the majority did not settle (``settled_cell``); the rest as they are."""
+    if "settled_at" not in values:
+        return values
+    return {**values, "settled_at": settled_cell(values["settled_at"], n)}
+
+
+def sweep_table_for_people(table: pd.DataFrame) -> pd.DataFrame:
+    """A sweep table (``sweep_table``) as people read it: ``settled_at`` says "not within n" (the
+    row's n) where the majority did not settle, not a blank that reads as missing data. The table
+    given is left as it is; chart that one (it keeps numbers only)."""
+    if "settled_at" not in table.columns or table.empty:
+        return table
+    shown = table.copy()
+    shown["settled_at"] = pd.Series([settled_cell(at, n) for at, n in zip(table["settled_at"], table["n"])],
+                                    index=table.index, dtype=object)
+    return shown
 
 
 def _seed_range(seeds: list[int | None]) -> str:

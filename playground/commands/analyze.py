@@ -54,14 +54,6 @@ PROMPT_CHARS = 32
 ANSWER_CHARS = 40  # a majority answer in a one-line summary
 
 
-def majority_cell(answer: str | None, tied: bool) -> str:
-    """The majority answer in a table cell (batch and sweep summaries): cut to fit, "(tie)" when
-    another is as common."""
-    if answer is None:
-        return "(no answer)"
-    return f"(tie) {truncate(answer, ANSWER_CHARS - 6)}" if tied else truncate(answer, ANSWER_CHARS)
-
-
 def build_parser() -> argparse.ArgumentParser:
     parser = HintingParser(prog="python app.py analyze", description=__doc__,
                            formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -146,10 +138,13 @@ def describe(analysed: Analysed) -> str:
         status += f" ({origin})"
     said = json.dumps(prompt, ensure_ascii=False) if prompt else "(no prompt)"  # a run written by hand may have none
     head = f"{name(bundle)} {said} n={run.n}{status}"
-    if a.majority:
-        majority = json.dumps(truncate(a.majority.answer, ANSWER_CHARS), ensure_ascii=False)
-        answers = (f"{len(a.groups)} answer(s) ({a.extractor}), majority {majority} {a.majority.size}/{a.n} "
-                   f"({a.vote_share:.0%}{', tied' if a.tied else ''}), entropy {a.entropy:.2f} bits")
+    if a.winner:
+        majority = json.dumps(truncate(a.winner.answer, ANSWER_CHARS), ensure_ascii=False)
+        answers = (f"{len(a.groups)} answer(s) ({a.extractor}), majority {majority} {a.winner.size}/{a.n} "
+                   f"({a.vote_share:.0%}), entropy {a.entropy:.2f} bits")
+    elif a.groups:  # a tie at the top: no answer won
+        answers = (f"{len(a.groups)} answer(s) ({a.extractor}), {a.majority_text()} ({a.vote_share:.0%} each), "
+                   f"entropy {a.entropy:.2f} bits")
     else:
         answers = f"no answer ({a.extractor})"
     if a.unanswered and a.majority:

@@ -42,7 +42,7 @@ from pathlib import Path
 from playground import analysis
 from playground.backends.resources import Workload
 from playground.commands import exits
-from playground.commands.analyze import extractor_arg, majority_cell
+from playground.commands.analyze import ANSWER_CHARS, extractor_arg
 from playground.commands.cli import (
     PlaygroundParser,
     add_max_n_flag,
@@ -250,13 +250,14 @@ def summary_frame(runs: dict[int, Run], answer: analysis.Extractor | str | None 
             "identical": bool(groups),
             "identical_samples": ", ".join("=".join(map(str, g)) for g in groups),
             "answers": measures["groups"],
-            "majority": majority_cell(measures["majority"], measures["tied"]),
+            "majority": analysis.majority_text(measures["majority"], measures["majority_size"],
+                                               measures["tied_answers"], ANSWER_CHARS),
             "vote_share": _rounded(measures["vote_share"], 2),
             "answer_entropy": _rounded(measures["answer_entropy_bits"], 2),
             "distinct_2": _rounded(measures["distinct_2"], 2),
             "similarity": _rounded(measures["similarity_mean"], 2),
             "vendi": _rounded(measures["vendi"], 2),
-            "settled_at": how_many.convergence.settled.at,
+            "settled_at": analysis.settled_cell(how_many.convergence.settled.at, run.n),
             "pass_at_1": _rounded(passing.at(1), 2) if passing else None,
             "pass_at_n": _rounded(passing.at(run.n), 2) if passing else None,
             "eigv": _rounded(how_many.confidence.eigv_jaccard, 2),

@@ -36,7 +36,7 @@ from pathlib import Path
 
 from playground import analysis
 from playground.commands import exits
-from playground.commands.analyze import extractor_arg, majority_cell
+from playground.commands.analyze import ANSWER_CHARS, extractor_arg
 from playground.commands.cli import PlaygroundParser, add_max_n_flag, check_out_path, note_whole_text_reference
 from playground.commands.progress import Ending, print_summary, run_all, write_bundles
 from playground.errors import InvalidRequest
@@ -140,11 +140,10 @@ def run_sweep(runner, sweep: SweepRequest, progress: bool = True) -> SweepResult
 def summary_frame(runs: list[Run], answer: analysis.Extractor | None = None):
     """Per value: the run's status, seeds, tokens, mean length and probability, distinct samples;
     with ``answer``, the majority answer and its vote share."""
-    table = analysis.sweep_table(runs, analysis.with_answers(None, answer))
+    table = analysis.sweep_table(runs, analysis.with_answers(None, answer, chars=ANSWER_CHARS))
     if table.empty:
         return table
-    if answer is not None:
-        table["majority"] = [majority_cell(a, tied) for a, tied in zip(table["majority"], table["majority_tied"])]
+    table = analysis.sweep_table_for_people(table)
     answered = ["majority", "vote_share", "settled_at"] + (["pass_at_1", "pass_at_n"] if "pass_at_1" in table else [])
     table = table.reindex(columns=SUMMARY_COLUMNS + (answered if answer is not None else []))
     table = table.round({"mean_tokens": 1, "mean_prob": 3, "vote_share": 2, "pass_at_1": 2, "pass_at_n": 2})

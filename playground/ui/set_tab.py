@@ -141,10 +141,12 @@ def headline(measures: SetMeasures) -> str:
     if a.majority is None:
         said = f"**No sample has an answer** that the {a.extractor} extractor can read."
     else:
-        tie = " (a tie, broken by sample order)" if a.tied else ""
-        said = (f"**Majority answer: `{_code(a.majority.answer)}`** given by {a.majority.size} of {a.n} samples: "
-                f"vote share **{a.vote_share:.0%}**{tie}. {len(a.groups)} distinct answer(s), answer entropy "
-                f"**{a.entropy:.2f} bits** (0: all agree; {math.log2(a.answered):.2f}: no two agree).")
+        said = (f"**Majority answer: `{_code(a.winner.answer)}`** given by {a.winner.size} of {a.n} samples: "
+                f"vote share **{a.vote_share:.0%}**." if a.winner else
+                f"**{a.majority_text()[:1].upper()}{a.majority_text()[1:]}** (each {a.vote_share:.0%} of the "
+                "samples).")
+        said += (f" {len(a.groups)} distinct answer(s), answer entropy **{a.entropy:.2f} bits** (0: all agree; "
+                 f"{math.log2(a.answered):.2f}: no two agree).")
         if a.unanswered:
             said += f" No answer could be read from sample(s) {', '.join(map(str, a.unanswered))}."
     shared = (f"The samples share their first {d.common_prefix} token(s)" if d.common_prefix
