@@ -78,7 +78,7 @@ class Tab:
 
     def run(self, **form) -> None:
         """Press Run: ``begin``, then (as ``.success`` does) its follower in the queue."""
-        self.press(running.begin(self.page, self.live, **self.form(**form)))
+        self.press(running.begin(self.page, self.live, self.current, **self.form(**form)))
 
     def press(self, begin) -> dict:
         """A button: its ``begin``, then (as ``.success`` does after a value returned, a refusal
@@ -162,6 +162,8 @@ def test_a_refusal_is_named_stores_nothing_and_the_next_run_works(page, loop, ba
         assert tab.live is None, "a refused request was stored for the session"
         assert tab.summary.startswith("✖ refused") and reason in tab.summary, tab.summary
         assert "waiting for a free slot" not in tab.summary
+        if tab.current is not None:  # the samples below are the last run's: its line stays, under the refusal
+            assert f"On screen: ✔ finished · `{tab.current.request['request_id']}`" in tab.summary, tab.summary
         tab.run(prompt=SHORT)
         assert isinstance(tab.live, running.Action) and tab.live.going
         tab.wait()
@@ -229,6 +231,11 @@ def test_a_branch_prefix_past_the_context_is_refused_and_a_run_while_a_branch_st
                                str(vocab), ""))
     assert tab.live is None and f"token id {vocab} is not a token of the model: its ids are 0 to {vocab - 1}" \
         in tab.summary and "prefix_token_ids" not in tab.summary, tab.summary
+    tab.press(branch_tab.begin(branch_controls, page, tab.live, source, tab.current, 0, 500, branch_tab.MODEL_CHOOSES,
+                               "", ""))  # a point past the sample's end: named in the domain's words
+    assert tab.live is None and "token 500 is not within sample 0's 16 tokens" in tab.summary, tab.summary
+    assert "unexpected error" not in tab.summary and f"On screen: ✔ finished · `{source.request['request_id']}`" \
+        in tab.summary, tab.summary
 
     tab.press(branch())
     assert wait_until(lambda: tab.live.runs[0].state in (State.STARTING, State.STREAMING, State.FINISHED), 30)
@@ -271,8 +278,9 @@ def test_what_if_runs_a_branch_per_top_token_and_reads_each_answer_from_the_whol
     table = shown[controls.table]["value"]
     assert table["token_id"].tolist() == [o.token_id for o in options]
     before = "".join(analysis.pieces(source.samples[0])[:2])
-    for option, majority in zip(options, table["majority"], strict=True):
-        assert majority.removesuffix(" (tie)").startswith((before + option.text).strip()), (before, majority)
+    for option, majority in zip(options, table["majority"], strict=True):  # a tie: no majority, said so
+        assert majority.startswith(("no majority: ", (before + option.text).strip())), (before, majority)
+        assert "(tie)" not in majority
     assert f"What if**, at token 2 of sample #0 of `{source.request['request_id']}`" in shown[controls.note]
     assert sum(analysis.branched_from(r) == source.request["request_id"] for r in shown[page.history]) == 2
     tree = shown[controls.tree]["value"]  # one tree of the 2 x 2 samples, numbered on across the branches
@@ -378,8 +386,9 @@ def test_a_sweep_is_the_sessions_action_run_waits_and_any_stop_ends_it(page, loo
 
     follower = asyncio.run_coroutine_threadsafe(follow(), loop)  # the queued follower, as Gradio starts it
     assert wait_until(lambda: any(len(u.get(sweep.runs) or []) == 1 for u in updates), 120)
-    said = tab.call(running.begin(page, tab.live, **tab.form(SHORT)))
-    assert "The sweep on this page is still going: press Stop first" in said[page.summary] and page.live not in said
+    said = tab.call(running.begin(page, tab.live, tab.current, **tab.form(SHORT)))
+    assert "Run started nothing: the sweep on this page was going. Press Stop first" in said[page.summary]
+    assert page.live not in said
     assert tab.call(running.stop(page, tab.live, tab.history, tab.samples, "Diff")) == {}  # the sweep draws its end
     follower.result(60)
     last = updates[-1]
@@ -387,6 +396,11 @@ def test_a_sweep_is_the_sessions_action_run_waits_and_any_stop_ends_it(page, loo
     assert 1 <= len(kept) < 4 and all(r.status == "finished" for r in kept)
     assert last[sweep.status].startswith(f"■ stopped · {len(kept)} of 4 temperature values"), last[sweep.status]
     assert not tab.going and engine_idle(backend, host)
+    # The picker lists the values that finished; one picked is the run on the page, every tab's.
+    assert [label for label, _ in last[sweep.pick]["choices"]] == [sweep_tab.value_label(r) for r in kept]
+    assert sweep_tab.value_label(kept[0]).startswith("temperature=0.4 · run-")
+    tab.apply(tab.call(sweep_tab.open_value(page, 0, kept, tab.history, tab.samples, "Diff")))
+    assert tab.current is kept[0] and tab.summary.startswith(f"✔ finished · `{kept[0].request['request_id']}`")
     tab.run(prompt=SHORT)
     tab.wait()
     assert tab.live.runs[0].state is State.FINISHED

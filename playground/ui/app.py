@@ -184,7 +184,7 @@ def build_app(backend, sync_runner=None, embedding_model: str | None = None,
               show_progress="hidden", trigger_mode="always_last", api_visibility="private")
         # Checked and planned outside the queue: a refusal is shown at once and nothing is stored; else
         # the session holds its action before the run waits for a slot.
-        started = run_btn.click(partial(running.begin, page), [page.live],
+        started = run_btn.click(partial(running.begin, page), [page.live, page.current],
                                 [page.live, summary, status, link_row.note, *form.values()], inputs_kwargs=form,
                                 queue=False, show_progress="hidden", api_visibility="private")
         shows = page.controls()  # every handler that shows a run takes the panels' own controls too

@@ -208,6 +208,19 @@ def sample_picked(tab: BranchTab, page: Page, run: Run | None, evt: gr.SelectDat
             **opened}
 
 
+def checked_point(run: Run, sample, position) -> tuple[int, int]:
+    """Sample i and token k as whole numbers within the run, or InvalidRequest naming which is not."""
+    try:
+        i, k = int(sample), int(position)
+    except (TypeError, ValueError):
+        raise InvalidRequest("type the sample i and the token k to branch from, as whole numbers") from None
+    try:
+        analysis.branch_prefix(run, i, k)
+    except ValueError as e:
+        raise InvalidRequest(str(e)) from None
+    return i, k
+
+
 def branch_request(run: Run, sample, position, forced: int | None, forced_text: str | None,
                    n) -> tuple[SampleRequest, dict]:
     """The branch's request (the run's settings, its own seeds) and its record's label."""
@@ -254,14 +267,15 @@ async def begin(tab: BranchTab, page: Page, action: Action | None, source: Run |
     if run is None:
         return {tab.note: f"⚠️ {NO_RUN}"}
     try:
+        sample, position = checked_point(run, sample, position)
         forced, text = forced_token(run, sample, position, choice, token_id, page.backend.limits.vocab_size)
         request, labels = branch_request(run, sample, position, forced, text, n)
         action = await plan_action(page, action, "Branch", [(request, labels)])
     except Busy:  # the going action and the summary stay as they are
         return {tab.note: f"⚠️ {BUSY}"}
-    except (ValueError, PlaygroundError) as e:  # the summary says what happened to the last press, as for Run
+    except PlaygroundError as e:  # the summary says what happened to the last press, as for Run
         message = refused(e, "Branch")
-        return {page.live: None, page.summary: message, tab.note: message}
+        return {page.live: None, page.summary: views.beside_run_on_screen(message, current), tab.note: message}
     note = analysis.branch_label(Run(request={**request.to_dict(), **labels}, samples=[]))
     return {page.live: action, page.summary: views.queued_summary(action.runs[0]),
             tab.note: f"⎇ {note}: in the samples area above, the summary line says how it goes."}
@@ -276,7 +290,11 @@ async def begin_what_if(tab: BranchTab, page: Page, action: Action | None, sourc
     run = source if source is not None else current
     if run is None:
         return {tab.note: f"⚠️ {NO_RUN}"}
-    options = analysis.alternatives(run, int(sample), int(position), int(k))
+    try:
+        sample, position = checked_point(run, sample, position)
+    except InvalidRequest as e:
+        return {page.live: None, tab.note: refused(e, "What if")}
+    options = analysis.alternatives(run, sample, position, int(k))
     if not options:
         return {tab.note: f"⚠️ No logprobs were recorded at token {position} of sample {sample}: run with "
                           "logprobs (e.g. 5) to ask what if."}
@@ -285,7 +303,7 @@ async def begin_what_if(tab: BranchTab, page: Page, action: Action | None, sourc
         action = await plan_action(page, action, "What if", requests)
     except Busy:
         return {tab.note: f"⚠️ {BUSY}"}
-    except (ValueError, PlaygroundError) as e:
+    except PlaygroundError as e:
         return {page.live: None, tab.note: refused(e, "What if")}
     action.about = (run, int(sample), int(position), options)
     return {page.live: action, tab.note: f"⏳ running {len(options)} branches of {requests[0][0].n} samples each…",

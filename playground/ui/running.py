@@ -33,6 +33,7 @@ import gradio as gr
 from playground.backends.live import LiveRun, State
 from playground.errors import EngineUnavailable, PlaygroundError
 from playground.request import SampleRequest
+from playground.run import Run
 from playground.ui import views
 from playground.ui.form import form_request, form_update
 from playground.ui.keeping import MARKER, keep_unshown
@@ -109,20 +110,27 @@ def refused(error: Exception, button: str = "Run") -> str:
     return views.refused_summary(str(shown(error).message), button, isinstance(error, EngineUnavailable))
 
 
-async def begin(page: Page, action: Action | None, **settings) -> dict:
-    """The Run button: the form, checked and planned, becomes this session's action."""
+async def begin(page: Page, action: Action | None, current: Run | None = None, **settings) -> dict:
+    """The Run button: the form, checked and planned, becomes this session's action. A press that
+    starts nothing says why in the summary, above the line of the run still on screen
+    (``current``)."""
     try:
         action = await plan_action(page, action, "Run", [(form_request(**settings), None)])
     except Busy:  # a second press: the summary follows the going run, or says what else goes
         if action.name in STREAMED:  # the line by the form says the press started nothing
             return {page.summary: gr.skip(), **({page.said: PRESSED_AGAIN} if page.said is not None else {})}
         going = OTHER_ACTIONS.get(action.name, f"{action.name}'s run")
-        return {page.summary: f"⚠️ {going} on this page is still going: press Stop first, or wait for it to finish."}
+        return {page.summary: views.beside_run_on_screen(
+            f"⚠️ Run started nothing: {going[0].lower()}{going[1:]} on this page was going. Press Stop first, or "
+            "wait for it to finish.", current)}
     except EngineUnavailable as e:  # the engine's line too: it may say "up" from before
-        return {page.live: None, page.summary: refused(e), page.status: views.engine_status(page.backend.info())}
+        return {page.live: None, page.summary: views.beside_run_on_screen(refused(e), current),
+                page.status: views.engine_status(page.backend.info())}
     except PlaygroundError as e:
-        return {page.live: None, page.summary: refused(e)}
+        return {page.live: None, page.summary: views.beside_run_on_screen(refused(e), current)}
     update = {page.live: action, page.summary: views.queued_summary(action.runs[0])}
+    if page.said is not None:  # what an earlier press did is over
+        update[page.said] = ""
     if action.runs[0].prepared.labels.get("replay"):  # a replay plays a recorded run: the form shows its settings
         update.update(form_update(page.form, asdict(action.runs[0].request))[0])
     return update

@@ -29,6 +29,7 @@ from playground.ui.form import request_from_form
 from playground.ui.messages import refusal, shown
 from playground.ui.running import BUSY, Action, Busy, plan_action, refused
 from playground.ui.showing import join_history
+from playground.ui.showing import show as show_run
 from playground.ui.streaming import paced
 
 INTRO = ("Runs the request above once per value of one setting (or once per base seed), **one run after "
@@ -85,12 +86,13 @@ class SweepTab:
     table: gr.Dataframe
     report: gr.DownloadButton
     bundles: gr.DownloadButton
+    pick: gr.Dropdown  # a value's run, opened in every tab (the grid shows only its first words)
     runs: gr.State  # the finished runs, in value order: what Stop keeps
     measures: analysis.Measures | None = None
     chart_names: list[str] | None = None
 
     def outputs(self) -> list:
-        return [self.status, self.grid, self.chart, self.table, self.report, self.bundles, self.runs]
+        return [self.status, self.grid, self.chart, self.table, self.report, self.bundles, self.pick, self.runs]
 
     def answer_controls(self) -> list:
         return [self.answer, self.pattern]
@@ -127,9 +129,11 @@ def declare(measures: analysis.Measures | None = None, chart: list[str] | None =
         with gr.Row():
             report = gr.DownloadButton("Sweep report (HTML)", value=None, interactive=False, elem_id="sweep-report")
             bundles = gr.DownloadButton("Sweep bundles (JSONL)", value=None, interactive=False, elem_id="sweep-bundles")
+            pick = gr.Dropdown([], value=None, label="Open a value's run in every tab", interactive=False,
+                               elem_id="sweep-open")
         runs = gr.State([])
     return SweepTab(param, values, run_btn, stop_btn, answer, pattern, reference, status_, grid, chart_, table,
-                    report, bundles, runs, measures, chart)
+                    report, bundles, pick, runs, measures, chart)
 
 
 def connect(tab: SweepTab, page) -> None:
@@ -152,6 +156,9 @@ def connect(tab: SweepTab, page) -> None:
     gr.on([tab.answer.change, tab.pattern.submit, tab.reference.submit, tab.reference.blur], partial(redraw, tab, page),
           [tab.runs, *tab.answer_controls(), tab.reference], [tab.chart, tab.table, tab.report, tab.bundles],
           trigger_mode="always_last", api_visibility="private")
+    # A value's run on the page, whole: the summary, the samples area and every tab show it.
+    tab.pick.input(partial(open_value, page), [tab.pick, tab.runs, *page.inputs()], page.outputs(),
+                   inputs_kwargs=page.controls(), api_visibility="private")
     # A seed sweep offers base seeds n apart: runs that share no child seed are independent.
     tab.param.change(lambda param: DEFAULT_VALUES.get(param, ""), tab.param, tab.values, api_visibility="private")
 
@@ -179,7 +186,8 @@ async def begin(tab: SweepTab, page, action: Action | None, param, values, answe
     return {page.live: action,
             tab.status: f"⏳ starting a sweep of {len(sweep.values)} {sweep.param} values…"
                         + (f"\n\n⚠️ {note}" if note else ""),
-            tab.grid: "", tab.chart: None, tab.runs: [], tab.table: gr.update(visible=False)}
+            tab.grid: "", tab.chart: None, tab.runs: [], tab.table: gr.update(visible=False),
+            tab.pick: gr.update(choices=[], value=None, interactive=False)}
 
 
 async def run(tab: SweepTab, page, action: Action | None, answer=None, pattern=None):
@@ -228,6 +236,13 @@ async def redraw(tab: SweepTab, page, runs: list[Run] | None, answer=None, patte
     return {c: update[c] for c in (tab.chart, tab.table, tab.report, tab.bundles)}
 
 
+async def open_value(page, index, runs: list[Run] | None, history: list, session, selected, **settings) -> dict:
+    """The value's run picked, shown as History's Open shows a run."""
+    if not runs or index is None or not 0 <= int(index) < len(runs):
+        return {}
+    return await show_run(page, runs[int(index)], history, session, selected, settings)
+
+
 # --- drawing ------------------------------------------------------------------------------------
 
 async def draw(tab: SweepTab, page, runs: list[Run], **kwargs) -> dict:
@@ -239,13 +254,16 @@ def show(tab: SweepTab, export_dir, runs: list[Run], final: bool = True, stopped
          measures: analysis.Measures | None = None) -> dict:
     """The tab's components for ``runs`` (of one sweep); ``final`` also writes the downloads.
     ``measures``: default the tab's own (no answers read)."""
-    update = {tab.status: status(runs, stopped), tab.grid: analysis.grid_html(runs), tab.chart: None}
+    update = {tab.status: status(runs, stopped), tab.grid: analysis.grid_html(runs), tab.chart: None,
+              tab.pick: gr.update(choices=[(value_label(run), k) for k, run in enumerate(runs)], value=None,
+                                  interactive=bool(runs))}
     if not runs:
         return update
     table = analysis.sweep_table(runs, measures or once_per_run(tab.measures))  # one table: chart, rows, report
     names = [*tab.chart_names, "vote_share"] if tab.chart_names is not None else None
     update[tab.chart] = analysis.sweep_chart(runs, names=names, table=table)
-    shown_table = table.drop(columns=[c for c in HIDDEN_COLUMNS if c in table]).round(3)
+    shown = analysis.sweep_table_for_people(table)  # "not within n", where the chart needs a number
+    shown_table = shown.drop(columns=[c for c in HIDDEN_COLUMNS if c in shown]).round(3)
     update[tab.table] = gr.update(value=shown_table, visible=True)
     if final:
         update[tab.report], update[tab.bundles] = (gr.update(value=path, interactive=True)
@@ -271,6 +289,13 @@ def sweep_from_ui(settings: dict, param, values, limits) -> SweepRequest:
     except InvalidRequest as e:
         raise refusal(str(e)) from None
     return sweep
+
+
+def value_label(run: Run) -> str:
+    """"temperature=0.7 · run-1a2b3c4d": a sweep's run as the picker lists it."""
+    info = analysis.sweep_info(run)
+    value = f"{info.get('param')}={info.get('value')} · " if info else ""
+    return f"{value}{run.request.get('request_id')}"
 
 
 def status(runs: list[Run], stopped: bool = False) -> str:

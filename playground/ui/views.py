@@ -81,6 +81,12 @@ def refused_summary(reason: str, button: str = "Run", engine_away: bool = False)
     return f"✖ refused: {reason.rstrip('.')}. Nothing was sent to the engine; {then}."
 
 
+def beside_run_on_screen(line: str, run: Run | None) -> str:
+    """The summary after a press that started nothing (refused, or another action going): what
+    happened, then the line of the run still on screen, whose samples stay below it."""
+    return f"{line}\n\nOn screen: {run_summary(run)}" if run is not None else line
+
+
 def ended_summary(live_run) -> str:
     """The line for a run that ended before it had a record (stopped while queued, refused or
     failed before its first moment in the engine)."""
