@@ -36,6 +36,7 @@ texts = st.text(max_size=4)
 floats = st.floats(allow_nan=False, allow_infinity=False, width=64)
 logprob_values = st.one_of(st.none(), st.floats(width=32), st.floats(), st.just(-0.0))  # NaN and infinities too
 maybe_int = st.one_of(st.none(), st.integers(-2, 2**63 - 1))
+seeds = st.one_of(st.none(), st.integers(0, 2**63 - 1))  # vLLM's range (none: a run written by hand)
 json_values = st.recursive(st.one_of(st.none(), st.booleans(), floats, st.integers(), texts),
                            lambda inner: st.lists(inner, max_size=3) | st.dictionaries(texts, inner, max_size=3),
                            max_leaves=6)
@@ -123,7 +124,7 @@ def runs(draw) -> Run:
         lps = None if draw(st.booleans()) else [draw(token_logprobs(x, vocab)) for x in ids[i][:draw(
             st.integers(0, len(ids[i]) + 1))]]
         samples.append(Sample(
-            index=i if draw(st.integers(0, 9)) else draw(st.integers(0, 9)), seed=draw(maybe_int), text=text,
+            index=i if draw(st.integers(0, 9)) else draw(st.integers(0, 9)), seed=draw(seeds), text=text,
             token_ids=list(ids[i]), token_texts=pieces,
             token_times=times[i] if by_recorder else drawn_times if own_times == "drawn" else [
                 int(x) if own_times == "as ints" and x.is_integer() else -x if x == 0 else x for x in times[i]],
@@ -140,12 +141,13 @@ def runs(draw) -> Run:
                          if samples[o.index].text.startswith(o.text)
                          and samples[o.index].token_ids[:len(o.token_ids)] == o.token_ids else o for o in e.outputs]
     request = {"prompt": draw(texts), "n": n, "output_kind": kind, "request_id": draw(st.one_of(st.none(), texts)),
-               "seed": draw(maybe_int), "stop": [stop]}
+               "seed": draw(seeds), "stop": [stop]}
+    status = draw(st.sampled_from(["running", "finished", "aborted", "error"]))
     return Run(request=request, samples=samples, events=events, engine=draw(st.dictionaries(texts, json_values,
                                                                                              max_size=2)),
                started_at=draw(st.one_of(floats, st.integers(0, 2**40))), wall_time=draw(st.one_of(st.none(), floats)),
-               status=draw(st.sampled_from(["running", "finished", "aborted", "error"])),
-               error=draw(st.one_of(st.none(), texts)),
+               status=status,  # a run that failed says why (Recording.fail)
+               error=draw(st.text(min_size=1, max_size=4) if status == "error" else st.one_of(st.none(), texts)),
                usage=draw(st.one_of(st.none(), st.dictionaries(texts, st.integers(), max_size=2))),
                mutated_events=draw(st.one_of(st.none(), st.lists(st.integers(0, 12), max_size=2))))
 
