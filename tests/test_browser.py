@@ -343,6 +343,14 @@ def test_reproducibility_export_and_history_work_on_the_shown_run(page, tmp_path
         assert "Why they may differ" not in said
     table = page.locator("#repro-table").inner_text()
     assert len(re.findall(r"identical|diverged at token \d+", table)) == 3, table  # a verdict per sample
+    # The three runs it made joined History, each marked with the run it repeats.
+    page.get_by_role("tab", name="History").click()
+    page.locator("#history-pick input").click()
+    of = run.request["request_id"]
+    for mark in (f"↻ rerun of {of} #2 alone", f"↻ wrapper rerun of {of}", f"↻ native rerun of {of}"):
+        page.locator("#history-pick").get_by_role("option").filter(has_text=mark).wait_for(timeout=30_000)
+    page.keyboard.press("Escape")
+    page.get_by_role("tab", name="Reproducibility").click()
     page.screenshot(path=ARTIFACTS / "reproducibility.png", full_page=True)
 
     page.locator("#prompt textarea").fill("Write a haiku about autumn rain.")

@@ -315,6 +315,36 @@ def test_what_ifs_branches_are_kept_in_the_run_store_as_shown_runs_are(loop, bac
         assert set(branches) <= {e.request_id for e in store.entries("owner-what-if")}
 
 
+def test_the_reproducibility_tabs_runs_join_history_and_the_store_marked_as_reruns(loop, backend, tmp_path):
+    """Replay alone and Compare wrapper vs native make runs of their own: they join History and
+    the run store, each marked with the run it repeats, so the native run can be opened whole."""
+    from playground.store import RunStore
+    from playground.ui import build_app, keeping, repro_tab, views
+
+    with RunStore(tmp_path / "runs.sqlite3") as store:
+        kept_page = build_app(backend, store=store).playground_page
+        tab = Tab(kept_page, loop)
+        keeper = keeping._keepers[id(kept_page.extra[keeping.MARKER])]
+        keeper.register(tab.samples, "owner-repro")
+        tab.run(prompt=SHORT, n=2, max_tokens=4)
+        tab.wait()
+        of = tab.current.request["request_id"]
+        with gr.Blocks():
+            with gr.Tabs():
+                controls = repro_tab.declare()
+        for begin, follow in ((repro_tab.begin_replay(controls, kept_page, tab.live, tab.current, 1), repro_tab.replay),
+                              (repro_tab.begin_compare(controls, kept_page, tab.live, tab.current), repro_tab.compare)):
+            tab.apply(tab.call(begin))
+            shown = tab.call(follow(controls, kept_page, tab.live, tab.history, tab.samples))
+            assert "joined History" in shown[controls.verdict], shown[controls.verdict]
+            keeper.saving(shown[kept_page.extra[keeping.MARKER]]).result(60)
+            tab.apply(shown)
+        marks = [views.origin_marks(r) for r in tab.history]
+        assert marks == ["", f"↻ rerun of {of} #1 alone", f"↻ wrapper rerun of {of}", f"↻ native rerun of {of}"], marks
+        saved = {e.request_id for e in store.entries("owner-repro")}
+        assert {r.request["request_id"] for r in tab.history} <= saved
+
+
 def test_a_run_whose_tab_closed_mid_run_is_kept_in_the_run_store_as_stopped(loop, backend, tmp_path):
     """A reload mid-run closes the tab's stream: the run stops there, and nobody is left to show
     it; it is saved all the same, so the reloaded page's History has it, stopped."""

@@ -172,7 +172,7 @@ class ReplayBackend:
         with the labels that make its record say it is a replay."""
         labels = dict(labels or {})
         asked = labels.pop("replay", None) or {}
-        for what, name in (("branch", "a branch"), ("sweep", "a sweep")):
+        for what, name in (("branch", "a branch"), ("sweep", "a sweep"), ("rerun", "the Reproducibility tab")):
             if what in labels and not asked:
                 raise EngineUnavailable(NO_ENGINE.format(name=self.library.name, what=name))
         note = None

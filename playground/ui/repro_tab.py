@@ -16,6 +16,9 @@ from playground.errors import PlaygroundError
 from playground.request import SampleRequest
 from playground.run import Run
 from playground.ui.running import BUSY, Action, Busy, follow_all, plan_action, refused
+from playground.ui.showing import join_history
+
+KEPT = "\n\nIts runs joined History (marked ↻ rerun), to open whole in every tab."
 
 
 @dataclass
@@ -49,22 +52,28 @@ def connect(tab: ReproTab, page) -> None:
     """Replay and Compare are actions of the session like Run (running.py): refused while another
     goes, ended by Stop, their runs checked and planned before they wait for a slot."""
     outputs = [page.live, tab.verdict, tab.table]
+    # The runs they make join History and the run store, as What if's do: the native run of a
+    # comparison is one to open in every tab, to inspect its events or compare it whole.
+    ended = [page.live, page.history, page.samples.session]
     tab.replay_btn.click(partial(begin_replay, tab, page), [page.live, page.current, tab.index], outputs,
                          queue=False, show_progress="hidden", api_visibility="private"
-                         ).success(partial(replay, page.backend), [page.live], [tab.verdict, tab.table],
+                         ).success(partial(replay, tab, page), ended, [tab.verdict, tab.table, *page.history_outputs()],
                                    concurrency_id="sampling", api_visibility="private")
     tab.compare_btn.click(partial(begin_compare, tab, page), [page.live, page.current], outputs, queue=False,
                           show_progress="hidden", api_visibility="private"
-                          ).success(partial(compare, page.backend), [page.live], [tab.verdict, tab.table],
+                          ).success(partial(compare, tab, page), ended, [tab.verdict, tab.table,
+                                                                         *page.history_outputs()],
                                     concurrency_id="sampling", api_visibility="private")
 
 
 async def _begin(tab: ReproTab, page, action: Action | None, name: str, requests: list[SampleRequest],
                  about: tuple) -> dict:
-    """The action's runs, planned; a rerun keeps the branch of the run it repeats (it starts from
-    the same point)."""
+    """The action's runs, planned, each marked a rerun of the run it repeats (``request.rerun``:
+    that run, and the sample replayed alone); a rerun keeps the branch of the run it repeats (it
+    starts from the same point)."""
     of = about[0]
-    labels = {"branch": of.request["branch"]} if of.request.get("branch") else None
+    rerun = {"of": of.request.get("request_id"), "sample": about[1] if len(about) > 1 else None}
+    labels = {"rerun": rerun, **({"branch": of.request["branch"]} if of.request.get("branch") else {})}
     try:
         action = await plan_action(page, action, name, [(request, labels) for request in requests])
     except Busy:  # the going action stays as it is
@@ -89,13 +98,14 @@ async def begin_replay(tab: ReproTab, page, action: Action | None, run: Run | No
     return await _begin(tab, page, action, "Sample alone", [request], (run, i))
 
 
-async def replay(backend, action: Action | None):
+async def replay(tab: ReproTab, page, action: Action | None, history: list | None, session) -> dict:
     """Run sample i alone and say whether it came out the same."""
-    ended = await _ended(action, backend, "Sample alone")
+    ended = await _ended(action, page.backend, "Sample alone")
     if ended is None:  # Replay was refused: its verdict says why
-        return gr.skip(), gr.skip()
+        return {tab.verdict: gr.skip()}
+    joined = join_history(page, history, [live.run for live in action.runs if live.run is not None], session)
     if isinstance(ended, str):
-        return ended, gr.skip()
+        return {tab.verdict: ended, **joined}
     (run, i), (replayed_run,) = action.about, ended
     original, replayed = run.samples[i], replayed_run.samples[0]
     verdict = compare_tokens(original.token_ids, replayed.token_ids, partial=not original.finished)
@@ -108,8 +118,9 @@ async def replay(backend, action: Action | None):
     if not verdict.startswith("identical"):
         text += "\n\n" + why(run, replayed_run, "the run", "the replay")
     table = [[i, original.seed, len(original.token_ids), len(replayed.token_ids), verdict, replayed.text]]
-    return text, gr.update(value=table, headers=["sample", "seed", "tokens (run)", "tokens (replay)",
-                                                  "verdict", "replayed text"], visible=True)
+    return {tab.verdict: text + KEPT, **joined,
+            tab.table: gr.update(value=table, headers=["sample", "seed", "tokens (run)", "tokens (replay)", "verdict",
+                                                       "replayed text"], visible=True)}
 
 
 async def begin_compare(tab: ReproTab, page, action: Action | None, run: Run | None) -> dict:
@@ -121,13 +132,14 @@ async def begin_compare(tab: ReproTab, page, action: Action | None, run: Run | N
     return await _begin(tab, page, action, "Compare", requests, (run,))
 
 
-async def compare(backend, action: Action | None):
+async def compare(tab: ReproTab, page, action: Action | None, history: list | None, session) -> dict:
     """The two runs, one after the other, and the verdict per sample."""
-    ended = await _ended(action, backend, "Compare", together=False)
+    ended = await _ended(action, page.backend, "Compare", together=False)
     if ended is None:
-        return gr.skip(), gr.skip()
+        return {tab.verdict: gr.skip()}
+    joined = join_history(page, history, [live.run for live in action.runs if live.run is not None], session)
     if isinstance(ended, str):
-        return ended, gr.skip()
+        return {tab.verdict: ended, **joined}
     (run,), (wrapper, native) = action.about, ended
     rows = [[w.index, w.seed, len(w.token_ids), len(nat.token_ids), compare_tokens(w.token_ids, nat.token_ids)]
             for w, nat in zip(wrapper.samples, native.samples)]
@@ -136,8 +148,9 @@ async def compare(backend, action: Action | None):
             "Both ran on the same engine one after the other; other users' requests would change the batch.")
     if same < len(rows):
         text += "\n\n" + why(wrapper, native, "the wrapper's run", "the native run")
-    return text, gr.update(value=rows, headers=["sample", "seed", "wrapper tokens", "native tokens", "verdict"],
-                            visible=True)
+    return {tab.verdict: text + KEPT, **joined,
+            tab.table: gr.update(value=rows, headers=["sample", "seed", "wrapper tokens", "native tokens", "verdict"],
+                                 visible=True)}
 
 
 async def _ended(action: Action | None, backend, name: str, together: bool = True) -> list[Run] | str | None:

@@ -187,7 +187,8 @@ def settings_marks(run: Run) -> str:
 def origin_marks(run: Run) -> str:
     """What a list says a run is beside a sampling of the engine ("" for one): a branch (of which
     run, sample and token, and the token forced there), a value of a sweep, a replay (of which run,
-    at what pace), or samples written by hand. The session's History and the saved runs' list say
+    at what pace), a rerun by the Reproducibility tab (of which run, which sample alone), or
+    samples written by hand. The session's History and the saved runs' list say
     it alike."""
     marks = []
     if branch := run.request.get("branch"):
@@ -200,6 +201,9 @@ def origin_marks(run: Run) -> str:
         marks.append(f"⇶ sweep {sweep.get('param')}={sweep.get('value')}")
     if replay := run.request.get("replay"):
         marks.append(f"⟲ replay of {replay.get('of')} {at_pace(replay.get('pace'))}")
+    if (rerun := run.request.get("rerun")) and isinstance(rerun, dict):
+        marks.append(f"↻ rerun of {rerun.get('of')} #{rerun['sample']} alone" if rerun.get("sample") is not None
+                     else f"↻ {run.request.get('mode')} rerun of {rerun.get('of')}")
     if written_by_hand(run):
         marks.append("✎ written by hand")
     return " · ".join(marks)
