@@ -242,6 +242,8 @@ def _open(path: Path) -> sqlite3.Connection:
     """Open (or make) the store at ``path``; StoreRefused, naming the file, for one that is not ours."""
     if path.is_dir():
         raise StoreRefused(f"{path} is a folder, not a run store file")
+    if file := next((folder for folder in path.parents if folder.is_file()), None):
+        raise StoreRefused(f"{file} is a file, not a folder to keep {path.name} in")
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     if not path.exists():
         os.close(os.open(path, os.O_CREAT | os.O_WRONLY, 0o600))  # readable by its user only

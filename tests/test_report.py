@@ -301,7 +301,9 @@ def test_comparison_and_sweep_reports_and_the_choice_between_them():
 
     assert A.report_for(runs).count("class='sweep-grid'") == 1
     assert "side by side" in A.report_for([a, b])
-    assert "3 runs" in A.report_for([a, b, make_run([[1]], "run-c")])
+    many = A.report_for([a, b, make_run([[1]], "run-c")], extractor="last-number")
+    assert "3 runs" in many  # each run's answers, read the way asked, and figures: not only a run alone's
+    assert many.count("<h3>Answer groups (last-number)</h3>") == 3 and many.count("<h3>Figures</h3>") == 3
     assert A.report_for([a]).startswith("<!DOCTYPE html>")
     with pytest.raises(ValueError, match="no run to report"):
         A.report_for([])

@@ -154,6 +154,14 @@ def damaged_store(path: Path) -> Path:
     return path
 
 
+def test_a_store_path_under_a_file_is_refused_naming_the_file(tmp_path):
+    weights = tmp_path / "weights.bin"
+    weights.write_bytes(b"\0" * 16)
+    with pytest.raises(StoreRefused, match=re.escape(f"{weights} is a file, not a folder to keep runs.sqlite3 in")):
+        RunStore(weights / "sub" / "runs.sqlite3")
+    assert weights.read_bytes() == b"\0" * 16
+
+
 @pytest.mark.parametrize("make, message", [
     (lambda p: p.write_text("these are my notes\n" * 100), "is not a run store: it is not a SQLite database"),
     (lambda p: sqlite3.connect(p).executescript("CREATE TABLE photos (id, data);"),

@@ -17,13 +17,15 @@ from plotly.offline import get_plotlyjs
 from playground.analysis.answers import Extractor, group_answers
 from playground.analysis.branching import aligned
 from playground.analysis.comparison import (
+    PAIRS_HEADING,
+    PairBy,
     comparison_html,
     measures_side_by_side,
     pair_frame,
     run_label,
     run_row,
+    seed_statement,
     settings_diff,
-    unpaired_seeds_note,
 )
 from playground.analysis.diff import diff_rows, pairwise_heatmap, shared_prefix_sentence
 from playground.analysis.graph import graph_sentence, sample_graph
@@ -121,8 +123,11 @@ def _diff(run: Run, reference: int = 0) -> str:
     return "\n".join(parts + diff_rows(run, reference))
 
 
-def _run_sections(page: Page, run: Run, measures: Measures | None, full: bool = True,
+def _run_sections(page: Page, run: Run, measures: Measures | None, charts: bool = True,
                   extractor: Extractor | str | None = None) -> None:
+    """A run's request, samples, diff, tree and graph, its answers (read by ``extractor``) and
+    figures; ``charts``: the figures' charts too (a report of many runs leaves them out: they
+    would make it tens of megabytes)."""
     page.heading("The request", 3)
     if note := origin_note(run):
         page.text(note)
@@ -137,10 +142,10 @@ def _run_sections(page: Page, run: Run, measures: Measures | None, full: bool = 
     page.raw(_diff(run))
     page.figure(marked(tree_figure(run), run))
     _graph(page, run)
-    if full:
-        _answers(page, run, extractor)
-        page.heading("Figures", 3)
-        page.table(_measures_table(measures_for_people(all_measures(run, measures), run.n)))
+    _answers(page, run, extractor)
+    page.heading("Figures", 3)
+    page.table(_measures_table(measures_for_people(all_measures(run, measures), run.n)))
+    if charts:
         for fig in (pairwise_heatmap(run), uncertainty_figure(run), agreement_figure(run),
                     tokens_over_time_figure(run)):
             page.figure(marked(fig, run))
@@ -177,9 +182,11 @@ def run_report(run: Run, measures: Measures | None = None, extractor: Extractor 
     return page.render()
 
 
-def comparison_report(a: Run, b: Run, measures: Measures | None = None) -> str:
-    """Two runs: what differs in their settings, sample i against sample i, their measures side by
-    side, and each run's own columns and tree."""
+def comparison_report(a: Run, b: Run, measures: Measures | None = None, by: PairBy = "index") -> str:
+    """Two runs: what differs in their settings, the samples of A against those of B (sample i
+    against sample i, or ``by`` seed the samples that share one: ``pair_frame``) with what their
+    seeds make of the pairs (``seed_statement``, as the Compare tab says it), their measures side
+    by side, and each run's own columns and tree."""
     page = Page(f"Run {run_label(a)} (A) and run {run_label(b)} (B) side by side")
     page.heading("Settings that differ")
     diff = settings_diff(a, b)
@@ -187,14 +194,14 @@ def comparison_report(a: Run, b: Run, measures: Measures | None = None) -> str:
         page.text("The two runs asked for the same settings.")
     else:
         page.table(diff)
-    page.heading("Sample i of A against sample i of B")
+    page.heading(PAIRS_HEADING[by])
     shown_a, shown_b, lined_up = aligned(a, b)  # a branch behind the tokens it was sent after
-    pairs = pair_frame(shown_a, shown_b)
-    for note in (lined_up, unpaired_seeds_note(pairs)):
+    pairs = pair_frame(shown_a, shown_b, by)
+    for note in (lined_up, seed_statement(a, b, by)):
         if note:
             page.text(note)
     page.table(pairs)
-    page.raw(comparison_html(shown_a, shown_b, frame=pairs))
+    page.raw(comparison_html(shown_a, shown_b, frame=pairs, by=by))
     page.heading("Figures")
     page.table(measures_side_by_side(a, b, measures))
     for name, run in (("A", a), ("B", b)):
@@ -231,19 +238,21 @@ def sweep_report(runs: list[Run], measures: Measures | None = None, table: pd.Da
     return page.render()
 
 
-def runs_report(runs: list[Run], measures: Measures | None = None) -> str:
-    """Any number of runs (a batch): a summary row each, then each run's request, columns, diff and tree."""
+def runs_report(runs: list[Run], measures: Measures | None = None, extractor: Extractor | str | None = None) -> str:
+    """Any number of runs (a batch): a summary row each, then each run's request, columns, diff,
+    tree, graph, answers (read by ``extractor``) and figures, without the per-run charts."""
     page = Page(f"{len(runs)} runs")
     page.table(pd.concat([run_row(r) for r in runs], ignore_index=True).drop(columns=["cached_prompt_tokens"]))
     for run in runs:
         page.heading(f"Run {run_label(run)}")
-        _run_sections(page, run, measures, full=False)
+        _run_sections(page, run, measures, charts=False, extractor=extractor)
     return page.render()
 
 
 def report_for(runs: list[Run], measures: Measures | None = None, extractor: Extractor | str | None = None) -> str:
-    """The report the runs call for: one run (its answers read by ``extractor``); a sweep (every
-    run carries the same sweep's mark); two runs side by side; or any number of runs one after another."""
+    """The report the runs call for: one run; a sweep (every run carries the same sweep's mark);
+    two runs side by side; or any number of runs one after another (answers read by ``extractor``
+    in one run or many)."""
     if not runs:
         raise ValueError("there is no run to report")
     if len(runs) > 1 and sweep_param(runs) is not None:
@@ -251,5 +260,5 @@ def report_for(runs: list[Run], measures: Measures | None = None, extractor: Ext
     if len(runs) == 1:
         return run_report(runs[0], measures, extractor)
     if len(runs) == 2:
-        return comparison_report(runs[0], runs[1], measures)
-    return runs_report(runs, measures)
+        return comparison_report(runs[0], runs[1], measures, extractor)
+    return runs_report(runs, measures, extractor)

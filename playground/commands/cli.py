@@ -226,7 +226,7 @@ def add_max_n_flag(group, per: str, note: str = "") -> None:
     """--max-n with one bound and one default in every command; only what the samples belong to
     (a prompt, a run, a request) differs in its help."""
     group.add_argument("--max-n", type=positive_int("--max-n", MAX_N_CEILING), default=DEFAULT_MAX_N,
-                       help=f"Most samples per {per} (default {DEFAULT_MAX_N}){note}.")
+                       help=f"Most samples per {per} (default {DEFAULT_MAX_N}, at most {MAX_N_CEILING}){note}.")
 
 
 def positive_int(name: str, ceiling: int):
