@@ -65,6 +65,30 @@ def test_a_file_that_is_one_json_array_of_prompts_is_read_item_by_item(tmp_path)
     assert [str(e) for e in errors] == ["item 2: n must be between 1 and 8 (--max-n), got 0"]
 
 
+def test_a_file_that_is_one_pretty_printed_object_is_one_prompt(tmp_path):
+    """A prompt spread over lines (json.dump(..., indent=1)) is read as one, as an array is read item
+    by item, not a line at a time; it is numbered by the line it starts on. A typo in it is said
+    once, by that number, and the file is not taken for something else."""
+    one, typo = tmp_path / "one.json", tmp_path / "typo.json"
+    one.write_text('\n{\n "prompt": "Name a colour.",\n "n": 2\n}\n', encoding="utf-8")
+    typo.write_text('{\n "promt": "Name a colour.",\n "n": 2\n}\n', encoding="utf-8")
+    lines, errors = batch.read_lines(one, {"n": 4, "seed": 1}, max_n=8)
+    assert errors == []
+    assert [(line.number, line.unit, line.request.prompt, line.request.n, line.request.seed) for line in lines] == [
+        (2, "line", "Name a colour.", 2, 1)]
+    lines, errors = batch.read_lines(typo, {}, max_n=8)
+    assert lines == [] and [str(e) for e in errors] == ["line 1: unknown setting(s): promt (did you mean prompt?)"]
+    assert batch.not_prompts(typo) is None
+
+
+def test_a_json_array_of_anything_is_read_item_by_item(tmp_path):
+    path = tmp_path / "mixed.json"
+    path.write_text('[\n "Name a colour.",\n {"prompt": "two"}\n]\n', encoding="utf-8")
+    lines, errors = batch.read_lines(path, {}, max_n=8)
+    assert [(line.number, line.unit) for line in lines] == [(2, "item")]
+    assert [str(e) for e in errors] == ['item 1: must be a JSON object with a "prompt", got str']
+
+
 def test_flags_sampling_seed_engine_seed_and_engine_flags():
     parser = batch.build_parser()
     args, engine_kwargs = parser.parse(["in.jsonl", "--n", "3", "--seed", "5", "--engine-seed", "7",

@@ -3,6 +3,7 @@ vLLM is already imported (each fresh interpreter spends ~20 s importing it)."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -133,6 +134,33 @@ def test_batch_names_a_file_of_something_else_and_keeps_an_earlier_out(capsys, t
     code, err = run_main(capsys, "batch", str(typos), "--out", str(out))
     assert code == 1 and "(did you mean prompt?)" in err and f"{out} is left as it was" in err, err[-500:]
     assert out.read_text(encoding="utf-8") == "what an earlier batch wrote\n"
+
+
+def test_batch_names_a_json_document_that_is_not_prompts_in_one_sentence(capsys, tmp_path):
+    """A file that is one JSON document, pretty-printed (analyze's --json figures, one run bundle, a
+    QA matrix, someone else's JSON): decided from the whole document and said once, exit 2, not
+    as a line error per line of its layout."""
+    from playground.backends.synthetic import synthetic_run
+
+    runs, figures = tmp_path / "runs.jsonl", tmp_path / "figures.json"
+    runs.write_text("".join(synthetic_run(2, 3).to_json() + "\n" for _ in range(2)), encoding="utf-8")
+    code, err = run_main(capsys, "analyze", str(runs), "--json", str(figures))
+    assert code == 0 and figures.read_text(encoding="utf-8").count("\n") > 20, err[-500:]
+    bundle, matrix, other, texts = (tmp_path / name for name in ("run.json", "qa.json", "chat.json", "texts.json"))
+    bundle.write_text(synthetic_run(2, 3).to_json(indent=1), encoding="utf-8")
+    matrix.write_text(json.dumps({"matrix_version": 1, "ok": True, "cells": []}, indent=2), encoding="utf-8")
+    other.write_text(json.dumps({"model": "m", "messages": [{"role": "user", "content": "Hi"}]}, indent=2),
+                     encoding="utf-8")
+    texts.write_text(json.dumps(["Name a colour.", "Write a haiku."], indent=2), encoding="utf-8")
+    for path, said in ((figures, "is analyze's figures (analyze --json's output), not prompts. batch reads one "
+                                 'JSON object per line, {"prompt": ...}'),
+                       (bundle, "holds run bundles (what batch and sweep write, or the page exports), not prompts"),
+                       (matrix, f"is a QA matrix (qa --json), not prompts: `python app.py analyze {matrix}`"),
+                       (other, "is one JSON object (with model, messages), not prompts"),
+                       (texts, 'is a JSON array of 2 texts, not prompts: write each as {"prompt": TEXT}')):
+        code, err = run_main(capsys, "batch", str(path))
+        assert code == 2 and f"{path} {said}" in err and "skipping" not in err, err[-500:]
+        assert err.count("error:") == 1, err[-500:]
 
 
 def test_a_commands_help_shows_its_own_flags_first_and_a_short_usage():

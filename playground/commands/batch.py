@@ -4,7 +4,8 @@ Each input line is a JSON object with a "prompt" and, optionally, any SampleRequ
 (n, seed, output_kind, mode, temperature, top_p, top_k, min_p, max_tokens, presence_penalty,
 frequency_penalty, repetition_penalty, stop, logprobs, use_chat_template, ignore_eos). The
 command-line settings are the defaults; a line's own settings win. Blank lines are skipped. A
-file that is one JSON array of such objects is read item by item.
+file that is one JSON array of such objects is read item by item, and one object spread over lines
+(pretty-printed) is one prompt.
 
     {"prompt": "Write a haiku about rain.", "n": 8, "seed": 1}
     {"prompt": "Name a colour.", "temperature": 0.7, "output_kind": "FINAL_ONLY"}
@@ -33,6 +34,7 @@ are still written); 2 a usage error (bad flag, unreadable input); 130 interrupte
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import sys
@@ -54,7 +56,7 @@ from playground.commands.cli import (
 )
 from playground.commands.progress import Ending, print_summary, run_all, write_bundles
 from playground.errors import InvalidRequest
-from playground.request import Limits, SampleRequest
+from playground.request import Limits, SampleRequest, did_you_mean
 from playground.run import Run
 
 ONE_PER_LINE = 'one JSON object per line, {"prompt": ...}'
@@ -142,15 +144,14 @@ def read_lines(path: Path, defaults: dict, max_n: int,
 
 
 def _entries(text: str) -> tuple[str, list[tuple[int, object]]]:
-    """The file's entries by number, each parsed (or its JSONDecodeError): its non-blank lines, or
-    the items of a file that is one JSON array of objects."""
-    if text.lstrip().startswith("["):
-        try:
-            whole = json.loads(text)
-        except json.JSONDecodeError:
-            whole = None
-        if isinstance(whole, list) and whole and all(isinstance(item, dict) for item in whole):
-            return "item", list(enumerate(whole, 1))
+    """The file's entries by number, each parsed (or its JSONDecodeError): its non-blank lines; the
+    items of a file that is one JSON array; or the one object of a file that is one object spread
+    over lines (pretty-printed), numbered by the line it starts on."""
+    whole = _document(text)
+    if isinstance(whole, list) and whole:
+        return "item", list(enumerate(whole, 1))
+    if whole is not NOT_ONE:
+        return "line", [(1 + text[:len(text) - len(text.lstrip())].count("\n"), whole)]
     entries = []
     for number, line in enumerate(text.splitlines(), 1):
         if line.strip():
@@ -161,29 +162,101 @@ def _entries(text: str) -> tuple[str, list[tuple[int, object]]]:
     return "line", entries
 
 
+NOT_ONE = object()  # _document's answer for a file that is not one JSON document over several lines
+
+
+def _document(text: str) -> object:
+    """The file as one JSON document: an array (on one line or many), or any value spread over
+    lines (an object pretty-printed); else NOT_ONE (JSONL, a value on one line, broken JSON). Cheap
+    for JSONL: the parse stops at the end of its first value."""
+    if not text.lstrip().startswith(("{", "[")):
+        return NOT_ONE
+    try:
+        whole = json.loads(text)
+    except json.JSONDecodeError:
+        return NOT_ONE
+    return whole if isinstance(whole, list) or "\n" in text.strip() else NOT_ONE
+
+
 def not_prompts(path: Path) -> str | None:
-    """What a file none of whose lines is a prompt is instead, when it says so plainly (run bundles,
-    a QA matrix, a sample graph, an HTML page), or None: one sentence with the command that reads
-    it, where a line each would only repeat "unknown settings"."""
+    """What a file none of whose lines is a prompt is instead, or None: one sentence with the
+    command that reads it, where a line each would only repeat "unknown settings". Said when the
+    file says so plainly (run bundles, a QA matrix, analyze's figures or sample graphs, an HTML
+    page), or when it is one JSON document that is not a prompt's try at all (no "prompt", no
+    setting: someone else's JSON)."""
     text = Path(path).read_text(encoding="utf-8", errors="surrogateescape")
     if text.lstrip().startswith("<"):
         return f"{path} is an HTML page (a report?), not prompts: open it in a browser"
-    try:
-        first = json.loads(text)
-    except json.JSONDecodeError:
-        first = next((data for _, data in _entries(text)[1] if isinstance(data, dict)), None)
-    if isinstance(first, list) and first and isinstance(first[0], dict):
-        first = first[0]
-    if not isinstance(first, dict):
+    whole = _document(text)
+    if whole is NOT_ONE:
+        try:
+            whole = json.loads(text)  # one line, or a value over lines that is neither object nor array
+        except json.JSONDecodeError:
+            first = next((data for _, data in _entries(text)[1] if isinstance(data, dict)), None)
+            return _kind(first, path)
+    first = whole[0] if isinstance(whole, list) and whole else whole
+    if said := _kind(first, path):
+        return said
+    if _tried(whole):  # a prompt with a typo, or items that are: each said by its number
         return None
-    if "samples" in first and ("request" in first or "bundle_version" in first):
+    texts = isinstance(whole, list) and bool(whole) and all(isinstance(item, str) for item in whole)
+    return f"{path} is {_described(whole)}, not prompts" + (': write each as {"prompt": TEXT}' if texts else "")
+
+
+def _kind(data: object, path: Path) -> str | None:
+    """The sentence for a file whose (first) object is another command's output, or None."""
+    if not isinstance(data, dict):
+        return None
+    if "matrix_version" in data:
+        return f"{path} is a QA matrix (qa --json), not prompts: `python app.py analyze {path}` reads its runs"
+    if "runs" in data and "seed_overlaps" in data:
+        return f"{path} is analyze's figures (analyze --json's output), not prompts"
+    if "nodes" in data and "edges" in data:
+        return f"{path} is a sample graph (analyze --graph's output), not prompts"
+    if isinstance(data.get("samples"), list) and ("request" in data or "bundle_version" in data):
         return (f"{path} holds run bundles (what batch and sweep write, or the page exports), not prompts: "
                 f"`python app.py analyze {path}` reads them, and `python app.py --replay {path}` plays them")
-    if "matrix_version" in first:
-        return f"{path} is a QA matrix (qa --json), not prompts: `python app.py analyze {path}` reads its runs"
-    if "nodes" in first and "edges" in first:
-        return f"{path} is a sample graph (analyze --graph's output), not prompts"
+    if isinstance(data.get("samples"), list):
+        return (f"{path} holds runs written by hand (their samples), not prompts: "
+                f"`python app.py analyze {path}` reads them")
     return None
+
+
+SETTINGS = frozenset(f.name for f in dataclasses.fields(SampleRequest)) | {"reference"}
+
+
+def _tried(document: object) -> bool:
+    """``document`` (or an item of it) is a try at a prompt: it has a "prompt", a setting, or a
+    name close to "prompt" (a typo each line's error names better than one sentence)."""
+    if isinstance(document, list):
+        return any(_tried(item) for item in document if isinstance(item, dict))
+    return isinstance(document, dict) and any(
+        name in SETTINGS or did_you_mean(name, ["prompt"]) for name in map(str, document))
+
+
+def _described(document: object) -> str:
+    """A JSON document in a few words: "one JSON object (with model, messages)", "a JSON array of
+    3 texts"."""
+    if isinstance(document, dict):
+        return f"one JSON object ({_names(document)})"
+    if not isinstance(document, list):
+        return f"one JSON {_JSON_KINDS.get(type(document), 'value')}"
+    if not document:
+        return "an empty JSON array"
+    kinds = {_JSON_KINDS.get(type(item), "value") for item in document}
+    kind = kinds.pop() if len(kinds) == 1 else "value"
+    said = f"a JSON array of {len(document)} {kind}{'s' if len(document) > 1 else ''}"
+    if kind == "object":
+        return f"{said} (the first {_names(document[0])})"
+    return said
+
+
+def _names(data: dict) -> str:
+    names = list(map(str, data))
+    return "with " + ", ".join(names[:4]) + (", …" if len(names) > 4 else "") if names else "empty"
+
+
+_JSON_KINDS = {dict: "object", list: "array", str: "text", int: "number", float: "number", bool: "true/false"}
 
 
 def not_text(path: Path) -> str | None:
