@@ -54,6 +54,7 @@ CREATE TABLE runs (
 );
 CREATE INDEX runs_by_owner ON runs (owner, saved_at);
 """
+COLUMNS = "key, owner, request_id, saved_at, prompt, status, n, bytes, bundle, origin, settings"  # a whole row
 
 
 class StoreError(Exception):
@@ -192,10 +193,20 @@ class RunStore:
                                    (owner, request_id)).fetchone()
         return row[0] if row else None
 
-    def delete(self, owner: str, key: str) -> bool:
-        """Remove one of ``owner``'s runs; False when it has no run with that key."""
+    def delete(self, owner: str, key: str) -> tuple | None:
+        """Remove one of ``owner``'s runs; its row (for ``restore``: an Undo), or None when it has
+        no run with that key."""
         with self._lock, _written(self):
-            return self._db.execute("DELETE FROM runs WHERE owner = ? AND key = ?", (owner, key)).rowcount > 0
+            row = self._db.execute(f"SELECT {COLUMNS} FROM runs WHERE owner = ? AND key = ?", (owner, key)).fetchone()
+            if row is not None:
+                self._db.execute("DELETE FROM runs WHERE owner = ? AND key = ?", (owner, key))
+            return row
+
+    def restore(self, row: tuple) -> None:
+        """Put back a row ``delete`` removed, as it was: its key (so its links work again) and its
+        place in the list. Nothing when the run was saved again meanwhile."""
+        with self._lock, _written(self):
+            self._db.execute(f"INSERT OR IGNORE INTO runs ({COLUMNS}) VALUES ({', '.join('?' * len(row))})", row)
 
     def totals(self) -> tuple[int, int]:
         """Runs and stored bytes in the whole store."""

@@ -144,6 +144,13 @@ def test_history_keeps_this_browsers_runs_across_reloads_and_only_its_own(browse
     page.locator("#saved-delete").click()
     page.locator("#saved-note").get_by_text("0 runs of this browser are kept").wait_for(timeout=30_000)
     assert store.totals()[0] == runs_before - 1
+    page.locator("#saved-undo").click()  # a Delete pressed by mistake: the run comes back, its link too
+    page.locator("#saved-note").get_by_text(f"{rid} is back. 1 run of this browser is kept").wait_for(timeout=30_000)
+    assert store.totals()[0] == runs_before and not page.locator("#saved-undo").is_visible()
+    page.locator("#saved-pick input").click()
+    page.get_by_role("option", name=re.compile(rid)).click()
+    page.locator("#saved-delete").click()
+    page.locator("#saved-note").get_by_text("0 runs of this browser are kept").wait_for(timeout=30_000)
     mine.close()
 
 

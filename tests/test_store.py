@@ -93,7 +93,12 @@ def test_a_run_is_kept_for_its_owner_found_by_its_prompt_and_opened_by_its_key(t
         keys = {first.key, store.key_of("alice", "run-2"), store.key_of("bob", "run-3")}
         assert len(first.key) >= 22 and len(keys) == 3
         assert not store.delete("bob", first.key), "only its owner deletes a run"
-        assert store.delete("alice", first.key) and store.load(first.key) is None
+        removed = store.delete("alice", first.key)
+        assert removed and store.load(first.key) is None
+        store.restore(removed)  # Undo: the same key (its links work again), the same place in the list
+        assert store.load(first.key) == '{"a": 1}'
+        assert [e.request_id for e in store.entries("alice")] == ["run-2", "run-1"]
+        assert store.delete("alice", first.key)
     with RunStore(path) as store:  # a restart: everything as it was
         assert [e.request_id for e in store.entries("alice")] == ["run-2"]
         assert store.totals()[0] == 2

@@ -45,6 +45,8 @@ class SavedRuns:
     pick: gr.Dropdown | None
     open_btn: gr.Button | None
     delete_btn: gr.Button | None
+    undo_btn: gr.Button | None  # shown after a Delete: puts the run back, link and all
+    deleted: gr.State  # the row of the run deleted last, for Undo
     note: gr.Markdown  # the History tab's line on the store
     loaded: object = None  # the page's load event (after it registered the owner), for links to follow
 
@@ -54,7 +56,8 @@ def declare(store: RunStore | None) -> SavedRuns:
     marker = gr.State("")
     owner = gr.Textbox(visible="hidden", elem_id="owner")
     if store is None:
-        return SavedRuns(None, marker, owner, None, None, None, None, gr.Markdown(NOT_KEPT, elem_id="saved-note"))
+        return SavedRuns(None, marker, owner, None, None, None, None, None, gr.State(None),
+                         gr.Markdown(NOT_KEPT, elem_id="saved-note"))
     with gr.Group():
         with gr.Row():
             search = gr.Textbox(label="Search the prompts", placeholder="a word of the prompt", elem_id="saved-search",
@@ -64,8 +67,10 @@ def declare(store: RunStore | None) -> SavedRuns:
         with gr.Row():
             open_btn = gr.Button("Open saved run", elem_id="saved-open")
             delete_btn = gr.Button("Delete saved run", variant="stop", elem_id="saved-delete")
+            undo_btn = gr.Button("Undo delete", visible=False, elem_id="saved-undo")
     note = gr.Markdown(elem_id="saved-note")
-    return SavedRuns(Keeper(store, marker), marker, owner, search, pick, open_btn, delete_btn, note)
+    return SavedRuns(Keeper(store, marker), marker, owner, search, pick, open_btn, delete_btn, undo_btn,
+                     gr.State(None), note)
 
 
 def extra(saved: SavedRuns) -> dict:
@@ -95,8 +100,10 @@ def connect(saved: SavedRuns, page: Page, failed: list, demo: gr.Blocks, stopped
     for trigger in (saved.search.submit, saved.search.change):
         trigger(partial(listing, saved), [session, saved.search], listed, show_progress="hidden",
                 trigger_mode="always_last", api_visibility="private")
-    saved.delete_btn.click(partial(delete, saved), [saved.pick, session, saved.search], listed,
-                           api_visibility="private")
+    saved.delete_btn.click(partial(delete, saved), [saved.pick, session, saved.search],
+                           [*listed, saved.deleted, saved.undo_btn], api_visibility="private")
+    saved.undo_btn.click(partial(undo, saved), [saved.deleted, session, saved.search],
+                         [*listed, saved.deleted, saved.undo_btn], api_visibility="private")
     saved.open_btn.click(partial(open_saved, saved, page), [saved.pick, *page.inputs()], [*page.outputs(), say],
                          inputs_kwargs=page.controls(), api_visibility="private")
 
@@ -171,9 +178,22 @@ async def delete(saved: SavedRuns, key: str | None, session, search: str | None)
     owner = saved.keeper.owner(session)
     if not key or not owner:
         return warned("Pick a saved run first.")
-    if not await asyncio.to_thread(saved.keeper.store.delete, owner, key):
+    row = await asyncio.to_thread(saved.keeper.store.delete, owner, key)
+    if row is None:
         return warned("That run is not among this browser's saved runs (it was removed already).")
-    return await listing(saved, session, search)
+    update = await listing(saved, session, search)
+    update[saved.note] = f"Deleted `{row[2]}`: **Undo delete** puts it back, its link too. " + update[saved.note]
+    return {**update, saved.deleted: row, saved.undo_btn: gr.update(visible=True)}
+
+
+async def undo(saved: SavedRuns, row: tuple | None, session, search: str | None) -> dict:
+    """The run deleted last, back in the store as it was (its key, its place in the list)."""
+    if row is None or row[1] != saved.keeper.owner(session):
+        return {saved.deleted: None, saved.undo_btn: gr.update(visible=False)}
+    await asyncio.to_thread(saved.keeper.store.restore, row)
+    update = await listing(saved, session, search)
+    update[saved.note] = f"`{row[2]}` is back. " + update[saved.note]
+    return {**update, saved.deleted: None, saved.undo_btn: gr.update(visible=False)}
 
 
 def stored_run(store: RunStore, key: str) -> Run | None:
