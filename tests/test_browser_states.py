@@ -163,6 +163,8 @@ def test_a_number_typed_past_a_sliders_bounds_is_said_and_stop_with_nothing_runn
         page.locator("#run").click()
         wait_for_summary(page, "finished")
         assert " n=1 " in summary(page), summary(page)
+        at = note.bounding_box()  # Run left the page where the note says why n is not what was typed
+        assert at is not None and 0 <= at["y"] <= page.viewport_size["height"], at
         card = page.locator("#samples-area .sa-card[data-i='0']")
         assert "■ stop" in card.locator(".sa-head").inner_text()
         assert card.locator(".sa-past").inner_text() == "<|im_end|>"  # sampled, shown apart from the text
