@@ -1,5 +1,6 @@
-"""Runs side by side: each run in one row, sample i of run A against sample i of run B, and the runs
-whose samples share seeds.
+"""Runs side by side: each run in one row, the samples of run A against those of run B (sample i
+against sample i, or the samples that share a seed against each other), and the runs whose samples
+share seeds.
 
 With the same base seed, sample i has the same seed in both runs, so the first token where they
 part is the first token the difference between the runs (a setting, the mode, the batch they
@@ -8,7 +9,10 @@ shared) changed. Comparisons are over token ids, like every other in the playgro
 Runs that share child seeds are not independent sets of samples. Sample i of a run is seeded
 seed + i, so two runs whose base seeds are close draw some of the same samples: runs with seeds 42
 and 43 at n = 8 share seeds 43..49, seven of their eight samples. Pooling such runs, or comparing
-them as if independent, counts those samples twice.
+them as if independent, counts those samples twice. Compared sample i against sample i, such runs
+pair none of those: A's sample 1 (seed 43) and B's sample 0 (seed 43) are one draw, never side by
+side. ``pair_frame(a, b, by="seed")`` pairs them, and ``seed_statement`` says, in one place for the
+Compare tab and the report, which samples share a seed and what that makes of the pairs.
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ from __future__ import annotations
 import html
 from collections import Counter
 from collections.abc import Sequence
+from typing import Literal
 
 import pandas as pd
 
@@ -32,11 +37,15 @@ from playground.analysis.display import token_at
 from playground.analysis.replays import origin_label, replayed_from
 from playground.analysis.sweep_views import Measures, all_measures, first_words, measures_for_people
 from playground.request import SETTINGS
-from playground.run import Run
+from playground.run import Run, Sample
 
 # Settings worth naming when they differ between two runs (the rest is the record's plumbing).
-PAIR_COLUMNS = ["sample", "seed_a", "seed_b", "tokens_a", "tokens_b", "first_divergence", "token_a", "token_b",
-                "similarity", "verdict"]
+PAIR_COLUMNS = ["sample_a", "sample_b", "seed_a", "seed_b", "tokens_a", "tokens_b", "first_divergence", "token_a",
+                "token_b", "similarity", "verdict"]
+PAIR_BY = ("index", "seed")  # how pair_frame pairs the samples of A and B
+PairBy = Literal["index", "seed"]
+PAIRS_HEADING = {"index": "Sample i of A against sample i of B", "seed": "The samples of A and B that share a seed"}
+SHOWN_PAIRS = 3  # seed-sharing pairs named in a sentence before "… (k pairs)"
 RUN_COLUMNS = ["request_id", "status", "n", "mode", "output_kind", "seed", "prompt_tokens", "tokens", "wall_time",
                "tokens_per_s", "cached_prompt_tokens", "common_prefix", "any_identical", "identical_samples",
                "finish_reasons"]
@@ -85,55 +94,174 @@ def settings_diff(a: Run, b: Run) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["setting", "A", "B"], dtype=object)
 
 
-def pair_frame(a: Run, b: Run) -> pd.DataFrame:
-    """One row per sample index: the seeds, the lengths, where A's sample i and B's sample i first
-    differ (empty when identical) and the token each has there, the similarity, and a verdict."""
+def seed_pairs(a: Run, b: Run) -> list[tuple[int, int]]:
+    """The samples of A and B with the same seed, one to one, as (A's index, B's index), by seed
+    then A's index. Per seed, a sample of A goes with B's of the same index when B's has that seed
+    too, the rest in index order (same-seed runs: A#0 with B#0, …); a seed A has k times and B
+    m times pairs min(k, m) samples, as ``seed_overlaps`` counts them. No recorded seed: no pair."""
+    seeds_a: dict[int, list[int]] = {}
+    seeds_b: dict[int, list[int]] = {}
+    for run, seeds in ((a, seeds_a), (b, seeds_b)):
+        for s in run.samples:
+            if s.seed is not None:
+                seeds.setdefault(s.seed, []).append(s.index)
+    pairs = []
+    for seed in sorted(seeds_a.keys() & seeds_b.keys()):
+        in_a, in_b = seeds_a[seed], seeds_b[seed]
+        both = set(in_a) & set(in_b)
+        pairs += sorted([(i, i) for i in both]
+                        + list(zip([i for i in in_a if i not in both], [j for j in in_b if j not in both])))
+    return pairs
+
+
+def _pairing(a: Run, b: Run, by: PairBy) -> list[tuple[Sample | None, Sample | None]]:
+    """The pairs ``pair_frame`` compares: by index, sample i with sample i (one the other run has
+    no sample of that index for alone); by seed, ``seed_pairs`` and then the samples of A, then of
+    B, that share no seed with the other run, each alone."""
     a_by, b_by = {s.index: s for s in a.samples}, {s.index: s for s in b.samples}
+    if by == "index":
+        return [(a_by.get(i), b_by.get(i)) for i in sorted(set(a_by) | set(b_by))]
+    if by != "seed":
+        raise ValueError(f"samples are paired by {' or '.join(PAIR_BY)}, not {by!r}")
+    paired = seed_pairs(a, b)
+    taken_a, taken_b = {i for i, _ in paired}, {j for _, j in paired}
+    return ([(a_by[i], b_by[j]) for i, j in paired] + [(s, None) for s in a.samples if s.index not in taken_a]
+            + [(None, s) for s in b.samples if s.index not in taken_b])
+
+
+def pair_frame(a: Run, b: Run, by: PairBy = "index") -> pd.DataFrame:
+    """One row per pair of samples: by index (the default), A's sample i with B's sample i; by
+    seed, the samples that share a seed (``seed_pairs``), then those that share none, alone. Each
+    row: both samples' indices and seeds, their lengths, where they first differ (empty when
+    identical) and the token each has there, the similarity, and a verdict ("only in run A" for a
+    sample with no partner)."""
     rows = []
-    for i in sorted(set(a_by) | set(b_by)):
-        sa, sb = a_by.get(i), b_by.get(i)
+    for sa, sb in _pairing(a, b, by):
         if sa is None or sb is None:
             only = "A" if sb is None else "B"
-            rows.append({"sample": i, "seed_a": sa.seed if sa else None, "seed_b": sb.seed if sb else None,
+            rows.append({"sample_a": sa.index if sa else None, "sample_b": sb.index if sb else None,
+                         "seed_a": sa.seed if sa else None, "seed_b": sb.seed if sb else None,
                          "tokens_a": len(sa.token_ids) if sa else None, "tokens_b": len(sb.token_ids) if sb else None,
                          "verdict": f"only in run {only}"})
             continue
         where = first_divergence(sa.token_ids, sb.token_ids)
         rows.append({
-            "sample": i, "seed_a": sa.seed, "seed_b": sb.seed, "tokens_a": len(sa.token_ids),
-            "tokens_b": len(sb.token_ids), "first_divergence": where,
+            "sample_a": sa.index, "sample_b": sb.index, "seed_a": sa.seed, "seed_b": sb.seed,
+            "tokens_a": len(sa.token_ids), "tokens_b": len(sb.token_ids), "first_divergence": where,
             "token_a": None if where is None else token_at(sa, where),
             "token_b": None if where is None else token_at(sb, where),
             "similarity": similarity(sa.token_ids, sb.token_ids),
             "verdict": "identical" if where is None else f"diverged at token {where}",
         })
     frame = pd.DataFrame(rows, columns=PAIR_COLUMNS)
-    return frame.astype({"first_divergence": "Int64", "seed_a": "Int64", "seed_b": "Int64", "tokens_a": "Int64",
-                         "tokens_b": "Int64"})
+    return frame.astype({"sample_a": "Int64", "sample_b": "Int64", "first_divergence": "Int64", "seed_a": "Int64",
+                         "seed_b": "Int64", "tokens_a": "Int64", "tokens_b": "Int64"})
 
 
-def identical_pairs(frame: pd.DataFrame) -> str:
+def _indices(indices: Sequence[int]) -> str:
+    """Sample indices for people: "#0", "#0 and #3", "#0–#7", "#0, #2–#4 and #6"."""
+    spans: list[list[int]] = []
+    for i in sorted(indices):
+        if spans and i == spans[-1][1] + 1:
+            spans[-1][1] = i
+        else:
+            spans.append([i, i])
+    said = [f"#{lo}" if lo == hi else f"#{lo}, #{hi}" if hi == lo + 1 else f"#{lo}–#{hi}" for lo, hi in spans]
+    return said[0] if len(said) == 1 else f"{', '.join(said[:-1])} and {said[-1]}"
+
+
+def identical_pairs(frame: pd.DataFrame, by: PairBy = "index") -> str:
     """How many of ``pair_frame``'s pairs are identical, as a headline says it: out of the pairs,
-    and, when the runs' n differ, how many samples of the wider run have no partner."""
-    alone = frame["verdict"].str.startswith("only in run")
-    same, pairs = int((frame["verdict"] == "identical").sum()), int((~alone).sum())
-    if not alone.any():
+    and which samples have no partner (of the same index, or of the same seed: ``by``)."""
+    alone_a = [int(i) for i in frame.loc[frame["sample_b"].isna(), "sample_a"].dropna()]
+    alone_b = [int(i) for i in frame.loc[frame["sample_a"].isna(), "sample_b"].dropna()]
+    same, pairs = int((frame["verdict"] == "identical").sum()), len(frame) - len(alone_a) - len(alone_b)
+    if by == "seed":
+        said = f"{same} of {pairs} same-seed pairs identical" if pairs else "No pair of samples shares a seed"
+        alone = [f"run {name}'s {_indices(ids)}" for name, ids in (("A", alone_a), ("B", alone_b)) if ids]
+        if not alone:
+            return said
+        have = "has" if len(alone_a) + len(alone_b) == 1 else "have"
+        return f"{said} ({' and '.join(alone)} {have} no partner of the same seed)"
+    if not alone_a and not alone_b:
         return f"{same} of {pairs} samples identical"
-    wider = frame.loc[alone, "verdict"].iloc[0].removeprefix("only in run ")
-    return (f"{same} of {pairs} sample pairs identical ({int(alone.sum())} of run {wider}'s samples have no "
+    wider, alone = ("A", alone_a) if alone_a else ("B", alone_b)
+    return (f"{same} of {pairs} sample pairs identical ({len(alone)} of run {wider}'s samples have no "
             "partner of the same index)")
 
 
+def _independent(index: int, seed_a: int, seed_b: int) -> str:
+    return (f"No pair shares its seed (A's sample {index} has seed {seed_a}, B's {seed_b}): each pair is two "
+            "independent draws, so where they part says nothing of the settings; the figures side by side compare "
+            "the two sets.")
+
+
 def unpaired_seeds_note(frame: pd.DataFrame) -> str | None:
-    """A sentence when no pair of ``pair_frame`` shares its seed (the runs' base seeds differ):
-    then sample i of A and sample i of B are independent draws, and where they part says nothing
-    of the settings that differ; None when a pair does, or no seed is known."""
+    """A sentence when no sample of A shares its seed with one of B (``pair_frame`` by index; the
+    base seeds far apart): then sample i of A and sample i of B are independent draws, and where
+    they part says nothing of the settings; None when two samples share a seed, at the same index
+    or not (``seed_statement`` says which), or no seed is known. ``seed_statement`` says the whole."""
     both = frame.dropna(subset=["seed_a", "seed_b"])
-    if both.empty or (both["seed_a"] == both["seed_b"]).any():
+    if both.empty or set(frame["seed_a"].dropna()) & set(frame["seed_b"].dropna()):
         return None
-    return (f"No pair shares its seed (A's sample 0 has seed {both['seed_a'].iloc[0]}, B's "
-            f"{both['seed_b'].iloc[0]}): each pair is two independent draws, so where they part says nothing "
-            "of the settings; the figures side by side compare the two sets.")
+    return _independent(both["sample_a"].iloc[0], both["seed_a"].iloc[0], both["seed_b"].iloc[0])
+
+
+def _named_pairs(pairs: Sequence[tuple[int, int]], seed_of: dict[int, int]) -> str:
+    """ "A#1 and B#0 share seed 2, A#2 and B#1 seed 3, A#3 and B#2 seed 4, … (7 pairs)". """
+    said = [f"A#{i} and B#{j} {'share ' if k == 0 else ''}seed {seed_of[i]}" for k, (i, j) in enumerate(pairs)]
+    if len(said) == 1:
+        return said[0]
+    shown = said if len(said) <= SHOWN_PAIRS + 1 else [*said[:SHOWN_PAIRS], "…"]
+    return f"{', '.join(shown)} ({len(pairs)} pairs)"
+
+
+def seed_statement(a: Run, b: Run, by: PairBy = "index") -> str | None:
+    """What the seeds make of the pairs ``pair_frame(a, b, by)`` shows, in one statement: the Compare
+    tab's headline and the comparison report say it alike, so that what one sentence says of the
+    pairs and another of the runs cannot contradict each other. None when there is nothing to say
+    (no seed known; a replay and the run it plays, one sampling shown twice: ``seed_overlaps``).
+
+    - No seed shared: each pair is two independent draws (``unpaired_seeds_note``).
+    - Shared at the same index only (the same base seed): the runs share k child seeds, their
+      samples are not independent; where a pair parts is what the difference between them changed.
+    - Shared at other indices (base seeds closer than n), by index: which samples share a seed
+      ("A#1 and B#0 share seed 2, …"), that the pairs by index (those that do not) are independent
+      draws, and that pairing by seed sets the same-seed samples side by side.
+    - By seed: the runs share k child seeds, the pairs named; the unpaired are named by
+      ``identical_pairs``.
+    """
+    if not any(s.seed is not None for s in a.samples) or not any(s.seed is not None for s in b.samples):
+        return ("A sample with no recorded seed has no partner by seed: pair the samples by index."
+                if by == "seed" else None)
+    paired = seed_pairs(a, b)
+    a_by, b_by = {s.index: s for s in a.samples}, {s.index: s for s in b.samples}
+    by_index = [i for i in sorted(a_by.keys() & b_by.keys()) if a_by[i].seed is not None and b_by[i].seed is not None]
+    if not paired:
+        if by == "seed":
+            return ("No sample of A shares its seed with one of B: there is no pair by seed, each run's samples are "
+                    "independent draws of their own, and the figures side by side compare the two sets.")
+        return _independent(by_index[0], a_by[by_index[0]].seed, b_by[by_index[0]].seed) if by_index else None
+    if not seed_overlaps([a, b]):  # a replay and its run: one sampling, every pair shares its seed
+        return None
+    seed_of = {i: a_by[i].seed for i, _ in paired}
+    shared = f"⚠️ {seed_overlap_sentence({'a': 0, 'b': 1, 'shared': len(paired)}, ['A', 'B'])}"
+    if by == "seed":
+        return (f"{shared}. Paired by seed: {_named_pairs(paired, seed_of)}; where such a pair parts is what the "
+                "difference between the runs changed.")
+    across = [(i, j) for i, j in paired if i != j]
+    same, pairs = len(paired) - len(across), len(a_by.keys() & b_by.keys())
+    some = f"{same} of the {pairs} pairs below {'shares its' if same == 1 else 'share their'} seed"
+    if not across:
+        each = "every pair below shares its seed" if same == pairs else some
+        return f"{shared}; {each}, so where such a pair parts is what the difference between the runs changed."
+    named, by_seed = _named_pairs(across, seed_of), "Pair the samples by seed to set those that share one side by side."
+    if same:
+        return f"{shared}. {some}; at different indices, {named}. {by_seed}"
+    first = f" (A#{by_index[0]} has seed {a_by[by_index[0]].seed}, B#{by_index[0]} seed {b_by[by_index[0]].seed})" \
+        if by_index else ""
+    return (f"{shared}. At different indices, {named}; compared by index, no pair below shares its seed{first}, so "
+            f"where a pair parts says nothing of the settings. {by_seed}")
 
 
 def measures_side_by_side(a: Run, b: Run, measures: Measures | None = None) -> pd.DataFrame:
@@ -149,17 +277,20 @@ def measures_side_by_side(a: Run, b: Run, measures: Measures | None = None) -> p
     return pd.DataFrame(rows, columns=["figure", "A", "B", "B - A"])
 
 
-def comparison_html(a: Run, b: Run, words: int = 40, frame: pd.DataFrame | None = None) -> str:
-    """Both runs' columns, index by index: each pair's verdict, and B's sample token by token
-    against A's (inserted and replaced tokens highlighted). ``frame``: ``pair_frame(a, b)`` when
-    the caller has it (it diffs every pair)."""
+def comparison_html(a: Run, b: Run, words: int = 40, frame: pd.DataFrame | None = None,
+                    by: PairBy = "index") -> str:
+    """Both runs' columns, pair by pair (``by`` index or seed, as ``pair_frame``): each pair's
+    verdict, and B's sample token by token against A's (inserted and replaced tokens highlighted).
+    ``frame``: ``pair_frame(a, b, by)`` when the caller has it (it diffs every pair)."""
     a_by, b_by = {s.index: s for s in a.samples}, {s.index: s for s in b.samples}
-    frame = pair_frame(a, b) if frame is None else frame
-    parts = [(f"<p class='compare-headline'><b>{html.escape(identical_pairs(frame))}</b> between run A "
+    frame = pair_frame(a, b, by) if frame is None else frame
+    of = "of the same index" if by == "index" else "that shares its seed"
+    parts = [(f"<p class='compare-headline'><b>{html.escape(identical_pairs(frame, by))}</b> between run A "
               f"(<code>{html.escape(run_label(a))}</code>) and run B (<code>{html.escape(run_label(b))}</code>); "
-              "below, B's sample token by token against A's sample of the same index.</p>")]
+              f"below, B's sample token by token against A's sample {of}.</p>")]
     for row in frame.itertuples():
-        sa, sb = a_by.get(row.sample), b_by.get(row.sample)
+        i, j = (None if pd.isna(k) else int(k) for k in (row.sample_a, row.sample_b))
+        sa, sb = a_by.get(i), b_by.get(j)
         verdict = row.verdict if pd.isna(row.first_divergence) else (
             f"{row.verdict}: A has “{row.token_a}”, B has “{row.token_b}”")
         cells = []
@@ -170,8 +301,14 @@ def comparison_html(a: Run, b: Run, words: int = 40, frame: pd.DataFrame | None 
         diff = ""
         if sa is not None and sb is not None:
             diff = diff_html(diff_samples(sa, sb))
-        parts.append(f"<div class='compare-row' id='compare-sample-{row.sample}' style='margin:8px 0;"
-                     f"border-top:1px solid #e5e7eb'><b>#{row.sample}</b> · {html.escape(verdict)}"
+        if by == "index":
+            anchor, title = f"compare-sample-{i if i is not None else j}", f"#{i if i is not None else j}"
+        else:
+            named = [(name, k) for name, k in (("A", i), ("B", j)) if k is not None]
+            anchor = "compare-pair-" + "-".join(f"{name.lower()}{k}" for name, k in named)  # compare-pair-a1-b0
+            title = " · ".join(f"{name}#{k}" for name, k in named)
+        parts.append(f"<div class='compare-row' id='{anchor}' style='margin:8px 0;"
+                     f"border-top:1px solid #e5e7eb'><b>{title}</b> · {html.escape(verdict)}"
                      f"<div style='display:flex;gap:12px'>{''.join(cells)}</div>{diff}</div>")
     return "\n".join(parts)
 

@@ -182,11 +182,12 @@ def run_report(run: Run, measures: Measures | None = None, extractor: Extractor 
     return page.render()
 
 
-def comparison_report(a: Run, b: Run, measures: Measures | None = None, by: PairBy = "index") -> str:
+def comparison_report(a: Run, b: Run, measures: Measures | None = None, extractor: Extractor | str | None = None,
+                      by: PairBy = "index") -> str:
     """Two runs: what differs in their settings, the samples of A against those of B (sample i
     against sample i, or ``by`` seed the samples that share one: ``pair_frame``) with what their
     seeds make of the pairs (``seed_statement``, as the Compare tab says it), their measures side
-    by side, and each run's own columns and tree."""
+    by side, and each run's own columns, tree, answers (read by ``extractor``) and figures."""
     page = Page(f"Run {run_label(a)} (A) and run {run_label(b)} (B) side by side")
     page.heading("Settings that differ")
     diff = settings_diff(a, b)
@@ -206,7 +207,7 @@ def comparison_report(a: Run, b: Run, measures: Measures | None = None, by: Pair
     page.table(measures_side_by_side(a, b, measures))
     for name, run in (("A", a), ("B", b)):
         page.heading(f"Run {name}: {run_label(run)}")
-        _run_sections(page, run, measures, full=False)
+        _run_sections(page, run, measures, charts=False, extractor=extractor)
     return page.render()
 
 

@@ -1,11 +1,13 @@
 """The "Compare" tab.
 
 Pick any two runs of this browser session (History, opened files, the last sweep): both runs'
-columns index by index with where sample i of A first parts from sample i of B, the settings that
-differ, and the measures of both side by side. Files are opened in the History tab
+columns pair by pair with where A's sample first parts from B's (pairing sample i of A with sample i
+of B, or the samples that share a seed: *Pair samples by*), the settings that differ, and the
+measures of both side by side. Files are opened in the History tab
 (history_tab.py), which hands their runs to ``add``. When the run on screen is a branch, the
-lists offer it and the run it branched from, A the parent and B the branch. Two runs that share
-child seeds are said to: their samples are not independent.
+lists offer it and the run it branched from, A the parent and B the branch. What the seeds make of
+the pairs is said in one statement (``analysis.comparison.seed_statement``, the report's too): two
+runs that share child seeds are not independent, and the samples that share one are named.
 
 Declared with ``declare()`` inside the page's ``gr.Tabs``; ``connect(tab, history, sweep_runs,
 current)`` hooks its events up (the page's History state, the Sweep tab's runs, the run on screen).
@@ -20,6 +22,7 @@ from pathlib import Path
 import gradio as gr
 
 from playground import analysis
+from playground.analysis.comparison import PAIR_BY, PAIRS_HEADING, PairBy, seed_statement
 from playground.run import Run
 from playground.ui.answer_controls import optional_controls, with_chosen_answers
 from playground.ui.messages import warned
@@ -28,11 +31,15 @@ INTRO = ("Pick two runs of this session (History, files opened in the History ta
          "same base seed, sample i has the same seed in both runs, so where they first part is what the "
          "difference between the runs changed. The lists are brought up to date as the tab opens (or with "
          "*Update the lists*): A and B start as the run on screen's parent and the run, when it is a branch, "
-         "else as the newest other run and the run.")
+         "else as the newest other run and the run. Runs whose base seeds are closer than n share child seeds "
+         "at different indices (seed 1 and seed 2: A's sample 1 and B's sample 0 both have seed 2): pair the "
+         "samples by seed to set those side by side.")
 TWO_RUNS = ("Pick two runs first: Run A and Run B list this tab's runs, the files and saved runs opened in the "
             "History tab, and the last sweep (Update the lists after another run).")
 MAX_UPLOADED = 50  # runs kept per session from uploads; the oldest go first
-PAIR_COLUMNS = ["sample", "seed_a", "seed_b", "tokens_a", "tokens_b", "verdict", "token_a", "token_b", "similarity"]
+PAIR_COLUMNS = ["sample_a", "sample_b", "seed_a", "seed_b", "tokens_a", "tokens_b", "verdict", "token_a", "token_b",
+                "similarity"]
+BY_CHOICES = [("index (sample i of A with sample i of B)", "index"), ("seed (the samples that share one)", "seed")]
 
 
 def pool(history: list[Run] | None, uploads: list[Run] | None,
@@ -56,14 +63,15 @@ def label(source: str, run: Run) -> str:
     return f"{source} · {run.request.get('request_id')} · {what} · seed {run.request.get('seed')} · “{prompt}”"
 
 
-def comparison(a: Run, b: Run, measures: analysis.Measures | None = None) -> tuple[str, object, object, object, str]:
-    """The tab's view of A against B: the headline, the per-index table, the settings that differ,
-    the measures side by side, and both runs' columns with the token diff."""
+def comparison(a: Run, b: Run, measures: analysis.Measures | None = None,
+               by: PairBy = "index") -> tuple[str, object, object, object, str]:
+    """The tab's view of A against B: the headline, the table of pairs (``by`` index or seed), the
+    settings that differ, the measures side by side, and both runs' columns with the token diff."""
     shown_a, shown_b, lined_up = analysis.aligned(a, b)  # a branch behind the tokens it was sent after
-    pairs = analysis.pair_frame(shown_a, shown_b)
+    pairs = analysis.pair_frame(shown_a, shown_b, by)
     changed = analysis.settings_diff(a, b)
     what = ", ".join(f"{r.setting} {r.A} → {r.B}" for r in changed.itertuples()) or "no setting"
-    headline = (f"**{analysis.identical_pairs(pairs)}** between A (`{a.request.get('request_id')}`) and "
+    headline = (f"**{analysis.identical_pairs(pairs, by)}** between A (`{a.request.get('request_id')}`) and "
                 f"B (`{b.request.get('request_id')}`). Differing settings: {what}.")
     for run, name in ((a, "A"), (b, "B")):
         if branch := analysis.branch_label(run):
@@ -72,14 +80,12 @@ def comparison(a: Run, b: Run, measures: analysis.Measures | None = None) -> tup
             headline += f" {name} is {'a ' if analysis.replayed_from(run) else ''}{origin}."
     if lined_up:
         headline += f" {lined_up}"
-    if note := analysis.unpaired_seeds_note(pairs):
-        headline += f" {note}"
-    for overlap in analysis.seed_overlaps([a, b]):
-        headline += f"\n\n⚠️ {analysis.seed_overlap_sentence(overlap, ['A', 'B'])}."
+    if statement := seed_statement(a, b, by):  # the report says the same
+        headline += f"\n\n{statement}"
     side_by_side = analysis.measures_side_by_side(a, b, measures).map(
         lambda v: round(v, 3) if isinstance(v, float) else v)
     return (headline, pairs[PAIR_COLUMNS].round(3), changed.astype(str), side_by_side,
-            analysis.comparison_html(shown_a, shown_b, frame=pairs))
+            analysis.comparison_html(shown_a, shown_b, frame=pairs, by=by))
 
 
 @dataclass
@@ -91,6 +97,7 @@ class CompareTab:
     compare_btn: gr.Button
     answer: gr.Dropdown
     pattern: gr.Textbox
+    by: gr.Radio  # pair samples by index or by seed
     headline: gr.Markdown
     changed: gr.Dataframe
     side_by_side: gr.Dataframe
@@ -117,6 +124,7 @@ def declare(export_dir, measures: analysis.Measures | None = None) -> CompareTab
             refresh_btn = gr.Button("Update the lists", elem_id="compare-refresh")
             compare_btn = gr.Button("Compare", variant="primary", elem_id="compare-run")
         with gr.Row():
+            by = gr.Radio(BY_CHOICES, value="index", label="Pair samples by", elem_id="compare-by")
             answer, pattern = optional_controls("Compare the majority answers too, read as", "compare")
         headline = gr.Markdown(elem_id="compare-headline")
         with gr.Row():
@@ -124,8 +132,7 @@ def declare(export_dir, measures: analysis.Measures | None = None) -> CompareTab
                                    elem_id="compare-settings")
             side_by_side = gr.Dataframe(label="Figures side by side", interactive=False, visible=False,
                                         elem_id="compare-figures")
-        pairs = gr.Dataframe(label="Sample i of A against sample i of B", interactive=False, visible=False,
-                             elem_id="compare-pairs")
+        pairs = gr.Dataframe(label=PAIRS_HEADING["index"], interactive=False, visible=False, elem_id="compare-pairs")
         columns = gr.HTML(elem_id="compare-columns")
         report = gr.DownloadButton("Comparison report (HTML)", value=None, interactive=False, elem_id="compare-report")
         graphs_btn = gr.Button("Draw both sample graphs side by side", elem_id="compare-graphs")
@@ -133,8 +140,8 @@ def declare(export_dir, measures: analysis.Measures | None = None) -> CompareTab
             graph_a = gr.Plot(label="Sample graph of A", visible=False, elem_id="compare-graph-a")
             graph_b = gr.Plot(label="Sample graph of B", visible=False, elem_id="compare-graph-b")
         uploads = gr.State([])
-    return CompareTab(panel, a, b, refresh_btn, compare_btn, answer, pattern, headline, changed, side_by_side, pairs,
-                      columns, report, uploads, Path(export_dir), measures, graphs_btn, graph_a, graph_b)
+    return CompareTab(panel, a, b, refresh_btn, compare_btn, answer, pattern, by, headline, changed, side_by_side,
+                      pairs, columns, report, uploads, Path(export_dir), measures, graphs_btn, graph_a, graph_b)
 
 
 def connect(tab: CompareTab, history: gr.State, sweep_runs: gr.State, current: gr.State) -> None:
@@ -142,9 +149,10 @@ def connect(tab: CompareTab, history: gr.State, sweep_runs: gr.State, current: g
     sources = [history, tab.uploads, sweep_runs]
     gr.on([tab.panel.select, tab.refresh_btn.click], refresh, [*sources, current, tab.a, tab.b], [tab.a, tab.b],
           api_visibility="private")
-    tab.compare_btn.click(partial(compare, tab), [tab.a, tab.b, *sources, tab.answer, tab.pattern],
-                          [tab.headline, tab.pairs, tab.changed, tab.side_by_side, tab.columns, tab.report],
-                          api_visibility="private")
+    inputs = [tab.a, tab.b, *sources, tab.answer, tab.pattern, tab.by]
+    outputs = [tab.headline, tab.pairs, tab.changed, tab.side_by_side, tab.columns, tab.report]
+    tab.compare_btn.click(partial(compare, tab), inputs, outputs, api_visibility="private")
+    tab.by.change(partial(pair_again, tab), inputs, outputs, api_visibility="private")
     tab.graphs_btn.click(graphs, [tab.a, tab.b, *sources], [tab.graph_a, tab.graph_b], api_visibility="private")
 
 
@@ -182,19 +190,31 @@ def refresh(history, uploads, sweep_runs, current: Run | None = None, a_key=None
     return gr.update(choices=choices), gr.update(choices=choices)
 
 
-def compare(tab: CompareTab, a_key, b_key, history, uploads, sweep_runs, answer=None, pattern=None):
+def compare(tab: CompareTab, a_key, b_key, history, uploads, sweep_runs, answer=None, pattern=None,
+            by: PairBy = "index"):
     runs = pool(history, uploads, sweep_runs)
     if a_key not in runs or b_key not in runs:
         return warned(TWO_RUNS)
     a, b = runs[a_key][1], runs[b_key][1]
+    by = by if by in PAIR_BY else "index"
     extra = with_chosen_answers(tab.extra_measures, answer, pattern)  # gr.Error: a pattern that cannot work
-    headline, pairs, changed, side_by_side, columns = comparison(a, b, extra)
+    headline, pairs, changed, side_by_side, columns = comparison(a, b, extra, by)
     if a is b or a.request.get("request_id") == b.request.get("request_id"):  # picked twice: say so, not "identical"
         headline = f"ℹ️ A and B are the same run ({a.request.get('request_id')}): pick another for one of them.\n\n" \
                    + headline
-    return (headline, gr.update(value=pairs, visible=True), gr.update(value=changed, visible=not changed.empty),
-            gr.update(value=side_by_side, visible=True), columns, gr.update(value=export(tab, a, b, extra),
-                                                                             interactive=True))
+    return (headline, gr.update(value=pairs, visible=True, label=PAIRS_HEADING[by]),
+            gr.update(value=changed, visible=not changed.empty), gr.update(value=side_by_side, visible=True), columns,
+            gr.update(value=export(tab, a, b, extra, by), interactive=True))
+
+
+def pair_again(tab: CompareTab, a_key, b_key, history, uploads, sweep_runs, answer=None, pattern=None,
+               by: PairBy = "index"):
+    """*Pair samples by* changed: the comparison again, paired the new way, when two runs are
+    picked (else nothing: the choice waits for Compare, with no toast asking for runs)."""
+    runs = pool(history, uploads, sweep_runs)
+    if a_key not in runs or b_key not in runs:
+        return gr.skip()
+    return compare(tab, a_key, b_key, history, uploads, sweep_runs, answer, pattern, by)
 
 
 def graphs(a_key, b_key, history, uploads, sweep_runs):
@@ -207,9 +227,9 @@ def graphs(a_key, b_key, history, uploads, sweep_runs):
                  for name, run in (("A", runs[a_key][1]), ("B", runs[b_key][1])))
 
 
-def export(tab: CompareTab, a: Run, b: Run, measures: analysis.Measures | None = None) -> str:
+def export(tab: CompareTab, a: Run, b: Run, measures: analysis.Measures | None = None, by: PairBy = "index") -> str:
     path = tab.export_dir / f"compare-{a.request.get('request_id')}-{b.request.get('request_id')}.html"
-    path.write_text(analysis.comparison_report(a, b, measures), encoding="utf-8")
+    path.write_text(analysis.comparison_report(a, b, measures, by=by), encoding="utf-8")
     return str(path)
 
 
