@@ -41,7 +41,7 @@ if (props.wall_height) wallBox.style.setProperty('--sa-wall-height', props.wall_
 // The model of the run on screen.
 let M = empty();
 function empty() {
-  return {run: null, id: '', n: 0, seeds: [], T: [], L: [], K: [], E: [], W: [], t0: [], t1: [], fin: [], past: [], st: '',
+  return {run: null, id: '', n: 0, seeds: [], T: [], L: [], K: [], E: [], W: [], t0: [], t1: [], fin: [], past: [], st: '', lead: '',
           order: [], shared: [], rank: [], lp: false};
 }
 let seq = 0, key = '', needReset = false, chosenView = null, view = 'columns', colour = 'p', selected = null;
@@ -101,7 +101,7 @@ function take(m) {
 
 function reset(m) {
   M = empty();
-  M.run = m.r; M.id = m.id || ''; M.n = m.n; M.seeds = m.sd || [];
+  M.run = m.r; M.id = m.id || ''; M.n = m.n; M.seeds = m.sd || []; M.lead = m.pf || '';
   for (let i = 0; i < m.n; i++) {
     M.T.push([]); M.L.push([]); M.K.push([]); M.E.push([]); M.W.push(0); M.t0.push(null); M.t1.push(null); M.fin.push(null); M.past.push('');
     M.order.push(i); M.shared.push(0); M.rank.push(i);
@@ -205,7 +205,13 @@ function makeCards() {  // the columns' cards, made the first time the columns a
     const head = document.createElement('div'); head.className = 'sa-head';
     const body = document.createElement('div'); body.className = 'sa-text';
     const text = document.createTextNode(''); body.appendChild(text);
-    card.append(head, body); cf.appendChild(card);
+    card.append(head);
+    if (M.lead) {  // a branch: the start its samples share, which they continue
+      const lead = document.createElement('div'); lead.className = 'sa-lead'; lead.textContent = M.lead + ' \u25B8';
+      lead.title = 'the branch\'s start, shared by every sample (the tokens it was sent after): each sample continues it';
+      card.append(lead);
+    }
+    card.append(body); cf.appendChild(card);
     cards.push({card, head, text, said: '', past: null});
     dirtyCol.add(i);
   }

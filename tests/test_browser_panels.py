@@ -203,6 +203,7 @@ def test_a_token_clicked_in_the_diff_branches_the_run_with_the_token_chosen_ther
         page.locator("#run").click()
         page.locator("#run-summary").get_by_text("finished").wait_for(timeout=120_000)
         parent = page.locator("#run-summary code").first.inner_text()
+        parent_texts = columns(page, 3)
         page.get_by_role("tab", name="Branch").click()  # opened as it is: the tokens at sample 0's first token
         page.locator("#branch-context").get_by_text("Sample #0").wait_for(timeout=30_000)
         assert page.locator("#branch-choice label").count() >= 3
@@ -221,6 +222,10 @@ def test_a_token_clicked_in_the_diff_branches_the_run_with_the_token_chosen_ther
         branch = page.locator("#run-summary code").first.inner_text()
         assert parent != branch
         assert len(columns(page, 3)) == 3 and all(columns(page, 3))
+        # Each sample continues the start the branch was sent after: shown above its new text.
+        leads = page.locator("#samples-area .sa-card .sa-lead").all_inner_texts()
+        assert len(leads) == 3 and len(set(leads)) == 1 and leads[0].endswith(" ▸"), leads
+        assert parent_texts[1].startswith(leads[0][:3]), (parent_texts[1], leads[0])
         page.get_by_role("tab", name="Diff").click()
         page.get_by_role("tab", name="Branch").click()  # the point stays in the parent: a second branch starts there
         page.locator("#branch-context").get_by_text(f"at token 3 of {parent}").wait_for(timeout=30_000)

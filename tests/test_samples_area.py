@@ -113,6 +113,25 @@ def test_a_reset_carries_everything_and_follows_a_request_for_one():
     assert json.loads(session.update(other))["k"] == "r"  # another run: a reset, never a delta
 
 
+def test_a_branchs_samples_come_with_the_start_they_continue():
+    """A branch's samples hold only their new tokens: the text they continue (the parent's first
+    tokens, then the forced one) goes with the run, its end when long, for each card to show."""
+    from playground import analysis
+
+    parent = blank(2)
+    grow(parent, 1, "The", " moon", " is")
+    point = analysis.BranchPoint("run-test", 1, 2, 7, " a", analysis.branch_lead(parent, 1, 2, " a"))
+    branch = Run(request={"request_id": "run-branch", "n": 2, "branch": point.to_dict()},
+                 samples=[Sample(index=i, seed=i) for i in range(2)])
+    assert point.prefix_text == "The moon a"
+    assert json.loads(SamplesSession().show(branch))["pf"] == "The moon a"
+    again = analysis.BranchPoint("run-branch", 0, 0, None, None, analysis.branch_lead(branch, 0, 0))
+    assert again.prefix_text == "The moon a", "a branch of a branch continues its parent's start too"
+    branch.request["branch"]["prefix_text"] = "word " * 40
+    assert json.loads(SamplesSession().show(branch))["pf"] == "…" + ("word " * 40)[-80:]
+    assert "pf" not in json.loads(SamplesSession().show(parent))
+
+
 def test_showing_the_run_just_streamed_sends_only_what_is_left():
     import gradio as gr
 

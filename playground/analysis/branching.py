@@ -50,11 +50,13 @@ class BranchPoint:
     position: int
     forced_token_id: int | None = None
     forced_text: str | None = None
+    prefix_text: str | None = None  # what the branch's samples continue (``branch_lead``), for people
 
     def to_dict(self) -> dict[str, Any]:
         """The record's ``request.branch``."""
         return {"run": self.run, "sample": self.sample, "position": self.position,
-                "forced_token_id": self.forced_token_id, "forced_text": self.forced_text}
+                "forced_token_id": self.forced_token_id, "forced_text": self.forced_text,
+                **({"prefix_text": self.prefix_text} if self.prefix_text is not None else {})}
 
 
 def branch_prefix(parent: Run, sample: int, position: int, forced_token_id: int | None = None) -> list[int]:
@@ -67,6 +69,14 @@ def branch_prefix(parent: Run, sample: int, position: int, forced_token_id: int 
         raise ValueError(f"token {position} is not within sample {sample}'s {len(tokens)} tokens")
     return [*(parent.request.get("prefix_token_ids") or []), *tokens[:position],
             *([] if forced_token_id is None else [forced_token_id])]
+
+
+def branch_lead(parent: Run, sample: int, position: int, forced_text: str | None = None) -> str:
+    """The text a branch's samples continue, after the prompt: the parent's own lead (a branch of
+    a branch), sample ``sample``'s first ``position`` tokens, then the forced token's text. Its
+    samples hold only their new tokens, and read as fragments without it."""
+    parent_lead = (parent.request.get("branch") or {}).get("prefix_text") or ""
+    return parent_lead + "".join(pieces(parent.samples[sample])[:position]) + (forced_text or "")
 
 
 def alternatives(run: Run, sample: int, position: int, k: int = MAX_ALTERNATIVES) -> list[Alternative]:

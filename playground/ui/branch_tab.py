@@ -232,7 +232,8 @@ def branch_request(run: Run, sample, position, forced: int | None, forced_text: 
     request = SampleRequest.from_record(run.request, **changes)
     if request.n > 1 and request.temperature < 1e-5:
         request.n = 1  # a greedy run of n > 1 is refused: one greedy continuation is what it means
-    point = BranchPoint(run.request["request_id"], i, k, forced, forced_text)
+    point = BranchPoint(run.request["request_id"], i, k, forced, forced_text,
+                        analysis.branch_lead(run, i, k, forced_text))
     return request, {"branch": point.to_dict()}
 
 

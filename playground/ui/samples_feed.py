@@ -178,6 +178,9 @@ class Told:
                 yield s, before, ended
 
 
+LEAD_CHARS = 80  # the end of a branch's shared start, shown above each sample's new text
+
+
 class SamplesFeed:
     """What the browser holds of one run; turns the growing Run into the next message."""
 
@@ -202,6 +205,8 @@ class SamplesFeed:
         self.known = {}
         message = {"k": "r", "s": seq, "r": self.key, "id": self.request_id, "n": run.n,
                    "sd": [s.seed for s in run.samples]}
+        if lead := (run.request.get("branch") or {}).get("prefix_text"):  # a branch's samples continue it
+            message["pf"] = lead if len(lead) <= LEAD_CHARS else "…" + lead[-LEAD_CHARS:]
         message.update(self._changes(run))
         return message
 
