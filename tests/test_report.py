@@ -286,6 +286,37 @@ def test_the_seed_statement_when_seeds_are_shared_at_the_same_index_and_at_other
         A.pair_frame(a, b, "token")
 
 
+def test_compare_lists_this_browsers_saved_runs_so_a_reload_leaves_runs_to_compare(tmp_path):
+    """After a reload the session holds no run, and the store holds this browser's: Compare lists
+    them after the session's own (read from the store only when picked), and compares them."""
+    import gradio as gr
+
+    from playground.store import RunStore
+    from playground.ui import compare_tab
+    from playground.ui.keeping import Keeper, save_run
+    from playground.ui.samples_area import SamplesSession
+
+    with RunStore(tmp_path / "runs.sqlite3") as store:
+        a, b, other = seeded(1, "run-1"), seeded(9, "run-2"), seeded(3, "run-3")
+        save_run(store, "browser-a", a), save_run(store, "browser-a", b), save_run(store, "browser-b", other)
+        with gr.Blocks():
+            tab = compare_tab.declare(tmp_path)
+        session = SamplesSession()
+        tab.keeper = Keeper(store, gr.State())
+        tab.keeper.register(session, "browser-a")
+        listed, _ = compare_tab.refresh_lists(tab, [], [], None, None, None, None, session)
+        keys = {text.split(" · ")[1]: key for text, key in listed["choices"]}
+        assert [text.split(" · ")[:2] for text, _ in listed["choices"]] == [["saved", "run-2"], ["saved", "run-1"]]
+        assert all(key.startswith("saved:") for key in keys.values()), "another browser's runs are never listed"
+        held, _ = compare_tab.refresh_lists(tab, [a], [], None, None, None, None, session)
+        assert [text.split(" · ")[:2] for text, _ in held["choices"]] == [["history", "run-1"], ["saved", "run-2"]]
+        headline = compare_tab.compare(tab, keys["run-1"], keys["run-2"], [], [], None)[0]
+        assert "`run-1`" in headline and "`run-2`" in headline, headline
+        store.delete("browser-a", keys["run-2"].removeprefix("saved:"))  # gone meanwhile: asked to pick again
+        with pytest.warns(UserWarning, match="Pick two runs first"):
+            assert compare_tab.compare(tab, keys["run-1"], keys["run-2"], [], [], None) == gr.skip()
+
+
 def test_pairing_by_seed_sets_the_samples_that_share_one_side_by_side_and_lists_the_others_alone(tmp_path):
     """Seed 1 against seed 2: by index A#0 and B#0 part at token 1, while A#1 and B#0 (seed 2) were
     never side by side; by seed they are, identical, and A#0 and B#7 are listed alone. The tab's

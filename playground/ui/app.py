@@ -214,7 +214,7 @@ def build_app(backend, sync_runner=None, embedding_model: str | None = None,
         graph_tab.connect(graph, page, set_)
         repro_tab.connect(repro, page)
         sweep_tab.connect(sweep, page)
-        compare_tab.connect(compare, page.history, sweep.runs, page.current)
+        compare_tab.connect(compare, page.history, sweep.runs, page.current, page.samples.session, history.saved.keeper)
         export_tab.connect(export, page, set_)
         history_tab.connect(history, page, sweep, compare)
         saved_runs.connect(history.saved, page, [run_event, branch_event], demo, stopped)

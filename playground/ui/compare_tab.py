@@ -1,6 +1,7 @@
 """The "Compare" tab.
 
-Pick any two runs of this browser session (History, opened files, the last sweep): both runs'
+Pick any two runs of this browser session (History, opened files, the last sweep) or of the
+browser's saved runs (the run store: a reload leaves them to compare): both runs'
 columns pair by pair with where A's sample first parts from B's (pairing sample i of A with sample i
 of B, or the samples that share a seed: *Pair samples by*), the settings that differ, and the
 measures of both side by side. Files are opened in the History tab
@@ -26,16 +27,18 @@ from playground.analysis.comparison import PAIR_BY, PAIRS_HEADING, PairBy, seed_
 from playground.run import Run
 from playground.ui.answer_controls import optional_controls, with_chosen_answers
 from playground.ui.messages import warned
+from playground.ui.saved_runs import stored_run
 
-INTRO = ("Pick two runs of this session (History, files opened in the History tab, the last sweep). With the "
+INTRO = ("Pick two runs of this session (History, files opened in the History tab, the last sweep) or this "
+         "browser's saved runs. With the "
          "same base seed, sample i has the same seed in both runs, so where they first part is what the "
          "difference between the runs changed. The lists are brought up to date as the tab opens (or with "
          "*Update the lists*): A and B start as the run on screen's parent and the run, when it is a branch, "
          "else as the newest other run and the run. Runs whose base seeds are closer than n share child seeds "
          "at different indices (seed 1 and seed 2: A's sample 1 and B's sample 0 both have seed 2): pair the "
          "samples by seed to set those side by side.")
-TWO_RUNS = ("Pick two runs first: Run A and Run B list this tab's runs, the files and saved runs opened in the "
-            "History tab, and the last sweep (Update the lists after another run).")
+TWO_RUNS = ("Pick two runs first: Run A and Run B list this tab's runs, the files opened in the History tab, "
+            "the last sweep and this browser's saved runs (Update the lists after another run).")
 MAX_UPLOADED = 50  # runs kept per session from uploads; the oldest go first
 PAIR_COLUMNS = ["sample_a", "sample_b", "seed_a", "seed_b", "tokens_a", "tokens_b", "verdict", "token_a", "token_b",
                 "similarity"]
@@ -110,6 +113,7 @@ class CompareTab:
     graphs_btn: gr.Button | None = None  # both runs' sample graphs, side by side, on demand
     graph_a: gr.Plot | None = None
     graph_b: gr.Plot | None = None
+    keeper: object = None  # the run store's keeper (ui/keeping.py): this browser's saved runs join the lists
 
 
 def declare(export_dir, measures: analysis.Measures | None = None) -> CompareTab:
@@ -144,16 +148,22 @@ def declare(export_dir, measures: analysis.Measures | None = None) -> CompareTab
                       pairs, columns, report, uploads, Path(export_dir), measures, graphs_btn, graph_a, graph_b)
 
 
-def connect(tab: CompareTab, history: gr.State, sweep_runs: gr.State, current: gr.State) -> None:
-    """Hook up the events: the sources are the page's History state and the Sweep tab's runs."""
+def connect(tab: CompareTab, history: gr.State, sweep_runs: gr.State, current: gr.State, session=None,
+            keeper=None) -> None:
+    """Hook up the events: the sources are the page's History state and the Sweep tab's runs, and
+    with a run store (``keeper``) the saved runs of the session's browser (``session``), so a
+    reload leaves the runs of before it to compare."""
     sources = [history, tab.uploads, sweep_runs]
-    gr.on([tab.panel.select, tab.refresh_btn.click], refresh, [*sources, current, tab.a, tab.b], [tab.a, tab.b],
+    tab.keeper = keeper
+    listed = [*sources, current, tab.a, tab.b] + ([session] if keeper is not None and session is not None else [])
+    gr.on([tab.panel.select, tab.refresh_btn.click], partial(refresh_lists, tab), listed, [tab.a, tab.b],
           api_visibility="private")
     inputs = [tab.a, tab.b, *sources, tab.answer, tab.pattern, tab.by]
     outputs = [tab.headline, tab.pairs, tab.changed, tab.side_by_side, tab.columns, tab.report]
     tab.compare_btn.click(partial(compare, tab), inputs, outputs, api_visibility="private")
     tab.by.change(partial(pair_again, tab), inputs, outputs, api_visibility="private")
-    tab.graphs_btn.click(graphs, [tab.a, tab.b, *sources], [tab.graph_a, tab.graph_b], api_visibility="private")
+    tab.graphs_btn.click(partial(graphs, tab), [tab.a, tab.b, *sources], [tab.graph_a, tab.graph_b],
+                         api_visibility="private")
 
 
 # --- handlers -----------------------------------------------------------------------------------
@@ -170,15 +180,39 @@ def add(tab: CompareTab, runs: list[Run], history, uploads, sweep_runs) -> dict:
             tab.b: gr.update(choices=choices, value=b)}
 
 
-def refresh(history, uploads, sweep_runs, current: Run | None = None, a_key=None, b_key=None):
-    """The lists, up to date. A and B chosen before stay while the run on screen is one of them;
+def refresh_lists(tab: CompareTab, history, uploads, sweep_runs, current: Run | None = None, a_key=None, b_key=None,
+                  session=None):
+    """``refresh``, with this browser's saved runs after the session's own."""
+    return refresh(history, uploads, sweep_runs, current, a_key, b_key, saved_choices(tab, session, history, uploads,
+                                                                                      sweep_runs))
+
+
+def saved_choices(tab: CompareTab, session, history, uploads, sweep_runs) -> list[tuple[str, str]]:
+    """This browser's saved runs that the session does not hold, newest first: read from the
+    store when picked (``_runs``), not before."""
+    owner = tab.keeper.owner(session) if tab.keeper is not None else None
+    if owner is None:
+        return []
+    held = {run.request.get("request_id") for _, run in pool(history, uploads, sweep_runs).values()}
+    return [(f"saved · {e.request_id} · n={e.n} · {e.settings} · “{analysis.truncate(' '.join(e.prompt.split()), 33)}”",
+             f"{SAVED}{e.key}") for e in tab.keeper.store.entries(owner) if e.request_id not in held]
+
+
+SAVED = "saved:"  # a key of the lists that names a saved run by its store key
+
+
+def refresh(history, uploads, sweep_runs, current: Run | None = None, a_key=None, b_key=None,
+            saved: list[tuple[str, str]] = ()):
+    """The lists, up to date (``saved``: choices of runs the store holds for this browser, listed
+    after the session's). A and B chosen before stay while the run on screen is one of them;
     else, when the run on screen is a branch of a run they hold, A is that parent and B the branch;
     else A is the newest other run (if any) and B the run on screen."""
     runs = pool(history, uploads, sweep_runs)
-    choices = [(text, key) for key, (text, _) in runs.items()]
+    choices = [(text, key) for key, (text, _) in runs.items()] + list(saved)
     keys = {run.request.get("request_id"): key for key, (_, run) in runs.items()}
     shown_key = keys.get(current.request.get("request_id")) if current is not None else None
-    if a_key in runs and b_key in runs and shown_key in (a_key, b_key, None):
+    listed = {key for _, key in choices}
+    if a_key in listed and b_key in listed and shown_key in (a_key, b_key, None):
         return gr.update(choices=choices), gr.update(choices=choices)
     parent = analysis.branched_from(current)
     if shown_key is not None and parent in keys:
@@ -190,12 +224,28 @@ def refresh(history, uploads, sweep_runs, current: Run | None = None, a_key=None
     return gr.update(choices=choices), gr.update(choices=choices)
 
 
+def _runs(tab: CompareTab, keys: tuple, history, uploads, sweep_runs) -> list[Run] | None:
+    """The runs the lists' keys name (a saved one read from the store now), or None when one is
+    missing (nothing picked, or a saved run deleted meanwhile)."""
+    runs, found = pool(history, uploads, sweep_runs), []
+    for key in keys:
+        if key in runs:
+            found.append(runs[key][1])
+        elif key and key.startswith(SAVED) and tab.keeper is not None:
+            if (run := stored_run(tab.keeper.store, key[len(SAVED):])) is None:
+                return None
+            found.append(run)
+        else:
+            return None
+    return found
+
+
 def compare(tab: CompareTab, a_key, b_key, history, uploads, sweep_runs, answer=None, pattern=None,
             by: PairBy = "index"):
-    runs = pool(history, uploads, sweep_runs)
-    if a_key not in runs or b_key not in runs:
+    picked = _runs(tab, (a_key, b_key), history, uploads, sweep_runs)
+    if picked is None:
         return warned(TWO_RUNS)
-    a, b = runs[a_key][1], runs[b_key][1]
+    a, b = picked
     by = by if by in PAIR_BY else "index"
     extra = with_chosen_answers(tab.extra_measures, answer, pattern)  # gr.Error: a pattern that cannot work
     headline, pairs, changed, side_by_side, columns = comparison(a, b, extra, by)
@@ -211,20 +261,19 @@ def pair_again(tab: CompareTab, a_key, b_key, history, uploads, sweep_runs, answ
                by: PairBy = "index"):
     """*Pair samples by* changed: the comparison again, paired the new way, when two runs are
     picked (else nothing: the choice waits for Compare, with no toast asking for runs)."""
-    runs = pool(history, uploads, sweep_runs)
-    if a_key not in runs or b_key not in runs:
+    if not a_key or not b_key:
         return gr.skip()
     return compare(tab, a_key, b_key, history, uploads, sweep_runs, answer, pattern, by)
 
 
-def graphs(a_key, b_key, history, uploads, sweep_runs):
+def graphs(tab: CompareTab, a_key, b_key, history, uploads, sweep_runs):
     """Both runs' sample graphs: where each run's samples part and meet again, side by side."""
-    runs = pool(history, uploads, sweep_runs)
-    if a_key not in runs or b_key not in runs:
+    picked = _runs(tab, (a_key, b_key), history, uploads, sweep_runs)
+    if picked is None:
         return warned(TWO_RUNS)
     return tuple(gr.update(value=analysis.graph_figure(analysis.sample_graph(run), title=f"{name}: "
                                                        f"{run.request.get('request_id')}"), visible=True)
-                 for name, run in (("A", runs[a_key][1]), ("B", runs[b_key][1])))
+                 for name, run in zip("AB", picked))
 
 
 def export(tab: CompareTab, a: Run, b: Run, measures: analysis.Measures | None = None, by: PairBy = "index") -> str:
