@@ -1,0 +1,198 @@
+"""Two runs side by side, from hand-built runs (no engine): sample i of A against sample i of B,
+the settings and figures that differ, the one statement of the seeds they share (the Compare tab's
+and its report's), pairing the samples by seed, and the runs the Compare tab lists."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from playground import analysis as A
+from playground.run import Run
+from tests.test_report import make_run, sample
+
+# --- two runs side by side ----------------------------------------------------------------------
+
+def test_two_runs_side_by_side_per_index_first_divergence_and_measures():
+    a = make_run([[1, 2, 3, 4], [1, 2, 3], [1, 7]], "run-a")
+    b = make_run([[1, 2, 3, 4], [1, 2, 5], [1, 7], [1]], "run-b", temperature=1.3)
+    pairs = A.pair_frame(a, b)
+    assert pairs["verdict"].tolist() == ["identical", "diverged at token 2", "identical", "only in run B"]
+    assert pairs["first_divergence"].fillna(-1).tolist()[:3] == [-1, 2, -1]
+    assert (pairs.loc[1, "token_a"], pairs.loc[1, "token_b"]) == ("·is", "·wild")
+    assert A.settings_diff(a, b).to_dict("records") == [{"setting": "n", "A": 3, "B": 4},
+                                                       {"setting": "temperature", "A": 1.0, "B": 1.3}]
+    branch = make_run([[1]], "run-c", seed=946402953, prefix_token_ids=[10539])  # a branch beside its parent
+    parent = make_run([[1]], "run-p", seed=3)
+    said = {r["setting"]: (r["A"], r["B"]) for r in A.settings_diff(parent, branch).to_dict("records")}
+    assert said["seed"] == (3, 946402953) and said["prefix_token_ids"] == ("none", [10539])  # not 3.0, not nan
+    measures = A.measures_side_by_side(a, b, measures=lambda run: {"answers": run.n - 1}).set_index("figure")
+    assert measures.loc["distinct_samples"].tolist() == [3, 4, 1]
+    assert measures.loc["answers", "B - A"] == 1
+    html = A.comparison_html(a, b)
+    said = "2 of 3 sample pairs identical (1 of run B&#x27;s samples have no partner of the same index)"
+    assert said in html and "id='compare-sample-1'" in html  # of the pairs, not of B's n
+    assert A.identical_pairs(A.pair_frame(a, a)) == "3 of 3 samples identical"
+    assert "tok-replace" in html  # B's sample 1 token by token against A's
+    assert A.unpaired_seeds_note(pairs) is None  # both from seed 10: each pair shares its seed
+    apart = A.pair_frame(a, Run(request=b.request, samples=[sample(i, [1], seed=100 + i) for i in range(3)]))
+    said = A.unpaired_seeds_note(apart)
+    assert said.startswith("No pair shares its seed (A's sample 0 has seed 10, B's 100)"), said
+    assert said in A.comparison_report(a, Run(request=b.request, samples=[sample(0, [1], seed=100)])).replace(
+        "&#x27;", "'")
+
+
+# --- seeds the runs share: one statement, and pairing by seed ------------------------------------
+
+EIGHT = [[1, 2, 3, 4], [1, 2, 5, 7], [1, 6, 3, 4], [5, 5], [1, 7], [2, 3], [4], [6, 6]]  # one per child seed
+
+
+def seeded(base: int | None, request_id: str, n: int = 8, mode: str = "wrapper", seeds: list | None = None) -> Run:
+    """A run of ``n`` samples seeded as the sampler seeds them (sample i: base + i; same-seed mode:
+    base for all), or with ``seeds`` as given; each seed's sample has the same tokens in every run,
+    as a seeded draw of one prompt with the same settings does."""
+    seeds = seeds or [None if base is None else base if mode == "same-seed" else base + i for i in range(n)]
+    run = make_run([EIGHT[(seed or 0) % len(EIGHT)] for seed in seeds], request_id, seed=base, mode=mode)
+    for s, seed in zip(run.samples, seeds):
+        s.seed = seed
+    return run
+
+
+def said_once(page: str, sentence: str) -> bool:
+    """The sentence is in the report, once (as the page escapes it)."""
+    import html
+
+    return page.count(f"<p>{html.escape(sentence)}</p>") == 1
+
+
+INDEPENDENT, SHARED = "each pair is two independent draws", "child seeds: their samples are not independent"
+
+
+@pytest.mark.parametrize(("base_b", "says", "never"), [
+    (2, ["⚠️ A and B share 7 child seeds: their samples are not independent. At different indices, A#1 and B#0 "
+         "share seed 2, A#2 and B#1 seed 3, A#3 and B#2 seed 4, … (7 pairs); compared by index, no pair below "
+         "shares its seed (A#0 has seed 1, B#0 seed 2)", "Pair the samples by seed"], [INDEPENDENT, "No pair shares"]),
+    (1, ["⚠️ A and B share 8 child seeds: their samples are not independent; every pair below shares its seed"],
+     [INDEPENDENT, "No pair shares", "At different indices", "Pair the samples by seed"]),
+    (100, ["No pair shares its seed (A's sample 0 has seed 1, B's 100): each pair is two independent draws"],
+     ["⚠️", SHARED, "A#"]),
+])
+def test_the_seeds_are_said_in_one_statement_the_compare_tab_and_the_report_alike(base_b, says, never):
+    """Seed 1 against seed 2 (n = 8) used to say "No pair shares its seed … independent draws" and,
+    right under it, "A and B share 7 child seeds": now one statement says which samples share a
+    seed; the same seed and far-apart seeds say what they said. The report says the same sentence."""
+    from playground.analysis.comparison import seed_statement
+    from playground.ui.compare_tab import comparison
+
+    a, b = seeded(1, "run-1"), seeded(base_b, "run-2")
+    statement = seed_statement(a, b)
+    headline = comparison(a, b)[0]
+    assert headline.endswith(f"\n\n{statement}"), headline
+    assert all(part in statement for part in says), statement
+    assert not any(part in headline for part in never), headline
+    assert not (INDEPENDENT in headline and SHARED in headline), headline  # never both
+    page = A.comparison_report(a, b)
+    assert said_once(page, statement)
+    for phrase in (INDEPENDENT, SHARED):  # nothing else in the report says the contrary
+        assert (phrase in page) == (phrase in statement), phrase
+
+
+def test_the_seed_statement_when_seeds_are_shared_at_the_same_index_and_at_others_or_unknown_or_replayed():
+    from playground.analysis.comparison import seed_pairs, seed_statement
+
+    a, b = seeded(1, "run-1", n=4), seeded(None, "run-2", seeds=[1, 3, 9, 10])  # B#0 = A#0, B#1 = A#2
+    assert seed_pairs(a, b) == [(0, 0), (2, 1)]
+    assert seed_statement(a, b) == (
+        "⚠️ A and B share 2 child seeds: their samples are not independent. 1 of the 4 pairs below shares its seed; "
+        "at different indices, A#2 and B#1 share seed 3. Pair the samples by seed to set those that share one side "
+        "by side.")
+    assert A.unpaired_seeds_note(A.pair_frame(a, b)) is None  # not "no pair shares its seed": two samples do
+    same_seed = seeded(5, "run-s", n=4, mode="same-seed")  # every sample seed 5: one of them pairs with B#0
+    assert seed_pairs(same_seed, seeded(5, "run-w", n=4)) == [(0, 0)]
+    assert "1 of the 4 pairs below shares its seed, so" in seed_statement(same_seed, seeded(5, "run-w", n=4))
+    unknown = seeded(None, "run-u", n=4)
+    assert seed_statement(a, unknown) is None and A.pair_frame(a, unknown, "seed")["verdict"].tolist() == (
+        ["only in run A"] * 4 + ["only in run B"] * 4)
+    assert "no recorded seed" in seed_statement(a, unknown, "seed")
+    replay = seeded(1, "run-r", n=4)
+    replay.request["replay"] = {"of": "run-1", "pace": "x1"}
+    assert seed_statement(a, replay) is None  # one sampling shown twice, as seed_overlaps has it
+    with pytest.raises(ValueError, match="paired by index or seed, not 'token'"):
+        A.pair_frame(a, b, "token")
+
+
+def test_compare_lists_this_browsers_saved_runs_so_a_reload_leaves_runs_to_compare(tmp_path):
+    """After a reload the session holds no run, and the store holds this browser's: Compare lists
+    them after the session's own (read from the store only when picked), and compares them."""
+    import gradio as gr
+
+    from playground.store import RunStore
+    from playground.ui import compare_tab
+    from playground.ui.keeping import Keeper, save_run
+    from playground.ui.samples_area import SamplesSession
+
+    with RunStore(tmp_path / "runs.sqlite3") as store:
+        a, b, other = seeded(1, "run-1"), seeded(9, "run-2"), seeded(3, "run-3")
+        save_run(store, "browser-a", a), save_run(store, "browser-a", b), save_run(store, "browser-b", other)
+        with gr.Blocks():
+            tab = compare_tab.declare(tmp_path)
+        session = SamplesSession()
+        tab.keeper = Keeper(store, gr.State())
+        tab.keeper.register(session, "browser-a")
+        listed, _ = compare_tab.refresh_lists(tab, [], [], None, None, None, None, session)
+        keys = {text.split(" · ")[1]: key for text, key in listed["choices"]}
+        assert [text.split(" · ")[:2] for text, _ in listed["choices"]] == [["saved", "run-2"], ["saved", "run-1"]]
+        assert all(key.startswith("saved:") for key in keys.values()), "another browser's runs are never listed"
+        held, _ = compare_tab.refresh_lists(tab, [a], [], None, None, None, None, session)
+        assert [text.split(" · ")[:2] for text, _ in held["choices"]] == [["history", "run-1"], ["saved", "run-2"]]
+        headline = compare_tab.compare(tab, keys["run-1"], keys["run-2"], [], [], None)[0]
+        assert "`run-1`" in headline and "`run-2`" in headline, headline
+        store.delete("browser-a", keys["run-2"].removeprefix("saved:"))  # gone meanwhile: asked to pick again
+        with pytest.warns(UserWarning, match="Pick two runs first"):
+            assert compare_tab.compare(tab, keys["run-1"], keys["run-2"], [], [], None) == gr.skip()
+
+
+def test_pairing_by_seed_sets_the_samples_that_share_one_side_by_side_and_lists_the_others_alone(tmp_path):
+    """Seed 1 against seed 2: by index A#0 and B#0 part at token 1, while A#1 and B#0 (seed 2) were
+    never side by side; by seed they are, identical, and A#0 and B#7 are listed alone. The tab's
+    choice re-pairs the comparison at once and its report pairs the same way."""
+    import warnings
+
+    import gradio as gr
+
+    from playground.analysis.comparison import seed_statement
+    from playground.ui import compare_tab
+
+    a, b = seeded(1, "run-1"), seeded(2, "run-2")
+    by_index = A.pair_frame(a, b)
+    assert by_index.loc[0, "verdict"] == "diverged at token 1" and by_index["verdict"].eq("identical").sum() == 0
+    pairs = A.pair_frame(a, b, "seed")
+    assert list(zip(pairs["sample_a"], pairs["sample_b"], pairs["seed_a"], pairs["seed_b"]))[0] == (1, 0, 2, 2)
+    assert pairs["verdict"].tolist() == ["identical"] * 7 + ["only in run A", "only in run B"]
+    assert (pairs.loc[7, "sample_a"], pairs.loc[8, "sample_b"]) == (0, 7)
+    assert pairs.loc[7, ["sample_b", "seed_b"]].isna().all() and pairs.loc[8, ["sample_a", "seed_a"]].isna().all()
+    said = "7 of 7 same-seed pairs identical (run A's #0 and run B's #7 have no partner of the same seed)"
+    assert A.identical_pairs(pairs, "seed") == said
+    columns = A.comparison_html(a, b, by="seed")
+    assert said.replace("'", "&#x27;") in columns and "against A's sample that shares its seed" in columns
+    assert all(f"id='{anchor}'" in columns for anchor in ("compare-pair-a1-b0", "compare-pair-a0", "compare-pair-b7"))
+    assert "<b>A#1 · B#0</b> · identical" in columns
+
+    with gr.Blocks():
+        tab = compare_tab.declare(tmp_path)
+    history = [a, b]
+    headline, table, *_, report = compare_tab.compare(tab, "history:run-1", "history:run-2", history, [], None,
+                                                      by="seed")
+    statement = seed_statement(a, b, "seed")
+    assert statement.startswith("⚠️ A and B share 7 child seeds: their samples are not independent. Paired by seed: "
+                                "A#1 and B#0 share seed 2, A#2 and B#1 seed 3") and headline.endswith(statement)
+    assert said in headline and table["label"] == "The samples of A and B that share a seed"
+    assert table["value"][["sample_a", "sample_b"]].values.tolist()[0] == [1, 0]
+    page = Path(report["value"]).read_text(encoding="utf-8")
+    assert said_once(page, statement) and "<h2>The samples of A and B that share a seed</h2>" in page
+    again = compare_tab.pair_again(tab, "history:run-1", "history:run-2", history, [], None, None, None, "index")
+    assert again[1]["label"] == "Sample i of A against sample i of B" and "At different indices" in again[0]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no "Pick two runs first" toast for a choice made before the runs
+        assert compare_tab.pair_again(tab, None, "history:run-2", history, [], None, None, None, "seed") == gr.skip()
