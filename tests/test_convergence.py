@@ -335,7 +335,8 @@ def test_analyze_prints_the_headline_and_writes_every_measure_and_the_shared_see
     assert lines[1].endswith("settled after 7 of 8 · EigV 2.00"), lines[1]  # no reference: no pass@k
     assert "line 1 and line 2 share 7 child seeds" in printed.err
     document = json.loads(out.read_text(encoding="utf-8"))
-    assert document["seed_overlaps"] == [{"a": 0, "b": 1, "shared": 7}]
+    ids = [r["request_id"] for r in document["runs"]]  # a and b index the runs, and name them too
+    assert document["seed_overlaps"] == [{"a": 0, "b": 1, "shared": 7, "a_request_id": ids[0], "b_request_id": ids[1]}]
     run = document["runs"][0]
     assert run["settled_at"] == 7 and run["pass_at_k"][0] == pytest.approx(0.75)
     assert run["eigv_jaccard"] == pytest.approx(2.0)

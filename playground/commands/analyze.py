@@ -192,13 +192,21 @@ def _number(value: float | None, digits: int) -> str:
     return "–" if value is None else f"{value:.{digits}f}"
 
 
+def overlaps_by_id(analysed: list[Analysed]) -> list[dict]:
+    """``seed_overlaps`` as the JSON says them: ``a`` and ``b`` index its ``runs`` (from 0), and
+    each run's request id is beside its index, so no reader has to count."""
+    ids = [a.bundle.run.request.get("request_id") for a in analysed]
+    return [{**o, "a_request_id": ids[o["a"]], "b_request_id": ids[o["b"]]}
+            for o in analysis.seed_overlaps([a.bundle.run for a in analysed])]
+
+
 def to_json(args, analysed: list[Analysed], errors: list[BundleError]) -> str:
     runs = [{"source": a.bundle.where, "line": a.bundle.line, "request_id": a.bundle.run.request.get("request_id"),
              "prompt": a.bundle.run.request.get("prompt"), "n": a.bundle.run.n, "status": a.bundle.run.status,
              **a.measures.to_dict(), **a.how_many.to_dict()} for a in analysed]
     document = {"input": str(args.input), "answer": args.answer.spec, "embedding_model": args.embedding_model,
                 "similarity": args.similarity if args.embedding_model else None, "reference": args.reference,
-                "runs": runs, "seed_overlaps": analysis.seed_overlaps([a.bundle.run for a in analysed]),
+                "runs": runs, "seed_overlaps": overlaps_by_id(analysed),
                 "errors": [{"source": e.where, "line": e.line, "message": e.message} for e in errors]}
     return json.dumps(document, indent=1, ensure_ascii=False)
 
