@@ -180,13 +180,20 @@ def why(a: Run, b: Run, a_name: str, b_name: str) -> str:
 
 
 def parted_at(a, b) -> str:
-    """": ' sea' (the run) vs ' ocean' (the replay)", the two tokens where two samples part; "" when
-    they do not, or a token's text is not known."""
+    """": `·sea` in the run, `·ocean` in the replay", the two tokens where two samples part (as
+    code: a token such as ' **' is shown, never read as Markdown); "" when they do not, or a
+    token's text is not known."""
     k = first_divergence(a.token_ids, b.token_ids)
     if k is None or k >= len(a.token_ids) or k >= len(b.token_ids):
         return ""
     texts = [s.token_texts[k] if k < len(s.token_texts) else None for s in (a, b)]
-    return "" if None in texts else f": {texts[0]!r} in the run, {texts[1]!r} in the replay"
+    return "" if None in texts else f": {as_code(texts[0])} in the run, {as_code(texts[1])} in the replay"
+
+
+def as_code(token: str) -> str:
+    """A token's text as a Markdown code span, its whitespace drawn (analysis.visible)."""
+    shown = analysis.visible(token, False)
+    return f"`` {shown} ``" if "`" in shown else f"`{shown}`"
 
 
 def compare_tokens(a: list[int], b: list[int], partial: bool = False) -> str:
