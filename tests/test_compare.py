@@ -73,8 +73,9 @@ INDEPENDENT, SHARED = "each pair is two independent draws", "child seeds: their 
     (2, ["⚠️ A and B share 7 child seeds: their samples are not independent. At different indices, A#1 and B#0 "
          "share seed 2, A#2 and B#1 seed 3, A#3 and B#2 seed 4, … (7 pairs); compared by index, no pair below "
          "shares its seed (A#0 has seed 1, B#0 seed 2)", "Pair the samples by seed"], [INDEPENDENT, "No pair shares"]),
-    (1, ["⚠️ A and B share 8 child seeds: their samples are not independent; every pair below shares its seed"],
-     [INDEPENDENT, "No pair shares", "At different indices", "Pair the samples by seed"]),
+    (1, ["ℹ️ Every pair below shares its seed (A and B share 8 child seeds): where a pair parts is what the "
+         "difference between the runs changed"],
+     ["⚠️", INDEPENDENT, "No pair shares", "At different indices", "Pair the samples by seed"]),
     (100, ["No pair shares its seed (A's sample 0 has seed 1, B's 100): each pair is two independent draws"],
      ["⚠️", SHARED, "A#"]),
 ])

@@ -223,8 +223,9 @@ def seed_statement(a: Run, b: Run, by: PairBy = "index") -> str | None:
     (no seed known; a replay and the run it plays, one sampling shown twice: ``seed_overlaps``).
 
     - No seed shared: each pair is two independent draws (``unpaired_seeds_note``).
-    - Shared at the same index only (the same base seed): the runs share k child seeds, their
-      samples are not independent; where a pair parts is what the difference between them changed.
+    - Shared at the same index only: when every pair shares its seed (the same base seed), where a
+      pair parts is what the difference between the runs changed (a note, not a warning: the
+      reproducibility demo); else the runs share k child seeds, their samples are not independent.
     - Shared at other indices (base seeds closer than n), by index: which samples share a seed
       ("A#1 and B#0 share seed 2, …"), that the pairs by index (those that do not) are independent
       draws, and that pairing by seed sets the same-seed samples side by side.
@@ -252,9 +253,13 @@ def seed_statement(a: Run, b: Run, by: PairBy = "index") -> str | None:
     across = [(i, j) for i, j in paired if i != j]
     same, pairs = len(paired) - len(across), len(a_by.keys() & b_by.keys())
     some = f"{same} of the {pairs} pairs below {'shares its' if same == 1 else 'share their'} seed"
+    if not across and same == pairs:  # the same base seed: the reproducibility demo, or one change's effect
+        return (f"ℹ️ Every pair below shares its seed (A and B share {len(paired)} child seed"
+                f"{'s' if len(paired) != 1 else ''}): where a pair parts is what the difference between the runs "
+                "changed, and where none does, the same seeds gave the same samples. Their samples are not "
+                "independent: the figures side by side compare one draw of the seeds, not two.")
     if not across:
-        each = "every pair below shares its seed" if same == pairs else some
-        return f"{shared}; {each}, so where such a pair parts is what the difference between the runs changed."
+        return f"{shared}; {some}, so where such a pair parts is what the difference between the runs changed."
     named, by_seed = _named_pairs(across, seed_of), "Pair the samples by seed to set those that share one side by side."
     if same:
         return f"{shared}. {some}; at different indices, {named}. {by_seed}"

@@ -73,9 +73,10 @@ def comparison(a: Run, b: Run, measures: analysis.Measures | None = None,
     shown_a, shown_b, lined_up = analysis.aligned(a, b)  # a branch behind the tokens it was sent after
     pairs = analysis.pair_frame(shown_a, shown_b, by)
     changed = analysis.settings_diff(a, b)
-    what = ", ".join(f"{r.setting} {r.A} → {r.B}" for r in changed.itertuples()) or "no setting"
+    what = ", ".join(f"{r.setting} {r.A} → {r.B}" for r in changed.itertuples())
+    what = f"Differing settings: {what}" if what else "No setting differs"
     headline = (f"**{analysis.identical_pairs(pairs, by)}** between A (`{a.request.get('request_id')}`) and "
-                f"B (`{b.request.get('request_id')}`). Differing settings: {what}.")
+                f"B (`{b.request.get('request_id')}`). {what}.")
     for run, name in ((a, "A"), (b, "B")):
         if branch := analysis.branch_label(run):
             headline += f" {name} is {branch}."
