@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import math
 import re
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -144,6 +145,25 @@ def test_two_answer_groups_of_known_sizes():
     assert a.groups[1].example == "it is 7"
     assert a.majority.answer == "12" and a.vote_share == pytest.approx(0.6) and not a.tied
     assert a.entropy == pytest.approx(bits(0.6, 0.4)) and a.unanswered == []
+
+
+def test_the_set_csv_says_how_answers_were_read_and_with_a_reference_which_are_right(tmp_path):
+    """The Export tab's files take the Set tab's extractor and reference as they stand: the CSV
+    names the extractor on every row and, with a reference, says if each answer is it; the report
+    gets pass@k from the same reference."""
+    import pandas as pd
+
+    from playground.ui import export_tab
+
+    frame = A.samples_frame(TWO_GROUPS, A.set_measures(TWO_GROUPS, "last-number"), reference="the answer: 7")
+    assert frame["extractor"].unique().tolist() == ["last-number"] and frame["reference"].iloc[0] == "the answer: 7"
+    assert frame["correct"].tolist() == [False, False, False, True, True]  # "7" read from the reference too
+    assert "correct" not in A.samples_frame(TWO_GROUPS, A.set_measures(TWO_GROUPS, "last-number")).columns
+    written = pd.read_csv(export_tab.set_file(tmp_path, TWO_GROUPS, "last-number", None, "7"))
+    assert written["correct"].tolist() == [False, False, False, True, True]
+    report = Path(export_tab.report_file(tmp_path, TWO_GROUPS, "last-number", None, "7")).read_text(encoding="utf-8")
+    assert "pass_at_1" in report and "Answer groups (last-number)" in report
+    assert "reference" not in TWO_GROUPS.request, "the run on screen is left as it was"
 
 
 def test_agreement_extremes():

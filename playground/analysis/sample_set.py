@@ -28,7 +28,7 @@ GROUP_COLUMNS = ["group", "answer", "size", "share", "samples", "seeds", "exampl
 NO_ANSWER = "(no answer)"
 MAX_BARS = 20  # answer groups drawn one bar each; the rest share a bar
 LABEL_CHARS = 40  # of an answer on the chart's axis; the hover has it whole
-SAMPLE_COLUMNS = ["sample", "seed", "tokens", "answer", "group", "group_size", "meaning_cluster"]
+SAMPLE_COLUMNS = ["sample", "seed", "tokens", "answer", "extractor", "group", "group_size", "meaning_cluster"]
 
 
 @dataclass
@@ -89,19 +89,27 @@ def set_measures(run: Run, extractor: Extractor | str | None = None, embeddings:
     return SetMeasures(set_diversity(run), answers, meaning)
 
 
-def samples_frame(run: Run, measures: SetMeasures) -> pd.DataFrame:
-    """One row per sample: its answer, its group (1 = the majority; empty: no answer) and the
-    group's size, and its cluster by meaning when there is one. For the CSV export."""
+def samples_frame(run: Run, measures: SetMeasures, reference: str | None = None) -> pd.DataFrame:
+    """One row per sample: its answer (and the extractor that read it, so the file says how), its
+    group (1 = the most common answer; empty: no answer) and the group's size, its cluster by
+    meaning when there is one, and with a ``reference`` whether the answer is it (read the same
+    way, as pass@k counts). For the CSV export."""
+    from playground.analysis.convergence import read_reference  # convergence reads answers as this module does
+
     a = measures.answers
     clusters = dict(zip(measures.meaning.indices, measures.meaning.labels, strict=True)) if measures.meaning else {}
+    right = read_reference(reference, a.extractor)
     rows = []
     for s in run.samples:
         number = _group_number(a, s.index)
         rows.append({"sample": s.index, "seed": s.seed, "tokens": len(s.token_ids), "answer": a.answers[s.index],
-                     "group": number, "group_size": a.groups[number - 1].size if number else None,
-                     "meaning_cluster": clusters[s.index] + 1 if s.index in clusters else None})
-    return pd.DataFrame(rows, columns=SAMPLE_COLUMNS).astype({"group": "Int64", "group_size": "Int64",
-                                                              "meaning_cluster": "Int64"})
+                     "extractor": a.extractor, "group": number,
+                     "group_size": a.groups[number - 1].size if number else None,
+                     "meaning_cluster": clusters[s.index] + 1 if s.index in clusters else None,
+                     **({"reference": reference, "correct": a.answers[s.index] == right} if right is not None else {})})
+    columns = SAMPLE_COLUMNS + (["reference", "correct"] if right is not None else [])
+    return pd.DataFrame(rows, columns=columns).astype({"group": "Int64", "group_size": "Int64",
+                                                       "meaning_cluster": "Int64"})
 
 
 def measures_table(d: SetDiversity) -> pd.DataFrame:

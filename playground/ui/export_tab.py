@@ -10,6 +10,7 @@ would cost a second or more at n=256 with logprobs (the report inlines plotly.js
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -52,8 +53,8 @@ def declare() -> ExportTab:
 def connect(tab: ExportTab, page, set_tab) -> None:
     """Each button writes its file for the run on screen, then the hidden button downloads it."""
     for button, write, extra in ((tab.bundle, bundle_file, []), (tab.tokens, tokens_file, []),
-                                 (tab.set_csv, set_file, [set_tab.extractor, set_tab.pattern]),
-                                 (tab.report, report_file, [set_tab.extractor, set_tab.pattern])):
+                                 (tab.set_csv, set_file, [set_tab.extractor, set_tab.pattern, set_tab.reference]),
+                                 (tab.report, report_file, [set_tab.extractor, set_tab.pattern, set_tab.reference])):
         button.click(partial(written, write, page.export_dir), [page.current, *extra], tab.file,
                      api_visibility="private").success(None, None, None, js=DOWNLOAD)
 
@@ -83,21 +84,33 @@ def tokens_file(export_dir: Path, run: Run) -> str:
     return str(path)
 
 
-def set_file(export_dir: Path, run: Run, answer: str | None = None, pattern: str | None = None) -> str:
-    """Each sample's answer and group, read with the Set tab's extractor as it stands."""
+def with_reference(run: Run, reference: str | None) -> Run:
+    """The run as the Set tab reads it: a reference answer typed there is the record's (pass@k
+    and maj@k read it), as the Sweep tab's is for its runs."""
+    reference = (reference or "").strip()
+    return dataclasses.replace(run, request={**run.request, "reference": reference}) if reference else run
+
+
+def set_file(export_dir: Path, run: Run, answer: str | None = None, pattern: str | None = None,
+             reference: str | None = None) -> str:
+    """Each sample's answer and group, read with the Set tab's extractor as it stands, and with
+    its reference answer whether each is right."""
+    run = with_reference(run, reference)
     try:
         measures = analysis.set_measures(run, extractor_spec(answer, pattern))
     except analysis.InvalidExtractor as e:
         raise refusal(f"The Set tab's answers cannot be read: {e}. Change the pattern there, or pick another "
                       "way of reading answers.") from None
     path = _stem(export_dir, run, "-set").with_suffix(".csv")
-    analysis.samples_frame(run, measures).to_csv(path, index=False)
+    analysis.samples_frame(run, measures, run.request.get("reference")).to_csv(path, index=False)
     return str(path)
 
 
-def report_file(export_dir: Path, run: Run, answer: str | None = None, pattern: str | None = None) -> str:
-    """The report, its answers read with the Set tab's extractor as it stands; one that cannot
-    read them (a pattern being typed) gives way to the whole text, and a warning says so."""
+def report_file(export_dir: Path, run: Run, answer: str | None = None, pattern: str | None = None,
+                reference: str | None = None) -> str:
+    """The report, its answers read with the Set tab's extractor and reference as they stand; one
+    that cannot read them (a pattern being typed) gives way to the whole text, and a warning says so."""
+    run = with_reference(run, reference)
     try:
         extractor = analysis.parse_extractor(extractor_spec(answer, pattern))
         report = analysis.report_for([run], analysis.set_measures_hook(extractor), extractor)

@@ -103,7 +103,7 @@ def set_values(run: Run, extractor: str | None = None, embedding_model: str | No
         diversity = analysis.measures_table(analysis.set_diversity(run))
         return SetValues(f"⚠️ {_sentence(str(e))} The diversity figures below do not depend on it.", diversity,
                          message_figure("Answer groups", "No answers: the extractor cannot work."), empty,
-                         pd.DataFrame(columns=analysis.SAMPLE_COLUMNS), None)
+                         pd.DataFrame(columns=[c for c in analysis.SAMPLE_COLUMNS if c != "extractor"]), None)
     said = headline(measures) + problem
     if measures.answers.n:
         c = how_many.convergence
@@ -113,7 +113,8 @@ def set_values(run: Run, extractor: str | None = None, embedding_model: str | No
                      f"pass@{run.n} **{c.pass_at_k.at(run.n):.2f}**.")
     return SetValues(said, analysis.measures_table(measures.diversity),
                      analysis.answer_groups_figure(measures.answers), analysis.groups_frame(measures.answers),
-                     analysis.samples_frame(run, measures), measures,
+                     # the headline says the extractor; with a reference, each sample says if it is right
+                     analysis.samples_frame(run, measures, reference).drop(columns=["extractor"]), measures,
                      analysis.convergence_figure(how_many.convergence), analysis.confidence_table(how_many.confidence))
 
 
