@@ -339,6 +339,11 @@ def scripted_path(name: str, mode: str, engine: str, log: list, in_flight=lambda
     return qa.SamplingPath(name, mode, engine, run, count, stop)
 
 
+# A scripted path records no engine counts, request ids or snapshots: those rules are not checked,
+# and its cells say so.
+SCRIPTED_OK = "✔ (no-mutation, parent-id, accounting not checked)"
+
+
 def test_the_matrix_runs_every_cell_alone_checks_and_exports():
     log: list = []
     paths = [scripted_path("async wrapper", "wrapper", "AsyncLLM", log),
@@ -350,8 +355,8 @@ def test_the_matrix_runs_every_cell_alone_checks_and_exports():
         "cells must run one at a time"
     assert {(s[2], s[3], s[4]) for s in starts} == {(k, m, 10) for k in OUTPUT_KINDS for m in ("wrapper", "native")}
     assert matrix.ok and qa.ONE_AT_A_TIME in matrix.notes
-    assert matrix.table().to_dict() == {"async wrapper": dict.fromkeys(OUTPUT_KINDS, "✔"),
-                                        "async native": dict.fromkeys(OUTPUT_KINDS, "✔")}
+    assert matrix.table().to_dict() == {"async wrapper": dict.fromkeys(OUTPUT_KINDS, SCRIPTED_OK),
+                                        "async native": dict.fromkeys(OUTPUT_KINDS, SCRIPTED_OK)}
     assert matrix.groups == [[c.label for c in matrix.cells]] and matrix.comparisons == []
     assert all(c.in_flight_at_start == 0 and c.in_flight_at_end == 0 for c in matrix.cells)
 
@@ -544,7 +549,7 @@ def test_command_exit_status_and_usage_errors(capsys):
     assert qa_cli.main(["--prompt", "p", "--n", "3", "--seed", "4"], paths=paths) == exits.OK
     printed = capsys.readouterr().out
     assert "output_kind" in printed and "async wrapper" in printed and printed.count("✔") == 3
-    assert "Verdict: every rule holds in all 3 cells." in printed
+    assert "Verdict: no cell breaks a rule; in 3 of 3 cells some could not be checked (above)." in printed
 
     def finished_early(kind, events):
         events[0].finished = True
@@ -579,9 +584,9 @@ def test_the_grid_colours_cells_and_maps_clicks_to_cells():
     matrix = asyncio.run(qa.run_matrix(SampleRequest(prompt="p *bold* <b>", n=3, seed=4), paths))
     shown = gr.Dataframe(interactive=False).postprocess(qa_tab.grid(matrix))
     assert shown.data[0] == ["CUMULATIVE", ("✖ finished-flag: event 0 of 3 is marked finished, but only the last "
-                                            "event may be"), "✔"]
+                                            "event may be"), SCRIPTED_OK]
     styling = shown.metadata["styling"]
-    assert [row[1:] for row in styling] == [[qa_tab.RED, qa_tab.GREEN]] * 2 + [[qa_tab.GREEN] * 2]
+    assert [row[1:] for row in styling] == [[qa_tab.RED, qa_tab.AMBER]] * 2 + [[qa_tab.AMBER] * 2]
     assert qa_tab.cell_at(matrix, [1, 1]) is matrix.cell("DELTA", "async wrapper")
     assert qa_tab.cell_at(matrix, [2, 2]) is matrix.cell("FINAL_ONLY", "async native")
     assert [qa_tab.cell_at(matrix, i) for i in ([0, 0], [3, 1], [0, 3], None)] == [None] * 4
@@ -1005,3 +1010,24 @@ def test_a_remote_server_gets_its_own_green_cells(remote):
     assert "Not checked (the run cannot show it either way):" in report
     assert ("no-mutation on remote wrapper (every output_kind); remote native (every output_kind): the remote path "
             "parses the server's stream into new objects on the client") in report
+
+
+def test_a_cell_whose_rules_could_not_all_be_checked_never_looks_like_one_that_passed_them_all():
+    """Other requests on the engine leave the accounting rule unchecked: the cell says so in its
+    mark, and the verdict and the page's headline say how many cells were not fully checked."""
+    from playground.qa.rules import Unchecked
+    from playground.ui import qa_tab
+
+    whole = qa.Cell("DELTA", "async wrapper", "wrapper", "async")
+    partial = qa.Cell("DELTA", "sync wrapper", "wrapper", "sync", unchecked=[
+        Unchecked("accounting", "7 requests of others were in flight on the engine when the run started")])
+    assert (whole.verdict(), partial.verdict()) == ("✔", "✔ (accounting not checked)")
+    matrix = qa.Matrix({"prompt": "p", "n": 2, "seed": 1}, ["DELTA"], [
+        {"name": "async wrapper", "mode": "wrapper", "engine": "async"},
+        {"name": "sync wrapper", "mode": "wrapper", "engine": "sync"}], [whole, partial])
+    assert matrix.ok and matrix.report().endswith("Verdict: no cell breaks a rule; in 1 of 2 cells some could not "
+                                                  "be checked (above).")
+    assert qa_tab.report(matrix).startswith("**✔ No cell breaks a contract rule; in 1 of 2 cells some could not be "
+                                            "checked**")
+    assert qa_tab.report(dataclasses.replace(matrix, cells=[whole])).startswith(
+        "**✔ Every contract rule holds in all 1 cells.**")

@@ -63,9 +63,12 @@ class Cell:
         return f"{_count_text(self.in_flight_at_start)} at start, {_count_text(self.in_flight_at_end)} at end"
 
     def verdict(self) -> str:
-        """"✔", or "✖ rule: message" for the first broken rule (and how many more)."""
+        """"✔", "✔ (accounting not checked)" when a rule could not be held to (so a cell that
+        could not show everything never looks the same as one that did), or "✖ rule: message"
+        for the first broken rule (and how many more)."""
         if self.ok:
-            return OK_MARK
+            rules = list(dict.fromkeys(u.rule for u in self.unchecked))
+            return f"{OK_MARK} ({', '.join(rules)} not checked)" if rules else OK_MARK
         more = f" (+{len(self.violations) - 1} more)" if len(self.violations) > 1 else ""
         return f"{BAD_MARK} {self.violations[0]}{more}"
 
@@ -170,8 +173,10 @@ class Matrix:
         lines += [f"  {c}" for c in self.comparisons]
         for c in self.cells:
             lines += [f"  {c.label}: {note}" for note in c.notes]
-        count = sum(not c.ok for c in self.cells)
-        lines.append(f"Verdict: every rule holds in all {len(self.cells)} cells." if self.ok else
+        count, partial = sum(not c.ok for c in self.cells), sum(bool(c.unchecked) for c in self.cells if c.ok)
+        lines.append(f"Verdict: every rule holds in all {len(self.cells)} cells." if self.ok and not partial else
+                     f"Verdict: no cell breaks a rule; in {partial} of {len(self.cells)} cells some could not be "
+                     "checked (above)." if self.ok else
                      f"Verdict: {count} of {len(self.cells)} cells break a contract rule.")
         return "\n".join(lines)
 
