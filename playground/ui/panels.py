@@ -196,6 +196,9 @@ def inspector_note(run: Run) -> str:
     if origin := analysis.origin_note(run):
         note = f"{origin} The events below are as the replay yielded them.\n\n{note}" if analysis.replayed_from(run) \
             else f"{origin}\n\n{note}"
+    if run.request.get("stop") and kind != "FINAL_ONLY":
+        note += (" With stop strings, vLLM holds a sample's text back while the end of it could still begin a "
+                 "stop string: an event may carry tokens with empty texts, and a later one their text.")
     source = run.engine.get("output_kind_source")
     if source:
         note += f"\n\nOn this backend the {kind} view is built {source}."
