@@ -89,6 +89,10 @@ def test_stop_then_run_and_a_double_click_start_one_run_each(browser, app_url, b
         page.wait_for_function("() => (document.querySelector(\"#samples-area .sa-card[data-i='0'] .sa-text\")"
                                "?.textContent || '').length > 0", timeout=120_000)
         assert in_view(page, "#stop-near")  # Run scrolled the page to the samples, past the form's Stop
+        page.evaluate("() => window.scrollTo(0, 0)")
+        page.locator("#run").click()  # pressed again at the form: the line there says it started nothing, in view
+        page.locator("#store-note").get_by_text("Run was pressed while a run was going").wait_for(timeout=30_000)
+        assert in_view(page, "#store-note")
         page.locator("#stop-near").click()
         wait_for_summary(page, "stopped", 30_000)
         assert unfinished_after(backend, host, timeout=3) == 0
