@@ -143,8 +143,9 @@ def test_four_columns_fill_and_the_panels_draw_them(page):
     page.screenshot(path=ARTIFACTS / "diff.png", full_page=True)
 
     page.get_by_role("tab", name="Set").click()
-    page.locator("#set-headline").get_by_text("Majority answer").wait_for(timeout=30_000)
-    assert re.search(r"Majority answer: .+ given by \d of 4 samples", page.locator("#set-headline").inner_text())
+    page.locator("#set-headline").get_by_text(re.compile("Majority answer|No majority")).wait_for(timeout=30_000)
+    assert re.search(r"Majority answer: .+ given by \d of 4 samples|No majority: (all 4 answers differ|\d answers tie)",
+                     page.locator("#set-headline").inner_text())  # four whole texts rarely agree
     assert "Vendi score" in page.locator("#set-figures").inner_text()
     bars = page.locator("#set-groups-chart g.point path")
     bars.first.wait_for(timeout=30_000)
