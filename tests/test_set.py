@@ -256,13 +256,14 @@ def test_the_groups_chart_says_why_there_is_no_majority_and_marks_every_tied_ans
         fig = A.answer_groups_figure(A.group_answers(run))
         titles.append(fig.layout.title.text)
         colors.append(list(fig.data[0].marker.color))
-    assert titles == ["Answer groups (normalized): no majority: all 8 answers differ (vote share 12% each)",
-                      "Answer groups (normalized): no majority: 2 answers tie with 3 votes each (vote share 38% each)",
-                      "Answer groups (normalized): majority vote share 62%"]
+    head = "Answer groups (normalized)<br>"
+    assert titles == [f"{head}<sup>no majority: all 8 answers differ (vote share 12% each)</sup>",
+                      f"{head}<sup>no majority: 2 answers tie with 3 votes each (vote share 38% each)</sup>",
+                      f"{head}<sup>majority vote share 62%</sup>"]
     dark, light = "#2563eb", "#93c5fd"
     assert colors == [[dark] * 8, [dark, dark, light], [dark, light, light]]
     nothing = A.answer_groups_figure(A.group_answers(make_run([("no number", [1])]), "last-number"))
-    assert nothing.layout.title.text.endswith("no majority: no sample gave an answer")
+    assert nothing.layout.title.text.endswith("no majority: no sample gave an answer</sup>")
 
 
 def test_the_what_if_table_says_no_majority_rather_than_a_tied_answer():

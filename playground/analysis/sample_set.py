@@ -175,7 +175,8 @@ def answer_groups_figure(answers: Answers) -> go.Figure:
     else:
         said = answers.majority_text()
     fig.update_layout(
-        title=f"Answer groups ({_cut(answers.extractor, 30)}): {said}",
+        # two lines: a tie's sentence is long, and a title is cut at the figure's edge, never wrapped
+        title=f"Answer groups ({_cut(answers.extractor, 30)})<br><sup>{html.escape(said)}</sup>",
         height=height_for(len(bars), per_row=34, minimum=260), xaxis_title="samples",
         yaxis={"autorange": "reversed", "automargin": True}, clickmode="event",
     )
