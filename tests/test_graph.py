@@ -452,3 +452,20 @@ def test_analyze_graph_with_an_embedding_model_lets_spellings_of_one_word_meet(e
     assert texts == {"the": [0, 1, 2, 3], "colour": [0, 1], "cat": [2], "dog": [3], "of the sea was grey": [0, 1, 2, 3]}
     colour = next(n for n in record["nodes"] if n["text"] == "colour")
     assert [v["text"] for v in colour["visits"]] == [" colour", " color"]  # one node, each sample's own word
+
+
+def test_a_fold_typed_as_no_whole_number_of_samples_is_said_as_it_was_read():
+    """The fold box takes any number: 2.5 folds at 2, -3 folds nothing, and the summary says so."""
+    import gradio as gr
+
+    from playground.backends.synthetic import synthetic_run
+    from playground.ui import graph_tab
+
+    with gr.Blocks():
+        with gr.Tabs():
+            tab = graph_tab.declare()
+    run = synthetic_run(4, 8, seed=1)
+    said = {fold: tab.values(run, graph_fold=fold)["graph_summary"] for fold in (2.5, -3, 2, 0)}
+    assert said[2.5].endswith("The fold 2.5 was read as 2.")
+    assert said[-3].endswith("The fold -3 was read as 0: as many words as fit.")
+    assert "was read as" not in said[2] + said[0]

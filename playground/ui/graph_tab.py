@@ -139,6 +139,9 @@ class GraphTab:
             except InvalidExtractor as e:
                 problem += f" ⚠️ Coloured by probability: the Set tab's extractor cannot work ({e})."
         fold = max(int(graph_fold or 0), 0) or None  # 0, or a typed -3: as many as fit
+        if graph_fold is not None and graph_fold != (fold or 0):  # 2.5, -3: said as read, not silently
+            problem += (f" The fold {graph_fold:g} was read as {fold}." if fold else
+                        f" The fold {graph_fold:g} was read as 0: as many words as fit.")
         figure = analysis.graph_figure(graph, "answer" if answers else "probability", answers, fold)
         figure.update_layout(meta=run_of_note(run))  # whose graph it is: the page shows that run's note only
         # The note is left as it is: a click may come between a run's last drawings (its end is
