@@ -361,7 +361,7 @@ def test_reproducibility_export_and_history_work_on_the_shown_run(page, tmp_path
         "return s.includes('finished') && !s.includes(old); }", arg=run.request["request_id"], timeout=120_000)
     page.get_by_role("tab", name="History").click()
     page.locator("#history-pick input").click()
-    page.get_by_role("option", name=re.compile("surprising")).click()
+    page.get_by_role("option", name=re.compile(rf"^{run.request['request_id']} ")).click()  # not one of its reruns
     page.locator("#reopen").click()
     page.wait_for_function("(want) => document.querySelector(\"#samples-area .sa-card[data-i='0'] .sa-text\")"
                            "?.textContent === want", arg=texts[0], timeout=30_000)
