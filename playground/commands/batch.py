@@ -34,7 +34,6 @@ are still written); 2 a usage error (bad flag, unreadable input); 130 interrupte
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import os
 import sys
@@ -56,7 +55,7 @@ from playground.commands.cli import (
 )
 from playground.commands.progress import Ending, print_summary, run_all, write_bundles
 from playground.errors import InvalidRequest
-from playground.request import Limits, SampleRequest, did_you_mean
+from playground.request import SETTINGS, Limits, SampleRequest, did_you_mean
 from playground.run import Run
 
 ONE_PER_LINE = 'one JSON object per line, {"prompt": ...}'
@@ -222,7 +221,7 @@ def _kind(data: object, path: Path) -> str | None:
     return None
 
 
-SETTINGS = frozenset(f.name for f in dataclasses.fields(SampleRequest)) | {"reference"}
+LINE_KEYS = frozenset(SETTINGS) | {"reference"}  # what a line of prompts may hold besides its prompt
 
 
 def _tried(document: object) -> bool:
@@ -231,7 +230,7 @@ def _tried(document: object) -> bool:
     if isinstance(document, list):
         return any(_tried(item) for item in document if isinstance(item, dict))
     return isinstance(document, dict) and any(
-        name in SETTINGS or did_you_mean(name, ["prompt"]) for name in map(str, document))
+        name in LINE_KEYS or did_you_mean(name, ["prompt"]) for name in map(str, document))
 
 
 def _described(document: object) -> str:

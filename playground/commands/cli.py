@@ -84,13 +84,19 @@ class PlaygroundParser:
         self.prog, self.description, self.usage = prog, description, usage_line(arguments)
         self.add_own, self.sampling, self.not_sampling = add_own, sampling, not_sampling
 
+    def _add_groups(self, parser: argparse.ArgumentParser):
+        """The command's own groups, in --help's order; the sampling group (None without one) is
+        returned empty: the full parser fills it after vLLM's flags (its --seed is vLLM's renamed)."""
+        self.add_own(parser.add_argument_group("playground"))
+        sampling_group = parser.add_argument_group("sampling") if self.sampling else None
+        add_cpu_flags(parser.add_argument_group("engine on a CPU"))
+        return sampling_group
+
     def own_parser(self) -> argparse.ArgumentParser:
         """The command's own flags alone (no --help, no abbreviations: those are the full parser's)."""
         parser = HintingParser(prog=self.prog, usage=self.usage, add_help=False, allow_abbrev=False)
-        self.add_own(parser.add_argument_group("playground"))
-        if self.sampling:
-            _add_sampling_flags(parser, parser.add_argument_group("sampling"), self.not_sampling)
-        add_cpu_flags(parser.add_argument_group("engine on a CPU"))
+        if (sampling_group := self._add_groups(parser)) is not None:
+            _add_sampling_flags(parser, sampling_group, self.not_sampling)
         return parser
 
     @functools.cached_property
@@ -109,10 +115,7 @@ class PlaygroundParser:
         # The description's own layout kept; each flag's help says its default itself, once.
         parser = Parser(prog=self.prog, description=self.description, usage=self.usage,
                         formatter_class=argparse.RawDescriptionHelpFormatter)
-        self.add_own(parser.add_argument_group("playground"))
-        # Made before vLLM's groups, so --help shows it first; filled after (its --seed is vLLM's renamed).
-        sampling_group = parser.add_argument_group("sampling") if self.sampling else None
-        add_cpu_flags(parser.add_argument_group("engine on a CPU"))
+        sampling_group = self._add_groups(parser)  # before vLLM's groups, so --help shows them first
         AsyncEngineArgs.add_cli_args(parser)
         for action in parser._actions:
             if action.dest == "model":
