@@ -15,6 +15,7 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from playground.analysis.answers import Answers, Extractor, group_answers
+from playground.analysis.convergence import read_reference
 from playground.analysis.display import height_for, message_figure, truncate
 from playground.analysis.diversity import Diversity, SetDiversity, set_diversity
 from playground.analysis.meaning import DEFAULT_SIMILARITY, MeaningClusters, meaning_clusters
@@ -94,8 +95,6 @@ def samples_frame(run: Run, measures: SetMeasures, reference: str | None = None)
     group (1 = the most common answer; empty: no answer) and the group's size, its cluster by
     meaning when there is one, and with a ``reference`` whether the answer is it (read the same
     way, as pass@k counts). For the CSV export."""
-    from playground.analysis.convergence import read_reference  # convergence reads answers as this module does
-
     a = measures.answers
     clusters = dict(zip(measures.meaning.indices, measures.meaning.labels, strict=True)) if measures.meaning else {}
     right = read_reference(reference, a.extractor)

@@ -10,7 +10,6 @@ would cost a second or more at n=256 with logprobs (the report inlines plotly.js
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -19,7 +18,7 @@ import gradio as gr
 
 from playground import analysis
 from playground.run import Run
-from playground.ui.answer_controls import extractor_spec
+from playground.ui.answer_controls import extractor_spec, with_reference
 from playground.ui.messages import refusal
 
 INTRO = ("The run bundle holds the request, every raw event and the samples; every view on this page is "
@@ -82,13 +81,6 @@ def tokens_file(export_dir: Path, run: Run) -> str:
     path = _stem(export_dir, run).with_suffix(".csv")
     analysis.tokens_table(run).to_csv(path, index=False)
     return str(path)
-
-
-def with_reference(run: Run, reference: str | None) -> Run:
-    """The run as the Set tab reads it: a reference answer typed there is the record's (pass@k
-    and maj@k read it), as the Sweep tab's is for its runs."""
-    reference = (reference or "").strip()
-    return dataclasses.replace(run, request={**run.request, "reference": reference}) if reference else run
 
 
 def set_file(export_dir: Path, run: Run, answer: str | None = None, pattern: str | None = None,

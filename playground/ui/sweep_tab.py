@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import dataclasses
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -24,7 +23,13 @@ from playground.backends.live import LiveRun, State
 from playground.errors import InvalidRequest, PlaygroundError
 from playground.run import Run
 from playground.sampling.sweep_request import MAX_SWEEP_VALUES, SWEEP_SETTINGS, SweepRequest, seed_overlap_note
-from playground.ui.answer_controls import NO_ANSWER, once_per_run, optional_controls, with_chosen_answers
+from playground.ui.answer_controls import (
+    NO_ANSWER,
+    once_per_run,
+    optional_controls,
+    with_chosen_answers,
+    with_reference,
+)
 from playground.ui.form import request_from_form
 from playground.ui.messages import refusal, shown
 from playground.ui.running import BUSY, Action, Busy, plan_action, refused
@@ -229,8 +234,7 @@ async def redraw(tab: SweepTab, page, runs: list[Run] | None, answer=None, patte
     reference answer typed after the sweep ran (pass@1 and pass@n: the runs' records take it)."""
     if not runs:
         return {}
-    if reference := (reference or "").strip():
-        runs = [dataclasses.replace(run, request={**run.request, "reference": reference}) for run in runs]
+    runs = [with_reference(run, reference) for run in runs]
     measures = tab.measures_for(answer, pattern, runs[0].request.get("reference"))
     update = await draw(tab, page, runs, measures=measures)
     return {c: update[c] for c in (tab.chart, tab.table, tab.report, tab.bundles)}
