@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from playground import analysis as A
+from playground.analysis.comparison import seed_statement
 from playground.run import Run
 from tests.test_report import make_run, sample
 
@@ -35,9 +36,8 @@ def test_two_runs_side_by_side_per_index_first_divergence_and_measures():
     assert said in html and "id='compare-sample-1'" in html  # of the pairs, not of B's n
     assert A.identical_pairs(A.pair_frame(a, a)) == "3 of 3 samples identical"
     assert "tok-replace" in html  # B's sample 1 token by token against A's
-    assert A.unpaired_seeds_note(pairs) is None  # both from seed 10: each pair shares its seed
-    apart = A.pair_frame(a, Run(request=b.request, samples=[sample(i, [1], seed=100 + i) for i in range(3)]))
-    said = A.unpaired_seeds_note(apart)
+    assert "No pair shares its seed" not in (seed_statement(a, b) or "")  # both from seed 10
+    said = seed_statement(a, Run(request=b.request, samples=[sample(i, [1], seed=100 + i) for i in range(3)]))
     assert said.startswith("No pair shares its seed (A's sample 0 has seed 10, B's 100)"), said
     assert said in A.comparison_report(a, Run(request=b.request, samples=[sample(0, [1], seed=100)])).replace(
         "&#x27;", "'")
@@ -108,7 +108,7 @@ def test_the_seed_statement_when_seeds_are_shared_at_the_same_index_and_at_other
         "⚠️ A and B share 2 child seeds: their samples are not independent. 1 of the 4 pairs below shares its seed; "
         "at different indices, A#2 and B#1 share seed 3. Pair the samples by seed to set those that share one side "
         "by side.")
-    assert A.unpaired_seeds_note(A.pair_frame(a, b)) is None  # not "no pair shares its seed": two samples do
+    assert "No pair shares its seed" not in seed_statement(a, b)  # two samples do
     same_seed = seeded(5, "run-s", n=4, mode="same-seed")  # every sample seed 5: one of them pairs with B#0
     assert seed_pairs(same_seed, seeded(5, "run-w", n=4)) == [(0, 0)]
     assert "1 of the 4 pairs below shares its seed, so" in seed_statement(same_seed, seeded(5, "run-w", n=4))

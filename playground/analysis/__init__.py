@@ -45,7 +45,6 @@ from playground.analysis.comparison import (
     seed_overlap_sentence,
     seed_overlaps,
     settings_diff,
-    unpaired_seeds_note,
 )
 from playground.analysis.confidence import (
     CONFIDENCE_COLUMNS,
@@ -335,7 +334,6 @@ __all__ = [
     "ttft_figure",
     "uncertainty_figure",
     "uncertainty_frame",
-    "unpaired_seeds_note",
     "vendi_score",
     "visible",
     "what_if_table",

@@ -196,17 +196,6 @@ def _independent(index: int, seed_a: int, seed_b: int) -> str:
             "the two sets.")
 
 
-def unpaired_seeds_note(frame: pd.DataFrame) -> str | None:
-    """A sentence when no sample of A shares its seed with one of B (``pair_frame`` by index; the
-    base seeds far apart): then sample i of A and sample i of B are independent draws, and where
-    they part says nothing of the settings; None when two samples share a seed, at the same index
-    or not (``seed_statement`` says which), or no seed is known. ``seed_statement`` says the whole."""
-    both = frame.dropna(subset=["seed_a", "seed_b"])
-    if both.empty or set(frame["seed_a"].dropna()) & set(frame["seed_b"].dropna()):
-        return None
-    return _independent(both["sample_a"].iloc[0], both["seed_a"].iloc[0], both["seed_b"].iloc[0])
-
-
 def _named_pairs(pairs: Sequence[tuple[int, int]], seed_of: dict[int, int]) -> str:
     """ "A#1 and B#0 share seed 2, A#2 and B#1 seed 3, A#3 and B#2 seed 4, … (7 pairs)". """
     said = [f"A#{i} and B#{j} {'share ' if k == 0 else ''}seed {seed_of[i]}" for k, (i, j) in enumerate(pairs)]
@@ -222,7 +211,7 @@ def seed_statement(a: Run, b: Run, by: PairBy = "index") -> str | None:
     pairs and another of the runs cannot contradict each other. None when there is nothing to say
     (no seed known; a replay and the run it plays, one sampling shown twice: ``seed_overlaps``).
 
-    - No seed shared: each pair is two independent draws (``unpaired_seeds_note``).
+    - No seed shared: each pair is two independent draws.
     - Shared at the same index only: when every pair shares its seed (the same base seed), where a
       pair parts is what the difference between the runs changed (a note, not a warning: the
       reproducibility demo); else the runs share k child seeds, their samples are not independent.
