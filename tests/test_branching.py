@@ -69,3 +69,17 @@ def test_a_prefix_the_engine_cannot_take_is_refused_through_sample_and_the_next_
                                        prefix_token_ids=[330, 3358], api_name="/sample"))
     assert run.status == "finished" and run.request["prefix_token_ids"] == [330, 3358]
 
+
+
+def test_the_point_is_read_from_the_run_on_screen_unless_that_run_is_the_tabs_run_or_its_branch():
+    """Engine-free: which run the Branch tab reads a point from. Opened on run A, the tab keeps A
+    while A or a branch of A is on screen (a second branch from the same point); a new run B on
+    screen moves it to B, as Branch pressed then branches from the run a person sees."""
+    from playground.ui.branch_tab import point_run
+    from tests.test_report import make_run
+
+    a, b = make_run([[1, 2]], "run-a"), make_run([[3, 4]], "run-b")
+    branch_of_a = make_run([[5]], "run-c", branch={"run": "run-a", "sample": 0, "position": 1})
+    assert point_run(None, None) is None and point_run(a, None) is a and point_run(None, b) is b
+    assert point_run(a, a) is a and point_run(a, branch_of_a) is a
+    assert point_run(a, b) is b  # not the run the tab was opened on: that one is no longer on screen

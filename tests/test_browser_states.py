@@ -131,7 +131,7 @@ def test_a_sweep_is_the_tabs_action_run_waits_and_the_forms_stop_ends_it(browser
         page.locator("#sweep-run").click()
         page.locator("#sweep-status").get_by_text("● temperature=0.5 (value 1 of 3)").wait_for(timeout=120_000)
         page.locator("#run").click()
-        wait_for_summary(page, "Run started nothing: the sweep on this page was going. Press Stop first", 30_000)
+        wait_for_summary(page, "Run started nothing: the sweep was going on this page. Press Stop first", 30_000)
         assert host.run(backend.num_unfinished()) <= 2, "Run started beside the sweep"
         page.locator("#stop").click()
         page.locator("#sweep-status").get_by_text("■ stopped").wait_for(timeout=30_000)
@@ -167,8 +167,10 @@ def test_a_number_typed_past_a_sliders_bounds_is_said_and_stop_with_nothing_runn
         page.locator("#run").click()
         wait_for_summary(page, "finished")
         assert " n=1 " in summary(page), summary(page)
-        at = note.bounding_box()  # Run left the page where the note says why n is not what was typed
-        assert at is not None and 0 <= at["y"] <= page.viewport_size["height"], at
+        echo = page.locator("#bounds-echo")  # Run brought the samples into view: the note comes along above them
+        assert echo.inner_text() == "⚠️ n (samples): 0 is outside 1 to 256, so 1 is used."
+        assert page.evaluate("() => document.querySelector('#samples-area').getBoundingClientRect().top") \
+            < page.viewport_size["height"]
         card = page.locator("#samples-area .sa-card[data-i='0']")
         assert "■ stop" in card.locator(".sa-head").inner_text()
         assert card.locator(".sa-past").inner_text() == "<|im_end|>"  # sampled, shown apart from the text

@@ -417,7 +417,7 @@ def test_a_sweep_is_the_sessions_action_run_waits_and_any_stop_ends_it(page, loo
     follower = asyncio.run_coroutine_threadsafe(follow(), loop)  # the queued follower, as Gradio starts it
     assert wait_until(lambda: any(len(u.get(sweep.runs) or []) == 1 for u in updates), 120)
     said = tab.call(running.begin(page, tab.live, tab.current, **tab.form(SHORT)))
-    assert "Run started nothing: the sweep on this page was going. Press Stop first" in said[page.summary]
+    assert "Run started nothing: the sweep was going on this page. Press Stop first" in said[page.summary]
     assert page.live not in said
     assert tab.call(running.stop(page, tab.live, tab.history, tab.samples, "Diff")) == {}  # the sweep draws its end
     follower.result(60)

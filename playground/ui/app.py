@@ -108,7 +108,7 @@ def build_app(backend, sync_runner=None, embedding_model: str | None = None,
                 with gr.Accordion("Sampler settings", open=False):
                     form |= setting_controls(limits, [f.name for f, meta in fields() if meta.sampler])
         with examples_slot:
-            gr.Examples([[prompt] for prompt in EXAMPLES], [form["prompt"]],
+            examples = gr.Examples([[prompt] for prompt in EXAMPLES], [form["prompt"]],
                         label="Examples that show seeded diversity", fn=example_settings,
                         outputs=[form["use_chat_template"], form["n"], form["temperature"], link_row.note],
                         run_on_click=True,
@@ -191,6 +191,10 @@ def build_app(backend, sync_runner=None, embedding_model: str | None = None,
         stream, finish = partial(running.stream, page), partial(running.finish, page)
         run_event = running.run_events(started, page, stream, finish)
         run_btn.click(None, None, None, js=SHOW_SAMPLES_JS)
+        # An example refills the form: a refusal of the form before it no longer speaks of it.
+        examples.load_input_event.then(lambda said, run: gr.skip() if (line := views.after_new_settings(said, run))
+                                       is None else line, [summary, page.current], summary, queue=False,
+                                       show_progress="hidden", api_visibility="private")
         branch_event = branch_tab.connect(branch, page, stream, finish, set_)
         branch.branch_btn.click(None, None, None, js=SHOW_SAMPLES_JS)
         replay_event = replay_action.connect(history.replay, page, history.pick)

@@ -139,13 +139,13 @@ def connect(tab: BranchTab, page: Page, stream, finish, set_tab) -> gr.events.De
                              api_visibility="private")
     started = tab.branch_btn.click(partial(begin, tab, page),
                                    [page.live, tab.source, page.current, tab.sample, tab.position, tab.choice,
-                                    tab.token_id, tab.n], [page.live, page.summary, tab.note], queue=False,
-                                   show_progress="hidden", api_visibility="private")
+                                    tab.token_id, tab.n], [page.live, page.summary, tab.context, tab.source, tab.note],
+                                   queue=False, show_progress="hidden", api_visibility="private")
     event = run_events(started, page, stream, finish)
     asked = tab.what_if_btn.click(partial(begin_what_if, tab, page),
                                   [page.live, tab.source, page.current, tab.sample, tab.position, tab.k, tab.n],
-                                  [page.live, tab.note, tab.table, tab.tree], queue=False, show_progress="hidden",
-                                  api_visibility="private")
+                                  [page.live, tab.context, tab.source, tab.note, tab.table, tab.tree], queue=False,
+                                  show_progress="hidden", api_visibility="private")
     asked.success(partial(what_if, tab, page), [page.live, page.history, page.samples.session, set_tab.extractor,
                                                  set_tab.pattern],
                   [tab.note, tab.table, tab.tree, *page.history_outputs()],
@@ -165,18 +165,25 @@ def point_view(tab: BranchTab, run: Run | None, sample, position) -> dict:
     except (TypeError, ValueError) as e:
         return {tab.context: f"⚠️ {e}" if run is not None else "Run something first, or open a saved run.",
                 tab.choice: gr.update(choices=[MODEL_CHOOSES], value=MODEL_CHOOSES), tab.source: run}
+    options = [(f"{analysis.visible(a.text, False)}  p={a.probability:.3f}" if a.probability is not None
+                else analysis.visible(a.text, False), str(a.token_id)) for a in analysis.alternatives(run, i, k)]
+    return {tab.context: _context(run, i, k), tab.choice: gr.update(choices=[MODEL_CHOOSES, *options],
+                                                                      value=MODEL_CHOOSES),
+            tab.token_id: "", tab.source: run}
+
+
+def _context(run: Run, i: int, k: int) -> str:
+    """The line that names the point: its run, sample and token, the tokens before it and the one
+    sampled there (``i``, ``k`` checked)."""
     s = run.samples[i]
     before = "".join(analysis.pieces(s)[max(0, k - CONTEXT_TOKENS):k])
     lead = (f"{'…' if k > CONTEXT_TOKENS else ''}`{analysis.visible(before, False)}` ▸" if k else
             "its first token ▸")
     here = analysis.pieces(s)[k] if k < len(s.token_ids) else "⏹ (the sample ended here)"
-    options = [(f"{analysis.visible(a.text, False)}  p={a.probability:.3f}" if a.probability is not None
-                else analysis.visible(a.text, False), str(a.token_id)) for a in analysis.alternatives(run, i, k)]
-    known = "" if options else " No logprobs were recorded there: type a token id, or let the model choose."
-    context = (f"Sample **#{i}** (seed {s.seed}) at token **{k}** of `{run.request.get('request_id')}`: "
-               f"{lead} `{analysis.visible(here, False)}` (what it sampled).{known}")
-    return {tab.context: context, tab.choice: gr.update(choices=[MODEL_CHOOSES, *options], value=MODEL_CHOOSES),
-            tab.token_id: "", tab.source: run}
+    known = "" if analysis.alternatives(run, i, k) else (" No logprobs were recorded there: type a token id, or "
+                                                         "let the model choose.")
+    return (f"Sample **#{i}** (seed {s.seed}) at token **{k}** of `{run.request.get('request_id')}`: "
+            f"{lead} `{analysis.visible(here, False)}` (what it sampled).{known}")
 
 
 def picked(tab: BranchTab, page: Page, run: Run | None, text: str | None) -> dict:
@@ -189,12 +196,19 @@ def picked(tab: BranchTab, page: Page, run: Run | None, text: str | None) -> dic
             page.tabs: gr.update(selected="branch"), page.selected: "Branch"}
 
 
+def point_run(source: Run | None, current: Run | None) -> Run | None:
+    """The run a point is read from: the tab's run while the run on screen is that run or a branch
+    of it (a second branch from the same point), else the run on screen (a new run, or a saved one
+    opened, moves the tab to it)."""
+    if source is None or current is None:
+        return source if current is None else current
+    keep = source.request.get("request_id") in (current.request.get("request_id"), analysis.branched_from(current))
+    return source if keep else current
+
+
 def placed(tab: BranchTab, current: Run | None, source: Run | None, sample, position) -> dict:
-    """The tab opened, or i or k typed: the point in the tab's run while the run on screen is that
-    run or a branch of it (a second branch from the same point), else in the run on screen."""
-    keep = source is not None and current is not None and source.request.get("request_id") in (
-        current.request.get("request_id"), analysis.branched_from(current))
-    return point_view(tab, source if keep else current, sample, position)
+    """The tab opened, or i or k typed: the point in the run ``point_run`` names."""
+    return point_view(tab, point_run(source, current), sample, position)
 
 
 def sample_picked(tab: BranchTab, page: Page, run: Run | None, evt: gr.SelectData) -> dict:
@@ -263,8 +277,8 @@ def forced_token(run: Run, sample, position, choice: str | None, token_id: str |
 async def begin(tab: BranchTab, page: Page, action: Action | None, source: Run | None, current: Run | None, sample,
                 position, choice, token_id, n) -> dict:
     """The branch, checked and planned, becomes this session's action; the run handler streams
-    it. It starts from the tab's run (the run on screen, until the tab has one)."""
-    run = source if source is not None else current
+    it. It starts from the run ``point_run`` names, which the tab's line then shows."""
+    run = point_run(source, current)
     if run is None:
         return {tab.note: f"⚠️ {NO_RUN}"}
     try:
@@ -279,6 +293,7 @@ async def begin(tab: BranchTab, page: Page, action: Action | None, source: Run |
         return {page.live: None, page.summary: views.beside_run_on_screen(message, current), tab.note: message}
     note = analysis.branch_label(Run(request={**request.to_dict(), **labels}, samples=[]))
     return {page.live: action, page.summary: views.queued_summary(action.runs[0]),
+            tab.context: _context(run, sample, position), tab.source: run,
             tab.note: f"⎇ {note}: in the samples area above, the summary line says how it goes."}
 
 
@@ -288,7 +303,7 @@ async def begin_what_if(tab: BranchTab, page: Page, action: Action | None, sourc
                         sample, position, k, n) -> dict:
     """One branch per top-k token at the point, checked and planned as one action of the session
     (Stop ends them all)."""
-    run = source if source is not None else current
+    run = point_run(source, current)
     if run is None:
         return {tab.note: f"⚠️ {NO_RUN}"}
     try:
@@ -307,7 +322,8 @@ async def begin_what_if(tab: BranchTab, page: Page, action: Action | None, sourc
     except PlaygroundError as e:
         return {page.live: None, tab.note: refused(e, "What if")}
     action.about = (run, int(sample), int(position), options)
-    return {page.live: action, tab.note: f"⏳ running {len(options)} branches of {requests[0][0].n} samples each…",
+    return {page.live: action, tab.context: _context(run, sample, position), tab.source: run,
+            tab.note: f"⏳ running {len(options)} branches of {requests[0][0].n} samples each…",
             tab.table: gr.update(visible=False), tab.tree: gr.update(visible=False)}
 
 

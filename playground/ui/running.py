@@ -42,13 +42,15 @@ from playground.ui.page import Page
 from playground.ui.samples_area import QUIET
 from playground.ui.showing import SUMMARY_EVERY, at_once, figures_every, live, panels_now, show
 
-BUSY = "A run of this page is still going: press Stop first, or wait for it to finish."
+# Past tense: the note stays under its button after the run it speaks of has ended, and stays true.
+BUSY = "Started nothing: a run of this page was going. Press Stop first, or wait for it to finish."
 PRESSED_AGAIN = ("Run was pressed while a run was going, and started nothing: the form as it is then runs at the "
                  "next Run (Stop ends the one going).")
 STREAMED = ("Run", "Branch", "Replay")  # the actions whose run streams into the samples area
 # What the summary calls an action that streams elsewhere, when Run is pressed while it goes.
-OTHER_ACTIONS = {"What if": "What if's branches", "Sweep": "The sweep", "Compare": "The wrapper-vs-native comparison",
-         "Sample alone": "The replay of one sample"}
+OTHER_ACTIONS = {"What if": "What if's branches were", "Sweep": "the sweep was",
+                 "Compare": "the wrapper-vs-native comparison was", "Sample alone": "the replay of one sample was",
+                 "QA matrix": "the QA matrix was"}
 
 
 class Busy(PlaygroundError):
@@ -119,10 +121,10 @@ async def begin(page: Page, action: Action | None, current: Run | None = None, *
     except Busy:  # a second press: the summary follows the going run, or says what else goes
         if action.name in STREAMED:  # the line by the form says the press started nothing
             return {page.summary: gr.skip(), **({page.said: PRESSED_AGAIN} if page.said is not None else {})}
-        going = OTHER_ACTIONS.get(action.name, f"{action.name}'s run")
+        going = OTHER_ACTIONS.get(action.name, f"{action.name}'s run was")
         return {page.summary: views.beside_run_on_screen(
-            f"⚠️ Run started nothing: {going[0].lower()}{going[1:]} on this page was going. Press Stop first, or "
-            "wait for it to finish.", current)}
+            f"⚠️ Run started nothing: {going} going on this page. Press Stop first, or wait for it to finish.",
+            current)}
     except EngineUnavailable as e:  # the engine's line too: it may say "up" from before
         return {page.live: None, page.summary: views.beside_run_on_screen(refused(e), current),
                 page.status: views.engine_status(page.backend.info())}

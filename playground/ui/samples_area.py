@@ -68,15 +68,26 @@ COLUMNS_UP_TO = 16  # the "auto" view: columns up to this many samples, the toke
 SENT_KEPT = 20_000  # per-message records kept for measurement (time, bytes)
 ANSWER_WAIT = 1.0  # seconds a browser's ack waits for the stream's next message to carry it back
 # After Run, Branch or a run link, the run is shown under the summary: bring it into view when it
-# is not, without moving a page whose samples a person can already see, nor one where the form
-# says under a control that a value typed past its range was not used (the run's summary would
-# then speak of the value used, the note of why, out of view).
+# is not, without moving a page whose samples a person can already see. A value typed past a
+# slider's range was not used: the note under its control says so, and, as the page moves away
+# from it, a line above the summary says it again (it stays with the run it speaks of, until the
+# next Run).
 SHOW_SAMPLES_JS = """
 () => {
   const summary = document.querySelector('#summary-row') || document.querySelector('#run-summary');
-  if (!summary || document.querySelector('.bounds-note')) return;
-  const top = summary.getBoundingClientRect().top;
-  if (top < 0 || top > window.innerHeight * 0.6) summary.scrollIntoView({behavior: 'smooth', block: 'start'});
+  if (!summary) return;
+  const notes = [...document.querySelectorAll('.bounds-note')].map((note) => note.textContent);
+  let echo = document.querySelector('#bounds-echo');
+  if (!echo && notes.length) {
+    echo = document.createElement('div');
+    echo.id = 'bounds-echo';
+    summary.parentNode.insertBefore(echo, summary);
+  }
+  if (echo) { echo.textContent = notes.length ? `⚠️ ${notes.join(' ')}` : ''; echo.hidden = !notes.length; }
+  const top = (echo && !echo.hidden ? echo : summary).getBoundingClientRect().top;
+  if (top < 0 || top > window.innerHeight * 0.6) {
+    (echo && !echo.hidden ? echo : summary).scrollIntoView({behavior: 'smooth', block: 'start'});
+  }
 }
 """
 # A server function is called without the session's State, so an ack names its session by an

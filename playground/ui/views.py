@@ -87,6 +87,15 @@ def beside_run_on_screen(line: str, run: Run | None) -> str:
     return f"{line}\n\nOn screen: {run_summary(run)}" if run is not None else line
 
 
+def after_new_settings(summary: str | None, run: Run | None) -> str | None:
+    """The summary once an example has refilled the form: a line about a press that started nothing
+    (refused, or another action going) spoke of a form no longer there, so the line of the run on
+    screen takes its place; None: the summary stays as it is."""
+    if not summary or not summary.startswith(("✖ refused", "⚠️")):
+        return None
+    return run_summary(run) if run is not None else ""
+
+
 def ended_summary(live_run) -> str:
     """The line for a run that ended before it had a record (stopped while queued, refused or
     failed before its first moment in the engine)."""
