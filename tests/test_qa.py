@@ -920,8 +920,10 @@ def test_the_tab_runs_a_matrix_renders_a_grid_and_a_json_file_and_opens_a_cell(b
     settings = dict(prompt=PROMPT, use_chat_template=False, n=2, seed="7", output_kind="DELTA", mode="wrapper",
                     temperature=1.0, top_p=1.0, top_k=0, min_p=0.0, max_tokens=3, presence_penalty=0,
                     frequency_penalty=0, repetition_penalty=1, stop="", logprobs=0, ignore_eos=False)
+    action = asyncio.run(qa_tab.begin(tab, page, None, **settings))[page.live]  # the session's action
     grid, report, json_file, matrix = asyncio.run(
-        qa_tab.run(tab, page, **settings, progress=lambda *a, desc=None, **k: descriptions.append(desc)))
+        qa_tab.run(tab, page, action, progress=lambda *a, desc=None, **k: descriptions.append(desc)))
+    assert not action.going
 
     # Every cell green but vLLM's own finding (live CUMULATIVE lists on async native), when it shows.
     red = [c.label for c in matrix.cells if not c.ok]
@@ -984,10 +986,54 @@ def test_the_tab_refuses_an_empty_prompt_before_it_starts_an_engine(backend, mon
     with gr.Blocks(), gr.Tabs():
         tab = qa_tab.declare(backend)
     settings = dict(prompt="   ", use_chat_template=False, n=2, seed="7", max_tokens=3)
-    grid, report, json_file, matrix = asyncio.run(qa_tab.run(tab, None, **settings, progress=lambda *a, **k: None))
-    assert report == ("✖ refused: the prompt is empty: type some text to sample from. Nothing was sent to the "
-                      "engine; change it and press Run the QA matrix again.")
-    assert grid == json_file == matrix == gr.skip() and started == []
+    assert asyncio.run(qa_tab.begin(tab, None, None, **settings)) == {tab.report: (
+        "✖ refused: the prompt is empty: type some text to sample from. Nothing was sent to the engine; change it "
+        "and press Run the QA matrix again.")}  # and no action held: the next press starts afresh
+    assert started == []
+
+
+def test_the_matrix_is_the_sessions_action_run_waits_for_it_and_stop_ends_it_between_cells(backend, runner,
+                                                                                             monkeypatch):
+    """The matrix holds the browser session as a run does: a second press and Run pressed during it
+    start nothing (Run says the matrix goes), Stop ends it before its next cell and says after how
+    many, and then Run starts; no request is left in the engine."""
+    from playground.ui import build_app, qa_tab, running
+    from playground.ui.samples_area import SamplesSession
+    from tests.helpers import wait_until
+
+    declared = []
+    declare = qa_tab.declare
+    monkeypatch.setattr(qa_tab, "declare", lambda *args: declared.append(declare(*args)) or declared[-1])
+    page = build_app(backend, sync_runner=runner).playground_page
+    (tab,) = declared
+    form = dict(prompt=PROMPT, use_chat_template=False, n=2, seed="7", max_tokens=3)
+
+    async def scenario() -> str:
+        second_cell = asyncio.Event()
+        update = await qa_tab.begin(tab, page, None, **form)
+        action = update[page.live]
+        assert action.going and update[tab.report].startswith("⏳ The QA matrix is queued")
+        assert await qa_tab.begin(tab, page, action, **form) == {tab.report: f"⚠️ {running.BUSY}"}
+
+        def progress(done, desc=None, **k):
+            if isinstance(done, tuple) and done[0] >= 1:
+                second_cell.set()  # Stop comes while a cell runs, not before the first
+        matrix_run = asyncio.create_task(qa_tab.run(tab, page, action, progress=progress))
+        await second_cell.wait()
+        said = await running.begin(page, action, None, **{**form, "prompt": "Hello"})
+        assert "Run started nothing: the QA matrix was going on this page" in said[page.summary], said
+        await running.stop(page, action, [], SamplesSession(), "QA matrix")
+        assert not action.going and matrix_run.done()
+        grid, report, json_file, matrix = matrix_run.result()
+        update = await running.begin(page, action, None, **form)
+        assert update[page.live].name == "Run"  # the next Run starts
+        await update[page.live].stop_and_wait()
+        return report
+
+    report = asyncio.run(scenario())
+    assert re.fullmatch(r"■ The QA matrix was stopped after \d+ of 12 cells: press Run the QA matrix for a verdict\.",
+                        report), report
+    assert wait_until(lambda: backend.host.run(backend.num_unfinished()) == 0, 5)
 
 
 def test_a_remote_server_gets_its_own_green_cells(remote):

@@ -19,11 +19,11 @@ from functools import partial
 
 import gradio as gr
 
-from playground.errors import InvalidRequest
+from playground.errors import InvalidRequest, PlaygroundError
 from playground.qa import matrix as qa
 from playground.ui.form import form_request
 from playground.ui.messages import refusal, shown
-from playground.ui.running import refused
+from playground.ui.running import BUSY, Action, Busy, plan_action, refused
 from playground.ui.showing import show
 
 GREEN = "background-color: #dcfce7; color: #14532d"
@@ -102,12 +102,16 @@ def declare(backend, sync_runner=None) -> QATab:
     return QATab(run_btn, download, grid_, opened, report_, matrix, MatrixPaths(backend, sync_runner))
 
 
-def connect(tab: QATab, page) -> None:
-    """Hook up the events; the run form and what showing a run updates come from ``page``."""
-    # One matrix at a time: each cell is meant to run alone on its engine.
-    tab.run_btn.click(partial(run, tab, page), inputs_kwargs=page.form,
-                      outputs=[tab.grid, tab.report, tab.download, tab.matrix],
-                      concurrency_limit=1, concurrency_id="qa-matrix", api_visibility="private")
+def connect(tab: QATab, page) -> gr.events.Dependency:
+    """Hook up the events; the run form and what showing a run updates come from ``page``. The
+    matrix is an action of the browser session (``running.Action``) like a run: checked outside the
+    queue, refused while another action goes, and ended by Stop between two cells."""
+    started = tab.run_btn.click(partial(begin, tab, page), [page.live], [page.live, tab.report],
+                                inputs_kwargs=page.form, queue=False, show_progress="hidden", api_visibility="private")
+    # One matrix at a time in the app: each cell is meant to run alone on its engine.
+    started.success(partial(run, tab, page), [page.live], [tab.grid, tab.report, tab.download, tab.matrix],
+                    concurrency_limit=1, concurrency_id="qa-matrix", show_progress_on=[tab.report],
+                    api_visibility="private")
 
     async def on_cell(matrix, history, session, selected, evt: gr.SelectData, **settings):  # Gradio reads evt's type
         return await open_cell(tab, page, matrix, history, session, selected, evt, **settings)
@@ -118,30 +122,57 @@ def connect(tab: QATab, page) -> None:
 
 # --- handlers -----------------------------------------------------------------------------------
 
-async def run(tab: QATab, page, progress=gr.Progress(), **settings):  # noqa: B008 (Gradio's way to ask for progress)
-    """Run the matrix for the page's settings (the run form, by name); returns the grid, the
-    report, the JSON file and the matrix (for clicks)."""
-    def refusal_line(e: InvalidRequest) -> tuple:  # said where the matrix would be, which stays as it was
-        return gr.skip(), refused(e, "Run the QA matrix"), gr.skip(), gr.skip()
-
-    try:  # what can be checked before the first matrix starts its engine (a minute): an empty prompt
+async def begin(tab: QATab, page, action: Action | None, **settings) -> dict:
+    """The Run-the-matrix button: the page's request (the run form, by name), checked before the
+    first matrix starts its engine (a minute), becomes the session's action; a refusal is said in
+    the tab's line, where the matrix's verdict goes, and nothing is stored."""
+    try:
         request = form_request(**settings)
         request.check(tab.paths.backend.limits)
-    except InvalidRequest as e:
-        return refusal_line(e)
-    paths = await tab.paths.get(progress)
+        action = await plan_action(page, action, "QA matrix", [])
+    except Busy:
+        return {tab.report: f"⚠️ {BUSY}"}
+    except PlaygroundError as e:
+        return {tab.report: refused(e, "Run the QA matrix")}
+    action.about, action.work = request, asyncio.Event()
+    return {page.live: action, tab.report: "⏳ The QA matrix is queued: one matrix runs at a time in the app."}
 
-    def on_cell(done: int, total: int, label: str) -> None:
-        progress((done, total), desc=f"cell {done + 1} of {total}: {label}", unit="cells")
+
+async def run(tab: QATab, page, action: Action | None, progress=gr.Progress()):  # noqa: B008 (Gradio asks so)
+    """The session's matrix action, one cell at a time; returns the grid, the report, the JSON file
+    and the matrix (for clicks). Stop ends it before the next cell."""
+    if action is None or action.work is None or not action.claim("follow", ("QA matrix",)):
+        return gr.skip(), gr.skip(), gr.skip(), gr.skip()
+    done = [0, 0]  # cells ended, of how many
+
+    def on_cell(index: int, total: int, label: str) -> None:
+        done[:] = index, total
+        if action.stop_asked:
+            raise MatrixStopped
+        progress((index, total), desc=f"cell {index + 1} of {total}: {label}", unit="cells")
 
     try:
-        matrix = await qa.run_matrix(request, paths, on_cell=on_cell)
+        if action.stop_asked:
+            raise MatrixStopped
+        matrix = await qa.run_matrix(action.about, await tab.paths.get(progress), on_cell=on_cell)
+    except MatrixStopped:
+        said = f"after {done[0]} of {done[1]} cells" if done[0] else "before its first cell"
+        return gr.skip(), f"■ The QA matrix was stopped {said}: press Run the QA matrix for a verdict.", gr.skip(), \
+            gr.skip()
     except InvalidRequest as e:  # a setting only the engine refuses (the prompt's tokens past its context)
-        return refusal_line(e)
+        return gr.skip(), refused(e, "Run the QA matrix"), gr.skip(), gr.skip()
+    except gr.Error:
+        raise
     except Exception as e:  # a failure to explain
         raise shown(e) from None
+    finally:
+        action.work.set()
     return (gr.update(value=grid(matrix), column_widths=column_widths(matrix), visible=True), report(matrix),
             gr.update(value=export(page.export_dir, matrix), interactive=True), matrix)
+
+
+class MatrixStopped(Exception):
+    """Stop was pressed while the matrix ran: it ends before its next cell."""
 
 
 async def open_cell(tab: QATab, page, matrix: qa.Matrix | None, history, session, selected, evt: gr.SelectData,

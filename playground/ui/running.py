@@ -1,5 +1,5 @@
-"""Run and Stop, and every other button that starts runs (Branch, What if, Replay, Compare): one model
-of what a browser session has going, written once.
+"""Run and Stop, and every other button that starts runs (Branch, What if, Replay, Compare, the QA
+matrix): one model of what a browser session has going, written once.
 
 A session holds at most one ``Action`` (in ``page.live``): the runs one button started, each a
 ``LiveRun`` with its state (backends/live.py). Every button is two steps. ``begin`` (outside the
@@ -69,10 +69,14 @@ class Action:
     shown: bool = False  # its run's end taken to be drawn whole (by ``finish`` or Stop): the other adds nothing
     streamed: bool = False  # its stream ended by itself, so its last message was sent (not cancelled)
     followers: set[str] = field(default_factory=set)  # the kinds of follower that follow it (``claim``)
+    # Work that is no LiveRun's (the QA matrix's cells, run by its follower): set once it has ended.
+    # Stop asks it to end (``stop_asked``) and waits for that.
+    work: asyncio.Event | None = None
+    stop_asked: bool = False
 
     @property
     def going(self) -> bool:
-        return any(r.going for r in self.runs)
+        return any(r.going for r in self.runs) or (self.work is not None and not self.work.is_set())
 
     def claim(self, follower: str, names: tuple[str, ...] = STREAMED) -> bool:
         """Whether ``follower`` (a queued step after a button's ``begin``: the stream, the live
@@ -87,7 +91,10 @@ class Action:
         return True
 
     async def stop_and_wait(self) -> None:
+        self.stop_asked = True
         await asyncio.gather(*(r.stop_and_wait() for r in self.runs))
+        if self.work is not None:
+            await self.work.wait()
 
 
 async def plan_action(page: Page, action: Action | None, name: str,
