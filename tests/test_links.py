@@ -56,6 +56,13 @@ def test_what_a_link_gets_wrong_is_named_and_the_rest_is_kept():
                         "top_p must be in (0, 1], got 1.5", "ignore_eos must be true or false, got 'yes'"]
 
 
+def test_a_request_field_the_form_does_not_hold_and_a_setting_given_twice_are_named():
+    values, problems = read_query([("prefix_token_ids", "1,2"), ("n", "3"), ("n", "4")], NAMES, LIMITS)
+    assert values == {"n": 4}
+    assert problems == ["`prefix_token_ids` is a setting of a request that the form does not hold (a run's link, or "
+                        "the API, carries it)", "`n` is given 2 times: the last, '4', is used"]
+
+
 def test_a_setting_is_checked_with_the_links_own_n():
     values, problems = read_query([("n", "1"), ("temperature", "0")], NAMES, LIMITS)
     assert values == {"n": 1, "temperature": 0.0} and problems == [], "greedy is fine at n=1"
@@ -80,6 +87,12 @@ def test_a_value_past_a_sliders_bounds_is_named_and_the_control_left_as_it_was()
     update, unfit = form_update(form, values)
     assert unfit == ["`top_p`: 0.001 is outside the form's 0.01 to 1"]
     assert update == {form["n"]: 2, form["seed"]: "5"}
+    values, problems = read_query([("logprobs", "0"), ("n", "2")], NAMES, LIMITS)  # the API's 0: no alternatives
+    update, unfit = form_update(form, values)
+    assert values["logprobs"] == 0 and update == {form["n"]: 2}, "not the slider's 0, which is off"
+    assert unfit == ["`logprobs`: 0 (each sampled token's own logprob, no alternatives; asked through the API) cannot "
+                     "be set in the form, where 0 is off"]
+    assert form_update(form, {"logprobs": None}) == ({form["logprobs"]: 0}, [])  # off is the slider's 0
 
 
 def test_every_number_box_of_the_form_passes_what_was_typed_for_the_server_to_check():

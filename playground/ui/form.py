@@ -134,6 +134,12 @@ def _escape(line: str) -> str:
     return line.replace("\n", "\\n").replace("\t", "\\t")
 
 
+# The engine's logprobs=0 records each sampled token's own logprob and no alternative; the form's
+# slider at 0 is logprobs off. A run or a link that asked for 0 is said, not turned into "off".
+LOGPROBS_ZERO = ("0 (each sampled token's own logprob, no alternatives; asked through the API) cannot be set in the "
+                 "form, where 0 is off")
+
+
 def form_update(form: dict[str, gr.components.Component], values: dict[str, Any]) -> tuple[dict, list[str]]:
     """The form's controls set to ``values``, and a sentence per value a control cannot hold (a
     slider's bounds), which is left as it was."""
@@ -142,7 +148,9 @@ def form_update(form: dict[str, gr.components.Component], values: dict[str, Any]
         if name not in form or (value is None and name not in ("seed", "logprobs")):
             continue
         shown = form_value(name, value)
-        if reason := outside(form[name], shown):
+        if name == "logprobs" and value == 0:  # the engine's 0 is not the slider's 0
+            problems.append(f"`logprobs`: {LOGPROBS_ZERO}")
+        elif reason := outside(form[name], shown):
             problems.append(f"`{name}`: {reason}")
         else:
             update[form[name]] = shown

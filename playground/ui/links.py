@@ -152,9 +152,12 @@ def read_query(pairs: list[tuple[str, str]], names: list[str], limits: Limits) -
     given: dict[str, list[str]] = {}
     for name, value in pairs:
         given.setdefault(name, []).append(value)
-    problems = [f"`{name}` is not a setting of the form{did_you_mean(name, names)}" for name in given
-                if name not in names and name != RUN and not name.startswith("__")]
     kinds = {f.name: f.type for f, _ in fields()}
+    problems = [f"`{name}` is a setting of a request that the form does not hold (a run's link, or the API, carries "
+                "it)" if name in kinds else f"`{name}` is not a setting of the form{did_you_mean(name, names)}"
+                for name in given if name not in names and name != RUN and not name.startswith("__")]
+    problems += [f"`{name}` is given {len(given[name])} times: the last, {given[name][-1]!r}, is used" for name in names
+                 if len(given.get(name, ())) > 1 and not kinds[name].startswith("list[str]")]
     values: dict[str, Any] = {}
     for name in sorted((n for n in names if n in given), key=lambda n: n != "n"):  # n first
         raw: Any = given[name] if kinds[name].startswith("list[str]") else given[name][-1]
