@@ -253,6 +253,8 @@ def _open(path: Path) -> sqlite3.Connection:
     """Open (or make) the store at ``path``; StoreRefused, naming the file, for one that is not ours."""
     if path.is_dir():
         raise StoreRefused(f"{path} is a folder, not a run store file")
+    if path.exists() and not path.is_file():  # a device or a pipe: SQLite would leave its journal beside it
+        raise StoreRefused(f"{path} is not a regular file, so it cannot be a run store")
     if file := next((folder for folder in path.parents if folder.is_file()), None):
         raise StoreRefused(f"{file} is a file, not a folder to keep {path.name} in")
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
@@ -277,7 +279,7 @@ def _check(db: sqlite3.Connection, path: Path) -> None:
     except sqlite3.DatabaseError as e:
         if db.in_transaction:
             db.execute("ROLLBACK")
-        raise StoreRefused(f"{path} is not a run store: it is not a SQLite database ({e})") from None
+        raise _refused(path, e, f"{path} is not a run store: it is not a SQLite database ({e})") from None
     if application_id != APPLICATION_ID and (tables or application_id):
         raise StoreRefused(f"{path} is a SQLite database of another program (tables: {', '.join(tables) or 'none'}), "
                            "not this playground's run store")
@@ -292,6 +294,9 @@ def _check(db: sqlite3.Connection, path: Path) -> None:
             raise StoreRefused(f"{path} cannot be written safely: SQLite refused its write-ahead log")
         db.execute("PRAGMA synchronous = FULL")
         db.execute("BEGIN IMMEDIATE")  # two processes that make a new store at once: one makes it
+        # A write, to know now rather than at the first run's save: SQLite opens a file it may not write
+        # (read-only, immutable) for reading without a word.
+        db.execute(f"PRAGMA user_version = {db.execute('PRAGMA user_version').fetchone()[0]}")
         if not db.execute("SELECT 1 FROM sqlite_master WHERE name = 'runs'").fetchone():
             for statement in SCHEMA.split(";"):
                 if statement.strip():
@@ -307,10 +312,24 @@ def _check(db: sqlite3.Connection, path: Path) -> None:
     except sqlite3.DatabaseError as e:
         if db.in_transaction:
             db.execute("ROLLBACK")
-        if isinstance(e, sqlite3.OperationalError) and getattr(e, "sqlite_errorcode", None) in (
-                sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED):
-            raise StoreRefused(f"{path} is held by another program for more than {BUSY_TIMEOUT_S:g} s ({e})") from None
-        raise StoreRefused(f"{path} is damaged: {e}") from None
+        raise _refused(path, e, f"{path} is damaged: {e}") from None
+
+
+def _refused(path: Path, e: sqlite3.DatabaseError, otherwise: str) -> StoreRefused:
+    """Why SQLite could not use the file, in the words of what to do about it (``otherwise``: what
+    any other failure means where it happened)."""
+    code = (getattr(e, "sqlite_errorcode", None) or 0) & 0xFF  # the primary code of an extended one
+    if code in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED):
+        return StoreRefused(f"{path} is held by another program for more than {BUSY_TIMEOUT_S:g} s ({e})")
+    if code == sqlite3.SQLITE_READONLY:
+        return StoreRefused(f"{path} cannot be written ({e}): the file, or its folder, is read-only")
+    if code == sqlite3.SQLITE_CANTOPEN:
+        return StoreRefused(f"{path} cannot be opened ({e}): SQLite keeps two files beside a run store "
+                            f"({path.name}-wal and {path.name}-shm), so it must be a file in a folder this user "
+                            "can write")
+    if code == sqlite3.SQLITE_IOERR:
+        return StoreRefused(f"{path} cannot be read and written as a file ({e})")
+    return StoreRefused(otherwise)
 
 
 def _write_ahead_log(db: sqlite3.Connection) -> str:

@@ -253,6 +253,9 @@ def test_a_run_store_that_is_not_one_stops_the_start_with_a_sentence(tmp_path):
     # the first screen speaks of the product: vLLM's and torch's import noise is filtered at its source
     assert "Triton" not in done.stderr + done.stdout and "FutureWarning" not in done.stderr + done.stdout
     assert damaged.read_text() == "my notes, not a database\n" * 20
+    unset = app("--runs-db", "", timeout=300)  # `--runs-db "$DB"` with $DB unset: not the default store
+    assert unset.returncode == 2 and unset.stderr.strip().splitlines()[-1] == (
+        "python app.py: error: argument --runs-db: --runs-db needs a file's path, and was given an empty one")
 
 
 def alive(process) -> bool:

@@ -186,6 +186,28 @@ def test_a_file_that_is_not_a_run_store_is_refused_by_name_and_left_as_it_was(tm
     assert (path.read_bytes() if path.is_file() else None) == before
 
 
+def test_a_store_that_cannot_be_written_is_refused_at_open_and_a_device_is_never_opened(tmp_path):
+    """SQLite opens a file it may not write for reading without a word: the store writes once as it
+    opens, so the app refuses it at start, not at its first run's save. (As root only the immutable
+    flag makes a file read-only, hence chattr.)"""
+    import shutil
+    import subprocess
+
+    path = tmp_path / "runs.sqlite3"
+    RunStore(path).close()
+    if not shutil.which("chattr") or subprocess.run(["chattr", "+i", str(path)], capture_output=True).returncode:
+        pytest.skip("this filesystem has no immutable flag")
+    try:
+        with pytest.raises(StoreRefused, match=re.escape(f"{path} cannot be written (attempt to write a readonly "
+                                                         "database): the file, or its folder, is read-only")):
+            RunStore(path)
+    finally:
+        subprocess.run(["chattr", "-i", str(path)], check=True)
+    with pytest.raises(StoreRefused, match="^/dev/null is not a regular file, so it cannot be a run store$"):
+        RunStore(Path("/dev/null"))
+    assert not Path("/dev/null-journal").exists() and not Path("/dev/null-wal").exists()
+
+
 def test_a_writer_killed_mid_write_leaves_every_committed_run_whole(tmp_path):
     path = tmp_path / "runs.sqlite3"
     RunStore(path).close()

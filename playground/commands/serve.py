@@ -59,7 +59,7 @@ def add_serve_flags(group) -> None:
 
 
 def add_store_flags(group) -> None:
-    group.add_argument("--runs-db", default=None, metavar="PATH",
+    group.add_argument("--runs-db", type=_store_path, default=None, metavar="PATH",
                        help=f"The run store: a SQLite file where the page keeps its runs, for History and links "
                             f"(default {default_path()}; $XDG_DATA_HOME moves it).")
     group.add_argument("--no-store", action="store_true",
@@ -70,6 +70,13 @@ def add_store_flags(group) -> None:
     group.add_argument("--store-max-mb", type=positive_int("--store-max-mb", 10**7), default=limits.max_bytes >> 20,
                        metavar="MB", help=f"Megabytes of (compressed) runs the store keeps (default "
                                           f"{limits.max_bytes >> 20}).")
+
+
+def _store_path(text: str) -> str:
+    """A path, not an empty one: `--runs-db "$DB"` with $DB unset must not mean the default store."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError("--runs-db needs a file's path, and was given an empty one")
+    return text
 
 
 PACE_WITHOUT_RUNS = "--replay-pace is the pace of --replay: give the runs to play with --replay FILE"

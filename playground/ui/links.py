@@ -140,8 +140,9 @@ def run_query(keeper: Keeper | None, run: Run | None, session) -> str:
         keeper.settle()
         key = keeper.store.key_of(owner, rid)
     if key is None:
-        raise refusal("This run is not in the run store, so it has no link: it was deleted from History (or removed "
-                      "as the oldest to keep the store within its limits). Export it as a file instead.")
+        raise refusal("This run is not in the run store, so it has no link: its save failed (History's note says "
+                      "why), it was deleted from History, or it was removed as the oldest to keep the store within "
+                      "its limits. Export it as a file instead.")
     return "?" + urlencode([(RUN, key)])
 
 
