@@ -250,7 +250,11 @@ def test_a_report_or_figures_given_as_runs_are_named_and_earlier_figures_are_kep
     assert analyze.main([str(runs), "--json", str(figures), "--html", str(report)]) == exits.OK
     kept.write_text(figures.read_text(encoding="utf-8"), encoding="utf-8")
     capsys.readouterr()
+    table = tmp_path / "tokens.csv"  # the Export tab's tokens CSV
+    table.write_text("sample,seed,position,token_id,token_text,t,logprob,rank,entropy_lb_bits\n0,3,0,33,1,0.2,-0.8,1,"
+                     "2.8\n", encoding="utf-8")
     for path, said in ((report, "this is an HTML page (a report?), not run bundles"),
+                       (table, "this is a table of comma-separated values (its columns: sample,seed,position,"),
                        (figures, "It looks like analyze --json's figures: give the runs they were read from.")):
         assert analyze.main([str(path), "--json", str(kept)]) == exits.FAILED
         err = capsys.readouterr().err
