@@ -17,6 +17,11 @@ class EngineUnavailable(PlaygroundError, RuntimeError):
     """The engine died, is restarting, or the remote server cannot be reached."""
 
 
+class NoEngine(EngineUnavailable):
+    """This app has no engine at all (it replays saved runs): what needs one is refused for good,
+    not until the engine answers again."""
+
+
 class RemoteError(EngineUnavailable):
     """The remote vLLM server answered with an error, refused the connection, or timed out."""
 

@@ -19,7 +19,7 @@ from playground.backends.pace import Clock, Pace
 from playground.backends.replay import ReplayBackend, Script
 from playground.backends.replay_library import Library
 from playground.backends.synthetic import synthetic_run
-from playground.errors import InvalidBundle, InvalidRequest
+from playground.errors import InvalidBundle, InvalidRequest, NoEngine
 from playground.request import OUTPUT_KINDS, SETTINGS, SampleRequest
 from playground.run import Run
 from tests.helpers import record_to_end
@@ -276,8 +276,10 @@ def test_a_replay_chooses_the_run_of_the_prompt_closest_to_the_request(recorded)
     asked.n = 5
     said = backend.resolve(asked, None)[1]["replay"]
     assert said["of"] == native.request["request_id"] and "it differs in n" in said["note"]
-    with pytest.raises(Exception, match="has no engine: a branch needs one"):
+    with pytest.raises(NoEngine, match="has no engine: a branch needs one") as refused:
         backend.resolve(asked, {"branch": {"run": "run-x"}})
+    from playground.ui.running import refused as said  # for good: no "press Branch again once it answers"
+    assert said(refused.value, "Branch") == f"✖ refused: {refused.value}."
     # A prompt no run has plays the file's next run: the one after the run played last.
     other = dataclasses.replace(asked, prompt="Count to three.")
     played = [backend.resolve(other, None)[1]["replay"]["of"] for _ in range(3)]

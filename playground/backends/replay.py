@@ -28,7 +28,7 @@ from playground.backends.base import Prepared
 from playground.backends.pace import Clock, Pace, Warp
 from playground.backends.recorder import Observation
 from playground.backends.replay_library import Library, source_request
-from playground.errors import EngineUnavailable, InvalidRequest
+from playground.errors import InvalidRequest, NoEngine
 from playground.logprobs import Logprobs
 from playground.request import DEFAULT_MAX_N, Limits, SampleRequest
 from playground.run import Event, EventOutput, Run
@@ -174,7 +174,7 @@ class ReplayBackend:
         asked = labels.pop("replay", None) or {}
         for what, name in (("branch", "a branch"), ("sweep", "a sweep"), ("rerun", "the Reproducibility tab")):
             if what in labels and not asked:
-                raise EngineUnavailable(NO_ENGINE.format(name=self.library.name, what=name))
+                raise NoEngine(NO_ENGINE.format(name=self.library.name, what=name))
         note = None
         if "of" in asked:
             source = self.library.get(asked["of"])
@@ -197,7 +197,7 @@ class ReplayBackend:
 
     async def stream(self, prepared: Prepared) -> AsyncIterator[Observation]:
         if prepared.watch:
-            raise EngineUnavailable(NO_ENGINE.format(name=self.library.name, what="the QA matrix"))
+            raise NoEngine(NO_ENGINE.format(name=self.library.name, what="the QA matrix"))
         replay = prepared.labels.get("replay") or {}
         source = self.library.get(replay.get("of", ""))
         if source is None:  # record() resolves every request first; a caller that did not gets this

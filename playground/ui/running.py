@@ -31,7 +31,7 @@ from typing import Any
 import gradio as gr
 
 from playground.backends.live import LiveRun, State
-from playground.errors import EngineUnavailable, PlaygroundError
+from playground.errors import EngineUnavailable, NoEngine, PlaygroundError
 from playground.request import SampleRequest
 from playground.run import Run
 from playground.ui import views
@@ -116,7 +116,8 @@ def refused(error: Exception, button: str = "Run") -> str:
     """A refusal as the page says it: the sentence for the summary or note. No toast: the first
     step of every button runs outside Gradio's queue (``queue=False``), where gr.Warning cannot
     reach the page and only prints on the server's terminal."""
-    return views.refused_summary(str(shown(error).message), button, isinstance(error, EngineUnavailable))
+    return views.refused_summary(str(shown(error).message), button,
+                                 None if isinstance(error, NoEngine) else isinstance(error, EngineUnavailable))
 
 
 async def begin(page: Page, action: Action | None, current: Run | None = None, **settings) -> dict:

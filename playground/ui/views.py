@@ -74,9 +74,12 @@ def queued_summary(live_run) -> str:
             f"{request.output_kind} · {_seeds(request.seed, request.n, request.mode)}")
 
 
-def refused_summary(reason: str, button: str = "Run", engine_away: bool = False) -> str:
+def refused_summary(reason: str, button: str = "Run", engine_away: bool | None = False) -> str:
     """The line after a request was refused: nothing was sent, the page is ready for the next press
-    of ``button`` (``engine_away``: once the engine answers, for nothing in the request is wrong)."""
+    of ``button`` (``engine_away``: once the engine answers, for nothing in the request is wrong;
+    None: there is no engine to answer, and the reason says where to go instead)."""
+    if engine_away is None:
+        return f"✖ refused: {reason.rstrip('.')}."
     then = f"press {button} again once it answers" if engine_away else f"change it and press {button} again"
     return f"✖ refused: {reason.rstrip('.')}. Nothing was sent to the engine; {then}."
 
