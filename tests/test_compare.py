@@ -197,3 +197,31 @@ def test_pairing_by_seed_sets_the_samples_that_share_one_side_by_side_and_lists_
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # no "Pick two runs first" toast for a choice made before the runs
         assert compare_tab.pair_again(tab, None, "history:run-2", history, [], None, None, None, "seed") == gr.skip()
+
+
+def test_the_compare_lists_say_which_runs_are_replays(tmp_path):
+    """A replay in Run A / Run B's lists is named one, and of which run at what pace, as History
+    says it, whether the session holds it or this browser's saved runs do; a sampling is not."""
+    import gradio as gr
+
+    from playground.store import RunStore
+    from playground.ui import compare_tab
+    from playground.ui.keeping import Keeper, save_run
+    from playground.ui.samples_area import SamplesSession
+
+    played, replay, kept = seeded(1, "run-1"), seeded(1, "run-2"), seeded(1, "run-3")
+    for run in (replay, kept):
+        run.request["replay"] = {"of": "run-1", "pace": "x4"}
+    listed = [text for text, _ in compare_tab.pool([played, replay], [], None).values()]
+    assert listed[0] == "history · run-1 · n=8 · wrapper · seed 1 · “Tell me about the sea”"
+    assert listed[1] == "history · run-2 · ⟲ replay of run-1 at x4 · n=8 · wrapper · seed 1 · “Tell me about the sea”"
+    with RunStore(tmp_path / "runs.sqlite3") as store:
+        save_run(store, "browser-a", kept)
+        with gr.Blocks():
+            tab = compare_tab.declare(tmp_path)
+        session = SamplesSession()
+        tab.keeper = Keeper(store, gr.State())
+        tab.keeper.register(session, "browser-a")
+        saved, _ = compare_tab.refresh_lists(tab, [played], [], None, None, None, None, session)
+        assert [text.split(" · ")[:3] for text, _ in saved["choices"]] == [
+            ["history", "run-1", "n=8"], ["saved", "run-3", "⟲ replay of run-1 at x4"]]

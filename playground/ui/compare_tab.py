@@ -28,6 +28,7 @@ from playground.run import Run
 from playground.ui.answer_controls import optional_controls, with_chosen_answers
 from playground.ui.messages import warned
 from playground.ui.saved_runs import stored_run
+from playground.ui.views import origin_marks
 
 INTRO = ("Pick two runs of this session (History, files opened in the History tab, the last sweep) or this "
          "browser's saved runs. With the "
@@ -60,10 +61,14 @@ def pool(history: list[Run] | None, uploads: list[Run] | None,
 
 
 def label(source: str, run: Run) -> str:
-    info = analysis.sweep_info(run)
-    what = f"{info['param']}={info['value']}" if info else f"n={run.n} · {run.request.get('mode')}"
+    """A run as the lists name it: where it is from, its id, then what it is beside a sampling of
+    the engine (a replay and of which run, a branch, a sweep's value, a rerun, samples written by
+    hand: ``origin_marks``, as History and the saved runs' list say it), so a replay is never
+    taken for a sampling; then its n, mode and seed, and its prompt."""
+    parts = [source, run.request.get("request_id"), origin_marks(run), f"n={run.n}", run.request.get("mode"),
+             f"seed {run.request.get('seed')}"]
     prompt = analysis.truncate(" ".join(str(run.request.get("prompt", "")).split()), 33)
-    return f"{source} · {run.request.get('request_id')} · {what} · seed {run.request.get('seed')} · “{prompt}”"
+    return " · ".join(str(part) for part in parts if part) + f" · “{prompt}”"
 
 
 def comparison(a: Run, b: Run, measures: analysis.Measures | None = None,
@@ -195,7 +200,8 @@ def saved_choices(tab: CompareTab, session, history, uploads, sweep_runs) -> lis
     if owner is None:
         return []
     held = {run.request.get("request_id") for _, run in pool(history, uploads, sweep_runs).values()}
-    return [(f"saved · {e.request_id} · n={e.n} · {e.settings} · “{analysis.truncate(' '.join(e.prompt.split()), 33)}”",
+    return [(" · ".join(part for part in ("saved", e.request_id, e.origin, f"n={e.n}", e.settings) if part)
+             + f" · “{analysis.truncate(' '.join(e.prompt.split()), 33)}”",
              f"{SAVED}{e.key}") for e in tab.keeper.store.entries(owner) if e.request_id not in held]
 
 
