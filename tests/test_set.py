@@ -5,6 +5,7 @@ sentence-embedding model (shipped in a wheel, loaded offline) for grouping by me
 
 from __future__ import annotations
 
+import json
 import math
 import re
 from pathlib import Path
@@ -328,13 +329,33 @@ def test_frames_and_the_groups_chart():
     assert groups["samples"].tolist() == ["0, 1", "2", "3"] and groups["answer"].tolist()[2] == "(no answer)"
     bar = A.answer_groups_figure(measures.answers).data[0]
     assert list(bar.customdata) == ["0,1", "2", "3"]  # what a click on a bar reads
-    assert list(bar.x) == [2, 1, 1] and list(bar.y) == ["1. 12", "2. 7", "(no answer)"]
+    assert list(bar.x) == [2, 1, 1] and list(bar.y) == ["12 (group 1)", "7 (group 2)", "(no answer)"]
     table = A.measures_table(measures.diversity)
     assert table.columns.tolist() == ["figure", "whole samples", "after token 0"]
     to_json = measures.to_dict()
     assert to_json["groups"][0] == {"answer": "12", "size": 2, "samples": [0, 1], "seeds": [100, 101],
                                     "example": "so 12"}
     assert to_json["answers"][3] == {"sample": 3, "answer": None, "group": None}
+
+
+def test_answer_groups_are_labelled_so_no_label_reads_as_a_decimal_in_the_chart_and_the_report():
+    """Read as the last number, groups 2, 3 and 5 answering 8, 10 and 3 were labelled "2. 8",
+    "3. 10", "5. 3" (2.8?): the answer comes first and the group is said in words, on the Set tab's
+    chart and in the report alike; the bar of the samples with no answer lists their seeds."""
+    from playground.analysis.sample_set import group_label
+    from playground.ui import set_tab
+
+    texts = ["7", "7", "7", "8", "8", "it is 10", "10", "5", "5", "3", "3", "none", "4"]
+    run = make_run([(text, [k]) for k, text in enumerate(texts)])
+    labels = list(set_tab.set_values(run, "last-number").chart.data[0].y)
+    assert labels[:5] == ["7 (group 1)", "8 (group 2)", "10 (group 3)", "5 (group 4)", "3 (group 5)"]
+    assert labels[-1] == "(no answer)" and not any(re.match(r"\d+\. ", label) for label in labels)
+    assert group_label(2, "a long answer " * 10).endswith("… (group 2)")  # cut, the group kept
+    answers = A.group_answers(run, "last-number")
+    assert "seeds 111" in A.answer_groups_figure(answers).data[0].hovertext[-1]  # sample 11's seed
+    assert A.groups_frame(answers).iloc[-1][["answer", "seeds"]].tolist() == ["(no answer)", "111"]
+    report = A.run_report(run, extractor="last-number")
+    assert all(json.dumps(label) in report for label in labels) and '"2. 8"' not in report
 
 
 def test_batch_summary_has_the_set_measures():

@@ -42,7 +42,7 @@ import re
 import time
 import unicodedata
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import regex
 
@@ -218,6 +218,7 @@ class Answers:
     answers: dict[int, str | None]  # sample index -> answer (None: could not be extracted)
     groups: list[AnswerGroup]
     unanswered: list[int]  # sample indices whose answer could not be extracted
+    unanswered_seeds: list[int | None] = field(default_factory=list)  # their seeds, in ``unanswered`` order
 
     @property
     def answered(self) -> int:
@@ -288,5 +289,5 @@ def group_answers(run: Run, extractor: Extractor | str | None = None) -> Answers
         group.indices.append(s.index)
         group.seeds.append(s.seed)
     groups = sorted(by_answer.values(), key=lambda g: (-g.size, g.indices[0]))
-    unanswered = [s.index for s in run.samples if answers[s.index] is None]
-    return Answers(extractor.spec, run.n, answers, groups, unanswered)
+    unanswered = [s for s in run.samples if answers[s.index] is None]
+    return Answers(extractor.spec, run.n, answers, groups, [s.index for s in unanswered], [s.seed for s in unanswered])

@@ -125,15 +125,22 @@ def measures_table(d: SetDiversity) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def group_label(number: int, answer: str) -> str:
+    """An answer group as a chart names it: the answer (on one line, cut), then its group's number
+    in words, "8 (group 2)", never "2. 8", which reads as the decimal 2.8 when answers are numbers."""
+    return f"{_cut(answer, LABEL_CHARS)} (group {number})"
+
+
 def groups_frame(answers: Answers, example_chars: int = 120) -> pd.DataFrame:
-    """One row per answer group, largest first, then the samples with no answer (group empty)."""
+    """One row per answer group, largest first, then the samples with no answer (no group, a blank
+    example, which a report writes as missing; their seeds listed like a group's)."""
     rows = [{"group": k, "answer": g.answer, "size": g.size, "share": round(g.size / answers.n, 3),
              "samples": _listed(g.indices), "seeds": _listed(g.seeds), "example": _cut(g.example, example_chars)}
             for k, g in enumerate(answers.groups, 1)]
     if answers.unanswered:
         rows.append({"group": None, "answer": NO_ANSWER, "size": len(answers.unanswered),
                      "share": round(len(answers.unanswered) / answers.n, 3), "samples": _listed(answers.unanswered),
-                     "seeds": "", "example": ""})
+                     "seeds": _listed(_unanswered_seeds(answers)), "example": ""})
     return pd.DataFrame(rows, columns=GROUP_COLUMNS).astype({"group": "Int64"})
 
 
@@ -148,7 +155,7 @@ def answer_groups_figure(answers: Answers) -> go.Figure:
     if not answers.n:
         return message_figure("Answer groups", "No samples.")
     top = answers.top_votes
-    bars = [(f"{k}. {_cut(g.answer, LABEL_CHARS)}", g.answer, g.indices, g.seeds,
+    bars = [(group_label(k, g.answer), g.answer, g.indices, g.seeds,
              "#2563eb" if g.size == top else "#93c5fd") for k, g in enumerate(answers.groups[:MAX_BARS], 1)]
     rest = answers.groups[MAX_BARS:]
     if rest:
@@ -157,8 +164,7 @@ def answer_groups_figure(answers: Answers) -> go.Figure:
         bars.append((label, f"{label}, each given by {max(g.size for g in rest)} sample(s) or fewer", indices,
                      [None] * len(indices), "#bfdbfe"))
     if answers.unanswered:
-        seeds = [None] * len(answers.unanswered)
-        bars.append((NO_ANSWER, NO_ANSWER, answers.unanswered, seeds, "#d1d5db"))
+        bars.append((NO_ANSWER, NO_ANSWER, answers.unanswered, _unanswered_seeds(answers), "#d1d5db"))
     hover = [f"{html.escape(answer)}<br>{len(indices)} of {answers.n} samples: {_listed(indices)}"
              + (f"<br>seeds {_listed(seeds)}" if any(x is not None for x in seeds) else "")
              for _, answer, indices, seeds, _ in bars]
@@ -184,6 +190,11 @@ def answer_groups_figure(answers: Answers) -> go.Figure:
 
 def _listed(values) -> str:
     return ", ".join("?" if v is None else str(v) for v in values)
+
+
+def _unanswered_seeds(answers: Answers) -> list[int | None]:
+    """The seeds of the samples with no answer ("?" each, listed, when the answers do not hold them)."""
+    return answers.unanswered_seeds or [None] * len(answers.unanswered)
 
 
 def _cut(text: str, chars: int) -> str:
