@@ -431,9 +431,15 @@ def test_a_sweep_is_the_sessions_action_run_waits_and_any_stop_ends_it(page, loo
     assert sweep_tab.value_label(kept[0]).startswith("temperature=0.4 · run-")
     tab.apply(tab.call(sweep_tab.open_value(page, 0, kept, tab.history, tab.samples, "Diff")))
     assert tab.current is kept[0] and tab.summary.startswith(f"✔ finished · `{kept[0].request['request_id']}`")
-    tab.run(prompt=SHORT)
+    tab.run(prompt=SHORT, max_tokens=40, ignore_eos=True)
+    with pytest.warns(UserWarning, match="Run is streaming into the samples area: press Stop, or wait for it"):
+        # a run opened now would be painted over by the streaming run's end
+        assert tab.call(sweep_tab.open_value(page, 0, kept, tab.history, tab.samples, "Diff",
+                                             live=tab.live)) == gr.skip()
     tab.wait()
     assert tab.live.runs[0].state is State.FINISHED
+    tab.apply(tab.call(sweep_tab.open_value(page, 0, kept, tab.history, tab.samples, "Diff", live=tab.live)))
+    assert tab.current is kept[0], "once the run has ended, a run opens"
 
 
 # --- random sequences of what a person does ---------------------------------------------------------

@@ -27,6 +27,7 @@ from playground.ui import compare_tab, replay_action, saved_runs, sweep_tab
 from playground.ui.compare_tab import CompareTab
 from playground.ui.messages import refusal, warned
 from playground.ui.page import HISTORY_SIZE
+from playground.ui.running import open_refusal
 from playground.ui.saved_runs import SavedRuns
 from playground.ui.showing import remember, show
 from playground.ui.sweep_tab import SweepTab
@@ -81,7 +82,7 @@ def declare(limits: ReadLimits = DEFAULT_LIMITS, store: RunStore | None = None) 
 
 def connect(tab: HistoryTab, page, sweep: SweepTab, compare: CompareTab) -> None:
     tab.reopen_btn.click(partial(reopen, page), [tab.pick, *page.inputs()], page.outputs(),
-                         inputs_kwargs=page.controls(), api_visibility="private")
+                         inputs_kwargs=page.opening(), api_visibility="private")
     outputs = [*page.outputs(), *sweep.outputs(), compare.uploads, compare.a, compare.b, tab.opened, page.tabs,
                page.selected]
     # A refused file is a warning and the note under the box; nothing else changes. Either way the box
@@ -89,25 +90,29 @@ def connect(tab: HistoryTab, page, sweep: SweepTab, compare: CompareTab) -> None
     # only after a success, so the emptying follows both outcomes.)
     opened = tab.upload.upload(partial(open_file, tab, page, sweep, compare),
                                [tab.upload, *page.inputs(), compare.uploads, sweep.runs], outputs,
-                               inputs_kwargs={**page.controls(), "sweep_answer": sweep.answer,
+                               inputs_kwargs={**page.opening(), "sweep_answer": sweep.answer,
                                               "sweep_pattern": sweep.pattern},
                                show_progress="hidden", api_visibility="private")
     for after in (opened.success, opened.failure):
         after(lambda: None, None, tab.upload, show_progress="hidden", api_visibility="private")
 
 
-async def reopen(page, index, history: list, session, selected, **settings) -> dict:
+async def reopen(page, index, history: list, session, selected, live=None, **settings) -> dict:
     if not history or index is None or not 0 <= int(index) < len(history):
         return warned("Pick a run from the list first.")
+    if why := open_refusal(live):
+        return warned(why)
     return await show(page, history[int(index)], history, session, selected, settings)
 
 
 async def open_file(tab: HistoryTab, page, sweep: SweepTab, compare: CompareTab, path, history, session, selected,
-                    uploads, sweep_runs, sweep_answer=None, sweep_pattern=None, **settings) -> dict:
+                    uploads, sweep_runs, sweep_answer=None, sweep_pattern=None, live=None, **settings) -> dict:
     """A file of runs opened: its last run on screen, every run in History and Compare, a sweep in
     the Sweep tab. A file refused is a warning and a line under the box, and nothing else changes:
     raised, the refusal would mark every output of the event "Error", the run on screen included."""
     try:
+        if why := open_refusal(live):
+            raise refusal(why)
         runs = await asyncio.to_thread(read_upload, path, tab.limits)
         most = page.backend.limits.max_n
         if any(run.n > most for run in runs):

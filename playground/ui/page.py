@@ -53,6 +53,12 @@ class Page:
                     raise ValueError(f"two panels name different controls {name!r}")
         return controls
 
+    def opening(self) -> dict[str, gr.components.Component]:
+        """What a button that puts a run on screen (Open, a file, a QA cell, a sweep's value) takes
+        by name: the panels' controls, and the session's action (``live``), which it must not
+        paint over while that action streams into the samples area."""
+        return {**self.controls(), "live": self.live}
+
     def outputs(self) -> list[gr.components.Component]:
         """Every component that showing a run updates."""
         return [self.status, self.summary, self.samples.html, *self.form.values(),

@@ -22,8 +22,8 @@ import gradio as gr
 from playground.errors import InvalidRequest, PlaygroundError
 from playground.qa import matrix as qa
 from playground.ui.form import form_request
-from playground.ui.messages import refusal, shown
-from playground.ui.running import BUSY, Action, Busy, plan_action, refused
+from playground.ui.messages import refusal, shown, warned
+from playground.ui.running import BUSY, Action, Busy, open_refusal, plan_action, refused
 from playground.ui.showing import show
 
 GREEN = "background-color: #dcfce7; color: #14532d"
@@ -117,7 +117,7 @@ def connect(tab: QATab, page) -> gr.events.Dependency:
         return await open_cell(tab, page, matrix, history, session, selected, evt, **settings)
 
     tab.grid.select(on_cell, [tab.matrix, *page.inputs()], [*page.outputs(), tab.opened],
-                    inputs_kwargs=page.controls(), api_visibility="private")
+                    inputs_kwargs=page.opening(), api_visibility="private")
 
 
 # --- handlers -----------------------------------------------------------------------------------
@@ -176,13 +176,15 @@ class MatrixStopped(Exception):
 
 
 async def open_cell(tab: QATab, page, matrix: qa.Matrix | None, history, session, selected, evt: gr.SelectData,
-                    **settings):
+                    live=None, **settings):
     """Open the clicked cell's run in the samples area and panels (as the History tab does)."""
     cell = cell_at(matrix, evt.index)
     if cell is None:
         return {}  # the output_kind column, or nothing run yet
     if cell.run is None:
         raise refusal(f"{cell.label} did not run: {cell.error}")
+    if why := open_refusal(live):
+        return warned(why)
     update = await show(page, cell.run, history, session, selected, settings)
     update[tab.opened] = f"Showing **{cell.label}** ({cell.engine}) above: {cell.verdict()}"
     return update

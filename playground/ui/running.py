@@ -112,6 +112,15 @@ async def plan_action(page: Page, action: Action | None, name: str,
     return Action(name, [await LiveRun.plan(page.backend, request, labels) for request, labels in requests])
 
 
+def open_refusal(action: Action | None) -> str | None:
+    """Why no run can be put on screen now (Open, a file, a QA cell, a sweep's value): a run is
+    streaming into the samples area, whose end would take the opened run's place. None: one can."""
+    if action is not None and action.going and action.name in STREAMED:
+        return (f"{action.name} is streaming into the samples area: press Stop, or wait for it to finish, then open "
+                "this run.")
+    return None
+
+
 def refused(error: Exception, button: str = "Run") -> str:
     """A refusal as the page says it: the sentence for the summary or note. No toast: the first
     step of every button runs outside Gradio's queue (``queue=False``), where gr.Warning cannot

@@ -28,6 +28,7 @@ from playground.ui.form import run_in_form
 from playground.ui.keeping import MARKER, OWNER_JS, Keeper
 from playground.ui.messages import refusal, warned
 from playground.ui.page import Page
+from playground.ui.running import open_refusal
 from playground.ui.showing import show
 from playground.ui.views import status_word
 
@@ -105,7 +106,7 @@ def connect(saved: SavedRuns, page: Page, failed: list, demo: gr.Blocks, stopped
     saved.undo_btn.click(partial(undo, saved), [saved.deleted, session, saved.search],
                          [*listed, saved.deleted, saved.undo_btn], api_visibility="private")
     saved.open_btn.click(partial(open_saved, saved, page), [saved.pick, *page.inputs()], [*page.outputs(), say],
-                         inputs_kwargs=page.controls(), api_visibility="private")
+                         inputs_kwargs=page.opening(), api_visibility="private")
 
 
 async def register(saved: SavedRuns, owner: str | None, session, search: str | None) -> dict:
@@ -205,12 +206,14 @@ def stored_run(store: RunStore, key: str) -> Run | None:
         raise refusal(f"The saved run cannot be opened: {e}.") from None
 
 
-async def open_saved(saved: SavedRuns, page: Page, key: str | None, history, session, selected,
+async def open_saved(saved: SavedRuns, page: Page, key: str | None, history, session, selected, live=None,
                      **settings) -> dict:
     """A saved run on screen, its settings in the form, as its link opens it, and the line by the
     form (``page.said``) saying so."""
     if not key:
         return warned("Pick a saved run first.")
+    if why := open_refusal(live):
+        return warned(why)
     run = await asyncio.to_thread(stored_run, saved.keeper.store, key)
     if run is None:
         return warned("That run is no longer in the store: the oldest runs are removed when it is full.")

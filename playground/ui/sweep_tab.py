@@ -31,8 +31,8 @@ from playground.ui.answer_controls import (
     with_reference,
 )
 from playground.ui.form import request_from_form
-from playground.ui.messages import refusal, shown
-from playground.ui.running import BUSY, Action, Busy, plan_action, refused
+from playground.ui.messages import refusal, shown, warned
+from playground.ui.running import BUSY, Action, Busy, open_refusal, plan_action, refused
 from playground.ui.showing import join_history
 from playground.ui.showing import show as show_run
 from playground.ui.streaming import paced
@@ -163,7 +163,7 @@ def connect(tab: SweepTab, page) -> None:
           trigger_mode="always_last", api_visibility="private")
     # A value's run on the page, whole: the summary, the samples area and every tab show it.
     tab.pick.input(partial(open_value, page), [tab.pick, tab.runs, *page.inputs()], page.outputs(),
-                   inputs_kwargs=page.controls(), api_visibility="private")
+                   inputs_kwargs=page.opening(), api_visibility="private")
     # A seed sweep offers base seeds n apart: runs that share no child seed are independent.
     tab.param.change(lambda param: DEFAULT_VALUES.get(param, ""), tab.param, tab.values, api_visibility="private")
 
@@ -240,10 +240,13 @@ async def redraw(tab: SweepTab, page, runs: list[Run] | None, answer=None, patte
     return {c: update[c] for c in (tab.chart, tab.table, tab.report, tab.bundles)}
 
 
-async def open_value(page, index, runs: list[Run] | None, history: list, session, selected, **settings) -> dict:
+async def open_value(page, index, runs: list[Run] | None, history: list, session, selected, live=None,
+                     **settings) -> dict:
     """The value's run picked, shown as History's Open shows a run."""
     if not runs or index is None or not 0 <= int(index) < len(runs):
         return {}
+    if why := open_refusal(live):
+        return warned(why)
     return await show_run(page, runs[int(index)], history, session, selected, settings)
 
 
