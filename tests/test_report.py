@@ -289,6 +289,81 @@ def test_a_sweep_report_reads_each_runs_measures_once_and_takes_a_table_its_call
     assert A.comparison_html(a, b, frame=A.pair_frame(a, b)) == A.comparison_html(a, b)
 
 
+class Tables(HTMLParser):
+    """A report's tables as rows of {column: the cell's text}, in the order they stand."""
+
+    def __init__(self):
+        super().__init__()
+        self.tables: list[list[dict]] = []
+        self.heads: list[str] = []
+        self.row: list[str] | None = None
+        self.text: str | None = None
+
+    def handle_starttag(self, tag, attrs):
+        if tag == "table":
+            self.tables.append([])
+            self.heads = []
+        elif tag == "tr":
+            self.row = []
+        elif tag in ("td", "th"):
+            self.text = ""
+
+    def handle_data(self, data):
+        if self.text is not None:
+            self.text += data
+
+    def handle_endtag(self, tag):
+        if tag == "th":
+            self.heads.append(self.text.strip())
+            self.text = None
+        elif tag == "td":
+            self.row.append(self.text.strip())
+            self.text = None
+        elif tag == "tr" and self.row:
+            self.tables[-1].append(dict(zip(self.heads, self.row)))
+            self.row = None
+
+
+def tables(page: str) -> list[list[dict]]:
+    parser = Tables()
+    parser.feed(page)
+    return parser.tables
+
+
+def test_no_missing_value_reaches_a_report_as_na_nan_none_or_a_blank():
+    """Identical pairs (no first divergence), a sample with no partner, samples with no answer and
+    figures there are none of: every table of every report says "—", never pandas' "<NA>", "nan" or
+    Python's "None", and the row says why (the verdict, "(no answer)" with its samples' seeds)."""
+    from playground.analysis.report import MISSING, cell
+
+    a = make_run([[1, 2, 3, 4], [1, 2, 5], [1, 6], [1, 7]], "run-a")
+    b = make_run([[1, 2, 3, 4], [1, 2, 3], [1, 7], [1, 7], [1, 5]], "run-b", temperature=0.7)
+    a.samples[3].seed = 99  # no partner of its seed in B
+    read = "regex:(sea|grey)"  # "The." and "The ·wild" give no answer
+    pages = {"by index": A.comparison_report(a, b, A.with_answers(None, read), read),
+             "by seed": A.comparison_report(a, b, A.with_answers(None, read), read, by="seed"),
+             "run": A.run_report(make_run([[1, 2, 3, 4], [1, 7], [1, 5]], reference="sea"),
+                                 A.set_measures_hook(read), read),
+             "runs": A.runs_report([a, b, make_run([], "run-empty")], extractor=read),
+             "sweep": A.sweep_report(sweep_runs())}
+    for name, page in pages.items():
+        cells = [text for table in tables(page) for row in table for text in row.values()]
+        assert cells and (MISSING in cells or name == "sweep"), name  # the sweep's runs miss nothing
+        bad = [text for text in cells if text in ("", "nan", "NaN", "None", "<NA>", "NaT") or "<NA>" in text]
+        assert bad == [], f"{name}: {bad}"
+    pairs = next(t for t in tables(pages["by index"]) if t and "first_divergence" in t[0])
+    assert [(r["verdict"], r["first_divergence"], r["token_a"]) for r in pairs][:2] == [
+        ("identical", MISSING, MISSING), ("diverged at token 2", "2", "·wild")]
+    assert (pairs[-1]["verdict"], pairs[-1]["sample_a"], pairs[-1]["seed_a"]) == ("only in run B", MISSING, MISSING)
+    by_seed = next(t for t in tables(pages["by seed"]) if t and "first_divergence" in t[0])
+    assert {(r["verdict"], r["sample_b"]) for r in by_seed if r["sample_b"] == MISSING} == {("only in run A", MISSING)}
+    groups = next(t for t in tables(pages["run"]) if t and "example" in t[0])
+    assert groups[-1] == {"group": MISSING, "answer": "(no answer)", "size": "2", "share": "0.667",
+                          "samples": "1, 2", "seeds": "11, 12", "example": MISSING}
+    assert [cell(v) for v in (None, float("nan"), A.pair_frame(a, a)["first_divergence"][0])] == [MISSING] * 3
+    assert (cell(0.5), cell(3), cell("none"), cell(" "), cell([1])) == ("0.500", 3, "none", MISSING, [1])
+
+
 def test_the_report_draws_its_charts_in_chromium_with_no_network(tmp_path):
     """Offline for real: Chromium opens the file with the network off and every chart draws."""
     from tests.test_browser import CHROMIUM

@@ -3,6 +3,12 @@
 Anyone can open it: no server, no network. Each chart is plotly's own HTML export of the figure the
 page shows, and plotly.js is inlined once, in the head. Every text from the run (prompts, samples,
 tokens) is escaped: a sample that writes ``<script>`` shows it, it does not run it.
+
+A report is read by people, so every table is written by one writer (``Page.table``) with one rule
+for what is not there: a missing value (None, NaN, pandas' NA, a blank text) is written ``MISSING``
+("—"), never "<NA>", "nan", "None" or a blank, whichever table it is in; the row around it says
+why (a pair's verdict "identical" or "only in run A", the answer "(no answer)"). Floats are
+written with three decimals.
 """
 
 from __future__ import annotations
@@ -61,6 +67,19 @@ pre{white-space:pre-wrap;background:#f9fafb;padding:8px;border:1px solid #e5e7eb
 .token-diff .tok{display:inline-block}
 """
 REQUEST_KEYS = (*SETTINGS, "request_id", "num_prompt_tokens")
+MISSING = "—"  # what every table of a report writes for a value that is not there
+
+
+def cell(value) -> object:
+    """A table cell as a report writes it: ``MISSING`` for a missing value (None, NaN, pandas' NA
+    or NaT, a blank text), a float with three decimals, anything else as it is."""
+    if isinstance(value, str):
+        return value if value.strip() else MISSING
+    if value is None or (pd.api.types.is_scalar(value) and pd.isna(value)):
+        return MISSING
+    if pd.api.types.is_float(value):  # numpy's floats too
+        return f"{value:.3f}"
+    return value
 
 
 class Page:
@@ -82,8 +101,9 @@ class Page:
         self.parts.append(markup)
 
     def table(self, frame: pd.DataFrame) -> None:
-        self.parts.append(frame.to_html(index=False, na_rep="", escape=True, border=0,
-                                        float_format=lambda x: f"{x:.3f}"))
+        """The one writer of a report's tables: each cell by ``cell`` (one rule for missing values
+        and numbers in every table), escaped."""
+        self.parts.append(frame.astype(object).map(cell).to_html(index=False, escape=True, border=0))
 
     def figure(self, fig: go.Figure) -> None:
         self.figures += 1
@@ -169,8 +189,7 @@ def _answers(page: Page, run: Run, extractor: Extractor | str | None) -> None:
 
 
 def _measures_table(values: dict) -> pd.DataFrame:
-    return pd.DataFrame([{"figure": k, "value": "" if v is None else v} for k, v in values.items()],
-                        columns=["figure", "value"])  # a figure there is none of: blank, not Python's None
+    return pd.DataFrame([{"figure": k, "value": v} for k, v in values.items()], columns=["figure", "value"])
 
 
 def run_report(run: Run, measures: Measures | None = None, extractor: Extractor | str | None = None) -> str:
