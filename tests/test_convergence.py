@@ -4,8 +4,11 @@ shared child seeds, and the estimate beyond EXACT_UP_TO samples against an exact
 
 from __future__ import annotations
 
+import dataclasses
 import math
+import re
 from math import comb
+from pathlib import Path
 
 import pytest
 
@@ -357,3 +360,46 @@ def test_a_seed_sweep_from_count_steps_by_n_so_no_two_runs_share_a_seed():
     assert A.seed_overlaps(runs) == []
     close = SweepRequest.of(SampleRequest("p", n=8), "seed", "1 2 100")
     assert "base seeds 1 and 2 are closer than n=8" in seed_overlap_note(close)
+
+
+# ---- in the report -------------------------------------------------------------------------------
+
+def test_a_report_of_a_run_with_a_reference_says_how_many_samples_it_needs(tmp_path):
+    """With a reference (the Set tab's, set on the run by the Export tab), a run's report has the
+    Set tab's "How many samples do you need?": the sentence, the chart of agreement@k, pass@k and
+    maj@k (in a report with charts), their table at k = 1, 2, 4, … n, and the uncertainty table.
+    Without a reference, none of it; a report without charts keeps the tables."""
+    from playground.analysis.report import HOW_MANY
+    from playground.ui import export_tab
+    from tests.test_report import check_self_contained, tables
+    from tests.test_report import make_run as token_run
+
+    read = "regex:(sea|grey)"  # sea, sea, grey, no answer: c = 2 of n = 4
+    run = token_run([[1, 2, 3, 4], [1, 2, 5], [1, 6], [1, 7]], probs=[[0.5] * 4, [0.5] * 3, [0.5] * 2, [0.5] * 2])
+    plain = A.run_report(run, A.set_measures_hook(read), read)
+    assert HOW_MANY not in plain
+    page = Path(export_tab.report_file(tmp_path, run, "regex", "(sea|grey)", "sea")).read_text(encoding="utf-8")
+    assert "reference" not in run.request, "the run on screen is left as it was"
+    figures = sum(i.startswith("figure-") for i in check_self_contained(page).ids)
+    assert figures == sum(i.startswith("figure-") for i in check_self_contained(plain).ids) + 1
+    assert f"{HOW_MANY} ({read}, against the reference “sea”)" in page
+    assert "The majority was not settled within 4 samples. pass@1 0.50, pass@4 1.00." in page
+    assert "How many samples: k of the 4 drawn at random (exact)" in page  # the chart's title
+    curves = next(t for t in tables(page) if t and "pass@k" in t[0])
+    assert [(r["k"], r["agreement@k"], r["pass@k"], r["maj@k"]) for r in curves] == [
+        ("1", "0.750", "0.500", "0.500"),  # 3 of 4 answered; 2 of 4 say sea
+        ("2", "0.583", f"{at_least_one(4, 2, 2):.3f}", "0.500"),  # of 6 pairs, sea+sea agree; sea wins 3
+        ("4", "0.500", "1.000", "1.000")]
+    uncertainty = next(t for t in tables(page) if t and "meaning" in t[0])
+    assert uncertainty[0]["figure"] == "EigV (Jaccard)" and "vLLM's raw logprobs" in page.replace("&#x27;", "'")
+
+    both = A.comparison_report(dataclasses.replace(run, request={**run.request, "reference": "sea"}),
+                               dataclasses.replace(run, request={**run.request, "request_id": "run-b"}),
+                               extractor=read)
+    assert both.count(HOW_MANY) == 1 and "How many samples: k of" not in both  # B has no reference; no charts
+    big = Run(request={"prompt": "p", "n": 24, "reference": "1"}, status="finished",
+              samples=[Sample(i, i, f"x is {i % 3}", [i], [f"x is {i % 3}"]) for i in range(24)])
+    estimated = next(t for t in tables(A.run_report(big, extractor="last-number")) if t and "pass@k" in t[0])
+    assert [r["k"] for r in estimated] == ["1", "2", "4", "8", "16", "24"]
+    assert re.fullmatch(r"0\.\d{3} \(0\.\d{3}–0\.\d{3}\)", estimated[1]["maj@k"])  # an estimate, with its band
+    assert estimated[1]["pass@k"] == f"{at_least_one(24, 8, 2):.3f}"  # pass@k is exact at every n

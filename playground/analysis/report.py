@@ -9,11 +9,18 @@ for what is not there: a missing value (None, NaN, pandas' NA, a blank text) is 
 ("—"), never "<NA>", "nan", "None" or a blank, whichever table it is in; the row around it says
 why (a pair's verdict "identical" or "only in run A", the answer "(no answer)"). Floats are
 written with three decimals.
+
+With a reference answer (the run's ``request["reference"]``: the Set tab's, set on the run by the
+Export tab, or a batch line's), a run's section has the README's "How many samples do you need?"
+part as the Set tab shows it: where the majority settled, pass@1 and pass@n, agreement@k, pass@k and
+maj@k against k (the chart when the report has charts, and a table at a few k always), and the
+set's uncertainty (EigV, DegMat and the logprob measures).
 """
 
 from __future__ import annotations
 
 import html
+import math
 import time
 
 import pandas as pd
@@ -33,6 +40,8 @@ from playground.analysis.comparison import (
     seed_statement,
     settings_diff,
 )
+from playground.analysis.confidence import LOGPROB_NOTE, confidence_table
+from playground.analysis.convergence import Convergence, convergence_figure, how_many_samples, settled_sentence
 from playground.analysis.diff import diff_rows, pairwise_heatmap, shared_prefix_sentence
 from playground.analysis.graph import graph_sentence, sample_graph
 from playground.analysis.graph_figure import graph_figure
@@ -68,6 +77,7 @@ pre{white-space:pre-wrap;background:#f9fafb;padding:8px;border:1px solid #e5e7eb
 """
 REQUEST_KEYS = (*SETTINGS, "request_id", "num_prompt_tokens")
 MISSING = "—"  # what every table of a report writes for a value that is not there
+HOW_MANY = "How many samples do you need?"  # the README's section, and the report's
 
 
 def cell(value) -> object:
@@ -163,6 +173,7 @@ def _run_sections(page: Page, run: Run, measures: Measures | None, charts: bool 
     page.figure(marked(tree_figure(run), run))
     _graph(page, run)
     _answers(page, run, extractor)
+    _how_many(page, run, extractor, charts)
     page.heading("Figures", 3)
     page.table(_measures_table(measures_for_people(all_measures(run, measures), run.n)))
     if charts:
@@ -186,6 +197,48 @@ def _answers(page: Page, run: Run, extractor: Extractor | str | None) -> None:
     page.heading(f"Answer groups ({answers.extractor})", 3)
     page.figure(marked(answer_groups_figure(answers), run))
     page.table(groups_frame(answers))
+
+
+def _how_many(page: Page, run: Run, extractor: Extractor | str | None, charts: bool) -> None:
+    """With the run's reference answer, what the Set tab shows of how many samples the prompt
+    needs: where the majority settled and pass@1 and pass@n in a sentence, agreement@k, pass@k and
+    maj@k against k (the chart with ``charts``; a table at a few k always), and the uncertainty of
+    the set. Without a reference, nothing: pass@k and maj@k need one."""
+    reference = run.request.get("reference")
+    if reference is None or not str(reference).strip():
+        return
+    how = how_many_samples(run, extractor, str(reference))
+    c = how.convergence
+    page.heading(f"{HOW_MANY} ({c.extractor}, against the reference “{c.reference}”)", 3)
+    settled = settled_sentence(c.settled, run.n)
+    said = f"{settled[0].upper()}{settled[1:]}."
+    if c.pass_at_k is not None:
+        said += f" pass@1 {c.pass_at_k.at(1):.2f}, pass@{c.n} {c.pass_at_k.at(c.n):.2f}."
+    how_read = ("exact" if c.exact else f"estimated from {c.draws} random subsets per k, "
+                "the 95% band's ends beside each estimate")
+    page.text(f"{said} Below, what k of the {c.n} samples drawn at random would have given ({how_read}).")
+    if charts:
+        page.figure(marked(convergence_figure(c), run))
+    page.table(curves_frame(c))
+    page.heading("Uncertainty of the set", 4)
+    page.table(confidence_table(how.confidence))
+    if how.confidence.with_logprobs:
+        page.text(LOGPROB_NOTE)
+
+
+def curves_frame(c: Convergence) -> pd.DataFrame:
+    """agreement@k, pass@k and maj@k at k = 1, 2, 4, … and n (and where the majority settled), a
+    row each; an estimated value with its 95% band ("0.412 (0.398–0.426)")."""
+    ks = sorted({2 ** i for i in range(int(math.log2(c.n)) + 1)} | {c.n} | ({c.settled.at} - {None})) if c.n else []
+    names = {"agreement_at_k": "agreement@k", "pass_at_k": "pass@k", "maj_at_k": "maj@k"}
+    rows = []
+    for k in ks:
+        row: dict = {"k": k}
+        for name, curve in c.curves().items():
+            band = "" if curve.exact[k - 1] else f" ({curve.low[k - 1]:.3f}–{curve.high[k - 1]:.3f})"
+            row[names[name]] = f"{curve.at(k):.3f}{band}"
+        rows.append(row)
+    return pd.DataFrame(rows, columns=["k", *(names[name] for name in c.curves())])
 
 
 def _measures_table(values: dict) -> pd.DataFrame:
