@@ -89,12 +89,16 @@ def test_stop_then_run_and_a_double_click_start_one_run_each(browser, app_url, b
         page.wait_for_function("() => (document.querySelector(\"#samples-area .sa-card[data-i='0'] .sa-text\")"
                                "?.textContent || '').length > 0", timeout=120_000)
         assert in_view(page, "#stop-near")  # Run scrolled the page to the samples, past the form's Stop
+        assert page.locator("#stop-near").is_enabled()  # while a run streams there, and the tabs say which follow it
+        assert "follow it" in page.locator("#panels-note").inner_text()
         page.evaluate("() => window.scrollTo(0, 0)")
         page.locator("#run").click()  # pressed again at the form: the line there says it started nothing, in view
         page.locator("#store-note").get_by_text("Run was pressed while a run was going").wait_for(timeout=30_000)
         assert in_view(page, "#store-note")
         page.locator("#stop-near").click()
         wait_for_summary(page, "stopped", 30_000)
+        page.wait_for_function("() => document.querySelector('#stop-near').disabled", timeout=10_000)  # nothing to stop
+        assert page.locator("#panels-note").inner_text().strip() == ""
         assert unfinished_after(backend, host, timeout=3) == 0
 
         page.locator("#prompt textarea").fill("Roses are red,")  # the sampler settings are still open

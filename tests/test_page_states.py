@@ -58,6 +58,8 @@ class Tab:
         self.history: list = []
         self.samples = SamplesSession()
         self.summary = ""
+        self.stop_near = False  # the Stop beside the summary enabled, and the line over the tabs
+        self.panels_note = ""
         self.followers: list[asyncio.Task] = []  # every press's, as Gradio's queue holds them
 
     def call(self, coro, timeout: float = 120):
@@ -71,6 +73,10 @@ class Tab:
         summary = update.get(page.summary)
         if isinstance(summary, str):
             self.summary = summary
+        if page.stop_near in update:
+            self.stop_near = update[page.stop_near]["interactive"]
+        if isinstance(update.get(page.panels_note), str):
+            self.panels_note = update[page.panels_note]
 
     def form(self, prompt: str, n: int = 2, max_tokens: int = 8, ignore_eos: bool = False) -> dict:
         return {"prompt": prompt, "n": n, "seed": "7", "max_tokens": max_tokens, "ignore_eos": ignore_eos,
@@ -365,16 +371,25 @@ def test_a_run_whose_tab_closed_mid_run_is_kept_in_the_run_store_as_stopped(loop
 
 
 def test_stop_then_run_and_a_closed_tab_then_a_new_one(page, loop, backend, host):
+    """The Stop beside the summary is enabled while a run streams there, and the line over the tabs
+    says which of them follow it; both go when it ends, stopped or finished."""
     tab = Tab(page, loop)
+    tab.run(prompt="", max_tokens=1500, ignore_eos=True)  # refused: nothing streams
+    assert not tab.stop_near and tab.panels_note == ""
     tab.run(prompt=SHORT, max_tokens=1500, ignore_eos=True)
+    assert tab.stop_near and tab.panels_note == ("While this run streams, Graph, Set, Timing and Inspector follow it; "
+                                                 "Diff, Tree and Logprobs are drawn when it ends.")
     assert wait_until(lambda: tab.live.runs[0].state is State.STREAMING, 60)
     tab.stop()
     assert tab.live.runs[0].state is State.STOPPED and not tab.going
     assert tab.current.status == "aborted" and all(s.finish_reason == "abort" for s in tab.current.samples)
+    assert not tab.stop_near and tab.panels_note == ""
     assert engine_idle(backend, host)
+    stopped = tab.current.request["request_id"]
     tab.run(prompt=SHORT)
+    assert f"Diff, Tree and Logprobs still show `{stopped}` and are drawn when it ends." in tab.panels_note
     tab.wait()
-    assert tab.live.runs[0].state is State.FINISHED
+    assert tab.live.runs[0].state is State.FINISHED and not tab.stop_near and tab.panels_note == ""
 
     closed = Tab(page, loop)
     closed.run(prompt=SHORT, max_tokens=1500, ignore_eos=True)

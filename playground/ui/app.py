@@ -118,11 +118,13 @@ def build_app(backend, sync_runner=None, embedding_model: str | None = None,
         with gr.Row(equal_height=True, elem_id="summary-row"):
             summary = gr.Markdown(elem_id="run-summary")
             # Run scrolls the page to the samples, past the form's Stop: a second one where the eyes are.
-            stop_near = gr.Button("■ Stop", variant="stop", size="sm", scale=0, min_width=90, elem_id="stop-near")
+            stop_near = gr.Button("■ Stop", variant="stop", size="sm", scale=0, min_width=90, elem_id="stop-near",
+                                  interactive=False)  # while a run streams into the samples area
         samples = SamplesArea()
         branch_pick = gr.Textbox(visible="hidden", elem_id="branch-pick")  # a click on a token writes "i,k"
 
         # --- the tabs -------------------------------------------------------------------------
+        panels_note = gr.Markdown(elem_id="panels-note")  # while a run streams: which tabs follow it
         with gr.Tabs(elem_id="panels") as tabs:
             with gr.Tab("Diff", id="diff", elem_id="tab-diff"):
                 with gr.Row():
@@ -174,7 +176,8 @@ def build_app(backend, sync_runner=None, embedding_model: str | None = None,
                     [diff, tree, graph.panel(set_), set_.panel(), timing, logprobs, inspector], history.pick,
                     history.note,
                     live=gr.State(None), current=gr.State(None), history=gr.State([]), selected=gr.State("Diff"),
-                    extra=saved_runs.extra(history.saved), said=link_row.note)
+                    extra=saved_runs.extra(history.saved), said=link_row.note, stop_near=stop_near,
+                    panels_note=panels_note)
 
         # --- the events -----------------------------------------------------------------------
         prompt, use_chat = form["prompt"], form["use_chat_template"]
@@ -185,7 +188,8 @@ def build_app(backend, sync_runner=None, embedding_model: str | None = None,
         # Checked and planned outside the queue: a refusal is shown at once and nothing is stored; else
         # the session holds its action before the run waits for a slot.
         started = run_btn.click(partial(running.begin, page), [page.live, page.current],
-                                [page.live, summary, status, link_row.note, *form.values()], inputs_kwargs=form,
+                                [page.live, summary, status, link_row.note, *form.values(), *page.streaming_outputs()],
+                                inputs_kwargs=form,
                                 queue=False, show_progress="hidden", api_visibility="private")
         shows = page.controls()  # every handler that shows a run takes the panels' own controls too
         stream, finish = partial(running.stream, page), partial(running.finish, page)

@@ -33,7 +33,7 @@ from playground.ui import views
 from playground.ui.answer_controls import extractor_spec
 from playground.ui.messages import refusal
 from playground.ui.page import Page
-from playground.ui.running import BUSY, Action, Busy, follow_all, plan_action, refused, run_events
+from playground.ui.running import BUSY, Action, Busy, follow_all, plan_action, refused, run_events, streaming_marks
 from playground.ui.showing import join_history
 
 MODEL_CHOOSES = "the model's own choice"
@@ -139,7 +139,9 @@ def connect(tab: BranchTab, page: Page, stream, finish, set_tab) -> gr.events.De
                              api_visibility="private")
     started = tab.branch_btn.click(partial(begin, tab, page),
                                    [page.live, tab.source, page.current, tab.sample, tab.position, tab.choice,
-                                    tab.token_id, tab.n], [page.live, page.summary, tab.context, tab.source, tab.note],
+                                    tab.token_id, tab.n],
+                                   [page.live, page.summary, tab.context, tab.source, tab.note,
+                                    *page.streaming_outputs()],
                                    queue=False, show_progress="hidden", api_visibility="private")
     event = run_events(started, page, stream, finish)
     asked = tab.what_if_btn.click(partial(begin_what_if, tab, page),
@@ -293,7 +295,7 @@ async def begin(tab: BranchTab, page: Page, action: Action | None, source: Run |
         return {page.live: None, page.summary: views.beside_run_on_screen(message, current), tab.note: message}
     note = analysis.branch_label(Run(request={**request.to_dict(), **labels}, samples=[]))
     return {page.live: action, page.summary: views.queued_summary(action.runs[0]),
-            tab.context: _context(run, sample, position), tab.source: run,
+            **streaming_marks(page, current), tab.context: _context(run, sample, position), tab.source: run,
             tab.note: f"⎇ {note}: in the samples area above, the summary line says how it goes."}
 
 

@@ -40,6 +40,8 @@ class Page:
     selected: gr.State  # the label of the tab on screen: only its panel is drawn
     extra: dict[str, gr.components.Component] = field(default_factory=dict)  # what other tabs add to a shown run
     said: gr.Markdown | None = None  # the line by the form, for what a press did that the summary does not say
+    stop_near: gr.Button | None = None  # the Stop beside the summary: enabled while a run streams there
+    panels_note: gr.Markdown | None = None  # over the tabs, while a run streams: which follow it, which wait
 
     def controls(self) -> dict[str, gr.components.Component]:
         """The panels' own settings by name: every handler that shows a run takes them
@@ -63,7 +65,11 @@ class Page:
         """Every component that showing a run updates."""
         return [self.status, self.summary, self.samples.html, *self.form.values(),
                 *[c for p in self.panels for c in p.components.values()],
-                self.current, *self.history_outputs()]
+                self.current, *self.history_outputs(), *self.streaming_outputs()]
+
+    def streaming_outputs(self) -> list[gr.components.Component]:
+        """What says a run streams into the samples area (``running.streaming_marks``)."""
+        return [c for c in (self.stop_near, self.panels_note) if c is not None]
 
     def history_outputs(self) -> list[gr.components.Component]:
         """What runs that join History without being shown update (``showing.join_history``)."""

@@ -112,6 +112,33 @@ async def plan_action(page: Page, action: Action | None, name: str,
     return Action(name, [await LiveRun.plan(page.backend, request, labels) for request, labels in requests])
 
 
+def streaming_marks(page: Page, current: Run | None) -> dict:
+    """What the page says as a run starts streaming into the samples area: the Stop beside the
+    summary is enabled, and a line over the tabs says which follow the run as it streams and which
+    still show the run before (``current``) until it ends."""
+    def listed(tabs: list[str]) -> str:
+        return " and ".join([", ".join(tabs[:-1]), tabs[-1]] if len(tabs) > 1 else tabs)
+
+    follow, wait = [p.tab for p in page.panels if p.live], [p.tab for p in page.panels if not p.live]
+    before = f" still show `{current.request.get('request_id')}` and" if current is not None else ""
+    return _marks(page, True, f"While this run streams, {listed(follow)} follow it; {listed(wait)}{before} are "
+                              "drawn when it ends.")
+
+
+def idle_marks(page: Page) -> dict:
+    """The page's marks once no run streams into the samples area."""
+    return _marks(page, False, "")
+
+
+def _marks(page: Page, streaming: bool, line: str) -> dict:
+    update = {}
+    if page.stop_near is not None:
+        update[page.stop_near] = gr.update(interactive=streaming)
+    if page.panels_note is not None:
+        update[page.panels_note] = line
+    return update
+
+
 def open_refusal(action: Action | None) -> str | None:
     """Why no run can be put on screen now (Open, a file, a QA cell, a sweep's value): a run is
     streaming into the samples area, whose end would take the opened run's place. None: one can."""
@@ -147,7 +174,7 @@ async def begin(page: Page, action: Action | None, current: Run | None = None, *
                 page.status: views.engine_status(page.backend.info())}
     except PlaygroundError as e:
         return {page.live: None, page.summary: views.beside_run_on_screen(refused(e), current)}
-    update = {page.live: action, page.summary: views.queued_summary(action.runs[0])}
+    update = {page.live: action, page.summary: views.queued_summary(action.runs[0]), **streaming_marks(page, current)}
     if page.said is not None:  # what an earlier press did is over
         update[page.said] = ""
     if action.runs[0].prepared.labels.get("replay"):  # a replay plays a recorded run: the form shows its settings
@@ -252,7 +279,7 @@ async def finish(page: Page, action: Action | None, history: list | None, sessio
     if live_run.run is not None and live_run.state not in (State.REFUSED, State.ERROR):
         # cancelled (not streamed): its last message may never have been sent, so a reset
         yield at_once(page, live_run.run, history, session, reset=not action.streamed)
-    yield await ended(page, live_run, history, session, selected, settings)
+    yield {**await ended(page, live_run, history, session, selected, settings), **idle_marks(page)}
 
 
 async def ended(page: Page, live_run: LiveRun, history: list | None, session, selected: str | None,
@@ -279,9 +306,9 @@ async def stop(page: Page, action: Action | None, history: list | None, session,
     action.shown = True
     live_run = action.runs[0]
     if live_run.run is None:  # stopped before it started: nothing reached the engine
-        return {page.summary: views.ended_summary(live_run)}
+        return {page.summary: views.ended_summary(live_run), **idle_marks(page)}
     # Stop cancelled the stream's event: a message it had made may never have been sent.
-    return await show(page, live_run.run, history, session, selected, settings, reset=True)
+    return {**await show(page, live_run.run, history, session, selected, settings, reset=True), **idle_marks(page)}
 
 
 async def follow_all(action: Action | None, backend, name: str, together: bool = True,
