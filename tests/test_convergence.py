@@ -296,6 +296,9 @@ def test_a_replay_and_the_run_it_plays_are_no_pair_of_dependent_samplings():
     replay.request.update(request_id="run-replay", replay={"of": "run-source", "pace": "x4"})
     # The replay against its source: one sampling. Against another run it is its source's samples.
     assert A.seed_overlaps([source, replay, other]) == [{"a": 0, "b": 2, "shared": 3}, {"a": 1, "b": 2, "shared": 3}]
+    again = make_run(["t"] * 4, seed=42)  # a second replay of the same run: that one sampling, a third time
+    again.request.update(request_id="run-replay-2", replay={"of": "run-source", "pace": "recorded"})
+    assert A.seed_overlaps([replay, again]) == [] and A.seed_overlaps([source, replay, again]) == []
 
 
 # ---- the headline of a run ----------------------------------------------------------------------

@@ -314,14 +314,16 @@ def seed_overlaps(runs: Sequence[Run]) -> list[dict[str, int]]:
     ``shared`` is how many samples of one run can be paired, one to one, with a sample of the other
     that has the same seed (per seed, the smaller of its two counts): two same-seed runs of n
     samples with one seed share n. Samples with no recorded seed match nothing. A replay and the
-    run it plays are one sampling shown twice, not two that depend on each other: never a pair.
+    run it plays, or two replays of one run, are one sampling shown twice, not two that depend on
+    each other: never a pair.
     """
     seeds = [Counter(s.seed for s in run.samples if s.seed is not None) for run in runs]
-    ids = [run.request.get("request_id") for run in runs]
+    # the sampling each run shows: a replay's is the run it plays
+    sampling = [replayed_from(run) or run.request.get("request_id") for run in runs]
     overlaps = []
     for a in range(len(runs)):
         for b in range(a + 1, len(runs)):
-            if {replayed_from(runs[b]), replayed_from(runs[a])} & {ids[a], ids[b]} - {None}:
+            if sampling[a] is not None and sampling[a] == sampling[b]:
                 continue
             shared = sum((seeds[a] & seeds[b]).values())
             if shared:
