@@ -72,6 +72,9 @@ def test_a_bundle_the_page_exported(runs_file, tmp_path, capsys):
     assert report.startswith("<!DOCTYPE html>") and "Plotly.newPlot" in report and 'src="http' not in report
     assert "effective number of distinct samples" in report or "effective_samples" in report
     assert "Answer groups (regex:(\\d+))" in report  # the report reads the answers as --answer does
+    assert "How many samples do you need?" not in report  # no reference: nothing to count passes against
+    assert analyze.main([str(exported), "--answer", r"regex:(\d+)", "--reference", "7", "--html", str(page)]) == 0
+    assert "How many samples do you need?" in page.read_text(encoding="utf-8")  # the flag's reference, as the page's
 
 
 def test_a_matrix_cell_without_a_run_is_named_and_the_others_analysed(tmp_path, capsys):

@@ -77,6 +77,7 @@ from playground.analysis.convergence import (
     settled_at,
     settled_cell,
     settled_sentence,
+    with_reference,
 )
 from playground.analysis.diff import (
     DIFF_COLORS,
@@ -340,6 +341,7 @@ __all__ = [
     "what_if_tree",
     "why_different",
     "with_answers",
+    "with_reference",
     "word_keys",
     "word_set",
     "written_by_hand",

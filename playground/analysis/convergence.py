@@ -29,6 +29,7 @@ measures): one line for the command line, everything for JSON.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections import Counter
 from collections.abc import Sequence
@@ -90,6 +91,13 @@ def read_reference(reference: str | None, extractor: Extractor | str | None = No
         return None
     extractor = extractor if isinstance(extractor, Extractor) else parse_extractor(extractor)
     return extractor(str(reference)) or str(reference).strip()
+
+
+def with_reference(run: Run, reference: str | None) -> Run:
+    """The run with ``reference`` as its record's reference answer (pass@k and maj@k read it
+    there): a copy, the run itself left as it was; the run itself when none is given (blank)."""
+    reference = (reference or "").strip()
+    return dataclasses.replace(run, request={**run.request, "reference": reference}) if reference else run
 
 
 def pass_at_k(answers: Sequence[str | None], reference: str) -> Curve:

@@ -287,7 +287,7 @@ def main(argv: list[str] | None = None) -> int:
         write_out(args.json, [to_json(args, analysed, errors)])
         print(f"wrote the figures of {len(analysed)} run(s) to {shown(args.json)}", file=sys.stderr)
     if args.html is not None and analysed:
-        runs = [a.bundle.run for a in analysed]
+        runs = [analysis.with_reference(a.bundle.run, args.reference) for a in analysed]  # the flag's, else their own
         write_out(args.html, [analysis.report_for(runs, analysis.set_measures_hook(args.answer), args.answer)])
         print(f"wrote the report of {len(runs)} run(s) to {shown(args.html)}", file=sys.stderr)
     if args.graph is not None and analysed:

@@ -9,12 +9,9 @@ a pattern that cannot work.
 
 from __future__ import annotations
 
-import dataclasses
-
 import gradio as gr
 
 from playground import analysis
-from playground.run import Run
 from playground.ui.messages import refusal
 
 LABELS = {"normalized": "whole text (normalised)", "first-line": "first line", "last-number": "last number",
@@ -68,10 +65,3 @@ def once_per_run(measures: analysis.Measures | None) -> analysis.Measures | None
         return known[id(run)][1]
 
     return remembered
-
-
-def with_reference(run: Run, reference: str | None) -> Run:
-    """The run with a reference answer typed on the page as its record's (pass@k and maj@k read
-    it there): a copy, the run on screen left as it was; the run itself when none is typed."""
-    reference = (reference or "").strip()
-    return dataclasses.replace(run, request={**run.request, "reference": reference}) if reference else run

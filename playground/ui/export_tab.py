@@ -17,8 +17,9 @@ from pathlib import Path
 import gradio as gr
 
 from playground import analysis
+from playground.analysis import with_reference
 from playground.run import Run
-from playground.ui.answer_controls import extractor_spec, with_reference
+from playground.ui.answer_controls import extractor_spec
 from playground.ui.messages import refusal
 
 INTRO = ("The run bundle holds the request, every raw event and the samples; every view on this page is "

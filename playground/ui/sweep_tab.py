@@ -19,6 +19,7 @@ from functools import partial
 import gradio as gr
 
 from playground import analysis
+from playground.analysis import with_reference
 from playground.backends.live import LiveRun, State
 from playground.errors import InvalidRequest, PlaygroundError
 from playground.run import Run
@@ -28,7 +29,6 @@ from playground.ui.answer_controls import (
     once_per_run,
     optional_controls,
     with_chosen_answers,
-    with_reference,
 )
 from playground.ui.form import request_from_form
 from playground.ui.messages import refusal, shown, warned
