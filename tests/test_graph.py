@@ -43,7 +43,7 @@ def check_shape(graph: A.SampleGraph, texts: list[str]) -> None:
     out: dict[int, set[int]] = {node.id: set() for node in graph.nodes}
     for i, text in enumerate(texts):
         path = graph.paths[i]
-        assert graph.text_of(i) == text
+        assert graph.text_of(i) == (text if text.strip() else "")  # whitespace alone has no words: no path
         assert all(a < b for a, b in zip(path, path[1:])), path
         for v in path:
             assert i in graph.nodes[v].samples
@@ -144,10 +144,11 @@ def test_a_sample_that_repeats_a_phrase_makes_no_cycle():
 
 
 def test_text_reads_back_exactly_whatever_its_whitespace():
-    texts = ["  leading spaces and\ttabs\n\nand a trailing newline\n", "", "   ", "één, twee — drie…", "x"]
+    texts = ["  leading spaces and\ttabs\n\nand a trailing newline\n", "", "   ", "één, twee — drie…", "x", "\n\n"]
     graph = A.sample_graph(run_of(texts))
     check_shape(graph, texts)
-    assert graph.paths[1] == [] and len(graph.paths[2]) == 1
+    assert graph.paths[1] == [] and graph.paths[2] == [] and graph.paths[5] == []  # empty, or whitespace alone
+    assert all(node.text and node.words >= 1 for node in graph.nodes)  # no node of no words
 
 
 def test_word_keys_and_synonyms_by_meaning_make_words_meet():
@@ -363,7 +364,24 @@ def test_analyze_draws_runs_written_by_hand_from_their_texts_alone(tmp_path):
     assert [p["seed"] for p in cats["paths"]] == [7, 8, 9]
     assert [(n["text"], n["count"]) for n in yes["nodes"]] == [("Yes.", 2), ("No, it is not.", 1)]
     assert [p["seed"] for p in yes["paths"]] == [None, None, None]
-    assert blank["samples"] == 1 and [n["visits"][0]["text"] for n in blank["nodes"]] == ["  "]  # read back whole
+    assert blank["samples"] == 1 and blank["nodes"] == [] and [p["nodes"] for p in blank["paths"]] == [[]]
+
+
+def test_analyze_gives_a_sample_of_whitespace_alone_an_empty_path_as_an_empty_one(tmp_path):
+    """``analyze --graph``: samples of whitespace alone ("   ", a blank line) were a node with no
+    text and one word; like an empty text, they pass no node."""
+    from playground.commands import analyze
+
+    runs = tmp_path / "blank.jsonl"
+    runs.write_text(json.dumps({"prompt": "Say it", "samples": ["Yes.", "   ", "\n\n", "", "Yes."]}) + "\n",
+                    encoding="utf-8")
+    out = tmp_path / "graphs.json"
+    assert analyze.main([str(runs), "--graph", str(out)]) == exits.OK
+    graph = json.loads(out.read_text(encoding="utf-8"))
+    assert graph["samples"] == 5 and [(n["text"], n["words"], n["samples"]) for n in graph["nodes"]] == [
+        ("Yes.", 1, [0, 4])]
+    assert [p["nodes"] for p in graph["paths"]] == [[0], [], [], [], [0]]
+
 
 def test_analyze_reads_an_array_of_runs_from_stdin_and_writes_the_graphs_to_stdout():
     """``analyze - --graph -`` in a pipe: a JSON array of runs (as a script writes them all at

@@ -102,7 +102,7 @@ class SampleGraph:
     normalisation: str = NORMALISATION
 
     def text_of(self, sample: int) -> str:
-        """The sample's text read back from its path."""
+        """The sample's text read back from its path (a text of whitespace only reads back empty)."""
         return "".join(self.nodes[v].visit(sample).text for v in self.paths[sample])
 
     def successors(self) -> dict[int, list[Edge]]:
@@ -213,10 +213,11 @@ def _short(text: str, width: int = 80) -> str:
 def words(text: str) -> list[tuple[str, int]]:
     """The text cut at whitespace into spans that together are the text: each span is a word with
     the whitespace before it (the last also takes the whitespace after it), with the offset of
-    its first non-space character. A text of whitespace only is one span."""
+    its first non-space character. A text of whitespace only has no words: like an empty text, it
+    has no path through the graph (a node of no words would be drawn with no text)."""
     spans = [(m.group(), m.start(1)) for m in _WORD.finditer(text)]
     if not spans:
-        return [(text, 0)] if text else []
+        return []
     tail = text[sum(len(s) for s, _ in spans):]
     if tail:
         spans[-1] = (spans[-1][0] + tail, spans[-1][1])
@@ -387,7 +388,7 @@ def _assemble(run: Run, aligner: Aligner, chains: list[list[int]], spans: dict[i
         keys = " ".join(aligner.keys[v] for v in chain)
         first = min(visits[k], key=lambda v: v.sample)
         total, counted = token_sums[k]
-        nodes.append(Node(k, keys, first.text.strip() or first.text, len(chain), sorted(visits[k], key=lambda v:
+        nodes.append(Node(k, keys, first.text.strip(), len(chain), sorted(visits[k], key=lambda v:
                           v.sample), total / counted if counted else None))
     return SampleGraph(nodes, _edges(nodes, paths), paths, {s.index: s.seed for s in run.samples}, how)
 
