@@ -14,8 +14,18 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from playground import analysis as A
-from playground.analysis.graph import Node
-from playground.analysis.graph_figure import MAX_DRAWN, fold_for, folded
+from playground.analysis.graph import Node, words
+from playground.analysis.graph_figure import (
+    ANSWER_COLOURS,
+    MAX_DRAWN,
+    MIXED,
+    NARROW,
+    OTHER,
+    WIDE,
+    fold_for,
+    folded,
+)
+from playground.analysis.graph_layout import COLUMN_PX
 from playground.commands import exits
 from playground.request import SampleRequest
 from playground.run import Run, Sample, TokenLogprob
@@ -247,26 +257,207 @@ def many_samples(n: int, words: int, seed: int = 1) -> Run:
     return Run(request={"request_id": f"many-{n}", "seed": 0}, samples=samples, status="finished")
 
 
+def drawn_nodes(figure) -> list[tuple[str, float, float]]:
+    """The figure's nodes: (customdata, x, y) each."""
+    return [(cd, x, y) for t in figure.data if t.customdata is not None for cd, x, y in zip(t.customdata, t.x, t.y)]
+
+
+def drawn_labels(figure) -> dict[str, list[tuple[str, float, float]]]:
+    """The figure's labels by kind ("words", "share", "edge"): (text, x, y) each."""
+    return {t.name: list(zip(t.text, t.x, t.y)) for t in figure.data if t.mode == "text"}
+
+
+def beside(figure, kind: str) -> dict[str, tuple[str, int]]:
+    """Each node's label of ``kind`` (the nearest in its column) and its side: 1 above, -1 below."""
+    nodes = drawn_nodes(figure)
+    out = {}
+    for text, x, y in drawn_labels(figure)[kind]:
+        cd, _, node_y = min((node for node in nodes if node[1] == x), key=lambda node: abs(node[2] - y))
+        out[cd.split("|")[0]] = (text, 1 if y > node_y else -1)
+    return out
+
+
 def test_a_branch_with_one_way_in_is_labelled_beside_its_node_and_neighbouring_columns_alternate():
     """A branch's share goes beside the node it leads to when that is its only way in (labels halfway
     along a fan's edges crowd each other); an edge into a meeting point keeps its label. Words sit
-    above their markers in even columns and below in odd ones, and a share on the other side."""
+    above their markers in even columns and below in odd ones where they fit, a share on the other side."""
     graph = A.sample_graph(run_of(["The cat sat on the mat.", "A cat sat on the mat.", "A cat ran home.",
                                    "A dog ran home."]))
     figure = A.graph_figure(graph)
-    words = next(t for t in figure.data if t.text is not None and "prompt" in t.text)
-    side = {text: (x, position) for text, x, position in zip(words.text, words.x, words.textposition)}
-    assert all(position == ("top center" if x % 2 == 0 else "bottom center") for x, position in side.values())
-    shares = next(t for t in figure.data if t.mode == "markers+text" and t.hoverinfo == "skip")
-    beside = {(x, y): (text, position) for x, y, text, position in zip(shares.x, shares.y, shares.text,
-                                                                        shares.textposition)}
-    drawn = {text: (x, y) for text, x, y in zip(words.text, words.x, words.y)}
-    assert beside[drawn["The"]] == ("25%", "top center") and beside[drawn["A"]][0] == "75%"
-    assert beside[drawn["sat on the mat."]] == ("67%", "top center")  # 2 of the 3 at "cat"; its words below
-    assert beside[drawn["dog"]] == ("33%", "bottom center")
-    assert drawn["cat"] not in beside and drawn["ran home."] not in beside  # meeting points: two ways in
-    on_edges = next(t for t in figure.data if t.mode == "text")
-    assert sorted(on_edges.text) == ["33%", "67%"]  # A -> cat (2 of 3), cat -> ran home (1 of 3)
+    ids = {node.text: str(node.id) for node in graph.nodes} | {"prompt": "start"}
+    column = {cd.split("|")[0]: x for cd, x, _ in drawn_nodes(figure)}
+    words = beside(figure, "words")
+    assert {text for text, _ in words.values()} == set(ids)  # every node's words, whole (they fit)
+    assert all(side == (1 if column[key] % 2 == 0 else -1) for key, (_, side) in words.items())
+    shares = beside(figure, "share")
+    assert shares[ids["The"]] == ("25%", 1) and shares[ids["A"]] == ("75%", 1)  # words below in odd columns
+    assert shares[ids["sat on the mat."]] == ("67%", 1)  # 2 of the 3 at "cat"
+    assert shares[ids["dog"]] == ("33%", -1)
+    assert ids["cat"] not in shares and ids["ran home."] not in shares  # meeting points: two ways in
+    assert sorted(text for text, _, _ in drawn_labels(figure)["edge"]) == ["33%", "67%"]  # A -> cat, cat -> ran home
+
+
+# What a language model says when asked "Describe the moon in one sentence." 16 times
+# (SmolLM2-135M-Instruct, the tester's run): most begin "The moon is a", then part and meet again.
+MOONS = [
+    "The moon is a vast and mysterious celestial body, born from a collective punchalization of Earth's satellite "
+    "and the bionormal continents scattered around it by a tiny thrifemongermaker.",
+    "I'm glad I could assist you with that. Spell check corrections and suggest alternative phrasings.",
+    "The moon is a celestial body in our solar system that completes one orbit every 29 days using lunar cycles.",
+    "The moon is a crescent celestial body visible on Earth's horizon that reflects sunlight and casts a beautiful "
+    "abraction of white across the sky.",
+    "The moon is a shiny, ancient, dimly lit celestial body composed primarily of rocky minerals that glow with a "
+    "warm, soft luminescence.",
+    "The moon is a celestial body in our solar system that revolves around the Earth but with its own duality - "
+    "alright...",
+    "The moon is a majestic celestial body orbiting our planet in the night sky.",
+    "The moon, a celestial body eerie but inspiring – the source of light and fate seen by countless civilizations "
+    "across the arc of the Milky Way when the Earth was not.",
+    "The moon is a celestial body orbiting Earth. It is often depicted as a glowing, rounddrop with a reddish-orange "
+    "color in scientific language.",
+    "Imagine the moon as a warm, crimson-red treasure that wafts across the cosmos, stony of its own makeup and "
+    "shining with an untamed light that makes darkness seem like a gentle breeze",
+    "The moon is a seductive globe illuminated by a moonlit glow, a celestial beauty shrouded in the night's eternal "
+    "darkness.",
+    "The moon is a celestial body that orbits Earth and is often depicted in various mythologies around the world, "
+    "offering a reference to the Goddess of the Moon in ancient mythologies.",
+    "The moon is a celestial body orbiting Earth, slightly larger than the Earth's Moon.",
+    "The moon is a celestial body that orbits Earth and is renowned for its unique appearance, particularly its "
+    "cycles, making it a tiered object from Earth's surface.",
+    "The moon orbits Earth, transforming its massive landscape into the moonlit cycle of the full moon, phases, and "
+    "darkening with the sun's light, hence it provides a moment for recreation and dreaming within",
+    "The moon is a celestial body that takes its unique shape as it orbits Earth, with its phases and waxing and "
+    "wcaking effect.\n\nKeep in touch!",
+]
+
+
+def with_tokens(texts: list[str], request_id: str = "run-moons", seed: int = 1) -> Run:
+    """A run of ``texts``, a token a word, each with a probability (so branches say "67% · p 0.51")."""
+    import random
+
+    rng = random.Random(seed)
+    samples = []
+    for i, text in enumerate(texts):
+        pieces = [span for span, _ in words(text)]
+        samples.append(Sample(i, 10 + i, text=text, token_ids=list(range(len(pieces))), token_texts=pieces,
+                              logprobs=[TokenLogprob(k, -3 * rng.random() ** 2) for k in range(len(pieces))]))
+    return Run(request={"request_id": request_id, "prompt": "Describe the moon in one sentence.", "seed": 10},
+               samples=samples, status="finished")
+
+
+def label_boxes(figure) -> list[tuple[str, float, float, float, float]]:
+    """Every label's box in pixels (text, left, right, bottom, top) as a browser draws it with the
+    figure's columns at their narrowest (``COLUMN_PX`` apart, the least the figure promises at the
+    width it was laid out for): centred on its point, its characters 0.5 em wide (Chromium draws the
+    figures' font at 0.46-0.49 em a character; a wide East Asian one, an em) and 1.1 em tall (the
+    glyphs' box). The plot's height is the figure's less its margins (Gradio makes a titled chart's
+    top margin 100 px at least)."""
+    import html
+    import unicodedata
+
+    layout = figure.layout
+    plot = layout.height - max(100, layout.margin.t) - layout.margin.b
+    (x0, _), (y0, y1) = layout.xaxis.range, layout.yaxis.range
+    boxes = []
+    for trace in figure.data:
+        if trace.mode != "text":
+            continue
+        font = trace.textfont.size
+        for text, x, y in zip(trace.text, trace.x, trace.y):
+            shown = html.unescape(text)
+            w = font * sum(1.0 if unicodedata.east_asian_width(c) in "WF" else 0.5 for c in shown)
+            h = 1.1 * font
+            cx, cy = (x - x0) * COLUMN_PX, (y - y0) * plot / (y1 - y0)
+            boxes.append((shown, cx - w / 2, cx + w / 2, cy - h / 2, cy + h / 2))
+    return boxes
+
+
+def overlapping(boxes: list[tuple]) -> list[tuple[str, str]]:
+    return [(a[0], b[0]) for k, a in enumerate(boxes) for b in boxes[k + 1:]
+            if min(a[2], b[2]) - max(a[1], b[1]) > 0.5 and min(a[4], b[4]) - max(a[3], b[3]) > 0.5]
+
+
+@pytest.mark.parametrize("width", [WIDE, NARROW])
+@pytest.mark.parametrize("colour", ["probability", "answer"])
+def test_no_two_labels_of_a_graph_of_16_real_looking_samples_overlap(width, colour):
+    """The tester's 16 descriptions of the moon once drew "67% · p 0.51" over "67% · p 0.56" and
+    words over words, worse in Compare's half-width figures: at the Graph tab's width and at half a
+    page, coloured either way, no label's box overlaps another's, and the labels that are drawn say
+    most of what there is to say (the rest is cut short or left to the hover)."""
+    run = with_tokens(MOONS)
+    graph = A.sample_graph(run)
+    answers = A.group_answers(run, "normalized") if colour == "answer" else None
+    figure = A.graph_figure(graph, colour, answers, width=width)
+    boxes = label_boxes(figure)
+    assert overlapping(boxes) == []
+    (x0, x1) = figure.layout.xaxis.range
+    plot_width = width - 20 - (89 if colour == "probability" else 200)  # the margins, the colour bar or legend
+    assert (x1 - x0) * COLUMN_PX <= plot_width  # so columns are COLUMN_PX apart or more, as measured above
+    labels = drawn_labels(figure)
+    assert len(labels["words"]) >= 0.8 * len(drawn_nodes(figure)) and "The moon" in [t for t, _, _ in labels["words"]]
+    assert any(" · p " in text for text, _, _ in labels["share"])  # a branch's share and probability
+    nodes = drawn_nodes(figure)
+    for _, left, right, bottom, top in boxes:  # and no label covers a node's marker's centre
+        plot = figure.layout.height - max(100, figure.layout.margin.t) - figure.layout.margin.b
+        (y0, y1) = figure.layout.yaxis.range
+        assert not any(left < (x - x0) * COLUMN_PX < right and bottom < (y - y0) * plot / (y1 - y0) < top
+                       for _, x, y in nodes)
+
+
+def test_no_two_labels_of_a_folded_graph_of_256_samples_overlap():
+    graph = A.sample_graph(many_samples(256, 100))
+    figure = A.graph_figure(graph, width=WIDE)
+    assert overlapping(label_boxes(figure)) == [] and len(drawn_labels(figure)["words"]) > 20
+
+
+@pytest.mark.parametrize("width", [WIDE, NARROW])
+def test_the_graphs_title_is_whole_at_its_width(width):
+    """The subtitle was one line cut at the figure's edge ("…the first 14 of 24 columns: drag to see
+    the re", in Compare "p = the model's"): its lines fit the width the figure is laid out for (the
+    title starts 2 % in, its subtitle at 70 % of its 17 px, 0.55 em a character at most), each phrase
+    whole on one line, and the top margin holds them all."""
+    import re
+
+    graph = A.sample_graph(many_samples(256, 100))
+    fold = fold_for(graph)
+    figure = A.graph_figure(graph, fold=fold, width=width)
+    lines = figure.layout.title.text.split("<br>")
+    for line in lines:
+        small = line.startswith("<sup>")
+        text = re.sub("<[^>]+>", "", line)
+        assert 0.02 * width + len(text) * 0.55 * 17 * (0.7 if small else 1) <= width - 10, line
+    said = " ".join(re.sub("<[^>]+>", "", line) for line in lines)
+    for phrase in (f"words fewer than {fold} samples said are folded", "drag to see the rest",
+                   "the model's probability of it", f"{len(graph.nodes)} nodes"):
+        assert sum(phrase in re.sub("<[^>]+>", "", line) for line in lines) == 1, (phrase, said)
+    assert len(lines) >= 2 and figure.layout.margin.t >= 30 + 21 * len(lines)
+
+
+def test_a_node_whose_samples_answers_tie_is_drawn_as_no_groups():
+    """Coloured by answer group, a node was drawn in the colour of the first of the answers tied
+    there: with all 16 answers different, every shared node took one sample's group's colour. A
+    node where no one answer leads is drawn as a tie (white, crossed), the legend and hover say so;
+    a node where one leads keeps its group's colour."""
+    run = with_tokens(MOONS)
+    answers = A.group_answers(run, "normalized")
+    assert len(answers.groups) == 16  # no two answers alike
+    figure = A.graph_figure(A.sample_graph(run), "answer", answers)
+    traces = {t.name: t for t in figure.data if t.customdata is not None}
+    tie = traces[MIXED]
+    shared = {cd for _, t in traces.items() for cd in t.customdata if "," in cd.split("|")[1]}
+    assert shared and set(tie.customdata) == shared  # every node of two samples or more, and only those
+    assert tie.showlegend and tie.marker.symbol == "circle-x" and tie.marker.color not in ANSWER_COLOURS
+    assert all("no one answer is more common here than every other" in hover for hover in tie.hovertext)
+    assert all(t.marker.color in ANSWER_COLOURS + [OTHER] for name, t in traces.items() if name != MIXED)
+    leads = run_of(["It is 7.", "It is 7.", "It is 8."])
+    figure = A.graph_figure(A.sample_graph(leads), "answer", A.group_answers(leads, "last-number"))
+    traces = {t.name: t for t in figure.data if t.customdata is not None}
+    assert MIXED not in traces and any(cd.startswith("start|") for cd in traces["7"].customdata)
+    assert traces["7"].marker.color == ANSWER_COLOURS[0]
+    even = run_of(["It is 7.", "It is 8."])
+    figure = A.graph_figure(A.sample_graph(even), "answer", A.group_answers(even, "last-number"))
+    traces = {t.name: t for t in figure.data if t.customdata is not None}
+    assert [cd.split("|")[0] for cd in traces[MIXED].customdata] == ["start", "0"]  # the prompt and "It is"
 
 
 def test_the_figure_of_256_samples_folds_rare_paths_and_keeps_every_sample():

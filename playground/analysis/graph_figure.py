@@ -8,57 +8,56 @@ the paths between two drawn nodes are one dashed edge, and the samples that go o
 alone end in one "… k more" node. The graph is the overview ("how diverse is this?"); the text of
 every node is in its hover, and a click on a node lists its samples' texts (the page's Graph tab).
 
-Each node marker's ``customdata`` is "nodes|samples": the graph nodes it draws ("12" or "12,13,14"
-when the fold left a run of them unbranched; ``start`` the prompt; ``more:<id>`` the rare paths after
-a node) and its samples' indices ("0,2,5"), for a page to mark them and branch from there
-(``graph.node_places``).
+Where nodes and labels go is graph_layout.py's: labels never overlap, those that do not fit are
+cut short or left to the hover. Each node marker's ``customdata`` is "nodes|samples": the graph
+nodes it draws ("12" or "12,13,14" when the fold left a run of them unbranched; ``start`` the
+prompt; ``more:<id>`` the rare paths after a node) and its samples' indices ("0,2,5"), for a page
+to mark them and branch from there (``graph.node_places``).
 """
 
 from __future__ import annotations
 
 import html
 import math
+import textwrap
 from collections import Counter
-from dataclasses import dataclass, field
 
 import plotly.graph_objects as go
 
 from playground.analysis.answers import Answers
-from playground.analysis.display import for_hover, height_for, message_figure, truncate, visible
+from playground.analysis.display import for_hover, message_figure, truncate, visible
 from playground.analysis.graph import SampleGraph
+from playground.analysis.graph_layout import (
+    BOTTOM,
+    FONT,
+    SMALL,
+    Drawn,
+    DrawnEdge,
+    Label,
+    curve,
+    in_view,
+    label,
+    layout,
+    place_labels,
+    size,
+    text_width,
+    view,
+)
 
 MAX_DRAWN = 100  # nodes drawn at most: beyond, the rarest are folded
-LABEL_CHARS = 18
 FEW = 40  # nodes of a graph small enough to label every branch
 LABELLED = 4  # branches labelled with their share and probability at one branch point (the hover has all)
-COLUMNS = 14  # columns in view at first: the rest are a pan away (the figure's autoscale shows all)
+WIDE, NARROW = 1100, 560  # px across: the Graph tab's figure at a 1280-px window; half a page (Compare)
+SIDE_COLOURBAR, SIDE_LEGEND = 100, 230  # px of a figure's width its colour bar or its legend takes
+# px: the title's font; room above it (Gradio draws the chart's label over the figure's top left); a
+# line of it; room below; and the least top margin (Gradio makes a titled chart's 100 at least)
+TITLE_FONT, TITLE_TOP, TITLE_LINE, TITLE_GAP, LEAST_TOP = 17, 30, 21, 10, 100
+ASCENT = 15  # px plotly draws a title's first line above the point it anchors its top at
+LABEL_KINDS = {"words": (FONT, "#1e293b"), "share": (SMALL, "#64748b"), "edge": (SMALL, "#334155")}
 ANSWER_COLOURS = ["#2563eb", "#dc2626", "#16a34a", "#9333ea", "#ea580c", "#0891b2", "#ca8a04", "#db2777"]
 OTHER, NONE_COLOUR = "#9ca3af", "#e5e7eb"
-
-
-@dataclass
-class Drawn:
-    """A node as drawn: graph nodes (``members``: one, or a run of them the fold left unbranched),
-    the prompt (``start``) or the folded ends of rare paths (``more:<id>``)."""
-
-    key: str
-    label: str
-    text: str
-    samples: list[int]
-    members: list[int] = field(default_factory=list)
-    prob: float | None = None
-    varied: int = 0  # samples that said rarer words somewhere inside it (folded)
-    x: int = 0
-    y: float = 0.0
-
-
-@dataclass
-class DrawnEdge:
-    source: str
-    target: str
-    samples: list[int] = field(default_factory=list)
-    direct: bool = True  # False: through words fewer samples said (folded)
-    probs: list[float] = field(default_factory=list)
+MIXED = "tied: no one answer leads"  # a node whose samples' most common answers tie: no group's colour
+MIXED_MARKER = {"color": "#ffffff", "symbol": "circle-x", "line": {"width": 1.5, "color": "#334155"}}
 
 
 def fold_for(graph: SampleGraph, most: int = MAX_DRAWN) -> int:
@@ -153,7 +152,7 @@ def _joined(drawn: dict[str, Drawn], edges: list[DrawnEdge], graph: SampleGraph)
         e.source = gone.get(e.source, e.source)
     for d in drawn.values():
         d.label = (f"… {len(d.samples)} more" if d.key.startswith("more:") else "prompt" if d.key == "start"
-                   else _label(d.text))
+                   else label(d.text))
     return drawn, kept
 
 
@@ -164,81 +163,67 @@ def _mean_prob(members: list[int], graph: SampleGraph) -> float | None:
     return sum(p * w for p, w in parts) / sum(w for _, w in parts) if parts else None
 
 
-def layout(drawn: dict[str, Drawn], edges: list[DrawnEdge]) -> None:
-    """Place the nodes: x is the longest path from the prompt (every edge points right), y the
-    mean height of where a node's samples come from, nodes of one column kept a step apart."""
-    into: dict[str, list[DrawnEdge]] = {}
-    for e in edges:
-        into.setdefault(e.target, []).append(e)
-    columns: dict[int, list[Drawn]] = {}
-    for d in _topological(drawn):
-        d.x = max((drawn[e.source].x + 1 for e in into.get(d.key, ())), default=0)
-        columns.setdefault(d.x, []).append(d)
-    for x in sorted(columns):
-        wanted = {}
-        for d in columns[x]:
-            came = into.get(d.key, ())
-            weight = sum(len(e.samples) for e in came)
-            wanted[d.key] = sum(drawn[e.source].y * len(e.samples) for e in came) / weight if weight else 0.0
-        column = sorted(columns[x], key=lambda d: (wanted[d.key], -len(d.samples), d.key))
-        y = -math.inf
-        for d in column:
-            y = d.y = max(wanted[d.key], y + 1.0)
-        shift = sum(d.y - wanted[d.key] for d in column) / len(column)
-        for d in column:
-            d.y = round(d.y - shift, 3)
-
-
-def _topological(drawn: dict[str, Drawn]) -> list[Drawn]:
-    """The prompt, the graph's nodes by id (ids are a topological order), each "more" after."""
-    def rank(key: str) -> tuple[int, int]:
-        if key == "start":
-            return (-1, 0)
-        if key.startswith("more:"):
-            base = key[5:]
-            return (-1 if base == "start" else int(base), 1)
-        return (int(key), 0)
-    return sorted(drawn.values(), key=lambda d: rank(d.key))
-
-
 def graph_figure(graph: SampleGraph, colour: str = "probability", answers: Answers | None = None,
-                 fold: int | None = None, title: str = "Sample graph") -> go.Figure:
+                 fold: int | None = None, title: str = "Sample graph", width: int = NARROW) -> go.Figure:
     """The figure: ``colour`` "probability" (mean probability of a node's tokens) or "answer"
     (the answer group most of a node's samples are in, from ``answers``); ``fold``: the fewest
-    samples a drawn node has (None: ``fold_for``)."""
+    samples a drawn node has (None: ``fold_for``); ``width``: the fewest pixels across it is drawn
+    at (``NARROW``: half a page, as Compare draws two; the Graph tab's is ``WIDE``), which sets
+    the columns in view at first and where its title's lines break."""
     if not any(graph.paths.values()):
         return message_figure(title, "No words yet: the graph grows as the samples do.")
     fold = fold_for(graph) if fold is None else max(1, int(fold))
     drawn, edges = folded(graph, fold)
     layout(drawn, edges)
     n = len(drawn["start"].samples)
+    by_answer = colour == "answer" and answers is not None
+    columns = max(d.x for d in drawn.values())
+    last = in_view(width, SIDE_LEGEND if by_answer else SIDE_COLOURBAR)
+    lines = _title_lines(title, graph, fold, columns, last, width)
+    at = view(drawn, edges, n, last, max(LEAST_TOP, TITLE_TOP + TITLE_LINE * len(lines) + TITLE_GAP))
+    on_edges, beside = _branch_labels(drawn, edges)
     fig = go.Figure()
     for trace in _edge_traces(drawn, edges, n):
         fig.add_trace(trace)
-    on_edges, beside = _branch_labels(drawn, edges)
-    for trace in _branch_traces(drawn, edges, on_edges):
+    fig.add_trace(_branch_hovers(drawn, edges))
+    for trace in _node_traces(drawn, n, colour, answers, beside):
         fig.add_trace(trace)
-    fig.add_trace(_shares(drawn, beside, n))
-    for trace in _node_traces(drawn, n, colour, answers):
+    for trace in _label_traces(place_labels(drawn, edges, n, at, on_edges, beside)):
         fig.add_trace(trace)
-    ys = [d.y for d in drawn.values()]
-    rows = max(max(Counter(d.x for d in drawn.values()).values()), math.ceil(max(ys) - min(ys)) + 1)
-    columns = max(d.x for d in drawn.values())
-    wide = {"range": [-0.5, COLUMNS + 0.5]} if columns > COLUMNS else {}  # a range slider would draw it all twice
-    folded_note = f"; words fewer than {fold} samples said are folded (dashed)" if fold > 1 else ""
-    if columns > COLUMNS:
-        folded_note += f"; the first {COLUMNS} of {columns} columns: drag to see the rest"
     fig.update_layout(
-        title={"text": f"{title}: {len(graph.nodes)} nodes, {len(graph.meeting_points())} where samples meet again"
-                       f"<br><sup>node size: samples through it · edge width: samples along it · at a branch: "
-                       f"share of samples, p = the model's probability{folded_note}</sup>"},
-        height=height_for(rows, per_row=54, minimum=420, maximum=1400), showlegend=colour == "answer" and bool(answers),
-        xaxis={"visible": False, **wide},
-        yaxis={"visible": False, "fixedrange": False}, hovermode="closest", clickmode="event",
-        margin={"l": 10, "r": 10, "t": 70, "b": 10}, plot_bgcolor="white", dragmode="pan",
+        title={"text": "<br>".join(lines), "x": 0.02, "xanchor": "left", "yref": "container", "y": 1,
+               "yanchor": "top", "pad": {"t": TITLE_TOP + ASCENT}},
+        height=at.height, showlegend=by_answer,
+        xaxis={"visible": False, "range": [at.x0, at.x1]},
+        yaxis={"visible": False, "range": [at.y0, at.y1], "fixedrange": True},  # labels keep their pixels
+        hovermode="closest", clickmode="event",
+        margin={"l": 10, "r": 10, "t": at.top, "b": BOTTOM}, plot_bgcolor="white", dragmode="pan",
         legend={"title": {"text": "answer"}},
     )
     return fig
+
+
+def _title_lines(title: str, graph: SampleGraph, fold: int, columns: int, last: int, width: int) -> list[str]:
+    """The title and what the figure shows, in lines that fit ``width`` (a line too long for the
+    figure is cut at its edge): each phrase whole on a line when it fits."""
+    head = f"{title}: {len(graph.nodes)} nodes, {len(graph.meeting_points())} where samples meet again"
+    phrases = ["node size: samples through it", "edge width: samples along it",
+               "at a branch: its share of the samples and p, the model's probability of it"]
+    if fold > 1:
+        phrases.append(f"words fewer than {fold} samples said are folded (dashed)")
+    if columns > last:
+        phrases.append(f"the first {last + 1} of {columns + 1} columns: drag to see the rest")
+    room = 0.95 * width - 40  # the title starts a little in from the figure's left edge
+    lines = textwrap.wrap(head, int(room / (text_width("x", TITLE_FONT) - 2)))
+    small, line = int(room / (text_width("x", TITLE_FONT * 0.7) - 2)), ""
+    for phrase in phrases:
+        *whole, end = textwrap.wrap(phrase, small)  # ``whole``: lines of a phrase longer than a line
+        if line and (whole or len(line) + 3 + len(end) > small):
+            lines.append(f"<sup>{line}</sup>")
+            line = ""
+        lines += [f"<sup>{part}</sup>" for part in whole]
+        line = f"{line} · {end}" if line else end
+    return lines + [f"<sup>{line}</sup>"]
 
 
 def _edge_traces(drawn: dict[str, Drawn], edges: list[DrawnEdge], n: int) -> list[go.Scatter]:
@@ -247,21 +232,22 @@ def _edge_traces(drawn: dict[str, Drawn], edges: list[DrawnEdge], n: int) -> lis
     for e in edges:
         width = 1 + round(7 * math.sqrt(len(e.samples) / n))
         xs, ys = buckets.setdefault((width, e.direct), ([], []))
-        curve = _curve(drawn[e.source], drawn[e.target], e.direct)
-        xs += [x for x, _ in curve] + [None]
-        ys += [y for _, y in curve] + [None]
+        points = curve(drawn[e.source], drawn[e.target], e.direct)
+        xs += [x for x, _ in points] + [None]
+        ys += [y for _, y in points] + [None]
     return [go.Scatter(x=xs, y=ys, mode="lines", hoverinfo="skip", showlegend=False,
                        line={"width": width, "color": "#94a3b8" if direct else "#cbd5e1",
                              "dash": "solid" if direct else "dot"})
             for (width, direct), (xs, ys) in sorted(buckets.items())]
 
 
-def _branch_labels(drawn: dict[str, Drawn], edges: list[DrawnEdge]) -> tuple[dict[int, str], dict[str, str]]:
+def _branch_labels(drawn: dict[str, Drawn], edges: list[DrawnEdge]) -> tuple[dict[int, tuple], dict[str, tuple]]:
     """At each branch point, the label of each of its larger branches (``LABELLED`` at most; in a
     graph of more than ``FEW`` nodes, only those of two samples and 10 % of the samples there or
-    more): "share · p". A branch that is the only way into its node is labelled beside that node
-    (labels halfway along the edges of a fan crowd each other and the nodes); only an edge into a
-    meeting point keeps its label on the edge. Returns (edge id -> label, node key -> label)."""
+    more): "share · p", and "share" alone where that does not fit. A branch that is the only way
+    into its node is labelled beside that node; an edge into a meeting point is labelled halfway
+    along it, in a graph of ``FEW`` nodes or fewer (in a larger one its hover says it). Returns
+    (edge id -> labels, node key -> labels)."""
     leaving: dict[str, list[DrawnEdge]] = {}
     for e in edges:
         leaving.setdefault(e.source, []).append(e)
@@ -275,11 +261,11 @@ def _branch_labels(drawn: dict[str, Drawn], edges: list[DrawnEdge]) -> tuple[dic
     on_edges, beside = {}, {}
     for e in labelled:
         share, p = _share(drawn, e)
-        label = f"{share:.0%}" + (f" · p {p:.2f}" if p is not None else "")
+        labels = (f"{share:.0%}" + (f" · p {p:.2f}" if p is not None else ""), f"{share:.0%}")
         if ways_in[e.target] == 1:
-            beside[e.target] = label
-        else:
-            on_edges[id(e)] = label
+            beside[e.target] = labels
+        elif few:
+            on_edges[id(e)] = labels
     return on_edges, beside
 
 
@@ -288,58 +274,50 @@ def _share(drawn: dict[str, Drawn], e: DrawnEdge) -> tuple[float, float | None]:
     return len(e.samples) / max(1, len(drawn[e.source].samples)), (sum(e.probs) / len(e.probs) if e.probs else None)
 
 
-def _branch_traces(drawn: dict[str, Drawn], edges: list[DrawnEdge], labels: dict[int, str]) -> list[go.Scatter]:
-    """A point halfway along each edge: its hover, and the edge's label from ``labels`` if it has one."""
-    xs, ys, texts, hovers = [], [], [], []
+def _branch_hovers(drawn: dict[str, Drawn], edges: list[DrawnEdge]) -> go.Scatter:
+    """A point halfway along each edge, unseen: its hover says the branch whole."""
+    xs, ys, hovers = [], [], []
     for e in edges:
         a, b = drawn[e.source], drawn[e.target]
         share, p = _share(drawn, e)
-        curve = _curve(a, b, e.direct)
-        x, y = curve[len(curve) // 2]
+        points = curve(a, b, e.direct)
+        x, y = points[len(points) // 2]
         xs.append(x)
         ys.append(y)
-        texts.append(labels.get(id(e), ""))
         hovers.append(f"{for_hover(truncate(a.label, 40))} → {for_hover(truncate(b.label, 40))}"
                       f"{'' if e.direct else ' (through rarer words)'}<br>{len(e.samples)} sample(s), {share:.0%} of "
                       f"those at {for_hover(truncate(a.label, 40))}"
                       + (f"<br>p = {p:.3f}: the mean probability they gave the first token after it" if p is not None
                          else "") + f"<br>samples {_listed(e.samples, 12)}")
-    shown = [k for k, text in enumerate(texts) if text]  # labels only where there are: a label is an SVG element
-    return [go.Scatter(x=xs, y=ys, mode="markers", hovertext=hovers, hoverinfo="text",
-                       marker={"size": 8, "color": "rgba(0,0,0,0)"}, showlegend=False),
-            go.Scatter(x=[xs[k] for k in shown], y=[ys[k] for k in shown], text=[texts[k] for k in shown],
-                       mode="text", textposition="middle center", textfont={"size": 10, "color": "#334155"},
-                       hoverinfo="skip", showlegend=False)]
+    return go.Scatter(x=xs, y=ys, mode="markers", hovertext=hovers, hoverinfo="text",
+                      marker={"size": 8, "color": "rgba(0,0,0,0)"}, showlegend=False)
 
 
-def _curve(a: Drawn, b: Drawn, direct: bool = True, steps: int = 8) -> list[tuple[float, float]]:
-    """The points of an edge: straight to the next column, an arc over the columns it skips (a
-    straight line would run through their nodes); a folded edge arcs always, so that it never
-    covers a direct edge between the same two nodes."""
-    skipped = b.x - a.x - 1
-    if skipped <= 0 and direct:
-        return [(a.x, a.y), ((a.x + b.x) / 2, (a.y + b.y) / 2), (b.x, b.y)]
-    lift = min(0.45 + 0.3 * skipped, 3.0)
-    cx, cy = (a.x + b.x) / 2, max(a.y, b.y) + lift
-    ts = [k / steps for k in range(steps + 1)]
-    return [(round((1 - t) ** 2 * a.x + 2 * (1 - t) * t * cx + t * t * b.x, 3),
-             round((1 - t) ** 2 * a.y + 2 * (1 - t) * t * cy + t * t * b.y, 3)) for t in ts]
+def _label_traces(labels: list[Label]) -> list[go.Scatter]:
+    """The labels, one text trace per kind (a label is an SVG element: only those placed are drawn)."""
+    out = []
+    for kind, (font, colour) in LABEL_KINDS.items():
+        mine = [placed for placed in labels if placed.kind == kind]
+        out.append(go.Scatter(x=[placed.x for placed in mine], y=[placed.y for placed in mine],
+                              text=[for_hover(placed.text) for placed in mine], mode="text", name=kind,
+                              textposition="middle center", textfont={"size": font, "color": colour},
+                              hoverinfo="skip", showlegend=False))
+    return out
 
 
-def _node_traces(drawn: dict[str, Drawn], n: int, colour: str, answers: Answers | None) -> list[go.Scatter]:
+def _node_traces(drawn: dict[str, Drawn], n: int, colour: str, answers: Answers | None,
+                 beside: dict[str, tuple]) -> list[go.Scatter]:
     nodes = list(drawn.values())
     if colour == "answer" and answers is not None:
         order = {g.answer: k for k, g in enumerate(answers.groups)}
         by_group: dict[str, list[Drawn]] = {}
         for d in nodes:
-            said = Counter(answers.answers.get(i) for i in d.samples)
-            top = min(said, key=lambda a: (-said[a], order.get(a, math.inf) if a is not None else math.inf))
-            name = (top if order.get(top, len(ANSWER_COLOURS)) < len(ANSWER_COLOURS) else "other answers") \
-                if top is not None else "no answer"
-            by_group.setdefault(name, []).append(d)
-        names = sorted(by_group, key=lambda a: (0, order[a]) if a in order else (1 if a == "other answers" else 2, 0))
-        return [_nodes(by_group[name], n, ANSWER_COLOURS[order[name]] if name in order else
-                       OTHER if name == "other answers" else NONE_COLOUR, truncate(name, 30), answers)
+            by_group.setdefault(_leading(d, answers, order), []).append(d)
+        last = {"other answers": 1, "no answer": 2, MIXED: 3}
+        names = sorted(by_group, key=lambda a: (0, order[a]) if a in order else (last[a], 0))
+        return [_nodes(by_group[name], n, {"color": ANSWER_COLOURS[order[name]]} if name in order else
+                       {"color": OTHER} if name == "other answers" else {"color": NONE_COLOUR} if name == "no answer"
+                       else MIXED_MARKER, truncate(name, 30), answers, beside)
                 for name in names]
     probs = [d.prob for d in nodes if not d.key.startswith(("more:", "start"))]
     if any(p is not None for p in probs):
@@ -347,18 +325,35 @@ def _node_traces(drawn: dict[str, Drawn], n: int, colour: str, answers: Answers 
         scored = [d for d in nodes if d.prob is not None]
         marker = {"color": [d.prob for d in scored], "colorscale": "RdYlGn", "cmin": 0, "cmax": 1, "showscale": True,
                   "colorbar": {"title": {"text": "mean p"}, "thickness": 12}}
-        return [_nodes(plain, n, OTHER, "", None), _nodes(scored, n, marker, "", None)]
-    return [_nodes(nodes, n, "#60a5fa", "", None)]
+        return [_nodes(plain, n, {"color": OTHER}, "", None, beside), _nodes(scored, n, marker, "", None, beside)]
+    return [_nodes(nodes, n, {"color": "#60a5fa"}, "", None, beside)]
 
 
-def _nodes(nodes: list[Drawn], n: int, colour, name: str, answers: Answers | None) -> go.Scatter:
-    marker = dict(colour) if isinstance(colour, dict) else {"color": colour}
-    marker.update(size=[_size(d, n) for d in nodes],
-                  line={"width": 1, "color": "#334155"})
+def _leading(d: Drawn, answers: Answers, order: dict) -> str:
+    """The answer group most of a node's samples are in (its name, "other answers" past the
+    colours, "no answer"), or ``MIXED`` when no one answer leads there (a tie: two or more are
+    as common), which no group's colour would say."""
+    said = Counter(answers.answers.get(i) for i in d.samples)
+    ranked = said.most_common()
+    if len(ranked) > 1 and ranked[0][1] == ranked[1][1]:
+        return MIXED
+    top = ranked[0][0]
+    if top is None:
+        return "no answer"
+    return top if order.get(top, len(ANSWER_COLOURS)) < len(ANSWER_COLOURS) else "other answers"
+
+
+def _nodes(nodes: list[Drawn], n: int, marker: dict, name: str, answers: Answers | None,
+           beside: dict[str, tuple]) -> go.Scatter:
+    marker = {"line": {"width": 1, "color": "#334155"}, **marker, "size": [size(d, n) for d in nodes]}
     hovers = []
     for d in nodes:
         hover = (f"<b>{for_hover(truncate(visible(d.text, multiline=False), 300))}</b><br>{len(d.samples)} of {n} "
                  f"samples: {_listed(d.samples)}")
+        if d.key in beside:  # what its share label says, should it not fit
+            said = beside[d.key][0]
+            hover += (f"<br>the branch into it: {said} (the share of the samples before it"
+                      + (" · p, the model's probability of its first token)" if " · p " in said else ")"))
         if d.prob is not None:
             hover += f"<br>mean p of its tokens {d.prob:.3f}"
         if d.varied:
@@ -366,40 +361,13 @@ def _nodes(nodes: list[Drawn], n: int, colour, name: str, answers: Answers | Non
         if answers is not None:
             said = Counter(answers.answers.get(i) for i in d.samples).most_common(3)
             hover += "<br>answers: " + ", ".join(f"{html.escape(truncate(str(a), 20))} ({c})" for a, c in said)
+            if name == MIXED:
+                hover += f"<br>{MIXED}: no one answer is more common here than every other"
         hovers.append(hover + "<br><i>click: mark these samples, branch from here</i>")
-    return go.Scatter(x=[d.x for d in nodes], y=[d.y for d in nodes], mode="markers+text", name=name or None,
-                      text=[for_hover(d.label) for d in nodes], textfont={"size": 11},
-                      textposition=["top center" if _above(d) else "bottom center" for d in nodes],
+    return go.Scatter(x=[d.x for d in nodes], y=[d.y for d in nodes], mode="markers", name=name or None,
                       hovertext=hovers, hoverinfo="text", marker=marker, showlegend=bool(name),
                       customdata=[f"{','.join(map(str, d.members)) or d.key}|{','.join(map(str, d.samples))}"
                                   for d in nodes])
-
-
-def _above(d: Drawn) -> bool:
-    """Whether a node's words go above its marker: in even columns, and below in odd ones, so the
-    labels of neighbouring columns, wider than a column, do not run into each other. The share
-    of the branch that leads to it goes on the other side."""
-    return d.x % 2 == 0
-
-
-def _shares(drawn: dict[str, Drawn], beside: dict[str, str], n: int) -> go.Scatter:
-    """The labels of the branches into nodes that have one way in (``beside``), small and grey, on
-    the other side of each marker than its words (markers as large as the nodes', unseen, so the
-    text keeps clear of them)."""
-    nodes = [drawn[key] for key in beside]
-    return go.Scatter(x=[d.x for d in nodes], y=[d.y for d in nodes], mode="markers+text",
-                      text=[beside[d.key] for d in nodes], textfont={"size": 9, "color": "#64748b"},
-                      textposition=["bottom center" if _above(d) else "top center" for d in nodes],
-                      marker={"size": [_size(d, n) for d in nodes], "color": "rgba(0,0,0,0)"},
-                      hoverinfo="skip", showlegend=False)
-
-
-def _size(d: Drawn, n: int) -> float:
-    return 8 + 34 * math.sqrt(len(d.samples) / max(n, 1))
-
-
-def _label(text: str) -> str:
-    return truncate(" ".join(text.split()), LABEL_CHARS)
 
 
 def _listed(samples: list[int], most: int = 24) -> str:
