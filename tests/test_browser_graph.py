@@ -1,7 +1,9 @@
 """The Graph tab in a real headless Chromium, on the real app: a real run's graph, which grows while
-the run streams, and where a click on a node marks its samples in the columns and offers to branch
-from there; a saved run of n=256 x 128 tokens (opened in the History tab, no engine), whose graph
-draws folded and marks its samples in the token wall; and Compare's two graphs side by side."""
+the run streams, and where a click on a node marks its samples in the columns, rings the node and
+offers to branch from there; a run written by hand (opened in the History tab), whose clicked node's
+list shows, names the node and comes into view, and whose labels and title the browser draws
+whole and apart; a saved run of n=256 x 128 tokens (no engine), whose graph draws folded and marks
+its samples in the token wall; and Compare's two graphs side by side."""
 
 from __future__ import annotations
 
@@ -10,7 +12,7 @@ import pytest
 from playground import analysis as A
 from playground.analysis.graph_figure import MAX_DRAWN
 from tests.test_browser import ARTIFACTS, browser, fill_form, open_page  # noqa: F401  (browser: the fixture)
-from tests.test_browser_panels import open_saved_run
+from tests.test_browser_panels import open_file, open_saved_run
 
 NODES = """() => {
   const gd = document.querySelector('#graph-chart .js-plotly-plot');
@@ -28,6 +30,24 @@ WHERE = """(cd) => {
     if (k >= 0) return [box.left + xa._offset + xa.l2p(trace.x[k]), box.top + ya._offset + ya.l2p(trace.y[k])];
   }
   return null;
+}"""
+# The boxes of the labels a chart draws that overlap another's by more than 2 px each way (the
+# tester's measure): the nodes' words, the branches' shares, the title.
+OVERLAPS = """(sel) => {
+  const texts = Array.from(document.querySelectorAll(`${sel} svg text`)).filter((t) => t.textContent.trim()
+    && !t.closest('.hoverlayer') && !t.closest('.colorbar') && !t.closest('.legend') && !t.closest('.modebar'));
+  const boxes = texts.map((t) => [t.textContent, t.getBoundingClientRect()]).filter(([, r]) => r.width > 0);
+  const pairs = [];
+  boxes.forEach(([a, r], i) => boxes.slice(i + 1).forEach(([b, q]) => {
+    if (Math.min(r.right, q.right) - Math.max(r.left, q.left) > 2
+        && Math.min(r.bottom, q.bottom) - Math.max(r.top, q.top) > 2) pairs.push([a, b]);
+  }));
+  return [boxes.length, pairs];
+}"""
+INSIDE = """(sel) => {  // whether the chart's title is drawn whole inside its chart
+  const chart = document.querySelector(`${sel} .js-plotly-plot`).getBoundingClientRect();
+  const title = document.querySelector(`${sel} .gtitle`).getBoundingClientRect();
+  return title.left >= chart.left && title.right <= chart.right && title.top >= chart.top;
 }"""
 
 
@@ -77,8 +97,10 @@ def test_a_click_on_a_node_of_a_real_run_marks_its_samples_and_branches_from_the
                                arg=len(want), timeout=10_000)
         marked = page.eval_on_selector_all("#samples-area .sa-card.mk", "cards => cards.map(c => Number(c.dataset.i))")
         assert sorted(marked) == want
+        assert page.locator("#graph-chart .graph-picked-node").count() == 1  # the node clicked, ringed
         note = page.locator("#graph-note")
         note.locator(".graph-sample").first.wait_for(timeout=30_000)
+        assert f"{len(want)} sample{'s' if len(want) > 1 else ''} at “" in note.locator("p").first.inner_text()
         assert sorted(int(s) for s in note.locator(".graph-sample").evaluate_all(
             "rows => rows.map(r => r.dataset.sample)")) == want
         note.locator("details").first.click()  # the raw text, the node's words marked
@@ -95,8 +117,52 @@ def test_a_click_on_a_node_of_a_real_run_marks_its_samples_and_branches_from_the
         page.wait_for_function("""() => {
           const gd = document.querySelector('#graph-chart .js-plotly-plot');
           const body = document.querySelector('#graph-note .graph-note-body');
-          return gd && gd.layout.meta && body && gd.layout.meta !== body.dataset.run && body.hidden;
+          return gd && gd.layout.meta && body && gd.layout.meta.run !== body.dataset.run && body.hidden;
         }""", timeout=120_000)
+    finally:
+        page.close()
+
+
+def test_a_click_on_a_node_of_a_run_written_by_hand_lists_its_samples_in_view(browser, app_url, tmp_path):  # noqa: F811
+    """A run written by hand (its figures marked with its origin, as a replay's are) opened in the
+    History tab: a click on a node marks it, and its list shows (it stayed hidden when the origin
+    took the chart's ``meta`` from the run's id), names the node and comes into view. The browser
+    draws no label over another, in the tab and in Compare's half-width graphs, and the titles whole."""
+    import json
+
+    from tests.test_graph import MOONS, run_of
+
+    path = tmp_path / "moons.jsonl"  # two runs, for Compare; the last is on screen
+    path.write_text("".join(json.dumps({"prompt": "Describe the moon in one sentence.", "samples": samples}) + "\n"
+                            for samples in (MOONS[8:] + MOONS[:8], MOONS)), encoding="utf-8")
+    page = open_page(browser, app_url)
+    try:
+        open_file(page, path)
+        page.locator("#upload-note").get_by_text("moons.jsonl").wait_for(timeout=30_000)
+        nodes = open_graph(page)
+        assert "written by hand" in page.locator("#graph-chart .gtitle").text_content()
+        count, pairs = page.evaluate(OVERLAPS, "#graph-chart")
+        assert count > 20 and pairs == [] and page.evaluate(INSIDE, "#graph-chart")
+        cd = next(cd for cd, x in nodes if not cd.startswith(("start", "more:")) and x <= 3
+                  and 1 < len(cd.split("|")[1].split(",")) < len(MOONS))
+        want = click_node(page, cd)
+        body = page.locator("#graph-note .graph-note-body")
+        body.locator(".graph-sample").first.wait_for(state="visible", timeout=30_000)
+        graph = A.sample_graph(run_of(MOONS))  # the same texts: the same graph
+        words = " ".join(graph.nodes[int(m)].text for m in cd.split("|")[0].split(","))
+        heading = body.locator("p").first.inner_text()
+        assert heading.startswith(f"{len(want)} samples at “{A.truncate(words, 80)}”"), (heading, words)
+        assert page.locator("#graph-chart .graph-picked-node").count() == 1
+        page.wait_for_function("() => document.querySelector('#graph-note .graph-sample')"
+                               ".getBoundingClientRect().bottom <= window.innerHeight", timeout=10_000)
+        page.get_by_role("tab", name="Compare").click()
+        page.wait_for_function("() => ['a', 'b'].every((x) => document.querySelector(`#compare-${x} input`)"
+                               "?.value.includes('hand-'))", timeout=30_000)
+        page.locator("#compare-graphs").click()
+        for name in "ab":
+            page.locator(f"#compare-graph-{name} .gtitle").wait_for(timeout=30_000)
+            count, pairs = page.evaluate(OVERLAPS, f"#compare-graph-{name}")
+            assert count > 10 and pairs == [] and page.evaluate(INSIDE, f"#compare-graph-{name}"), name
     finally:
         page.close()
 
@@ -132,7 +198,6 @@ def test_a_saved_run_of_256_samples_draws_folded_and_a_click_marks_its_rows_in_t
 def test_compare_draws_two_runs_graphs_side_by_side(browser, app_url, tmp_path):  # noqa: F811
     """A file of two runs opened in the History tab: Compare starts with them as A and B, and
     draws each one's sample graph beside the other's."""
-    from tests.test_browser_panels import open_file
     from tests.test_graph import run_of
 
     a = run_of(["The cat sat on the mat.", "A cat sat on the mat."], "run-cats")

@@ -499,13 +499,116 @@ def test_the_tabs_note_belongs_to_its_run_and_a_redraw_leaves_it_as_it_is():
     cats = run_of(["The cat sat on the mat.", "A cat sat on the mat.", "The cat ran."], "run-<cats>")
     drawn = tab.values(cats)
     figure = drawn["graph_chart"]
-    assert figure.layout.meta == "run-<cats>"
+    assert figure.layout.meta == {"run": "run-<cats>"}
     assert drawn["graph_note"] == gr.skip()
     node = next(cd for trace in figure.data for cd in (trace.customdata or ())
                 if isinstance(cd, str) and "|" in cd and not cd.startswith(("start", "more:")))
     note = graph_tab.picked(tab, cats, f"{node}@1700000000000")
     assert "data-run='run-&lt;cats&gt;'" in note and "graph-sample" in note
     assert graph_tab.picked(tab, cats, "3|99@1700000000000") == ""  # a node of another graph (no sample 99)
+
+
+class SetTab:
+    """What the Graph tab reads of the Set tab: its extractor's controls."""
+
+    def __init__(self):
+        import gradio as gr
+
+        self.extractor, self.pattern = gr.Radio(["normalized", "last-number"]), gr.Textbox()
+
+
+@pytest.mark.parametrize("origin", ["replay", "by hand"])
+def test_the_graph_of_a_replay_or_a_run_written_by_hand_says_its_run_and_its_origin(origin):
+    """Clicking a node of a replayed run (or one written by hand, opened from History) marked the
+    cards but its list stayed hidden: the tab set the chart's ``meta`` to the run's id, and marking
+    the figure with the run's origin replaced it. The two live in one ``meta`` together, whichever
+    comes first, and marking twice adds the origin once."""
+    import gradio as gr
+
+    from playground.bundles import WORDS
+    from playground.ui import graph_tab
+
+    with gr.Blocks():
+        tab = graph_tab.declare()
+    run = run_of(["The cat sat on the mat.", "A cat sat on the mat."], "run-again")
+    if origin == "replay":
+        run.request["replay"] = {"of": "run-first", "pace": "x4"}
+    else:
+        run.engine["tokens"] = WORDS
+    shown = tab.panel(SetTab()).show(run)  # as every path that shows a run draws it
+    figure = shown[tab.chart]
+    note = A.origin_note(run)
+    assert figure.layout.meta == {"run": "run-again", "origin": note}
+    assert figure.layout.title.text.count(note) == 1 and figure.layout.margin.t >= 100 + 21  # a line more for it
+    A.marked(figure, run)
+    assert figure.layout.title.text.count(note) == 1 and figure.layout.meta["run"] == "run-again"
+    from playground.analysis.replays import with_meta
+
+    marked_first = A.marked(A.graph_figure(A.sample_graph(run)), run)
+    assert with_meta(marked_first, run="run-again").layout.meta == {"origin": note, "run": "run-again"}
+
+
+def test_the_note_of_a_clicked_node_names_its_words_and_says_which_click_it_answers():
+    import gradio as gr
+
+    from playground.ui import graph_tab
+
+    with gr.Blocks():
+        tab = graph_tab.declare()
+    cats = run_of(["The cat sat on the mat.", "A cat sat on the mat.", "The cat ran."], "run-cats")
+    graph, _ = tab.graph(cats)
+    shared = node_with(graph, "sat on the mat.")
+    note = graph_tab.picked(tab, cats, f"{shared.id}|0,1@1700000000000")
+    assert "<b>2 samples at “sat on the mat.”.</b>" in note
+    assert f"data-node='{shared.id}'" in note and f"data-pick='{shared.id}|0,1@1700000000000'" in note
+    start = graph_tab.picked(tab, cats, "start|0,1,2@1")
+    assert "3 samples at the prompt" in start
+    cat = node_with(graph, "cat")
+    assert "rare words after “cat”, folded" in graph_tab.picked(tab, cats, f"more:{cat.id}|2@1")
+    joined = graph_tab.picked(tab, cats, f"{cat.id},{shared.id}|0,1@2")  # a run of nodes drawn as one
+    assert "2 samples at “cat sat on the mat.”" in joined
+
+
+def test_the_graph_of_a_streaming_run_is_drawn_when_due_and_its_fold_only_rises():
+    """While a run streams with the tab on screen the page asks for its graph each second: ``live``
+    draws it when it is due, not for another tab, another kind of action or a run that has ended;
+    as the run grows its fold only rises, and once it has ended it is the whole run's."""
+    from types import SimpleNamespace
+
+    import gradio as gr
+
+    from playground.run import Event
+    from playground.ui import graph_tab
+
+    with gr.Blocks():
+        tab = graph_tab.declare()
+    set_tab = SetTab()
+    values = [None] * len(tab.controls(set_tab))
+    run = many_samples(256, 60)
+    run.status, run.events = "running", [Event(0.0, False, [])]
+    panel = tab.panel(set_tab)  # a tab that follows a streaming run, not by the page's live panels (n/32 s)
+    assert panel.live and panel.live_components() == [] and panel.show_live(run) == {}
+    action = SimpleNamespace(name="Run", runs=[SimpleNamespace(run=run)], going=True)
+    drawn = graph_tab.live(tab, set_tab, action, "Graph", *values)
+    assert drawn[tab.chart].layout.meta == {"run": "many-256"} and "256 samples" in drawn[tab.summary]
+    assert drawn[tab.note] == gr.skip()
+    assert graph_tab.live(tab, set_tab, action, "Graph", *values) == gr.skip()  # not due yet
+    tab._due.clear()
+    assert graph_tab.live(tab, set_tab, action, "Set", *values) == gr.skip()
+    assert graph_tab.live(tab, set_tab, SimpleNamespace(**{**vars(action), "name": "Sweep"}), "Graph",
+                          *values) == gr.skip()
+    assert graph_tab.live(tab, set_tab, None, "Graph", *values) == gr.skip()
+    whole = A.sample_graph(many_samples(256, 100))
+    small = A.sample_graph(many_samples(256, 3))
+    assert fold_for(whole) > fold_for(small)
+    assert tab.live_fold(run, whole) == fold_for(whole)
+    assert tab.live_fold(run, small) == fold_for(whole)  # a smaller graph later: the fold stays
+    title = tab.values(run)["graph_chart"].layout.title.text
+    assert f"fewer than {fold_for(whole)} samples" in title
+    run.status = "finished"
+    assert graph_tab.live(tab, set_tab, action, "Graph", *values) == gr.skip()  # its end: ``finish`` draws it
+    title = tab.values(run)["graph_chart"].layout.title.text
+    assert f"fewer than {fold_for(A.sample_graph(run))} samples" in title
 
 
 def test_analyze_writes_each_runs_graph_as_a_line_of_json(tmp_path):

@@ -54,8 +54,10 @@ def marked(figure, run: Run, note: str | None = None):
     """``figure`` (a plotly figure of the run) with the run's origin under its title, so the chart
     says what it shows where it is seen alone (a tab, a saved PNG); ``note``: the chart's own
     sentence for it (the timing charts say whose times they show). A figure is marked once: its
-    layout keeps the note (``meta``), so a view that marks every figure it shows leaves a marked
-    one as it is; anything that is no figure passes unchanged."""
+    layout keeps the note (``meta["origin"]``, beside what else the figure keeps there, ``with_meta``),
+    so a view that marks every figure it shows leaves a marked one as it is; a figure with a top
+    margin of its own gets a line more of it for the note; anything that is no figure passes
+    unchanged."""
     note = note or origin_note(run)
     layout = getattr(figure, "layout", None)
     if note is None or layout is None or not hasattr(layout, "title"):
@@ -63,6 +65,19 @@ def marked(figure, run: Run, note: str | None = None):
     if isinstance(layout.meta, dict) and "origin" in layout.meta:
         return figure
     title = layout.title.text or ""
-    figure.update_layout(title_text=f"{title}<br><sup>{note}</sup>" if title else f"<sup>{note}</sup>",
-                         meta={"origin": note})
+    figure.update_layout(title_text=f"{title}<br><sup>{note}</sup>" if title else f"<sup>{note}</sup>")
+    if title and layout.margin.t is not None:
+        figure.update_layout(margin_t=layout.margin.t + NOTE_LINE)
+    return with_meta(figure, origin=note)
+
+
+NOTE_LINE = 22  # px a line of a title takes (plotly's title font, 17 px, at its line spacing)
+
+
+def with_meta(figure, **fields):
+    """``figure`` with ``fields`` added to its layout's ``meta``, a dict whoever sets it shares:
+    the page reads whose run a chart draws (``meta["run"]``, the Graph tab's) and a figure is
+    marked with its run's origin once (``meta["origin"]``); neither takes the other's away."""
+    meta = figure.layout.meta
+    figure.update_layout(meta={**(meta if isinstance(meta, dict) else {}), **fields})
     return figure

@@ -8,15 +8,23 @@ from that point (sample i at the token the node starts in, through the Branch ta
 
 Gradio's Plot has no click event: ``CLICK_JS`` (run once with ``demo.load(js=CLICK_JS)``) listens
 for Plotly's ``plotly_click`` on the chart, dispatches the samples area's ``sa-mark`` with the
-node's samples and writes the node into the hidden ``#graph-picked`` box, whose ``.change`` then
-fills the note; a click on a note's branch button writes "i,k" into ``#branch-pick``. A note
-belongs to its run (the chart's ``layout.meta``, the note's ``data-run``): the chart's redraws
-leave it as it is, and the page hides it beside another run's graph.
+node's samples, rings the node in the chart and writes it into the hidden ``#graph-picked`` box,
+whose ``.change`` then fills the note (scrolled into view when it opens off screen); a click on a
+note's branch button writes "i,k" into ``#branch-pick``. A note belongs to its run (the chart's
+``layout.meta["run"]``, the note's ``data-run``; a replay's chart keeps its origin in the same
+``meta``): the chart's redraws leave it as it is, and the page hides it beside another run's graph.
+
+While a run streams with the tab on screen the graph grows about once a second: the page asks
+for it (``#graph-tick``) each second the summary line has moved, and ``live`` draws the run as it
+stands, not more often than twice its build takes (at n=256 x 128 tokens a few tenths of a
+second). As the graph grows its fold only rises (``live_fold``), so a node once drawn stays until
+the run ends.
 """
 
 from __future__ import annotations
 
 import html
+import time
 from dataclasses import dataclass, field
 from functools import partial
 
@@ -24,11 +32,14 @@ import gradio as gr
 
 from playground import analysis
 from playground.analysis import InvalidExtractor, SampleGraph
+from playground.analysis.graph_figure import WIDE, fold_for
+from playground.analysis.replays import with_meta
 from playground.backends.embeddings import EmbeddingModelError, load_embedder
 from playground.run import Run
 from playground.ui.answer_controls import extractor_spec
 from playground.ui.page import Page
 from playground.ui.panels import Panel
+from playground.ui.running import STREAMED
 
 INTRO = ("The samples as **paths through shared words**: they share a node while they say the same words, part "
          "where they differ, and **meet again** where they later say the same words (compared lower-cased, without "
@@ -39,13 +50,19 @@ INTRO = ("The samples as **paths through shared words**: they share a node while
 COLOURS = [("token probability", "probability"), ("answer group (the Set tab's extractor)", "answer")]
 SHOWN_SAMPLES = 64  # samples a clicked node lists with their texts
 KEPT = 4  # graphs kept for the next ask
+# Seconds between a streaming run's graphs at least (the page asks once a second); more when twice
+# the last build took longer, so that the graph takes at most half the CPU of a core.
+LIVE_EVERY = 0.8
 
 CLICK_JS = """
 () => {
+  let picked = null, shown = null;  // the node clicked last ({run, node}); the note last brought into view
   const handler = (data) => {
     const point = data && data.points && data.points[0];
     if (!point || typeof point.customdata !== 'string' || !point.customdata.includes('|')) return;
     const samples = point.customdata.split('|')[1];
+    picked = {run: runOf(document.querySelector('#graph-chart .js-plotly-plot')), node: point.customdata.split('|')[0]};
+    ring();
     // the samples area marks the node's samples (assets/samples.js)
     document.dispatchEvent(new CustomEvent('sa-mark', {detail: samples ? samples.split(',').map(Number) : []}));
     const box = document.querySelector('#graph-picked textarea, #graph-picked input');
@@ -56,17 +73,75 @@ CLICK_JS = """
   const attach = () => document.querySelectorAll('#graph-chart .js-plotly-plot').forEach((gd) => {
     if (gd._ev && !gd._ev.listeners('plotly_click').includes(handler)) gd.on('plotly_click', handler);
   });
+  const runOf = (gd) => {  // whose run the chart draws (layout.meta.run; a replay's origin is beside it)
+    const meta = gd && gd.layout && gd.layout.meta;
+    return meta && typeof meta === 'object' ? meta.run : meta;
+  };
+  // The node clicked last, ringed in the chart while it draws that node's run (its redraws too).
+  const ring = () => {
+    const gd = document.querySelector('#graph-chart .js-plotly-plot');
+    if (!gd || !gd._fullData) return;
+    const lit = gd.querySelectorAll('.graph-picked-node');
+    const wanted = picked && picked.run === runOf(gd) ? picked.node + '|' : null;
+    if (wanted === null && !lit.length) return;
+    let target = null;
+    if (wanted !== null) {
+      const groups = new Map();  // trace index -> its group of points (plotly binds each its trace)
+      gd.querySelectorAll('.scatterlayer .trace').forEach((g) => {
+        const cd = g.__data__;
+        if (cd && cd[0] && cd[0].trace) groups.set(cd[0].trace.index, g);
+      });
+      gd._fullData.forEach((trace, i) => (trace.customdata || []).forEach((cd, k) => {
+        if (typeof cd === 'string' && cd.startsWith(wanted) && groups.has(i)) {
+          target = groups.get(i).querySelectorAll('.points path.point')[k] || target;
+        }
+      }));
+    }
+    lit.forEach((point) => {
+      if (point === target) return;
+      point.classList.remove('graph-picked-node');
+      point.style.stroke = point.style.strokeWidth = '';
+    });
+    if (target && !target.classList.contains('graph-picked-node')) {
+      target.classList.add('graph-picked-node');
+      target.style.stroke = '#f59e0b';
+      target.style.strokeWidth = '4px';
+    }
+  };
   // A note belongs to the run whose graph was clicked: shown while the chart draws that run (its
-  // redraws as it grows and ends keep the note), hidden once the chart draws another.
+  // redraws as it grows and ends keep the note), hidden once the chart draws another. A note that
+  // opens off screen is brought into view.
   const sync = () => {
     const gd = document.querySelector('#graph-chart .js-plotly-plot');
-    const run = gd && gd.layout && gd.layout.meta;
+    const run = runOf(gd);
     document.querySelectorAll('#graph-note .graph-note-body').forEach((body) => {
       body.hidden = !run || body.dataset.run !== String(run);
+      if (!body.hidden && body.dataset.pick && body.dataset.pick !== shown) {
+        shown = body.dataset.pick;  // once per click: its first sample on screen, else the note scrolled to
+        const first = (body.querySelector('.graph-sample') || body).getBoundingClientRect();
+        if (body.getBoundingClientRect().top < 0 || first.bottom > window.innerHeight) {
+          body.scrollIntoView({block: 'nearest'});
+        }
+      }
     });
+    ring();
   };
   new MutationObserver(() => { attach(); sync(); }).observe(document.body, {childList: true, subtree: true});
   attach();
+  // While a run streams with this tab on screen, its graph is asked for once the summary line has
+  // moved (it is redrawn once a second as a run goes), a second at most since the last ask; the
+  // server draws it when due.
+  let heard = null, asked = 0;
+  setInterval(() => {
+    const chart = document.querySelector('#graph-chart'), summary = document.querySelector('#run-summary');
+    const tick = document.querySelector('#graph-tick textarea, #graph-tick input');
+    if (!chart || !summary || !tick || !chart.offsetParent || summary.innerText === heard) return;
+    if (Date.now() - asked < 900) return;
+    heard = summary.innerText;
+    asked = Date.now();
+    tick.value = String(asked);
+    tick.dispatchEvent(new Event('input', {bubbles: true}));
+  }, 250);
   document.addEventListener('click', (e) => {
     const button = e.target.closest && e.target.closest('#graph-note [data-branch]');
     const pick = document.querySelector('#branch-pick textarea, #branch-pick input');
@@ -91,7 +166,10 @@ class GraphTab:
     chart: gr.Plot
     note: gr.HTML
     picked: gr.Textbox
+    tick: gr.Textbox
     _kept: dict = field(default_factory=dict)  # the last graphs built, by run and state
+    _folds: dict = field(default_factory=dict)  # a streaming run's fold so far, by run (``live_fold``)
+    _due: dict = field(default_factory=dict)  # when a streaming run's graph is next drawn, by run (``live``)
 
     def controls(self, set_tab) -> dict:
         """Its own settings, and the Set tab's extractor (colour by answer group reads it)."""
@@ -102,7 +180,11 @@ class GraphTab:
         return {"graph_summary": self.summary, "graph_chart": self.chart, "graph_note": self.note}
 
     def panel(self, set_tab) -> Panel:
-        return Panel(self.values, self.components(), live=self.values, controls=self.controls(set_tab), tab="Graph")
+        # A live panel (the page lists it among the tabs that follow a streaming run) whose live
+        # part writes nothing (``live_names=()``): the page's live panels redraw every n/32 s, and
+        # the graph grows about once a second (``live``, asked for by the page itself).
+        return Panel(self.values, self.components(), live=_drawn_by_the_page, controls=self.controls(set_tab),
+                     tab="Graph", live_names=())
 
     def graph(self, run: Run, graph_meaning=False) -> tuple[SampleGraph, str]:
         """The run's graph, words matched by meaning too when asked and offered; a problem said.
@@ -142,12 +224,51 @@ class GraphTab:
         if graph_fold is not None and graph_fold != (fold or 0):  # 2.5, -3: said as read, not silently
             problem += (f" The fold {graph_fold:g} was read as {fold}." if fold else
                         f" The fold {graph_fold:g} was read as 0: as many words as fit.")
-        figure = analysis.graph_figure(graph, "answer" if answers else "probability", answers, fold)
-        figure.update_layout(meta=run_of_note(run))  # whose graph it is: the page shows that run's note only
+        if fold is None and not run.finished:
+            fold = self.live_fold(run, graph)
+        figure = analysis.graph_figure(graph, "answer" if answers else "probability", answers, fold, width=WIDE)
+        with_meta(figure, run=run_of_note(run))  # whose graph it is: the page shows that run's note only
         # The note is left as it is: a click may come between a run's last drawings (its end is
         # drawn twice), and the page hides a note of another run (CLICK_JS).
         return {"graph_summary": analysis.graph_sentence(graph) + problem, "graph_chart": figure,
                 "graph_note": gr.skip()}
+
+
+    def live_fold(self, run: Run, graph: SampleGraph) -> int:
+        """The fold of a streaming run's graph: as many nodes as fit, as at its end (``fold_for``),
+        but never less than its last drawing's, so that a node drawn as the run grows is not
+        taken away and drawn again; at its end the fold is that of the whole run."""
+        key = run_of_note(run)
+        fold = self._folds[key] = max(fold_for(graph), self._folds.get(key, 1))
+        while len(self._folds) > KEPT:
+            self._folds.pop(next(iter(self._folds)))
+        return fold
+
+
+def _drawn_by_the_page(run: Run, **settings) -> dict:
+    """The Graph's part of the page's live panels: nothing (``live`` draws it)."""
+    return {}
+
+
+def live(tab: GraphTab, set_tab, action, selected: str | None, *values) -> dict:
+    """The graph of the run streaming on the page, asked for by the page about once a second while
+    the tab is on screen (``CLICK_JS``): drawn when the run is due (``LIVE_EVERY`` s after its last
+    graph began, or twice that graph's build when longer), else nothing; nothing either once the
+    run has ended (``finish`` draws it whole)."""
+    live_run = action.runs[0] if action is not None and action.runs and action.name in STREAMED else None
+    run = live_run.run if live_run is not None else None
+    if selected != "Graph" or run is None or not run.events or run.finished or not action.going:
+        return gr.skip()
+    key, began = run_of_note(run), time.monotonic()
+    if began < tab._due.get(key, 0.0):
+        return gr.skip()
+    update = tab.panel(set_tab).show(run, dict(zip(tab.controls(set_tab), values)))
+    tab._due[key] = began + max(LIVE_EVERY, 2 * (time.monotonic() - began))
+    while len(tab._due) > KEPT:
+        tab._due.pop(next(iter(tab._due)))
+    if run.finished or not action.going:  # ended while it was built: ``finish`` draws it whole
+        return gr.skip()
+    return update
 
 
 def declare(embedding_model: str | None = None) -> GraphTab:
@@ -166,7 +287,8 @@ def declare(embedding_model: str | None = None) -> GraphTab:
         chart = gr.Plot(label="Sample graph (click a node)", elem_id="graph-chart")
         note = gr.HTML(elem_id="graph-note")
         picked = gr.Textbox(visible="hidden", elem_id="graph-picked")  # written by CLICK_JS
-    return GraphTab(embedding_model, colour, fold, by_meaning, summary, chart, note, picked)
+        tick = gr.Textbox(visible="hidden", elem_id="graph-tick")  # written by CLICK_JS while a run streams
+    return GraphTab(embedding_model, colour, fold, by_meaning, summary, chart, note, picked, tick)
 
 
 def connect(tab: GraphTab, page: Page, set_tab) -> None:
@@ -181,6 +303,11 @@ def connect(tab: GraphTab, page: Page, set_tab) -> None:
         trigger(redraw, [page.current, *controls.values()], outputs, api_visibility="private")
     tab.picked.change(partial(picked, tab), [page.current, tab.picked, tab.by_meaning], tab.note,
                       api_visibility="private")
+    # One live graph at a time over every session (a build holds the CPU the engine shares); a tick
+    # that comes while one is drawn waits for it, and only the last one that waits is drawn.
+    tab.tick.change(partial(live, tab, set_tab), [page.live, page.selected, *controls.values()], outputs,
+                    trigger_mode="always_last", concurrency_limit=1, concurrency_id="graph-live",
+                    show_progress="hidden", api_visibility="private")
 
 
 def picked(tab: GraphTab, run: Run | None, text: str | None, graph_meaning=False) -> str:
@@ -192,9 +319,22 @@ def picked(tab: GraphTab, run: Run | None, text: str | None, graph_meaning=False
     graph, _ = tab.graph(run, graph_meaning)
     try:
         places = analysis.node_places(graph, node)
+        words = node_words(graph, node.split("|")[0])
     except (ValueError, IndexError, KeyError, AttributeError):  # a click on a graph no longer on screen
         return ""
-    return note_html(run, node.split("|")[0], places)
+    return note_html(run, node.split("|")[0], places, words, pick=text)
+
+
+def node_words(graph: SampleGraph, node: str) -> str:
+    """The words of a drawn node ("12,13": graph nodes 12 and 13, joined in the drawing) as its
+    first sample wrote them; for "more:12" those of the node after which the rare words go on
+    (empty after the prompt), and for the prompt nothing."""
+    if node == "start":
+        return ""
+    members = node[5:] if node.startswith("more:") else node
+    if members == "start":
+        return ""
+    return " ".join(graph.nodes[int(m)].text for m in members.split(","))
 
 
 def run_of_note(run: Run) -> str:
@@ -202,13 +342,17 @@ def run_of_note(run: Run) -> str:
     return str(run.request.get("request_id"))
 
 
-def note_html(run: Run, node: str, places: list[analysis.Place]) -> str:
-    """The samples at a clicked node: where it is in each sample's text, and a branch button there."""
+def note_html(run: Run, node: str, places: list[analysis.Place], words: str = "", pick: str | None = None) -> str:
+    """The samples at a clicked node (``words``: its words, ``node_words``): where it is in each
+    sample's text, and a branch button there. ``pick``: the click it answers (the page brings a
+    note into view once per click)."""
     samples = {s.index: s for s in run.samples}
+    quoted = f"“{analysis.truncate(' '.join(words.split()), 80)}”"
     what = ("the prompt: every sample's start" if node == "start" else
-            "rare words, folded: the samples that go on along words fewer samples said" if node.startswith("more:")
-            else "this node")
-    head = f"<p><b>{len(places)} sample(s) at {html.escape(what)}.</b> Each sample's text, the node's words marked"
+            ("rare words after " + (quoted if words else "the prompt") + ", folded: the samples that go on along "
+             "words fewer samples said") if node.startswith("more:") else quoted if words else "this node")
+    head = (f"<p><b>{len(places)} sample{'s' if len(places) != 1 else ''} at {html.escape(what)}.</b> Each "
+            "sample's text, the node's words marked")
     head += ("; ⎇ branches from the node's first token in that sample (the Branch tab opens there).</p>"
              if any(p.token is not None for p in places) else " (no token ids were recorded: no point to branch "
              "from).</p>")
@@ -219,11 +363,14 @@ def note_html(run: Run, node: str, places: list[analysis.Place]) -> str:
         before, here, after = text[:place.start], text[place.start:place.end], text[place.end:]
         button = (f"<button class='graph-branch' data-branch='{place.sample},{place.token}'>⎇ #{place.sample} at "
                   f"token {place.token}</button> " if place.token is not None else "")
-        rows.append(f"<div class='graph-sample' data-sample='{place.sample}'>{button}<b>#{place.sample}</b> (seed "
-                    f"{s.seed})<details><summary>{html.escape(analysis.truncate(' '.join(here.split()), 80))}"
+        seed = f" (seed {s.seed})" if s.seed is not None else ""
+        rows.append(f"<div class='graph-sample' data-sample='{place.sample}'>{button}<b>#{place.sample}</b>{seed}"
+                    f"<details><summary>{html.escape(analysis.truncate(' '.join(here.split()), 80))}"
                     f"</summary><pre>{html.escape(before)}<mark>{html.escape(here)}</mark>{html.escape(after)}</pre>"
                     "</details></div>")
     more = (f"<p>… and {len(places) - SHOWN_SAMPLES} more: "
             + ", ".join(f"#{p.sample}" for p in places[SHOWN_SAMPLES:]) + "</p>") if len(places) > SHOWN_SAMPLES else ""
     body = head + "".join(rows) + more
-    return f"<div class='graph-note-body' data-run='{html.escape(run_of_note(run), quote=True)}'>{body}</div>"
+    return (f"<div class='graph-note-body' data-run='{html.escape(run_of_note(run), quote=True)}' "
+            f"data-node='{html.escape(node, quote=True)}' data-pick='{html.escape(pick or node, quote=True)}'>"
+            f"{body}</div>")
