@@ -132,12 +132,13 @@ CLICK_JS = """
   // moved (it is redrawn once a second as a run goes), a second at most since the last ask; the
   // server draws it when due.
   let heard = null, asked = 0;
-  setInterval(() => {
-    const chart = document.querySelector('#graph-chart'), summary = document.querySelector('#run-summary');
+  setInterval(() => {  // textContent first: offsetParent has the browser lay out the page (once a second)
+    const summary = document.querySelector('#run-summary');
+    if (!summary || summary.textContent === heard || Date.now() - asked < 900) return;
+    const chart = document.querySelector('#graph-chart');
     const tick = document.querySelector('#graph-tick textarea, #graph-tick input');
-    if (!chart || !summary || !tick || !chart.offsetParent || summary.innerText === heard) return;
-    if (Date.now() - asked < 900) return;
-    heard = summary.innerText;
+    heard = summary.textContent;
+    if (!chart || !tick || !chart.offsetParent) return;
     asked = Date.now();
     tick.value = String(asked);
     tick.dispatchEvent(new Event('input', {bubbles: true}));
