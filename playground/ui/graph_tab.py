@@ -17,8 +17,8 @@ note's branch button writes "i,k" into ``#branch-pick``. A note belongs to its r
 While a run streams with the tab on screen the graph grows about once a second: the page asks
 for it (``#graph-tick``) each second the summary line has moved, and ``live`` draws the run as it
 stands, not more often than twice its build takes (at n=256 x 128 tokens a few tenths of a
-second). As the graph grows its fold only rises (``live_fold``), so a node once drawn stays until
-the run ends.
+second). As the graph grows its fold only rises (``live_fold``): no node is folded away and drawn
+again by turns.
 """
 
 from __future__ import annotations
@@ -237,8 +237,8 @@ class GraphTab:
 
     def live_fold(self, run: Run, graph: SampleGraph) -> int:
         """The fold of a streaming run's graph: as many nodes as fit, as at its end (``fold_for``),
-        but never less than its last drawing's, so that a node drawn as the run grows is not
-        taken away and drawn again; at its end the fold is that of the whole run."""
+        but never less than its last drawing's, so that no node is folded away and drawn again by
+        turns as the run grows; at its end the fold is that of the whole run."""
         key = run_of_note(run)
         fold = self._folds[key] = max(fold_for(graph), self._folds.get(key, 1))
         while len(self._folds) > KEPT:
