@@ -569,12 +569,10 @@ def test_the_note_of_a_clicked_node_names_its_words_and_says_which_click_it_answ
     assert "2 samples at “cat sat on the mat.”" in joined
 
 
-def test_the_graph_of_a_streaming_run_is_drawn_when_due_and_its_fold_only_rises():
-    """While a run streams with the tab on screen the page asks for its graph each second: ``live``
-    draws it when it is due, not for another tab, another kind of action or a run that has ended;
-    as the run grows its fold only rises, and once it has ended it is the whole run's."""
-    from types import SimpleNamespace
-
+def test_the_graph_of_a_streaming_run_is_drawn_at_its_own_pace_and_its_fold_only_rises():
+    """While a run streams with the tab on screen the page's live panels draw its graph about once a
+    second (the panel's own pace, not the n/32 s of the page's other figures); as the run grows its
+    fold only rises, and once it has ended it is the whole run's."""
     import gradio as gr
 
     from playground.run import Event
@@ -583,21 +581,13 @@ def test_the_graph_of_a_streaming_run_is_drawn_when_due_and_its_fold_only_rises(
     with gr.Blocks():
         tab = graph_tab.declare()
     set_tab = SetTab()
-    values = [None] * len(tab.controls(set_tab))
     run = many_samples(256, 60)
     run.status, run.events = "running", [Event(0.0, False, [])]
-    panel = tab.panel(set_tab)  # a tab that follows a streaming run, not by the page's live panels (n/32 s)
-    assert panel.live and panel.live_components() == [] and panel.show_live(run) == {}
-    action = SimpleNamespace(name="Run", runs=[SimpleNamespace(run=run)], going=True)
-    drawn = graph_tab.live(tab, set_tab, action, "Graph", *values)
+    panel = tab.panel(set_tab)
+    assert panel.every(run) == graph_tab.LIVE_EVERY == 1.0  # at n=256 the page's figures wait 8 s
+    drawn = panel.show_live(run)
     assert drawn[tab.chart].layout.meta == {"run": "many-256"} and "256 samples" in drawn[tab.summary]
     assert drawn[tab.note] == gr.skip()
-    assert graph_tab.live(tab, set_tab, action, "Graph", *values) == gr.skip()  # not due yet
-    tab._due.clear()
-    assert graph_tab.live(tab, set_tab, action, "Set", *values) == gr.skip()
-    assert graph_tab.live(tab, set_tab, SimpleNamespace(**{**vars(action), "name": "Sweep"}), "Graph",
-                          *values) == gr.skip()
-    assert graph_tab.live(tab, set_tab, None, "Graph", *values) == gr.skip()
     whole = A.sample_graph(many_samples(256, 100))
     small = A.sample_graph(many_samples(256, 3))
     assert fold_for(whole) > fold_for(small)
@@ -606,7 +596,6 @@ def test_the_graph_of_a_streaming_run_is_drawn_when_due_and_its_fold_only_rises(
     title = tab.values(run)["graph_chart"].layout.title.text
     assert f"fewer than {fold_for(whole)} samples" in title
     run.status = "finished"
-    assert graph_tab.live(tab, set_tab, action, "Graph", *values) == gr.skip()  # its end: ``finish`` draws it
     title = tab.values(run)["graph_chart"].layout.title.text
     assert f"fewer than {fold_for(A.sample_graph(run))} samples" in title
 

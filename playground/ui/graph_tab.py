@@ -14,17 +14,16 @@ note's branch button writes "i,k" into ``#branch-pick``. A note belongs to its r
 ``layout.meta["run"]``, the note's ``data-run``; a replay's chart keeps its origin in the same
 ``meta``): the chart's redraws leave it as it is, and the page hides it beside another run's graph.
 
-While a run streams with the tab on screen the graph grows about once a second: the page asks
-for it (``#graph-tick``) each second the summary line has moved, and ``live`` draws the run as it
-stands, not more often than twice its build takes (at n=256 x 128 tokens a few tenths of a
-second). As the graph grows its fold only rises (``live_fold``): no node is folded away and drawn
+While a run streams with the tab on screen the graph grows about once a second (``LIVE_EVERY``
+after the last drawing, which at n=256 x 128 tokens takes a few tenths of a second to build): the
+page's live panels draw it at the panel's own pace (``Panel.every``), not the n/32 s of its other
+figures. As the graph grows its fold only rises (``live_fold``): no node is folded away and drawn
 again by turns.
 """
 
 from __future__ import annotations
 
 import html
-import time
 from dataclasses import dataclass, field
 from functools import partial
 
@@ -39,7 +38,6 @@ from playground.run import Run
 from playground.ui.answer_controls import extractor_spec
 from playground.ui.page import Page
 from playground.ui.panels import Panel
-from playground.ui.running import STREAMED
 
 INTRO = ("The samples as **paths through shared words**: they share a node while they say the same words, part "
          "where they differ, and **meet again** where they later say the same words (compared lower-cased, without "
@@ -50,9 +48,9 @@ INTRO = ("The samples as **paths through shared words**: they share a node while
 COLOURS = [("token probability", "probability"), ("answer group (the Set tab's extractor)", "answer")]
 SHOWN_SAMPLES = 64  # samples a clicked node lists with their texts
 KEPT = 4  # graphs kept for the next ask
-# Seconds between a streaming run's graphs at least (the page asks once a second); more when twice
-# the last build took longer, so that the graph takes at most half the CPU of a core.
-LIVE_EVERY = 0.8
+# Seconds from a streaming run's graph drawn to the next one's build: with builds of up to about a
+# second (n=256 x 128 tokens), the graph takes at most half of the core it shares with the engine.
+LIVE_EVERY = 1.0
 
 CLICK_JS = """
 () => {
@@ -128,21 +126,6 @@ CLICK_JS = """
   };
   new MutationObserver(() => { attach(); sync(); }).observe(document.body, {childList: true, subtree: true});
   attach();
-  // While a run streams with this tab on screen, its graph is asked for once the summary line has
-  // moved (it is redrawn once a second as a run goes), a second at most since the last ask; the
-  // server draws it when due.
-  let heard = null, asked = 0;
-  setInterval(() => {  // textContent first: offsetParent has the browser lay out the page (once a second)
-    const summary = document.querySelector('#run-summary');
-    if (!summary || summary.textContent === heard || Date.now() - asked < 900) return;
-    const chart = document.querySelector('#graph-chart');
-    const tick = document.querySelector('#graph-tick textarea, #graph-tick input');
-    heard = summary.textContent;
-    if (!chart || !tick || !chart.offsetParent) return;
-    asked = Date.now();
-    tick.value = String(asked);
-    tick.dispatchEvent(new Event('input', {bubbles: true}));
-  }, 250);
   document.addEventListener('click', (e) => {
     const button = e.target.closest && e.target.closest('#graph-note [data-branch]');
     const pick = document.querySelector('#branch-pick textarea, #branch-pick input');
@@ -167,10 +150,8 @@ class GraphTab:
     chart: gr.Plot
     note: gr.HTML
     picked: gr.Textbox
-    tick: gr.Textbox
     _kept: dict = field(default_factory=dict)  # the last graphs built, by run and state
     _folds: dict = field(default_factory=dict)  # a streaming run's fold so far, by run (``live_fold``)
-    _due: dict = field(default_factory=dict)  # when a streaming run's graph is next drawn, by run (``live``)
 
     def controls(self, set_tab) -> dict:
         """Its own settings, and the Set tab's extractor (colour by answer group reads it)."""
@@ -181,11 +162,8 @@ class GraphTab:
         return {"graph_summary": self.summary, "graph_chart": self.chart, "graph_note": self.note}
 
     def panel(self, set_tab) -> Panel:
-        # A live panel (the page lists it among the tabs that follow a streaming run) whose live
-        # part writes nothing (``live_names=()``): the page's live panels redraw every n/32 s, and
-        # the graph grows about once a second (``live``, asked for by the page itself).
-        return Panel(self.values, self.components(), live=_drawn_by_the_page, controls=self.controls(set_tab),
-                     tab="Graph", live_names=())
+        return Panel(self.values, self.components(), live=self.values, controls=self.controls(set_tab), tab="Graph",
+                     every=lambda run: LIVE_EVERY)
 
     def graph(self, run: Run, graph_meaning=False) -> tuple[SampleGraph, str]:
         """The run's graph, words matched by meaning too when asked and offered; a problem said.
@@ -246,32 +224,6 @@ class GraphTab:
         return fold
 
 
-def _drawn_by_the_page(run: Run, **settings) -> dict:
-    """The Graph's part of the page's live panels: nothing (``live`` draws it)."""
-    return {}
-
-
-def live(tab: GraphTab, set_tab, action, selected: str | None, *values) -> dict:
-    """The graph of the run streaming on the page, asked for by the page about once a second while
-    the tab is on screen (``CLICK_JS``): drawn when the run is due (``LIVE_EVERY`` s after its last
-    graph began, or twice that graph's build when longer), else nothing; nothing either once the
-    run has ended (``finish`` draws it whole)."""
-    live_run = action.runs[0] if action is not None and action.runs and action.name in STREAMED else None
-    run = live_run.run if live_run is not None else None
-    if selected != "Graph" or run is None or not run.events or run.finished or not action.going:
-        return gr.skip()
-    key, began = run_of_note(run), time.monotonic()
-    if began < tab._due.get(key, 0.0):
-        return gr.skip()
-    update = tab.panel(set_tab).show(run, dict(zip(tab.controls(set_tab), values)))
-    tab._due[key] = began + max(LIVE_EVERY, 2 * (time.monotonic() - began))
-    while len(tab._due) > KEPT:
-        tab._due.pop(next(iter(tab._due)))
-    if run.finished or not action.going:  # ended while it was built: ``finish`` draws it whole
-        return gr.skip()
-    return update
-
-
 def declare(embedding_model: str | None = None) -> GraphTab:
     """The tab, declared in the current ``gr.Tabs``."""
     with gr.Tab("Graph", id="graph", elem_id="tab-graph"):
@@ -288,8 +240,7 @@ def declare(embedding_model: str | None = None) -> GraphTab:
         chart = gr.Plot(label="Sample graph (click a node)", elem_id="graph-chart")
         note = gr.HTML(elem_id="graph-note")
         picked = gr.Textbox(visible="hidden", elem_id="graph-picked")  # written by CLICK_JS
-        tick = gr.Textbox(visible="hidden", elem_id="graph-tick")  # written by CLICK_JS while a run streams
-    return GraphTab(embedding_model, colour, fold, by_meaning, summary, chart, note, picked, tick)
+    return GraphTab(embedding_model, colour, fold, by_meaning, summary, chart, note, picked)
 
 
 def connect(tab: GraphTab, page: Page, set_tab) -> None:
@@ -304,11 +255,6 @@ def connect(tab: GraphTab, page: Page, set_tab) -> None:
         trigger(redraw, [page.current, *controls.values()], outputs, api_visibility="private")
     tab.picked.change(partial(picked, tab), [page.current, tab.picked, tab.by_meaning], tab.note,
                       api_visibility="private")
-    # One live graph at a time over every session (a build holds the CPU the engine shares); a tick
-    # that comes while one is drawn waits for it, and only the last one that waits is drawn.
-    tab.tick.change(partial(live, tab, set_tab), [page.live, page.selected, *controls.values()], outputs,
-                    trigger_mode="always_last", concurrency_limit=1, concurrency_id="graph-live",
-                    show_progress="hidden", api_visibility="private")
 
 
 def picked(tab: GraphTab, run: Run | None, text: str | None, graph_meaning=False) -> str:

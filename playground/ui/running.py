@@ -250,11 +250,15 @@ async def live_panels(page: Page, action: Action | None, selected: str | None, *
     screen has no live part."""
     live_run = action.runs[0] if action is not None and action.runs and action.claim("panels") else None
     yield gr.skip()  # one yield at least: a generator that yields nothing would clear its outputs
-    if live_run is None or not any(p.tab == selected and p.live for p in page.panels):
+    on_screen = next((p for p in page.panels if p.tab == selected and p.live), None)
+    if live_run is None or on_screen is None:
         return
     while action.going:
         run = live_run.run
-        await asyncio.sleep(figures_every(run.n if run is not None else 1))
+        if run is None:
+            await asyncio.sleep(figures_every(1))
+        else:  # the panel's own pace (the graph's, by how long it takes to build), else the page's by n
+            await asyncio.sleep(on_screen.every(run) if on_screen.every else figures_every(run.n))
         run = live_run.run
         if run is None or not run.events or run.finished:
             continue
