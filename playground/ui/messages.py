@@ -13,8 +13,9 @@ log = logging.getLogger(__name__)
 
 def refusal(message: str) -> gr.Error:
     """A refusal the person can act on (pick a run first, a bad value): a toast on the page, not a
-    traceback in the terminal, where Gradio prints one for every ``gr.Error`` unless told not to."""
-    return gr.Error(message, print_exception=False)
+    traceback in the terminal, where Gradio prints one for every ``gr.Error`` unless told not to. Titled
+    "Not done", as the page says it: nothing went wrong, the press was refused and changed nothing."""
+    return gr.Error(message, print_exception=False, title="Not done")
 
 
 def warned(message: str) -> dict:
