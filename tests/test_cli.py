@@ -81,6 +81,10 @@ def test_bad_values_give_a_clear_error(capsys, args, message):
     (["--port", "http"], "error: argument --port: --port must be a whole number, got 'http'"),
     (["batch", "tests", "--n", "2"], "error: cannot read tests: Is a directory"),
     (["batch", "README.md", "--out", "tests"], "error: --out: tests is a folder: give the name of a file to write"),
+    (["batch", "README.md", "--out", "README.md/runs.jsonl"],
+     "error: --out: README.md is a file, not a folder to write runs.jsonl in"),
+    (["batch", "README.md", "--out", "/proc/runs.jsonl"],  # a place no file is made in: not after the batch ran
+     "error: --out: no file can be written in /proc ("),
     (["batch", "README.md", "--seed", "abc"], "error: seed must be a whole number, got 'abc'"),
     (["sweep", "--prompt", "Hi", "--param", "temperature", "--values", "0.5", "-1", "--out", "tests"],
      "temperature must be between 0 and 2 (vLLM's range), got -1.0"),
@@ -109,7 +113,7 @@ def test_batch_names_a_file_that_is_not_text_or_holds_no_prompt(capsys, tmp_path
     assert code == 2 and f"{binary} is not text (bad UTF-8 at byte 0), so not prompts" in err, err[-500:]
     assert "skipping line" not in err
     code, err = run_main(capsys, "batch", str(empty))
-    assert code == 0 and f"no line to run: {empty} has no line but blank ones" in err, err[-500:]
+    assert code == 1 and f"no line to run: {empty} has no line but blank ones" in err, err[-500:]  # nothing ran
 
 
 def test_batch_names_a_file_of_something_else_and_keeps_an_earlier_out(capsys, tmp_path):
@@ -287,3 +291,46 @@ def test_the_processes_the_benchmark_spawns_are_quiet_too():
     done = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0 and "child 0" in done.stdout, done.stderr[-3000:]
     assert "Triton" not in done.stderr, done.stderr[-3000:]
+
+
+def test_a_batch_whose_engine_core_dies_ends_by_itself_with_the_runs_that_finished(tmp_path):
+    """vLLM's sync client, once its engine core has died, waits for an output for good (a batch hung
+    until a second Ctrl-C): the batch must end by itself, exit 1, say why, and write the runs that
+    finished. The engine core is killed as the first prompt's run is done."""
+    import os
+    import select
+    import time
+
+    import psutil
+
+    prompts, out = tmp_path / "prompts.jsonl", tmp_path / "runs.jsonl"
+    prompts.write_text("".join(json.dumps({"prompt": f"Count to {k}.", "n": 2, "max_tokens": 40, "ignore_eos": True})
+                               + "\n" for k in (3, 4, 5, 6)), encoding="utf-8")
+    proc = subprocess.Popen([sys.executable, "app.py", "batch", str(prompts), "--out", str(out)], cwd=ROOT,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
+    said, deadline = b"", time.monotonic() + 300
+
+    def read_until(done) -> None:
+        nonlocal said
+        while not done():
+            assert time.monotonic() < deadline, said[-3000:].decode(errors="replace")
+            if select.select([proc.stderr], [], [], 0.5)[0]:
+                said += os.read(proc.stderr.fileno(), 65536)
+
+    try:
+        read_until(lambda: b"1/4" in said or proc.poll() is not None)  # the progress bar: one prompt done
+        assert proc.poll() is None, said[-3000:].decode(errors="replace")
+        core = next(c for c in psutil.Process(proc.pid).children(recursive=True) if "EngineCore" in c.name())
+        core.kill()
+        deadline = time.monotonic() + 60  # by itself: no second signal
+        read_until(lambda: proc.poll() is not None)
+        said += proc.stderr.read()
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, 9)
+    text = said.decode(errors="replace")
+    assert proc.returncode == 1, text[-3000:]
+    assert "the vLLM engine core has died; start the command again" in text and "Traceback" not in text, text[-3000:]
+    runs = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
+    assert 1 <= len(runs) <= 3 and runs[0]["request"]["prompt"] == "Count to 3.", len(runs)
+    assert all(len(s["token_ids"]) == 40 for s in runs[0]["samples"])  # whole: it finished before the death

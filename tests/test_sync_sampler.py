@@ -223,3 +223,36 @@ def test_sync_and_async_wrappers_give_the_same_tokens(runner, backend):
     header = {k: v for k, v in sync_run.request.items() if k != "request_id"}
     assert header == {k: v for k, v in async_run.request.items() if k != "request_id"}
     assert [s.seed for s in sync_run.samples] == [s.seed for s in async_run.samples] == [11, 12, 13]
+
+
+def test_an_engine_core_marked_dead_reaches_the_step_that_waits_for_its_output():
+    """Fake client, on purpose: the ordering this covers cannot be made to happen on demand with a
+    real engine. When vLLM's monitor sees the engine core die it marks it dead and shuts the output
+    thread down; if that comes before the output thread queues an error, a step waits for an output
+    for good. The runner's watch puts the death in the queue the step waits on, once; stopped with
+    the runner, it puts nothing."""
+    import queue
+    import threading
+    from types import SimpleNamespace
+
+    from vllm.v1.engine.exceptions import EngineDeadError
+
+    from playground.backends.sync import _watch_core
+    from tests.helpers import wait_until
+
+    client = SimpleNamespace(resources=SimpleNamespace(engine_dead=False), outputs_queue=queue.Queue())
+    stopped = threading.Event()
+    _watch_core(SimpleNamespace(engine_core=client), stopped, every=0.01)
+    client.resources.engine_dead = True
+    assert isinstance(client.outputs_queue.get(timeout=5), EngineDeadError)
+    assert not wait_until(lambda: not client.outputs_queue.empty(), 0.2), "said once"
+
+    quiet = SimpleNamespace(resources=SimpleNamespace(engine_dead=False), outputs_queue=queue.Queue())
+    ended = threading.Event()
+    _watch_core(SimpleNamespace(engine_core=quiet), ended, every=0.01)
+    ended.set()  # the runner shut down: its engine core exits as asked, and nobody waits
+    assert wait_until(lambda: not any(t.name == "playground-engine-core-watch" and t.is_alive()
+                                      for t in threading.enumerate()), 2)
+    quiet.resources.engine_dead = True
+    assert quiet.outputs_queue.empty()
+    _watch_core(SimpleNamespace(), stopped)  # an engine in this process has no such client: no watch

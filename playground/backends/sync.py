@@ -8,6 +8,7 @@ sync paths use.
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
@@ -39,6 +40,25 @@ LOST = ("the sampler finished this request without an output carrying its id (an
         "another request id)")
 
 
+def _watch_core(llm_engine, stopped: threading.Event, every: float = 0.5) -> None:
+    """When its engine core dies, vLLM's sync client marks it dead and shuts its output thread
+    down, and a step then waits for an output for good (a batch hung until a second Ctrl-C): this
+    watch puts the death where the step waits, so it raises EngineDeadError. It ends with the
+    runner (``stopped``); an engine in this process (no client of that kind) needs none."""
+    client = getattr(llm_engine, "engine_core", None)
+    resources, waiting = getattr(client, "resources", None), getattr(client, "outputs_queue", None)
+    if resources is None or waiting is None or not hasattr(resources, "engine_dead"):
+        return
+
+    def watch() -> None:
+        while not stopped.wait(every):
+            if resources.engine_dead:
+                waiting.put_nowait(EngineDeadError("the engine core process died"))
+                return
+
+    threading.Thread(target=watch, daemon=True, name="playground-engine-core-watch").start()
+
+
 class SyncRunner:
     """Runs SampleRequests on an ``LLMEngine`` and records each as a ``Run``."""
 
@@ -51,6 +71,8 @@ class SyncRunner:
         self.limits = Limits(max_n=max_n, max_model_len=self._info["max_model_len"],
                              max_logprobs=self._info["max_logprobs"], vocab_size=self._info["vocab_size"])
         self._running: dict[str, Recording] = {}  # by parent request id
+        self._stopped = threading.Event()
+        _watch_core(llm_engine, self._stopped)
 
     @classmethod
     def start(cls, model: str | None = None, *, max_n: int, workload: Workload | None = None,
@@ -62,6 +84,7 @@ class SyncRunner:
         return cls(engine, max_n=max_n)
 
     def shutdown(self) -> None:
+        self._stopped.set()
         stop_sync_engine(self.engine)
 
     def __enter__(self) -> SyncRunner:
@@ -97,8 +120,11 @@ class SyncRunner:
         def on_child(index: int, output: RequestOutput) -> None:
             recording.observe(child_observation(index, output))
 
-        self.sampler.add_planned(tokens, sampling_params(request, detokenize=recording.spelling is None), prepared.plan,
-                                 on_child=on_child)
+        try:
+            self.sampler.add_planned(tokens, sampling_params(request, detokenize=recording.spelling is None),
+                                     prepared.plan, on_child=on_child)
+        except EngineDeadError as e:
+            raise EngineUnavailable(DEAD) from e
         self._running[prepared.request_id] = recording
         return recording.run
 
@@ -112,9 +138,7 @@ class SyncRunner:
         try:
             outputs = self.sampler.step()
         except EngineDeadError as e:
-            for recording in self._running.values():
-                recording.finish("error", DEAD)
-            self._running.clear()
+            self._died()
             raise EngineUnavailable(DEAD) from e
         t = time.monotonic()
         engine_requests = self.engine.get_num_unfinished_requests()  # vLLM counts children
@@ -146,9 +170,19 @@ class SyncRunner:
         recording = self._running.get(request_id)
         if recording is None:
             return None
-        self.sampler.abort(request_id)
+        try:
+            self.sampler.abort(request_id)
+        except EngineDeadError:  # nothing left to abort: every run in flight ends with the engine
+            self._died()
+            return recording.run
         self._step()  # the sampler hands over the aborted parent's last output, with no engine step
         return recording.run
+
+    def _died(self) -> None:
+        """The engine core died: every run in flight ends "error", with the tokens it had."""
+        for recording in self._running.values():
+            recording.finish("error", DEAD)
+        self._running.clear()
 
     def abort_all(self) -> list[Run]:
         """Abort every run in flight; returns them, marked aborted."""

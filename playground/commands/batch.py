@@ -27,8 +27,8 @@ file can give other tokens at another K.
 A bad line (not JSON, no prompt, an invalid setting) is reported with its line number and skipped;
 the rest go on. Ctrl-C aborts what is running and writes the runs that finished.
 
-Exit status: 0 every line ran; 1 a line was skipped or the engine failed (the runs that finished
-are still written); 2 a usage error (bad flag, unreadable input); 130 interrupted by Ctrl-C.
+Exit status: 0 every line ran; 1 a line was skipped, the file had no line to run, or the engine
+failed (the runs that finished are still written); 2 a usage error (bad flag, unreadable input); 130 interrupted by Ctrl-C.
 """
 
 from __future__ import annotations
@@ -400,7 +400,7 @@ def main(argv: list[str] | None = None) -> int:
         kept = f"; {args.out} is left as it was" if args.out is not None else ""
         print("no line to run" + ("" if errors else f": {args.input} has no line but blank ones (batch reads "
                                   f"{ONE_PER_LINE})") + kept, file=sys.stderr)
-        return exits.FAILED if errors else exits.OK
+        return exits.FAILED  # nothing ran: a script must not go on to read an --out from before
 
     # KV cache for the prompts in flight at once (--max-in-flight), each with up to --max-n samples.
     workload = Workload(max_n=args.max_n, concurrency=args.max_in_flight)

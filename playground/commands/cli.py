@@ -352,12 +352,19 @@ def check_out_path(parser: argparse.ArgumentParser, flag: str, path: Path | None
     """A usage error if ``path`` cannot be written as a file (its folder is missing, or it is a
     folder itself): said before any work (or engine start) is spent, not when the result is
     written at the end and the work is lost."""
-    if path is None:
+    if path is None or str(path) == "-":  # stdout
         return
     if path.is_dir():
         parser.error(f"{flag}: {path} is a folder: give the name of a file to write")
+    if file := next((folder for folder in path.parents if folder.is_file()), None):
+        parser.error(f"{flag}: {file} is a file, not a folder to write {path.name} in")
     if not path.parent.resolve().is_dir():
         parser.error(f"{flag}: the folder {path.parent} does not exist")
+    try:  # what ``write_atomically`` will do there: a file of its own beside the path, then gone
+        with tempfile.NamedTemporaryFile(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp"):
+            pass
+    except OSError as e:
+        parser.error(f"{flag}: no file can be written in {path.parent} ({e.strerror or e}), so not {path.name}")
 
 
 def write_atomically(path: Path, lines: Iterable[str]) -> None:
