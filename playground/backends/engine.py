@@ -33,7 +33,7 @@ from playground.backends.resources import (
     size_kv_cache,
     sizes_memory_itself,
 )
-from playground.errors import SPLIT_PREFILL_CRASH
+from playground.errors import SPLIT_PREFILL_CRASH, ModelUnavailable
 
 log = logging.getLogger(__name__)
 
@@ -102,7 +102,13 @@ def plan_engine(model: str | None = None, *, cpu_threads: int | None = None, wor
 
     args = engine_args(model, **engine_kwargs)
     cpu = plan_cpu(cpu_threads) if current_platform.is_cpu() else None
-    config = args.create_engine_config()
+    try:
+        config = args.create_engine_config()
+    except OSError as e:  # what transformers raises for a path that is not there, or a hub id out of reach
+        why = str(e).strip().splitlines()[0].rstrip(".")
+        raise ModelUnavailable(f"the model {args.model} cannot be loaded: {why}. Give --model a folder of a "
+                               "Hugging Face model, or a hub id this machine can reach (without --model, the "
+                               "default model)") from None
     kv_bytes = None
     if cpu is not None:
         apply_cpu_plan(config, cpu)
