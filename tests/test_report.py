@@ -270,6 +270,9 @@ def test_comparison_and_sweep_reports_and_the_choice_between_them():
 
     assert A.report_for(runs).count("class='sweep-grid'") == 1
     assert "side by side" in A.report_for([a, b])
+    other = make_run([[1, 2]], "run-q", prompt="What is 2+2?")  # another prompt: no pairs to compare
+    two = A.report_for([a, other])
+    assert "side by side" not in two and "2 runs" in two, two[:2000]
     many = A.report_for([a, b, make_run([[1]], "run-c")], extractor="last-number")
     assert "3 runs" in many  # each run's answers, read the way asked, and figures: not only a run alone's
     assert many.count("<h3>Answer groups (last-number)</h3>") == 3 and many.count("<h3>Figures</h3>") == 3

@@ -324,14 +324,14 @@ def runs_report(runs: list[Run], measures: Measures | None = None, extractor: Ex
 
 def report_for(runs: list[Run], measures: Measures | None = None, extractor: Extractor | str | None = None) -> str:
     """The report the runs call for: one run; a sweep (every run carries the same sweep's mark);
-    two runs side by side; or any number of runs one after another (answers read by ``extractor``
-    in one run or many)."""
+    two runs of one prompt side by side (two runs of different prompts have no pairs to compare);
+    or any number of runs one after another (answers read by ``extractor`` in one run or many)."""
     if not runs:
         raise ValueError("there is no run to report")
     if len(runs) > 1 and sweep_param(runs) is not None:
         return sweep_report(runs, measures)
     if len(runs) == 1:
         return run_report(runs[0], measures, extractor)
-    if len(runs) == 2:
+    if len(runs) == 2 and runs[0].request.get("prompt") == runs[1].request.get("prompt"):
         return comparison_report(runs[0], runs[1], measures, extractor)
     return runs_report(runs, measures, extractor)
