@@ -34,6 +34,9 @@ MAX_SEED = 2**63 - 1  # vLLM's seeds are 64-bit signed
 DEFAULT_MAX_N = 256
 
 
+OPEN = 2**31  # a limit not known yet (the engine's, before it starts): left open
+
+
 @dataclass(frozen=True)
 class Limits:
     """Server-side limits; the engine supplies the context length and the logprobs cap."""
@@ -51,7 +54,7 @@ class Limits:
         """The limits a command line can check before an engine starts: the engine's own context
         length and logprobs cap are not known yet, so they are left open here and checked at
         submission, and a typo costs no engine start."""
-        return cls(max_n=max_n, max_model_len=2**31, max_logprobs=2**31)
+        return cls(max_n=max_n, max_model_len=OPEN, max_logprobs=OPEN)
 
 
 @dataclass(frozen=True)
@@ -284,6 +287,8 @@ def _check_bounds(name: str, value: float, meta: Setting, limits: Limits) -> Non
     if meta.rule:
         raise InvalidRequest(f"{name} {meta.rule}, got {value}")
     if meta.limit == "max_logprobs":
+        if high >= OPEN:  # before the engine is known (a command line), its cap is not said
+            raise InvalidRequest(f"{name} must be {low:g} or more (up to the engine's limit), got {value}")
         raise InvalidRequest(f"{name} must be between {low:g} and the engine's limit of {high}, got {value}")
     left, right = "(" if meta.open_low else "[", ")" if meta.open_high else "]"
     raise InvalidRequest(f"{name} must be in {left}{low:g}, {high:g}{right}, got {value}")
