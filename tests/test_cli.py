@@ -127,10 +127,14 @@ def test_batch_names_a_file_of_something_else_and_keeps_an_earlier_out(capsys, t
     runs, report, graph = tmp_path / "runs.jsonl", tmp_path / "report.html", tmp_path / "graph.jsonl"
     runs.write_text(synthetic_run(2, 3).to_json() + "\n", encoding="utf-8")
     report.write_text("<!DOCTYPE html>\n<html><body>a report</body></html>\n", encoding="utf-8")
+    text = tmp_path / "prompts.txt"
+    text.write_text("What is 17 * 23?\n\nName a colour.\n", encoding="utf-8")
     graph.write_text('{"nodes": [], "edges": []}\n', encoding="utf-8")
     for path, said in ((runs, f"holds run bundles (what batch and sweep write, or the page exports), not prompts: "
                               f"`python app.py analyze {runs}` reads them"),
                        (report, "is an HTML page (a report?), not prompts"),
+                       (text, "is plain text (2 lines, none of them JSON), not prompts as batch reads them: write "
+                              "each line as {\"prompt\": TEXT}, for example with jq -R"),
                        (graph, "is a sample graph (analyze --graph's output), not prompts")):
         code, err = run_main(capsys, "batch", str(path))
         assert code == 2 and f"{path} {said}" in err and "skipping" not in err, err[-500:]

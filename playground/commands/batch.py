@@ -28,7 +28,8 @@ A bad line (not JSON, no prompt, an invalid setting) is reported with its line n
 the rest go on. Ctrl-C aborts what is running and writes the runs that finished.
 
 Exit status: 0 every line ran; 1 a line was skipped, the file had no line to run, or the engine
-failed (the runs that finished are still written); 2 a usage error (bad flag, unreadable input); 130 interrupted by Ctrl-C.
+failed (the runs that finished are still written); 2 a usage error (bad flag, unreadable input);
+130 interrupted by Ctrl-C.
 """
 
 from __future__ import annotations
@@ -191,7 +192,13 @@ def not_prompts(path: Path) -> str | None:
         try:
             whole = json.loads(text)  # one line, or a value over lines that is neither object nor array
         except json.JSONDecodeError:
-            first = next((data for _, data in _entries(text)[1] if isinstance(data, dict)), None)
+            entries = _entries(text)[1]
+            if entries and all(isinstance(data, json.JSONDecodeError) and not _looks_like_json(text, data)
+                               for _, data in entries):
+                return (f"{path} is plain text ({len(entries)} line{'s' if len(entries) > 1 else ''}, none of them "
+                        f"JSON), not prompts as batch reads them: write each line as {{\"prompt\": TEXT}}, for "
+                        f"example with jq -R 'select(length > 0) | {{prompt: .}}' {path} > prompts.jsonl")
+            first = next((data for _, data in entries if isinstance(data, dict)), None)
             return _kind(first, path)
     first = whole[0] if isinstance(whole, list) and whole else whole
     if said := _kind(first, path):
@@ -200,6 +207,11 @@ def not_prompts(path: Path) -> str | None:
         return None
     texts = isinstance(whole, list) and bool(whole) and all(isinstance(item, str) for item in whole)
     return f"{path} is {_described(whole)}, not prompts" + (': write each as {"prompt": TEXT}' if texts else "")
+
+
+def _looks_like_json(text: str, error: json.JSONDecodeError) -> bool:
+    """A line that meant to be JSON (an object or array cut short, a typo): each said by its number."""
+    return error.doc.lstrip().startswith(("{", "[", '"'))
 
 
 def _kind(data: object, path: Path) -> str | None:
