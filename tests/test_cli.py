@@ -86,6 +86,9 @@ def test_bad_values_give_a_clear_error(capsys, args, message):
     (["batch", "README.md", "--out", "/proc/runs.jsonl"],  # a place no file is made in: not after the batch ran
      "error: --out: no file can be written in /proc ("),
     (["batch", "README.md", "--seed", "abc"], "error: seed must be a whole number, got 'abc'"),
+    (["batch", "tests/data/three_prompts.jsonl", "--temperature", "0", "--n", "2"],  # no line takes it: once
+     "error: every line of tests/data/three_prompts.jsonl is refused the same way: greedy sampling (temperature 0) "
+     "with n=2"),
     (["batch", "README.md", "--logprobs", "-1"],  # the engine's cap is not known yet: not said as 2**31
      "error: logprobs must be 0 or more (up to the engine's limit), got -1"),
     (["sweep", "--prompt", "Hi", "--param", "temperature", "--values", "0.5", "-1", "--out", "tests"],

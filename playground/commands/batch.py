@@ -397,6 +397,9 @@ def checked_lines(args, parser: argparse.ArgumentParser) -> tuple[list[Line], li
             parser.error(f"{args.input} is not text ({binary}), so not prompts: {ONE_PER_LINE}")
         if other := not_prompts(Path(args.input)):
             parser.error(f"{other}. batch reads {ONE_PER_LINE}")
+        if len(errors) > 1 and len({e.message for e in errors}) == 1:  # a flag every line takes, most often
+            parser.error(f"every {errors[0].unit} of {args.input} is refused the same way: {errors[0].message} "
+                         "(the command line's settings apply to each line that does not set its own)")
     return lines, errors
 
 
