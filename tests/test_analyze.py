@@ -153,7 +153,7 @@ def test_a_reader_that_stops_reading_stops_the_command_quietly(tmp_path):
     (["--answer", "regex:(unclosed"], "argument --answer: the pattern '(unclosed' does not compile"),
     (["--answer", "regex:answer is \\w+"], "argument --answer: the pattern 'answer is \\w+' has 0 groups"),
     (["--answer", "middle-line"], "unknown answer extractor 'middle-line'"),
-    (["--similarity", "1.5"], "--similarity must be between 0 and 1, got 1.5"),
+    (["--similarity", "1.5"], "argument --similarity: must be between 0 and 1, got 1.5"),
     (["--json", "/no/such/folder/out.json"], "--json: the folder /no/such/folder does not exist"),
     (["--similarity", "0.9"], "--similarity is the threshold of grouping by meaning: give --embedding-model too"),
     (["--json", "{source}"], "--json: {source} is the input this command reads; writing it would destroy it"),

@@ -53,9 +53,9 @@ def run_main(capsys, *args: str) -> tuple[int, str]:
 
 
 @pytest.mark.parametrize("args, message", [
-    (["--max-n", "0"], "--max-n must be between 1 and 1024, got 0"),
-    (["--max-n", "many"], "--max-n must be a whole number, got 'many'"),
-    (["--port", "http"], "--port must be a whole number"),
+    (["--max-n", "0"], "argument --max-n: must be between 1 and 1024, got 0"),
+    (["--max-n", "many"], "argument --max-n: must be a whole number, got 'many'"),
+    (["--port", "http"], "argument --port: must be a whole number"),
     (["--auth", "nocolon"], "--auth must look like user:password"),
     (["--backend", "openai"], "--base-url"),
     (["analyse", "runs.jsonl"], "'analyse' is not a command (did you mean analyze?). Commands: batch, sweep"),
@@ -78,7 +78,7 @@ def test_bad_values_give_a_clear_error(capsys, args, message):
     (["--replay-pace", "x4"], "error: --replay-pace is the pace of --replay: give the runs to play with --replay FILE"),
     (["--replay", "missing.jsonl"], "error: --replay: cannot read missing.jsonl: No such file or directory"),
     (["--replay", "synthetic:2x3", "--replay-pace", "soon"], "error: --replay: the replay's pace must be"),
-    (["--port", "http"], "error: argument --port: --port must be a whole number, got 'http'"),
+    (["--port", "http"], "error: argument --port: must be a whole number, got 'http'"),
     (["batch", "tests", "--n", "2"], "error: cannot read tests: Is a directory"),
     (["batch", "README.md", "--out", "tests"], "error: --out: tests is a folder: give the name of a file to write"),
     (["batch", "README.md", "--out", "README.md/runs.jsonl"],
@@ -268,7 +268,7 @@ def test_a_run_store_that_is_not_one_stops_the_start_with_a_sentence(tmp_path):
     assert damaged.read_text() == "my notes, not a database\n" * 20
     unset = app("--runs-db", "", timeout=300)  # `--runs-db "$DB"` with $DB unset: not the default store
     assert unset.returncode == 2 and unset.stderr.strip().splitlines()[-1] == (
-        "python app.py: error: argument --runs-db: --runs-db needs a file's path, and was given an empty one")
+        "python app.py: error: argument --runs-db: needs a file's path, and was given an empty one")
 
 
 def alive(process) -> bool:

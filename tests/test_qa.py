@@ -560,7 +560,7 @@ def test_command_exit_status_and_usage_errors(capsys):
 
     for argv, message in [(["--n", "3"], "the following arguments are required: --prompt"),
                           (["--prompt", "p", "--n", "3", "--temperature", "0"], "greedy sampling"),
-                          (["--prompt", "p", "--paths", "async,gpu"], "--paths takes a comma-separated list"),
+                          (["--prompt", "p", "--paths", "async,gpu"], "argument --paths: takes a comma-separated list"),
                           (["--prompt", "p", "--paths", "remote"], "--paths remote needs --backend openai"),
                           (["--prompt", "p", "--json", "/no/such/folder/m.json"], "does not exist"),
                           (["--prompt", "p", "--mode", "native"], "--mode: the matrix runs every output_kind, in "

@@ -33,7 +33,7 @@ def paced_case(text: str) -> PacedCase:
     found = CASE.match(text.strip())
     n, tokens, top = (found and synthetic_spec("synthetic:" + found[1])) or (0, 0, 0)
     if not 1 <= n <= 1024 or tokens < 1 or top > MAX_SYNTHETIC_LOGPROBS or not 0 < float(found[2]) <= 1e8:
-        raise argparse.ArgumentTypeError(f"--paced-case must look like 256x1000@10000 (n x tokens @ tokens per "
+        raise argparse.ArgumentTypeError(f"must look like 256x1000@10000 (n x tokens @ tokens per "
                                          f"second, n up to 1024; 256x1000:0@10000 without logprobs, :K for the "
                                          f"top K up to {MAX_SYNTHETIC_LOGPROBS}), got {text!r}")
     return PacedCase(n, tokens, float(found[2]), top)

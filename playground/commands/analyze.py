@@ -101,9 +101,9 @@ def _threshold(text: str) -> float:
     try:
         value = float(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"--similarity must be a number between 0 and 1, got {text!r}") from None
+        raise argparse.ArgumentTypeError(f"must be a number between 0 and 1, got {text!r}") from None
     if not 0.0 <= value <= 1.0:
-        raise argparse.ArgumentTypeError(f"--similarity must be between 0 and 1, got {text}")
+        raise argparse.ArgumentTypeError(f"must be between 0 and 1, got {text}")
     return value
 
 

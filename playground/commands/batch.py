@@ -102,7 +102,7 @@ def build_parser() -> PlaygroundParser:
         group.add_argument("--reference", metavar="ANSWER",
                            help="The right answer of the lines that give none (a line's \"reference\" wins): kept in "
                                 "the bundles; --summary adds pass@1 and pass@n.")
-        group.add_argument("--max-in-flight", type=positive_int("--max-in-flight", 1024), default=1, metavar="K",
+        group.add_argument("--max-in-flight", type=positive_int(1024), default=1, metavar="K",
                            help="Prompts in the engine at once (default 1: each alone, so seeded results "
                                 "reproduce; more is faster but changes seeded results).")
         add_max_n_flag(group, "prompt")

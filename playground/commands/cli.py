@@ -213,7 +213,7 @@ def _add_sampling_flags(parser: argparse.ArgumentParser, group, leave_out: tuple
 
 def add_cpu_flags(group) -> None:
     """The playground's engine flags beside vLLM's (playground.backends.resources says why)."""
-    group.add_argument("--cpu-threads", type=positive_int("--cpu-threads", os.cpu_count() or 1), default=None,
+    group.add_argument("--cpu-threads", type=positive_int(os.cpu_count() or 1), default=None,
                        help="OpenMP threads the engine computes with on a CPU (default: every usable core on "
                             "machines of up to 4 cores, vLLM's own binding on bigger ones; "
                             "VLLM_CPU_OMP_THREADS_BIND, if set, is left to vLLM). The KV cache is sized from "
@@ -228,18 +228,18 @@ def add_cpu_flags(group) -> None:
 def add_max_n_flag(group, per: str, note: str = "") -> None:
     """--max-n with one bound and one default in every command; only what the samples belong to
     (a prompt, a run, a request) differs in its help."""
-    group.add_argument("--max-n", type=positive_int("--max-n", MAX_N_CEILING), default=DEFAULT_MAX_N,
+    group.add_argument("--max-n", type=positive_int(MAX_N_CEILING), default=DEFAULT_MAX_N,
                        help=f"Most samples per {per} (default {DEFAULT_MAX_N}, at most {MAX_N_CEILING}){note}.")
 
 
-def positive_int(name: str, ceiling: int):
+def positive_int(ceiling: int):
     def parse(text: str) -> int:
         try:
             value = int(text)
         except ValueError:
-            raise argparse.ArgumentTypeError(f"{name} must be a whole number, got {text!r}") from None
+            raise argparse.ArgumentTypeError(f"must be a whole number, got {text!r}") from None
         if not 1 <= value <= ceiling:
-            raise argparse.ArgumentTypeError(f"{name} must be between 1 and {ceiling}, got {value}")
+            raise argparse.ArgumentTypeError(f"must be between 1 and {ceiling}, got {value}")
         return value
 
     return parse
@@ -295,9 +295,9 @@ def _positive_seconds(text: str) -> float:
     try:
         value = float(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"--request-timeout must be a number of seconds, got {text!r}") from None
+        raise argparse.ArgumentTypeError(f"must be a number of seconds, got {text!r}") from None
     if not value > 0:
-        raise argparse.ArgumentTypeError(f"--request-timeout must be more than 0 seconds, got {text!r}")
+        raise argparse.ArgumentTypeError(f"must be more than 0 seconds, got {text!r}")
     return value
 
 

@@ -66,7 +66,7 @@ def _front_ends(text: str) -> list[str]:
     names = [t.strip() for t in text.split(",") if t.strip()]
     unknown = [t for t in names if t not in FRONT_ENDS]
     if unknown or not names:
-        raise argparse.ArgumentTypeError(f"--paths takes a comma-separated list of {', '.join(FRONT_ENDS)}, "
+        raise argparse.ArgumentTypeError(f"takes a comma-separated list of {', '.join(FRONT_ENDS)}, "
                                          f"got {text!r}")
     return list(dict.fromkeys(names))
 

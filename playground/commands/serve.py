@@ -35,18 +35,18 @@ DEFAULT_CONCURRENCY = 8
 def add_serve_flags(group) -> None:
     group.add_argument("--host", default="127.0.0.1",
                        help="Address to bind (default 127.0.0.1: only this machine can connect).")
-    group.add_argument("--port", type=positive_int("--port", 65535), default=7860, help="Port (default 7860).")
+    group.add_argument("--port", type=positive_int(65535), default=7860, help="Port (default 7860).")
     add_max_n_flag(group, "request", "; enforced on the server")
     group.add_argument("--auth", default=os.environ.get("PLAYGROUND_AUTH"),
                        help="user:password required to open the page and call the API "
                             "(or set PLAYGROUND_AUTH). Off by default.")
     group.add_argument("--share", action="store_true",
                        help="Create a public gradio.live link. Off unless asked for.")
-    group.add_argument("--concurrency", type=positive_int("--concurrency", 256), default=DEFAULT_CONCURRENCY,
+    group.add_argument("--concurrency", type=positive_int(256), default=DEFAULT_CONCURRENCY,
                        help=f"Runs sampled at once (default {DEFAULT_CONCURRENCY}); the engine batches them.")
-    group.add_argument("--queue-size", type=positive_int("--queue-size", 10_000), default=64,
+    group.add_argument("--queue-size", type=positive_int(10_000), default=64,
                        help="Runs that may wait in the queue before new ones are refused (default 64).")
-    group.add_argument("--max-file-mb", type=positive_int("--max-file-mb", 10_000), default=PAGE_MAX_MB,
+    group.add_argument("--max-file-mb", type=positive_int(10_000), default=PAGE_MAX_MB,
                        metavar="MB", help=f"The largest saved run (bundle or JSONL) the page opens, in MB (default "
                                           f"{PAGE_MAX_MB}): an upload is read whole by the server.")
     group.add_argument("--embedding-model", default=None, metavar="MODEL",
@@ -65,9 +65,9 @@ def add_store_flags(group) -> None:
     group.add_argument("--no-store", action="store_true",
                        help="Keep runs in each tab's memory only: nothing written, no run links.")
     limits = StoreLimits()
-    group.add_argument("--store-max-runs", type=positive_int("--store-max-runs", 10**7), default=limits.max_runs,
+    group.add_argument("--store-max-runs", type=positive_int(10**7), default=limits.max_runs,
                        metavar="N", help=f"Runs the store keeps, the oldest removed first (default {limits.max_runs}).")
-    group.add_argument("--store-max-mb", type=positive_int("--store-max-mb", 10**7), default=limits.max_bytes >> 20,
+    group.add_argument("--store-max-mb", type=positive_int(10**7), default=limits.max_bytes >> 20,
                        metavar="MB", help=f"Megabytes of (compressed) runs the store keeps (default "
                                           f"{limits.max_bytes >> 20}).")
 
@@ -75,7 +75,7 @@ def add_store_flags(group) -> None:
 def _store_path(text: str) -> str:
     """A path, not an empty one: `--runs-db "$DB"` with $DB unset must not mean the default store."""
     if not text.strip():
-        raise argparse.ArgumentTypeError("--runs-db needs a file's path, and was given an empty one")
+        raise argparse.ArgumentTypeError("needs a file's path, and was given an empty one")
     return text
 
 
