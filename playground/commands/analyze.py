@@ -283,21 +283,21 @@ def main(argv: list[str] | None = None) -> int:
             continue
         analysed.append(result)
         print(describe(result), file=lines_out, flush=True)
-    if args.json is not None and analysed:  # none read: a file of figures from before is left as it was
-        write_out(args.json, [to_json(args, analysed, errors)])
-        print(f"wrote the figures of {len(analysed)} run(s) to {shown(args.json)}", file=sys.stderr)
-    if args.html is not None and analysed:
-        runs = [analysis.with_reference(a.bundle.run, args.reference) for a in analysed]  # the flag's, else their own
-        write_out(args.html, [analysis.report_for(runs, analysis.set_measures_hook(args.answer), args.answer)])
-        print(f"wrote the report of {len(runs)} run(s) to {shown(args.html)}", file=sys.stderr)
-    if args.graph is not None and analysed:
-        try:
+    try:  # each file checked before the runs were read; what is left to fail is the disk
+        if args.json is not None and analysed:  # none read: a file of figures from before is left as it was
+            write_out(args.json, [to_json(args, analysed, errors)])
+            print(f"wrote the figures of {len(analysed)} run(s) to {shown(args.json)}", file=sys.stderr)
+        if args.html is not None and analysed:
+            runs = [analysis.with_reference(a.bundle.run, args.reference) for a in analysed]  # the flag's, or theirs
+            write_out(args.html, [analysis.report_for(runs, analysis.set_measures_hook(args.answer), args.answer)])
+            print(f"wrote the report of {len(runs)} run(s) to {shown(args.html)}", file=sys.stderr)
+        if args.graph is not None and analysed:
             write_out(args.graph, [json.dumps(graph_record(a.bundle, embedder), ensure_ascii=False)
                                    for a in analysed])
-        except OSError as e:
-            print(f"error: --graph: {args.graph} could not be written ({e.strerror or e})", file=sys.stderr)
-            return exits.USAGE
-        print(f"wrote the graphs of {len(analysed)} run(s) to {shown(args.graph)}", file=sys.stderr)
+            print(f"wrote the graphs of {len(analysed)} run(s) to {shown(args.graph)}", file=sys.stderr)
+    except OSError as e:
+        print(f"error: {e.filename or 'a file'} could not be written ({e.strerror or e})", file=sys.stderr)
+        return exits.FAILED
     if not bundles:
         print(f"no run bundle in {args.input}", file=sys.stderr)
         return exits.FAILED
