@@ -1009,6 +1009,11 @@ def test_the_matrix_is_the_sessions_action_run_waits_for_it_and_stop_ends_it_bet
     form = dict(prompt=PROMPT, use_chat_template=False, n=2, seed="7", max_tokens=3)
 
     async def scenario() -> str:
+        queued = (await qa_tab.begin(tab, page, None, **form))[page.live]
+        await running.stop(page, queued, [], SamplesSession(), "QA matrix")  # before its follower began: at once
+        assert not queued.going
+        stopped = await qa_tab.run(tab, page, queued, progress=lambda *a, **k: None)
+        assert stopped[1] == "■ The QA matrix was stopped before its first cell."
         second_cell = asyncio.Event()
         update = await qa_tab.begin(tab, page, None, **form)
         action = update[page.live]

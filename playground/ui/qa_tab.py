@@ -143,6 +143,8 @@ async def run(tab: QATab, page, action: Action | None, progress=gr.Progress()): 
     and the matrix (for clicks). Stop ends it before the next cell."""
     if action is None or action.work is None or not action.claim("follow", ("QA matrix",)):
         return gr.skip(), gr.skip(), gr.skip(), gr.skip()
+    if action.work.is_set():  # Stop came while it waited in the queue
+        return gr.skip(), "■ The QA matrix was stopped before its first cell.", gr.skip(), gr.skip()
     done = [0, 0]  # cells ended, of how many
 
     def on_cell(index: int, total: int, label: str) -> None:

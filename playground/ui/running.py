@@ -94,6 +94,8 @@ class Action:
         self.stop_asked = True
         await asyncio.gather(*(r.stop_and_wait() for r in self.runs))
         if self.work is not None:
+            if "follow" not in self.followers:  # its follower has not begun (queued, or never to be): none to wait for
+                self.work.set()
             await self.work.wait()
 
 
