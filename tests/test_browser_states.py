@@ -135,7 +135,8 @@ def test_a_sweep_is_the_tabs_action_run_waits_and_the_forms_stop_ends_it(browser
         page.locator("#sweep-run").click()
         page.locator("#sweep-status").get_by_text("● temperature=0.5 (value 1 of 3)").wait_for(timeout=120_000)
         page.locator("#run").click()
-        wait_for_summary(page, "Run started nothing: the sweep was going on this page. Press Stop first", 30_000)
+        wait_for_summary(page, "Run started nothing: the sweep was going on this page. Press Stop (beside Run) first",
+                         30_000)
         assert host.run(backend.num_unfinished()) <= 2, "Run started beside the sweep"
         page.locator("#stop").click()
         page.locator("#sweep-status").get_by_text("■ stopped").wait_for(timeout=30_000)

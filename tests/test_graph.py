@@ -560,6 +560,9 @@ def test_the_note_of_a_clicked_node_names_its_words_and_says_which_click_it_answ
     shared = node_with(graph, "sat on the mat.")
     note = graph_tab.picked(tab, cats, f"{shared.id}|0,1@1700000000000")
     assert "<b>2 samples at “sat on the mat.”.</b>" in note
+    # folded, each sample reads as the words around the node's, which alone would be every row's
+    assert "<summary>The cat <mark>sat on the mat.</mark></summary>" in note
+    assert "<summary>A cat <mark>sat on the mat.</mark></summary>" in note
     assert f"data-node='{shared.id}'" in note and f"data-pick='{shared.id}|0,1@1700000000000'" in note
     start = graph_tab.picked(tab, cats, "start|0,1,2@1")
     assert "3 samples at the prompt" in start

@@ -432,7 +432,7 @@ def test_a_sweep_is_the_sessions_action_run_waits_and_any_stop_ends_it(page, loo
     follower = asyncio.run_coroutine_threadsafe(follow(), loop)  # the queued follower, as Gradio starts it
     assert wait_until(lambda: any(len(u.get(sweep.runs) or []) == 1 for u in updates), 120)
     said = tab.call(running.begin(page, tab.live, tab.current, **tab.form(SHORT)))
-    assert "Run started nothing: the sweep was going on this page. Press Stop first" in said[page.summary]
+    assert "Run started nothing: the sweep was going on this page. Press Stop (beside Run) first" in said[page.summary]
     assert page.live not in said
     assert tab.call(running.stop(page, tab.live, tab.history, tab.samples, "Diff")) == {}  # the sweep draws its end
     follower.result(60)
@@ -447,7 +447,7 @@ def test_a_sweep_is_the_sessions_action_run_waits_and_any_stop_ends_it(page, loo
     tab.apply(tab.call(sweep_tab.open_value(page, 0, kept, tab.history, tab.samples, "Diff")))
     assert tab.current is kept[0] and tab.summary.startswith(f"✔ finished · `{kept[0].request['request_id']}`")
     tab.run(prompt=SHORT, max_tokens=40, ignore_eos=True)
-    with pytest.warns(UserWarning, match="Run is streaming into the samples area: press Stop, or wait for it"):
+    with pytest.warns(UserWarning, match="A run is streaming into the samples area: press Stop, or wait for it"):
         # a run opened now would be painted over by the streaming run's end
         assert tab.call(sweep_tab.open_value(page, 0, kept, tab.history, tab.samples, "Diff",
                                              live=tab.live)) == gr.skip()

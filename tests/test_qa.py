@@ -1017,7 +1017,7 @@ def test_the_matrix_is_the_sessions_action_run_waits_for_it_and_stop_ends_it_bet
         second_cell = asyncio.Event()
         update = await qa_tab.begin(tab, page, None, **form)
         action = update[page.live]
-        assert action.going and update[tab.report].startswith("⏳ The QA matrix is queued")
+        assert action.going and update[tab.report].startswith("⏳ The QA matrix runs one cell at a time")
         assert await qa_tab.begin(tab, page, action, **form) == {tab.report: f"⚠️ {running.BUSY}"}
 
         def progress(done, desc=None, **k):

@@ -47,6 +47,7 @@ INTRO = ("The samples as **paths through shared words**: they share a node while
          "above and to read them here, with a button to branch from that point.")
 COLOURS = [("token probability", "probability"), ("answer group (the Set tab's extractor)", "answer")]
 SHOWN_SAMPLES = 64  # samples a clicked node lists with their texts
+CONTEXT_CHARS = 40  # characters either side of the node's words in a folded sample
 KEPT = 4  # graphs kept for the next ask
 # Seconds from a streaming run's graph drawn to the next one's build: with builds of up to about a
 # second (n=256 x 128 tokens), the graph takes at most half of the core it shares with the engine.
@@ -311,8 +312,14 @@ def note_html(run: Run, node: str, places: list[analysis.Place], words: str = ""
         button = (f"<button class='graph-branch' data-branch='{place.sample},{place.token}'>⎇ #{place.sample} at "
                   f"token {place.token}</button> " if place.token is not None else "")
         seed = f" (seed {s.seed})" if s.seed is not None else ""
+        # folded, a sample reads as the words around the node (the node's words alone are every row's)
+        lead = " ".join(before.split())[-CONTEXT_CHARS:]
+        tail = " ".join(after.split())[:CONTEXT_CHARS]
+        around = (f"{'…' if len(' '.join(before.split())) > CONTEXT_CHARS else ''}{html.escape(lead)} "
+                  f"<mark>{html.escape(analysis.truncate(' '.join(here.split()), 80))}</mark> {html.escape(tail)}"
+                  f"{'…' if len(' '.join(after.split())) > CONTEXT_CHARS else ''}")
         rows.append(f"<div class='graph-sample' data-sample='{place.sample}'>{button}<b>#{place.sample}</b>{seed}"
-                    f"<details><summary>{html.escape(analysis.truncate(' '.join(here.split()), 80))}"
+                    f"<details><summary>{around.strip()}"
                     f"</summary><pre>{html.escape(before)}<mark>{html.escape(here)}</mark>{html.escape(after)}</pre>"
                     "</details></div>")
     more = (f"<p>… and {len(places) - SHOWN_SAMPLES} more: "

@@ -135,7 +135,8 @@ async def begin(tab: QATab, page, action: Action | None, **settings) -> dict:
     except PlaygroundError as e:
         return {tab.report: refused(e, "Run the QA matrix")}
     action.about, action.work = request, asyncio.Event()
-    return {page.live: action, tab.report: "⏳ The QA matrix is queued: one matrix runs at a time in the app."}
+    return {page.live: action, tab.report: "⏳ The QA matrix runs one cell at a time (one matrix at a time in the "
+                                           "app); its progress shows here, and Stop (beside Run) ends it."}
 
 
 async def run(tab: QATab, page, action: Action | None, progress=gr.Progress()):  # noqa: B008 (Gradio asks so)

@@ -145,8 +145,8 @@ def open_refusal(action: Action | None) -> str | None:
     """Why no run can be put on screen now (Open, a file, a QA cell, a sweep's value): a run is
     streaming into the samples area, whose end would take the opened run's place. None: one can."""
     if action is not None and action.going and action.name in STREAMED:
-        return (f"{action.name} is streaming into the samples area: press Stop, or wait for it to finish, then open "
-                "this run.")
+        what = {"Run": "A run", "Branch": "A branch", "Replay": "A replay"}[action.name]
+        return f"{what} is streaming into the samples area: press Stop, or wait for it to finish, then open this run."
     return None
 
 
@@ -169,7 +169,8 @@ async def begin(page: Page, action: Action | None, current: Run | None = None, *
             return {page.summary: gr.skip(), **({page.said: PRESSED_AGAIN} if page.said is not None else {})}
         going = OTHER_ACTIONS.get(action.name, f"{action.name}'s run was")
         return {page.summary: views.beside_run_on_screen(
-            f"⚠️ Run started nothing: {going} going on this page. Press Stop first, or wait for it to finish.",
+            f"⚠️ Run started nothing: {going} going on this page. Press Stop (beside Run) first, or wait for it to "
+            "finish.",
             current)}
     except EngineUnavailable as e:  # the engine's line too: it may say "up" from before
         return {page.live: None, page.summary: views.beside_run_on_screen(refused(e), current),
