@@ -147,11 +147,11 @@ def add_bench_flags(group) -> None:
 
     group.add_argument("--quick", action="store_true",
                        help="n=16 only, 16 tokens, 2 repetitions: about 3 minutes on 2 cores, the app included.")
-    group.add_argument("--n", dest="ns", type=positive_int("--n", 256), nargs="+",
+    group.add_argument("--n", dest="ns", type=positive_int(256), nargs="+",
                        help="Values of n to measure (default 1 4 8 16 32; --quick: 16).")
-    group.add_argument("--max-tokens", type=positive_int("--max-tokens", 4096),
+    group.add_argument("--max-tokens", type=positive_int(4096),
                        help="Tokens per sample, with ignore_eos (default 64; --quick: 16).")
-    group.add_argument("--repetitions", type=positive_int("--repetitions", 1000),
+    group.add_argument("--repetitions", type=positive_int(1000),
                        help="Interleaved repetitions of every path (default 3; --quick: 2).")
     group.add_argument("--paths", nargs="+", choices=PATHS, default=list(PATHS),
                        help="Paths to measure, in run order (default: native wrapper ui hf limit; limit is "
@@ -183,7 +183,7 @@ def add_bench_flags(group) -> None:
                        help="Instead of the benchmark: a soak of the app for SECONDS (several clients through "
                             "/sample at once, every mode and output_kind, some cancelled; see playground.bench.soak). "
                             "Exit 1 if a goal is missed.")
-    group.add_argument("--soak-clients", type=positive_int("--soak-clients", 64), default=3,
+    group.add_argument("--soak-clients", type=positive_int(64), default=3,
                        help="Clients of the soak (default 3).")
     from playground.commands.cli import add_max_n_flag
 
