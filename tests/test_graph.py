@@ -587,7 +587,7 @@ def test_the_graph_of_a_streaming_run_is_drawn_at_its_own_pace_and_its_fold_only
     run = many_samples(256, 60)
     run.status, run.events = "running", [Event(0.0, False, [])]
     panel = tab.panel(set_tab)
-    assert panel.every(run) == graph_tab.LIVE_EVERY == 1.0  # at n=256 the page's figures wait 8 s
+    assert panel.every == graph_tab.LIVE_EVERY == 1.0  # at n=256 the page's figures wait 8 s
     drawn = panel.show_live(run)
     assert drawn[tab.chart].layout.meta == {"run": "many-256"} and "256 samples" in drawn[tab.summary]
     assert drawn[tab.note] == gr.skip()

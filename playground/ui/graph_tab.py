@@ -164,7 +164,7 @@ class GraphTab:
 
     def panel(self, set_tab) -> Panel:
         return Panel(self.values, self.components(), live=self.values, controls=self.controls(set_tab), tab="Graph",
-                     every=lambda run: LIVE_EVERY)
+                     every=LIVE_EVERY)
 
     def graph(self, run: Run, graph_meaning=False) -> tuple[SampleGraph, str]:
         """The run's graph, words matched by meaning too when asked and offered; a problem said.
@@ -212,7 +212,6 @@ class GraphTab:
         # drawn twice), and the page hides a note of another run (CLICK_JS).
         return {"graph_summary": analysis.graph_sentence(graph) + problem, "graph_chart": figure,
                 "graph_note": gr.skip()}
-
 
     def live_fold(self, run: Run, graph: SampleGraph) -> int:
         """The fold of a streaming run's graph: as many nodes as fit, as at its end (``fold_for``),
@@ -313,11 +312,10 @@ def note_html(run: Run, node: str, places: list[analysis.Place], words: str = ""
                   f"token {place.token}</button> " if place.token is not None else "")
         seed = f" (seed {s.seed})" if s.seed is not None else ""
         # folded, a sample reads as the words around the node (the node's words alone are every row's)
-        lead = " ".join(before.split())[-CONTEXT_CHARS:]
-        tail = " ".join(after.split())[:CONTEXT_CHARS]
-        around = (f"{'…' if len(' '.join(before.split())) > CONTEXT_CHARS else ''}{html.escape(lead)} "
-                  f"<mark>{html.escape(analysis.truncate(' '.join(here.split()), 80))}</mark> {html.escape(tail)}"
-                  f"{'…' if len(' '.join(after.split())) > CONTEXT_CHARS else ''}")
+        lead, tail = " ".join(before.split()), " ".join(after.split())
+        around = (f"{'…' if len(lead) > CONTEXT_CHARS else ''}{html.escape(lead[-CONTEXT_CHARS:])} "
+                  f"<mark>{html.escape(analysis.truncate(' '.join(here.split()), 80))}</mark> "
+                  f"{html.escape(tail[:CONTEXT_CHARS])}{'…' if len(tail) > CONTEXT_CHARS else ''}")
         rows.append(f"<div class='graph-sample' data-sample='{place.sample}'>{button}<b>#{place.sample}</b>{seed}"
                     f"<details><summary>{around.strip()}"
                     f"</summary><pre>{html.escape(before)}<mark>{html.escape(here)}</mark>{html.escape(after)}</pre>"

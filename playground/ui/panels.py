@@ -49,7 +49,7 @@ class Panel:
     ``live(run)``, when given, is the part worth redrawing while samples stream (figures travel
     whole, so the page sends them about once a second, not per token); ``live_names``: the
     components it writes (None: all), the only ones a stream's event lists as outputs; ``every``:
-    the seconds between two live drawings of a run (None: the page's pace for figures, by n).
+    the seconds between two live drawings (None: the page's pace for figures, by the run's n).
     ``controls``: the tab's own settings by name; ``values(run, **settings)`` receives those of
     them it is given.
     """
@@ -60,7 +60,7 @@ class Panel:
     controls: dict[str, gr.components.Component] = field(default_factory=dict)
     tab: str = ""  # the label of the tab it fills: only the tab on screen is drawn
     live_names: tuple[str, ...] | None = None
-    every: Callable[[Run], float] | None = None
+    every: float | None = None
 
     def live_components(self) -> list[gr.components.Component]:
         if not self.live:

@@ -261,7 +261,7 @@ async def live_panels(page: Page, action: Action | None, selected: str | None, *
         if run is None:
             await asyncio.sleep(figures_every(1))
         else:  # the panel's own pace (the graph's, by how long it takes to build), else the page's by n
-            await asyncio.sleep(on_screen.every(run) if on_screen.every else figures_every(run.n))
+            await asyncio.sleep(on_screen.every if on_screen.every is not None else figures_every(run.n))
         run = live_run.run
         if run is None or not run.events or run.finished:
             continue
