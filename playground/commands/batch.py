@@ -193,7 +193,7 @@ def not_prompts(path: Path) -> str | None:
             whole = json.loads(text)  # one line, or a value over lines that is neither object nor array
         except json.JSONDecodeError:
             entries = _entries(text)[1]
-            if entries and all(isinstance(data, json.JSONDecodeError) and not _looks_like_json(text, data)
+            if entries and all(isinstance(data, json.JSONDecodeError) and not _looks_like_json(data)
                                for _, data in entries):
                 return (f"{path} is plain text ({len(entries)} line{'s' if len(entries) > 1 else ''}, none of them "
                         f"JSON), not prompts as batch reads them: write each line as {{\"prompt\": TEXT}}, for "
@@ -209,7 +209,7 @@ def not_prompts(path: Path) -> str | None:
     return f"{path} is {_described(whole)}, not prompts" + (': write each as {"prompt": TEXT}' if texts else "")
 
 
-def _looks_like_json(text: str, error: json.JSONDecodeError) -> bool:
+def _looks_like_json(error: json.JSONDecodeError) -> bool:
     """A line that meant to be JSON (an object or array cut short, a typo): each said by its number."""
     return error.doc.lstrip().startswith(("{", "[", '"'))
 

@@ -24,12 +24,7 @@ from playground.backends.live import LiveRun, State
 from playground.errors import InvalidRequest, PlaygroundError
 from playground.run import Run
 from playground.sampling.sweep_request import MAX_SWEEP_VALUES, SWEEP_SETTINGS, SweepRequest, seed_overlap_note
-from playground.ui.answer_controls import (
-    NO_ANSWER,
-    once_per_run,
-    optional_controls,
-    with_chosen_answers,
-)
+from playground.ui.answer_controls import NO_ANSWER, once_per_run, optional_controls, with_chosen_answers
 from playground.ui.form import request_from_form
 from playground.ui.messages import refusal, shown, warned
 from playground.ui.running import BUSY, Action, Busy, open_refusal, plan_action, refused
