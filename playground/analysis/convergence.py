@@ -51,7 +51,7 @@ DRAWS = 4000  # random k-subsets per k for the estimate
 CONFIDENCE = 0.95  # of the stopping rule
 _Z = 1.959964  # the standard normal's 97.5% quantile: a 95% interval
 _COLORS = {"agreement_at_k": "#2563eb", "pass_at_k": "#16a34a", "maj_at_k": "#ea580c"}
-_LABELS = {"agreement_at_k": "agreement@k", "pass_at_k": "pass@k", "maj_at_k": "maj@k"}
+CURVE_LABELS = {"agreement_at_k": "agreement@k", "pass_at_k": "pass@k", "maj_at_k": "maj@k"}
 
 
 @dataclass
@@ -250,10 +250,10 @@ def convergence_figure(c: Convergence) -> go.Figure:
         if not curve.is_exact:
             fig.add_trace(go.Scatter(
                 x=ks + ks[::-1], y=curve.high + curve.low[::-1], fill="toself", fillcolor=_faint(color),
-                line={"width": 0}, hoverinfo="skip", showlegend=False, name=f"{_LABELS[name]} 95% band"))
+                line={"width": 0}, hoverinfo="skip", showlegend=False, name=f"{CURVE_LABELS[name]} 95% band"))
         fig.add_trace(go.Scatter(x=ks, y=curve.values, mode="lines+markers" if c.n <= 40 else "lines",
-                                 name=_LABELS[name], line={"color": color},
-                                 hovertemplate=f"{_LABELS[name]}: %{{y:.3f}} at k=%{{x}}<extra></extra>"))
+                                 name=CURVE_LABELS[name], line={"color": color},
+                                 hovertemplate=f"{CURVE_LABELS[name]}: %{{y:.3f}} at k=%{{x}}<extra></extra>"))
     if c.settled.at is not None:
         fig.add_vline(x=c.settled.at, line_dash="dot", line_color="#6b7280",
                       annotation_text=f"settled after {c.settled.at}", annotation_position="top left")

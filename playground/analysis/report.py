@@ -41,7 +41,13 @@ from playground.analysis.comparison import (
     settings_diff,
 )
 from playground.analysis.confidence import LOGPROB_NOTE, confidence_table
-from playground.analysis.convergence import Convergence, convergence_figure, how_many_samples, settled_sentence
+from playground.analysis.convergence import (
+    CURVE_LABELS,
+    Convergence,
+    convergence_figure,
+    how_many_samples,
+    settled_sentence,
+)
 from playground.analysis.diff import diff_rows, pairwise_heatmap, shared_prefix_sentence
 from playground.analysis.graph import graph_sentence, sample_graph
 from playground.analysis.graph_figure import graph_figure
@@ -230,15 +236,14 @@ def curves_frame(c: Convergence) -> pd.DataFrame:
     """agreement@k, pass@k and maj@k at k = 1, 2, 4, … and n (and where the majority settled), a
     row each; an estimated value with its 95% band ("0.412 (0.398–0.426)")."""
     ks = sorted({2 ** i for i in range(int(math.log2(c.n)) + 1)} | {c.n} | ({c.settled.at} - {None})) if c.n else []
-    names = {"agreement_at_k": "agreement@k", "pass_at_k": "pass@k", "maj_at_k": "maj@k"}
     rows = []
     for k in ks:
         row: dict = {"k": k}
         for name, curve in c.curves().items():
             band = "" if curve.exact[k - 1] else f" ({curve.low[k - 1]:.3f}–{curve.high[k - 1]:.3f})"
-            row[names[name]] = f"{curve.at(k):.3f}{band}"
+            row[CURVE_LABELS[name]] = f"{curve.at(k):.3f}{band}"
         rows.append(row)
-    return pd.DataFrame(rows, columns=["k", *(names[name] for name in c.curves())])
+    return pd.DataFrame(rows, columns=["k", *(CURVE_LABELS[name] for name in c.curves())])
 
 
 def _measures_table(values: dict) -> pd.DataFrame:
