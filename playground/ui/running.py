@@ -145,8 +145,8 @@ def open_refusal(action: Action | None) -> str | None:
     """Why no run can be put on screen now (Open, a file, a QA cell, a sweep's value): a run is
     streaming into the samples area, whose end would take the opened run's place. None: one can."""
     if action is not None and action.going and action.name in STREAMED:
-        what = {"Run": "A run", "Branch": "A branch", "Replay": "A replay"}[action.name]
-        return f"{what} is streaming into the samples area: press Stop, or wait for it to finish, then open this run."
+        return (f"A {action.name.lower()} is streaming into the samples area: press Stop, or wait for it to finish, "
+                "then open this run.")
     return None
 
 
