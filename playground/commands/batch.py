@@ -24,6 +24,10 @@ prompts in the engine at once for better throughput, but the batch a request sha
 seeded results (floating-point order; there is no batch-invariant mode on the CPU), so the same
 file can give other tokens at another K.
 
+``--backend openai --base-url http://HOST:8000/v1`` runs the lines on a vLLM server (``vllm serve``)
+instead of an engine started here: the same requests, seeds and bundles; a line the server refuses
+is skipped with its message, and a server that stops answering ends the batch as a failed engine does.
+
 A bad line (not JSON, no prompt, an invalid setting) is reported with its line number and skipped;
 the rest go on. Ctrl-C aborts what is running and writes the runs that finished.
 
@@ -48,13 +52,14 @@ from playground.commands.analyze import ANSWER_CHARS, extractor_arg
 from playground.commands.cli import (
     PlaygroundParser,
     add_max_n_flag,
+    add_remote_flags,
     check_distinct,
     check_out_path,
     note_whole_text_reference,
     positive_int,
     say_skipped,
 )
-from playground.commands.progress import Ending, print_summary, run_all, write_bundles
+from playground.commands.progress import Ending, print_summary, run_all, start_runner, write_bundles
 from playground.errors import InvalidRequest
 from playground.request import SETTINGS, Limits, SampleRequest, did_you_mean
 from playground.run import Run
@@ -106,6 +111,7 @@ def build_parser() -> PlaygroundParser:
                            help="Prompts in the engine at once (default 1: each alone, so seeded results "
                                 "reproduce; more is faster but changes seeded results).")
         add_max_n_flag(group, "prompt")
+        add_remote_flags(group)
 
     parser = PlaygroundParser("python app.py batch", __doc__, add_own, sampling=True, arguments="INPUT.jsonl")
     return parser
@@ -283,7 +289,7 @@ def not_text(path: Path) -> str | None:
 
 
 def run_batch(runner, lines: list[Line], max_in_flight: int = 1, progress: bool = True) -> BatchResult:
-    """Run every line on a SyncRunner; Ctrl-C or an engine failure ends it with what finished.
+    """Run every line on ``runner``; Ctrl-C or an engine failure ends it with what finished.
 
     Whatever ends it, no request is left running in the engine (the runner aborts them).
     """
@@ -419,7 +425,5 @@ def main(argv: list[str] | None = None) -> int:
 
     # KV cache for the prompts in flight at once (--max-in-flight), each with up to --max-n samples.
     workload = Workload(max_n=args.max_n, concurrency=args.max_in_flight)
-    from playground.backends.sync import SyncRunner
-
-    with SyncRunner.start(args.model, max_n=args.max_n, workload=workload, **engine_kwargs) as runner:
+    with start_runner(args, engine_kwargs, parser.parser.error, workload) as runner:
         return execute(runner, lines, errors, args.out, args.summary, args.max_in_flight, answer=args.answer)

@@ -291,6 +291,24 @@ def create_remote_backend(args, max_n: int) -> RemoteBackend:
                                              request_timeout=args.request_timeout, model=getattr(args, "model", None)))
 
 
+def connect_remote(args, engine_kwargs: dict, error) -> RemoteBackend:
+    """``create_remote_backend`` for a command's start: a server that cannot be used is a usage
+    error (``error``, the parser's), said at once; the server is named on stderr, and engine flags
+    given are said to be the server's (no engine starts here), not silently dropped."""
+    try:
+        backend = create_remote_backend(args, max_n=args.max_n)
+    except RemoteError as e:
+        error(str(e))
+    info = backend.info()
+    print(f"server: {info.get('base_url')} serves {info.get('model')} (vLLM {info.get('vllm_version')}); "
+          "no engine starts here", file=sys.stderr)
+    if engine_kwargs:
+        flags = ", ".join("--" + name.replace("_", "-") for name in engine_kwargs)
+        print(f"note: {flags} set an engine, and the server's engine is set where it is started (vllm serve): "
+              "ignored here", file=sys.stderr)
+    return backend
+
+
 def _positive_seconds(text: str) -> float:
     try:
         value = float(text)

@@ -1,5 +1,6 @@
-"""Many runs from the command line, one way: ``batch`` and ``sweep`` start their engine as a
-``SyncRunner`` (a context manager: its engine core is shut down however the command ends), hand
+"""Many runs from the command line, one way: ``batch`` and ``sweep`` start their runner with
+``start_runner`` (a SyncRunner over an engine of their own, or a LoopRunner over a vLLM server;
+a context manager: what it runs is ended however the command ends), hand
 their requests to ``run_all``, which runs them under a progress bar and ends on Ctrl-C or a dead
 engine with what finished, leaving nothing running in the engine, write what finished with
 ``write_bundles`` and their table with ``print_summary``."""
@@ -14,8 +15,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from playground import analysis
+from playground.backends.resources import Workload
 from playground.commands import exits
-from playground.commands.cli import write_atomically
+from playground.commands.cli import connect_remote, write_atomically
 from playground.errors import EngineUnavailable, InvalidRequest
 from playground.request import SampleRequest
 from playground.run import Run
@@ -44,9 +46,22 @@ class Ending:
         return None
 
 
+def start_runner(args, engine_kwargs: dict, error, workload: Workload | None = None):
+    """The runner the flags ask for: with ``--backend openai``, a LoopRunner over the server
+    (``error``, the parser's, says at once why a server cannot be used); else a SyncRunner over an
+    engine started here for ``workload`` (its KV cache)."""
+    if args.backend == "openai":
+        from playground.backends.loop_runner import LoopRunner
+
+        return LoopRunner(connect_remote(args, engine_kwargs, error))
+    from playground.backends.sync import SyncRunner
+
+    return SyncRunner.start(args.model, max_n=args.max_n, workload=workload, **engine_kwargs)
+
+
 def run_all(runner, requests: list[SampleRequest], take: Callable[[int, Run | InvalidRequest, object], None],
             ending: Ending, *, unit: str, desc: str, max_in_flight: int = 1, progress: bool = True) -> None:
-    """Run ``requests`` on ``runner`` (a SyncRunner), handing each ``(position, outcome, bar)`` to
+    """Run ``requests`` on ``runner`` (``start_runner``'s), handing each ``(position, outcome, bar)`` to
     ``take`` as it finishes (the outcome a Run, or the InvalidRequest the engine refused it with),
     and tick the tqdm ``bar`` after it; how it ended goes into ``ending`` (the caller's result).
     Closing the runner's generator, whatever ends the walk, aborts what is still in flight."""

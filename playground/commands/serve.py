@@ -17,13 +17,12 @@ from playground.commands.cli import (
     PlaygroundParser,
     add_max_n_flag,
     add_remote_flags,
-    create_remote_backend,
+    connect_remote,
     positive_int,
     usage_line,
 )
 from playground.commands.exits import USAGE
 from playground.commands.replaying import add_replay_flags, read_replay, replay_backend
-from playground.errors import PlaygroundError
 from playground.store import RunStore, StoreError, StoreLimits, default_path
 
 DESCRIPTION = ("Parallel-sampling playground for vLLM. Without a command it serves the page (its flags below,\n"
@@ -199,13 +198,7 @@ def main(argv: list[str]) -> int:
     elif args.backend == "openai":
         from playground.ui import build_app, launch_app
 
-        try:
-            backend = create_remote_backend(args, max_n=args.max_n)
-        except PlaygroundError as e:
-            parser.parser.error(str(e))
-        info = backend.info()
-        print(f"server: {info.get('base_url')} serves {info.get('model')} (vLLM {info.get('vllm_version')}); "
-              "no engine starts here", file=sys.stderr)
+        backend = connect_remote(args, engine_kwargs, parser.parser.error)
     else:
         from playground.backends.embedded import EmbeddedBackend
         from playground.backends.resources import Workload

@@ -18,6 +18,9 @@ Each output line is a run bundle (``Run.to_json()``), in the order of the values
 each value's majority answer and its vote share (self-consistency). ``python app.py analyze --html``
 (or the page's upload) turns the file into a report.
 
+``--backend openai --base-url http://HOST:8000/v1`` runs the sweep on a vLLM server (``vllm serve``)
+instead of an engine started here: the same requests, seeds and bundles.
+
 At most 12 values, and n up to --max-n. Ctrl-C aborts the run in progress and writes the runs that
 finished.
 
@@ -37,8 +40,14 @@ from pathlib import Path
 from playground import analysis
 from playground.commands import exits
 from playground.commands.analyze import ANSWER_CHARS, extractor_arg
-from playground.commands.cli import PlaygroundParser, add_max_n_flag, check_out_path, note_whole_text_reference
-from playground.commands.progress import Ending, print_summary, run_all, write_bundles
+from playground.commands.cli import (
+    PlaygroundParser,
+    add_max_n_flag,
+    add_remote_flags,
+    check_out_path,
+    note_whole_text_reference,
+)
+from playground.commands.progress import Ending, print_summary, run_all, start_runner, write_bundles
 from playground.errors import InvalidRequest
 from playground.request import Limits
 from playground.run import Run
@@ -72,6 +81,7 @@ def build_parser() -> PlaygroundParser:
         group.add_argument("--reference", metavar="ANSWER",
                            help="The right answer (kept in every bundle): with --answer the table adds pass@1 and "
                                 "pass@n per value.")
+        add_remote_flags(group)
 
     parser = PlaygroundParser("python app.py sweep", __doc__, add_own, sampling=True,
                               arguments="--prompt TEXT --param SETTING --values V [V ...]")
@@ -119,7 +129,7 @@ def checked_sweep(args, parser: argparse.ArgumentParser) -> SweepRequest:
 
 
 def run_sweep(runner, sweep: SweepRequest, progress: bool = True) -> SweepResult:
-    """Run every value on a SyncRunner, one at a time; Ctrl-C or an engine failure ends it with
+    """Run every value on ``runner``, one at a time; Ctrl-C or an engine failure ends it with
     what finished, and leaves nothing running in the engine (the runner aborts it)."""
     sweep.fix_seed()
     result = SweepResult()
@@ -178,9 +188,7 @@ def main(argv: list[str] | None = None) -> int:
     argv = join_values(list(sys.argv[1:] if argv is None else argv))
     args, engine_kwargs, sweep = parser.parse_checked(argv, checked_sweep)
 
-    from playground.backends.sync import SyncRunner
-
-    with SyncRunner.start(args.model, max_n=args.max_n, **engine_kwargs) as runner:
+    with start_runner(args, engine_kwargs, parser.parser.error) as runner:
         try:
             sweep.check(runner.limits)  # the engine's own limits: its context, its logprobs cap
         except InvalidRequest as e:
