@@ -1,23 +1,20 @@
 """``batch`` and ``sweep`` on a real vLLM server (``--backend openai``): the commands' runner over
-the remote backend (``LoopRunner``), and the commands themselves as subprocesses."""
+the remote backend (``LoopRunner``), and the commands themselves (their ``main``, in this process:
+the server is the session's, and a subprocess would only add vLLM's import)."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
 import json
-import subprocess
-import sys
-from pathlib import Path
 
 from playground.backends.loop_runner import LoopRunner
-from playground.commands import batch, exits
+from playground.commands import batch, exits, sweep
 from playground.errors import InvalidRequest
 from playground.request import SampleRequest
 from playground.run import Run
 from tests.helpers import free_port, record_to_end, wait_until
 
-ROOT = Path(__file__).resolve().parent.parent
 PROMPT = "Write a short poem about the sea:"
 
 
@@ -68,21 +65,18 @@ def test_a_server_that_cannot_be_reached_is_a_usage_error_before_any_line_runs(t
     assert f"127.0.0.1:{port}" in error and "Traceback" not in error, error
 
 
-def run_command(*words: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "app.py", *words], cwd=ROOT, capture_output=True, text=True, timeout=300)
-
-
-def test_batch_on_the_server_writes_the_bundles_an_engine_here_would(remote_server, remote, tmp_path):
+def test_batch_on_the_server_writes_the_bundles_an_engine_here_would(remote_server, remote, tmp_path, capsys):
     source = tmp_path / "prompts.jsonl"
     source.write_text(json.dumps({"prompt": PROMPT}) + "\n"
                       + json.dumps({"prompt": "Name a colour.", "n": 2, "output_kind": "FINAL_ONLY"}) + "\n")
     out = tmp_path / "runs.jsonl"
-    done = run_command("batch", str(source), "--out", str(out), "--summary", "--n", "3", "--seed", "7",
-                       "--max-tokens", "6", "--no-use-chat-template", "--backend", "openai",
-                       "--base-url", remote_server.url, "--max-model-len", "512")
-    assert done.returncode == exits.OK, done.stderr[-3000:]
-    assert f"server: {remote.base_url} serves" in done.stderr
-    assert "--max-model-len set an engine" in done.stderr and "ignored here" in done.stderr
+    status = batch.main([str(source), "--out", str(out), "--summary", "--n", "3", "--seed", "7", "--max-tokens", "6",
+                         "--no-use-chat-template", "--backend", "openai", "--base-url", remote_server.url,
+                         "--max-model-len", "512"])
+    said = capsys.readouterr()
+    assert status == exits.OK, said.err[-3000:]
+    assert f"server: {remote.base_url} serves" in said.err
+    assert "--max-model-len set an engine" in said.err and "ignored here" in said.err
     runs = [Run.from_json(line) for line in out.read_text().splitlines()]
     assert [r.request["batch_line"] for r in runs] == [1, 2]
     assert [[s.seed for s in r.samples] for r in runs] == [[7, 8, 9], [7, 8]]
@@ -90,15 +84,15 @@ def test_batch_on_the_server_writes_the_bundles_an_engine_here_would(remote_serv
     assert runs[0].engine["max_model_len"] == remote.limits.max_model_len  # the server's, not the flag's
     here = record_to_end(remote, request(n=3, seed=7, max_tokens=6))
     assert [s.token_ids for s in runs[0].samples] == [s.token_ids for s in here.samples]
-    assert len(done.stdout.splitlines()) == 3  # the summary: a header and one row per prompt
+    assert len(said.out.splitlines()) == 3  # the summary: a header and one row per prompt
 
 
-def test_sweep_on_the_server(remote_server, tmp_path):
+def test_sweep_on_the_server(remote_server, tmp_path, capsys):
     out = tmp_path / "sweep.jsonl"
-    done = run_command("sweep", "--prompt", PROMPT, "--param", "temperature", "--values", "0.5", "1.2",
-                       "--n", "2", "--seed", "3", "--max-tokens", "4", "--backend", "openai",
-                       "--base-url", remote_server.url, "--out", str(out))
-    assert done.returncode == exits.OK, done.stderr[-3000:]
+    status = sweep.main(["--prompt", PROMPT, "--param", "temperature", "--values", "0.5", "1.2", "--n", "2",
+                         "--seed", "3", "--max-tokens", "4", "--backend", "openai", "--base-url", remote_server.url,
+                         "--out", str(out)])
+    assert status == exits.OK, capsys.readouterr().err[-3000:]
     runs = [Run.from_json(line) for line in out.read_text().splitlines()]
     assert [r.request["sweep"]["value"] for r in runs] == [0.5, 1.2]
     assert [r.request["temperature"] for r in runs] == [0.5, 1.2]
