@@ -123,6 +123,13 @@ def test_the_seed_statement_when_seeds_are_shared_at_the_same_index_and_at_other
         A.pair_frame(a, b, "token")
 
 
+def named(text: str) -> tuple[str, str]:
+    """Where a listed run is from, and its id: a run the session holds is named as History names
+    it (its id first), a saved run as the saved runs' list does (its id last)."""
+    parts = text.split(" · ")
+    return parts[0], parts[1] if parts[0] == "history" else parts[-1]
+
+
 def test_compare_lists_this_browsers_saved_runs_so_a_reload_leaves_runs_to_compare(tmp_path):
     """After a reload the session holds no run, and the store holds this browser's: Compare lists
     them after the session's own (read from the store only when picked), and compares them."""
@@ -142,11 +149,11 @@ def test_compare_lists_this_browsers_saved_runs_so_a_reload_leaves_runs_to_compa
         tab.keeper = Keeper(store, gr.State())
         tab.keeper.register(session, "browser-a")
         listed, _ = compare_tab.refresh_lists(tab, [], [], None, None, None, None, session)
-        keys = {text.split(" · ")[1]: key for text, key in listed["choices"]}
-        assert [text.split(" · ")[:2] for text, _ in listed["choices"]] == [["saved", "run-2"], ["saved", "run-1"]]
+        keys = {named(text)[1]: key for text, key in listed["choices"]}
+        assert [named(text) for text, _ in listed["choices"]] == [("saved", "run-2"), ("saved", "run-1")]
         assert all(key.startswith("saved:") for key in keys.values()), "another browser's runs are never listed"
         held, _ = compare_tab.refresh_lists(tab, [a], [], None, None, None, None, session)
-        assert [text.split(" · ")[:2] for text, _ in held["choices"]] == [["history", "run-1"], ["saved", "run-2"]]
+        assert [named(text) for text, _ in held["choices"]] == [("history", "run-1"), ("saved", "run-2")]
         headline = compare_tab.compare(tab, keys["run-1"], keys["run-2"], [], [], None)[0]
         assert "`run-1`" in headline and "`run-2`" in headline, headline
         store.delete("browser-a", keys["run-2"].removeprefix("saved:"))  # gone meanwhile: asked to pick again
@@ -213,8 +220,9 @@ def test_the_compare_lists_say_which_runs_are_replays(tmp_path):
     for run in (replay, kept):
         run.request["replay"] = {"of": "run-1", "pace": "x4"}
     listed = [text for text, _ in compare_tab.pool([played, replay], [], None).values()]
-    assert listed[0] == "history · run-1 · n=8 · wrapper · seed 1 · “Tell me about the sea”"
-    assert listed[1] == "history · run-2 · ⟲ replay of run-1 at x4 · n=8 · wrapper · seed 1 · “Tell me about the sea”"
+    assert listed[0] == "history · run-1 · n=8 · wrapper · CUMULATIVE · seed 1 · finished · “Tell me about the sea”"
+    assert listed[1] == ("history · run-2 · n=8 · wrapper · CUMULATIVE · seed 1 · finished · ⟲ replay of run-1 at x4 "
+                         "· “Tell me about the sea”")
     with RunStore(tmp_path / "runs.sqlite3") as store:
         save_run(store, "browser-a", kept)
         with gr.Blocks():
@@ -223,5 +231,6 @@ def test_the_compare_lists_say_which_runs_are_replays(tmp_path):
         tab.keeper = Keeper(store, gr.State())
         tab.keeper.register(session, "browser-a")
         saved, _ = compare_tab.refresh_lists(tab, [played], [], None, None, None, None, session)
-        assert [text.split(" · ")[:3] for text, _ in saved["choices"]] == [
-            ["history", "run-1", "n=8"], ["saved", "run-3", "⟲ replay of run-1 at x4"]]
+        (history, _), (saved, _) = saved["choices"]
+        assert history.startswith("history · run-1 · n=8") and "replay" not in history
+        assert saved.startswith("saved · ") and saved.endswith(" · run-3") and " · ⟲ replay of run-1 at x4 · " in saved

@@ -27,8 +27,9 @@ from playground.analysis.comparison import PAIR_BY, PAIRS_HEADING, PairBy, seed_
 from playground.run import Run
 from playground.ui.answer_controls import optional_controls, with_chosen_answers
 from playground.ui.messages import warned
+from playground.ui.saved_runs import label as saved_label
 from playground.ui.saved_runs import stored_run
-from playground.ui.views import origin_marks
+from playground.ui.views import history_label
 
 INTRO = ("Pick two runs of this session (History, files opened in the History tab, the last sweep) or this "
          "browser's saved runs. With the "
@@ -61,14 +62,10 @@ def pool(history: list[Run] | None, uploads: list[Run] | None,
 
 
 def label(source: str, run: Run) -> str:
-    """A run as the lists name it: where it is from, its id, then what it is beside a sampling of
-    the engine (a replay and of which run, a branch, a sweep's value, a rerun, samples written by
-    hand: ``origin_marks``, as History and the saved runs' list say it), so a replay is never
-    taken for a sampling; then its n, mode and seed, and its prompt."""
-    parts = [source, run.request.get("request_id"), origin_marks(run), f"n={run.n}", run.request.get("mode"),
-             f"seed {run.request.get('seed')}"]
-    prompt = analysis.truncate(" ".join(str(run.request.get("prompt", "")).split()), 33)
-    return " · ".join(str(part) for part in parts if part) + f" · “{prompt}”"
+    """A run as the lists name it: where it is from, then as History names it (``history_label``:
+    its id, settings, status, what it is beside a sampling of the engine, so a replay is never
+    taken for a sampling, and its prompt)."""
+    return f"{source} · {history_label(run)}"
 
 
 def comparison(a: Run, b: Run, measures: analysis.Measures | None = None,
@@ -200,9 +197,8 @@ def saved_choices(tab: CompareTab, session, history, uploads, sweep_runs) -> lis
     if owner is None:
         return []
     held = {run.request.get("request_id") for _, run in pool(history, uploads, sweep_runs).values()}
-    return [(" · ".join(part for part in ("saved", e.request_id, e.origin, f"n={e.n}", e.settings) if part)
-             + f" · “{analysis.truncate(' '.join(e.prompt.split()), 33)}”",
-             f"{SAVED}{e.key}") for e in tab.keeper.store.entries(owner) if e.request_id not in held]
+    return [(f"saved · {saved_label(e)}", f"{SAVED}{e.key}")
+            for e in tab.keeper.store.entries(owner) if e.request_id not in held]
 
 
 SAVED = "saved:"  # a key of the lists that names a saved run by its store key
