@@ -234,3 +234,55 @@ def test_the_compare_lists_say_which_runs_are_replays(tmp_path):
         (history, _), (saved, _) = saved["choices"]
         assert history.startswith("history · run-1 · n=8") and "replay" not in history
         assert saved.startswith("saved · ") and saved.endswith(" · run-3") and " · ⟲ replay of run-1 at x4 · " in saved
+
+
+def test_same_seeds_and_settings_that_part_are_explained_by_the_conditions_the_records_name(tmp_path):
+    """Two runs that asked for the same tokens with the same seeds, whose samples still part: the
+    headline and the report name what the records say differed (here the engine's dtype), so a
+    demo does not read it as seeded sampling failing to repeat; a setting that differs, or pairs
+    that all agree, need no such sentence."""
+    import gradio as gr
+
+    from playground.analysis.comparison import conditions_statement
+    from playground.ui import compare_tab
+
+    a, b = seeded(1, "run-1"), seeded(1, "run-2")
+    assert conditions_statement(a, b) is None  # every pair the same
+    b.samples[3].token_ids = [*b.samples[3].token_ids[:-1], 999]
+    a.engine["conditions"], b.engine["conditions"] = {"dtype": "float32"}, {"dtype": "bfloat16"}
+    said = conditions_statement(a, b)
+    assert said.startswith("⚠️ 1 of the 8 pairs of samples that share a seed parted, though A and B asked for the same "
+                           "tokens: seeded sampling repeats only under the same conditions, and these differed: the "
+                           "engine differed: dtype: 'float32' vs 'bfloat16'"), said
+    with gr.Blocks():
+        tab = compare_tab.declare(tmp_path)
+    headline, *_, report = compare_tab.compare(tab, "history:run-1", "history:run-2", [a, b], [], None)
+    assert said in headline and "No setting differs" in headline
+    assert said_once(Path(report["value"]).read_text(encoding="utf-8"), said)
+    b.request["temperature"] = 0.5  # a setting differs: the settings' table names the cause
+    assert conditions_statement(a, b) is None
+
+
+def test_a_starts_as_the_run_a_demo_repeats_and_a_new_pair_clears_the_result_before(tmp_path):
+    """Beside the run on screen, A is the newest other run of its prompt and n (not a one-sample
+    rerun made in between), else the newest other run, else (after a reload) the newest saved run;
+    when opening the tab picks another pair, the pair before's result goes."""
+    import gradio as gr
+
+    from playground.ui import compare_tab
+
+    first, rerun, again = seeded(1, "run-1"), seeded(1, "run-2", n=1), seeded(1, "run-3")
+    a, b = compare_tab.refresh([first, rerun, again], [], None, again)
+    assert (a["value"], b["value"]) == ("history:run-1", "history:run-3")
+    other = make_run([[1, 2]], "run-4", prompt="Name a colour")
+    assert compare_tab.refresh([first, rerun, other], [], None, other)[0]["value"] == "history:run-2"
+    saved = [("saved · … · run-0", "saved:key-0")]
+    assert compare_tab.refresh([again], [], None, again, saved=saved)[0]["value"] == "saved:key-0"
+
+    with gr.Blocks():
+        tab = compare_tab.declare(tmp_path)
+    kept = compare_tab.lists_opened(tab, [first, rerun, again], [], None, again, "history:run-1", "history:run-3")
+    assert list(kept[2:]) == [gr.skip()] * 8  # the same pair: its result stays
+    moved = compare_tab.lists_opened(tab, [first, rerun, again], [], None, again, "history:run-1", "history:run-2")
+    assert moved[1]["value"] == "history:run-3"
+    assert moved[2] == "" and moved[3]["visible"] is False and moved[7]["interactive"] is False

@@ -35,8 +35,9 @@ from playground.analysis.diff import (
 )
 from playground.analysis.display import token_at
 from playground.analysis.replays import origin_label, replayed_from
+from playground.analysis.reproduce import why_different
 from playground.analysis.sweep_views import Measures, all_measures, first_words, measures_for_people
-from playground.request import SETTINGS
+from playground.request import SETTINGS, TOKEN_SETTINGS
 from playground.run import Run, Sample
 
 # Settings worth naming when they differ between two runs (the rest is the record's plumbing).
@@ -256,6 +257,27 @@ def seed_statement(a: Run, b: Run, by: PairBy = "index") -> str | None:
         if by_index else ""
     return (f"{shared}. At different indices, {named}; compared by index, no pair below shares its seed{first}, so "
             f"where a pair parts says nothing of the settings. {by_seed}")
+
+
+def conditions_statement(a: Run, b: Run) -> str | None:
+    """Why samples of the same seed parted when A and B asked for the same tokens (the prompt, the
+    branch point and every setting that decides them alike): what the two records say differed
+    (``why_different``: the batch, the engine, its load), so that the difference is not read as
+    seeded sampling failing to repeat. None when no such pair parted, or a setting explains it."""
+    asked = lambda run: [run.request.get(k) for k in ("prompt_token_ids", "prefix_token_ids", *TOKEN_SETTINGS)]  # noqa: E731
+    if asked(a) != asked(b):
+        return None
+    a_by, b_by = {s.index: s for s in a.samples}, {s.index: s for s in b.samples}
+    paired = seed_pairs(a, b)
+    parted = sum(a_by[i].token_ids != b_by[j].token_ids for i, j in paired)
+    if not parted:
+        return None
+    said = (f"⚠️ {parted} of the {len(paired)} pairs of samples that share a seed parted, though A and B asked for "
+            "the same tokens: seeded sampling repeats only under the same conditions")
+    reasons = why_different(a, b)
+    if not reasons:
+        return f"{said}, and neither record names one that differed."
+    return f"{said}, and these differed: {'; '.join(reasons)}."
 
 
 def measures_side_by_side(a: Run, b: Run, measures: Measures | None = None) -> pd.DataFrame:

@@ -33,6 +33,7 @@ from playground.analysis.comparison import (
     PAIRS_HEADING,
     PairBy,
     comparison_html,
+    conditions_statement,
     measures_side_by_side,
     pair_frame,
     run_label,
@@ -275,7 +276,7 @@ def comparison_report(a: Run, b: Run, measures: Measures | None = None, extracto
     page.heading(PAIRS_HEADING[by])
     shown_a, shown_b, lined_up = aligned(a, b)  # a branch behind the tokens it was sent after
     pairs = pair_frame(shown_a, shown_b, by)
-    for note in (lined_up, seed_statement(a, b, by)):
+    for note in (lined_up, seed_statement(a, b, by), conditions_statement(a, b)):
         if note:
             page.text(note)
     page.table(pairs)

@@ -23,7 +23,7 @@ from pathlib import Path
 import gradio as gr
 
 from playground import analysis
-from playground.analysis.comparison import PAIR_BY, PAIRS_HEADING, PairBy, seed_statement
+from playground.analysis.comparison import PAIR_BY, PAIRS_HEADING, PairBy, conditions_statement, seed_statement
 from playground.run import Run
 from playground.ui.answer_controls import optional_controls, with_chosen_answers
 from playground.ui.messages import warned
@@ -36,7 +36,8 @@ INTRO = ("Pick two runs of this session (History, files opened in the History ta
          "same base seed, sample i has the same seed in both runs, so where they first part is what the "
          "difference between the runs changed. The lists are brought up to date as the tab opens (or with "
          "*Update the lists*): A and B start as the run on screen's parent and the run, when it is a branch, "
-         "else as the newest other run and the run. Runs whose base seeds are closer than n share child seeds "
+         "else as the newest other run of the same prompt and n (else the newest other run) and the run. Runs "
+         "whose base seeds are closer than n share child seeds "
          "at different indices (seed 1 and seed 2: A's sample 1 and B's sample 0 both have seed 2): pair the "
          "samples by seed to set those side by side.")
 TWO_RUNS = ("Pick two runs first: Run A and Run B list this tab's runs, the files opened in the History tab, "
@@ -86,8 +87,9 @@ def comparison(a: Run, b: Run, measures: analysis.Measures | None = None,
             headline += f" {name} is {'a ' if analysis.replayed_from(run) else ''}{origin}."
     if lined_up:
         headline += f" {lined_up}"
-    if statement := seed_statement(a, b, by):  # the report says the same
-        headline += f"\n\n{statement}"
+    for statement in (seed_statement(a, b, by), conditions_statement(a, b)):  # the report says the same
+        if statement:
+            headline += f"\n\n{statement}"
     side_by_side = analysis.measures_side_by_side(a, b, measures).map(
         lambda v: round(v, 3) if isinstance(v, float) else v)
     return (headline, pairs[PAIR_COLUMNS].round(3), changed.astype(str), side_by_side,
@@ -159,10 +161,13 @@ def connect(tab: CompareTab, history: gr.State, sweep_runs: gr.State, current: g
     sources = [history, tab.uploads, sweep_runs]
     tab.keeper = keeper
     listed = [*sources, current, tab.a, tab.b] + ([session] if keeper is not None and session is not None else [])
-    gr.on([tab.panel.select, tab.refresh_btn.click], partial(refresh_lists, tab), listed, [tab.a, tab.b],
-          api_visibility="private")
     inputs = [tab.a, tab.b, *sources, tab.answer, tab.pattern, tab.by]
     outputs = [tab.headline, tab.pairs, tab.changed, tab.side_by_side, tab.columns, tab.report]
+    result = [*outputs, tab.graph_a, tab.graph_b]
+    gr.on([tab.panel.select, tab.refresh_btn.click], partial(lists_opened, tab), listed, [tab.a, tab.b, *result],
+          api_visibility="private")
+    # A pick of another run: what is shown below was the pair before's, and goes.
+    gr.on([tab.a.input, tab.b.input], cleared, None, result, api_visibility="private")
     tab.compare_btn.click(partial(compare, tab), inputs, outputs, api_visibility="private")
     tab.by.change(partial(pair_again, tab), inputs, outputs, api_visibility="private")
     tab.graphs_btn.click(partial(graphs, tab), [tab.a, tab.b, *sources], [tab.graph_a, tab.graph_b],
@@ -209,7 +214,7 @@ def refresh(history, uploads, sweep_runs, current: Run | None = None, a_key=None
     """The lists, up to date (``saved``: choices of runs the store holds for this browser, listed
     after the session's). A and B chosen before stay while the run on screen is one of them;
     else, when the run on screen is a branch of a run they hold, A is that parent and B the branch;
-    else A is the newest other run (if any) and B the run on screen."""
+    else A is another run (``other_run``) and B the run on screen."""
     runs = pool(history, uploads, sweep_runs)
     choices = [(text, key) for key, (text, _) in runs.items()] + list(saved)
     keys = {run.request.get("request_id"): key for key, (_, run) in runs.items()}
@@ -220,11 +225,38 @@ def refresh(history, uploads, sweep_runs, current: Run | None = None, a_key=None
     parent = analysis.branched_from(current)
     if shown_key is not None and parent in keys:
         return gr.update(choices=choices, value=keys[parent]), gr.update(choices=choices, value=shown_key)
-    others = [key for key in runs if key != shown_key]
-    if shown_key is not None:  # the only run so far is B, waiting for an A
-        return (gr.update(choices=choices, value=others[-1] if others else None),
-                gr.update(choices=choices, value=shown_key))
+    if shown_key is not None:
+        return gr.update(choices=choices, value=other_run(runs, shown_key, saved)), gr.update(choices=choices,
+                                                                                            value=shown_key)
     return gr.update(choices=choices), gr.update(choices=choices)
+
+
+def other_run(runs: dict[str, tuple[str, Run]], shown_key: str, saved: list[tuple[str, str]]) -> str | None:
+    """A's default beside the run on screen: the newest other run of the same prompt and n (the run
+    a demo repeats, not a one-sample rerun made in between), else the newest other run, else the
+    newest saved one (after a reload the session holds only the run on screen), else none."""
+    shown = runs[shown_key][1]
+    others = [key for key in runs if key != shown_key]
+    alike = [key for key in others if runs[key][1].request.get("prompt") == shown.request.get("prompt")
+             and runs[key][1].n == shown.n]
+    if alike or others:
+        return (alike or others)[-1]
+    return saved[0][1] if saved else None
+
+
+def lists_opened(tab: CompareTab, history, uploads, sweep_runs, current: Run | None = None, a_key=None, b_key=None,
+                 session=None) -> tuple:
+    """``refresh_lists``, and when it picks other runs for A or B, the pair before's result cleared:
+    what the tab shows below A and B is always theirs."""
+    a, b = refresh_lists(tab, history, uploads, sweep_runs, current, a_key, b_key, session)
+    moved = any("value" in update and update["value"] != key for update, key in ((a, a_key), (b, b_key)))
+    return a, b, *(cleared() if moved else [gr.skip()] * 8)
+
+
+def cleared() -> tuple:
+    """The result's outputs (``connect``'s ``result``) emptied."""
+    hidden = gr.update(value=None, visible=False)
+    return "", hidden, hidden, hidden, "", gr.update(value=None, interactive=False), hidden, hidden
 
 
 def _runs(tab: CompareTab, keys: tuple, history, uploads, sweep_runs) -> list[Run] | None:
