@@ -255,7 +255,8 @@ def test_an_engine_that_dies_mid_run_is_reported_and_the_next_run_works(browser,
 
 def test_a_sample_picked_from_a_bigger_run_than_the_diff_drew_breaks_nothing(browser, app_url):  # noqa: F811
     """The Diff draws only when it is on screen, so its reference's choices can be an older,
-    smaller run's: a sample of the run on screen picked then becomes the reference all the same;
+    smaller run's: a sample of the run on screen picked then becomes the reference all the same
+    (and the sample the Reproducibility tab replays alone);
     the Graph's fold box takes a negative number; and the next Run (which reads the panels'
     controls, both of these among them) works, with no "Error" anywhere."""
     page = open_page(browser, app_url)
@@ -270,7 +271,8 @@ def test_a_sample_picked_from_a_bigger_run_than_the_diff_drew_breaks_nothing(bro
         page.wait_for_function("(old) => { const s = document.querySelector('#run-summary').innerText; "
                                "return s.includes('finished') && !s.includes(old); }", arg=first, timeout=120_000)
         page.locator("#samples-area .sa-card[data-i='3']").click()
-        page.wait_for_function("() => document.querySelector('#reference input').value === '3'", timeout=30_000)
+        page.wait_for_function("() => document.querySelector('#reference input').value === '3' && "
+                               "document.querySelector('#replay-index input').value === '3'", timeout=30_000)
         page.get_by_role("tab", name="Graph").click()  # a panel's box holding a number below what it means
         fold = page.locator("#graph-fold input")
         fold.fill("-3")

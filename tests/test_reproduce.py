@@ -106,7 +106,7 @@ def test_bundles_say_what_is_wrong_with_them():
 
 
 def test_a_replay_that_parts_names_the_two_tokens_where_it_parts():
-    from playground.ui.repro_tab import parted_at
+    from playground.ui.repro_tab import as_text, parted_at
 
     run_sample = Sample(index=0, seed=1, token_ids=[5, 6, 7], token_texts=["The", " sea", " is"])
     replayed = Sample(index=0, seed=1, token_ids=[5, 8, 7], token_texts=["The", " ocean", " is"])
@@ -114,6 +114,7 @@ def test_a_replay_that_parts_names_the_two_tokens_where_it_parts():
     starred = Sample(index=0, seed=1, token_ids=[5, 9, 7], token_texts=["The", " **", " is"])
     quoted = Sample(index=0, seed=1, token_ids=[5, 10, 7], token_texts=["The", " `x`", " is"])
     assert parted_at(starred, quoted) == ": `·**` in the run, `` ·`x` `` in the replay"  # shown, never Markdown
+    assert parted_at(run_sample, replayed, as_text) == ": ‘·sea’ in the run, ‘·ocean’ in the replay"  # a table's cell
     assert parted_at(run_sample, run_sample) == ""  # the same: nothing to name
     assert parted_at(run_sample, Sample(index=0, seed=1, token_ids=[5, 6])) == ""  # a prefix: no token at 2
     assert parted_at(run_sample, Sample(index=0, seed=1, token_ids=[5, 9])) == ""  # no text known for 9

@@ -209,8 +209,9 @@ def build_app(backend, sync_runner=None, embedding_model: str | None = None,
               [page.live, *page.inputs()], page.outputs(), inputs_kwargs=shows,
               cancels=[run_event, branch_event, replay_event], queue=False,
               show_progress="hidden", api_visibility="private")
-        # A sample picked in the samples area becomes the Diff tab's reference.
-        samples.html.select(picked_reference, page.current, reference, api_visibility="private")
+        # A sample picked in the samples area becomes the Diff tab's reference and the sample the
+        # Reproducibility tab replays alone.
+        samples.html.select(picked_sample, page.current, [reference, repro.index], api_visibility="private")
         for trigger in (reference.change, diff_samples.submit):
             trigger(lambda run, ref, chosen: panels.diff_view(run, panels.reference_sample(ref, run.n), chosen)
                     if run is not None else gr.skip(), [page.current, reference, diff_samples],
@@ -262,12 +263,13 @@ def open_tab(page: Page):
     return opened
 
 
-def picked_reference(run, evt: gr.SelectData):
+def picked_sample(run, evt: gr.SelectData):
     """A sample picked in the samples area becomes the Diff tab's reference, with the run's samples
-    as its choices: the Diff tab fills them only when it draws, and a value outside a dropdown's
-    choices is refused by Gradio in every later event that reads it (Run's among them)."""
+    as its choices (the Diff tab fills them only when it draws, and a value outside a dropdown's
+    choices is refused by Gradio in every later event that reads it, Run's among them), and the
+    Reproducibility tab's Sample i: one pick, whichever tab it is read in."""
     n = max(run.n if run is not None else 0, int(evt.index) + 1)
-    return gr.update(choices=list(range(n)), value=int(evt.index))
+    return gr.update(choices=list(range(n)), value=int(evt.index)), int(evt.index)
 
 
 def launch_app(demo: gr.Blocks, *, concurrency: int = 8, queue_size: int = 64, **launch_kwargs):

@@ -108,8 +108,8 @@ async def replay(tab: ReproTab, page, action: Action | None, history: list | Non
         return {tab.verdict: ended, **joined}
     (run, i), (replayed_run,) = action.about, ended
     original, replayed = run.samples[i], replayed_run.samples[0]
-    verdict = compare_tokens(original.token_ids, replayed.token_ids, partial=not original.finished)
-    verdict += parted_at(original, replayed)
+    said = compare_tokens(original.token_ids, replayed.token_ids, partial=not original.finished)
+    verdict, in_table = said + parted_at(original, replayed), said + parted_at(original, replayed, as_text)
     branch = analysis.branch_label(run)
     text = (f"**Sample {i} (seed {original.seed}) replayed alone: {verdict}.** "
             + (f"The run was {branch}: the replay starts from the same point. " if branch else "")
@@ -117,7 +117,7 @@ async def replay(tab: ReproTab, page, action: Action | None, history: list | Non
             "composition changes (floating-point order), so a divergence names its token.")
     if not verdict.startswith("identical"):
         text += "\n\n" + why(run, replayed_run, "the run", "the replay")
-    table = [[i, original.seed, len(original.token_ids), len(replayed.token_ids), verdict, replayed.text]]
+    table = [[i, original.seed, len(original.token_ids), len(replayed.token_ids), in_table, replayed.text]]
     return {tab.verdict: text + KEPT, **joined,
             tab.table: gr.update(value=table, headers=["sample", "seed", "tokens (run)", "tokens (replay)", "verdict",
                                                        "replayed text"], visible=True)}
@@ -179,21 +179,27 @@ def why(a: Run, b: Run, a_name: str, b_name: str) -> str:
         f"- {reason[:1].upper()}{reason[1:].rstrip('.')}." for reason in reasons)
 
 
-def parted_at(a, b) -> str:
+def parted_at(a, b, shown=None) -> str:
     """": `·sea` in the run, `·ocean` in the replay", the two tokens where two samples part (as
-    code: a token such as ' **' is shown, never read as Markdown); "" when they do not, or a
-    token's text is not known."""
+    code: a token such as ' **' is shown, never read as Markdown; ``shown=as_text`` for a table,
+    which shows Markdown as it is); "" when they do not, or a token's text is not known."""
+    shown = shown or as_code
     k = first_divergence(a.token_ids, b.token_ids)
     if k is None or k >= len(a.token_ids) or k >= len(b.token_ids):
         return ""
     texts = [s.token_texts[k] if k < len(s.token_texts) else None for s in (a, b)]
-    return "" if None in texts else f": {as_code(texts[0])} in the run, {as_code(texts[1])} in the replay"
+    return "" if None in texts else f": {shown(texts[0])} in the run, {shown(texts[1])} in the replay"
 
 
 def as_code(token: str) -> str:
     """A token's text as a Markdown code span, its whitespace drawn (analysis.visible)."""
     shown = analysis.visible(token, False)
     return f"`` {shown} ``" if "`" in shown else f"`{shown}`"
+
+
+def as_text(token: str) -> str:
+    """A token's text in quotes, its whitespace drawn: for a table's cell, not Markdown."""
+    return f"‘{analysis.visible(token, False)}’"
 
 
 def compare_tokens(a: list[int], b: list[int], partial: bool = False) -> str:
