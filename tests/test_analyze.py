@@ -70,7 +70,7 @@ def test_a_bundle_the_page_exported(runs_file, tmp_path, capsys):
     assert len(printed) == 1 and printed[0].startswith("the file ") and "(regex:(\\d+))" in printed[0]
     report = page.read_text(encoding="utf-8")  # one page anyone can open: plotly inlined, no server
     assert report.startswith("<!DOCTYPE html>") and "Plotly.newPlot" in report and 'src="http' not in report
-    assert "effective number of distinct samples" in report or "effective_samples" in report
+    assert "effective samples (Vendi)" in report
     assert "Answer groups (regex:(\\d+))" in report  # the report reads the answers as --answer does
     assert "How many samples do you need?" not in report  # no reference: nothing to count passes against
     assert analyze.main([str(exported), "--answer", r"regex:(\d+)", "--reference", "7", "--html", str(page)]) == 0

@@ -318,7 +318,7 @@ def test_reproducibility_export_and_history_work_on_the_shown_run(page, tmp_path
         page.locator("#download-report").click()
     report = Path(download.value.path()).read_text(encoding="utf-8")
     assert report.startswith("<!DOCTYPE html>") and run.request["request_id"] in report
-    assert "Plotly.newPlot(" in report and "effective_samples" in report  # the set measures, too
+    assert "Plotly.newPlot(" in report and "effective samples (Vendi)" in report  # the set measures, too
 
     page.get_by_role("tab", name="Reproducibility").click()
     assert not page.locator("#repro-table").is_visible()

@@ -29,7 +29,7 @@ def test_two_runs_side_by_side_per_index_first_divergence_and_measures():
     said = {r["setting"]: (r["A"], r["B"]) for r in A.settings_diff(parent, branch).to_dict("records")}
     assert said["seed"] == (3, 946402953) and said["prefix_token_ids"] == ("none", [10539])  # not 3.0, not nan
     measures = A.measures_side_by_side(a, b, measures=lambda run: {"answers": run.n - 1}).set_index("figure")
-    assert measures.loc["distinct_samples"].tolist() == [3, 4, 1]
+    assert measures.loc["distinct samples"].tolist() == [3, 4, 1]
     assert measures.loc["answers", "B - A"] == 1
     html = A.comparison_html(a, b)
     said = "2 of 3 sample pairs identical (1 of run B&#x27;s samples have no partner of the same index)"
@@ -196,7 +196,7 @@ def test_pairing_by_seed_sets_the_samples_that_share_one_side_by_side_and_lists_
     assert statement.startswith("⚠️ A and B share 7 child seeds: their samples are not independent. Paired by seed: "
                                 "A#1 and B#0 share seed 2, A#2 and B#1 seed 3") and headline.endswith(statement)
     assert said in headline and table["label"] == "The samples of A and B that share a seed"
-    assert table["value"][["sample_a", "sample_b"]].values.tolist()[0] == [1, 0]
+    assert table["value"][["A's sample", "B's sample"]].values.tolist()[0] == [1, 0]  # headed in words
     page = Path(report["value"]).read_text(encoding="utf-8")
     assert said_once(page, statement) and "<h2>The samples of A and B that share a seed</h2>" in page
     again = compare_tab.pair_again(tab, "history:run-1", "history:run-2", history, [], None, None, None, "index")

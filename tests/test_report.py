@@ -130,10 +130,10 @@ def test_measures_side_by_side_and_a_runs_report_say_a_majority_that_did_not_set
     settled, unsettled = majority_sweep()[0], majority_sweep()[2]
     answers = A.with_answers(None, "normalized")
     side = A.measures_side_by_side(settled, unsettled, answers).set_index("figure")
-    assert side.loc["settled_at"].tolist()[:2] == [4, "not within 8"]  # and no B - A: B did not settle
-    assert math.isnan(side.loc["settled_at", "B - A"])
-    assert side.loc["majority"].tolist()[:2] == ["red", "no majority: all 8 answers differ"]
-    assert side.loc["vote_share", "B - A"] == pytest.approx(1 / 8 - 5 / 8)
+    assert side.loc["settled at sample"].tolist()[:2] == [4, "not within 8"]  # and no B - A: B did not settle
+    assert math.isnan(side.loc["settled at sample", "B - A"])  # each figure named in words
+    assert side.loc["majority answer"].tolist()[:2] == ["red", "no majority: all 8 answers differ"]
+    assert side.loc["vote share", "B - A"] == pytest.approx(1 / 8 - 5 / 8)
     assert A.measures_for_people({"settled_at": None, "vote_share": 0.5}, 8) == {"settled_at": "not within 8",
                                                                                  "vote_share": 0.5}
     assert A.measures_for_people({"vote_share": 0.5}, 8) == {"vote_share": 0.5}
@@ -354,12 +354,13 @@ def test_no_missing_value_reaches_a_report_as_na_nan_none_or_a_blank():
         assert cells and (MISSING in cells or name == "sweep"), name  # the sweep's runs miss nothing
         bad = [text for text in cells if text in ("", "nan", "NaN", "None", "<NA>", "NaT") or "<NA>" in text]
         assert bad == [], f"{name}: {bad}"
-    pairs = next(t for t in tables(pages["by index"]) if t and "first_divergence" in t[0])
-    assert [(r["verdict"], r["first_divergence"], r["token_a"]) for r in pairs][:2] == [
+    pairs = next(t for t in tables(pages["by index"]) if t and "parts at token" in t[0])  # headed in words
+    assert [(r["verdict"], r["parts at token"], r["A's token there"]) for r in pairs][:2] == [
         ("identical", MISSING, MISSING), ("diverged at token 2", "2", "·wild")]
-    assert (pairs[-1]["verdict"], pairs[-1]["sample_a"], pairs[-1]["seed_a"]) == ("only in run B", MISSING, MISSING)
-    by_seed = next(t for t in tables(pages["by seed"]) if t and "first_divergence" in t[0])
-    assert {(r["verdict"], r["sample_b"]) for r in by_seed if r["sample_b"] == MISSING} == {("only in run A", MISSING)}
+    assert (pairs[-1]["verdict"], pairs[-1]["A's sample"], pairs[-1]["A's seed"]) == ("only in run B", MISSING, MISSING)
+    by_seed = next(t for t in tables(pages["by seed"]) if t and "parts at token" in t[0])
+    assert {(r["verdict"], r["B's sample"]) for r in by_seed if r["B's sample"] == MISSING} == {
+        ("only in run A", MISSING)}
     groups = next(t for t in tables(pages["run"]) if t and "example" in t[0])
     assert groups[-1] == {"group": MISSING, "answer": "(no answer)", "size": "2", "share": "0.667",
                           "samples": "1, 2", "seeds": "11, 12", "example": MISSING}

@@ -163,7 +163,7 @@ def test_the_set_csv_says_how_answers_were_read_and_with_a_reference_which_are_r
     written = pd.read_csv(export_tab.set_file(tmp_path, TWO_GROUPS, "last-number", None, "7"))
     assert written["correct"].tolist() == [False, False, False, True, True]
     report = Path(export_tab.report_file(tmp_path, TWO_GROUPS, "last-number", None, "7")).read_text(encoding="utf-8")
-    assert "pass_at_1" in report and "Answer groups (last-number)" in report
+    assert "pass@1" in report and "Answer groups (last-number)" in report
     assert "reference" not in TWO_GROUPS.request, "the run on screen is left as it was"
 
 

@@ -198,21 +198,21 @@ def test_sweep_tab_draws_a_saved_sweep_and_refuses_a_bad_one(tmp_path):
     redrawn = asyncio.run(sweep_tab.redraw(tab, page, sweep_runs(), "normalized", ""))
     assert set(redrawn) == {tab.chart, tab.table, tab.report, tab.bundles}
     assert [t.name for t in redrawn[tab.chart].data] == ["distinct_samples", "vendi", "vote_share"]
-    assert redrawn[tab.table]["value"]["vote_share"].tolist() == [0.667, 0.333, 0.333]
+    assert redrawn[tab.table]["value"]["vote share"].tolist() == [0.667, 0.333, 0.333]  # each column in words
     assert redrawn[tab.table]["value"]["vendi"].tolist() == [2.5] * 3  # the tab's own measures stay
-    assert "vote_share" in Path(redrawn[tab.report]["value"]).read_text(encoding="utf-8")
+    assert "<th>vote share</th>" in Path(redrawn[tab.report]["value"]).read_text(encoding="utf-8")
     assert asyncio.run(sweep_tab.redraw(tab, page, [], "normalized", "")) == {}
     # A reference typed after the sweep ran: pass@1 and pass@n join (answers read as the whole text
     # when no way is chosen), and the bundles carry it.
-    assert "pass_at_1" not in redrawn[tab.table]["value"]
+    assert "pass@1" not in redrawn[tab.table]["value"]
     answer = sweep_runs()[1].samples[0].text
     graded = asyncio.run(sweep_tab.redraw(tab, page, sweep_runs(), "none", "", reference=f" {answer} "))
-    assert graded[tab.table]["value"]["pass_at_1"].tolist()[0] == round(2 / 3, 3), graded[tab.table]["value"]
+    assert graded[tab.table]["value"]["pass@1"].tolist()[0] == round(2 / 3, 3), graded[tab.table]["value"]
     bundles = Path(graded[tab.bundles]["value"]).read_text(encoding="utf-8").splitlines()
     assert {Run.from_json(line).request["reference"] for line in bundles} == {answer}
     with pytest.raises(gr.Error, match="the pattern 'no group' has 0 groups"):
         asyncio.run(sweep_tab.redraw(tab, page, sweep_runs(), "regex", "no group"))
-    assert "vote_share" not in sweep_tab.show(tab, tmp_path, sweep_runs())[tab.table]["value"]  # none read
+    assert "vote share" not in sweep_tab.show(tab, tmp_path, sweep_runs())[tab.table]["value"]  # none read
     settings = {"prompt": "Hi", "use_chat_template": False, "n": 4, "seed": "", "output_kind": "DELTA",
                 "mode": "wrapper", "temperature": 1.0, "top_p": 1.0, "top_k": 0, "min_p": 0.0, "max_tokens": 8,
                 "presence_penalty": 0.0, "frequency_penalty": 0.0, "repetition_penalty": 1.0, "stop": "",
@@ -300,18 +300,18 @@ def test_compare_tab_takes_an_opened_file_and_compares_two_runs(tmp_path):
     assert pairs["value"]["verdict"].tolist() == ["diverged at token 1", "diverged at token 2", "diverged at token 0"]
     assert "compare-sample-2" in columns and report["interactive"] and Path(report["value"]).exists()
     assert changed["value"].to_dict("records") == [{"setting": "temperature", "A": "1.5", "B": "0.5"}]
-    assert measures["value"].set_index("figure").loc["distinct_samples", "A"] == 3
+    assert measures["value"].set_index("figure").loc["distinct samples", "A"] == 3
     assert sorted(asked) == ["run-0", "run-2"]  # each run's measures once, for the table and the report
     assert "A and B are the same run" not in headline
     assert compare_tab.compare(tab, a["value"], a["value"], history, uploads, None)[0].startswith(
         "ℹ️ A and B are the same run (run-2): pick another for one of them.")
-    assert "vote_share" not in measures["value"]["figure"].tolist()  # "none": no answers read
+    assert "vote share" not in measures["value"]["figure"].tolist()  # "none": no answers read
     answered = compare_tab.compare(tab, a["value"], b["value"], history, uploads, None, "normalized", "")[3]["value"]
     by_figure = answered.set_index("figure")
     # A's three samples all differ: no majority, said so; B's two of three agree
-    assert by_figure.loc["majority", "A"] == "no majority: all 3 answers differ"
-    assert by_figure.loc["majority", "B"] == "the sea is calm"
-    assert by_figure.loc["vote_share", "B - A"] == pytest.approx(0.333, abs=1e-3)
+    assert by_figure.loc["majority answer", "A"] == "no majority: all 3 answers differ"
+    assert by_figure.loc["majority answer", "B"] == "the sea is calm"
+    assert by_figure.loc["vote share", "B - A"] == pytest.approx(0.333, abs=1e-3)
     with pytest.raises(gr.Error, match="the pattern 'x' has 0 groups"):
         compare_tab.compare(tab, a["value"], b["value"], history, uploads, None, "regex", "x")
     with pytest.warns(UserWarning, match="Pick two runs first"):  # a toast: nothing on the tab is marked "Error"

@@ -36,7 +36,7 @@ from playground.analysis.diff import (
 from playground.analysis.display import token_at
 from playground.analysis.replays import origin_label, replayed_from
 from playground.analysis.reproduce import why_different
-from playground.analysis.sweep_views import Measures, all_measures, first_words, measures_for_people
+from playground.analysis.sweep_views import Measures, all_measures, first_words, in_words, measures_for_people
 from playground.request import SETTINGS, TOKEN_SETTINGS
 from playground.run import Run, Sample
 
@@ -281,15 +281,15 @@ def conditions_statement(a: Run, b: Run) -> str | None:
 
 
 def measures_side_by_side(a: Run, b: Run, measures: Measures | None = None) -> pd.DataFrame:
-    """One row per measure: A's value, B's value, and B - A where both are numbers (a majority
-    that did not settle says "not within n": ``measures_for_people``)."""
+    """One row per measure, named in words (``in_words``): A's value, B's value, and B - A where
+    both are numbers (a majority that did not settle says "not within n": ``measures_for_people``)."""
     ma = measures_for_people(all_measures(a, measures), a.n)
     mb = measures_for_people(all_measures(b, measures), b.n)
     rows = []
     for name in list(dict.fromkeys([*ma, *mb])):
         va, vb = ma.get(name), mb.get(name)
         numbers = all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in (va, vb))
-        rows.append({"figure": name, "A": va, "B": vb, "B - A": vb - va if numbers else None})
+        rows.append({"figure": in_words(name), "A": va, "B": vb, "B - A": vb - va if numbers else None})
     return pd.DataFrame(rows, columns=["figure", "A", "B", "B - A"])
 
 

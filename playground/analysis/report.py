@@ -57,7 +57,9 @@ from playground.analysis.sample_set import answer_groups_figure, groups_frame
 from playground.analysis.sweep_views import (
     Measures,
     all_measures,
+    frame_in_words,
     grid_html,
+    in_words,
     measures_for_people,
     sweep_chart,
     sweep_order,
@@ -118,9 +120,10 @@ class Page:
         self.parts.append(markup)
 
     def table(self, frame: pd.DataFrame) -> None:
-        """The one writer of a report's tables: each cell by ``cell`` (one rule for missing values
-        and numbers in every table), escaped."""
-        self.parts.append(frame.astype(object).map(cell).to_html(index=False, escape=True, border=0))
+        """The one writer of a report's tables: headed in words (``frame_in_words``), each cell by
+        ``cell`` (one rule for missing values and numbers in every table), escaped."""
+        shown = frame_in_words(frame.astype(object).map(cell))
+        self.parts.append(shown.to_html(index=False, escape=True, border=0))
 
     def figure(self, fig: go.Figure) -> None:
         self.figures += 1
@@ -248,7 +251,7 @@ def curves_frame(c: Convergence) -> pd.DataFrame:
 
 
 def _measures_table(values: dict) -> pd.DataFrame:
-    return pd.DataFrame([{"figure": k, "value": v} for k, v in values.items()], columns=["figure", "value"])
+    return pd.DataFrame([{"figure": in_words(k), "value": v} for k, v in values.items()], columns=["figure", "value"])
 
 
 def run_report(run: Run, measures: Measures | None = None, extractor: Extractor | str | None = None) -> str:

@@ -36,6 +36,33 @@ CHARTED = {"mean_tokens": "mean length (tokens)", "mean_prob": "mean p(sampled t
            "similarity": "mean pairwise similarity", "vote_share": "vote share of the most common answer"}
 
 
+# The words a page or report's table heads a record's field or measure with (the frames keep the
+# names, which exports, tests and scripts read): one vocabulary, so a column is called alike in
+# every tab. A name not here is said with spaces for its underscores.
+WORDS = {
+    "request_id": "run", "token_id": "token id", "first_divergence": "parts at token",
+    **{f"{what}_{side}": f"{side.upper()}'s {said}" for side in "ab"
+       for what, said in (("sample", "sample"), ("seed", "seed"), ("tokens", "tokens"), ("token", "token there"))},
+    "mean_tokens": "mean length (tokens)", "mean_tokens_min": "shortest (tokens)",
+    "mean_tokens_max": "longest (tokens)", "mean_prob": "mean p(sampled token)",
+    "mean_prob_min": "lowest sample's mean p", "mean_prob_max": "highest sample's mean p",
+    "distinct_2": "distinct-2", "effective_samples": "effective samples (Vendi)",
+    "similarity": "mean pairwise similarity", "similarity_min": "least similar pair",
+    "similarity_max": "most similar pair", "majority": "majority answer", "majority_tied": "answers tied",
+    "settled_at": "settled at sample", "pass_at_1": "pass@1", "pass_at_n": "pass@n",
+}
+
+
+def in_words(name: str) -> str:
+    """A field or measure's name as a table heads it (``WORDS``)."""
+    return WORDS.get(name, name.replace("_", " "))
+
+
+def frame_in_words(frame: pd.DataFrame) -> pd.DataFrame:
+    """``frame`` with its columns headed in words, for a page or a report (not an export)."""
+    return frame.rename(columns=in_words)
+
+
 def sweep_info(run: Run) -> dict:
     """What the run's bundle says of its sweep, or {} for a run that was not part of one."""
     info = run.request.get("sweep")

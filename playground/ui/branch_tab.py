@@ -358,7 +358,7 @@ async def what_if(tab: BranchTab, page: Page, action: Action | None, history: li
 
 def what_if_frame(pairs: list[tuple[Alternative, Run]], extractor: str | None, before: str = ""):
     try:
-        return analysis.what_if_table(pairs, extractor, before).round(3)
+        return analysis.frame_in_words(analysis.what_if_table(pairs, extractor, before).round(3))
     except analysis.InvalidExtractor as e:
         raise refusal(str(e)) from None
 

@@ -92,7 +92,7 @@ def comparison(a: Run, b: Run, measures: analysis.Measures | None = None,
             headline += f"\n\n{statement}"
     side_by_side = analysis.measures_side_by_side(a, b, measures).map(
         lambda v: round(v, 3) if isinstance(v, float) else v)
-    return (headline, pairs[PAIR_COLUMNS].round(3), changed.astype(str), side_by_side,
+    return (headline, analysis.frame_in_words(pairs[PAIR_COLUMNS].round(3)), changed.astype(str), side_by_side,
             analysis.comparison_html(shown_a, shown_b, frame=pairs, by=by))
 
 

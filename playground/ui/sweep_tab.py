@@ -266,7 +266,7 @@ def show(tab: SweepTab, export_dir, runs: list[Run], final: bool = True, stopped
     update[tab.chart] = analysis.sweep_chart(runs, names=names, table=table)
     shown = analysis.sweep_table_for_people(table)  # "not within n", where the chart needs a number
     shown_table = shown.drop(columns=[c for c in HIDDEN_COLUMNS if c in shown]).round(3)
-    update[tab.table] = gr.update(value=shown_table, visible=True)
+    update[tab.table] = gr.update(value=analysis.frame_in_words(shown_table), visible=True)
     if final:
         update[tab.report], update[tab.bundles] = (gr.update(value=path, interactive=True)
                                                    for path in export(export_dir, runs, table))
