@@ -192,6 +192,9 @@ def test_a_form_link_fills_the_form_and_its_seeded_run_gives_the_same_tokens(bro
         wrong.locator("#copy-run-link").click()  # no run on screen: refused, and the old link is not left to copy
         wrong.wait_for_function("() => document.querySelector('#link textarea, #link input').value === ''",
                                 timeout=30_000)
+        toast = wrong.locator(".toast-body").filter(has_text="There is no run on screen yet")
+        toast.wait_for(timeout=30_000)
+        assert "Warning" in toast.inner_text() and "Error" not in toast.inner_text()  # a refusal, not a failure
     finally:
         wrong.close()
 

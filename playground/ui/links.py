@@ -75,15 +75,13 @@ def connect(links: Links, page: Page, saved: SavedRuns) -> None:
     browser's owner: an opened run joins that browser's History)."""
     defaults = starting_values(page)
     keeper = saved.keeper
-    made = links.form_btn.click(lambda **form: settings_query(defaults, **form), None, links.query,
+    made = links.form_btn.click(warned_instead(lambda **form: settings_query(defaults, **form)), None, links.query,
                                 inputs_kwargs=page.form, show_progress="hidden", api_visibility="private")
-    run_made = links.run_btn.click(lambda run, session: run_query(keeper, run, session),
+    run_made = links.run_btn.click(warned_instead(lambda run, session: run_query(keeper, run, session)),
                                    [page.current, page.samples.session], links.query, show_progress="hidden",
                                    api_visibility="private")
     for event in (made, run_made):
-        event.success(None, links.query, links.link, js=ADDRESS_JS, show_progress="hidden", api_visibility="private")
-        # Refused (no run on screen, a form that is no request): no earlier link left to copy by mistake.
-        event.failure(lambda: "", None, links.link, show_progress="hidden", api_visibility="private")
+        event.then(None, links.query, links.link, js=ADDRESS_JS, show_progress="hidden", api_visibility="private")
     store = keeper.store if keeper is not None else None
     opened = saved.loaded.then(opening(page, store, links), page.inputs(), [*page.outputs(), links.note],
                                inputs_kwargs=page.controls(), show_progress="hidden", api_visibility="private")
@@ -93,6 +91,21 @@ def connect(links: Links, page: Page, saved: SavedRuns) -> None:
                                         "document.querySelector('#run-summary')?.innerText.trim()) "
                                         f"({SHOW_SAMPLES_JS.strip()})(); }}", show_progress="hidden",
                    api_visibility="private")
+
+
+def warned_instead(make_query):
+    """A link button's handler whose refusal (no run on screen, a form that is no request) is a
+    warning, not an error: nothing went wrong. Its query is then empty, so the Link box is emptied
+    and no earlier link is left to copy by mistake."""
+
+    def query(*args, **kwargs) -> str:
+        try:
+            return make_query(*args, **kwargs)
+        except gr.Error as e:
+            gr.Warning(e.message)
+            return ""
+
+    return query
 
 
 def starting_values(page: Page) -> dict[str, Any]:
