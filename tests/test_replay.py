@@ -314,9 +314,11 @@ def test_a_replay_says_its_engine_counts_are_the_recorded_runs():
     run = synthetic_run(2, 3, seed=1)
     run.status, run.samples[0].finish_reason, run.samples[1].finish_reason = "running", None, None
     run.events.append(Event(t=0.1, finished=False, outputs=[], engine_requests=2))
-    assert engine_requests_note(run).endswith("in the engine (2 in flight there now)")
+    assert engine_requests_note(run) == " · 1 parent → 2 child requests · 2 requests in the engine now"
+    run.samples[1].finish_reason = "stop"  # one child left the engine: the other request is another run's
+    assert engine_requests_note(run).endswith("2 requests in the engine now (1 from other runs)")
     run.request["replay"] = {"of": "run-1234"}
-    assert "in the engine when it was recorded (2 in flight there then)" in engine_requests_note(run)
+    assert "2 requests in the engine at this point when it was recorded" in engine_requests_note(run)
 
 
 def test_a_replays_timing_charts_say_whose_times_they_show():

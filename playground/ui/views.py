@@ -27,7 +27,7 @@ def run_summary(run: Run) -> str:
         made = f"{tokens} words"
     else:
         made = (f"{tokens} tokens in {elapsed:.2f} s{f' ({tokens / elapsed:.1f} tok/s)' if elapsed > 0 else ''}"
-                f" · {len(run.events)} events")
+                f" · {len(run.events)} event{'s' if len(run.events) != 1 else ''}")
     asked = " · ".join(f"{req[name]}" for name in ("mode", "output_kind") if req.get(name))
     text = f"{state} · `{req.get('request_id', '')}` · n={run.n} · {asked + ' · ' if asked else ''}{made} · {seeds}"
     if branch := branch_label(run):
@@ -50,11 +50,12 @@ def engine_requests_note(run: Run) -> str:
     if latest is None:  # none yet, or a backend that does not count (a remote server)
         return ""
     others = latest - sum(s.finish_reason is None for s in run.samples)
-    beside = f", {others} of other runs beside them" if others > 0 else ""
+    beside = f" ({others} from other runs)" if others > 0 else ""
+    held = f"{latest} request{'s' if latest != 1 else ''}"
     children = f" · 1 parent → {run.n} child request{'s' if run.n != 1 else ''}"
     if replayed_from(run):  # the counts are the recorded run's: no engine holds a replay's
-        return f"{children} in the engine when it was recorded ({latest} in flight there then{beside})"
-    return f"{children} in the engine ({latest} in flight there now{beside})"
+        return f"{children} · {held} in the engine at this point when it was recorded{beside}"
+    return f"{children} · {held} in the engine now{beside}"
 
 
 def waiting_summary(run: Run) -> str:
