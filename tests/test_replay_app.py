@@ -84,6 +84,9 @@ def test_history_replays_a_run_of_the_page_at_the_speed_chosen(browser, app_url)
             " return s.includes('finished') && s.includes('replay of ' + of + ' at x4'); }",
             arg=original, timeout=60_000)
         assert columns(page, 2) == texts
+        # The note beside the button says how it ended, once it has: in the past tense.
+        page.locator("#replay-note").get_by_text(f"Replay of {original} at x4 played to its end").wait_for(
+            timeout=30_000)
         status = page.locator("#engine-status").inner_text()  # the app's engine's line, which a replay leaves alone
         assert "engine up" in status and "a replay: no engine samples it" not in status, status
         page.locator("#history-pick input").click()

@@ -57,7 +57,8 @@ def connect(controls: ReplayControls, page: Page, pick: gr.Dropdown) -> gr.event
                                     [page.live, page.summary, controls.note, *page.streaming_outputs()], queue=False,
                                     show_progress="hidden",
                                     api_visibility="private")
-    return running.run_events(started, page, partial(stream, page), partial(finish, page))
+    return running.run_events(started, page, partial(stream, page), partial(finish, page),
+                              ended=(ended_note, [page.live], [controls.note]))
 
 
 async def begin(page: Page, controls: ReplayControls, action: running.Action | None, history: list | None, index,
@@ -84,6 +85,18 @@ async def begin(page: Page, controls: ReplayControls, action: running.Action | N
             page.summary: f"⏳ replaying `{rid}` {at_pace(pace.label)}…", **running.streaming_marks(page, source),
             controls.note: f"Replay of `{rid}` {at_pace(pace.label)}: it streams in the samples area above, whose "
                            "summary says how it goes (Stop ends it), and joins History as a run of its own."}
+
+
+def ended_note(action: running.Action | None):
+    """The note once the replay has ended, in the past tense: how it ended, and the run it made."""
+    if action is None or action.name != "Replay" or not action.runs or action.runs[0].going:
+        return gr.skip()
+    live = action.runs[0]
+    of = live.prepared.labels.get("replay") or {}
+    how = {"finished": "played to its end", "stopped": "was stopped"}.get(
+        live.state.value, f"ended: {live.state.value}{f' ({live.reason})' if live.reason else ''}")
+    made = f"; `{live.request_id}` joined History as a run of its own" if live.run is not None else ""
+    return f"Replay of `{of.get('of', '?')}` {at_pace(of.get('pace'))} {how}{made}."
 
 
 async def stream(page: Page, action: running.Action | None, session):
