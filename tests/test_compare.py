@@ -286,3 +286,15 @@ def test_a_starts_as_the_run_a_demo_repeats_and_a_new_pair_clears_the_result_bef
     moved = compare_tab.lists_opened(tab, [first, rerun, again], [], None, again, "history:run-1", "history:run-2")
     assert moved[1]["value"] == "history:run-3"
     assert moved[2] == "" and moved[3]["visible"] is False and moved[7]["interactive"] is False
+
+
+def test_the_history_note_names_the_runs_that_share_the_most_seeds_first():
+    """A one-sample rerun shares one seed with each run of its base seed; two runs of one base seed
+    share all n: those lead the note, and the rest are counted."""
+    from playground.ui.showing import overlap_note
+
+    runs = [seeded(1, "run-1"), seeded(3, "run-2", n=1), seeded(1, "run-3"), seeded(2, "run-4"), seeded(5, "run-5")]
+    note = overlap_note(runs)
+    named = [sentence.split(" share ")[0] for sentence in note.removeprefix("⚠️ ").split("; ")[:3]]
+    assert named == ["`run-1` and `run-3`", "`run-3` and `run-4`", "`run-1` and `run-4`"], note  # 8, 7, 7 seeds
+    assert "`run-2`" not in note and note.endswith("; and 6 more pairs."), note

@@ -127,9 +127,13 @@ def remember(history: list, run: Run) -> list:
 def overlap_note(runs: list[Run]) -> str:
     """A warning for the runs of a list that share child seeds: sample i uses seed + i, so runs
     whose base seeds are closer than n share samples' seeds, and comparing them compares
-    samples that are not independent."""
+    samples that are not independent. The pairs that share the most come first (a one-sample
+    rerun's single shared seed after two runs of one base seed), the newest first among equals."""
     names = [f"`{r.request.get('request_id')}`" for r in runs]
-    sentences = [analysis.seed_overlap_sentence(o, names) for o in analysis.seed_overlaps(runs)]
+    overlaps = sorted(analysis.seed_overlaps(runs), key=lambda o: (-o["shared"], -o["b"], -o["a"]))
+    sentences = [analysis.seed_overlap_sentence(o, names) for o in overlaps]
     if not sentences:
         return ""
-    return "⚠️ " + "; ".join(sentences[:3]) + ("; and more" if len(sentences) > 3 else "") + "."
+    more = len(sentences) - 3
+    return "⚠️ " + "; ".join(sentences[:3]) + (f"; and {more} more pair{'s' if more != 1 else ''}" if more > 0
+                                                else "") + "."
