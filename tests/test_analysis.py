@@ -107,7 +107,7 @@ def test_common_prefix_and_identical_groups():
     assert list(said.values()) == ["All 2 samples share their first 2 tokens.",
                                    "The 2 samples differ from their first token.", "One sample, of 3 tokens.",
                                    "All 2 samples are identical (1 token).",
-                                   "All 2 samples share their first 1 token."]
+                                   "All 2 samples share their first token."]
     # A run stopped or failed before some samples had a token: said, not read as parting at token 0.
     assert [A.shared_prefix_sentence(make_run(seqs)) for seqs in (
         [[1, 2, 3], [], [1, 2, 9]], [[4], [], []], [[], []], [[1, 2], [3], []])] == [

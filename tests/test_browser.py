@@ -181,8 +181,8 @@ def test_stop_keeps_the_partial_text(page, backend, host):
         "() => (document.querySelector(\"#samples-area .sa-card[data-i='0'] .sa-text\")?.textContent || '')"
         ".trim().split(/\\s+/).length > 6", timeout=120_000)  # as Python's split() counts words
     # The engine's own count, from the latest event: vLLM counts each of the 4 children, not the parent.
-    page.locator("#run-summary").get_by_text(re.compile(r"1 parent → 4 child requests · \d+ requests? in the engine now")
-                                             ).wait_for(timeout=10_000)
+    held = re.compile(r"1 parent → 4 child requests · \d+ requests? in the engine now")
+    page.locator("#run-summary").get_by_text(held).wait_for(timeout=10_000)
     # The summary says the run's state; no progress tracker pulses beside it (an animation that has
     # the browser composite the page at every frame, on the engine's cores on a CPU machine)
     assert page.locator('#run-summary [data-testid="status-tracker"].generating').count() == 0

@@ -94,7 +94,7 @@ from playground.analysis.diff import (
     similarity,
     similarity_matrix,
 )
-from playground.analysis.display import PARTIAL, message_figure, pieces, truncate, visible
+from playground.analysis.display import PARTIAL, counted, message_figure, pieces, truncate, visible
 from playground.analysis.diversity import (
     Diversity,
     SetDiversity,
@@ -247,6 +247,7 @@ __all__ = [
     "convergence_figure",
     "convergence_of",
     "cosine_matrix",
+    "counted",
     "degmat",
     "diff_html",
     "diff_rows",

@@ -89,8 +89,8 @@ def shared_prefix_sentence(run: Run) -> str:
             count = len(rest[0].token_ids)
             return f"{head} The other has {count} token{'' if count == 1 else 's'}."
         k = _shared_start([s.token_ids for s in rest])
-        return f"{head} The other {len(rest)} " + (f"share their first {k} token{'' if k == 1 else 's'}." if k
-                                                    else "differ from their first token.")
+        shared = f"share their {_first(k)}." if k else "differ from their first token."
+        return f"{head} The other {len(rest)} {shared}"
     k = common_prefix(run)
     if len(run.samples) == 1:
         count = len(run.samples[0].token_ids)
@@ -99,7 +99,11 @@ def shared_prefix_sentence(run: Run) -> str:
         return f"The {len(run.samples)} samples differ from their first token."
     if all(len(s.token_ids) == k for s in run.samples):
         return f"All {len(run.samples)} samples are identical ({k} token{'' if k == 1 else 's'})."
-    return f"All {len(run.samples)} samples share their first {k} token{'' if k == 1 else 's'}."
+    return f"All {len(run.samples)} samples share their {_first(k)}."
+
+
+def _first(k: int) -> str:
+    return "first token" if k == 1 else f"first {k} tokens"
 
 
 def identical_groups(run: Run) -> list[list[int]]:

@@ -70,6 +70,12 @@ def token_at(sample: Sample, position: int, quoted: bool = False) -> str:
     return f"“{token}”" if quoted else token
 
 
+def counted(count: int, word: str, words: str | None = None) -> str:
+    """"1 token", "3 tokens": a count and its noun, as a sentence says it (``words``: an irregular
+    plural)."""
+    return f"{count} {word if count == 1 else words or word + 's'}"
+
+
 def truncate(text: str, width: int) -> str:
     return text if len(text) <= width else text[: width - 1] + "…"
 

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from playground.analysis.display import pieces
+from playground.analysis.display import counted, pieces
 from playground.analysis.graph_align import Aligner
 from playground.analysis.meaning import cluster_by_similarity
 from playground.run import Run, Sample
@@ -196,7 +196,7 @@ def graph_sentence(graph: SampleGraph) -> str:
         return "No words yet."
     meets = graph.meeting_points()
     parts = len(graph.branch_points()) + (len({graph.paths[i][0] for i in walked}) > 1)  # the first word too
-    said = (f"**{len(walked)} samples, {len(graph.nodes)} nodes**: the samples part at {parts} point(s) and "
+    said = (f"**{len(walked)} samples, {len(graph.nodes)} nodes**: the samples part at {counted(parts, 'point')} and "
             f"**meet again at {len(meets)}**.")
     shared = [node for node in graph.nodes if node.count > 1]
     if shared:
