@@ -197,10 +197,14 @@ def test_stop_keeps_the_partial_text(page, backend, host):
 def test_stop_before_the_first_event_keeps_what_final_only_made(page, backend, host):
     """FINAL_ONLY yields nothing until every sample is done: Stop must not wait for an event, and it
     aborts the run by its parent id, so the engine's last output (each sample's tokens so far,
-    finish_reason abort) is shown and saved rather than lost."""
+    finish_reason abort) is shown and saved rather than lost. The Inspector, on screen, says the run
+    has no event yet while it waits (not what the run before yielded), and then what its one event was."""
+    page.get_by_role("tab", name="Inspector").click()
     start_long_run(page, output_kind="FINAL_ONLY", n=8)
     assert wait_until(lambda: host.run(backend.num_unfinished()) == 8, timeout=60), "the run never reached the engine"
     page.locator("#run-summary").get_by_text("waiting for the first output").wait_for(timeout=10_000)
+    page.locator("#inspector-note").get_by_text("No event yet").wait_for(timeout=30_000)
+    assert not page.locator("#events-table").is_visible()  # every raw event's table is drawn at the end
 
     async def every_sample_has_tokens() -> bool:  # past its prefill in the engine: it has made a token
         states = list(host.engine.output_processor.request_states.values())
@@ -217,6 +221,8 @@ def test_stop_before_the_first_event_keeps_what_final_only_made(page, backend, h
     texts = columns(page, 8)
     for i in range(8):
         assert "■ abort" in header(page, i)
+    page.locator("#inspector-note").get_by_text("This run was stopped: its one event is the stop's").wait_for(
+        timeout=30_000)
     page.get_by_role("tab", name="Export").click()
     with page.expect_download() as download:
         page.locator("#download-json").click()

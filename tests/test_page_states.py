@@ -581,3 +581,34 @@ def test_the_branch_point_at_a_samples_first_token_and_a_token_picked_at_another
                                              "token 1 of sample 0"):
         branch_tab.forced_token(run, 0, 1, str(elsewhere), "")
     assert branch_tab.forced_token(run, 0, 3, str(elsewhere), "")[0] == elsewhere
+
+
+def test_while_a_run_streams_a_panels_parts_drawn_at_its_end_say_so_and_never_show_the_run_before():
+    """The live parts of the Timing and Inspector tabs follow the streaming run; the parts drawn
+    only at its end say so (a chart), or are hidden (a table). The Inspector's note says what the
+    run's events are at each stage: none yet (FINAL_ONLY's wait), a stop's, one changed after it
+    was yielded (the QA matrix's no-mutation break, shown on the run the red cell opens)."""
+    import gradio as gr
+
+    from playground.ui import panels
+    from tests.test_compare import seeded
+
+    with gr.Blocks():
+        inspector = panels.panel("Inspector", panels.inspector, live=panels.inspector_live, note=gr.Markdown(),
+                                 timeline=gr.Plot(), events=gr.Dataframe())
+        timing = panels.panel("Timing", panels.timing, live=panels.timing_live, tokens_over_time=gr.Plot(),
+                              itl=gr.Plot(), table=gr.Dataframe())
+    run = seeded(1, "run-1")
+    run.request["output_kind"], run.status, run.events = "FINAL_ONLY", "running", []
+    drawn = inspector.show_live(run)
+    assert "**0 raw events so far**" in drawn[inspector.components["note"]]
+    assert "No event yet" in drawn[inspector.components["note"]]
+    assert drawn[inspector.components["events"]]["visible"] is False
+    later = timing.show_live(run)
+    assert later[timing.components["itl"]].layout.annotations[0].text == panels.WAITING
+    assert later[timing.components["table"]]["visible"] is False
+    assert later[timing.components["tokens_over_time"]].layout.title.text.startswith("Tokens")
+    run.status = "aborted"
+    assert "This run was stopped" in panels.inspector_note(run)
+    run.status, run.mutated_events = "finished", [0, 3]
+    assert panels.inspector_note(run).startswith("⚠️ **2 events changed after being yielded** (#0, #3)")

@@ -147,7 +147,7 @@ def build_app(backend, sync_runner=None, embedding_model: str | None = None,
                 tokens_over_time = gr.Plot(label="Tokens over time")
                 with gr.Row():
                     itl, ttft = gr.Plot(label="Inter-token latency"), gr.Plot(label="Time to first token")
-                timing = panel("Timing", panels.timing, live=panels.timing_live, live_names=("tokens_over_time",),
+                timing = panel("Timing", panels.timing, live=panels.timing_live,
                                tokens_over_time=tokens_over_time,
                                itl=itl, ttft=ttft, child_timeline=gr.Plot(label="What the engine did with each child",
                                                                  elem_id="child-timeline"),
@@ -159,7 +159,7 @@ def build_app(backend, sync_runner=None, embedding_model: str | None = None,
                                                      elem_id="logprobs-uncertainty"),
                                  agreement=gr.Plot(label="Agreement across samples"))
             with gr.Tab("Inspector", id="inspector", elem_id="tab-inspector"):
-                inspector = panel("Inspector", panels.inspector, live=panels.inspector_live, live_names=("timeline",),
+                inspector = panel("Inspector", panels.inspector, live=panels.inspector_live,
                                   note=gr.Markdown(elem_id="inspector-note"), timeline=gr.Plot(label="Raw events"),
                                   events=gr.Dataframe(label="Every raw event of the run, as it was yielded",
                                                       interactive=False, visible=False, elem_id="events-table"))

@@ -36,7 +36,14 @@ KIND_NOTES = {
     "DELTA": "each event carries only the **new tokens** of the samples that advanced; when the consumer "
              "falls behind, queued pieces of the same index are concatenated into one event.",
     "FINAL_ONLY": "the engine yields **nothing until every sample has finished**, then one event with all n "
-                  "samples in index order. That is why the samples filled only at the end.",
+                  "samples in index order.",
+}
+# What FINAL_ONLY's one event was, by how the run went (a Stop ends every sample at once).
+FINAL_ONLY_ENDS = {
+    "finished": " That is why the samples filled only at the end.",
+    "aborted": " This run was stopped: its one event is the stop's, every sample's tokens so far with finish reason "
+               "abort, and its time is when the stop came, not a first token's.",
+    "running": " No event yet: the samples stay empty until every one has finished.",
 }
 
 Values = dict[str, Any]
@@ -47,8 +54,8 @@ class Panel:
     """A tab's components by name, and ``values(run)``: the same names mapped to what they show.
 
     ``live(run)``, when given, is the part worth redrawing while samples stream (figures travel
-    whole, so the page sends them about once a second, not per token); ``live_names``: the
-    components it writes (None: all), the only ones a stream's event lists as outputs; ``every``:
+    whole, so the page sends them about once a second, not per token); the components it leaves
+    out say they are drawn when the run ends (``WAITING``), never show the run before; ``every``:
     the seconds between two live drawings (None: the page's pace for figures, by the run's n).
     ``controls``: the tab's own settings by name; ``values(run, **settings)`` receives those of
     them it is given.
@@ -59,13 +66,10 @@ class Panel:
     live: Callable[[Run], Values] | None = None
     controls: dict[str, gr.components.Component] = field(default_factory=dict)
     tab: str = ""  # the label of the tab it fills: only the tab on screen is drawn
-    live_names: tuple[str, ...] | None = None
     every: float | None = None
 
     def live_components(self) -> list[gr.components.Component]:
-        if not self.live:
-            return []
-        return [c for name, c in self.components.items() if self.live_names is None or name in self.live_names]
+        return list(self.components.values()) if self.live else []
 
     def show(self, run: Run, settings: dict | None = None) -> dict:
         settings = settings or {}
@@ -76,12 +80,26 @@ class Panel:
             return {}
         settings = settings or {}
         values = self.live(run, **{k: settings[k] for k in self.controls if k in settings})
-        return self._keyed(run, {k: v for k, v in values.items() if self.live_names is None or k in self.live_names})
+        waiting = {name: _waiting(c) for name, c in self.components.items() if name not in values}
+        return self._keyed(run, {**waiting, **values})
 
     def _keyed(self, run: Run, values: Values) -> dict:
         """Values by component; every figure of a replayed or hand-made run says so under its title."""
         return {self.components[name]: _shown(self.components[name], analysis.marked(value, run))
                 for name, value in values.items() if name in self.components}
+
+
+WAITING = "Drawn when the run ends."
+
+
+def _waiting(component: gr.components.Component):
+    """What a part of a panel that is drawn only at the run's end shows while it streams: a chart
+    says so, a table is hidden, a line is empty."""
+    if isinstance(component, gr.Plot):
+        return analysis.message_figure("", WAITING, height=240)
+    if isinstance(component, gr.Dataframe):
+        return gr.update(value=None, visible=False)
+    return "" if isinstance(component, (gr.Markdown, gr.HTML)) else gr.skip()
 
 
 def _shown(component: gr.components.Component, value):
@@ -92,10 +110,10 @@ def _shown(component: gr.components.Component, value):
 
 
 def panel(tab: str, values: Callable[..., Values], live: Callable[[Run], Values] | None = None,
-          controls: dict | None = None, live_names: tuple[str, ...] | None = None, **components) -> Panel:
+          controls: dict | None = None, **components) -> Panel:
     """``panel("Timing", panels.timing, itl=gr.Plot(...), ...)``: the form the layout declares
     panels in, inside the tab of that label."""
-    return Panel(values, components, live, controls or {}, tab, live_names)
+    return Panel(values, components, live, controls or {}, tab)
 
 
 # --- one function per tab: Run -> {component name: value} ----------------------------------------
@@ -129,6 +147,7 @@ def timing(run: Run) -> Values:
 
 
 def timing_live(run: Run) -> Values:
+    """Tokens over time follows the run; the latencies and each child's timeline wait for its end."""
     return {"tokens_over_time": analysis.tokens_over_time_figure(run)}
 
 
@@ -141,7 +160,9 @@ def inspector(run: Run) -> Values:
 
 
 def inspector_live(run: Run) -> Values:
-    return {"timeline": analysis.events_figure(run)}
+    """The chart and the note follow the run; the table of every event waits for its end (it would
+    be rebuilt with every event)."""
+    return {"note": inspector_note(run), "timeline": analysis.events_figure(run)}
 
 
 # --- the pieces ----------------------------------------------------------------------------------
@@ -192,9 +213,17 @@ def diff_view(run: Run, reference: int, diff_samples: str | None = None) -> str:
 def inspector_note(run: Run) -> str:
     kind = run.output_kind
     finishes = sum(1 for e in run.events for o in e.outputs if o.finish_reason is not None)
-    first = f"{run.events[0].t:.2f} s" if run.events else "never"
-    note = (f"**{len(run.events)} raw events** for n={run.n} in {kind} mode (first at {first}, "
-            f"{finishes} finish marks). In {kind} mode {KIND_NOTES.get(kind, '')}")
+    first = f"the first at {run.events[0].t:.2f} s" if run.events else "none yet" if not run.finished else "none"
+    so_far = " so far" if not run.finished else ""
+    note = (f"**{analysis.counted(len(run.events), 'raw event')}{so_far}** for n={run.n} in {kind} mode ({first}, "
+            f"{analysis.counted(finishes, 'finish mark')}). In {kind} mode {KIND_NOTES.get(kind, '')}")
+    if kind == "FINAL_ONLY":
+        note += FINAL_ONLY_ENDS.get(run.status, "")
+    if run.mutated_events:
+        shown = ", ".join(f"#{k}" for k in run.mutated_events[:10]) + (" …" if len(run.mutated_events) > 10 else "")
+        note = (f"⚠️ **{analysis.counted(len(run.mutated_events), 'event')} changed after being yielded** ({shown}): "
+                "an output object vLLM handed over was written to again, which breaks the no-mutation rule of the "
+                "QA matrix. The table shows each event as it was when yielded.\n\n" + note)
     if origin := analysis.origin_note(run):
         note = f"{origin} The events below are as the replay yielded them.\n\n{note}" if analysis.replayed_from(run) \
             else f"{origin}\n\n{note}"

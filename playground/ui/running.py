@@ -260,6 +260,7 @@ async def live_panels(page: Page, action: Action | None, selected: str | None, *
     on_screen = next((p for p in page.panels if p.tab == selected and p.live), None)
     if live_run is None or on_screen is None:
         return
+    waited = False  # drawn once with no event yet (FINAL_ONLY's wait): the panel says so, not the run before
     while action.going:
         run = live_run.run
         if run is None:
@@ -267,8 +268,9 @@ async def live_panels(page: Page, action: Action | None, selected: str | None, *
         else:  # the panel's own pace (the graph's, by how long it takes to build), else the page's by n
             await asyncio.sleep(on_screen.every if on_screen.every is not None else figures_every(run.n))
         run = live_run.run
-        if run is None or not run.events or run.finished:
+        if run is None or run.finished or (not run.events and waited):
             continue
+        waited = not run.events
         update = await asyncio.to_thread(panels_now, page, run, selected, settings, True)
         if update and action.going and not run.finished:  # ended meanwhile: ``finish`` draws it whole
             yield update

@@ -196,8 +196,7 @@ class SetTab:
                 "picked_note": self.picked_note}
 
     def panel(self) -> Panel:
-        return Panel(self.named_values, self.components(), live=self.live, controls=self.controls(), tab="Set",
-                     live_names=("settled",))
+        return Panel(self.named_values, self.components(), live=self.live, controls=self.controls(), tab="Set")
 
     def named_values(self, run: Run, answer=None, pattern=None, reference=None, by_meaning=False,
                      meaning_similarity=None) -> dict:
