@@ -29,6 +29,7 @@ from playground.commands import exits
 from playground.commands import qa as qa_cli
 from playground.qa import contract
 from playground.qa import matrix as qa
+from playground.qa.cells import NOT_RUN
 from playground.qa.rules import Rulebook, Subject
 from playground.request import OUTPUT_KINDS, SampleRequest
 from playground.run import Event, EventOutput, Run
@@ -995,8 +996,9 @@ def test_the_tab_refuses_an_empty_prompt_before_it_starts_an_engine(backend, mon
 def test_the_matrix_is_the_sessions_action_run_waits_for_it_and_stop_ends_it_between_cells(backend, runner,
                                                                                              monkeypatch):
     """The matrix holds the browser session as a run does: a second press and Run pressed during it
-    start nothing (Run says the matrix goes), Stop ends it before its next cell and says after how
-    many, and then Run starts; no request is left in the engine."""
+    start nothing (Run says the matrix goes), Stop ends it before its next cell and shows the cells
+    that ran (the others marked not run, the JSON ready), and then Run starts; no request is left in
+    the engine."""
     from playground.ui import build_app, qa_tab, running
     from playground.ui.samples_area import SamplesSession
     from tests.helpers import wait_until
@@ -1033,11 +1035,15 @@ def test_the_matrix_is_the_sessions_action_run_waits_for_it_and_stop_ends_it_bet
         update = await running.begin(page, action, None, **form)
         assert update[page.live].name == "Run"  # the next Run starts
         await update[page.live].stop_and_wait()
-        return report
+        return grid, report, json_file, matrix
 
-    report = asyncio.run(scenario())
-    assert re.fullmatch(r"■ The QA matrix was stopped after \d+ of 12 cells: press Run the QA matrix for a verdict\.",
-                        report), report
+    grid, report, json_file, matrix = asyncio.run(scenario())
+    ran = re.match(r"\*\*■ Stopped after (\d+) of 12 cells\*\* \(the others are marked not run", report)
+    assert ran and 1 <= int(ran[1]) < 12 and len(matrix.cells) == int(ran[1]), report
+    assert grid["visible"] and json_file["interactive"]
+    assert (matrix.table() == NOT_RUN).to_numpy().sum() == 12 - len(matrix.cells)
+    saved = json.loads(Path(json_file["value"]).read_text(encoding="utf-8"))
+    assert saved["notes"][0].startswith(f"Stopped after {len(matrix.cells)} of 12 cells")
     assert wait_until(lambda: backend.host.run(backend.num_unfinished()) == 0, 5)
 
 

@@ -18,6 +18,7 @@ from playground.run import Run
 # request stopped at its first output (stopped, in_flight_after_stop, stop_settled_s, stop_error).
 MATRIX_VERSION = 2
 OK_MARK, BAD_MARK = "✔", "✖"
+NOT_RUN = "— not run (the matrix was stopped)"
 
 
 @dataclass
@@ -137,12 +138,14 @@ class Matrix:
     def path_names(self) -> list[str]:
         return [p["name"] for p in self.paths]
 
-    def cell(self, output_kind: str, path: str) -> Cell:
-        return next(c for c in self.cells if c.output_kind == output_kind and c.path == path)
+    def cell(self, output_kind: str, path: str) -> Cell | None:
+        """The cell of that output_kind and path; None when it did not run (the matrix was stopped)."""
+        return next((c for c in self.cells if c.output_kind == output_kind and c.path == path), None)
 
     def table(self) -> pd.DataFrame:
-        """output_kind rows × path columns, each cell "✔" or "✖ rule: message"."""
-        rows = {kind: [self.cell(kind, p).verdict() for p in self.path_names] for kind in self.kinds}
+        """output_kind rows × path columns, each cell "✔", "✖ rule: message" or not run."""
+        rows = {kind: [cell.verdict() if (cell := self.cell(kind, p)) is not None else NOT_RUN for p in self.path_names]
+                for kind in self.kinds}
         frame = pd.DataFrame.from_dict(rows, orient="index", columns=self.path_names)
         frame.index.name = "output_kind"
         return frame

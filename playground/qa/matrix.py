@@ -62,27 +62,30 @@ STOP_WAIT_S, POLL_S = 2.0, 0.02
 # --- running the cells -----------------------------------------------------------------------------
 
 async def run_matrix(request: SampleRequest, paths: Sequence[SamplingPath], kinds: Sequence[str] = OUTPUT_KINDS,
-                     on_cell: OnCell | None = None) -> Matrix:
+                     on_cell: OnCell | None = None, stop: Callable[[], bool] | None = None) -> Matrix:
     """Run ``request`` under every output_kind × path, one cell at a time, then check and compare.
 
     The request's own output_kind and mode are ignored (every cell sets its own); a blank seed is
     drawn once here, so every cell uses the same seeds. InvalidRequest (a setting the engine
-    refuses) stops the matrix and is raised: it would fail every cell alike.
+    refuses) stops the matrix and is raised: it would fail every cell alike. ``stop()``, asked
+    before each cell, ends it early: the matrix of the cells that ran, the others marked not run.
     """
     if request.seed is None:
         request = dataclasses.replace(request, seed=draw_seed())
     started, t0 = time.time(), time.monotonic()
     cells: list[Cell] = []
     total = len(kinds) * len(paths)
-    for kind in kinds:
-        for path in paths:
-            cell = Cell(kind, path.name, path.mode, path.engine)
-            if on_cell is not None:
-                on_cell(len(cells), total, cell.label)
-            cells.append(await _run_cell(cell, path, dataclasses.replace(request, output_kind=kind, mode=path.mode)))
+    for kind, path in ((kind, path) for kind in kinds for path in paths):
+        if stop is not None and stop():
+            break
+        cell = Cell(kind, path.name, path.mode, path.engine)
+        if on_cell is not None:
+            on_cell(len(cells), total, cell.label)
+        cells.append(await _run_cell(cell, path, dataclasses.replace(request, output_kind=kind, mode=path.mode)))
     header = {**request.to_dict(), "output_kind": None, "mode": None}
+    stopped = [f"Stopped after {len(cells)} of {total} cells: the others did not run."] if len(cells) < total else []
     matrix = Matrix(header, list(kinds), [{"name": p.name, "mode": p.mode, "engine": p.engine} for p in paths],
-                    cells, notes=[ONE_AT_A_TIME], started_at=started)
+                    cells, notes=[*stopped, ONE_AT_A_TIME], started_at=started)
     _judge(matrix)
     matrix.groups, matrix.comparisons = _groups_and_comparisons(matrix.cells)
     matrix.seconds = time.monotonic() - t0
@@ -137,7 +140,9 @@ def _judge(matrix: Matrix) -> None:
         final = None
         if cell.run is not None and cell.output_kind != "FINAL_ONLY" and "FINAL_ONLY" in matrix.kinds:
             reference = matrix.cell("FINAL_ONLY", cell.path)
-            if reference.run is None or reference.run.status != "finished":
+            if reference is None:
+                cell.notes.append("final values not compared with this path's FINAL_ONLY cell: it did not run")
+            elif reference.run is None or reference.run.status != "finished":
                 cell.notes.append("final values not compared with this path's FINAL_ONLY cell: it did not finish")
             elif not (cell.alone and reference.alone):
                 cell.notes.append("final values not compared with this path's FINAL_ONLY cell: other requests were "

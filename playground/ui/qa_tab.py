@@ -146,22 +146,13 @@ async def run(tab: QATab, page, action: Action | None, progress=gr.Progress()): 
         return gr.skip(), gr.skip(), gr.skip(), gr.skip()
     if action.work.is_set():  # Stop came while it waited in the queue
         return gr.skip(), "■ The QA matrix was stopped before its first cell.", gr.skip(), gr.skip()
-    done = [0, 0]  # cells ended, of how many
-
     def on_cell(index: int, total: int, label: str) -> None:
-        done[:] = index, total
-        if action.stop_asked:
-            raise MatrixStopped
         progress((index, total), desc=f"cell {index + 1} of {total}: {label}", unit="cells")
 
     try:
-        if action.stop_asked:
-            raise MatrixStopped
-        matrix = await qa.run_matrix(action.about, await tab.paths.get(progress), on_cell=on_cell)
-    except MatrixStopped:
-        said = f"after {done[0]} of {done[1]} cells" if done[0] else "before its first cell"
-        return gr.skip(), f"■ The QA matrix was stopped {said}: press Run the QA matrix for a verdict.", gr.skip(), \
-            gr.skip()
+        paths = await tab.paths.get(progress) if not action.stop_asked else []
+        matrix = await qa.run_matrix(action.about, paths, on_cell=on_cell, stop=lambda: action.stop_asked) \
+            if paths else None
     except InvalidRequest as e:  # a setting only the engine refuses (the prompt's tokens past its context)
         return gr.skip(), refused(e, "Run the QA matrix"), gr.skip(), gr.skip()
     except gr.Error:
@@ -170,12 +161,10 @@ async def run(tab: QATab, page, action: Action | None, progress=gr.Progress()): 
         raise shown(e) from None
     finally:
         action.work.set()
+    if matrix is None or not matrix.cells:
+        return gr.skip(), "■ The QA matrix was stopped before its first cell.", gr.skip(), gr.skip()
     return (gr.update(value=grid(matrix), column_widths=column_widths(matrix), visible=True), report(matrix),
             gr.update(value=export(page.export_dir, matrix), interactive=True), matrix)
-
-
-class MatrixStopped(Exception):
-    """Stop was pressed while the matrix ran: it ends before its next cell."""
 
 
 async def open_cell(tab: QATab, page, matrix: qa.Matrix | None, history, session, selected, evt: gr.SelectData,
@@ -230,6 +219,8 @@ def cell_at(matrix: qa.Matrix | None, index) -> qa.Cell | None:
 
 
 def report(matrix: qa.Matrix) -> str:
+    """The verdict on the cells that ran (a stopped matrix's too: it says how many did), then the
+    matrix's report as a list."""
     count = sum(not c.ok for c in matrix.cells)
     partial = sum(bool(c.unchecked) for c in matrix.cells if c.ok)
     headline = (f"**✔ Every contract rule holds in all {len(matrix.cells)} cells.**" if matrix.ok and not partial else
@@ -241,6 +232,10 @@ def report(matrix: qa.Matrix) -> str:
     if broken and all(c.mode == "native" for c in broken):  # whose the break is, before the details
         headline += (" Each is on vLLM's native path (its own fan-out of n), so the break is vLLM's own "
                      "behaviour, which the playground's wrapper does not share.")
+    total = len(matrix.kinds) * len(matrix.paths)
+    if len(matrix.cells) < total:
+        headline = (f"**■ Stopped after {len(matrix.cells)} of {total} cells** (the others are marked not run; "
+                    f"press Run the QA matrix for all of them). {headline}")
     lines = [f"{headline} Divergence between cells is reported, not judged: seeded results depend on the batch.", ""]
     for line in matrix.report().splitlines():  # one bullet per line; indented lines nest
         lines.append(("    - " if line.startswith("  ") else "- ") + _escape(line.strip()))
