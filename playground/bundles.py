@@ -41,10 +41,14 @@ DEFAULT_LIMITS = ReadLimits()
 PAGE_MAX_MB = 50  # the page's default for an upload, which its server reads whole (--max-file-mb)
 
 
-def place(line: int | None, item: int | None, cell: str | None = None) -> str:
+def place(line: int | None, item: int | None, cell: str | None = None, file: str | None = None) -> str:
     """Where a run was in its file, in words: "line 3", "the file", "line 3, run 2", "the file,
-    cell DELTA × async" (a QA matrix's)."""
-    where = "the file" if line is None else f"line {line}"
+    cell DELTA × async" (a QA matrix's); with ``file`` (a run of several files), its name first:
+    "b.jsonl line 3", "a.json"."""
+    if line is None:
+        where = file or "the file"
+    else:
+        where = f"{file} line {line}" if file else f"line {line}"
     if cell is not None:
         return f"{where}, cell {cell}"
     return where if item is None else f"{where}, run {item}"
@@ -59,10 +63,11 @@ class Located:
     line: int | None
     item: int | None = None
     cell: str | None = None
+    file: str | None = None  # its file's name, when a caller reads several
 
     @property
     def where(self) -> str:
-        return place(self.line, self.item, self.cell)
+        return place(self.line, self.item, self.cell, self.file)
 
 
 @dataclass
@@ -71,10 +76,11 @@ class BundleError:
     message: str
     item: int | None = None
     cell: str | None = None
+    file: str | None = None  # its file's name, when a caller reads several
 
     @property
     def where(self) -> str:
-        return place(self.line, self.item, self.cell)
+        return place(self.line, self.item, self.cell, self.file)
 
     def __str__(self) -> str:
         return f"{self.where}: {self.message}"

@@ -4,6 +4,7 @@ batch writes them, one per line), and every kind of bad input, each named and th
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -263,3 +264,29 @@ def test_a_report_or_figures_given_as_runs_are_named_and_earlier_figures_are_kep
         err = capsys.readouterr().err
         assert said in err and len(err.splitlines()) == 2, err
     assert kept.read_text(encoding="utf-8") == figures.read_text(encoding="utf-8")
+
+
+def test_several_files_are_read_in_turn_each_run_named_by_its_file(runs_file, tmp_path, capsys):
+    """Runs exported one file each (the page's exports) are analysed together, as a shell glob
+    gives them: each line and each skipped line names its file; the report and the figures hold
+    every run; a file that cannot be read names itself; stdin is read once."""
+    lines = runs_file.read_text(encoding="utf-8").splitlines()
+    first, second, broken = tmp_path / "a.json", tmp_path / "b.json", tmp_path / "c.jsonl"
+    first.write_text(json.dumps(json.loads(lines[0]), indent=1), encoding="utf-8")  # as the page exports one
+    second.write_text(lines[1] + "\n", encoding="utf-8")
+    broken.write_text(lines[0] + "\n{not json\n", encoding="utf-8")
+    out, page = tmp_path / "figures.json", tmp_path / "report.html"
+    assert analyze.main([str(first), str(second), str(broken), "--json", str(out), "--html", str(page)]) == exits.FAILED
+    captured = capsys.readouterr()
+    assert [re.match(r'(.*?)(?: \(input line \d\))? "', line)[1] for line in captured.out.splitlines()] == [
+        "a.json", "b.json line 1", "c.jsonl line 1"], captured.out
+    assert "skipping c.jsonl line 2: not valid JSON" in captured.err
+    assert "analysed 3 run(s); skipped c.jsonl line 2" in captured.err
+    document = json.loads(out.read_text(encoding="utf-8"))
+    assert [r["file"] for r in document["runs"]] == ["a.json", "b.json", "c.jsonl"]
+    assert document["inputs"] == [str(first), str(second), str(broken)]
+    assert page.read_text(encoding="utf-8").count("Name a colour:") >= 1  # every run in one report
+    assert analyze.main([str(first), str(tmp_path / "missing.json")]) == exits.USAGE
+    assert "missing.json" in capsys.readouterr().err
+    assert analyze.main(["-", "-"]) == exits.USAGE
+    assert "stdin" in capsys.readouterr().err

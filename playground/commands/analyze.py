@@ -1,7 +1,8 @@
-"""What the n samples of each run say together: ``python app.py analyze RUNS.jsonl [options]``
+"""What the n samples of each run say together: ``python app.py analyze RUNS.jsonl [...] [options]``
 
     python app.py analyze runs.jsonl                                 every bundle batch wrote
     python app.py analyze run.json --answer last-number             a bundle the page exported
+    python app.py analyze exports/*.json --html report.html         several files: their runs in turn
     python app.py analyze runs.jsonl --answer 'regex:answer is (\\w+)' --json figures.json
     python app.py analyze runs.jsonl --embedding-model DIR --similarity 0.85
     python app.py analyze runs.jsonl --graph graphs.jsonl           each run's sample graph, as JSON
@@ -13,6 +14,7 @@ similarity, the Vendi score, and the same after the first divergence point. ``--
 every measure, every answer group and every sample's answer (atomically); ``--graph`` each run's
 sample graph (where its samples part and meet again), one JSON object per line. Any of the three
 may be ``-``, stdout (the per-run lines then go to stderr); an input of ``-`` is read from stdin.
+Several inputs are read in turn as one list of runs, each run named by its file ("b.json line 3").
 
 No engine: this runs anywhere the bundles are. An embedding model (``--embedding-model``, a
 Hugging Face id or a local folder) also groups the samples by meaning; it is loaded offline unless
@@ -29,6 +31,7 @@ cannot be loaded); 130 interrupted by Ctrl-C.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import sys
 from dataclasses import dataclass
@@ -57,9 +60,10 @@ ANSWER_CHARS = 40  # a majority answer in a one-line summary
 def build_parser() -> argparse.ArgumentParser:
     parser = HintingParser(prog="python app.py analyze", description=__doc__,
                            formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("input", type=Path, metavar="RUNS.jsonl",
+    parser.add_argument("inputs", type=Path, nargs="+", metavar="RUNS.jsonl",
                         help="Run bundles: batch's JSONL, one bundle the page exported, a JSON array of runs, "
-                             "or runs written by hand (lists of texts); - reads stdin.")
+                             "or runs written by hand (lists of texts); - reads stdin. Several files are read "
+                             "in turn, as one list of runs (each named by its file).")
     parser.add_argument("--answer", type=extractor_arg, default=analysis.parse_extractor(None), metavar="EXTRACTOR",
                         help="How to read a sample's answer: normalized (the whole text, default), first-line, "
                              "last-number, boxed (\\boxed{...}), or regex:PATTERN (one group).")
@@ -201,10 +205,13 @@ def overlaps_by_id(analysed: list[Analysed]) -> list[dict]:
 
 
 def to_json(args, analysed: list[Analysed], errors: list[BundleError]) -> str:
-    runs = [{"source": a.bundle.where, "line": a.bundle.line, "request_id": a.bundle.run.request.get("request_id"),
-             "prompt": a.bundle.run.request.get("prompt"), "n": a.bundle.run.n, "status": a.bundle.run.status,
-             **a.measures.to_dict(), **a.how_many.to_dict()} for a in analysed]
-    document = {"input": str(args.input), "answer": args.answer.spec, "embedding_model": args.embedding_model,
+    runs = [{"source": a.bundle.where, "file": a.bundle.file, "line": a.bundle.line,
+             "request_id": a.bundle.run.request.get("request_id"), "prompt": a.bundle.run.request.get("prompt"),
+             "n": a.bundle.run.n, "status": a.bundle.run.status, **a.measures.to_dict(), **a.how_many.to_dict()}
+            for a in analysed]
+    inputs = [str(path) for path in args.inputs]
+    document = {"input": ", ".join(inputs), "inputs": inputs, "answer": args.answer.spec,
+                "embedding_model": args.embedding_model,
                 "similarity": args.similarity if args.embedding_model else None, "reference": args.reference,
                 "runs": runs, "seed_overlaps": overlaps_by_id(analysed),
                 "errors": [{"source": e.where, "line": e.line, "message": e.message} for e in errors]}
@@ -238,6 +245,24 @@ def shown(path: Path) -> str:
     return "stdout" if path == STDOUT else str(path)
 
 
+def read_inputs(parser, inputs: list[Path]) -> tuple[list, list]:
+    """Every input's runs and the lines that are not runs, in turn; with several files each says
+    its file's name ("b.jsonl line 3"). A file that cannot be read at all is a usage error."""
+    bundles, errors = [], []
+    for path in inputs:
+        try:
+            found, wrong = (parse_bundles(sys.stdin.read(), name="stdin") if path == STDOUT else read_bundles(path))
+        except InvalidBundle as e:
+            parser.error(str(e))
+        if len(inputs) > 1:
+            named = "stdin" if path == STDOUT else path.name
+            found = [dataclasses.replace(b, file=named) for b in found]
+            wrong = [dataclasses.replace(e, file=named) for e in wrong]
+        bundles += found
+        errors += wrong
+    return bundles, errors
+
+
 @exits.as_status
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
@@ -252,13 +277,12 @@ def main(argv: list[str] | None = None) -> int:
     for flag, path in outs.items():
         if path != STDOUT:
             check_out_path(parser, flag, path)
-    check_distinct(parser, {"input": args.input}, outs)
+    if args.inputs.count(STDOUT) > 1:
+        parser.error("- (stdin) is given more than once: it can be read once")
+    for path in args.inputs:
+        check_distinct(parser, {"input": path}, outs)
     lines_out = sys.stderr if to_stdout else sys.stdout  # stdout carries the one file asked for, whole
-    try:
-        bundles, errors = (parse_bundles(sys.stdin.read(), name="stdin") if args.input == STDOUT
-                           else read_bundles(args.input))
-    except InvalidBundle as e:
-        parser.error(str(e))
+    bundles, errors = read_inputs(parser, args.inputs)
     say_skipped(errors, "is it a file of runs (bundles, or the JSONL of batch or sweep)?")
     note_whole_text_reference(args.reference if args.reference is not None else next(
         (b.run.request["reference"] for b in bundles if b.run.request.get("reference") is not None), None),
@@ -299,7 +323,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {e.filename or 'a file'} could not be written ({e.strerror or e})", file=sys.stderr)
         return exits.FAILED
     if not bundles:
-        print(f"no run bundle in {args.input}", file=sys.stderr)
+        print(f"no run bundle in {', '.join(map(str, args.inputs))}", file=sys.stderr)
         return exits.FAILED
     names = [name(a.bundle) for a in analysed]
     overlaps = [o for o in analysis.seed_overlaps([a.bundle.run for a in analysed])
@@ -309,9 +333,9 @@ def main(argv: list[str] | None = None) -> int:
     if len(overlaps) > NOTES_SHOWN:
         print(f"note: and {len(overlaps) - NOTES_SHOWN} more pairs of runs share child seeds (--json lists every "
               "pair, under seed_overlaps)", file=sys.stderr)
-    lines = [str(e.line) for e in errors if e.line is not None and e.item is None]
-    skipped = ([f"line(s) {', '.join(lines)}"] if lines else []) + [e.where for e in errors
-                                                                       if e.line is None or e.item is not None]
+    by_line = [e for e in errors if e.line is not None and e.item is None and e.file is None]
+    skipped = ([f"line(s) {', '.join(str(e.line) for e in by_line)}"] if by_line else []) + [
+        e.where for e in errors if e not in by_line]
     print(f"analysed {len(analysed)} run(s)" + (f"; skipped {' and '.join(skipped)}" if skipped else ""),
           file=sys.stderr)
     return exits.FAILED if errors else exits.OK
