@@ -377,7 +377,7 @@ def test_the_events_timeline_of_a_large_run_marks_its_first_samples_and_counts_e
     run = make_run([[1, 2]] * 40)
     fig = A.events_figure(run)
     marked = {y for trace in fig.data[:2] for y in trace.y}
-    assert marked == set(range(32)) and f"{len(A.event_outputs_frame(run))} output(s)" in fig.layout.title.text
+    assert marked == set(range(32)) and f"{len(A.event_outputs_frame(run))} outputs" in fig.layout.title.text
     assert "of samples 0–31 of 40" in fig.layout.title.text and fig.layout.yaxis.range == (31.5, -0.5)
 
 

@@ -27,6 +27,7 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from playground.analysis.display import (
+    counted,
     drawn_samples,
     for_hover,
     height_for,
@@ -273,10 +274,13 @@ def events_figure(run: Run) -> go.Figure:
         fig.add_trace(go.Scatter(x=[t * 1000 for t in times], y=counts, mode="lines", name="requests in the engine",
                                  line={"shape": "hv", "color": "#10b981"}, yaxis="y2",
                                  hovertemplate="%{y} request(s) unfinished in the engine<extra></extra>"))
+        # whole requests only: at a count of 1, auto ticks at 0.5 would read "0, 1, 1"
         fig.update_layout(yaxis2={"title": "requests in the engine", "overlaying": "y", "side": "right",
-                                  "rangemode": "tozero", "showgrid": False, "tickmode": "auto", "tickformat": "d"})
+                                  "rangemode": "tozero", "showgrid": False, "tickmode": "linear", "tick0": 0,
+                                  "dtick": max(1, math.ceil(max(counts, default=0) / 6)), "tickformat": "d"})
     fig.update_layout(
-        title=f"Raw events ({run.output_kind}): {len(run.events)} event(s), {outputs} output(s){note}",
+        title=(f"Raw events ({run.output_kind}): {counted(len(run.events), 'event')}, "
+               f"{counted(outputs, 'output')}{note}"),
         # From 0, so a FINAL_ONLY run shows its one event at the end, not alone in the middle.
         xaxis={"title": "ms since the run started", "rangemode": "tozero"},
         yaxis={"title": "sample index", "range": [rows_shown - 0.5, -0.5], "tickmode": "linear", "dtick": 1},

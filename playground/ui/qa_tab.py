@@ -110,7 +110,7 @@ def connect(tab: QATab, page) -> gr.events.Dependency:
                                 inputs_kwargs=page.form, queue=False, show_progress="hidden", api_visibility="private")
     # One matrix at a time in the app: each cell is meant to run alone on its engine.
     started.success(partial(run, tab, page), [page.live], [tab.grid, tab.report, tab.download, tab.matrix],
-                    concurrency_limit=1, concurrency_id="qa-matrix", show_progress_on=[tab.report],
+                    concurrency_limit=1, concurrency_id="qa-matrix", show_progress_on=[tab.opened],
                     api_visibility="private")
 
     async def on_cell(matrix, history, session, selected, evt: gr.SelectData, **settings):  # Gradio reads evt's type
