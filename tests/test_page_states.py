@@ -23,7 +23,7 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, 
 
 from playground.backends.live import State
 from playground.run import Run
-from playground.ui import branch_tab, running
+from playground.ui import branch_tab, panels, running
 from playground.ui.samples_area import SamplesSession
 from tests.helpers import wait_until
 
@@ -180,9 +180,9 @@ def test_a_refusal_is_named_stores_nothing_and_the_next_run_works(page, loop, ba
 
 def test_the_panel_on_screen_streams_its_live_part_beside_the_run(page, loop, backend, host):
     """``live_panels``, the event beside the stream: with the Timing tab on screen it sends the
-    tokens-over-time figure while the run streams, only that (the components of the panels' live
-    parts are its outputs), and it ends with the run (here stopped after its first figure), on a
-    value that changes nothing; with the Diff tab (no live part) it sends nothing at all."""
+    tokens-over-time figure while the run streams, and for its other parts what says they are drawn
+    at the end (never the run before's), and it ends with the run (here stopped after its first
+    figure), on a value that changes nothing; with the Diff tab (no live part) it sends nothing."""
     timing = next(p for p in page.panels if p.tab == "Timing")
     for selected, tokens in (("Timing", 1500), ("Diff", 4)):
         tab = Tab(page, loop)
@@ -203,7 +203,10 @@ def test_the_panel_on_screen_streams_its_live_part_beside_the_run(page, loop, ba
         assert every[-1] == gr.skip()  # Gradio sends the last value again at the end, after ``finish``: a no-op
         if selected == "Timing":
             assert updates, "no live figure while the run streamed"
-            assert all(set(u) == {timing.components["tokens_over_time"]} and not finished for finished, u in updates)
+            assert all(set(u) == set(timing.components.values()) and not finished for finished, u in updates)
+            drawn = updates[0][1]
+            assert drawn[timing.components["tokens_over_time"]].layout.title.text.startswith("Tokens")
+            assert drawn[timing.components["itl"]].layout.annotations[0].text == panels.WAITING
         else:
             assert updates == []
     assert engine_idle(backend, host)
@@ -282,9 +285,9 @@ def test_what_if_runs_a_branch_per_top_token_and_reads_each_answer_from_the_whol
     assert "running 2 branches of 2 samples each" in asked[controls.note], asked
     shown = tab.call(branch_tab.what_if(controls, page, tab.live, tab.history, None, "first-line", ""))
     table = shown[controls.table]["value"]
-    assert table["token_id"].tolist() == [o.token_id for o in options]
+    assert table["token id"].tolist() == [o.token_id for o in options]  # headed in words
     before = "".join(analysis.pieces(source.samples[0])[:2])
-    for option, majority in zip(options, table["majority"], strict=True):  # a tie: no majority, said so
+    for option, majority in zip(options, table["majority answer"], strict=True):  # a tie: no majority, said so
         assert majority.startswith(("no majority: ", (before + option.text).strip())), (before, majority)
         assert "(tie)" not in majority
     assert f"What if**, at token 2 of sample #0 of `{source.request['request_id']}`" in shown[controls.note]
@@ -590,7 +593,6 @@ def test_while_a_run_streams_a_panels_parts_drawn_at_its_end_say_so_and_never_sh
     was yielded (the QA matrix's no-mutation break, shown on the run the red cell opens)."""
     import gradio as gr
 
-    from playground.ui import panels
     from tests.test_compare import seeded
 
     with gr.Blocks():
