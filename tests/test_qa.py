@@ -323,8 +323,13 @@ def test_conduct_rules_say_what_a_run_cannot_show():
 
 def scripted_path(name: str, mode: str, engine: str, log: list, in_flight=lambda: 0, change=None,
                   stop=None) -> qa.SamplingPath:
-    """A SamplingPath that returns a recorded healthy run for the request's kind, and logs what it saw."""
+    """A SamplingPath that returns a recorded healthy run for the request's kind, and logs what it saw.
+    ``in_flight()`` scripts the engine's count at a cell's start and end; while its run goes (the
+    matrix reads the count then too) the scripted engine holds nothing else."""
+    running = [False]
+
     async def run(request: SampleRequest) -> Run:
+        running[0] = True
         log.append(("start", name, request.output_kind, request.mode, request.seed))
         await asyncio.sleep(0)  # another cell would get in here if cells overlapped
         events = script(request.output_kind)
@@ -332,10 +337,11 @@ def scripted_path(name: str, mode: str, engine: str, log: list, in_flight=lambda
             change(request.output_kind, events)
         result = record(request.output_kind, events, n=request.n, seed=request.seed, mode=request.mode)
         log.append(("end", name))
+        running[0] = False
         return result
 
     async def count() -> int:
-        return in_flight()
+        return 0 if running[0] else in_flight()
 
     return qa.SamplingPath(name, mode, engine, run, count, stop)
 
@@ -1088,3 +1094,31 @@ def test_a_cell_whose_rules_could_not_all_be_checked_never_looks_like_one_that_p
                                             "checked**")
     assert qa_tab.report(dataclasses.replace(matrix, cells=[whole], paths=matrix.paths[:1])).startswith(
         "**✔ Every contract rule holds in all 1 cells.**")
+
+
+def test_a_request_that_comes_and_goes_while_a_cell_runs_keeps_it_from_counting_as_alone(backend):
+    """Another browser's run that starts after a cell and ends before it leaves the engine's count
+    at 0 at the cell's start and end: the count read while the cell runs still sees it, so the cell
+    is not called alone, and a comparison or a FINAL_ONLY check that needs it alone is not made on
+    its word."""
+    from playground.backends.base import record
+
+    path = qa.backend_paths(backend, "async")[0]
+    request = SampleRequest(prompt=PROMPT, n=2, seed=3, max_tokens=32, ignore_eos=True, use_chat_template=False)
+
+    async def scenario():
+        cell = asyncio.create_task(qa.run_matrix(request, [path], kinds=["DELTA"]))
+        while await backend.num_unfinished() < 2:  # the cell's two children are in the engine
+            await asyncio.sleep(0.01)
+        other = None
+        async for other in record(backend, SampleRequest(prompt="Hi", n=1, seed=1, max_tokens=4)):  # noqa: B007
+            pass
+        return await cell, other
+
+    matrix, other = asyncio.run(scenario())
+    (cell,) = matrix.cells
+    assert other.status == "finished" and cell.run.status == "finished"
+    assert (cell.in_flight_at_start, cell.in_flight_at_end) == (0, 0)  # all the old check could see
+    assert cell.others_during >= 1 and not cell.alone, cell.in_flight()
+    assert "beside its own while it ran" in cell.in_flight()
+    assert qa.Matrix.from_json(matrix.to_json()).cells[0].others_during == cell.others_during

@@ -32,6 +32,7 @@ class Cell:
     violations: list[Violation] = field(default_factory=list)
     in_flight_at_start: int | None = None  # other requests on the engine when the cell started
     in_flight_at_end: int | None = None  # ... and when it ended (its own are done by then)
+    others_during: int | None = None  # the most requests beside its own seen while it ran (None: not counted)
     seconds: float = 0.0
     notes: list[str] = field(default_factory=list)
     unchecked: list[Unchecked] = field(default_factory=list)  # rules this cell's run could not show
@@ -50,8 +51,9 @@ class Cell:
 
     @property
     def alone(self) -> bool:
-        """No other request was in flight on the engine at the cell's start or end."""
-        return self.in_flight_at_start == 0 and self.in_flight_at_end == 0
+        """No other request was in flight on the engine at the cell's start or end, nor seen beside
+        its own while it ran (another browser's run can come and go between the two)."""
+        return self.in_flight_at_start == 0 and self.in_flight_at_end == 0 and not self.others_during
 
     def subject(self, final: Run | None = None) -> Subject:
         """What the rules see of this cell."""
@@ -61,7 +63,8 @@ class Cell:
 
     def in_flight(self) -> str:
         """The in-flight counts at start and end, for people."""
-        return f"{_count_text(self.in_flight_at_start)} at start, {_count_text(self.in_flight_at_end)} at end"
+        during = f", up to {self.others_during} beside its own while it ran" if self.others_during else ""
+        return f"{_count_text(self.in_flight_at_start)} at start, {_count_text(self.in_flight_at_end)} at end{during}"
 
     def verdict(self) -> str:
         """"✔", "✔ (accounting not checked)" when a rule could not be held to (so a cell that
@@ -80,6 +83,7 @@ class Cell:
             "violations": [dataclasses.asdict(v) for v in self.violations],
             "unchecked": [dataclasses.asdict(u) for u in self.unchecked],
             "in_flight_at_start": self.in_flight_at_start, "in_flight_at_end": self.in_flight_at_end,
+            "others_during": self.others_during,
             "alone": self.alone, "seconds": round(self.seconds, 3), "error": self.error, "notes": self.notes,
             "run": self.run.to_dict() if self.run is not None else None,
             "stopped": self.stopped.to_dict() if self.stopped is not None else None,

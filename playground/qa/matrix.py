@@ -53,10 +53,12 @@ __all__ = [
 
 OnCell = Callable[[int, int, str], None]  # (cells done, cells in all, the cell that starts now)
 ONE_AT_A_TIME = ("Cells ran one at a time, so each ran alone on its engine unless other requests were "
-                 "in flight there (recorded per cell, at its start and end).")
+                 "in flight there (recorded per cell: at its start and end, and the most seen beside its own while "
+                 "it ran).")
 # After a stop that left requests in the engine: how long to wait for them to go, so the record says
 # whether they went late or stayed (and the next cell starts on an idle engine either way).
 STOP_WAIT_S, POLL_S = 2.0, 0.02
+LOAD_POLL_S = 0.05  # how often the engine's count is read while a cell runs
 
 
 # --- running the cells -----------------------------------------------------------------------------
@@ -95,12 +97,17 @@ async def run_matrix(request: SampleRequest, paths: Sequence[SamplingPath], kind
 async def _run_cell(cell: Cell, path: SamplingPath, request: SampleRequest) -> Cell:
     t0 = time.monotonic()
     cell.in_flight_at_start = await _count(path)
+    seen: list[int] = []
+    watching = asyncio.create_task(_watch_load(path, seen))
     try:
         cell.run = await path.run(dataclasses.replace(request))  # a copy: the run fills in its own fields
     except InvalidRequest:
         raise
     except Exception as e:  # an engine or server failure: this cell is red, the others still run
         cell.error = str(e) or type(e).__name__
+    finally:
+        watching.cancel()
+    cell.others_during = _others(seen, request.n)
     cell.seconds = time.monotonic() - t0
     cell.in_flight_at_end = await _count(path)
     if path.stop is not None and cell.run is not None and request.output_kind != "FINAL_ONLY":
@@ -113,6 +120,22 @@ async def _run_cell(cell: Cell, path: SamplingPath, request: SampleRequest) -> C
         if cell.in_flight_after_stop:  # not 0 as the stop returned: a late abort, or none at all
             cell.stop_settled_s = await _settle(path)
     return cell
+
+
+async def _watch_load(path: SamplingPath, seen: list[int]) -> None:
+    """Read the engine's count of unfinished requests while a cell runs, until cancelled."""
+    while True:
+        if (count := await _count(path)) is not None:
+            seen.append(count)
+        await asyncio.sleep(LOAD_POLL_S)
+
+
+def _others(seen: list[int], n: int) -> int | None:
+    """The most requests beside the cell's own n children seen while it ran (a floor: its children
+    that had finished left room unseen); None when the engine could not be counted. Read from the
+    engine's counts, not from the run's events: which of its own children were unfinished is what
+    the rules check, and a broken aggregator must not pass its own children off as others'."""
+    return max(0, max(seen) - n) if seen else None
 
 
 async def _count(path: SamplingPath) -> int | None:
@@ -214,7 +237,7 @@ def _batch_note(a: Cell, b: Cell) -> str:
         return (f"They ran on different engines ({a.engine} vs {b.engine}), each with a batch of its own, so "
                 f"batch composition is not comparable between them.{alone}")
     if a.alone and b.alone:
-        alone = f"Same engine ({a.engine}), both alone (no other request in flight at start or end)"
+        alone = f"Same engine ({a.engine}), both alone (no other request in flight at start, end or between)"
         steps_a, steps_b = admission(a.run), admission(b.run)
         if steps_a is None or steps_b is None:
             return (f"{alone}: batch composition did not differ, unless the engine stepped before all n "
