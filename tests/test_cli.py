@@ -244,6 +244,7 @@ def test_ctrl_c_in_a_terminal_stops_the_app_and_its_engine_without_rebuilding_it
     for noise in ("Triton", "FutureWarning", " INFO ", "[W", "Loading safetensors", "LD_PRELOAD", "SSM cache"):
         assert noise not in first_screen, first_screen
     assert "start: engine start" in first_screen
+    assert "--share adds a public gradio.live link" in text and "share=True" not in text  # our flag, not Gradio's
     # ...and so does the last: no report of objects alive at exit from Triton's bindings, no
     # semaphore left to Python's resource tracker by the engine core's progress bar, and no
     # traceback for the engine core's end on the same Ctrl-C.

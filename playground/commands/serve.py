@@ -225,8 +225,12 @@ def main(argv: list[str]) -> int:
         if store is not None:  # said here, not on the page, which may be open to others
             print(f"runs: kept in {store.path} (--runs-db moves them; --no-store keeps each tab's in memory only)",
                   file=sys.stderr)
+        # Gradio's own lines would end with its advice for a public link, `share=True` in `launch()`:
+        # here that is --share, so the address is said by the app (Gradio's, with --share).
         launch_app(demo, concurrency=args.concurrency, queue_size=args.queue_size, server_name=args.host,
-                   server_port=args.port, share=args.share, auth=auth, prevent_thread_lock=True)
+                   server_port=args.port, share=args.share, auth=auth, prevent_thread_lock=True, quiet=not args.share)
+        if not args.share:
+            print(f"* Running on local URL:  {demo.local_url}  (--share adds a public gradio.live link)", flush=True)
         clock.phase(f"answering on port {args.port}")
         demo.block_thread()
     return 0
