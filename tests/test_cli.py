@@ -95,6 +95,13 @@ def test_bad_values_give_a_clear_error(capsys, args, message):
      "temperature must be between 0 and 2 (vLLM's range), got -1.0"),
     (["sweep", "--param", "temperature", "--values", "1"], "error: the following arguments are required: --prompt"),
     (["qa", "--prompt", "Hi", "--json", "tests"], "error: --json: tests is a folder: give the name of a file to write"),
+    # A server's flags without --backend openai would be dropped, and the run here pass for the server's.
+    (["batch", "README.md", "--base-url", "http://gpu:8000/v1"],
+     "error: --base-url is for a vLLM server: add --backend openai to use one, or leave it out"),
+    (["sweep", "--prompt", "Hi", "--param", "seed", "--values", "1", "--api-key", "k", "--request-timeout", "5"],
+     "error: --api-key and --request-timeout are for a vLLM server"),
+    (["--base-url", "http://gpu:8000/v1"], "error: --base-url is for a vLLM server"),
+    (["batch", "README.md", "--backend", "openai"], "error: --backend openai needs --base-url"),
 ])
 def test_a_usage_error_in_the_commands_own_flags_comes_before_vllm_is_imported(argv, says):
     """A usage error the app can see in its own flags and files is said at once, not after the

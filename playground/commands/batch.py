@@ -55,6 +55,7 @@ from playground.commands.cli import (
     add_remote_flags,
     check_distinct,
     check_out_path,
+    check_remote_flags,
     note_whole_text_reference,
     positive_int,
     say_skipped,
@@ -390,6 +391,7 @@ def checked_lines(args, parser: argparse.ArgumentParser) -> tuple[list[Line], li
     except InvalidRequest as e:
         parser.error(str(e))
     check_out_path(parser, "--out", args.out)
+    check_remote_flags(parser, args)
     check_distinct(parser, {"input": Path(args.input)}, {"--out": args.out})
     try:
         lines, errors = read_lines(Path(args.input), defaults, args.max_n, args.reference)

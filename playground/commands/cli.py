@@ -261,6 +261,8 @@ def positive_float(name: str):
 # --- a remote vLLM server ------------------------------------------------------------------------
 
 API_KEY_ENV = ("VLLM_API_KEY", "OPENAI_API_KEY")
+REQUEST_TIMEOUT = 60.0
+NEEDS_BASE_URL = "--backend openai needs --base-url, the server's address, e.g. http://HOST:8000/v1"
 
 
 def add_remote_flags(group) -> None:
@@ -273,9 +275,24 @@ def add_remote_flags(group) -> None:
     group.add_argument("--api-key", default=None,
                        help=f"The server's API key (vllm serve --api-key); default: ${API_KEY_ENV[0]}, "
                             f"else ${API_KEY_ENV[1]}.")
-    group.add_argument("--request-timeout", type=_positive_seconds, default=60.0,
+    group.add_argument("--request-timeout", type=_positive_seconds, default=None,
                        help="Seconds to wait for the server to connect, answer, or send the next "
-                            "chunk of a stream (default 60).")
+                            f"chunk of a stream (default {REQUEST_TIMEOUT:g}).")
+
+
+def check_remote_flags(parser: argparse.ArgumentParser, args) -> None:
+    """A usage error, before any engine starts, for the server's flags given without
+    ``--backend openai`` (dropped silently, a batch run here would pass for the server's) and for
+    ``--backend openai`` without ``--base-url``."""
+    if args.backend == "openai":
+        if not args.base_url:
+            parser.error(NEEDS_BASE_URL)
+        return
+    given = [flag for flag, value in (("--base-url", args.base_url), ("--api-key", args.api_key),
+                                      ("--request-timeout", args.request_timeout)) if value is not None]
+    if given:
+        parser.error(f"{' and '.join(given)} {'is' if len(given) == 1 else 'are'} for a vLLM server: add --backend "
+                     f"openai to use one, or leave {'it' if len(given) == 1 else 'them'} out to run on an engine here")
 
 
 def create_remote_backend(args, max_n: int) -> RemoteBackend:
@@ -285,10 +302,11 @@ def create_remote_backend(args, max_n: int) -> RemoteBackend:
     from playground.backends.remote import RemoteBackend
 
     if not args.base_url:
-        raise RemoteError("--backend openai needs --base-url, the server's address, e.g. http://HOST:8000/v1")
+        raise RemoteError(NEEDS_BASE_URL)
     api_key = args.api_key or next((os.environ[n] for n in API_KEY_ENV if os.environ.get(n)), None)
     return asyncio.run(RemoteBackend.connect(args.base_url, api_key=api_key, max_n=max_n,
-                                             request_timeout=args.request_timeout, model=getattr(args, "model", None)))
+                                             request_timeout=args.request_timeout or REQUEST_TIMEOUT,
+                                             model=getattr(args, "model", None)))
 
 
 def connect_remote(args, engine_kwargs: dict, error) -> RemoteBackend:

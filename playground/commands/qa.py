@@ -33,6 +33,7 @@ from playground.commands.cli import (
     add_max_n_flag,
     add_remote_flags,
     check_out_path,
+    check_remote_flags,
     create_remote_backend,
     write_atomically,
 )
@@ -121,6 +122,7 @@ def checked_request(args, parser: argparse.ArgumentParser) -> tuple[SampleReques
         parser.error(f"--{given[0].replace('_', '-')}: the matrix runs every output_kind, in wrapper and "
                      "native mode: leave it out")
     check_out_path(parser, "--json", args.json)
+    check_remote_flags(parser, args)
     front_ends = args.paths or ["async", "sync"] + (["remote"] if args.backend == "openai" else [])
     if "remote" in front_ends and args.backend != "openai":
         parser.error("--paths remote needs --backend openai --base-url URL")

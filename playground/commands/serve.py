@@ -17,6 +17,7 @@ from playground.commands.cli import (
     PlaygroundParser,
     add_max_n_flag,
     add_remote_flags,
+    check_remote_flags,
     connect_remote,
     positive_int,
     usage_line,
@@ -83,15 +84,16 @@ STORE_FLAGS = ("runs_db", "no_store", "store_max_runs", "store_max_mb")
 
 
 def early_flags(argv: list[str]) -> argparse.Namespace | None:
-    """The store and replay flags alone, read before vLLM is imported (its argument parser takes
-    seconds to import): a file that is not a run store, or a pace without runs to play, is named at
-    once. None when they cannot be read so (a value that is not one: the full parser then says what
+    """The store, replay and server flags alone, read before vLLM is imported (its argument parser
+    takes seconds to import): a file that is not a run store, a pace without runs to play, or a
+    server's flag without --backend openai, is named at once. None when they cannot be read so (a value that is not one: the full parser then says what
     is wrong), and when help is asked (no store is opened for that)."""
     if any(arg == "-h" or arg.split("=")[0] == "--help" for arg in argv):
         return None
     parser = argparse.ArgumentParser(add_help=False, allow_abbrev=False, exit_on_error=False)
     add_store_flags(parser)
     add_replay_flags(parser)
+    add_remote_flags(parser)
     try:
         return parser.parse_known_args(argv)[0]
     except (argparse.ArgumentError, SystemExit):
@@ -167,6 +169,8 @@ def main(argv: list[str]) -> int:
     early_parser = argparse.ArgumentParser(prog="python app.py", usage=usage_line())
     if early is not None and early.replay_pace != "recorded" and not early.replay:
         early_parser.error(PACE_WITHOUT_RUNS)
+    if early is not None:
+        check_remote_flags(early_parser, early)
     # Runs to replay read before vLLM's import too: a missing or unreadable file costs no seconds.
     replayed = None
     if early is not None and early.replay:

@@ -45,6 +45,7 @@ from playground.commands.cli import (
     add_max_n_flag,
     add_remote_flags,
     check_out_path,
+    check_remote_flags,
     note_whole_text_reference,
 )
 from playground.commands.progress import Ending, print_summary, run_all, start_runner, write_bundles
@@ -125,6 +126,7 @@ def checked_sweep(args, parser: argparse.ArgumentParser) -> SweepRequest:
     except InvalidRequest as e:
         parser.error(str(e))
     check_out_path(parser, "--out", args.out)
+    check_remote_flags(parser, args)
     return sweep
 
 
