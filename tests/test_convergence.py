@@ -354,6 +354,7 @@ def test_analyze_prints_the_headline_and_writes_every_measure_and_the_shared_see
 
 
 def test_a_seed_sweep_from_count_steps_by_n_so_no_two_runs_share_a_seed():
+    from playground.errors import InvalidRequest
     from playground.request import SampleRequest
     from playground.sampling.sweep_request import SweepRequest, seed_overlap_note
 
@@ -363,6 +364,9 @@ def test_a_seed_sweep_from_count_steps_by_n_so_no_two_runs_share_a_seed():
     assert A.seed_overlaps(runs) == []
     close = SweepRequest.of(SampleRequest("p", n=8), "seed", "1 2 100")
     assert "base seeds 1 and 2 are closer than n=8" in seed_overlap_note(close)
+    for wrong, said in (("1:x", "got COUNT 'x'"), ("1:0", "got COUNT 0"), ("x:4", "seed must be a whole number")):
+        with pytest.raises(InvalidRequest, match=said):  # COUNT named as COUNT, never as the request's n
+            SweepRequest.of(SampleRequest("p", n=8), "seed", wrong)
 
 
 # ---- in the report -------------------------------------------------------------------------------

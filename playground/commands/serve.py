@@ -86,8 +86,9 @@ STORE_FLAGS = ("runs_db", "no_store", "store_max_runs", "store_max_mb")
 def early_flags(argv: list[str]) -> argparse.Namespace | None:
     """The store, replay and server flags alone, read before vLLM is imported (its argument parser
     takes seconds to import): a file that is not a run store, a pace without runs to play, or a
-    server's flag without --backend openai, is named at once. None when they cannot be read so (a value that is not one: the full parser then says what
-    is wrong), and when help is asked (no store is opened for that)."""
+    server's flag without --backend openai, is named at once. None when they cannot be read so (a
+    value that is not one: the full parser then says what is wrong), and when help is asked (no
+    store is opened for that)."""
     if any(arg == "-h" or arg.split("=")[0] == "--help" for arg in argv):
         return None
     parser = argparse.ArgumentParser(add_help=False, allow_abbrev=False, exit_on_error=False)

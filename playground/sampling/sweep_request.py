@@ -124,11 +124,15 @@ def _seeds_apart(value: Any, n: int) -> list[Any]:
     if not isinstance(value, str) or ":" not in value:
         return [value]
     start, _, count = value.partition(":")
-    first = SampleRequest.from_user(prompt="", seed=start).seed
-    how_many = SampleRequest.from_user(prompt="", n=count).n
-    if first is None or how_many > MAX_SWEEP_VALUES:
-        raise InvalidRequest(f"{value!r}: FROM:COUNT gives COUNT base seeds from FROM, n apart, at most "
-                             f"{MAX_SWEEP_VALUES}")
+    form = (f"{value!r}: FROM:COUNT gives COUNT base seeds from FROM, n apart (COUNT a whole number from 1 to "
+            f"{MAX_SWEEP_VALUES})")
+    first = SampleRequest.from_user(prompt="", seed=start).seed  # a bad FROM is named as the seed it is
+    try:
+        how_many = int(count.strip())
+    except ValueError:
+        raise InvalidRequest(f"{form}, got COUNT {count!r}") from None
+    if first is None or not 1 <= how_many <= MAX_SWEEP_VALUES:
+        raise InvalidRequest(form + ("" if first is None else f", got COUNT {how_many}"))
     return [first + k * n for k in range(how_many)]
 
 
