@@ -290,3 +290,10 @@ def test_several_files_are_read_in_turn_each_run_named_by_its_file(runs_file, tm
     assert "missing.json" in capsys.readouterr().err
     assert analyze.main(["-", "-"]) == exits.USAGE
     assert "stdin" in capsys.readouterr().err
+    assert analyze.main([str(first), str(tmp_path / "." / "a.json")]) == exits.USAGE  # one file twice
+    assert "is given twice" in capsys.readouterr().err
+    (tmp_path / "again").mkdir()
+    twin = tmp_path / "again" / "b.json"
+    twin.write_text(second.read_text(encoding="utf-8"), encoding="utf-8")
+    assert analyze.main([str(second), str(twin)]) == exits.OK  # two files of one name: each named by its path
+    assert [line.split(" line")[0] for line in capsys.readouterr().out.splitlines()] == [str(second), str(twin)]

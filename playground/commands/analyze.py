@@ -247,7 +247,13 @@ def shown(path: Path) -> str:
 
 def read_inputs(parser, inputs: list[Path]) -> tuple[list, list]:
     """Every input's runs and the lines that are not runs, in turn; with several files each says
-    its file's name ("b.jsonl line 3"). A file that cannot be read at all is a usage error."""
+    its file's name ("b.jsonl line 3"; the path as given where two share a name). A file that
+    cannot be read at all, or is given twice, is a usage error."""
+    seen: dict[Path, Path] = {}
+    for path in inputs:
+        if path != STDOUT and (same := seen.setdefault(path.resolve(), path)) is not path:
+            parser.error(f"{path} is given twice ({same} and {path}): its runs would be analysed twice")
+    names = [path.name for path in inputs]
     bundles, errors = [], []
     for path in inputs:
         try:
@@ -255,7 +261,7 @@ def read_inputs(parser, inputs: list[Path]) -> tuple[list, list]:
         except InvalidBundle as e:
             parser.error(str(e))
         if len(inputs) > 1:
-            named = "stdin" if path == STDOUT else path.name
+            named = "stdin" if path == STDOUT else path.name if names.count(path.name) == 1 else str(path)
             found = [dataclasses.replace(b, file=named) for b in found]
             wrong = [dataclasses.replace(e, file=named) for e in wrong]
         bundles += found
