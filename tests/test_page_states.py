@@ -614,3 +614,40 @@ def test_while_a_run_streams_a_panels_parts_drawn_at_its_end_say_so_and_never_sh
     assert "This run was stopped" in panels.inspector_note(run)
     run.status, run.mutated_events = "finished", [0, 3]
     assert panels.inspector_note(run).startswith("⚠️ **2 events changed after being yielded** (#0, #3)")
+
+
+def test_a_tab_opened_while_a_run_streams_draws_that_run_and_is_followed(page, loop, backend, host):
+    """Opened mid-run, a tab that follows runs (Inspector) draws the streaming run, not the one on
+    screen before it, and the live panels follow it from then on; a tab that does not (Diff) still
+    draws the run before, as the line over the tabs says."""
+    import gradio as gr
+
+    from playground.ui import showing
+
+    tab = Tab(page, loop)
+    tab.run(prompt=SHORT, n=2, max_tokens=4)
+    tab.wait()
+    before = tab.current
+    tab.run(prompt=SHORT, n=3, max_tokens=1500, ignore_eos=True)  # the Diff tab on screen: no live part
+    action = tab.live
+    assert wait_until(lambda: action.streaming_run() is not None and bool(action.streaming_run().events), 120)
+    inspector = next(p for p in page.panels if p.tab == "Inspector")
+    opened = tab.call(showing.opened(page, before, gr.SelectData(None, {"index": 0, "value": "Inspector"}), action))
+    note = opened[inspector.components["note"]]
+    assert "so far** for n=3" in note and action.selected == "Inspector", note
+    diff = tab.call(showing.opened(page, before, gr.SelectData(None, {"index": 0, "value": "Diff"}), action))
+    assert action.selected == "Diff" and diff  # the run before, drawn whole
+    tab.call(showing.opened(page, before, gr.SelectData(None, {"index": 0, "value": "Inspector"}), action))
+    updates = []
+
+    async def follow() -> None:
+        async with contextlib.aclosing(running.live_panels(page, action, "Diff")) as panels:
+            async for update in panels:
+                if isinstance(update, dict) and update.get("__type__") != "update":
+                    updates.append(update)
+                    await action.stop_and_wait()  # one is enough
+
+    tab.call(follow(), timeout=180)
+    tab.wait()
+    assert updates and inspector.components["timeline"] in updates[0], "the tab opened mid-run is followed"
+    assert engine_idle(backend, host)

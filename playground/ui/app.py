@@ -216,7 +216,7 @@ def build_app(backend, sync_runner=None, embedding_model: str | None = None,
             trigger(lambda run, ref, chosen: panels.diff_view(run, panels.reference_sample(ref, run.n), chosen)
                     if run is not None else gr.skip(), [page.current, reference, diff_samples],
                     diff.components["diff_view"], api_visibility="private")
-        tabs.select(open_tab(page), [page.current], [page.selected, *[c for p in page.panels
+        tabs.select(open_tab(page), [page.current, page.live], [page.selected, *[c for p in page.panels
                                                                        for c in p.components.values()]],
                     inputs_kwargs=shows, show_progress="hidden", api_visibility="private")
         set_tab.connect(set_, page.current)
@@ -257,8 +257,8 @@ def plotly_preload_js() -> str | None:
 def open_tab(page: Page):
     """The listener of a tab opened (Gradio reads the type of ``evt`` from this function)."""
 
-    async def opened(run, evt: gr.SelectData, **settings):
-        return await showing.opened(page, run, evt, **settings)
+    async def opened(run, action, evt: gr.SelectData, **settings):
+        return await showing.opened(page, run, evt, action, **settings)
 
     return opened
 

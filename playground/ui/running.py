@@ -73,10 +73,17 @@ class Action:
     # Stop asks it to end (``stop_asked``) and waits for that.
     work: asyncio.Event | None = None
     stop_asked: bool = False
+    selected: str | None = None  # the tab on screen, when one was opened while it goes: the live panels follow it
 
     @property
     def going(self) -> bool:
         return any(r.going for r in self.runs) or (self.work is not None and not self.work.is_set())
+
+    def streaming_run(self) -> Run | None:
+        """The run streaming into the samples area, while one does (its recording has begun)."""
+        if self.name in STREAMED and self.runs and self.runs[0].going:
+            return self.runs[0].run
+        return None
 
     def claim(self, follower: str, names: tuple[str, ...] = STREAMED) -> bool:
         """Whether ``follower`` (a queued step after a button's ``begin``: the stream, the live
@@ -251,27 +258,33 @@ async def stream(page: Page, action: Action | None, session):
     action.streamed = True
 
 
+def on_screen(page: Page, action: Action, selected: str | None):
+    """The live panel of the tab on screen (the one opened last while the action goes, else the one
+    on screen when it began), or None when that tab has no live part."""
+    tab = action.selected or selected
+    return next((p for p in page.panels if p.tab == tab and p.live), None)
+
+
 async def live_panels(page: Page, action: Action | None, selected: str | None, **settings):
     """The live parts of the panel on screen while the action's run streams (a figure travels whole:
-    every ``figures_every(n)`` s), an event of its own beside the stream. Nothing when the tab on
-    screen has no live part."""
+    every ``figures_every(n)`` s), an event of its own beside the stream; a tab opened meanwhile is
+    followed from then on. Nothing while the tab on screen has no live part."""
     live_run = action.runs[0] if action is not None and action.runs and action.claim("panels") else None
     yield gr.skip()  # one yield at least: a generator that yields nothing would clear its outputs
-    on_screen = next((p for p in page.panels if p.tab == selected and p.live), None)
-    if live_run is None or on_screen is None:
+    if live_run is None:
         return
-    waited = False  # drawn once with no event yet (FINAL_ONLY's wait): the panel says so, not the run before
+    waited = None  # the tab drawn once with no event yet (FINAL_ONLY's wait): it says so, not the run before
     while action.going:
-        run = live_run.run
-        if run is None:
+        run, panel = live_run.run, on_screen(page, action, selected)
+        if run is None or panel is None:
             await asyncio.sleep(figures_every(1))
         else:  # the panel's own pace (the graph's, by how long it takes to build), else the page's by n
-            await asyncio.sleep(on_screen.every if on_screen.every is not None else figures_every(run.n))
-        run = live_run.run
-        if run is None or run.finished or (not run.events and waited):
+            await asyncio.sleep(panel.every if panel.every is not None else figures_every(run.n))
+        run, panel = live_run.run, on_screen(page, action, selected)
+        if run is None or panel is None or run.finished or (not run.events and waited == panel.tab):
             continue
-        waited = not run.events
-        update = await asyncio.to_thread(panels_now, page, run, selected, settings, True)
+        waited = panel.tab if not run.events else None
+        update = await asyncio.to_thread(panels_now, page, run, panel.tab, settings, True)
         if update and action.going and not run.finished:  # ended meanwhile: ``finish`` draws it whole
             yield update
     # Gradio sends a generator's last value again when its event ends, which is after ``finish``

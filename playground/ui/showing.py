@@ -41,9 +41,17 @@ async def show(page: Page, run: Run, history: list | None, session, selected: st
     return await asyncio.to_thread(_show, page, run, history, session, selected, settings or {}, reset)
 
 
-async def opened(page: Page, run: Run | None, evt: gr.SelectData, **settings) -> dict:
-    """A tab opened: it becomes the one on screen, and its panel draws the run on screen."""
+async def opened(page: Page, run: Run | None, evt: gr.SelectData, action=None, **settings) -> dict:
+    """A tab opened: it becomes the one on screen, and its panel draws the run on screen; while a
+    run streams into the samples area (``action``'s), a tab that follows it draws that run's live
+    parts, and the live panels follow the tab from then on."""
     update = {page.selected: evt.value}
+    streaming = action.streaming_run() if action is not None else None
+    if streaming is not None:
+        action.selected = evt.value
+        if any(p.tab == evt.value and p.live for p in page.panels):
+            update.update(await asyncio.to_thread(panels_now, page, streaming, evt.value, settings, True))
+            return update
     if run is not None:
         update.update(await asyncio.to_thread(panels_now, page, run, evt.value, settings))
     return update
