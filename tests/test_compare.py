@@ -298,3 +298,28 @@ def test_the_history_note_names_the_runs_that_share_the_most_seeds_first():
     named = [sentence.split(" share ")[0] for sentence in note.removeprefix("⚠️ ").split("; ")[:3]]
     assert named == ["`run-1` and `run-3`", "`run-3` and `run-4`", "`run-1` and `run-4`"], note  # 8, 7, 7 seeds
     assert "`run-2`" not in note and note.endswith("; and 6 more pairs."), note
+
+
+def test_a_run_that_ends_with_the_compare_tab_on_screen_brings_its_lists_up_to_date(tmp_path):
+    """The tab's part of every streamed run's end (``page.after_run``): on screen, the new run
+    becomes B beside the newest other of its prompt, and the pair before's result goes; elsewhere,
+    nothing (it is brought up to date when opened)."""
+    import asyncio
+    from types import SimpleNamespace
+
+    import gradio as gr
+
+    from playground.ui import compare_tab
+
+    with gr.Blocks():
+        tab = compare_tab.declare(tmp_path)
+        page = SimpleNamespace(selected=gr.State("Diff"), history=gr.State([]), current=gr.State(None),
+                               samples=SimpleNamespace(session=gr.State(None)))
+        refreshed, inputs, outputs = compare_tab.after_run(tab, page, gr.State([]))
+    assert outputs[:2] == [tab.a, tab.b] and inputs[0] is page.selected
+    first, second, new = seeded(1, "run-1"), seeded(1, "run-2"), seeded(1, "run-3")
+    history = [first, second, new]
+    lists = (history, [], None, new, "history:run-1", "history:run-2")
+    assert asyncio.run(refreshed("Diff", *lists)) == (gr.skip(),) * len(outputs)
+    a, b, headline, *_ = asyncio.run(refreshed("Compare", *lists))
+    assert (a["value"], b["value"]) == ("history:run-2", "history:run-3") and headline == ""

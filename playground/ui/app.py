@@ -179,6 +179,9 @@ def build_app(backend, sync_runner=None, embedding_model: str | None = None,
                     extra=saved_runs.extra(history.saved), said=link_row.note, stop_near=stop_near,
                     panels_note=panels_note)
 
+        # The Compare tab on screen brings its lists up to date as each run ends (chained to every run's end).
+        page.after_run.append(compare_tab.after_run(compare, page, sweep.runs, history.saved.keeper))
+
         # --- the events -----------------------------------------------------------------------
         prompt, use_chat = form["prompt"], form["use_chat_template"]
         # One listener for both: an example sets both at once, and two listeners could answer out of

@@ -120,6 +120,11 @@ class CompareTab:
     graph_b: gr.Plot | None = None
     keeper: object = None  # the run store's keeper (ui/keeping.py): this browser's saved runs join the lists
 
+    def result(self) -> list:
+        """What shows the comparison of A and B (``cleared`` empties them, in this order)."""
+        return [self.headline, self.pairs, self.changed, self.side_by_side, self.columns, self.report, self.graph_a,
+                self.graph_b]
+
 
 def declare(export_dir, measures: analysis.Measures | None = None) -> CompareTab:
     """The tab, declared in the current ``gr.Tabs`` (``export_dir``: where the page writes its
@@ -160,18 +165,38 @@ def connect(tab: CompareTab, history: gr.State, sweep_runs: gr.State, current: g
     reload leaves the runs of before it to compare."""
     sources = [history, tab.uploads, sweep_runs]
     tab.keeper = keeper
-    listed = [*sources, current, tab.a, tab.b] + ([session] if keeper is not None and session is not None else [])
     inputs = [tab.a, tab.b, *sources, tab.answer, tab.pattern, tab.by]
-    outputs = [tab.headline, tab.pairs, tab.changed, tab.side_by_side, tab.columns, tab.report]
-    result = [*outputs, tab.graph_a, tab.graph_b]
-    gr.on([tab.panel.select, tab.refresh_btn.click], partial(lists_opened, tab), listed, [tab.a, tab.b, *result],
+    outputs = tab.result()[:6]  # a comparison's; the graphs are drawn on demand
+    gr.on([tab.panel.select, tab.refresh_btn.click], partial(lists_opened, tab),
+          listed(tab, history, sweep_runs, current, session, keeper), [tab.a, tab.b, *tab.result()],
           api_visibility="private")
     # A pick of another run: what is shown below was the pair before's, and goes.
-    gr.on([tab.a.input, tab.b.input], cleared, None, result, api_visibility="private")
+    gr.on([tab.a.input, tab.b.input], cleared, None, tab.result(), api_visibility="private")
     tab.compare_btn.click(partial(compare, tab), inputs, outputs, api_visibility="private")
     tab.by.change(partial(pair_again, tab), inputs, outputs, api_visibility="private")
     tab.graphs_btn.click(partial(graphs, tab), [tab.a, tab.b, *sources], [tab.graph_a, tab.graph_b],
                          api_visibility="private")
+
+
+def listed(tab: CompareTab, history: gr.State, sweep_runs: gr.State, current: gr.State, session=None,
+           keeper=None) -> list:
+    """What the lists are made of (``lists_opened``'s inputs): the session's runs, the run on
+    screen, A and B, and with a run store the session (its browser's saved runs)."""
+    return [history, tab.uploads, sweep_runs, current, tab.a, tab.b] + (
+        [session] if keeper is not None and session is not None else [])
+
+
+def after_run(tab: CompareTab, page, sweep_runs: gr.State, keeper=None) -> tuple:
+    """The tab's part at the end of a run that streamed (``page.after_run``): on screen, its lists
+    are brought up to date as if it had just been opened (the new run as B, the result before
+    cleared), not left naming the pair before; elsewhere nothing, until it is opened."""
+    async def refreshed(selected, *lists):
+        if selected != "Compare":
+            return (gr.skip(),) * (2 + len(tab.result()))
+        return lists_opened(tab, *lists)
+
+    return (refreshed, [page.selected, *listed(tab, page.history, sweep_runs, page.current, page.samples.session,
+                                                keeper)], [tab.a, tab.b, *tab.result()])
 
 
 # --- handlers -----------------------------------------------------------------------------------
@@ -250,11 +275,11 @@ def lists_opened(tab: CompareTab, history, uploads, sweep_runs, current: Run | N
     what the tab shows below A and B is always theirs."""
     a, b = refresh_lists(tab, history, uploads, sweep_runs, current, a_key, b_key, session)
     moved = any("value" in update and update["value"] != key for update, key in ((a, a_key), (b, b_key)))
-    return a, b, *(cleared() if moved else [gr.skip()] * 8)
+    return a, b, *(cleared() if moved else [gr.skip()] * len(tab.result()))
 
 
 def cleared() -> tuple:
-    """The result's outputs (``connect``'s ``result``) emptied."""
+    """The result's outputs (``CompareTab.result``) emptied."""
     hidden = gr.update(value=None, visible=False)
     return "", hidden, hidden, hidden, "", gr.update(value=None, interactive=False), hidden, hidden
 

@@ -42,6 +42,9 @@ class Page:
     said: gr.Markdown | None = None  # the line by the form, for what a press did that the summary does not say
     stop_near: gr.Button | None = None  # the Stop beside the summary: enabled while a run streams there
     panels_note: gr.Markdown | None = None  # over the tabs, while a run streams: which follow it, which wait
+    # What a tab adds once a streamed run has ended: (handler, inputs, outputs), chained after ``finish``
+    # by ``running.run_events`` (the Compare tab's lists, when it is on screen).
+    after_run: list[tuple[Any, list, list]] = field(default_factory=list)
 
     def controls(self) -> dict[str, gr.components.Component]:
         """The panels' own settings by name: every handler that shows a run takes them

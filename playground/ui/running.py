@@ -196,9 +196,9 @@ def run_events(started: gr.events.Dependency, page: Page, stream: Callable, fini
                ended: tuple[Callable, list, list] | None = None) -> gr.events.Dependency:
     """A run's queued steps after ``started`` (its ``begin``): ``stream`` writes the summary and
     the samples area, ``live_panels`` beside it the live parts of the panel on screen, then
-    ``finish`` shows the end in every output, and ``ended`` (a handler, its inputs and outputs),
-    when given, what the button's own note says of the end. Returns the stream's event: Stop
-    cancels it, and Gradio then starts ``finish`` too.
+    ``finish`` shows the end in every output, then what the tabs add (``page.after_run``) and
+    ``ended`` (a handler, its inputs and outputs), when given, what the button's own note says of
+    the end. Returns the stream's event: Stop cancels it, and Gradio then starts ``finish`` too.
 
     Three events, not one, because Gradio 6.31 treats every output a yield leaves out as an update
     of its properties: it builds that component anew, with its configuration, at each yield (the
@@ -215,8 +215,8 @@ def run_events(started: gr.events.Dependency, page: Page, stream: Callable, fini
                     inputs_kwargs=shows, show_progress="hidden", api_visibility="private")
     finished = event.then(finish, [page.live, *page.inputs()], page.outputs(), inputs_kwargs=shows,
                           show_progress_on=[page.summary], api_visibility="private")
-    if ended is not None:
-        finished.then(*ended, show_progress="hidden", api_visibility="private")
+    for after in [*page.after_run, *([ended] if ended is not None else [])]:
+        finished.then(*after, show_progress="hidden", api_visibility="private")
     return event
 
 
