@@ -458,6 +458,13 @@ def test_a_node_whose_samples_answers_tie_is_drawn_as_no_groups():
     figure = A.graph_figure(A.sample_graph(even), "answer", A.group_answers(even, "last-number"))
     traces = {t.name: t for t in figure.data if t.customdata is not None}
     assert [cd.split("|")[0] for cd in traces[MIXED].customdata] == ["start", "0"]  # the prompt and "It is"
+    # Samples with no answer are no group, as in the Set tab: one 7 among two that say none leads.
+    silent = run_of(["It is 7.", "It is so.", "It is hot."])
+    answers = A.group_answers(silent, "last-number")
+    assert answers.majority_text() == "7"
+    figure = A.graph_figure(A.sample_graph(silent), "answer", answers)
+    traces = {t.name: t for t in figure.data if t.customdata is not None}
+    assert any(cd.startswith("start|") for cd in traces["7"].customdata), list(traces)
 
 
 def test_the_figure_of_256_samples_folds_rare_paths_and_keeps_every_sample():

@@ -42,7 +42,7 @@ from playground.run import Run, Sample
 
 # Settings worth naming when they differ between two runs (the rest is the record's plumbing).
 PAIR_COLUMNS = ["sample_a", "sample_b", "seed_a", "seed_b", "tokens_a", "tokens_b", "first_divergence", "token_a",
-                "token_b", "similarity", "verdict"]
+                "token_b", "pair_similarity", "verdict"]
 PAIR_BY = ("index", "seed")  # how pair_frame pairs the samples of A and B
 PairBy = Literal["index", "seed"]
 PAIRS_HEADING = {"index": "Sample i of A against sample i of B", "seed": "The samples of A and B that share a seed"}
@@ -151,7 +151,7 @@ def pair_frame(a: Run, b: Run, by: PairBy = "index") -> pd.DataFrame:
             "tokens_a": len(sa.token_ids), "tokens_b": len(sb.token_ids), "first_divergence": where,
             "token_a": None if where is None else token_at(sa, where),
             "token_b": None if where is None else token_at(sb, where),
-            "similarity": similarity(sa.token_ids, sb.token_ids),
+            "pair_similarity": similarity(sa.token_ids, sb.token_ids),
             "verdict": "identical" if where is None else f"diverged at token {where}",
         })
     frame = pd.DataFrame(rows, columns=PAIR_COLUMNS)

@@ -330,16 +330,17 @@ def _node_traces(drawn: dict[str, Drawn], n: int, colour: str, answers: Answers 
 
 
 def _leading(d: Drawn, answers: Answers, order: dict) -> str:
-    """The answer group most of a node's samples are in (its name, "other answers" past the
-    colours, "no answer"), or ``MIXED`` when no one answer leads there (a tie: two or more are
-    as common), which no group's colour would say."""
-    said = Counter(answers.answers.get(i) for i in d.samples)
+    """The answer group most of a node's samples that gave an answer are in (its name, or "other
+    answers" past the colours), as the Set tab reads a majority: samples with no answer are not a
+    group; "no answer" when none of them gave one; ``MIXED`` when no one answer leads there (a tie:
+    two or more are as common), which no group's colour would say."""
+    said = Counter(a for i in d.samples if (a := answers.answers.get(i)) is not None)
     ranked = said.most_common()
+    if not ranked:
+        return "no answer"
     if len(ranked) > 1 and ranked[0][1] == ranked[1][1]:
         return MIXED
     top = ranked[0][0]
-    if top is None:
-        return "no answer"
     return top if order.get(top, len(ANSWER_COLOURS)) < len(ANSWER_COLOURS) else "other answers"
 
 

@@ -41,6 +41,7 @@ CHARTED = {"mean_tokens": "mean length (tokens)", "mean_prob": "mean p(sampled t
 # every tab. A name not here is said with spaces for its underscores.
 WORDS = {
     "request_id": "run", "token_id": "token id", "first_divergence": "parts at token",
+    "pair_similarity": "similarity of the pair",
     **{f"{what}_{side}": f"{side.upper()}'s {said}" for side in "ab"
        for what, said in (("sample", "sample"), ("seed", "seed"), ("tokens", "tokens"), ("token", "token there"))},
     "mean_tokens": "mean length (tokens)", "mean_tokens_min": "shortest (tokens)",

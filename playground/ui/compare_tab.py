@@ -44,7 +44,7 @@ TWO_RUNS = ("Pick two runs first: Run A and Run B list this tab's runs, the file
             "the last sweep and this browser's saved runs (Update the lists after another run).")
 MAX_UPLOADED = 50  # runs kept per session from uploads; the oldest go first
 PAIR_COLUMNS = ["sample_a", "sample_b", "seed_a", "seed_b", "tokens_a", "tokens_b", "verdict", "token_a", "token_b",
-                "similarity"]
+                "pair_similarity"]
 BY_CHOICES = [("index (sample i of A with sample i of B)", "index"), ("seed (the samples that share one)", "seed")]
 
 
