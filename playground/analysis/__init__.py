@@ -94,7 +94,7 @@ from playground.analysis.diff import (
     similarity,
     similarity_matrix,
 )
-from playground.analysis.display import PARTIAL, counted, message_figure, pieces, truncate, visible
+from playground.analysis.display import PARTIAL, counted, first_tokens, message_figure, pieces, truncate, visible
 from playground.analysis.diversity import (
     Diversity,
     SetDiversity,
@@ -263,6 +263,7 @@ __all__ = [
     "events_figure",
     "first_divergence",
     "first_divergences",
+    "first_tokens",
     "frame_in_words",
     "graft",
     "graph_figure",

@@ -16,7 +16,7 @@ import plotly.graph_objects as go
 from rapidfuzz import process
 from rapidfuzz.distance import Indel
 
-from playground.analysis.display import height_for, message_figure, pieces, visible
+from playground.analysis.display import first_tokens, height_for, message_figure, pieces, visible
 from playground.run import Run, Sample
 
 # Labels of diff_samples, and colours that fit gr.HighlightedText(color_map=DIFF_COLORS).
@@ -89,7 +89,7 @@ def shared_prefix_sentence(run: Run) -> str:
             count = len(rest[0].token_ids)
             return f"{head} The other has {count} token{'' if count == 1 else 's'}."
         k = _shared_start([s.token_ids for s in rest])
-        shared = f"share their {_first(k)}." if k else "differ from their first token."
+        shared = f"share their {first_tokens(k)}." if k else "differ from their first token."
         return f"{head} The other {len(rest)} {shared}"
     k = common_prefix(run)
     if len(run.samples) == 1:
@@ -99,11 +99,7 @@ def shared_prefix_sentence(run: Run) -> str:
         return f"The {len(run.samples)} samples differ from their first token."
     if all(len(s.token_ids) == k for s in run.samples):
         return f"All {len(run.samples)} samples are identical ({k} token{'' if k == 1 else 's'})."
-    return f"All {len(run.samples)} samples share their {_first(k)}."
-
-
-def _first(k: int) -> str:
-    return "first token" if k == 1 else f"first {k} tokens"
+    return f"All {len(run.samples)} samples share their {first_tokens(k)}."
 
 
 def identical_groups(run: Run) -> list[list[int]]:

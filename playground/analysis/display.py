@@ -76,6 +76,11 @@ def counted(count: int, word: str, words: str | None = None) -> str:
     return f"{count} {word if count == 1 else words or word + 's'}"
 
 
+def first_tokens(k: int) -> str:
+    """"first token", "first 3 tokens": the start samples share, as a sentence says it."""
+    return "first token" if k == 1 else f"first {k} tokens"
+
+
 def truncate(text: str, width: int) -> str:
     return text if len(text) <= width else text[: width - 1] + "…"
 

@@ -146,13 +146,14 @@ def headline(measures: SetMeasures) -> str:
                 f"vote share **{a.vote_share:.0%}**." if a.winner else
                 f"**{a.majority_text()[:1].upper()}{a.majority_text()[1:]}** (each {a.vote_share:.0%} of the "
                 "samples).")
-        said += (f" {analysis.counted(len(a.groups), 'distinct answer')}, answer entropy **{a.entropy:.2f} bits** "
-                 "(0: all agree; "
-                 f"{math.log2(a.answered):.2f}: no two agree).")
+        over = f" over the {a.answered} samples that gave one" if a.unanswered else ""
+        said += (f" {analysis.counted(len(a.groups), 'distinct answer')}, answer entropy **{a.entropy:.2f} bits**"
+                 f"{over} (0: all agree; {math.log2(a.answered):.2f}: no two agree).")
         if a.unanswered:
             said += (f" No answer could be read from sample{'s' if len(a.unanswered) != 1 else ''} "
-                     f"{', '.join(map(str, a.unanswered))}.")
-    shared = (f"The samples share their first {d.common_prefix} token(s)" if d.common_prefix
+                     f"{', '.join(map(str, a.unanswered))}: they count against the vote share, which is out of all "
+                     f"{a.n}.")
+    shared = (f"The samples share their {analysis.first_tokens(d.common_prefix)}" if d.common_prefix
               else "The samples differ from their first token")
     if d.whole.vendi is not None:
         said += (f"\n\n{shared}; by the Vendi score they are worth **{d.whole.vendi:.2f}** distinct samples of "
