@@ -73,7 +73,11 @@ def test_a_chosen_extractor_adds_each_values_majority_answer_and_vote_share():
                                           "no majority: all 3 answers differ"]
     assert table["majority_tied"].tolist() == [False, True, True] and table["extra"].tolist() == [1, 1, 1]
     assert table["vote_share"].tolist() == pytest.approx([2 / 3, 1 / 3, 1 / 3])  # a tie: each tied answer's share
-    assert "vote_share" in [t.name for t in A.sweep_chart(sweep_runs(), extra).data]
+    chart = A.sweep_chart(sweep_runs(), extra)
+    assert "vote_share" in [t.name for t in chart.data]
+    axes = {trace.name: chart.layout["yaxis" + trace.yaxis[1:]] for trace in chart.data}
+    assert list(axes["vote_share"].range) == [0, 1.05]  # a share: from 0 to 1, never below 0
+    assert all(axis.rangemode == "nonnegative" or list(axis.range) == [0, 1.05] for axis in axes.values())
     nothing = A.sweep_table(sweep_runs(), A.with_answers(None, "last-number"))
     assert nothing["majority"].tolist() == ["no majority: no sample gave an answer"] * 3  # no number in any sample
     assert nothing["vote_share"].isna().all()

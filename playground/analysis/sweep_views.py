@@ -54,6 +54,9 @@ WORDS = {
 }
 
 
+SHARES = {"vote_share", "pass_at_1", "pass_at_n", "distinct_2", "similarity", "mean_prob"}  # between 0 and 1
+
+
 def in_words(name: str) -> str:
     """A field or measure's name as a table heads it (``WORDS``)."""
     return WORDS.get(name, name.replace("_", " "))
@@ -237,7 +240,7 @@ def sweep_chart(runs: list[Run], measures: Measures | None = None, names: list[s
     numeric = param not in (None, "seed") and table["value"].map(lambda v: isinstance(v, (int, float))).all()
     x = table["value"] if numeric else [value_label(r, param) for r in sweep_order(runs)]
     fig = make_subplots(rows=len(names), cols=1, shared_xaxes=True, vertical_spacing=0.06,
-                        subplot_titles=[CHARTED.get(name, name.replace("_", " ")) for name in names])
+                        subplot_titles=[CHARTED.get(name, in_words(name)) for name in names])
     for row, name in enumerate(names, 1):
         y = table[name].astype(float)
         error = None
@@ -245,7 +248,9 @@ def sweep_chart(runs: list[Run], measures: Measures | None = None, names: list[s
             error = {"type": "data", "symmetric": False, "array": (table[f"{name}_max"].astype(float) - y).tolist(),
                      "arrayminus": (y - table[f"{name}_min"].astype(float)).tolist()}
         fig.add_trace(go.Scatter(x=list(x), y=y, mode="lines+markers", name=name, error_y=error, showlegend=False,
-                                 hovertemplate=f"%{{x}}<br>{name} %{{y:.3f}}<extra></extra>"), row=row, col=1)
+                                 hovertemplate=f"%{{x}}<br>{in_words(name)} %{{y:.3f}}<extra></extra>"), row=row, col=1)
+        # every measure is 0 or more, and a share at most 1: an axis past them would draw values that cannot be
+        fig.update_yaxes(row=row, col=1, **({"range": [0, 1.05]} if name in SHARES else {"rangemode": "nonnegative"}))
     if not numeric:
         fig.update_xaxes(type="category")
     fig.update_xaxes(title=param or "run", row=len(names), col=1)
