@@ -90,6 +90,13 @@ def _cut(line: str, most: int = 80) -> str:
     return line if len(line) <= most else line[:most] + "…"
 
 
+def csv_header(text: str) -> str | None:
+    """The first line of a text that starts as a table of comma-separated values does (a header of
+    column names), or None: every reader names such a file alike, not line by line as bad JSON."""
+    first = text.lstrip().split("\n", 1)[0].strip()
+    return first if re.fullmatch(r"\w+(,\w+)+", first) else None
+
+
 def parse_bundles(text: str, limits: ReadLimits = DEFAULT_LIMITS,
                   name: str = "the file") -> tuple[list[Located], list[BundleError]]:
     """Every bundle in ``text``, and a sentence per line that is not one (the others still count).
@@ -105,9 +112,8 @@ def parse_bundles(text: str, limits: ReadLimits = DEFAULT_LIMITS,
     if text.lstrip().startswith("<"):  # a report (analyze --html, the Export tab's), or any web page
         return [], [BundleError(None, "this is an HTML page (a report?), not run bundles: open it in a browser; the "
                                       "runs are the page's JSON export, or the JSONL of batch or sweep")]
-    lines = text.lstrip().splitlines()
-    if re.fullmatch(r"\w+(,\w+)+", lines[0].strip()):  # a header of columns, as a CSV starts
-        return [], [BundleError(None, f"this is a table of comma-separated values (its columns: {_cut(lines[0])}), "
+    if header := csv_header(text):
+        return [], [BundleError(None, f"this is a table of comma-separated values (its columns: {_cut(header)}), "
                                       "not run bundles: the Export tab's tokens CSV is read with pandas or a "
                                       "spreadsheet; the runs are the page's JSON export, or the JSONL of batch or "
                                       "sweep")]

@@ -140,7 +140,11 @@ def test_batch_names_a_file_of_something_else_and_keeps_an_earlier_out(capsys, t
     text = tmp_path / "prompts.txt"
     text.write_text("What is 17 * 23?\n\nName a colour.\n", encoding="utf-8")
     graph.write_text('{"nodes": [], "edges": []}\n', encoding="utf-8")
-    for path, said in ((runs, f"holds run bundles (what batch and sweep write, or the page exports), not prompts: "
+    table = tmp_path / "prompts.csv"
+    table.write_text("prompt,n\nhello,4\n", encoding="utf-8")
+    for path, said in ((table, "is a table of comma-separated values (its columns: prompt,n), not prompts as batch "
+                               "reads them: write each row as a JSON object"),
+                       (runs, f"holds run bundles (what batch and sweep write, or the page exports), not prompts: "
                               f"`python app.py analyze {runs}` reads them"),
                        (report, "is an HTML page (a report?), not prompts"),
                        (text, "is plain text (2 lines, none of them JSON), not prompts as batch reads them: write "

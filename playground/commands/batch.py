@@ -47,6 +47,7 @@ from pathlib import Path
 
 from playground import analysis
 from playground.backends.resources import Workload
+from playground.bundles import csv_header
 from playground.commands import exits
 from playground.commands.analyze import ANSWER_CHARS, extractor_arg
 from playground.commands.cli import (
@@ -199,6 +200,11 @@ def not_prompts(path: Path) -> str | None:
         try:
             whole = json.loads(text)  # one line, or a value over lines that is neither object nor array
         except json.JSONDecodeError:
+            if header := csv_header(text):
+                return (f"{path} is a table of comma-separated values (its columns: {header}), not prompts as batch "
+                        "reads them: write each row as a JSON object, for example with python -c \"import csv, json, "
+                        f"sys; [print(json.dumps(row)) for row in csv.DictReader(open(sys.argv[1]))]\" {path} > "
+                        "prompts.jsonl (a \"prompt\" column, and any setting as a column of its own)")
             entries = _entries(text)[1]
             if entries and all(isinstance(data, json.JSONDecodeError) and not _looks_like_json(data)
                                for _, data in entries):
