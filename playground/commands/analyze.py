@@ -329,7 +329,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {e.filename or 'a file'} could not be written ({e.strerror or e})", file=sys.stderr)
         return exits.FAILED
     if not bundles:
-        print(f"no run bundle in {', '.join(map(str, args.inputs))}", file=sys.stderr)
+        print(f"no run bundle in {', '.join('stdin' if path == STDOUT else str(path) for path in args.inputs)}",
+              file=sys.stderr)
         return exits.FAILED
     names = [name(a.bundle) for a in analysed]
     overlaps = [o for o in analysis.seed_overlaps([a.bundle.run for a in analysed])
