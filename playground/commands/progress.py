@@ -8,6 +8,7 @@ engine with what finished, leaving nothing running in the engine, write what fin
 from __future__ import annotations
 
 import contextlib
+import math
 import sys
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -15,6 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from playground import analysis
+from playground.analysis.report import MISSING
 from playground.backends.resources import Workload
 from playground.commands import exits
 from playground.commands.cli import connect_remote, write_atomically
@@ -93,16 +95,16 @@ def write_bundles(out: Path | None, bundles: Iterable[str]) -> None:
 
 
 def summary_text(frame: pd.DataFrame) -> str:
-    """A summary table as a person reads it: yes and no, and a blank for a figure there is none
-    of (not Python's True, None or nan)."""
+    """A summary table as a person reads it: yes and no, and "—" for a figure there is none of, as
+    every table of a report writes it (not Python's True, None or nan)."""
     def said(value):  # by type, not equality: 1 == True, and a count of 1 is no "yes"
-        if value is None:
-            return ""
+        if value is None or (isinstance(value, float) and math.isnan(value)):
+            return MISSING
         if isinstance(value, bool):
             return "yes" if value else "no"
         return value
 
-    return frame.astype(object).map(said).to_string(index=False, na_rep="")
+    return frame.astype(object).map(said).to_string(index=False, na_rep=MISSING)
 
 
 def print_summary(table: Callable[[], pd.DataFrame], out: Path | None) -> int | None:
