@@ -160,6 +160,7 @@ def test_a_reader_that_stops_reading_stops_the_command_quietly(tmp_path):
     (["--json", "{source}"], "--json: {source} is the input this command reads; writing it would destroy it"),
     (["--json", "{out}", "--graph", "{out}"], "--json and --graph both name {out}: give each a file of its own"),
     (["--grph", "{out}"], "unrecognized arguments: --grph {out} (--grph: did you mean --graph?)"),
+    (["--embedding-model", "/no/such/model"], "error: the embedding model folder /no/such/model does not exist\n"),
 ])
 def test_usage_errors_name_the_pattern_or_the_flag(argv, message, tmp_path, capsys):
     source = tmp_path / "runs.jsonl"

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import threading
 from functools import lru_cache
+from pathlib import Path
 
 import numpy as np
 
@@ -23,16 +24,23 @@ BATCH_SIZE = 32
 
 
 class EmbeddingModelError(PlaygroundError, RuntimeError):
-    """The embedding model could not be loaded or run."""
+    """The embedding model could not be loaded or run; ``downloadable``: a download might help (a
+    hub id not in the cache), not a folder that is not there."""
+
+    def __init__(self, message: str, downloadable: bool = True):
+        super().__init__(message)
+        self.downloadable = downloadable
 
 
 class Embedder:
     """One loaded sentence-embedding model: texts in, one row per text out."""
 
     def __init__(self, model: str, offline: bool = True):
+        self.model_name = model
+        if model.startswith(("/", ".", "~")) and not Path(model).expanduser().exists():  # a folder, not a hub id
+            raise EmbeddingModelError(f"the embedding model folder {model} does not exist", downloadable=False)
         from sentence_transformers import SentenceTransformer
 
-        self.model_name = model
         try:
             self.model = SentenceTransformer(model, device="cpu", local_files_only=offline)
         except Exception as e:  # OSError, ValueError, hub errors: all mean "cannot use this model"

@@ -299,7 +299,7 @@ def main(argv: list[str] | None = None) -> int:
         try:
             embedder = load_embedder(args.embedding_model, offline=not args.download)
         except EmbeddingModelError as e:
-            parser.error(f"{e}{'' if args.download else ' (--download lets analyze fetch it)'}")
+            parser.error(f"{e}{'' if args.download or not e.downloadable else ' (--download lets analyze fetch it)'}")
     analysed = []
     for bundle in bundles:
         try:
