@@ -160,7 +160,6 @@ def test_a_reader_that_stops_reading_stops_the_command_quietly(tmp_path):
     (["--json", "{source}"], "--json: {source} is the input this command reads; writing it would destroy it"),
     (["--json", "{out}", "--graph", "{out}"], "--json and --graph both name {out}: give each a file of its own"),
     (["--grph", "{out}"], "unrecognized arguments: --grph {out} (--grph: did you mean --graph?)"),
-    (["--embedding-model", "/no/such/model"], "error: the embedding model folder /no/such/model does not exist\n"),
 ])
 def test_usage_errors_name_the_pattern_or_the_flag(argv, message, tmp_path, capsys):
     source = tmp_path / "runs.jsonl"
@@ -298,3 +297,9 @@ def test_several_files_are_read_in_turn_each_run_named_by_its_file(runs_file, tm
     twin.write_text(second.read_text(encoding="utf-8"), encoding="utf-8")
     assert analyze.main([str(second), str(twin)]) == exits.OK  # two files of one name: each named by its path
     assert [line.split(" line")[0] for line in capsys.readouterr().out.splitlines()] == [str(second), str(twin)]
+
+
+def test_an_embedding_model_folder_that_is_not_there_is_said_without_a_download_to_try(runs_file, capsys):
+    assert analyze.main([str(runs_file), "--embedding-model", "/no/such/model"]) == exits.USAGE
+    said = capsys.readouterr().err.strip().splitlines()[-1]
+    assert said == "python app.py analyze: error: the embedding model folder /no/such/model does not exist", said
