@@ -35,6 +35,7 @@ DEFAULT_MAX_N = 256
 
 
 OPEN = 2**31  # a limit not known yet (the engine's, before it starts): left open
+VLLM_MAX_LOGPROBS = 20  # vLLM's default --max-logprobs (a server does not report its own)
 
 
 @dataclass(frozen=True)
@@ -43,18 +44,19 @@ class Limits:
 
     max_n: int = DEFAULT_MAX_N
     max_model_len: int = 2048
-    max_logprobs: int = 20
+    max_logprobs: int = VLLM_MAX_LOGPROBS
     max_stop_strings: int = 8
     max_stop_chars: int = 200
     max_prompt_chars: int = 100_000
     vocab_size: int | None = None  # token ids below it are the model's; None: the server checks them
 
     @classmethod
-    def before_engine(cls, max_n: int) -> Limits:
-        """The limits a command line can check before an engine starts: the engine's own context
-        length and logprobs cap are not known yet, so they are left open here and checked at
-        submission, and a typo costs no engine start."""
-        return cls(max_n=max_n, max_model_len=OPEN, max_logprobs=OPEN)
+    def before_engine(cls, max_n: int, max_logprobs: int | None = VLLM_MAX_LOGPROBS) -> Limits:
+        """The limits a command line can check before an engine starts, so a typo costs no engine
+        start: the engine's context length is not known yet (left open, checked at submission);
+        its logprobs cap is the one it will be started with (``max_logprobs``: --max-logprobs, else
+        vLLM's default; None: not known, left open)."""
+        return cls(max_n=max_n, max_model_len=OPEN, max_logprobs=OPEN if max_logprobs is None else max_logprobs)
 
 
 @dataclass(frozen=True)

@@ -89,8 +89,12 @@ def test_bad_values_give_a_clear_error(capsys, args, message):
     (["batch", "tests/data/three_prompts.jsonl", "--temperature", "0", "--n", "2"],  # no line takes it: once
      "error: every line of tests/data/three_prompts.jsonl is refused the same way: greedy sampling (temperature 0) "
      "with n=2"),
-    (["batch", "README.md", "--logprobs", "-1"],  # the engine's cap is not known yet: not said as 2**31
-     "error: logprobs must be 0 or more (up to the engine's limit), got -1"),
+    (["batch", "README.md", "--logprobs", "-1"],
+     "error: logprobs must be between 0 and the engine's limit of 20, got -1"),
+    # The cap the engine will be started with (vLLM's default; --max-logprobs raises it): no engine start to learn it.
+    (["batch", "README.md", "--logprobs", "30"],
+     "error: logprobs must be between 0 and the engine's limit of 20, got 30"),
+    (["sweep", "--prompt", "Hi", "--param", "seed", "--values", "1", "--logprobs", "21"], "the engine's limit of 20"),
     (["sweep", "--prompt", "Hi", "--param", "temperature", "--values", "0.5", "-1", "--out", "tests"],
      "temperature must be between 0 and 2 (vLLM's range), got -1.0"),
     (["sweep", "--param", "temperature", "--values", "1"], "error: the following arguments are required: --prompt"),

@@ -57,6 +57,7 @@ from playground.commands.cli import (
     check_distinct,
     check_out_path,
     check_remote_flags,
+    limits_before_engine,
     note_whole_text_reference,
     positive_int,
     say_skipped,
@@ -119,15 +120,16 @@ def build_parser() -> PlaygroundParser:
     return parser
 
 
-def read_lines(path: Path, defaults: dict, max_n: int,
-               reference: str | None = None) -> tuple[list[Line], list[LineError]]:
-    """Parse and check every line before an engine starts, so a typo costs no engine start.
+def read_lines(path: Path, defaults: dict, max_n: int, reference: str | None = None,
+               relaxed: Limits | None = None) -> tuple[list[Line], list[LineError]]:
+    """Parse and check every line before an engine starts, so a typo costs no engine start
+    (``relaxed``: the limits known then, ``cli.limits_before_engine``; by default --max-n's and
+    vLLM's default logprobs cap).
 
     A file that is one JSON array of such objects (as a script may write them) is read item by
-    item. Checks that need the engine (the context length, the logprobs cap) run again at
-    submission.
+    item. Checks that need the engine (the context length) run again at submission.
     """
-    relaxed = Limits.before_engine(max_n)
+    relaxed = relaxed or Limits.before_engine(max_n)
     lines, errors = [], []
     unit, entries = _entries(Path(path).read_text(encoding="utf-8", errors="surrogateescape"))
     for number, data in entries:
@@ -400,7 +402,7 @@ def checked_lines(args, parser: argparse.ArgumentParser) -> tuple[list[Line], li
     check_remote_flags(parser, args)
     check_distinct(parser, {"input": Path(args.input)}, {"--out": args.out})
     try:
-        lines, errors = read_lines(Path(args.input), defaults, args.max_n, args.reference)
+        lines, errors = read_lines(Path(args.input), defaults, args.max_n, args.reference, limits_before_engine(args))
         # a line's own reference too, not only --reference's
         note_whole_text_reference(next((line.reference for line in lines if line.reference is not None), None),
                                   args.answer)

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from playground.errors import RemoteError
-from playground.request import DEFAULT_MAX_N, Limits, SampleRequest, did_you_mean, fields
+from playground.request import DEFAULT_MAX_N, VLLM_MAX_LOGPROBS, Limits, SampleRequest, did_you_mean, fields
 
 if TYPE_CHECKING:  # imported where used: `analyze` (no engine) loads this module, not openai or the engine
     from playground.backends.remote import RemoteBackend
@@ -175,8 +175,16 @@ class PlaygroundParser:
         ones not given are left out, so the schema's defaults still apply."""
         given = {name: value for name in SAMPLING_FLAGS if (value := getattr(args, _dest(name))) is not None}
         request = SampleRequest.from_user(prompt="", **given)
-        request.check_each(list(given), Limits.before_engine(getattr(args, "max_n", DEFAULT_MAX_N)))
+        request.check_each(list(given), limits_before_engine(args))
         return {k: getattr(request, k) for k in given}
+
+
+def limits_before_engine(args) -> Limits:
+    """What a command's requests can be held to before its engine starts (``Limits.before_engine``):
+    its --max-n, and the logprobs cap the engine will have (vLLM's --max-logprobs, read only when
+    given, else its default; a server's is taken to be that default too)."""
+    return Limits.before_engine(getattr(args, "max_n", DEFAULT_MAX_N),
+                                getattr(args, "max_logprobs", None) or VLLM_MAX_LOGPROBS)
 
 
 # Commands that sample (batch, qa, sweep) take every request setting but the prompt as a flag,

@@ -35,11 +35,12 @@ from playground.commands.cli import (
     check_out_path,
     check_remote_flags,
     create_remote_backend,
+    limits_before_engine,
     write_atomically,
 )
 from playground.errors import InvalidRequest, PlaygroundError
 from playground.qa import matrix as qa
-from playground.request import Limits, SampleRequest
+from playground.request import SampleRequest
 
 FRONT_ENDS = ("async", "sync", "remote")
 TABLE_WIDTH = 60  # characters per printed cell
@@ -115,7 +116,7 @@ def checked_request(args, parser: argparse.ArgumentParser) -> tuple[SampleReques
     try:
         settings = PlaygroundParser.sampling_settings(args)
         request = SampleRequest.from_user(prompt=args.prompt, **settings)
-        request.check(Limits.before_engine(args.max_n))
+        request.check(limits_before_engine(args))
     except InvalidRequest as e:
         parser.error(str(e))
     if given := [name for name in ("output_kind", "mode") if name in settings]:

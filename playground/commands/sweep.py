@@ -46,11 +46,11 @@ from playground.commands.cli import (
     add_remote_flags,
     check_out_path,
     check_remote_flags,
+    limits_before_engine,
     note_whole_text_reference,
 )
 from playground.commands.progress import Ending, print_summary, run_all, start_runner, write_bundles
 from playground.errors import InvalidRequest
-from playground.request import Limits
 from playground.run import Run
 from playground.sampling.sweep_request import SWEEP_SETTINGS, SweepRequest, seed_overlap_note
 
@@ -112,7 +112,7 @@ def sweep_from_args(args: argparse.Namespace) -> SweepRequest:
     sweep = SweepRequest.from_user(args.param, args.values, prompt=args.prompt, **settings)
     sweep.reference = args.reference
     note_whole_text_reference(args.reference, args.answer)
-    sweep.check(Limits.before_engine(args.max_n))  # the engine's come later
+    sweep.check(limits_before_engine(args))  # the engine's context comes later
     if note := seed_overlap_note(sweep):
         print(f"note: {note}", file=sys.stderr)
     return sweep

@@ -33,13 +33,13 @@ from playground.backends.remote import convert
 from playground.backends.remote.convert import ClientViews, TokenTexts, Usage
 from playground.backends.remote.server import HealthWatch, ServedModel, Server, discover, metric_total
 from playground.errors import RemoteError
-from playground.request import DEFAULT_MAX_N, Limits
+from playground.request import DEFAULT_MAX_N, VLLM_MAX_LOGPROBS, Limits
 
 OUTPUT_KIND_SOURCE = "client-side (server streams DELTA)"
 # The OpenAI API has no abort by id: closing a stream is what makes the server abort its request.
 ABORT_SOURCE = ("client-side: the server's streams are closed, which aborts its requests; the last output "
                 "(each sample's tokens so far, finish_reason abort) is built on the client")
-DEFAULT_MAX_LOGPROBS = 20  # vLLM's default --max-logprobs; the server does not report its own
+DEFAULT_MAX_LOGPROBS = VLLM_MAX_LOGPROBS  # the server does not report its own
 
 
 class RemoteBackend:
