@@ -78,6 +78,10 @@ class Page:
         """What runs that join History without being shown update (``showing.join_history``)."""
         return [self.history, self.history_pick, self.history_note, *self.extra.values()]
 
+    def live_panel(self, tab: str | None):
+        """The panel of the tab ``tab`` when it follows a streaming run (has a live part), else None."""
+        return next((p for p in self.panels if p.tab == tab and p.live), None)
+
     def live_outputs(self) -> list[gr.components.Component]:
         """What the panels' live parts write while a run streams (``running.live_panels``)."""
         return [c for p in self.panels for c in p.live_components()]

@@ -79,11 +79,14 @@ class Action:
     def going(self) -> bool:
         return any(r.going for r in self.runs) or (self.work is not None and not self.work.is_set())
 
+    @property
+    def streams(self) -> bool:
+        """Its run is streaming into the samples area (Run, Branch, Replay, going)."""
+        return self.name in STREAMED and self.going
+
     def streaming_run(self) -> Run | None:
         """The run streaming into the samples area, while one does (its recording has begun)."""
-        if self.name in STREAMED and self.runs and self.runs[0].going:
-            return self.runs[0].run
-        return None
+        return self.runs[0].run if self.streams else None
 
     def claim(self, follower: str, names: tuple[str, ...] = STREAMED) -> bool:
         """Whether ``follower`` (a queued step after a button's ``begin``: the stream, the live
@@ -151,7 +154,7 @@ def _marks(page: Page, streaming: bool, line: str) -> dict:
 def open_refusal(action: Action | None) -> str | None:
     """Why no run can be put on screen now (Open, a file, a QA cell, a sweep's value): a run is
     streaming into the samples area, whose end would take the opened run's place. None: one can."""
-    if action is not None and action.going and action.name in STREAMED:
+    if action is not None and action.streams:
         return (f"A {action.name.lower()} is streaming into the samples area: press Stop, or wait for it to finish, "
                 "then open this run.")
     return None
@@ -258,13 +261,6 @@ async def stream(page: Page, action: Action | None, session):
     action.streamed = True
 
 
-def on_screen(page: Page, action: Action, selected: str | None):
-    """The live panel of the tab on screen (the one opened last while the action goes, else the one
-    on screen when it began), or None when that tab has no live part."""
-    tab = action.selected or selected
-    return next((p for p in page.panels if p.tab == tab and p.live), None)
-
-
 async def live_panels(page: Page, action: Action | None, selected: str | None, **settings):
     """The live parts of the panel on screen while the action's run streams (a figure travels whole:
     every ``figures_every(n)`` s), an event of its own beside the stream; a tab opened meanwhile is
@@ -275,12 +271,13 @@ async def live_panels(page: Page, action: Action | None, selected: str | None, *
         return
     waited = None  # the tab drawn once with no event yet (FINAL_ONLY's wait): it says so, not the run before
     while action.going:
-        run, panel = live_run.run, on_screen(page, action, selected)
+        # the tab on screen: the one opened last while the action goes, else the one on screen when it began
+        run, panel = live_run.run, page.live_panel(action.selected or selected)
         if run is None or panel is None:
             await asyncio.sleep(figures_every(1))
         else:  # the panel's own pace (the graph's, by how long it takes to build), else the page's by n
             await asyncio.sleep(panel.every if panel.every is not None else figures_every(run.n))
-        run, panel = live_run.run, on_screen(page, action, selected)
+        run, panel = live_run.run, page.live_panel(action.selected or selected)
         if run is None or panel is None or run.finished or (not run.events and waited == panel.tab):
             continue
         waited = panel.tab if not run.events else None

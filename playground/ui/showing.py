@@ -49,7 +49,7 @@ async def opened(page: Page, run: Run | None, evt: gr.SelectData, action=None, *
     streaming = action.streaming_run() if action is not None else None
     if streaming is not None:
         action.selected = evt.value
-        if any(p.tab == evt.value and p.live for p in page.panels):
+        if page.live_panel(evt.value) is not None:
             update.update(await asyncio.to_thread(panels_now, page, streaming, evt.value, settings, True))
             return update
     if run is not None:
