@@ -210,7 +210,7 @@ def not_prompts(path: Path) -> str | None:
             entries = _entries(text)[1]
             if entries and all(isinstance(data, json.JSONDecodeError) and not _looks_like_json(data)
                                for _, data in entries):
-                return (f"{path} is plain text ({len(entries)} line{'s' if len(entries) > 1 else ''}, none of them "
+                return (f"{path} is plain text ({analysis.counted(len(entries), 'line')}, none of them "
                         f"JSON), not prompts as batch reads them: write each line as {{\"prompt\": TEXT}}, for "
                         f"example with jq -R 'select(length > 0) | {{prompt: .}}' {path} > prompts.jsonl")
             first = next((data for _, data in entries if isinstance(data, dict)), None)

@@ -298,7 +298,7 @@ def note_html(run: Run, node: str, places: list[analysis.Place], words: str = ""
     what = ("the prompt: every sample's start" if node == "start" else
             ("rare words after " + (quoted if words else "the prompt") + ", folded: the samples that go on along "
              "words fewer samples said") if node.startswith("more:") else quoted if words else "this node")
-    head = (f"<p><b>{len(places)} sample{'s' if len(places) != 1 else ''} at {html.escape(what)}.</b> Each "
+    head = (f"<p><b>{analysis.counted(len(places), 'sample')} at {html.escape(what)}.</b> Each "
             "sample's text, the node's words marked")
     head += ("; ⎇ branches from the node's first token in that sample (the Branch tab opens there).</p>"
              if any(p.token is not None for p in places) else " (no token ids were recorded: no point to branch "

@@ -143,5 +143,4 @@ def overlap_note(runs: list[Run]) -> str:
     if not sentences:
         return ""
     more = len(sentences) - 3
-    return "⚠️ " + "; ".join(sentences[:3]) + (f"; and {more} more pair{'s' if more != 1 else ''}" if more > 0
-                                                else "") + "."
+    return "⚠️ " + "; ".join(sentences[:3]) + (f"; and {analysis.counted(more, 'more pair')}" if more > 0 else "") + "."

@@ -5,7 +5,7 @@ from __future__ import annotations
 import html
 import time
 
-from playground.analysis import at_pace, branch_label, origin_label, replayed_from, written_by_hand
+from playground.analysis import at_pace, branch_label, counted, origin_label, replayed_from, written_by_hand
 from playground.run import Run
 
 
@@ -27,7 +27,7 @@ def run_summary(run: Run) -> str:
         made = f"{tokens} words"
     else:
         made = (f"{tokens} tokens in {elapsed:.2f} s{f' ({tokens / elapsed:.1f} tok/s)' if elapsed > 0 else ''}"
-                f" · {len(run.events)} event{'s' if len(run.events) != 1 else ''}")
+                f" · {counted(len(run.events), 'event')}")
     asked = " · ".join(f"{req[name]}" for name in ("mode", "output_kind") if req.get(name))
     text = f"{state} · `{req.get('request_id', '')}` · n={run.n} · {asked + ' · ' if asked else ''}{made} · {seeds}"
     if branch := branch_label(run):
@@ -51,8 +51,8 @@ def engine_requests_note(run: Run) -> str:
         return ""
     others = latest - sum(s.finish_reason is None for s in run.samples)
     beside = f" ({others} from other runs)" if others > 0 else ""
-    held = f"{latest} request{'s' if latest != 1 else ''}"
-    children = f" · 1 parent → {run.n} child request{'s' if run.n != 1 else ''}"
+    held = counted(latest, "request")
+    children = f" · 1 parent → {counted(run.n, 'child request')}"
     if replayed_from(run):  # the counts are the recorded run's: no engine holds a replay's
         return f"{children} · {held} in the engine at this point when it was recorded{beside}"
     return f"{children} · {held} in the engine now{beside}"
