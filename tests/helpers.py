@@ -6,7 +6,7 @@ import asyncio
 import time
 from collections.abc import Callable
 
-from playground.backends.base import record
+from playground.backends import base
 from playground.backends.outputs import observation_from_output
 from playground.request import SampleRequest
 from playground.run import Event, Run
@@ -75,13 +75,7 @@ def record_to_end(backend, request: SampleRequest, **options) -> Run:
     ``record``'s, e.g. ``watch``, ``labels``). Any caller's loop will do: EngineHost.stream hands
     the engine's items to whichever loop asks."""
 
-    async def last() -> Run:
-        run = None
-        async for run in record(backend, request, **options):  # noqa: B007 (the loop keeps the last)
-            pass
-        return run
-
-    return asyncio.run(last())
+    return asyncio.run(base.record_to_end(backend, request, **options))
 
 
 def taken_alike(record_pair: Callable[[], tuple[Run, Run]], tries: int = 3) -> tuple[Run, Run]:

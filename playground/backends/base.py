@@ -189,6 +189,16 @@ async def record(backend: Backend, request: SampleRequest, watch: bool = False,
             yield run
 
 
+async def record_to_end(backend: Backend, request: SampleRequest, **options) -> Run:
+    """``record`` followed to its end (``options``: its ``watch`` and ``labels``): the finished Run,
+    for a caller that does not watch it grow (a command line, the QA matrix, the bench)."""
+    finished = None
+    async with contextlib.aclosing(record(backend, request, **options)) as runs:
+        async for run in runs:  # the same Run, growing, until it is finished
+            finished = run
+    return finished
+
+
 def follow_planned(backend: Backend, prepared: Prepared) -> AsyncIterator[Run]:
     """Record a planned request where its outputs are made, its bundle written as it grows, and
     yield the Run as it changes (at the start, as it grows, finished): what ``record`` and a

@@ -8,12 +8,11 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-import contextlib
 import threading
 from collections.abc import Iterable, Iterator
 from typing import Any
 
-from playground.backends.base import record
+from playground.backends.base import record_to_end
 from playground.errors import EngineUnavailable, InvalidRequest
 from playground.request import SampleRequest
 from playground.run import Run
@@ -59,13 +58,9 @@ class LoopRunner:
         task = asyncio.current_task()
         self._tasks.add(task)
         try:
-            finished = None
-            async with contextlib.aclosing(record(self.backend, request)) as runs:
-                async for run in runs:  # the same Run, growing, until it is finished
-                    finished = run
-            return finished
+            return await record_to_end(self.backend, request)
         except EngineUnavailable as e:
-            if hasattr(self.backend, "status") and (await self.backend.status()).get("up"):
+            if (await self.backend.status()).get("up"):
                 raise InvalidRequest(str(e)) from e
             raise
         finally:

@@ -58,7 +58,7 @@ def in_process(backend, n: int, tokens: int, logprobs: int | None) -> list[dict[
     """The three in-process paths on ``backend``'s engine (an EmbeddedBackend), one request each."""
     from vllm import TokensPrompt
 
-    from playground.backends.base import record
+    from playground.backends.base import record_to_end
     from playground.request import SampleRequest
     from playground.sampling.async_sampler import ParallelSampler
 
@@ -74,9 +74,7 @@ def in_process(backend, n: int, tokens: int, logprobs: int | None) -> list[dict[
         return made
 
     async def recorded() -> int:
-        run = None
-        async for run in record(backend, SampleRequest(**request_of(n, tokens, logprobs))):  # noqa: B007
-            pass
+        run = await record_to_end(backend, SampleRequest(**request_of(n, tokens, logprobs)))
         return sum(len(s.token_ids) for s in run.samples)
 
     own = vllm_own(backend, n, tokens, logprobs)

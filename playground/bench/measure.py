@@ -146,22 +146,17 @@ def bundle_sizes(backend, prompt: str, seed: int, n: int, max_tokens: int) -> li
     import asyncio
 
     from playground.analysis import truncate
-    from playground.backends.base import record
+    from playground.backends.base import record_to_end
     from playground.bundle_format import bundle_bytes_per_token
     from playground.request import OUTPUT_KINDS, SampleRequest
 
-    async def last(request: SampleRequest):
-        run = None
-        async for run in record(backend, request):  # noqa: B007 (the loop keeps the last)
-            pass
-        return run
 
     rows = []
     for kind in OUTPUT_KINDS:
         for logprobs in (None, 5):
             request = SampleRequest(prompt, n=n, seed=seed, max_tokens=max_tokens, ignore_eos=True, output_kind=kind,
                                     logprobs=logprobs, use_chat_template=False)
-            run = asyncio.run(last(request))
+            run = asyncio.run(record_to_end(backend, request))
             rows.append({"output_kind": kind, "logprobs": logprobs or 0, "n": n, "max_tokens": max_tokens,
                          "bytes_per_token": round(bundle_bytes_per_token(run), 1), "prompt": truncate(prompt, 20)})
     return rows

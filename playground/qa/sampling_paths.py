@@ -13,7 +13,7 @@ import threading
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
-from playground.backends.base import record
+from playground.backends.base import record, record_to_end
 from playground.request import SampleRequest
 from playground.run import Run
 
@@ -42,10 +42,7 @@ def backend_paths(backend, front_end: str = "async") -> list[SamplingPath]:
         engine = f"AsyncLLM ({_short(info.get('model', '?'))})"
 
     async def run(request: SampleRequest) -> Run:
-        last = None
-        async for snapshot in record(backend, request, watch=True):
-            last = snapshot
-        return last
+        return await record_to_end(backend, request, watch=True)
 
     async def stop(request: SampleRequest) -> Run:
         last = None
