@@ -349,14 +349,15 @@ def test_no_missing_value_reaches_a_report_as_na_nan_none_or_a_blank():
     read = "regex:(sea|grey)"  # "The." and "The ·wild" give no answer
     pages = {"by index": A.comparison_report(a, b, A.with_answers(None, read), read),
              "by seed": A.comparison_report(a, b, A.with_answers(None, read), read, by="seed"),
-             "run": A.run_report(make_run([[1, 2, 3, 4], [1, 7], [1, 5]], reference="sea"),
+             "run": A.run_report(make_run([[1, 2, 3, 4], [1, 7], [1, 5]], reference="sea", use_chat_template=False),
                                  A.set_measures_hook(read), read),
              "runs": A.runs_report([a, b, make_run([], "run-empty")], extractor=read),
              "sweep": A.sweep_report(sweep_runs())}
     for name, page in pages.items():
         cells = [text for table in tables(page) for row in table for text in row.values()]
         assert cells and (MISSING in cells or name == "sweep"), name  # the sweep's runs miss nothing
-        bad = [text for text in cells if text in ("", "nan", "NaN", "None", "<NA>", "NaT") or "<NA>" in text]
+        bad = [text for text in cells if text in ("", "nan", "NaN", "None", "<NA>", "NaT", "True", "False")
+               or "<NA>" in text]  # and a truth in words, as the command line's summary says it
         assert bad == [], f"{name}: {bad}"
     pairs = next(t for t in tables(pages["by index"]) if t and "parts at token" in t[0])  # headed in words
     assert [(r["verdict"], r["parts at token"], r["A's token there"]) for r in pairs][:2] == [
@@ -370,6 +371,9 @@ def test_no_missing_value_reaches_a_report_as_na_nan_none_or_a_blank():
                           "samples": "1, 2", "seeds": "11, 12", "example": MISSING}
     assert [cell(v) for v in (None, float("nan"), A.pair_frame(a, a)["first_divergence"][0])] == [MISSING] * 3
     assert (cell(0.5), cell(3), cell("none"), cell(" "), cell([1])) == ("0.500", 3, "none", MISSING, [1])
+    assert (cell(True), cell(False), cell(1), cell(0)) == ("yes", "no", 1, 0)  # by type: a count of 1 is no "yes"
+    request = next(t for t in tables(pages["run"]) if t and "setting" in t[0])
+    assert {r["setting"]: r["value"] for r in request}["use_chat_template"] == "no"
 
 
 def test_the_report_draws_its_charts_in_chromium_with_no_network(tmp_path):

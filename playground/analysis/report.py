@@ -91,7 +91,10 @@ HOW_MANY = "How many samples do you need?"  # the README's section, and the repo
 
 def cell(value) -> object:
     """A table cell as a report writes it: ``MISSING`` for a missing value (None, NaN, pandas' NA
-    or NaT, a blank text), a float with three decimals, anything else as it is."""
+    or NaT, a blank text), yes or no for a truth value (not Python's True), a float with three
+    decimals, anything else as it is."""
+    if isinstance(value, bool):  # by type, not equality: 1 == True, and a count of 1 is no "yes"
+        return "yes" if value else "no"
     if isinstance(value, str):
         return value if value.strip() else MISSING
     if value is None or (pd.api.types.is_scalar(value) and pd.isna(value)):
@@ -141,7 +144,8 @@ class Page:
 
 
 def _request_table(run: Run) -> pd.DataFrame:
-    rows = [{"setting": k, "value": "none" if run.request[k] is None else str(run.request[k])}
+    shown = lambda value: value if isinstance(value, bool) else str(value)  # noqa: E731 (``cell`` says yes/no)
+    rows = [{"setting": k, "value": "none" if run.request[k] is None else shown(run.request[k])}
             for k in REQUEST_KEYS if k in run.request]
     rows += [{"setting": k, "value": str(run.engine[k])} for k in ("model", "vllm_version", "device")
              if k in run.engine]

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from playground import analysis
-from playground.analysis.report import MISSING
+from playground.analysis.report import MISSING, cell
 from playground.backends.resources import Workload
 from playground.commands import exits
 from playground.commands.cli import connect_remote, write_atomically
@@ -95,14 +95,11 @@ def write_bundles(out: Path | None, bundles: Iterable[str]) -> None:
 
 
 def summary_text(frame: pd.DataFrame) -> str:
-    """A summary table as a person reads it: yes and no, and "—" for a figure there is none of, as
-    every table of a report writes it (not Python's True, None or nan)."""
-    def said(value):  # by type, not equality: 1 == True, and a count of 1 is no "yes"
-        if value is None or (isinstance(value, float) and math.isnan(value)):
-            return MISSING
-        if isinstance(value, bool):
-            return "yes" if value else "no"
-        return value
+    """A summary table as a person reads it, each cell as every table of a report writes it
+    (``report.cell``: yes and no, "—" for a figure there is none of, not Python's True, None or nan),
+    but for a number, written as the user typed it (a temperature of 0.5, not 0.500)."""
+    def said(value):
+        return value if isinstance(value, float) and not math.isnan(value) else cell(value)
 
     return frame.astype(object).map(said).to_string(index=False, na_rep=MISSING)
 
