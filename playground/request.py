@@ -329,12 +329,17 @@ def _prompt(value: Any) -> str:
     return value
 
 
+def _truth(value: bool) -> str:
+    """A yes/no value as JSON writes it: requests come as JSON (the API, batch lines), not Python."""
+    return "true" if value else "false"
+
+
 def _int(name: str, value: Any) -> int:
     """Whole numbers stay exact: text is parsed as a decimal, never through a float (which would
     turn the seed 9007199254740993 into ...992 without a word). A float is accepted only when it
     holds a whole number exactly (UI number boxes send 4.0 for 4)."""
     if isinstance(value, bool):
-        raise InvalidRequest(f"{name} must be a whole number, got {value!r}")
+        raise InvalidRequest(f"{name} must be a whole number, not a yes/no value ({_truth(value)})")
     if isinstance(value, str):
         try:
             number = Decimal(value.strip().replace("_", ""))
@@ -361,7 +366,7 @@ def _optional_int(name: str, value: Any) -> int | None:
 
 def _float(name: str, value: Any) -> float:
     if isinstance(value, bool):
-        raise InvalidRequest(f"{name} must be a number, got {value!r}")
+        raise InvalidRequest(f"{name} must be a number, not a yes/no value ({_truth(value)})")
     try:
         number = float(value)
     except (TypeError, ValueError):

@@ -31,6 +31,7 @@ def test_a_seed_is_parsed_exactly(typed, expected):
     ("1.5", "seed must be a whole number, got '1.5'"),
     ("1e400", "at most 40 digits"),
     ("seven", "seed must be a whole number, got 'seven'"),
+    (True, "seed must be a whole number, not a yes/no value (true)"),  # JSON's word, not Python's True
 ])
 def test_a_seed_outside_the_range_is_refused_with_the_range(typed, message):
     with pytest.raises(InvalidRequest) as refused:
