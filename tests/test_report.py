@@ -246,7 +246,7 @@ def test_the_pages_files_read_answers_as_the_set_tab_does_and_name_a_replay(tmp_
 
     run = make_run([[1, 2, 3, 4], [1, 2, 5], [1, 6]])
     report = Path(export_tab.report_file(tmp_path, run, "regex", r"(sea|grey)")).read_text(encoding="utf-8")
-    assert "Answer groups (regex:(sea|grey))" in report and "majority vote share 67%" in report
+    assert "Answer groups (regex:(sea|grey))" in report and "majority vote share 66.7%" in report
     with pytest.raises(Error, match="The Set tab's answers cannot be read: the pattern '\\(unclosed' does not compile"):
         export_tab.set_file(tmp_path, run, "regex", "(unclosed")
     with pytest.warns(UserWarning, match="the report groups the whole texts instead"):  # the report is written

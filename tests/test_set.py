@@ -258,9 +258,9 @@ def test_the_groups_chart_says_why_there_is_no_majority_and_marks_every_tied_ans
         titles.append(fig.layout.title.text)
         colors.append(list(fig.data[0].marker.color))
     head = "Answer groups (normalized)<br>"
-    assert titles == [f"{head}<sup>no majority: all 8 answers differ (vote share 12% each)</sup>",
-                      f"{head}<sup>no majority: 2 answers tie with 3 votes each (vote share 38% each)</sup>",
-                      f"{head}<sup>majority vote share 62%</sup>"]
+    assert titles == [f"{head}<sup>no majority: all 8 answers differ (vote share 12.5% each)</sup>",
+                      f"{head}<sup>no majority: 2 answers tie with 3 votes each (vote share 37.5% each)</sup>",
+                      f"{head}<sup>majority vote share 62.5%</sup>"]
     dark, light = "#2563eb", "#93c5fd"
     assert colors == [[dark] * 8, [dark, dark, light], [dark, light, light]]
     nothing = A.answer_groups_figure(A.group_answers(make_run([("no number", [1])]), "last-number"))

@@ -94,7 +94,16 @@ from playground.analysis.diff import (
     similarity,
     similarity_matrix,
 )
-from playground.analysis.display import PARTIAL, counted, first_tokens, message_figure, pieces, truncate, visible
+from playground.analysis.display import (
+    PARTIAL,
+    counted,
+    first_tokens,
+    message_figure,
+    percent,
+    pieces,
+    truncate,
+    visible,
+)
 from playground.analysis.diversity import (
     Diversity,
     SetDiversity,
@@ -296,6 +305,7 @@ __all__ = [
     "pairwise_similarities",
     "parse_extractor",
     "pass_at_k",
+    "percent",
     "phases_frame",
     "pieces",
     "prefix_order",

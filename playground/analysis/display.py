@@ -81,6 +81,11 @@ def first_tokens(k: int) -> str:
     return "first token" if k == 1 else f"first {k} tokens"
 
 
+def percent(share: float) -> str:
+    """A share as a person reads it: 50%, 12.5% (one of eight, not "12%"), 33.3%."""
+    return f"{share:.1%}".replace(".0%", "%")
+
+
 def truncate(text: str, width: int) -> str:
     return text if len(text) <= width else text[: width - 1] + "…"
 

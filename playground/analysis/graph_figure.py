@@ -25,7 +25,7 @@ from collections import Counter
 import plotly.graph_objects as go
 
 from playground.analysis.answers import Answers
-from playground.analysis.display import for_hover, message_figure, truncate, visible
+from playground.analysis.display import for_hover, message_figure, percent, truncate, visible
 from playground.analysis.graph import SampleGraph
 from playground.analysis.graph_layout import (
     BOTTOM,
@@ -261,6 +261,7 @@ def _branch_labels(drawn: dict[str, Drawn], edges: list[DrawnEdge]) -> tuple[dic
     on_edges, beside = {}, {}
     for e in labelled:
         share, p = _share(drawn, e)
+        # whole percents on the chart (its labels are small, the hover says 12.5%)
         labels = (f"{share:.0%}" + (f" · p {p:.2f}" if p is not None else ""), f"{share:.0%}")
         if ways_in[e.target] == 1:
             beside[e.target] = labels
@@ -285,8 +286,8 @@ def _branch_hovers(drawn: dict[str, Drawn], edges: list[DrawnEdge]) -> go.Scatte
         xs.append(x)
         ys.append(y)
         hovers.append(f"{for_hover(truncate(a.label, 40))} → {for_hover(truncate(b.label, 40))}"
-                      f"{'' if e.direct else ' (through rarer words)'}<br>{len(e.samples)} sample(s), {share:.0%} of "
-                      f"those at {for_hover(truncate(a.label, 40))}"
+                      f"{'' if e.direct else ' (through rarer words)'}<br>{len(e.samples)} sample(s), "
+                      f"{percent(share)} of those at {for_hover(truncate(a.label, 40))}"
                       + (f"<br>p = {p:.3f}: the mean probability they gave the first token after it" if p is not None
                          else "") + f"<br>samples {_listed(e.samples, 12)}")
     return go.Scatter(x=xs, y=ys, mode="markers", hovertext=hovers, hoverinfo="text",

@@ -16,7 +16,7 @@ import plotly.graph_objects as go
 
 from playground.analysis.answers import Answers, Extractor, group_answers
 from playground.analysis.convergence import read_reference
-from playground.analysis.display import height_for, message_figure, truncate
+from playground.analysis.display import height_for, message_figure, percent, truncate
 from playground.analysis.diversity import Diversity, SetDiversity, set_diversity
 from playground.analysis.meaning import DEFAULT_SIMILARITY, MeaningClusters, meaning_clusters
 from playground.run import Run
@@ -174,9 +174,9 @@ def answer_groups_figure(answers: Answers) -> go.Figure:
         hoverinfo="text", text=[len(b[2]) for b in bars], textposition="auto",
     ))
     if answers.winner is not None:
-        said = f"majority vote share {answers.vote_share:.0%}"
+        said = f"majority vote share {percent(answers.vote_share)}"
     elif answers.groups:  # a tie: the share is each tied answer's
-        said = f"{answers.majority_text()} (vote share {answers.vote_share:.0%} each)"
+        said = f"{answers.majority_text()} (vote share {percent(answers.vote_share)} each)"
     else:
         said = answers.majority_text()
     fig.update_layout(

@@ -145,10 +145,10 @@ def describe(analysed: Analysed) -> str:
     if a.winner:
         majority = json.dumps(truncate(a.winner.answer, ANSWER_CHARS), ensure_ascii=False)
         answers = (f"{len(a.groups)} answer(s) ({a.extractor}), majority {majority} {a.winner.size}/{a.n} "
-                   f"({a.vote_share:.0%}), entropy {a.entropy:.2f} bits")
+                   f"({analysis.percent(a.vote_share)}), entropy {a.entropy:.2f} bits")
     elif a.groups:  # a tie at the top: no answer won
-        answers = (f"{len(a.groups)} answer(s) ({a.extractor}), {a.majority_text()} ({a.vote_share:.0%} each), "
-                   f"entropy {a.entropy:.2f} bits")
+        answers = (f"{len(a.groups)} answer(s) ({a.extractor}), {a.majority_text()} "
+                   f"({analysis.percent(a.vote_share)} each), entropy {a.entropy:.2f} bits")
     else:
         answers = f"no answer ({a.extractor})"
     if a.unanswered and a.majority:

@@ -143,9 +143,9 @@ def headline(measures: SetMeasures) -> str:
         said = f"**No sample has an answer** that the {a.extractor} extractor can read."
     else:
         said = (f"**Majority answer: `{_code(a.winner.answer)}`** given by {a.winner.size} of {a.n} samples: "
-                f"vote share **{a.vote_share:.0%}**." if a.winner else
-                f"**{a.majority_text()[:1].upper()}{a.majority_text()[1:]}** (each {a.vote_share:.0%} of the "
-                "samples).")
+                f"vote share **{analysis.percent(a.vote_share)}**." if a.winner else
+                f"**{a.majority_text()[:1].upper()}{a.majority_text()[1:]}** (each "
+                f"{analysis.percent(a.vote_share)} of the samples).")
         over = f" over the {a.answered} samples that gave one" if a.unanswered else ""
         said += (f" {analysis.counted(len(a.groups), 'distinct answer')}, answer entropy **{a.entropy:.2f} bits**"
                  f"{over} (0: all agree; {math.log2(a.answered):.2f}: no two agree).")
