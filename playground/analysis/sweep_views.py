@@ -51,6 +51,8 @@ WORDS = {
     "similarity": "mean pairwise similarity", "similarity_min": "least similar pair",
     "similarity_max": "most similar pair", "majority": "majority answer", "majority_tied": "answers tied",
     "settled_at": "settled at sample", "pass_at_1": "pass@1", "pass_at_n": "pass@n",
+    # within one run, where a comparison's headline counts samples identical across two
+    "any_identical": "two samples of the run identical", "identical_samples": "identical samples within the run",
 }
 
 

@@ -145,7 +145,7 @@ def declare(export_dir, measures: analysis.Measures | None = None) -> CompareTab
             changed = gr.Dataframe(label="Settings that differ", interactive=False, visible=False,
                                    elem_id="compare-settings")
             side_by_side = gr.Dataframe(label="Figures side by side", interactive=False, visible=False,
-                                        elem_id="compare-figures")
+                                        elem_id="compare-figures", max_height=1200)  # read down whole: no inner scroll
         pairs = gr.Dataframe(label=PAIRS_HEADING["index"], interactive=False, visible=False, elem_id="compare-pairs")
         columns = gr.HTML(elem_id="compare-columns")
         report = gr.DownloadButton("Comparison report (HTML)", value=None, interactive=False, elem_id="compare-report")
