@@ -329,12 +329,12 @@ def test_reproducibility_export_and_history_work_on_the_shown_run(page, tmp_path
 
     page.get_by_role("tab", name="Reproducibility").click()
     assert not page.locator("#repro-table").is_visible()
-    page.locator("#replay-index input").fill("2")
-    page.locator("#replay-alone").click()
-    verdict = page.locator("#repro-verdict").get_by_text("Sample 2 (seed 9) replayed alone")
+    page.locator("#rerun-index input").fill("2")
+    page.locator("#rerun-alone").click()
+    verdict = page.locator("#repro-verdict").get_by_text("Sample 2 (seed 9) run again alone")
     verdict.wait_for(timeout=60_000)
     said = page.locator("#repro-verdict").inner_text()
-    assert re.search(r"replayed alone: (identical\.|diverged at token \d+: .+ in the run, .+ in the replay\.)", said)
+    assert re.search(r"run again alone: (identical\.|diverged at token \d+: .+ in the run, .+ in the rerun\.)", said)
     if "diverged" in said:  # the two records say why: a batch of 3 children against a batch of one
         assert "Why they may differ" in said and "3 vs 1 samples shared a batch" in said, said
     else:

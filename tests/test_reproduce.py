@@ -69,7 +69,7 @@ def test_children_the_engine_took_in_different_steps_are_named():
         "all 3 at once in the second): a run's children reach the engine one by one, in vLLM's own fan-out as "
         "in the wrapper's, and a step may start before the last has arrived"]
     assert A.why_different(together, stepped(30.0, 30.0, 30.0)) == []  # the same steps: nothing to name
-    alone = A.why_different(together, stepped(40.0))  # one sample replayed alone: its steps follow from n
+    alone = A.why_different(together, stepped(40.0))  # one sample run again alone: its steps follow from n
     assert alone == ["the batch differed: 3 vs 1 samples shared a batch"], alone
     assert A.admission(run()) is None  # no stats: nothing is claimed
 
@@ -110,11 +110,11 @@ def test_a_replay_that_parts_names_the_two_tokens_where_it_parts():
 
     run_sample = Sample(index=0, seed=1, token_ids=[5, 6, 7], token_texts=["The", " sea", " is"])
     replayed = Sample(index=0, seed=1, token_ids=[5, 8, 7], token_texts=["The", " ocean", " is"])
-    assert parted_at(run_sample, replayed) == ": `·sea` in the run, `·ocean` in the replay"
+    assert parted_at(run_sample, replayed) == ": `·sea` in the run, `·ocean` in the rerun"
     starred = Sample(index=0, seed=1, token_ids=[5, 9, 7], token_texts=["The", " **", " is"])
     quoted = Sample(index=0, seed=1, token_ids=[5, 10, 7], token_texts=["The", " `x`", " is"])
-    assert parted_at(starred, quoted) == ": `·**` in the run, `` ·`x` `` in the replay"  # shown, never Markdown
-    assert parted_at(run_sample, replayed, as_text) == ": ‘·sea’ in the run, ‘·ocean’ in the replay"  # a table's cell
+    assert parted_at(starred, quoted) == ": `·**` in the run, `` ·`x` `` in the rerun"  # shown, never Markdown
+    assert parted_at(run_sample, replayed, as_text) == ": ‘·sea’ in the run, ‘·ocean’ in the rerun"  # a table's cell
     assert parted_at(run_sample, run_sample) == ""  # the same: nothing to name
     assert parted_at(run_sample, Sample(index=0, seed=1, token_ids=[5, 6])) == ""  # a prefix: no token at 2
     assert parted_at(run_sample, Sample(index=0, seed=1, token_ids=[5, 9])) == ""  # no text known for 9

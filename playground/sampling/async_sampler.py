@@ -89,7 +89,7 @@ class ParallelSampler:
         Modes: "wrapper" (our fan-out, child i seeded seed + i), "native" (n handed to vLLM),
         "same-seed" (our fan-out with one seed for all: the old identical-samples bug, on purpose).
         vLLM leaves the children of an unseeded parent unseeded; the wrapper draws a base seed
-        instead, so every sample it returns can be replayed alone with seed + i.
+        instead, so every sample it returns can be run again alone with seed + i.
         """
         tokens = self.tokenize(prompt)
         child_params.check(tokens["prompt_token_ids"], sampling_params, mode, self.max_n, self.max_model_len)

@@ -1,4 +1,5 @@
-"""The Reproducibility tab: replay one sample alone, or rerun the shown run through the wrapper
+"""The Reproducibility tab: run one sample again alone (a rerun on the engine, not a replay of a
+recording), or rerun the shown run through the wrapper
 and through vLLM's native n, and say from the token ids whether they came out the same; when they
 did not, which condition differed between the two runs, read from their two records."""
 
@@ -24,7 +25,7 @@ KEPT = "\n\nIts runs joined History (marked ↻ rerun), to open whole in every t
 @dataclass
 class ReproTab:
     index: gr.Number
-    replay_btn: gr.Button
+    rerun_btn: gr.Button
     compare_btn: gr.Button
     verdict: gr.Markdown
     table: gr.Dataframe
@@ -39,13 +40,13 @@ def declare() -> ReproTab:
                     "when they differ, which condition did: on a CPU the batch a sample shares changes its "
                     "arithmetic, so a sample alone may part from the same sample among n.")
         with gr.Row():
-            index = gr.Number(value=0, precision=0, label="Sample i", elem_id="replay-index")  # checked by Replay
-            replay_btn = gr.Button("Replay sample i alone (seed+i, n=1)", elem_id="replay-alone")
+            index = gr.Number(value=0, precision=0, label="Sample i", elem_id="rerun-index")  # checked by the rerun
+            rerun_btn = gr.Button("Run sample i again alone (seed+i, n=1)", elem_id="rerun-alone")
             compare_btn = gr.Button("Compare wrapper vs native", elem_id="compare")
         verdict = gr.Markdown(elem_id="repro-verdict")
         # Hidden until the first verdict: an empty Dataframe shows a grid headed "1 2 3".
         table = gr.Dataframe(interactive=False, visible=False, elem_id="repro-table")
-    return ReproTab(index, replay_btn, compare_btn, verdict, table)
+    return ReproTab(index, rerun_btn, compare_btn, verdict, table)
 
 
 def connect(tab: ReproTab, page) -> None:
@@ -55,9 +56,9 @@ def connect(tab: ReproTab, page) -> None:
     # The runs they make join History and the run store, as What if's do: the native run of a
     # comparison is one to open in every tab, to inspect its events or compare it whole.
     ended = [page.live, page.history, page.samples.session]
-    tab.replay_btn.click(partial(begin_replay, tab, page), [page.live, page.current, tab.index], outputs,
+    tab.rerun_btn.click(partial(begin_rerun, tab, page), [page.live, page.current, tab.index], outputs,
                          queue=False, show_progress="hidden", api_visibility="private"
-                         ).success(partial(replay, tab, page), ended, [tab.verdict, tab.table, *page.history_outputs()],
+                         ).success(partial(rerun, tab, page), ended, [tab.verdict, tab.table, *page.history_outputs()],
                                    concurrency_id="sampling", api_visibility="private")
     tab.compare_btn.click(partial(begin_compare, tab, page), [page.live, page.current], outputs, queue=False,
                           show_progress="hidden", api_visibility="private"
@@ -69,7 +70,7 @@ def connect(tab: ReproTab, page) -> None:
 async def _begin(tab: ReproTab, page, action: Action | None, name: str, requests: list[SampleRequest],
                  about: tuple) -> dict:
     """The action's runs, planned, each marked a rerun of the run it repeats (``request.rerun``:
-    that run, and the sample replayed alone); a rerun keeps the branch of the run it repeats (it
+    that run, and the sample run again alone); a rerun keeps the branch of the run it repeats (it
     starts from the same point)."""
     of = about[0]
     rerun = {"of": of.request.get("request_id"), "sample": about[1] if len(about) > 1 else None}
@@ -84,12 +85,12 @@ async def _begin(tab: ReproTab, page, action: Action | None, name: str, requests
     return {page.live: action, tab.verdict: f"⏳ {name}: running…", tab.table: gr.update(visible=False)}
 
 
-async def begin_replay(tab: ReproTab, page, action: Action | None, run: Run | None, index) -> dict:
+async def begin_rerun(tab: ReproTab, page, action: Action | None, run: Run | None, index) -> dict:
     """Sample i of the run on screen, alone: n=1, its own seed (seed + i)."""
     if run is None:
-        return {tab.verdict: "⚠️ Run something first: replay needs a run to compare with."}
+        return {tab.verdict: "⚠️ Run something first: the rerun needs a run to compare with."}
     if index is None:  # the box left blank
-        return {tab.verdict: f"⚠️ Type which sample to replay in Sample i: 0 to {run.n - 1}."}
+        return {tab.verdict: f"⚠️ Type which sample to run again in Sample i: 0 to {run.n - 1}."}
     i = int(index)
     if not 0 <= i < run.n:
         return {tab.verdict: f"⚠️ Sample i must be between 0 and {run.n - 1}, got {i}."}
@@ -98,29 +99,29 @@ async def begin_replay(tab: ReproTab, page, action: Action | None, run: Run | No
     return await _begin(tab, page, action, "Sample alone", [request], (run, i))
 
 
-async def replay(tab: ReproTab, page, action: Action | None, history: list | None, session) -> dict:
+async def rerun(tab: ReproTab, page, action: Action | None, history: list | None, session) -> dict:
     """Run sample i alone and say whether it came out the same."""
     ended = await _ended(action, page.backend, "Sample alone")
-    if ended is None:  # Replay was refused: its verdict says why
+    if ended is None:  # the rerun was refused: its verdict says why
         return {tab.verdict: gr.skip()}
     joined = join_history(page, history, [live.run for live in action.runs if live.run is not None], session)
     if isinstance(ended, str):
         return {tab.verdict: ended, **joined}
-    (run, i), (replayed_run,) = action.about, ended
-    original, replayed = run.samples[i], replayed_run.samples[0]
-    said = compare_tokens(original.token_ids, replayed.token_ids, partial=not original.finished)
-    verdict, in_table = said + parted_at(original, replayed), said + parted_at(original, replayed, as_text)
+    (run, i), (rerun_run,) = action.about, ended
+    original, again = run.samples[i], rerun_run.samples[0]
+    said = compare_tokens(original.token_ids, again.token_ids, partial=not original.finished)
+    verdict, in_table = said + parted_at(original, again), said + parted_at(original, again, as_text)
     branch = analysis.branch_label(run)
-    text = (f"**Sample {i} (seed {original.seed}) replayed alone: {verdict}.** "
-            + (f"The run was {branch}: the replay starts from the same point. " if branch else "")
+    text = (f"**Sample {i} (seed {original.seed}) run again alone: {verdict}.** "
+            + (f"The run was {branch}: the rerun starts from the same point. " if branch else "")
             + "Alone it runs in a batch of one; seeded sampling can still differ when the batch "
             "composition changes (floating-point order), so a divergence names its token.")
     if not verdict.startswith("identical"):
-        text += "\n\n" + why(run, replayed_run, "the run", "the replay")
-    table = [[i, original.seed, len(original.token_ids), len(replayed.token_ids), in_table, replayed.text]]
+        text += "\n\n" + why(run, rerun_run, "the run", "the rerun")
+    table = [[i, original.seed, len(original.token_ids), len(again.token_ids), in_table, again.text]]
     return {tab.verdict: text + KEPT, **joined,
-            tab.table: gr.update(value=table, headers=["sample", "seed", "tokens (run)", "tokens (replay)", "verdict",
-                                                       "replayed text"], visible=True)}
+            tab.table: gr.update(value=table, headers=["sample", "seed", "tokens (run)", "tokens (rerun)", "verdict",
+                                                       "text of the rerun"], visible=True)}
 
 
 async def begin_compare(tab: ReproTab, page, action: Action | None, run: Run | None) -> dict:
@@ -180,7 +181,7 @@ def why(a: Run, b: Run, a_name: str, b_name: str) -> str:
 
 
 def parted_at(a, b, shown=None) -> str:
-    """": `·sea` in the run, `·ocean` in the replay", the two tokens where two samples part (as
+    """": `·sea` in the run, `·ocean` in the rerun", the two tokens where two samples part (as
     code: a token such as ' **' is shown, never read as Markdown; ``shown=as_text`` for a table,
     which shows Markdown as it is); "" when they do not, or a token's text is not known."""
     shown = shown or as_code
@@ -188,7 +189,7 @@ def parted_at(a, b, shown=None) -> str:
     if k is None or k >= len(a.token_ids) or k >= len(b.token_ids):
         return ""
     texts = [s.token_texts[k] if k < len(s.token_texts) else None for s in (a, b)]
-    return "" if None in texts else f": {shown(texts[0])} in the run, {shown(texts[1])} in the replay"
+    return "" if None in texts else f": {shown(texts[0])} in the run, {shown(texts[1])} in the rerun"
 
 
 def as_code(token: str) -> str:
