@@ -65,7 +65,7 @@ def test_a_refusal_leaves_the_page_ready_and_the_samples_come_into_view(browser,
             page.locator("#branch-run").click()
             page.locator("#branch-note").get_by_text("a branch starts from a run on screen").wait_for(timeout=10_000)
             page.get_by_role("tab", name="Reproducibility").click()
-            for button, said in (("#replay-alone", "replay needs a run"), ("#compare", "the comparison reuses")):
+            for button, said in (("#rerun-alone", "the rerun needs a run"), ("#compare", "the comparison reuses")):
                 page.locator(button).click()
                 page.locator("#repro-verdict").get_by_text(said).wait_for(timeout=10_000)
         page.locator("#examples").get_by_text(HAIKU).click()
@@ -95,7 +95,7 @@ def test_stop_then_run_and_a_double_click_start_one_run_each(browser, app_url, b
         page.locator("#run").click()  # pressed again at the form: the line there says it started nothing, in view
         page.locator("#store-note").get_by_text("Run was pressed while a run was going").wait_for(timeout=30_000)
         assert in_view(page, "#store-note")
-        page.locator("#stop-near").click()
+        page.keyboard.press("Escape")  # Esc presses the Stop beside the summary
         wait_for_summary(page, "stopped", 30_000)
         page.wait_for_function("() => document.querySelector('#stop-near').disabled", timeout=10_000)  # nothing to stop
         assert page.locator("#panels-note").inner_text().strip() == ""
@@ -117,7 +117,7 @@ def test_stop_then_run_and_a_double_click_start_one_run_each(browser, app_url, b
 
         first = re.search(r"run-[0-9a-f]{8}", summary(page)).group(0)
         set_slider(page, "max-tokens", 3)
-        page.locator("#run").click()  # and the page is ready for the next
+        page.locator("#prompt textarea").press("Control+Enter")  # and the page is ready for the next: Ctrl+Enter runs
         page.wait_for_function("(old) => { const s = document.querySelector('#run-summary').innerText; "
                                "return s.includes('finished') && !s.includes(old); }", arg=first, timeout=120_000)
     finally:
@@ -160,6 +160,7 @@ def test_a_number_typed_past_a_sliders_bounds_is_said_and_stop_with_nothing_runn
     page.on("response", lambda r: failed.append(r.url) if r.status >= 500 else None)
     try:
         page.locator("#stop").click()
+        page.locator("#store-note").get_by_text("Stop found nothing to stop").wait_for(timeout=30_000)
         page.locator("#prompt textarea").fill(HAIKU)
         box = page.locator("#n input[type=number]")
         box.fill("0")
@@ -184,6 +185,8 @@ def test_a_number_typed_past_a_sliders_bounds_is_said_and_stop_with_nothing_runn
         set_slider(page, "n", 2)  # a value within bounds: the note goes
         assert note.count() == 0
         page.get_by_role("tab", name="History").click()
+        page.locator("#saved-search textarea, #saved-search input").first.fill("no saved prompt says this")
+        page.locator("#saved-note").get_by_text("(0 match)").wait_for(timeout=30_000)
         page.get_by_role("button", name="Open saved run").click()  # nothing picked: a warning, nothing marked
         page.get_by_text("Pick a saved run first.").first.wait_for(timeout=30_000)
         assert page.locator(".error:visible").filter(has_text=re.compile(r"^\s*Error\s*$")).count() == 0
@@ -256,7 +259,7 @@ def test_an_engine_that_dies_mid_run_is_reported_and_the_next_run_works(browser,
 def test_a_sample_picked_from_a_bigger_run_than_the_diff_drew_breaks_nothing(browser, app_url):  # noqa: F811
     """The Diff draws only when it is on screen, so its reference's choices can be an older,
     smaller run's: a sample of the run on screen picked then becomes the reference all the same
-    (and the sample the Reproducibility tab replays alone);
+    (and the sample the Reproducibility tab runs again alone);
     the Graph's fold box takes a negative number; and the next Run (which reads the panels'
     controls, both of these among them) works, with no "Error" anywhere."""
     page = open_page(browser, app_url)
@@ -272,8 +275,8 @@ def test_a_sample_picked_from_a_bigger_run_than_the_diff_drew_breaks_nothing(bro
                                "return s.includes('finished') && !s.includes(old); }", arg=first, timeout=120_000)
         page.locator("#samples-area .sa-card[data-i='3']").click()
         page.wait_for_function("() => document.querySelector('#reference input').value === '3'", timeout=30_000)
-        page.get_by_role("tab", name="Reproducibility").click()  # the pick is the sample it replays alone, too
-        page.wait_for_function("() => document.querySelector('#replay-index input')?.value === '3'", timeout=30_000)
+        page.get_by_role("tab", name="Reproducibility").click()  # the pick is the sample it runs again alone, too
+        page.wait_for_function("() => document.querySelector('#rerun-index input')?.value === '3'", timeout=30_000)
         page.get_by_role("tab", name="Graph").click()  # a panel's box holding a number below what it means
         fold = page.locator("#graph-fold input")
         fold.fill("-3")

@@ -111,10 +111,12 @@ def test_history_keeps_this_browsers_runs_across_reloads_and_only_its_own(browse
     runs_before = store.totals()[0]
     page.reload()
     page.locator("#prompt textarea").wait_for()
+    page.locator("#store-note").get_by_text(f"Your last run, {rid} (stopped").wait_for(timeout=30_000)  # by the form
     page.get_by_role("tab", name="History").click()
     page.locator("#saved-note").get_by_text("1 run of this browser is kept").wait_for(timeout=30_000)
     listed = saved_options(page)
     assert len(listed) == 1 and rid in listed[0] and "· stopped ·" in listed[0], listed
+    assert rid in page.locator("#saved-pick input").input_value()  # the newest is picked: the list is not blank
 
     other = open_page(browser, app_url)  # another browser: its own list, empty
     try:
@@ -162,6 +164,9 @@ def test_a_form_link_fills_the_form_and_its_seeded_run_gives_the_same_tokens(bro
     ran = exported(first)
     assert ran.request["max_tokens"] == 6, ran.request  # the run had the form's settings
     link = link_of(first, "#copy-form-link")
+    first.locator("#seed textarea, #seed input").first.fill("4243")  # the form changed: that link is not its own
+    first.wait_for_function("() => document.querySelector('#link textarea, #link input').value === ''",
+                            timeout=30_000)
     first.close()
     assert link.startswith(app_url + "?") and "seed=4242" in link and "max_tokens=6" in link, link
 
@@ -213,6 +218,9 @@ def test_a_run_link_behind_a_proxy_path_opens_the_run_after_a_restart(browser, b
         rid = run_and_wait(page)
         texts = columns(page, 2)
         link = link_of(page, "#copy-run-link")
+        page.locator("#seed textarea, #seed input").first.fill("99")  # a run link stays: its run has not changed
+        page.locator("#prompt textarea").fill("another prompt")
+        assert page.locator("#link textarea, #link input").first.input_value() == link
         page.close()
     key = link.removeprefix(url + "?run=")
     assert link.startswith(url + "?run=") and re.fullmatch(r"[A-Za-z0-9_-]{22,}", key), link

@@ -325,7 +325,7 @@ def test_what_ifs_branches_are_kept_in_the_run_store_as_shown_runs_are(loop, bac
 
 
 def test_the_reproducibility_tabs_runs_join_history_and_the_store_marked_as_reruns(loop, backend, tmp_path):
-    """Replay alone and Compare wrapper vs native make runs of their own: they join History and
+    """A sample run again alone and Compare wrapper vs native make runs of their own: they join History and
     the run store, each marked with the run it repeats, so the native run can be opened whole."""
     from playground.store import RunStore
     from playground.ui import build_app, keeping, repro_tab, views
@@ -341,7 +341,7 @@ def test_the_reproducibility_tabs_runs_join_history_and_the_store_marked_as_reru
         with gr.Blocks():
             with gr.Tabs():
                 controls = repro_tab.declare()
-        for begin, follow in ((repro_tab.begin_replay(controls, kept_page, tab.live, tab.current, 1), repro_tab.replay),
+        for begin, follow in ((repro_tab.begin_rerun(controls, kept_page, tab.live, tab.current, 1), repro_tab.rerun),
                               (repro_tab.begin_compare(controls, kept_page, tab.live, tab.current), repro_tab.compare)):
             tab.apply(tab.call(begin))
             shown = tab.call(follow(controls, kept_page, tab.live, tab.history, tab.samples))
@@ -393,6 +393,10 @@ def test_stop_then_run_and_a_closed_tab_then_a_new_one(page, loop, backend, host
     assert f"Diff, Tree and Logprobs still show `{stopped}` and are drawn when it ends." in tab.panels_note
     tab.wait()
     assert tab.live.runs[0].state is State.FINISHED and not tab.stop_near and tab.panels_note == ""
+    shown = tab.current  # Stop with nothing going: a press that does nothing says so, and changes nothing
+    assert tab.call(running.stop(page, tab.live, tab.history, tab.samples, "Diff")) == {
+        page.said: running.NOTHING_TO_STOP}
+    assert tab.current is shown
 
     closed = Tab(page, loop)
     closed.run(prompt=SHORT, max_tokens=1500, ignore_eos=True)

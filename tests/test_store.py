@@ -317,3 +317,16 @@ def test_several_runs_saved_at_once_are_reported_once_with_every_run_pruned_for_
         assert kept.pruned == 2 and kept.key == store.key_of("me", "run-3")
         assert save_runs(store, "me", runs[2:]) is None  # each was kept before: nothing new to say
         assert [e.request_id for e in store.entries("me")] == ["run-3", "run-2"]
+
+
+def test_a_run_kept_a_moment_ago_is_named_at_load_and_an_older_one_is_not():
+    """A reload mid-run, or a tab closed by mistake: the page's next load says where the run went."""
+    from playground.store import Entry
+    from playground.ui.saved_runs import RECENT_S, recent_note
+
+    entry = Entry("key", "run-1234abcd", 1000.0, "p", "aborted", 4, 10)
+    said = recent_note(entry, 1000.0 + 42)
+    assert said.startswith("Your last run, `run-1234abcd` (stopped 42 s ago), is kept") and "Open saved run" in said
+    assert "(stopped 3 min ago)" in recent_note(entry, 1000.0 + 200)
+    for later in (1000.0 + RECENT_S + 1, 1000.0 - 5):  # an old run, or a clock that went back: nothing said
+        assert not isinstance(recent_note(entry, later), str)

@@ -42,7 +42,7 @@ from playground.ui import (
     views,
 )
 from playground.ui.api import EXCEPTION_HANDLERS, PositionalCalls, sample_endpoint
-from playground.ui.form import BOUNDS_JS, setting_controls
+from playground.ui.form import BOUNDS_JS, KEYS_JS, setting_controls
 from playground.ui.page import Page
 from playground.ui.panels import panel
 from playground.ui.samples_area import SHOW_SAMPLES_JS, SamplesArea
@@ -209,11 +209,11 @@ def build_app(backend, sync_runner=None, embedding_model: str | None = None,
         # Stop ends the session's action itself (any button's, a sweep's too: its follower draws what
         # finished); cancelling the event also takes a queued run off the queue.
         stopped = gr.on([stop_btn.click, stop_near.click, sweep.stop_btn.click], partial(running.stop, page),
-              [page.live, *page.inputs()], page.outputs(), inputs_kwargs=shows,
+              [page.live, *page.inputs()], [*page.outputs(), link_row.note], inputs_kwargs=shows,
               cancels=[run_event, branch_event, replay_event], queue=False,
               show_progress="hidden", api_visibility="private")
         # A sample picked in the samples area becomes the Diff tab's reference and the sample the
-        # Reproducibility tab replays alone.
+        # Reproducibility tab runs again alone.
         samples.html.select(picked_sample, page.current, [reference, repro.index], api_visibility="private")
         for trigger in (reference.change, diff_samples.submit):
             trigger(lambda run, ref, chosen: panels.diff_view(run, panels.reference_sample(ref, run.n), chosen)
@@ -234,6 +234,7 @@ def build_app(backend, sync_runner=None, embedding_model: str | None = None,
         qa_tab.connect(qa, page)
         demo.load(partial(controls.on_load, page), [prompt, use_chat], [status, rendered], api_visibility="private")
         demo.load(None, None, None, js=BOUNDS_JS)  # a number typed past a slider's bounds is said
+        demo.load(None, None, None, js=KEYS_JS)  # Ctrl+Enter runs, Esc stops
         demo.load(None, None, None, js=set_tab.CLICK_JS)  # a click on an answer group's bar reaches the server
         demo.load(None, None, None, js=branch_tab.PICK_JS)  # a click on a token or a tree box offers a branch
         demo.load(None, None, None, js=graph_tab.CLICK_JS)  # a click on a graph node marks its samples

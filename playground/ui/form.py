@@ -45,8 +45,8 @@ def _control(f, meta, limits: Limits, value: Any) -> gr.components.Component:
     if name == "seed":  # text: a 19-digit seed must not go through a float
         return gr.Textbox(placeholder="blank = random (shown after the run)", **common)
     if name == "prompt":
-        return gr.Textbox(lines=3, placeholder="Type a prompt, or pick an example below", label="Prompt",
-                          elem_id="prompt")
+        return gr.Textbox(lines=3, placeholder="Type a prompt, or pick an example below (Ctrl+Enter runs, Esc stops)",
+                          label="Prompt", elem_id="prompt")
     if meta.slider is not None:
         low, high, step = meta.slider
         if high is None:  # the engine's own bound: max_tokens below the context, n up to --max-n
@@ -81,6 +81,25 @@ BOUNDS_JS = """
     const clear = () => { note.remove(); block.removeEventListener('input', clear, true); };
     setTimeout(() => block.addEventListener('input', clear, true), 0);  // the slider's own update is not a change
   }, true);
+}
+"""
+
+
+# The keyboard, as playgrounds have it: Ctrl+Enter (⌘+Enter) presses Run from anywhere on the page, Esc
+# presses the Stop beside the summary while a run streams there. Not from a one-line box (a
+# dropdown's Esc closes its list) and not when a component has taken the key already.
+KEYS_JS = """
+() => {
+  document.addEventListener('keydown', (event) => {
+    if (event.defaultPrevented || event.isComposing) return;
+    if (event.key === 'Enter' && (event.ctrlKey || event.metaKey) && !event.shiftKey && !event.altKey) {
+      const run = document.querySelector('#run');
+      if (run && !run.disabled) { event.preventDefault(); run.click(); }
+    } else if (event.key === 'Escape' && !(event.target instanceof HTMLInputElement)) {
+      const stop = document.querySelector('#stop-near');
+      if (stop && !stop.disabled) { event.preventDefault(); stop.click(); }
+    }
+  });
 }
 """
 

@@ -48,6 +48,12 @@ ADDRESS_JS = """(query) => {
   return link;
 }"""
 
+# A settings link copied before the form changed is no longer the form's: the Link box empties, so
+# an old link is not sent by mistake. A run link stays: the run it opens has not changed.
+STALE_JS = f"""(link) => {{
+  try {{ return link && !new URL(link).searchParams.has("{RUN}") ? "" : link; }} catch (e) {{ return ""; }}
+}}"""
+
 
 @dataclass
 class Links:
@@ -82,6 +88,8 @@ def connect(links: Links, page: Page, saved: SavedRuns) -> None:
                                    api_visibility="private")
     for event in (made, run_made):
         event.then(None, links.query, links.link, js=ADDRESS_JS, show_progress="hidden", api_visibility="private")
+    for component in page.form.values():  # in the browser alone: no request per keystroke
+        component.change(None, links.link, links.link, js=STALE_JS, show_progress="hidden", api_visibility="private")
     store = keeper.store if keeper is not None else None
     opened = saved.loaded.then(opening(page, store, links), page.inputs(), [*page.outputs(), links.note],
                                inputs_kwargs=page.controls(), show_progress="hidden", api_visibility="private")

@@ -46,10 +46,11 @@ from playground.ui.showing import SUMMARY_EVERY, at_once, figures_every, live, p
 BUSY = "Started nothing: a run of this page was going. Press Stop first, or wait for it to finish."
 PRESSED_AGAIN = ("Run was pressed while a run was going, and started nothing: the form as it is then runs at the "
                  "next Run (Stop ends the one going).")
+NOTHING_TO_STOP = "Stop found nothing to stop: no run of this page was going."
 STREAMED = ("Run", "Branch", "Replay")  # the actions whose run streams into the samples area
 # What the summary calls an action that streams elsewhere, when Run is pressed while it goes.
 OTHER_ACTIONS = {"What if": "What if's branches were", "Sweep": "the sweep was",
-                 "Compare": "the wrapper-vs-native comparison was", "Sample alone": "the replay of one sample was",
+                 "Compare": "the wrapper-vs-native comparison was", "Sample alone": "the rerun of one sample was",
                  "QA matrix": "the QA matrix was"}
 
 
@@ -320,8 +321,8 @@ async def stop(page: Page, action: Action | None, history: list | None, session,
     """End this session's action at any moment and show its run as it stands (every child
     aborted, each sample's tokens so far kept). The followers of What if, Replay and Compare
     see their runs end and say so themselves."""
-    if action is None:
-        return {}
+    if action is None or not action.going and (action.name not in STREAMED or action.shown):
+        return {page.said: NOTHING_TO_STOP} if page.said is not None else {}  # a press that does nothing says so
     if action.going:
         await action.stop_and_wait()
     if action.name not in STREAMED or action.shown:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import datetime
 import logging
+import time
 from concurrent.futures import Future
 from dataclasses import dataclass
 from functools import partial
@@ -90,8 +91,8 @@ def connect(saved: SavedRuns, page: Page, failed: list, demo: gr.Blocks, stopped
         return
     session, say = page.samples.session, page.said
     listed = [saved.pick, saved.note]
-    saved.loaded = demo.load(partial(register, saved), [saved.owner, session, saved.search], [saved.owner, *listed],
-                             js=OWNER_JS, show_progress="hidden", api_visibility="private")
+    saved.loaded = demo.load(partial(register, saved, say), [saved.owner, session, saved.search],
+                             [saved.owner, *listed, say], js=OWNER_JS, show_progress="hidden", api_visibility="private")
     for shown in (saved.marker.change, stopped.then):  # a marker's save is reported once: the first asks
         shown(partial(report, saved, say), [saved.marker, session, saved.search], [*listed, say],
               show_progress="hidden", api_visibility="private")
@@ -109,12 +110,30 @@ def connect(saved: SavedRuns, page: Page, failed: list, demo: gr.Blocks, stopped
                          inputs_kwargs=page.opening(), api_visibility="private")
 
 
-async def register(saved: SavedRuns, owner: str | None, session, search: str | None) -> dict:
-    """The page's load: its browser's owner token (from its load script) for this session."""
+async def register(saved: SavedRuns, say, owner: str | None, session, search: str | None) -> dict:
+    """The page's load: its browser's owner token (from its load script) for this session; and
+    when this browser kept a run a moment ago (a reload mid-run, a tab closed by mistake), the
+    line by the form says where it is (a link opened by the page says its own line over it)."""
     if not owner:  # a browser without storage: runs are not listed, and not kept
-        return {saved.owner: gr.skip(), saved.note: "This browser keeps no local storage: its runs are not kept."}
+        return {saved.owner: gr.skip(), saved.note: "This browser keeps no local storage: its runs are not kept.",
+                say: gr.skip()}
     saved.keeper.register(session, owner)
-    return {saved.owner: owner, **await listing(saved, session, search)}
+    newest = await asyncio.to_thread(saved.keeper.store.entries, owner, "", 1)
+    return {saved.owner: owner, **await listing(saved, session, search),
+            say: recent_note(newest[0], time.time()) if newest else gr.skip()}
+
+
+RECENT_S = 600  # a run kept this recently is one a reload or a closed tab most likely cut short
+
+
+def recent_note(entry, now: float):
+    """The line for this browser's last run when it was kept less than ``RECENT_S`` ago, else a skip."""
+    age = now - entry.saved_at
+    if not 0 <= age <= RECENT_S:
+        return gr.skip()
+    ago = f"{int(age)} s" if age < 60 else f"{int(age // 60)} min"
+    return (f"Your last run, `{entry.request_id}` ({status_word(entry.status)} {ago} ago), is kept: History → "
+            "**Open saved run** puts it back on screen, its settings in the form.")
 
 
 async def report(saved: SavedRuns, say, value: str | None, session, search: str | None) -> dict:
@@ -163,7 +182,10 @@ def _listing(saved: SavedRuns, owner: str | None, search: str | None) -> dict:
     # Not the store's path: the page may be open to others than whoever started the app.
     where = (f"{total} run{'s' if total != 1 else ''} of this browser {'are' if total != 1 else 'is'} kept in "
              f"the app's run store{shown}; it keeps at most {store.limits.describe()}, the oldest removed first.")
-    return {saved.pick: gr.update(choices=[(label(e), e.key) for e in entries], value=None), saved.note: where}
+    # The newest (or the first match) picked: after a reload the list reads as what it holds, not as
+    # nothing saved, and Open opens the run a person most likely came back for.
+    newest = entries[0].key if entries else None
+    return {saved.pick: gr.update(choices=[(label(e), e.key) for e in entries], value=newest), saved.note: where}
 
 
 def label(entry) -> str:

@@ -29,11 +29,12 @@ def run_summary(run: Run) -> str:
         made = (f"{tokens} tokens in {elapsed:.2f} s{f' ({tokens / elapsed:.1f} tok/s)' if elapsed > 0 else ''}"
                 f" · {counted(len(run.events), 'event')}")
     asked = " · ".join(f"{req[name]}" for name in ("mode", "output_kind") if req.get(name))
-    text = f"{state} · `{req.get('request_id', '')}` · n={run.n} · {asked + ' · ' if asked else ''}{made} · {seeds}"
+    # What the run is, before what it did: a replay or samples written by hand say so first.
+    origin = f" · {'⟲' if replayed_from(run) else '✎'} {origin}" if (origin := origin_label(run, why=True)) else ""
+    text = (f"{state}{origin} · `{req.get('request_id', '')}` · n={run.n} · {asked + ' · ' if asked else ''}{made} "
+            f"· {seeds}")
     if branch := branch_label(run):
         text += f" · ⎇ {branch}"
-    if origin := origin_label(run, why=True):
-        text += f" · {'⟲' if replayed_from(run) else '✎'} {origin}"
     if run.status == "running":
         text += engine_requests_note(run)
     if run.status == "error" and run.error:
@@ -64,8 +65,8 @@ def waiting_summary(run: Run) -> str:
     why = " (FINAL_ONLY yields nothing until every sample has finished)" if run.output_kind == "FINAL_ONLY" else ""
     elapsed = time.time() - run.started_at
     origin = f" · ⟲ {origin_label(run)}" if replayed_from(run) else ""
-    return (f"● running · `{req.get('request_id', '')}` · n={run.n} · {req.get('mode')} · {run.output_kind} · "
-            f"waiting for the first output… {elapsed:.1f} s{why} · {_seed_note(run)}{origin}")
+    return (f"● running{origin} · `{req.get('request_id', '')}` · n={run.n} · {req.get('mode')} · {run.output_kind} · "
+            f"waiting for the first output… {elapsed:.1f} s{why} · {_seed_note(run)}")
 
 
 def queued_summary(live_run) -> str:
