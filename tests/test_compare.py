@@ -323,3 +323,25 @@ def test_a_run_that_ends_with_the_compare_tab_on_screen_brings_its_lists_up_to_d
     assert asyncio.run(refreshed("Diff", *lists)) == (gr.skip(),) * len(outputs)
     a, b, headline, *_ = asyncio.run(refreshed("Compare", *lists))
     assert (a["value"], b["value"]) == ("history:run-2", "history:run-3") and headline == ""
+
+
+def test_a_run_shown_says_when_an_earlier_run_of_its_prompt_drew_with_its_seeds():
+    """Seed 2 after seed 1 at n=8: seven of the eight samples are no new draws, and a person who
+    changed the seed for fresh samples is told; the same seed again is the reproducibility demo;
+    another prompt, or seeds n apart, say nothing."""
+    one, again, two, far = seeded(1, "run-1"), seeded(1, "run-1b"), seeded(2, "run-2"), seeded(10, "run-10")
+    said = A.seed_reuse_sentence(two, [one])
+    assert said.startswith("⚠️ 7 of this run's 8 child seeds were `run-1`'s too (child i gets seed + i): "
+                           "#0–#6 here have the seeds of #1–#7 there"), said
+    assert "at least 8 away" in said
+    assert A.seed_reuse_sentence(again, [one, two]).startswith("⚠️ 7 of this run's 8 child seeds were `run-2`'s")
+    assert A.seed_reuse_sentence(again, [two, one]).startswith("ℹ️ The same child seeds as `run-1`, sample for sample")
+    assert A.seed_reuse_sentence(far, [one, two]) == ""
+    other_prompt = seeded(2, "run-x")
+    other_prompt.request["prompt"] = "Something else"
+    assert A.seed_reuse_sentence(other_prompt, [one]) == ""
+    same_seed = seeded(3, "run-s", mode="same-seed")  # eight samples of seed 3: #2 of run-1 had it
+    assert A.seed_reuse_sentence(same_seed, [one]).startswith("⚠️ 1 of this run's 8 child seeds was `run-1`'s too")
+    replay = seeded(1, "run-r")
+    replay.request["replay"] = {"of": "run-1", "pace": "x1"}
+    assert A.seed_reuse_sentence(replay, [one]) == ""  # one sampling shown twice

@@ -44,6 +44,7 @@ from playground.analysis.comparison import (
     run_row,
     seed_overlap_sentence,
     seed_overlaps,
+    seed_reuse_sentence,
     settings_diff,
 )
 from playground.analysis.confidence import (
@@ -321,6 +322,7 @@ __all__ = [
     "samples_frame",
     "seed_overlap_sentence",
     "seed_overlaps",
+    "seed_reuse_sentence",
     "sequence_logprob",
     "set_diversity",
     "set_measures",

@@ -353,6 +353,41 @@ def seed_overlaps(runs: Sequence[Run]) -> list[dict[str, int]]:
     return overlaps
 
 
+def seed_reuse_sentence(run: Run, earlier: Sequence[Run]) -> str:
+    """What a run shown should say of its seeds when the latest run before it (``earlier``, oldest
+    first) of the same prompt drew with some of them: the same base seed is the reproducibility
+    demo, said as such; seeds closer than n are draws a person takes for new that are not (child i
+    gets seed + i: seed 2 after seed 1 repeats seven of eight). "" when none did."""
+    prompt = run.request.get("rendered_prompt") or run.request.get("prompt")
+    rid = run.request.get("request_id")
+    for other in reversed(earlier):
+        if other.request.get("request_id") == rid or (other.request.get("rendered_prompt")
+                                                      or other.request.get("prompt")) != prompt:
+            continue
+        if not seed_overlaps([other, run]):  # no seed shared, or one sampling shown twice (a replay)
+            continue
+        pairs = seed_pairs(run, other)
+        name, n = f"`{other.request.get('request_id')}`", len(run.samples)
+        if all(i == j for i, j in pairs) and len(pairs) == n:
+            return (f"ℹ️ The same child seeds as {name}, sample for sample: with the same settings it gives the "
+                    "same samples, and where one parts from its partner there, something else changed (Compare "
+                    "pairs them).")
+        shifts = {j - i for i, j in pairs}
+        mine = [i for i, _ in pairs]
+        if len(shifts) == 1 and mine == list(range(mine[0], mine[0] + len(mine))):
+            theirs = [j for _, j in pairs]
+            which = (f"#{mine[0]}–#{mine[-1]} here have the seeds of #{theirs[0]}–#{theirs[-1]} there" if len(mine) > 1
+                     else f"#{mine[0]} here has the seed of #{theirs[0]} there")
+        else:  # an uneven overlap (another n, same-seed mode): a few pairs named
+            named = [f"#{i} here has the seed of #{j} there" for i, j in pairs[:SHOWN_PAIRS]]
+            which = ", ".join(named) + (", …" if len(pairs) > SHOWN_PAIRS else "")
+        one = len(pairs) == 1
+        return (f"⚠️ {len(pairs)} of this run's {n} child seeds {'was' if one else 'were'} {name}'s too (child i "
+                f"gets seed + i): {which}, so {'it is no new draw' if one else 'they are no new draws'}. A base seed "
+                f"at least {n} away from the other's gives fresh ones.")
+    return ""
+
+
 def seed_overlap_sentence(overlap: dict[str, int], names: Sequence[str] | None = None) -> str:
     """One line for people; runs are numbered from 1 unless ``names`` (by position) says otherwise."""
     a, b, shared = overlap["a"], overlap["b"], overlap["shared"]

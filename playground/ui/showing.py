@@ -79,8 +79,9 @@ def _lines(page: Page, run: Run, history: list | None) -> dict:
     """What a run shown says besides its samples and panels: the summary, the status line, the
     run the tabs open with and the history (each cheap)."""
     history = remember(history or [], run)
+    reuse = analysis.seed_reuse_sentence(run, history[:-1])  # said where the eyes are, not only in History
     return {
-        page.summary: views.run_summary(run),
+        page.summary: views.run_summary(run) + (f"\n\n{reuse}" if reuse else ""),
         page.status: views.engine_status(page.backend.info(), run),
         page.current: run,
         **_history_lines(page, history, len(history) - 1),

@@ -137,7 +137,7 @@ def _seeds(seed: int | None, n: int, mode: str | None) -> str:
 
 
 def engine_status(info: dict, last_run: Run | None = None) -> str:
-    """The model, the device, whether the engine is up, and the last run's prefix-cache hits."""
+    """The model, the device, whether the engine is up, and the prefix-cache hits of the run on screen."""
     up = ("● restarting the engine" if info.get("restarting") else
           "⟲ a replay: no engine samples it" if info.get("backend") == "replay" else
           "● engine up" if info.get("up", True) else "✖ engine down")
@@ -157,12 +157,12 @@ def _cache_note(run: Run, block_size: int | None) -> str:
     """Prefix-cache hits of children 1..n-1: only whole blocks of the prompt can be shared."""
     prompt = run.request.get("num_prompt_tokens", 0)
     if block_size and prompt < block_size:
-        return (f"last run: the children shared no prefill (its prompt of {prompt} tokens is shorter than "
+        return (f"the run on screen: the children shared no prefill (its prompt of {prompt} tokens is shorter than "
                 f"one {block_size}-token cache block)")
     cached = [s.num_cached_tokens for s in run.samples[1:] if s.num_cached_tokens is not None]
     if not cached:
-        return "last run: prefix-cache hits not reported per child in this mode"
-    return (f"last run: children 1..n-1 read {min(cached)}–{max(cached)} of {prompt} prompt tokens "
+        return "the run on screen: prefix-cache hits not reported per child in this mode"
+    return (f"the run on screen: children 1..n-1 read {min(cached)}–{max(cached)} of {prompt} prompt tokens "
             f"from the prefix cache")
 
 
