@@ -138,6 +138,23 @@ def test_a_lone_shared_word_meets_in_a_short_stretch_and_in_a_long_one_only_when
     assert node_with(graph, "orbits").samples == [0, 1]  # a longer word, alone in a long stretch, meets
 
 
+def test_two_words_that_say_something_meet_with_different_words_on_both_sides_and_a_long_rest():
+    """"celestial body" between a different adjective and a different long rest: no three words are
+    shared there, no stretch is short, and yet the samples say the same words (a real run of eight
+    moons once met there three times of seven); two words of four letters or more anchor."""
+    moons = ["The moon is a vast and mysterious celestial body, born from a collective of Earth's satellite and "
+             "the continents scattered around it by a",
+             "The moon is a crescent celestial body visible on Earth's horizon that is already in orbit at a "
+             "half-circle position as it orbits the Earth around the",
+             "The moon is a majestic celestial body orbiting our planet in the night sky.",
+             "The moon, a celestial body eerie but inspiring, the source of light and fate seen by countless "
+             "civilizations across the arc of the Milky Way"]
+    graph = A.sample_graph(run_of(moons))
+    check_shape(graph, moons)
+    meeting = [n for n in graph.nodes if n.key.startswith("celestial")]
+    assert len(meeting) == 1 and meeting[0].samples == [0, 1, 2, 3], [(n.text, n.samples) for n in meeting]
+
+
 def test_identical_samples_are_one_path_with_their_count():
     texts = ["Paris is the capital of France."] * 3
     graph = A.sample_graph(run_of(texts))

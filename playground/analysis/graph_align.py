@@ -99,11 +99,16 @@ class Aligner:
         for v in path[1:-1]:
             self.count[v] += 1
         for t in range(len(path) - ANCHOR + 1):
-            places = self.phrases.setdefault(tuple(keys[t:t + ANCHOR]), [])
-            here = tuple(path[t:t + ANCHOR])
-            if len(places) < CAP and here not in places:
-                places.append(here)
+            self._remember(tuple(keys[t:t + ANCHOR]), tuple(path[t:t + ANCHOR]))
+        for t in range(len(path) - 1):
+            if _content(keys[t]) and _content(keys[t + 1]):
+                self._remember((keys[t], keys[t + 1]), (path[t], path[t + 1]))
         return path[1:-1]
+
+    def _remember(self, phrase: tuple[str, ...], here: tuple[int, ...]) -> None:
+        places = self.phrases.setdefault(phrase, [])
+        if len(places) < CAP and here not in places:
+            places.append(here)
 
     def _proposals(self, keys: list[str]) -> dict[int, list[int]]:
         """Position -> the nodes its anchoring phrases propose (the marks always match): at most
@@ -111,14 +116,20 @@ class Aligner:
         said over and over costs no more than another."""
         found: dict[int, dict[int, int]] = {0: {START: 1}, len(keys) - 1: {END: 1}}
         phrases = self.phrases
-        for t, phrase in enumerate(zip(*(keys[d:] for d in range(ANCHOR)))):
-            for place in phrases.get(phrase, ()):
-                for d, v in enumerate(place, t):
-                    votes = found.get(d)
-                    if votes is None:
-                        found[d] = {v: 1}
-                    else:
-                        votes[v] = votes.get(v, 0) + 1
+        trigrams = enumerate(zip(*(keys[d:] for d in range(ANCHOR))))
+        pairs = [(t, pair) for t, pair in enumerate(zip(keys, keys[1:])) if _content(pair[0]) and _content(pair[1])]
+        for windows in (trigrams, pairs):
+            covered = set(found) if windows is pairs else ()  # a pair proposes only where no trigram did
+            for t, phrase in windows:
+                for place in phrases.get(phrase, ()):
+                    for d, v in enumerate(place, t):
+                        if d in covered:
+                            continue
+                        votes = found.get(d)
+                        if votes is None:
+                            found[d] = {v: 1}
+                        else:
+                            votes[v] = votes.get(v, 0) + 1
         count = self.count
         return {p: sorted(votes) if len(votes) <= PLACES else
                 sorted(sorted(votes, key=lambda v: (-votes[v], -count[v], v))[:PLACES])
@@ -232,6 +243,11 @@ class Aligner:
             self.order[v] = rank * _GAP
 
 
+def _content(key: str) -> bool:
+    """A word that says something on its own: ``CONTENT`` letters or more (not "a", "the", "of")."""
+    return not isinstance(key, _Mark) and len(key) >= CONTENT
+
+
 def _meaningful(pairs: list[tuple[int, int]], between: list[int], words: int, keys: list[str]) -> list[tuple[int, int]]:
     """The matches of a stretch's line-up that say something: those in a run of two or more words
     matched one after the other; a lone word in a stretch of up to ``LONE`` words ("The cat sat
@@ -245,7 +261,7 @@ def _meaningful(pairs: list[tuple[int, int]], between: list[int], words: int, ke
     for k, (p, v) in enumerate(pairs):
         joined = any(0 <= k + d < len(pairs) and pairs[k + d][0] == p + d and place[pairs[k + d][1]] == place[v] + d
                      for d in (-1, 1))
-        if joined or len(keys[p]) >= CONTENT:
+        if joined or _content(keys[p]):
             kept.append((p, v))
     return kept
 
