@@ -327,21 +327,52 @@ def test_a_run_that_ends_with_the_compare_tab_on_screen_brings_its_lists_up_to_d
 
 def test_a_run_shown_says_when_an_earlier_run_of_its_prompt_drew_with_its_seeds():
     """Seed 2 after seed 1 at n=8: seven of the eight samples are no new draws, and a person who
-    changed the seed for fresh samples is told; the same seed again is the reproducibility demo;
-    another prompt, or seeds n apart, say nothing."""
-    one, again, two, far = seeded(1, "run-1"), seeded(1, "run-1b"), seeded(2, "run-2"), seeded(10, "run-10")
+    changed the seed for fresh samples is told; the same seed again is the reproducibility check,
+    said with its outcome, and comes first; runs that repeat seeds on purpose, another prompt, a
+    run started later, or seeds n apart say nothing."""
+    def at(run: Run, t: float) -> Run:
+        run.started_at = t
+        return run
+
+    one, again, two = at(seeded(1, "run-1"), 1), at(seeded(1, "run-1b"), 5), at(seeded(2, "run-2"), 2)
     said = A.seed_reuse_sentence(two, [one])
-    assert said.startswith("⚠️ 7 of this run's 8 child seeds were `run-1`'s too (child i gets seed + i): "
-                           "#0–#6 here have the seeds of #1–#7 there"), said
-    assert "at least 8 away" in said
-    assert A.seed_reuse_sentence(again, [one, two]).startswith("⚠️ 7 of this run's 8 child seeds were `run-2`'s")
-    assert A.seed_reuse_sentence(again, [two, one]).startswith("ℹ️ The same child seeds as `run-1`, sample for sample")
-    assert A.seed_reuse_sentence(far, [one, two]) == ""
-    other_prompt = seeded(2, "run-x")
+    assert said == ("⚠️ 7 of this run's 8 child seeds were `run-1`'s too (child i gets seed + i; it drew with seeds "
+                    "1–8): #0–#6 here have the seeds of #1–#7 there, so they are not new draws. A base seed from 9 "
+                    "up gives fresh ones."), said
+    assert A.seed_reuse_sentence(again, [one, two]) == (  # the same seeds first, however the list is ordered
+        "ℹ️ The same child seeds as `run-1`, sample for sample, and all 8 samples came out identical to theirs: the "
+        "same seeds gave the same samples.")
+    assert A.seed_reuse_sentence(again, [two, one]) == A.seed_reuse_sentence(again, [one, two])
+    again.samples[3].token_ids = [9, 9]
+    assert A.seed_reuse_sentence(again, [one]).startswith("ℹ️ The same child seeds as `run-1`, sample for sample: 7 "
+                                                          "of 8 samples came out identical to theirs;")
+    assert A.seed_reuse_sentence(one, [two, again]) == ""  # both started after it
+    twelve = at(seeded(12, "run-12"), 6)
+    assert ", or 2 and below," in A.seed_reuse_sentence(twelve, [at(seeded(10, "run-10"), 3)])
+    assert A.seed_reuse_sentence(at(seeded(10, "run-far"), 7), [one, two]) == ""
+    other_prompt = at(seeded(2, "run-x"), 8)
     other_prompt.request["prompt"] = "Something else"
     assert A.seed_reuse_sentence(other_prompt, [one]) == ""
-    same_seed = seeded(3, "run-s", mode="same-seed")  # eight samples of seed 3: #2 of run-1 had it
-    assert A.seed_reuse_sentence(same_seed, [one]).startswith("⚠️ 1 of this run's 8 child seeds was `run-1`'s too")
-    replay = seeded(1, "run-r")
+    same_seed = at(seeded(3, "run-s", mode="same-seed"), 9)  # eight samples of seed 3, on purpose
+    assert A.seed_reuse_sentence(same_seed, [one]) == "" and A.seed_reuse_sentence(at(seeded(3, "run-3"), 10),
+                                                                                   [same_seed]) == ""
+    alone = at(seeded(None, "run-alone", seeds=[5]), 11)  # the Reproducibility tab's rerun of sample 4 alone
+    alone.request["rerun"] = {"of": "run-1", "sample": 4}
+    assert A.seed_reuse_sentence(alone, [one]) == "" and A.seed_reuse_sentence(at(seeded(5, "run-5"), 12),
+                                                                               [alone]) == ""
+    replay = at(seeded(1, "run-r"), 13)
     replay.request["replay"] = {"of": "run-1", "pace": "x1"}
     assert A.seed_reuse_sentence(replay, [one]) == ""  # one sampling shown twice
+
+
+def test_a_same_seed_run_says_what_it_demonstrates_under_its_summary():
+    from playground.ui.views import run_summary
+
+    same = seeded(3, "run-s", mode="same-seed")  # eight samples of seed 3: one draw eight times
+    said = run_summary(same)
+    assert "every sample seed 3 (same-seed mode)" in said
+    assert "ℹ️ Same-seed mode: every child drew with seed 3, so all 8 samples came out identical. This was vLLM's V0 " \
+           "bug" in said
+    same.samples[0].token_ids = [1]
+    assert "so 7 of the 8 samples came out identical" in run_summary(same)
+    assert "Same-seed mode" not in run_summary(seeded(3, "run-w"))

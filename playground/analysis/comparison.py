@@ -354,38 +354,54 @@ def seed_overlaps(runs: Sequence[Run]) -> list[dict[str, int]]:
 
 
 def seed_reuse_sentence(run: Run, earlier: Sequence[Run]) -> str:
-    """What a run shown should say of its seeds when the latest run before it (``earlier``, oldest
-    first) of the same prompt drew with some of them: the same base seed is the reproducibility
-    demo, said as such; seeds closer than n are draws a person takes for new that are not (child i
-    gets seed + i: seed 2 after seed 1 repeats seven of eight). "" when none did."""
-    prompt = run.request.get("rendered_prompt") or run.request.get("prompt")
-    rid = run.request.get("request_id")
-    for other in reversed(earlier):
-        if other.request.get("request_id") == rid or (other.request.get("rendered_prompt")
-                                                      or other.request.get("prompt")) != prompt:
-            continue
-        if not seed_overlaps([other, run]):  # no seed shared, or one sampling shown twice (a replay)
-            continue
-        pairs = seed_pairs(run, other)
-        name, n = f"`{other.request.get('request_id')}`", len(run.samples)
-        if all(i == j for i, j in pairs) and len(pairs) == n:
-            return (f"ℹ️ The same child seeds as {name}, sample for sample: with the same settings it gives the "
-                    "same samples, and where one parts from its partner there, something else changed (Compare "
-                    "pairs them).")
-        shifts = {j - i for i, j in pairs}
-        mine = [i for i, _ in pairs]
-        if len(shifts) == 1 and mine == list(range(mine[0], mine[0] + len(mine))):
-            theirs = [j for _, j in pairs]
-            which = (f"#{mine[0]}–#{mine[-1]} here have the seeds of #{theirs[0]}–#{theirs[-1]} there" if len(mine) > 1
-                     else f"#{mine[0]} here has the seed of #{theirs[0]} there")
-        else:  # an uneven overlap (another n, same-seed mode): a few pairs named
-            named = [f"#{i} here has the seed of #{j} there" for i, j in pairs[:SHOWN_PAIRS]]
-            which = ", ".join(named) + (", …" if len(pairs) > SHOWN_PAIRS else "")
-        one = len(pairs) == 1
-        return (f"⚠️ {len(pairs)} of this run's {n} child seeds {'was' if one else 'were'} {name}'s too (child i "
-                f"gets seed + i): {which}, so {'it is no new draw' if one else 'they are no new draws'}. A base seed "
-                f"at least {n} away from the other's gives fresh ones.")
-    return ""
+    """What a run shown says of its seeds when a run of the same prompt that started before it drew
+    with some of them (``earlier``: the session's other runs). One with the very same child seeds,
+    sample for sample, comes first: the reproducibility check, said with its outcome (how many
+    samples came out identical). Else the latest that shares some: seeds closer than n are draws a
+    person takes for new that are not (child i gets seed + i: seed 2 after seed 1 repeats seven of
+    eight). "" when none did, and for a run that repeats seeds on purpose (same-seed mode, a rerun
+    of the Reproducibility tab) or against one."""
+    def prompt_of(r: Run):
+        return r.request.get("rendered_prompt") or r.request.get("prompt")
+
+    def on_purpose(r: Run) -> bool:
+        return r.request.get("mode") == "same-seed" or bool(r.request.get("rerun"))
+
+    if on_purpose(run):
+        return ""
+    rid, n = run.request.get("request_id"), len(run.samples)
+    others = sorted((o for o in earlier if o.request.get("request_id") != rid and prompt_of(o) == prompt_of(run)
+                     and not on_purpose(o) and o.started_at <= run.started_at and seed_overlaps([o, run])),
+                    key=lambda o: o.started_at)
+    same = [o for o in others if len(pairs := seed_pairs(run, o)) == n and all(i == j for i, j in pairs)]
+    if same:
+        other = same[-1]
+        theirs = {sample.index: sample.token_ids for sample in other.samples}
+        alike = sum(sample.token_ids == theirs.get(sample.index) for sample in run.samples)
+        head = f"ℹ️ The same child seeds as `{other.request.get('request_id')}`, sample for sample"
+        if alike == n:
+            return f"{head}, and all {n} samples came out identical to theirs: the same seeds gave the same samples."
+        return (f"{head}: {alike} of {n} samples came out identical to theirs; where one parts from its partner, "
+                "something other than the seed changed (Compare says what).")
+    if not others:
+        return ""
+    other = others[-1]
+    pairs = seed_pairs(run, other)
+    mine, theirs = [i for i, _ in pairs], [j for _, j in pairs]
+    if len({j - i for i, j in pairs}) == 1 and mine == list(range(mine[0], mine[0] + len(mine))):
+        which = (f"#{mine[0]}–#{mine[-1]} here have the seeds of #{theirs[0]}–#{theirs[-1]} there" if len(mine) > 1
+                 else f"#{mine[0]} here has the seed of #{theirs[0]} there")
+    else:  # an uneven overlap: a few pairs named
+        which = ", ".join(f"#{i} here has the seed of #{j} there" for i, j in pairs[:SHOWN_PAIRS]) + (
+            ", …" if len(pairs) > SHOWN_PAIRS else "")
+    seeds = sorted(sample.seed for sample in other.samples if sample.seed is not None)
+    low, high = seeds[0], seeds[-1]
+    fresh = f"a base seed from {high + 1} up" + (f", or {low - n} and below," if low - n >= 0 else "")
+    one = len(pairs) == 1
+    return (f"⚠️ {len(pairs)} of this run's {n} child seeds {'was' if one else 'were'} "
+            f"`{other.request.get('request_id')}`'s too (child i gets seed + i; it drew with seeds {low}–{high}): "
+            f"{which}, so {'it is not a new draw' if one else 'they are not new draws'}. {fresh[0].upper()}{fresh[1:]} "
+            "gives fresh ones.")
 
 
 def seed_overlap_sentence(overlap: dict[str, int], names: Sequence[str] | None = None) -> str:

@@ -5,7 +5,15 @@ from __future__ import annotations
 import html
 import time
 
-from playground.analysis import at_pace, branch_label, counted, origin_label, replayed_from, written_by_hand
+from playground.analysis import (
+    at_pace,
+    branch_label,
+    counted,
+    identical_groups,
+    origin_label,
+    replayed_from,
+    written_by_hand,
+)
 from playground.run import Run
 
 
@@ -37,9 +45,21 @@ def run_summary(run: Run) -> str:
         text += f" · ⎇ {branch}"
     if run.status == "running":
         text += engine_requests_note(run)
+    elif req.get("mode") == "same-seed" and run.n > 1 and req.get("seed") is not None:
+        text += "\n\n" + same_seed_note(run)
     if run.status == "error" and run.error:
         text += f"\n\n{run.error}"
     return text
+
+
+def same_seed_note(run: Run) -> str:
+    """Same-seed mode is a demonstration: what it shows, said under the run that shows it."""
+    alike = max((len(g) for g in identical_groups(run)), default=1)
+    shown = (f"all {run.n} samples came out identical" if alike == run.n else
+             f"{alike} of the {run.n} samples came out identical" if alike > 1 else "no two samples came out identical")
+    return (f"ℹ️ Same-seed mode: every child drew with seed {run.request.get('seed')}, so {shown}. This was vLLM's "
+            "V0 bug with n > 1 and a seed; giving child i the seed seed + i (the wrapper's and vLLM's own way) makes "
+            "n different draws that a seed still reproduces.")
 
 
 def engine_requests_note(run: Run) -> str:
