@@ -19,7 +19,8 @@ from playground.run import Run
 from playground.ui.running import BUSY, Action, Busy, follow_all, plan_action, refused
 from playground.ui.showing import join_history
 
-KEPT = "\n\nIts runs joined History (marked ↻ rerun), to open whole in every tab."
+KEPT = {1: "\n\nThe rerun joined History (marked ↻ rerun), to open whole in every tab.",
+        2: "\n\nThe two runs joined History (marked ↻ rerun), to open whole in every tab."}
 
 
 @dataclass
@@ -34,11 +35,11 @@ class ReproTab:
 def declare() -> ReproTab:
     """The tab, declared in the current ``gr.Tabs``."""
     with gr.Tab("Reproducibility", id="repro"):
-        gr.Markdown("Is a seeded sample reproducible? **Replay** runs sample i alone, with its own seed (seed + i) "
-                    "and n = 1; **Compare** runs the whole request again through the wrapper and through vLLM's "
-                    "native n. Each says, from the token ids, *identical* or where the first token differs, and "
-                    "when they differ, which condition did: on a CPU the batch a sample shares changes its "
-                    "arithmetic, so a sample alone may part from the same sample among n.")
+        gr.Markdown("Is a seeded sample reproducible? **Run sample i again alone** runs it with its own seed "
+                    "(seed + i) and n = 1; **Compare** runs the whole request again through the wrapper and "
+                    "through vLLM's native n. Each says, from the token ids, *identical* or where the first token "
+                    "differs, and when they differ, which condition did: on a CPU the batch a sample shares changes "
+                    "its arithmetic, so a sample alone may part from the same sample among n.")
         with gr.Row():
             index = gr.Number(value=0, precision=0, label="Sample i", elem_id="rerun-index")  # checked by the rerun
             rerun_btn = gr.Button("Run sample i again alone (seed+i, n=1)", elem_id="rerun-alone")
@@ -50,7 +51,7 @@ def declare() -> ReproTab:
 
 
 def connect(tab: ReproTab, page) -> None:
-    """Replay and Compare are actions of the session like Run (running.py): refused while another
+    """The rerun and Compare are actions of the session like Run (running.py): refused while another
     goes, ended by Stop, their runs checked and planned before they wait for a slot."""
     outputs = [page.live, tab.verdict, tab.table]
     # The runs they make join History and the run store, as What if's do: the native run of a
@@ -114,12 +115,11 @@ async def rerun(tab: ReproTab, page, action: Action | None, history: list | None
     branch = analysis.branch_label(run)
     text = (f"**Sample {i} (seed {original.seed}) run again alone: {verdict}.** "
             + (f"The run was {branch}: the rerun starts from the same point. " if branch else "")
-            + "Alone it runs in a batch of one; seeded sampling can still differ when the batch "
-            "composition changes (floating-point order), so a divergence names its token.")
+            + batch_note([rerun_run], "it"))
     if not verdict.startswith("identical"):
         text += "\n\n" + why(run, rerun_run, "the run", "the rerun")
     table = [[i, original.seed, len(original.token_ids), len(again.token_ids), in_table, again.text]]
-    return {tab.verdict: text + KEPT, **joined,
+    return {tab.verdict: text + KEPT[1], **joined,
             tab.table: gr.update(value=table, headers=["sample", "seed", "tokens (run)", "tokens (rerun)", "verdict",
                                                        "text of the rerun"], visible=True)}
 
@@ -146,10 +146,10 @@ async def compare(tab: ReproTab, page, action: Action | None, history: list | No
             for w, nat in zip(wrapper.samples, native.samples)]
     same = sum(r[-1] == "identical" for r in rows)
     text = (f"**Wrapper vs native, seed {run.request.get('seed')}: {same} of {len(rows)} samples identical.** "
-            "Both ran on the same engine one after the other; other users' requests would change the batch.")
+            "Both ran on the same engine, one after the other. " + batch_note([wrapper, native], "they"))
     if same < len(rows):
         text += "\n\n" + why(wrapper, native, "the wrapper's run", "the native run")
-    return {tab.verdict: text + KEPT, **joined,
+    return {tab.verdict: text + KEPT[2], **joined,
             tab.table: gr.update(value=rows, headers=["sample", "seed", "wrapper tokens", "native tokens", "verdict"],
                                  visible=True)}
 
@@ -168,6 +168,22 @@ async def _ended(action: Action | None, backend, name: str, together: bool = Tru
                 gr.Warning(live.reason or live.state.value)
             return f"■ {live.state.value}: {live.reason or 'it did not finish'}; no verdict."
     return [live.run for live in lives]
+
+
+def batch_note(runs: list[Run], they: str) -> str:
+    """What the engine held beside the runs a verdict is about, from their records (the engine's
+    count of requests at each event): a batch of their own, or others' requests beside them
+    (another tab's, another user's), which change the batch and may change a seeded sample."""
+    others = [analysis.other_requests(r) for r in runs]
+    if any(o is None for o in others):  # a backend that does not count: only the rule can be said
+        return (f"Nothing else in the engine's batch: then {they} give the same tokens; others' requests change the "
+                "batch (floating-point order), so a divergence names its token.")
+    if max(others) == 0:
+        return (f"Nothing else was in the engine while {they} ran (its counts say so): the batch was "
+                f"{'its' if they == 'it' else 'their'} own.")
+    return (f"⚠️ The engine held up to {analysis.counted(max(others), 'other request')} while {they} ran (another "
+            "tab's or another user's): a shared batch can change a seeded sample (floating-point order), so a "
+            "divergence names its token.")
 
 
 def why(a: Run, b: Run, a_name: str, b_name: str) -> str:
