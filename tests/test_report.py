@@ -463,3 +463,15 @@ def test_a_cut_indented_bundle_is_one_error_at_the_line_where_it_breaks():
     found, errors = parse_bundles("\n".join(lines[:cut]))
     assert found == [] and len(errors) == 1
     assert errors[0].line == cut and "cut short" in errors[0].message
+
+
+def test_a_report_names_a_local_model_by_its_folder_and_a_hub_model_by_its_id():
+    """A report is read by others: no path of this machine in it (the bundle keeps the whole path)."""
+    local, hub = make_run([[1, 2]], "run-local"), make_run([[1, 2]], "run-hub")
+    local.engine = {"model": "/root/.cache/vllm-playground/models/SmolLM2-135M-Instruct", "device": "CPU"}
+    hub.engine = {"model": "HuggingFaceTB/SmolLM2-135M-Instruct", "device": "CPU"}
+    for run, name in ((local, "SmolLM2-135M-Instruct"), (hub, "HuggingFaceTB/SmolLM2-135M-Instruct")):
+        request = next(t for t in tables(A.run_report(run)) if t and "setting" in t[0])
+        settings = {r["setting"]: r["value"] for r in request}
+        assert (settings["model"], settings["device"]) == (name, "CPU")
+        assert "/root/" not in re.sub(r"<script.*?</script>", "", A.run_report(run), flags=re.S)

@@ -143,12 +143,19 @@ class Page:
                 + "\n".join(self.parts) + "\n</body></html>\n")
 
 
+def _model_name(model) -> str:
+    """A model as a report for other readers names it: a folder on this machine by its own name
+    (the bundle keeps the whole path), a hub id as it is."""
+    text = str(model)
+    return text.rstrip("/").rsplit("/", 1)[-1] if text.startswith(("/", "~", "./")) else text
+
+
 def _request_table(run: Run) -> pd.DataFrame:
     shown = lambda value: value if isinstance(value, bool) else str(value)  # noqa: E731 (``cell`` says yes/no)
     rows = [{"setting": k, "value": "none" if run.request[k] is None else shown(run.request[k])}
             for k in REQUEST_KEYS if k in run.request]
-    rows += [{"setting": k, "value": str(run.engine[k])} for k in ("model", "vllm_version", "device")
-             if k in run.engine]
+    rows += [{"setting": k, "value": _model_name(run.engine[k]) if k == "model" else str(run.engine[k])}
+             for k in ("model", "vllm_version", "device") if k in run.engine]
     return pd.DataFrame(rows, columns=["setting", "value"])
 
 

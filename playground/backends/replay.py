@@ -135,7 +135,8 @@ class ReplayBackend:
         engine = library.runs[0].engine
         self._info = {
             "backend": "replay", "model": engine.get("model", "?"), "vllm_version": engine.get("vllm_version", "?"),
-            "device": f"replay of {library.name}", "max_model_len": self.limits.max_model_len,
+            # the recorded run's device: a replay's record says where its tokens were made ("backend" says replay)
+            "device": engine.get("device", "?"), "max_model_len": self.limits.max_model_len,
             "max_logprobs": self.limits.max_logprobs,
             "has_chat_template": any(run.request.get("use_chat_template") for run in library.runs),
             "note": note,  # what the page says of the replay (an app that serves saved runs: what Run does)
