@@ -373,6 +373,8 @@ def test_reproducibility_export_and_history_work_on_the_shown_run(page, tmp_path
     page.wait_for_function("(want) => document.querySelector(\"#samples-area .sa-card[data-i='0'] .sa-text\")"
                            "?.textContent === want", arg=texts[0], timeout=30_000)
     assert columns(page, 3) == texts
+    page.locator("#store-note").get_by_text("its settings are in the form").wait_for(timeout=30_000)
+    assert page.locator("#prompt textarea").input_value() == run.request["prompt"]  # Run asks for it again
 
 
 @pytest.mark.slow

@@ -25,6 +25,7 @@ from playground.run import Run
 from playground.store import RunStore
 from playground.ui import compare_tab, replay_action, saved_runs, sweep_tab
 from playground.ui.compare_tab import CompareTab
+from playground.ui.form import run_in_form
 from playground.ui.messages import refusal, warned
 from playground.ui.page import HISTORY_SIZE
 from playground.ui.running import open_refusal
@@ -81,7 +82,8 @@ def declare(limits: ReadLimits = DEFAULT_LIMITS, store: RunStore | None = None) 
 
 
 def connect(tab: HistoryTab, page, sweep: SweepTab, compare: CompareTab) -> None:
-    tab.reopen_btn.click(partial(reopen, page), [tab.pick, *page.inputs()], page.outputs(),
+    tab.reopen_btn.click(partial(reopen, page), [tab.pick, *page.inputs()],
+                         [*page.outputs(), *([page.said] if page.said is not None else [])],
                          inputs_kwargs=page.opening(), api_visibility="private")
     outputs = [*page.outputs(), *sweep.outputs(), compare.uploads, compare.a, compare.b, tab.opened, page.tabs,
                page.selected]
@@ -102,7 +104,13 @@ async def reopen(page, index, history: list, session, selected, live=None, **set
         return warned("Pick a run from the list first.")
     if why := open_refusal(live):
         return warned(why)
-    return await show(page, history[int(index)], history, session, selected, settings)
+    run = history[int(index)]
+    update = await show(page, run, history, session, selected, settings)
+    form, said = run_in_form(page.form, run)  # as a saved run or a run link opens: Run asks for it again
+    update.update(form)
+    if page.said is not None:
+        update[page.said] = f"Opened `{run.request.get('request_id')}`: {said}"
+    return update
 
 
 async def open_file(tab: HistoryTab, page, sweep: SweepTab, compare: CompareTab, path, history, session, selected,
