@@ -114,6 +114,9 @@ def test_common_prefix_and_identical_groups():
         "1 of the 3 samples has no tokens. The other 2 share their first 2 tokens.",
         "2 of the 3 samples have no tokens. The other has 1 token.", "None of the 2 samples has a token.",
         "1 of the 3 samples has no tokens. The other 2 differ from their first token."]
+    # Of more than two, one that begins otherwise is enough: said so, not as if no two began alike.
+    assert A.shared_prefix_sentence(make_run([[1, 2], [1, 3], [4, 2]])) == (
+        "The 3 samples share no beginning: not all of them start with the same token.")
     assert A.identical_groups(make_run([[1, 2], [3], [1, 2], [3], [4]])) == [[0, 2], [1, 3]]
     assert A.identical_groups(make_run([[1], [2]])) == []
     assert A.identical_groups(make_run([[], []])) == [[0, 1]]

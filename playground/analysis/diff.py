@@ -89,17 +89,25 @@ def shared_prefix_sentence(run: Run) -> str:
             count = len(rest[0].token_ids)
             return f"{head} The other has {count} token{'' if count == 1 else 's'}."
         k = _shared_start([s.token_ids for s in rest])
-        shared = f"share their {first_tokens(k)}." if k else "differ from their first token."
-        return f"{head} The other {len(rest)} {shared}"
+        if k:
+            return f"{head} The other {len(rest)} share their {first_tokens(k)}."
+        return f"{head} The other {len(rest)} {_no_beginning(len(rest))}"
     k = common_prefix(run)
     if len(run.samples) == 1:
         count = len(run.samples[0].token_ids)
         return f"One sample, of {count} token{'' if count == 1 else 's'}."
     if k == 0:
-        return f"The {len(run.samples)} samples differ from their first token."
+        return f"The {len(run.samples)} samples {_no_beginning(len(run.samples))}"
     if all(len(s.token_ids) == k for s in run.samples):
         return f"All {len(run.samples)} samples are identical ({k} token{'' if k == 1 else 's'})."
     return f"All {len(run.samples)} samples share their {first_tokens(k)}."
+
+
+def _no_beginning(n: int) -> str:
+    """That n samples share no first token, in words that do not say no two of them do (30 of 32
+    may begin alike)."""
+    return ("differ from their first token." if n == 2 else
+            "share no beginning: not all of them start with the same token.")
 
 
 def identical_groups(run: Run) -> list[list[int]]:

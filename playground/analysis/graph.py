@@ -195,8 +195,12 @@ def graph_sentence(graph: SampleGraph) -> str:
     if not walked:
         return "No words yet."
     meets = graph.meeting_points()
-    parts = len(graph.branch_points()) + (len({graph.paths[i][0] for i in walked}) > 1)  # the first word too
-    said = (f"**{len(walked)} samples, {len(graph.nodes)} nodes**: the samples part at {counted(parts, 'point')} and "
+    parts = len(graph.branch_points())  # nodes where paths part, as the JSON's branch_points lists them
+    if len({graph.paths[i][0] for i in walked}) > 1:  # parted at the prompt, which is no node
+        where = "at their first word" + (f" and at {counted(parts, 'later point')}" if parts else "")
+    else:
+        where = f"at {counted(parts, 'point')}"
+    said = (f"**{len(walked)} samples, {len(graph.nodes)} nodes**: the samples part {where} and "
             f"**meet again at {len(meets)}**.")
     shared = [node for node in graph.nodes if node.count > 1]
     if shared:

@@ -154,7 +154,7 @@ def headline(measures: SetMeasures) -> str:
                      f"{', '.join(map(str, a.unanswered))}: they count against the vote share, which is out of all "
                      f"{a.n}.")
     shared = (f"The samples share their {analysis.first_tokens(d.common_prefix)}" if d.common_prefix
-              else "The samples differ from their first token")
+              else "The samples share no beginning (not all of them start with the same token)")
     if d.whole.vendi is not None:
         said += (f"\n\n{shared}; by the Vendi score they are worth **{d.whole.vendi:.2f}** distinct samples of "
                  f"{d.whole.samples}.")
