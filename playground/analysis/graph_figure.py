@@ -104,7 +104,8 @@ def folded(graph: SampleGraph, fold: int, probs: bool = True) -> tuple[dict[str,
             _take(edges, at, more, False, i, graph.nodes[path[after]].visit(i).prob if probs else None)
     for d in drawn.values():
         if d.key.startswith("more:"):
-            d.text = f"{len(d.samples)} sample(s) that go on along words fewer than {fold} samples said"
+            d.text = (f"{len(d.samples)} sample(s) that go on along words fewer than {fold} samples said "
+                      "(folded: click to read them)")
     return _joined(drawn, list(edges.values()), graph)
 
 
@@ -350,7 +351,9 @@ def _nodes(nodes: list[Drawn], n: int, marker: dict, name: str, answers: Answers
     marker = {"line": {"width": 1, "color": "#334155"}, **marker, "size": [size(d, n) for d in nodes]}
     hovers = []
     for d in nodes:
-        hover = (f"<b>{for_hover(truncate(visible(d.text, multiline=False), 300))}</b><br>{len(d.samples)} of {n} "
+        # a node's words with their spaces drawn; the prompt's and a fold's are sentences of ours
+        words = d.text if d.key == "start" or d.key.startswith("more:") else visible(d.text, multiline=False)
+        hover = (f"<b>{for_hover(truncate(words, 300))}</b><br>{len(d.samples)} of {n} "
                  f"samples: {_listed(d.samples)}")
         if d.key in beside:  # what its share label says, should it not fit
             said = beside[d.key][0]

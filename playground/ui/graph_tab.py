@@ -296,8 +296,9 @@ def note_html(run: Run, node: str, places: list[analysis.Place], words: str = ""
     samples = {s.index: s for s in run.samples}
     quoted = f"“{analysis.truncate(' '.join(words.split()), 80)}”"
     what = ("the prompt: every sample's start" if node == "start" else
-            ("rare words after " + (quoted if words else "the prompt") + ", folded: the samples that go on along "
-             "words fewer samples said") if node.startswith("more:") else quoted if words else "this node")
+            ("rare words after " + (quoted if words else "the prompt") + ", folded: the samples that go on "
+             "along words fewer samples said than the fold") if node.startswith("more:") else
+            quoted if words else "this node")
     head = (f"<p><b>{analysis.counted(len(places), 'sample')} at {html.escape(what)}.</b> Each "
             "sample's text, the node's words marked")
     head += ("; ⎇ branches from the node's first token in that sample (the Branch tab opens there).</p>"
