@@ -425,7 +425,7 @@ def test_a_sweep_is_the_sessions_action_run_waits_and_any_stop_ends_it(page, loo
     assert refused[page.live] is None and "longer than the context" in refused[sweep.status]
     assert "press Run the sweep again" in refused[sweep.status]
 
-    started = tab.call(sweep_tab.begin(sweep, page, None, "temperature", "0.4 0.8 1.2 1.6",
+    started = tab.call(sweep_tab.begin(sweep, page, None, "temperature", "0.4 0.8 1.2 1.6", reference="391",
                                        **tab.form(SHORT, max_tokens=40, ignore_eos=True)))
     tab.apply(started)
     assert tab.live.name == "Sweep" and len(tab.live.runs) == 4 and "starting a sweep of 4" in started[sweep.status]
@@ -447,6 +447,8 @@ def test_a_sweep_is_the_sessions_action_run_waits_and_any_stop_ends_it(page, loo
     kept = last[sweep.runs]
     assert 1 <= len(kept) < 4 and all(r.status == "finished" for r in kept)
     assert last[sweep.status].startswith(f"■ stopped · {len(kept)} of 4 temperature values"), last[sweep.status]
+    assert "ℹ️ With no way of reading answers picked, the reference '391' is compared with each sample's whole " \
+           "text" in last[sweep.status]  # its pass@1 of 0 is not taken at its word
     assert not tab.going and engine_idle(backend, host)
     # The picker lists the values that finished; one picked is the run on the page, every tab's.
     assert [label for label, _ in last[sweep.pick]["choices"]] == [sweep_tab.value_label(r) for r in kept]

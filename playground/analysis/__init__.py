@@ -20,6 +20,7 @@ from playground.analysis.answers import (
     majority_text,
     parse_extractor,
     read_answers,
+    whole_text_reference,
 )
 from playground.analysis.branching import (
     MAX_ALTERNATIVES,
@@ -357,6 +358,7 @@ __all__ = [
     "visible",
     "what_if_table",
     "what_if_tree",
+    "whole_text_reference",
     "why_different",
     "with_answers",
     "with_reference",

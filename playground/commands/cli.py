@@ -372,12 +372,12 @@ def check_distinct(parser: argparse.ArgumentParser, reads: dict[str, Path | None
 def note_whole_text_reference(reference: str | None, answer) -> None:
     """A right answer compared with each sample's whole text (the default extractor) rarely matches
     ("391" against "17 * 23 = 391"): say so on stderr, once, so a pass@k of 0 is not taken at its word."""
-    from playground.analysis import DEFAULT_EXTRACTOR
+    from playground.analysis import DEFAULT_EXTRACTOR, whole_text_reference
 
     spec = getattr(answer, "spec", answer) or DEFAULT_EXTRACTOR
     if reference is not None and spec == DEFAULT_EXTRACTOR:
-        print(f"note: the reference {reference!r} is compared with each sample's whole text ({DEFAULT_EXTRACTOR}); "
-              "--answer last-number, boxed or regex:PATTERN reads an answer out of the text", file=sys.stderr)
+        print(f"note: {whole_text_reference(reference)}; --answer last-number, boxed or regex:PATTERN reads an answer "
+              "out of the text", file=sys.stderr)
 
 
 SKIPPED_SHOWN = 20  # bad lines named one by one; a file that is no JSONL at all would print one per line

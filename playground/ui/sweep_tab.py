@@ -217,6 +217,10 @@ async def run(tab: SweepTab, page, action: Action | None, answer=None, pattern=N
     stopped = len(finished) < len(sweep.values)
     update = (await draw(tab, page, finished, stopped=stopped, measures=measures) if finished
               else {tab.status: status([], stopped=True)})
+    if finished and (sweep.reference or "").strip() and answer in (None, NO_ANSWER):  # measures_for read them so
+        whole = analysis.whole_text_reference(sweep.reference)
+        update[tab.status] += (f" ℹ️ With no way of reading answers picked, {whole}: pick one above (last number, "
+                               "boxed, a pattern) to read an answer out of the text.")
     if failed is not None:
         gr.Warning(failed)
         update[tab.status] = (f"✖ {sweep.param}={sweep.values[len(finished)]} (value {len(finished) + 1} of "
