@@ -59,6 +59,8 @@ def run_main(capsys, *args: str) -> tuple[int, str]:
     (["--auth", "nocolon"], "--auth must look like user:password"),
     (["--backend", "openai"], "--base-url"),
     (["analyse", "runs.jsonl"], "'analyse' is not a command (did you mean analyze?). Commands: batch, sweep"),
+    (["analyze", "runs.jsonl", "--summary", "--report", "r.html"],  # guesses spelt nothing like a flag: answered
+     "(--summary: the summary is always printed; --json OUT writes every figure; --report: the report is --html OUT)"),
     (["sweep", "--prompt", "hi", "--param", "temprature", "--values", "1"], "(did you mean temperature?)"),
     (["--replay-pace", "x4"], "--replay-pace is the pace of --replay: give the runs to play with --replay FILE"),
     (["--replay", "synthetic:4xabc"], "synthetic:4xabc is not a made-up run: write synthetic:NxTOKENS"),

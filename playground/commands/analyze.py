@@ -59,7 +59,9 @@ ANSWER_CHARS = 40  # a majority answer in a one-line summary
 
 def build_parser() -> argparse.ArgumentParser:
     parser = HintingParser(prog="python app.py analyze", description=__doc__,
-                           formatter_class=argparse.RawDescriptionHelpFormatter)
+                           formatter_class=argparse.RawDescriptionHelpFormatter,
+                           meant={"--report": "the report is --html OUT", "--out": "--html, --json or --graph OUT",
+                                  "--summary": "the summary is always printed; --json OUT writes every figure"})
     parser.add_argument("inputs", type=Path, nargs="+", metavar="RUNS.jsonl",
                         help="Run bundles: batch's JSONL, one bundle the page exported, a JSON array of runs, "
                              "or runs written by hand (lists of texts); - reads stdin. Several files are read "

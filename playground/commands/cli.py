@@ -29,13 +29,16 @@ if TYPE_CHECKING:  # imported where used: `analyze` (no engine) loads this modul
 MAX_N_CEILING = 1024
 
 
-def mistyped_flags(words: list[str], actions) -> str:
+def mistyped_flags(words: list[str], actions, meant: dict[str, str] | None = None) -> str:
     """" (--temprature: did you mean --temperature?)" for the unknown flags close to a known one
-    (compared without their dashes, which every flag shares)."""
+    (compared without their dashes, which every flag shares); ``meant``: flags a person guesses
+    that are spelt nothing like the command's own, and what to say for each."""
     flags = {flag[2:]: flag for action in actions for flag in action.option_strings if flag.startswith("--")}
     hints = []
     for word in (w.split("=", 1)[0] for w in words if w.startswith("--")):
-        if close := difflib.get_close_matches(word[2:].replace("_", "-").lower(), list(flags), n=1):
+        if meant and word.lower() in meant:
+            hints.append(f"{word}: {meant[word.lower()]}")
+        elif close := difflib.get_close_matches(word[2:].replace("_", "-").lower(), list(flags), n=1):
             hints.append(f"{word}: did you mean {flags[close[0]]}?")
     return f" ({'; '.join(hints)})" if hints else ""
 
@@ -43,10 +46,10 @@ def mistyped_flags(words: list[str], actions) -> str:
 _INVALID_CHOICE = re.compile(r"invalid choice: '(?P<word>[^']*)' \(choose from (?P<choices>.*)\)$")
 
 
-def hinted(message: str, actions) -> str:
+def hinted(message: str, actions, meant: dict[str, str] | None = None) -> str:
     """argparse's error ``message`` with the flag or choice a mistyped one was meant to be."""
     if message.startswith("unrecognized arguments: "):
-        return message + mistyped_flags(message.split(": ", 1)[1].split(), actions)
+        return message + mistyped_flags(message.split(": ", 1)[1].split(), actions, meant)
     if (wrong := _INVALID_CHOICE.search(message)) and (
             close := did_you_mean(wrong["word"], [c.strip(" '") for c in wrong["choices"].split(",")])):
         return message + close
@@ -60,10 +63,14 @@ def usage_line(arguments: str = "") -> str:
 
 class HintingParser(argparse.ArgumentParser):
     """argparse, naming the flag or choice a mistyped one was meant to be (for a command that has
-    no engine flags: ``analyze``)."""
+    no engine flags: ``analyze``); ``meant``: guesses spelt nothing like a flag, and their answers."""
+
+    def __init__(self, *args, meant: dict[str, str] | None = None, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.meant = meant or {}
 
     def error(self, message):
-        super().error(hinted(message, self._actions))
+        super().error(hinted(message, self._actions, self.meant))
 
 
 _NEGATIVE = re.compile(r"^-\.?\d")  # a value, not a flag: argparse reads "-0.5" so
