@@ -153,6 +153,8 @@ def test_sweep_chart_draws_each_measure_against_the_value_with_whiskers():
     assert list(by_name["mean_prob"].x) == [0.5, 1.0, 1.5]
     assert list(by_name["mean_prob"].error_y.arrayminus) == pytest.approx([0.1, 0.1, 0.1])
     assert list(by_name["vendi"].error_y.array) == pytest.approx([0.0, 0.0, 0.0])
+    axes = [fig.layout[name] for name in fig.layout if name.startswith("xaxis")]
+    assert len(axes) == 4 and all(axis.showticklabels for axis in axes)  # each panel says its values
     chosen = A.sweep_chart(sweep_runs(), names=["distinct_samples"])
     assert [t.name for t in chosen.data] == ["distinct_samples"]
     assert "no finished run" in A.sweep_chart([]).layout.annotations[0].text

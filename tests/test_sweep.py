@@ -316,3 +316,14 @@ def test_compare_tab_takes_an_opened_file_and_compares_two_runs(tmp_path):
         compare_tab.compare(tab, a["value"], b["value"], history, uploads, None, "regex", "x")
     with pytest.warns(UserWarning, match="Pick two runs first"):  # a toast: nothing on the tab is marked "Error"
         assert compare_tab.compare(tab, None, b["value"], history, uploads, None) == gr.skip()
+
+
+def test_a_table_on_the_page_says_yes_and_no_for_truths_and_keeps_its_numbers():
+    """As a report's cells and the command line's summary say them: the Sweep, Compare and What if
+    tables on the page once said "true" where the report of the same runs said "yes"."""
+    frame = pd.DataFrame({"majority_tied": [True, False], "n": [1, 0], "vote_share": [0.5, 1.0]})
+    from playground.analysis import frame_in_words
+
+    shown = frame_in_words(frame)
+    assert shown["answers tied"].tolist() == ["yes", "no"]
+    assert shown["n"].tolist() == [1, 0] and shown["vote share"].tolist() == [0.5, 1.0]

@@ -16,6 +16,7 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
+import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
@@ -65,8 +66,18 @@ def in_words(name: str) -> str:
 
 
 def frame_in_words(frame: pd.DataFrame) -> pd.DataFrame:
-    """``frame`` with its columns headed in words, for a page or a report (not an export)."""
-    return frame.rename(columns=in_words)
+    """``frame`` with its columns headed in words, and its truths said yes or no (a report's cells
+    say them so, ``report.cell``), for a page or a report (not an export, which keeps JSON's)."""
+    said = frame.rename(columns=in_words)
+    for column in said.columns:
+        values = said[column]
+        if values.dtype == bool or (values.dtype == object and values.map(_is_truth).any()):
+            said[column] = values.map(lambda v: ("yes" if v else "no") if _is_truth(v) else v)
+    return said
+
+
+def _is_truth(value) -> bool:
+    return isinstance(value, bool | np.bool_)  # by type: a count of 1 is no "yes"
 
 
 def sweep_info(run: Run) -> dict:
@@ -255,6 +266,8 @@ def sweep_chart(runs: list[Run], measures: Measures | None = None, names: list[s
         fig.update_yaxes(row=row, col=1, **({"range": [0, 1.05]} if name in SHARES else {"rangemode": "nonnegative"}))
     if not numeric:
         fig.update_xaxes(type="category")
+    # every panel says its values: a chart of nine panels is read panel by panel, not from its foot
+    fig.update_xaxes(showticklabels=True)
     fig.update_xaxes(title=param or "run", row=len(names), col=1)
     fig.update_layout(title=f"How {param or 'the setting'} changes the sample set (whiskers: min-max across "
                             "samples)", height=max(360, 90 + 220 * len(names)))
