@@ -110,6 +110,9 @@ def test_settles_at_a_known_sample():
     assert A.settled_at(["A", None, "A", None, "A", "A"]).at == 6
     assert A.settled_sentence(settled) == "the majority was settled after 7 of 12 samples"
     assert A.settled_sentence(settled, 32) == "the majority was settled after 7 of 32 samples"
+    assert A.settled_sentence(settled, 32, settled.answer) == "the majority was settled after 7 of 32 samples on the " \
+                                                              "reference"
+    assert A.settled_sentence(settled, 32, "nothing like it").endswith(f"on {settled.answer!r}, not the reference")
 
 
 def test_a_set_that_never_settles():
@@ -307,7 +310,9 @@ def test_headline_and_everything_for_json():
     how_many = A.how_many_samples(make_run(TEXTS), "last-number", "7")
     # Two blocks of identical texts with no word in common: W is block-diagonal with blocks of ones,
     # D^-1/2 W D^-1/2 has eigenvalues 1, 1, 0...: EigV 2.
-    assert how_many.headline() == "settled after 7 of 8 · pass@1 0.75 · pass@8 1.00 · EigV 2.00"
+    assert how_many.headline() == "settled after 7 of 8 on the reference · pass@1 0.75 · pass@8 1.00 · EigV 2.00"
+    assert A.how_many_samples(make_run(TEXTS), "last-number", "9").headline().startswith(
+        "settled after 7 of 8 on '7', not the reference · pass@1 0.00")  # a settled majority, and a wrong one
     assert A.how_many_samples(make_run(TEXTS), "last-number").headline() == "settled after 7 of 8 · EigV 2.00"
     assert A.how_many_samples(make_run(["a", "b"])).headline() == "not settled within 2 · EigV 2.00"
     d = how_many.to_dict()
@@ -337,7 +342,7 @@ def test_analyze_prints_the_headline_and_writes_every_measure_and_the_shared_see
     assert analyze.main([str(path), "--answer", "last-number", "--json", str(out)]) == exits.OK
     printed = capsys.readouterr()
     lines = printed.out.splitlines()
-    assert lines[0].endswith("settled after 7 of 8 · pass@1 0.75 · pass@8 1.00 · EigV 2.00"), lines[0]
+    assert lines[0].endswith("settled after 7 of 8 on the reference · pass@1 0.75 · pass@8 1.00 · EigV 2.00"), lines[0]
     assert lines[1].endswith("settled after 7 of 8 · EigV 2.00"), lines[1]  # no reference: no pass@k
     assert "line 1 and line 2 share 7 child seeds" in printed.err
     document = json.loads(out.read_text(encoding="utf-8"))

@@ -43,7 +43,7 @@ from scipy.special import bdtr
 
 from playground.analysis.answers import Extractor, group_answers, parse_extractor
 from playground.analysis.confidence import Confidence, confidence_of
-from playground.analysis.display import message_figure
+from playground.analysis.display import message_figure, truncate
 from playground.run import Run
 
 EXACT_UP_TO = 20  # samples: beyond, agreement@k and maj@k are estimated
@@ -165,14 +165,24 @@ def _holds(leader: int, runner_up: int, confidence: float) -> bool:
     return settle_probability(leader, runner_up) >= Fraction(str(confidence))  # 0.95 exactly, not its binary neighbour
 
 
-def settled_sentence(settled: Settled, n: int | None = None) -> str:
-    """One line for people; ``n``: the run's samples, when ``settled`` read only the first few."""
+def settled_sentence(settled: Settled, n: int | None = None, reference: str | None = None) -> str:
+    """One line for people; ``n``: the run's samples, when ``settled`` read only the first few;
+    ``reference``: the right answer as read, when there is one (then it says whether the majority
+    settled on it: a settled majority is no right answer by itself)."""
     total = n if n is not None else settled.samples
     if settled.at is not None:
-        return f"the majority was settled after {settled.at} of {total} samples"
+        return f"the majority was settled after {settled.at} of {total} samples{on_reference(settled, reference)}"
     if total != settled.samples:
         return f"the majority was not settled within the first {settled.samples} of {total} samples"
     return f"the majority was not settled within {settled.samples} samples"
+
+
+def on_reference(settled: Settled, reference: str | None) -> str:
+    """" on the reference", " on '23', not the reference", or "" (not settled, or no reference)."""
+    if settled.at is None or reference is None:
+        return ""
+    return (" on the reference" if settled.answer == reference else
+            f" on {truncate(str(settled.answer), 40)!r}, not the reference")
 
 
 def settled_cell(at: int | float | None, n: int) -> int | str:
@@ -271,13 +281,15 @@ class HowMany:
     confidence: Confidence
 
     def headline(self) -> str:
-        """E.g. "settled after 12 of 32 · pass@1 0.41 · pass@32 0.97 · EigV 3.20" (pass@k only with a
-        reference; pass@n only when it differs from pass@1, i.e. n > 1)."""
+        """E.g. "settled after 12 of 32 on the reference · pass@1 0.41 · pass@32 0.97 · EigV 3.20"
+        (with a reference: whether the majority settled on it, and pass@k; pass@n only when it
+        differs from pass@1, i.e. n > 1)."""
         c = self.convergence
         if not c.n:
             return "no samples"
         settled = c.settled.at
         parts = [f"settled after {settled} of {c.n}" if settled is not None else f"not settled within {c.n}"]
+        parts[0] += on_reference(c.settled, c.reference)
         if c.pass_at_k is not None:
             parts += [f"pass@{k} {c.pass_at_k.at(k):.2f}" for k in sorted({1, c.n})]
         if self.confidence.eigv_jaccard is not None:

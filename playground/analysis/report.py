@@ -231,7 +231,7 @@ def _how_many(page: Page, run: Run, extractor: Extractor | str | None, charts: b
     how = how_many_samples(run, extractor, str(reference))
     c = how.convergence
     page.heading(f"{HOW_MANY} ({c.extractor}, against the reference “{c.reference}”)", 3)
-    settled = settled_sentence(c.settled, run.n)
+    settled = settled_sentence(c.settled, run.n, c.reference)
     said = f"{settled[0].upper()}{settled[1:]}."
     if c.pass_at_k is not None:
         said += f" pass@1 {c.pass_at_k.at(1):.2f}, pass@{c.n} {c.pass_at_k.at(c.n):.2f}."

@@ -107,7 +107,7 @@ def set_values(run: Run, extractor: str | None = None, embedding_model: str | No
     said = headline(measures) + problem
     if measures.answers.n:
         c = how_many.convergence
-        said += f"\n\n{_sentence(analysis.settled_sentence(c.settled, run.n))}"
+        said += f"\n\n{_sentence(analysis.settled_sentence(c.settled, run.n, c.reference))}"
         if c.reference is not None and c.pass_at_k is not None:
             said += (f" Against the reference `{_code(c.reference)}`: pass@1 **{c.pass_at_k.at(1):.2f}**, "
                      f"pass@{run.n} **{c.pass_at_k.at(run.n):.2f}**.")
