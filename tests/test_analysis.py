@@ -322,6 +322,9 @@ def test_uncertainty_figures_traces():
     assert len(fig.data) == 6  # probability and entropy per sample
     assert "·is 0.400" in fig.data[0].hovertext[1] and fig.layout.height
     assert len(A.uncertainty_figure(make_run([[1, 2]] * 3)).data) == 0  # no logprobs: a message
+    many = A.uncertainty_figure(make_run([[1, 2]] * 12, logprobs={i: logprobs[0] for i in range(12)}))
+    assert [t.name for t in many.data[:2]] == ["mean of all 12"] * 2  # past eight lines, a mean over faint ones
+    assert len(many.data) == 2 + 24 and all(t.opacity == 0.35 for t in many.data[2:])
     bars = A.agreement_figure(run).data[0]
     assert list(bars.y) == [1.0, 1.0]
 

@@ -80,6 +80,9 @@ def agreement_frame(run: Run) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=columns)
 
 
+MEAN_FROM = 8  # samples past which their lines are a tangle: the mean is drawn over them, they fade
+
+
 def uncertainty_figure(run: Run) -> go.Figure:
     """Two panels, one line per sample: the sampled token's probability, and the entropy lower
     bound from the top-k. The hover shows the token and the top-k alternatives."""
@@ -89,7 +92,8 @@ def uncertainty_figure(run: Run) -> go.Figure:
     fig = make_subplots(rows=2, cols=1, shared_xaxes=True, vertical_spacing=0.08,
                         subplot_titles=("p(sampled token)", ENTROPY_NAME))
     drawn, note = drawn_samples(run)
-    if note:  # the mean over every sample, beside the lines of the first ones
+    averaged = bool(note) or run.n > MEAN_FROM
+    if averaged:  # the mean over every sample, over faint lines of each (of the first ones, past the drawn)
         mean = frame.groupby("position", sort=True)[["prob", "entropy_lb_bits"]].mean()
         for row, column in ((1, "prob"), (2, "entropy_lb_bits")):
             fig.add_trace(go.Scatter(x=mean.index, y=mean[column], mode="lines", name=f"mean of all {run.n}",
@@ -101,7 +105,8 @@ def uncertainty_figure(run: Run) -> go.Figure:
                  f"<br>top-k: {for_hover(r.alternatives)}" for r in rows.itertuples()]
         common = {"x": rows["position"], "mode": "lines+markers", "name": f"sample {sample}",
                   "legendgroup": str(sample), "hovertext": hover, "hoverinfo": "text",
-                  "line": {"color": sample_color(sample)}}
+                  "line": {"color": sample_color(sample), **({"width": 1} if averaged else {})},
+                  **({"opacity": 0.35, "marker": {"size": 4}} if averaged else {})}
         fig.add_trace(go.Scatter(y=rows["prob"], **common), row=1, col=1)
         fig.add_trace(go.Scatter(y=rows["entropy_lb_bits"], showlegend=False, **common), row=2, col=1)
     fig.update_yaxes(range=[0, 1.02], row=1, col=1)
