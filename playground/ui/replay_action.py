@@ -54,7 +54,8 @@ def connect(controls: ReplayControls, page: Page, pick: gr.Dropdown) -> gr.event
     """Replay's two steps, as Run's: checked outside the queue, then streamed. Returns the stream's
     event (Stop cancels it)."""
     started = controls.button.click(partial(begin, page, controls), [page.live, page.history, pick, controls.pace],
-                                    [page.live, page.summary, controls.note, *page.streaming_outputs()], queue=False,
+                                    [page.live, page.summary, controls.note, *page.streaming_outputs(),
+                                     *([page.said] if page.said is not None else [])], queue=False,
                                     show_progress="hidden",
                                     api_visibility="private")
     return running.run_events(started, page, partial(stream, page), partial(finish, page),
@@ -84,7 +85,8 @@ async def begin(page: Page, controls: ReplayControls, action: running.Action | N
     return {page.live: running.Action("Replay", [live], about=backend),
             page.summary: f"⏳ replaying `{rid}` {at_pace(pace.label)}…", **running.streaming_marks(page, source),
             controls.note: f"Replay of `{rid}` {at_pace(pace.label)}: it streams in the samples area above, whose "
-                           "summary says how it goes (Stop ends it), and joins History as a run of its own."}
+                           "summary says how it goes (Stop ends it), and joins History as a run of its own.",
+            **({page.said: ""} if page.said is not None else {})}  # what an earlier press did is over, as at Run
 
 
 def ended_note(action: running.Action | None):
