@@ -29,7 +29,7 @@ root.innerHTML = `
   <span class="sa-group sa-wallonly" data-for="cells">cells <button data-cells="text">text</button><button data-cells="blocks">blocks</button></span>
   <span class="sa-note"></span>
 </div>
-<div class="sa-columns"></div>
+<div class="sa-columns"><div class="sa-empty">The n samples stream here after Run (Ctrl+Enter): a column each, or a row each in the token wall.</div></div>
 <div class="sa-wallbox"><div class="sa-wall by-p"><div class="sa-space"></div></div><div class="sa-map"><canvas></canvas><div class="sa-lens"></div></div></div>
 <div class="sa-tip" hidden></div>`;
 const bar = root.querySelector('.sa-bar'), note = root.querySelector('.sa-note');

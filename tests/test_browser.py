@@ -284,18 +284,18 @@ def test_each_session_shows_its_own_last_run_only(browser, app_url, page, client
     """Two pages and a script: a run shows in the status line of its own page only."""
     run_to_the_end(page, "Roses are red,", n=2, seed=1, max_tokens=4)
     own = page.locator("#engine-status").inner_text()
-    assert "last run" in own
+    assert "the run on screen" in own
     client.predict(prompt="Dear Sir or Madam, " * 30, n=2, seed=2, max_tokens=2, api_name="/sample")
 
     other = open_page(browser, app_url)
     try:
         other.get_by_text("Rendered prompt").click()  # filled by the page's load event, like the status line
         other.locator("#rendered-prompt").get_by_text("The chat template is on").wait_for(timeout=30_000)
-        assert "last run" not in other.locator("#engine-status").inner_text()
+        assert "the run on screen" not in other.locator("#engine-status").inner_text()
         run_to_the_end(other, "Q: What colour is the sky? Answer in one long sentence please.", n=2, seed=3,
                        max_tokens=4)
         mine = other.locator("#engine-status").inner_text()
-        assert "last run" in mine and mine != own
+        assert "the run on screen" in mine and mine != own
         assert page.locator("#engine-status").inner_text() == own
     finally:
         other.close()

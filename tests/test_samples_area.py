@@ -358,7 +358,9 @@ def stream(page, config: dict, view: str) -> int:
 
 def test_the_wall_and_the_columns_stream_128_samples_in_chromium(served, page):
     _, config, record = served
+    assert "The n samples stream here after Run" in page.locator(".sa-columns").inner_text()  # before any run
     resets = stream(page, config, "wall")
+    assert page.locator(".sa-empty").count() == 0  # the run took its place
     run = record["runs"][-1]
     session = record["sessions"][-1]
     assert resets == 1, f"{resets} resets while streaming into the wall: a delta was lost or came out of order"

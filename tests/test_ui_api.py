@@ -90,7 +90,7 @@ def test_the_status_line_says_what_the_children_read_from_the_prefix_cache():
     assert "shared no prefill" in engine_status(info, run(30, [0, 0, 0]))
     assert "children 1..n-1 read 256–256 of 300 prompt tokens" in engine_status(info, run(300, [0, 256, 256]))
     assert "not reported" in engine_status(info, run(300, [None, None]))
-    assert "last run" not in engine_status(info, run(300, [0]))  # n=1: nothing to share
+    assert "the run on screen" not in engine_status(info, run(300, [0]))  # n=1: nothing to share
 
 
 def test_a_reader_that_wants_the_run_every_so_often_is_not_woken_by_every_output(backend):
