@@ -364,7 +364,7 @@ def test_reproducibility_export_and_history_work_on_the_shown_run(page, tmp_path
     page.locator("#prompt textarea").fill("Write a haiku about autumn rain.")
     page.locator("#run").click()
     page.wait_for_function(  # the new run, finished
-        "(old) => { const s = document.querySelector('#run-summary').innerText; "
+        "(old) => { const s = document.querySelector('#run-summary').innerText.split('\\n')[0]; "
         "return s.includes('finished') && !s.includes(old); }", arg=run.request["request_id"], timeout=120_000)
     page.get_by_role("tab", name="History").click()
     page.locator("#history-pick input").click()

@@ -118,7 +118,7 @@ def test_stop_then_run_and_a_double_click_start_one_run_each(browser, app_url, b
         first = re.search(r"run-[0-9a-f]{8}", summary(page)).group(0)
         set_slider(page, "max-tokens", 3)
         page.locator("#prompt textarea").press("Control+Enter")  # and the page is ready for the next: Ctrl+Enter runs
-        page.wait_for_function("(old) => { const s = document.querySelector('#run-summary').innerText; "
+        page.wait_for_function("(old) => { const s = document.querySelector('#run-summary').innerText.split('\\n')[0]; "
                                "return s.includes('finished') && !s.includes(old); }", arg=first, timeout=120_000)
     finally:
         page.close()
@@ -271,7 +271,7 @@ def test_a_sample_picked_from_a_bigger_run_than_the_diff_drew_breaks_nothing(bro
         first = re.search(r"run-[0-9a-f]{8}", summary(page)).group(0)
         set_slider(page, "n", 4)
         page.locator("#run").click()
-        page.wait_for_function("(old) => { const s = document.querySelector('#run-summary').innerText; "
+        page.wait_for_function("(old) => { const s = document.querySelector('#run-summary').innerText.split('\\n')[0]; "
                                "return s.includes('finished') && !s.includes(old); }", arg=first, timeout=120_000)
         page.locator("#samples-area .sa-card[data-i='3']").click()
         page.wait_for_function("() => document.querySelector('#reference input').value === '3'", timeout=30_000)
@@ -284,7 +284,7 @@ def test_a_sample_picked_from_a_bigger_run_than_the_diff_drew_breaks_nothing(bro
         page.locator("#graph-chart .js-plotly-plot").wait_for(timeout=30_000)
         second = re.search(r"run-[0-9a-f]{8}", summary(page)).group(0)
         page.locator("#run").click()
-        page.wait_for_function("(old) => { const s = document.querySelector('#run-summary').innerText; "
+        page.wait_for_function("(old) => { const s = document.querySelector('#run-summary').innerText.split('\\n')[0]; "
                                "return s.includes('finished') && !s.includes(old); }", arg=second, timeout=120_000)
         page.get_by_role("tab", name="Diff").click()
         page.locator("#diff-view").get_by_text("sample 3 (seed 4)").first.wait_for(timeout=30_000)

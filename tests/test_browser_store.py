@@ -55,7 +55,7 @@ def summary_id(page) -> str:
 def run_and_wait(page, before: str | None = None) -> str:
     """Press Run and wait for a new run to finish; its request id."""
     page.locator("#run").click()
-    page.wait_for_function("(old) => { const s = document.querySelector('#run-summary').innerText; "
+    page.wait_for_function("(old) => { const s = document.querySelector('#run-summary').innerText.split('\\n')[0]; "
                            "return s.includes('finished') && (!old || !s.includes(old)); }", arg=before,
                            timeout=120_000)
     return summary_id(page)

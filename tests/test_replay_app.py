@@ -80,7 +80,7 @@ def test_history_replays_a_run_of_the_page_at_the_speed_chosen(browser, app_url)
         page.locator("#replay-pace input").press("Enter")
         page.locator("#replay").click()
         page.wait_for_function(
-            "(of) => { const s = document.querySelector('#run-summary').innerText;"
+            "(of) => { const s = document.querySelector('#run-summary').innerText.split('\\n')[0];"
             " return s.includes('finished') && s.includes('replay of ' + of + ' at x4'); }",
             arg=original, timeout=60_000)
         assert columns(page, 2) == texts
