@@ -182,6 +182,10 @@ def test_pairing_by_seed_sets_the_samples_that_share_one_side_by_side_and_lists_
     assert pairs.loc[7, ["sample_b", "seed_b"]].isna().all() and pairs.loc[8, ["sample_a", "seed_a"]].isna().all()
     said = "7 of 7 same-seed pairs identical (run A's #0 and run B's #7 have no partner of the same seed)"
     assert A.identical_pairs(pairs, "seed") == said
+    same_seed = A.pair_frame(seeded(2, "run-w", n=2), seeded(2, "run-s", n=3, mode="same-seed"), "seed")
+    assert A.identical_pairs(same_seed, "seed") == (  # seed 2 is A's too, its one sample paired already
+        "1 of 1 same-seed pairs identical (run A's #1 and run B's #1, #2 have no partner of the same seed left (a "
+        "sample pairs with one of the other run, once))")
     columns = A.comparison_html(a, b, by="seed")
     assert said.replace("'", "&#x27;") in columns and "against A's sample that shares its seed" in columns
     assert all(f"id='{anchor}'" in columns for anchor in ("compare-pair-a1-b0", "compare-pair-a0", "compare-pair-b7"))

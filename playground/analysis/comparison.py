@@ -183,7 +183,13 @@ def identical_pairs(frame: pd.DataFrame, by: PairBy = "index") -> str:
         if not alone:
             return said
         have = "has" if len(alone_a) + len(alone_b) == 1 else "have"
-        return f"{said} ({' and '.join(alone)} {have} no partner of the same seed)"
+        # a seed the other run drew too, but fewer times (same-seed mode): its samples are paired already
+        alone_seeds = {side: set(frame.loc[frame[f"sample_{other}"].isna(), f"seed_{side}"].dropna())
+                       for side, other in (("a", "b"), ("b", "a"))}
+        paired_already = (alone_seeds["b"] & set(frame["seed_a"].dropna())
+                          or alone_seeds["a"] & set(frame["seed_b"].dropna()))
+        left = " left (a sample pairs with one of the other run, once)" if paired_already else ""
+        return f"{said} ({' and '.join(alone)} {have} no partner of the same seed{left})"
     if not alone_a and not alone_b:
         return f"{same} of {pairs} samples identical"
     wider, alone = ("A", alone_a) if alone_a else ("B", alone_b)
