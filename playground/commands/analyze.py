@@ -48,6 +48,7 @@ from playground.commands.cli import (
     check_out_path,
     note_whole_text_reference,
     say_skipped,
+    usage_line,
     write_atomically,
 )
 from playground.errors import InvalidBundle
@@ -59,6 +60,7 @@ ANSWER_CHARS = 40  # a majority answer in a one-line summary
 
 def build_parser() -> argparse.ArgumentParser:
     parser = HintingParser(prog="python app.py analyze", description=__doc__,
+                           usage=usage_line("RUNS.jsonl [RUNS.jsonl ...]", engine=False),  # a sentence, not a page
                            formatter_class=argparse.RawDescriptionHelpFormatter,
                            meant={"--report": "the report is --html OUT", "--out": "--html, --json or --graph OUT",
                                   "--summary": "the summary is always printed; --json OUT writes every figure"})

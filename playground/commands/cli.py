@@ -56,9 +56,11 @@ def hinted(message: str, actions, meant: dict[str, str] | None = None) -> str:
     return message
 
 
-def usage_line(arguments: str = "") -> str:
-    """A command's usage line: its arguments and "[flags]", not every flag of vLLM's."""
-    return f"%(prog)s {arguments + ' ' if arguments else ''}[flags] (--help lists them, vLLM's engine flags too)"
+def usage_line(arguments: str = "", engine: bool = True) -> str:
+    """A command's usage line: its arguments and "[flags]", not every flag (of vLLM's, when the
+    command starts an ``engine``)."""
+    listed = "--help lists them, vLLM's engine flags too" if engine else "--help lists them"
+    return f"%(prog)s {arguments + ' ' if arguments else ''}[flags] ({listed})"
 
 
 class HintingParser(argparse.ArgumentParser):
