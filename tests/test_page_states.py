@@ -599,6 +599,7 @@ def test_while_a_run_streams_a_panels_parts_drawn_at_its_end_say_so_and_never_sh
     was yielded (the QA matrix's no-mutation break, shown on the run the red cell opens)."""
     import gradio as gr
 
+    from playground.backends.synthetic import synthetic_run
     from tests.test_compare import seeded
 
     with gr.Blocks():
@@ -618,6 +619,16 @@ def test_while_a_run_streams_a_panels_parts_drawn_at_its_end_say_so_and_never_sh
     assert later[timing.components["tokens_over_time"]].layout.title.text.startswith("Tokens")
     run.status = "aborted"
     assert "This run was stopped" in panels.inspector_note(run)
+    assert "abort for those still going, their own for those that had ended" in panels.inspector_note(run)
+    stopped = synthetic_run(3, 4, seed=1, events=True)  # a stop after sample 1 had ended by itself
+    for output, reason in zip(stopped.events[-1].outputs, ("abort", "stop", "abort"), strict=True):
+        output.finish_reason = reason
+    table = panels.events_table(stopped)
+    assert table["samples that finished (reason)"].iloc[-1] == "0: abort, 1: stop, 2: abort"
+    assert "tokens carried" in table and "finished_indices" not in table
+    assert "The engine held" not in panels.inspector_note(stopped)  # not counted: nothing said
+    stopped.events[0].engine_requests = 7  # its 3 children and 4 of another tab's
+    assert "The engine held up to 4 other requests beside this run's own" in panels.inspector_note(stopped)
     run.status, run.mutated_events = "finished", [0, 3]
     assert panels.inspector_note(run).startswith("⚠️ **2 events changed after being yielded** (#0, #3)")
 

@@ -362,6 +362,7 @@ def test_the_matrix_runs_every_cell_alone_checks_and_exports():
         "cells must run one at a time"
     assert {(s[2], s[3], s[4]) for s in starts} == {(k, m, 10) for k in OUTPUT_KINDS for m in ("wrapper", "native")}
     assert matrix.ok and qa.ONE_AT_A_TIME in matrix.notes
+    assert "All 6 cells ran alone on their engine." in matrix.notes  # the outcome, said once for the matrix
     assert matrix.table().to_dict() == {"async wrapper": dict.fromkeys(OUTPUT_KINDS, SCRIPTED_OK),
                                         "async native": dict.fromkeys(OUTPUT_KINDS, SCRIPTED_OK)}
     assert matrix.groups == [[c.label for c in matrix.cells]] and matrix.comparisons == []
@@ -473,6 +474,8 @@ def test_red_cells_divergence_and_batch_composition_are_reported():
     busy_cell = matrix.cell("DELTA", "async native")
     assert (busy_cell.in_flight_at_start, busy_cell.in_flight_at_end) == (2, 2) and not busy_cell.alone
     assert busy_cell.ok, "a busy cell that diverged is not held to its FINAL_ONLY cell"
+    assert any(note.startswith("1 of the ") and "cells shared their engine with other requests (DELTA × async "
+               "native)" in note for note in matrix.notes), matrix.notes
     assert any("not compared with this path's FINAL_ONLY cell: other requests were in flight on the engine "
                "(2 at start, 2 at end" in note for note in busy_cell.notes)
 

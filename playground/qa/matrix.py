@@ -55,6 +55,21 @@ OnCell = Callable[[int, int, str], None]  # (cells done, cells in all, the cell 
 ONE_AT_A_TIME = ("Cells ran one at a time, so each ran alone on its engine unless other requests were "
                  "in flight there (recorded per cell: at its start and end, and the most seen beside its own while "
                  "it ran).")
+NOT_STOPPED = ("FINAL_ONLY cells have no stop check: a cell's run is stopped after its first output, and FINAL_ONLY's "
+               "first output is its last (a Stop before it, as the page's, ends each sample with its tokens so far).")
+
+
+def alone_sentence(cells: list[Cell]) -> str:
+    """Whether the cells had the engine to themselves, said once for the whole matrix (each cell's
+    counts are in its own line)."""
+    shared = [c.label for c in cells if not c.alone]
+    if not shared:
+        return "The cell ran alone on its engine." if len(cells) == 1 else \
+            f"All {len(cells)} cells ran alone on their engine."
+    return (f"{len(shared)} of the {len(cells)} cells shared their engine with other requests ({', '.join(shared)}): "
+            "a batch of others can change a seeded sample.")
+
+
 # After a stop that left requests in the engine: how long to wait for them to go, so the record says
 # whether they went late or stayed (and the next cell starts on an idle engine either way).
 STOP_WAIT_S, POLL_S = 2.0, 0.02
@@ -86,8 +101,9 @@ async def run_matrix(request: SampleRequest, paths: Sequence[SamplingPath], kind
         cells.append(await _run_cell(cell, path, dataclasses.replace(request, output_kind=kind, mode=path.mode)))
     header = {**request.to_dict(), "output_kind": None, "mode": None}
     stopped = [f"Stopped after {len(cells)} of {total} cells: the others did not run."] if len(cells) < total else []
+    unstopped = [NOT_STOPPED] if "FINAL_ONLY" in kinds and any(p.stop is not None for p in paths) else []
     matrix = Matrix(header, list(kinds), [{"name": p.name, "mode": p.mode, "engine": p.engine} for p in paths],
-                    cells, notes=[*stopped, ONE_AT_A_TIME], started_at=started)
+                    cells, notes=[*stopped, ONE_AT_A_TIME, alone_sentence(cells), *unstopped], started_at=started)
     _judge(matrix)
     matrix.groups, matrix.comparisons = _groups_and_comparisons(matrix.cells)
     matrix.seconds = time.monotonic() - t0
@@ -111,7 +127,7 @@ async def _run_cell(cell: Cell, path: SamplingPath, request: SampleRequest) -> C
     cell.seconds = time.monotonic() - t0
     cell.in_flight_at_end = await _count(path)
     if path.stop is not None and cell.run is not None and request.output_kind != "FINAL_ONLY":
-        # FINAL_ONLY's first output is its last: there is nothing to stop at.
+        # A stop comes after a run's first output, and FINAL_ONLY's first is its last (NOT_STOPPED).
         try:
             cell.stopped = await path.stop(dataclasses.replace(request))
         except Exception as e:

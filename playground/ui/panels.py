@@ -41,8 +41,9 @@ KIND_NOTES = {
 # What FINAL_ONLY's one event was, by how the run went (a Stop ends every sample at once).
 FINAL_ONLY_ENDS = {
     "finished": " That is why the samples filled only at the end.",
-    "aborted": " This run was stopped: its one event is the stop's, every sample's tokens so far with finish reason "
-               "abort, and its time is when the stop came, not a first token's.",
+    "aborted": " This run was stopped: its one event is the stop's, every sample's tokens so far (finish reason "
+               "abort for those still going, their own for those that had ended), and its time is when the stop "
+               "came, not a first token's.",
     "running": " No event yet: the samples stay empty until every one has finished.",
 }
 
@@ -213,7 +214,8 @@ def diff_view(run: Run, reference: int, diff_samples: str | None = None) -> str:
 def inspector_note(run: Run) -> str:
     kind = run.output_kind
     finishes = sum(1 for e in run.events for o in e.outputs if o.finish_reason is not None)
-    first = f"the first at {run.events[0].t:.2f} s" if run.events else "none yet" if not run.finished else "none"
+    first = (f"{'at' if len(run.events) == 1 and run.finished else 'the first at'} {run.events[0].t:.2f} s"
+             if run.events else "none yet" if not run.finished else "none")
     so_far = " so far" if not run.finished else ""
     note = (f"**{analysis.counted(len(run.events), 'raw event')}{so_far}** for n={run.n} in {kind} mode ({first}, "
             f"{analysis.counted(finishes, 'finish mark')}). In {kind} mode {KIND_NOTES.get(kind, '')}")
@@ -230,6 +232,12 @@ def inspector_note(run: Run) -> str:
     if run.request.get("stop") and kind != "FINAL_ONLY":
         note += (" With stop strings, vLLM holds a sample's text back while the end of it could still begin a "
                  "stop string: an event may carry tokens with empty texts, and a later one their text.")
+    if run.finished and not analysis.replayed_from(run) and (others := analysis.other_requests(run)):
+        # read once the run has ended: the live note stays cheap at n=256
+        note += (f"\n\nThe engine held up to {analysis.counted(others, 'other request')} beside this run's own while "
+                 "it ran (another tab's or another user's; `engine_requests` counts every request in the engine): "
+                 "they share its steps, so events may carry fewer tokens each, and a shared batch can change a "
+                 "seeded sample.")
     source = run.engine.get("output_kind_source")
     if source:
         note += f"\n\nOn this backend the {kind} view is built {source}."
@@ -237,9 +245,14 @@ def inspector_note(run: Run) -> str:
 
 
 def events_table(run: Run) -> pd.DataFrame:
-    """One row per raw event: number, time, indices carried, finished flags, text as yielded."""
+    """One row per raw event: number, time, indices carried, the parent's finished flag, the
+    samples that finished in it with their finish reasons (a stop ends only those still going
+    with abort), the tokens it carried (under CUMULATIVE each sample's whole length so far, under
+    DELTA the new ones), text as yielded."""
     frame = run.events_frame().head(MAX_EVENT_ROWS)
     frame["indices"] = frame["indices"].map(lambda xs: ", ".join(map(str, xs)))
-    frame["finished_indices"] = frame["finished_indices"].map(lambda xs: ", ".join(map(str, xs)))
+    frame["finish_reasons"] = frame["finish_reasons"].map(lambda d: ", ".join(f"{i}: {r}" for i, r in d.items()))
     frame["texts"] = frame["texts"].map(lambda d: " | ".join(f"{i}: {t!r}" for i, t in d.items()))
-    return frame.rename(columns={"finished": "parent finished", "texts": "text as yielded"})
+    return frame.drop(columns=["finished_indices"]).rename(columns={
+        "finished": "parent finished", "finish_reasons": "samples that finished (reason)",
+        "tokens": "tokens carried", "texts": "text as yielded"})
