@@ -19,8 +19,8 @@ from playground.errors import InvalidBundle, InvalidRequest
 def add_replay_flags(group) -> None:
     group.add_argument("--replay", nargs="+", default=None, metavar="FILE",
                        help="Serve these saved runs (bundles, or the JSONL of batch or sweep; synthetic:NxTOKENS for "
-                            "a made-up run with top-5 logprobs, synthetic:NxTOKENS:0 without) instead of an engine: "
-                            "Run plays them as they streamed. No engine starts.")
+                            "a made-up run with top-5 logprobs, synthetic:NxTOKENS:K with top-K, :0 without) "
+                            "instead of an engine: Run plays them as they streamed. No engine starts.")
     group.add_argument("--replay-pace", default="recorded", metavar="PACE",
                        help='The pace of --replay: "recorded" (default), a speed-up like x4, or a rate like '
                             '"10000 tok/s".')
