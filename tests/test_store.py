@@ -328,5 +328,6 @@ def test_a_run_kept_a_moment_ago_is_named_at_load_and_an_older_one_is_not():
     said = recent_note(entry, 1000.0 + 42)
     assert said.startswith("Your last run, `run-1234abcd` (stopped 42 s ago), is kept") and "Open saved run" in said
     assert "(stopped 3 min ago)" in recent_note(entry, 1000.0 + 200)
+    assert "(stopped a moment ago)" in recent_note(entry, 1000.0 + 1)  # a reload: not "0 s ago"
     for later in (1000.0 + RECENT_S + 1, 1000.0 - 5):  # an old run, or a clock that went back: nothing said
         assert not isinstance(recent_note(entry, later), str)

@@ -131,8 +131,8 @@ def recent_note(entry, now: float):
     age = now - entry.saved_at
     if not 0 <= age <= RECENT_S:
         return gr.skip()
-    ago = f"{int(age)} s" if age < 60 else f"{int(age // 60)} min"
-    return (f"Your last run, `{entry.request_id}` ({status_word(entry.status)} {ago} ago), is kept: History → "
+    ago = "a moment ago" if age < 5 else f"{int(age)} s ago" if age < 60 else f"{int(age // 60)} min ago"
+    return (f"Your last run, `{entry.request_id}` ({status_word(entry.status)} {ago}), is kept: History → "
             "**Open saved run** puts it back on screen, its settings in the form.")
 
 
