@@ -272,7 +272,6 @@ class Run:
                 "t_ms": round(e.t * 1000, 1),
                 "indices": [o.index for o in e.outputs],
                 "finished": e.finished,
-                "finished_indices": [o.index for o in e.outputs if o.finish_reason is not None],
                 "finish_reasons": {o.index: o.finish_reason for o in e.outputs if o.finish_reason is not None},
                 "tokens": sum(o.carried for o in e.outputs),
                 "texts": {o.index: o.text for o in e.outputs},
@@ -280,7 +279,7 @@ class Run:
                 "engine_requests": e.engine_requests,
                 "request_id": e.request_id,
             })
-        columns = ["event", "t_ms", "indices", "finished", "finished_indices", "finish_reasons", "tokens", "texts",
+        columns = ["event", "t_ms", "indices", "finished", "finish_reasons", "tokens", "texts",
                    "num_cached_tokens", "engine_requests", "request_id"]
         return pd.DataFrame(rows, columns=columns)
 

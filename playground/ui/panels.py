@@ -253,6 +253,6 @@ def events_table(run: Run) -> pd.DataFrame:
     frame["indices"] = frame["indices"].map(lambda xs: ", ".join(map(str, xs)))
     frame["finish_reasons"] = frame["finish_reasons"].map(lambda d: ", ".join(f"{i}: {r}" for i, r in d.items()))
     frame["texts"] = frame["texts"].map(lambda d: " | ".join(f"{i}: {t!r}" for i, t in d.items()))
-    return frame.drop(columns=["finished_indices"]).rename(columns={
+    return frame.rename(columns={
         "finished": "parent finished", "finish_reasons": "samples that finished (reason)",
         "tokens": "tokens carried", "texts": "text as yielded"})
