@@ -209,7 +209,7 @@ def build_app(backend, sync_runner=None, embedding_model: str | None = None,
         # Stop ends the session's action itself (any button's, a sweep's too: its follower draws what
         # finished); cancelling the event also takes a queued run off the queue.
         stopped = gr.on([stop_btn.click, stop_near.click, sweep.stop_btn.click], partial(running.stop, page),
-              [page.live, *page.inputs()], [*page.outputs(), link_row.note], inputs_kwargs=shows,
+              [page.live, *page.inputs()], [*page.outputs(), *page.said_outputs()], inputs_kwargs=shows,
               cancels=[run_event, branch_event, replay_event], queue=False,
               show_progress="hidden", api_visibility="private")
         # A sample picked in the samples area becomes the Diff tab's reference and the sample the

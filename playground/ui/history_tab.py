@@ -83,7 +83,7 @@ def declare(limits: ReadLimits = DEFAULT_LIMITS, store: RunStore | None = None) 
 
 def connect(tab: HistoryTab, page, sweep: SweepTab, compare: CompareTab) -> None:
     tab.reopen_btn.click(partial(reopen, page), [tab.pick, *page.inputs()],
-                         [*page.outputs(), *([page.said] if page.said is not None else [])],
+                         [*page.outputs(), *page.said_outputs()],
                          inputs_kwargs=page.opening(), api_visibility="private")
     outputs = [*page.outputs(), *sweep.outputs(), compare.uploads, compare.a, compare.b, tab.opened, page.tabs,
                page.selected]
@@ -107,10 +107,7 @@ async def reopen(page, index, history: list, session, selected, live=None, **set
     run = history[int(index)]
     update = await show(page, run, history, session, selected, settings)
     form, said = run_in_form(page.form, run)  # as a saved run or a run link opens: Run asks for it again
-    update.update(form)
-    if page.said is not None:
-        update[page.said] = f"Opened `{run.request.get('request_id')}`: {said}"
-    return update
+    return {**update, **form, **page.saying(f"Opened `{run.request.get('request_id')}`: {said}")}
 
 
 async def open_file(tab: HistoryTab, page, sweep: SweepTab, compare: CompareTab, path, history, session, selected,

@@ -74,6 +74,14 @@ class Page:
         """What says a run streams into the samples area (``running.streaming_marks``)."""
         return [c for c in (self.stop_near, self.panels_note) if c is not None]
 
+    def said_outputs(self) -> list[gr.components.Component]:
+        """The line by the form, as an output, where the page has one."""
+        return [self.said] if self.said is not None else []
+
+    def saying(self, line: str) -> dict:
+        """An update of the line by the form to ``line``, where the page has one (else nothing)."""
+        return {self.said: line} if self.said is not None else {}
+
     def history_outputs(self) -> list[gr.components.Component]:
         """What runs that join History without being shown update (``showing.join_history``)."""
         return [self.history, self.history_pick, self.history_note, *self.extra.values()]

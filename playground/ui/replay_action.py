@@ -55,7 +55,7 @@ def connect(controls: ReplayControls, page: Page, pick: gr.Dropdown) -> gr.event
     event (Stop cancels it)."""
     started = controls.button.click(partial(begin, page, controls), [page.live, page.history, pick, controls.pace],
                                     [page.live, page.summary, controls.note, *page.streaming_outputs(),
-                                     *([page.said] if page.said is not None else [])], queue=False,
+                                     *page.said_outputs()], queue=False,
                                     show_progress="hidden",
                                     api_visibility="private")
     return running.run_events(started, page, partial(stream, page), partial(finish, page),
@@ -86,7 +86,7 @@ async def begin(page: Page, controls: ReplayControls, action: running.Action | N
             page.summary: f"⏳ replaying `{rid}` {at_pace(pace.label)}…", **running.streaming_marks(page, source),
             controls.note: f"Replay of `{rid}` {at_pace(pace.label)}: it streams in the samples area above, whose "
                            "summary says how it goes (Stop ends it), and joins History as a run of its own.",
-            **({page.said: ""} if page.said is not None else {})}  # what an earlier press did is over, as at Run
+            **page.saying("")}  # what an earlier press did is over, as at Run
 
 
 def ended_note(action: running.Action | None):

@@ -177,7 +177,7 @@ async def begin(page: Page, action: Action | None, current: Run | None = None, *
         action = await plan_action(page, action, "Run", [(form_request(**settings), None)])
     except Busy:  # a second press: the summary follows the going run, or says what else goes
         if action.name in STREAMED:  # the line by the form says the press started nothing
-            return {page.summary: gr.skip(), **({page.said: PRESSED_AGAIN} if page.said is not None else {})}
+            return {page.summary: gr.skip(), **page.saying(PRESSED_AGAIN)}
         going = OTHER_ACTIONS.get(action.name, f"{action.name}'s run was")
         return {page.summary: views.beside_run_on_screen(
             f"⚠️ Run started nothing: {going} going on this page. Press Stop (beside Run) first, or wait for it to "
@@ -188,9 +188,8 @@ async def begin(page: Page, action: Action | None, current: Run | None = None, *
                 page.status: views.engine_status(page.backend.info())}
     except PlaygroundError as e:
         return {page.live: None, page.summary: views.beside_run_on_screen(refused(e), current)}
-    update = {page.live: action, page.summary: views.queued_summary(action.runs[0]), **streaming_marks(page, current)}
-    if page.said is not None:  # what an earlier press did is over
-        update[page.said] = ""
+    update = {page.live: action, page.summary: views.queued_summary(action.runs[0]), **streaming_marks(page, current),
+              **page.saying("")}  # what an earlier press did is over
     if action.runs[0].prepared.labels.get("replay"):  # a replay plays a recorded run: the form shows its settings
         update.update(form_update(page.form, asdict(action.runs[0].request))[0])
     return update
@@ -322,7 +321,7 @@ async def stop(page: Page, action: Action | None, history: list | None, session,
     aborted, each sample's tokens so far kept). The followers of What if, Replay and Compare
     see their runs end and say so themselves."""
     if action is None or not action.going and (action.name not in STREAMED or action.shown):
-        return {page.said: NOTHING_TO_STOP} if page.said is not None else {}  # a press that does nothing says so
+        return page.saying(NOTHING_TO_STOP)  # a press that does nothing says so
     if action.going:
         await action.stop_and_wait()
     if action.name not in STREAMED or action.shown:
