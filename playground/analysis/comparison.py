@@ -376,10 +376,12 @@ def seed_reuse_sentence(run: Run, earlier: Sequence[Run]) -> str:
     if on_purpose(run):
         return ""
     rid, n = run.request.get("request_id"), len(run.samples)
-    others = sorted((o for o in earlier if o.request.get("request_id") != rid and prompt_of(o) == prompt_of(run)
-                     and not on_purpose(o) and o.started_at <= run.started_at and seed_overlaps([o, run])),
-                    key=lambda o: o.started_at)
-    same = [o for o in others if len(pairs := seed_pairs(run, o)) == n and all(i == j for i, j in pairs)]
+    # each earlier run that shares seeds (not a replay of it: ``seed_overlaps``), with its pairs, oldest first
+    others = sorted(((o, seed_pairs(run, o)) for o in earlier
+                     if o.request.get("request_id") != rid and prompt_of(o) == prompt_of(run) and not on_purpose(o)
+                     and o.started_at <= run.started_at and seed_overlaps([o, run])),
+                    key=lambda found: found[0].started_at)
+    same = [o for o, pairs in others if len(pairs) == n and all(i == j for i, j in pairs)]
     if same:
         other = same[-1]
         theirs = {sample.index: sample.token_ids for sample in other.samples}
@@ -391,8 +393,7 @@ def seed_reuse_sentence(run: Run, earlier: Sequence[Run]) -> str:
                 "something other than the seed changed (Compare says what).")
     if not others:
         return ""
-    other = others[-1]
-    pairs = seed_pairs(run, other)
+    other, pairs = others[-1]
     mine, theirs = [i for i, _ in pairs], [j for _, j in pairs]
     if len({j - i for i, j in pairs}) == 1 and mine == list(range(mine[0], mine[0] + len(mine))):
         which = (f"#{mine[0]}–#{mine[-1]} here have the seeds of #{theirs[0]}–#{theirs[-1]} there" if len(mine) > 1
