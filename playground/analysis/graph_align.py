@@ -115,25 +115,27 @@ class Aligner:
         ``PLACES``, those most phrases agree on (then the busiest), so that a text of a few words
         said over and over costs no more than another."""
         found: dict[int, dict[int, int]] = {0: {START: 1}, len(keys) - 1: {END: 1}}
-        phrases = self.phrases
-        trigrams = enumerate(zip(*(keys[d:] for d in range(ANCHOR))))
-        pairs = [(t, pair) for t, pair in enumerate(zip(keys, keys[1:])) if _content(pair[0]) and _content(pair[1])]
-        for windows in (trigrams, pairs):
-            covered = set(found) if windows is pairs else ()  # a pair proposes only where no trigram did
-            for t, phrase in windows:
-                for place in phrases.get(phrase, ()):
-                    for d, v in enumerate(place, t):
-                        if d in covered:
-                            continue
-                        votes = found.get(d)
-                        if votes is None:
-                            found[d] = {v: 1}
-                        else:
-                            votes[v] = votes.get(v, 0) + 1
+        self._vote(found, enumerate(zip(*(keys[d:] for d in range(ANCHOR)))))
+        pairs = ((t, pair) for t, pair in enumerate(zip(keys, keys[1:])) if _content(pair[0]) and _content(pair[1]))
+        self._vote(found, pairs, covered=set(found))  # a pair proposes only where no trigram did
         count = self.count
         return {p: sorted(votes) if len(votes) <= PLACES else
                 sorted(sorted(votes, key=lambda v: (-votes[v], -count[v], v))[:PLACES])
                 for p, votes in found.items()}
+
+    def _vote(self, found: dict[int, dict[int, int]], windows, covered: set[int] | tuple = ()) -> None:
+        """Each remembered place of each phrase in ``windows`` ((position, phrase) pairs) votes for
+        its nodes at the positions it spans, but at those in ``covered``."""
+        for t, phrase in windows:
+            for place in self.phrases.get(phrase, ()):
+                for d, v in enumerate(place, t):
+                    if d in covered:
+                        continue
+                    votes = found.get(d)
+                    if votes is None:
+                        found[d] = {v: 1}
+                    else:
+                        votes[v] = votes.get(v, 0) + 1
 
     def _chain(self, keys: list[str], proposals: dict[int, list[int]]) -> list[tuple[int, int]]:
         """The heaviest chain of matches increasing in position and in order, from START to END."""
