@@ -52,13 +52,6 @@ from playground.run import Run
 
 EXTRACTORS = ("normalized", "first-line", "last-number", "boxed", "regex")
 DEFAULT_EXTRACTOR = "normalized"  # defined for every text: a person who did not choose sees literal agreement
-
-
-def whole_text_reference(reference: str) -> str:
-    """What a right answer given with no way of reading answers is compared with: the whole text,
-    which rarely matches ("391" against "17 * 23 = 391"), so a pass@k of 0 is not taken at its word.
-    The command line's note and the Sweep tab's say it alike, each naming its own controls."""
-    return f"the reference {reference!r} is compared with each sample's whole text ({DEFAULT_EXTRACTOR})"
 PATTERN_SECONDS = 2.0  # what a typed pattern may spend on all of one run's samples
 
 _NUMBER = re.compile(r"(?:(?<![\w.])-)?(?:(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?|(?<![\d.])\.\d+)")  # "2-3": 3
@@ -149,6 +142,13 @@ def regex_extractor(pattern: str) -> Callable[..., str | None]:
 
 
 _BY_NAME = {"normalized": normalized, "first-line": first_line, "last-number": last_number, "boxed": boxed}
+
+
+def whole_text_reference(reference: str) -> str:
+    """What a right answer given with no way of reading answers is compared with: the whole text,
+    which rarely matches ("391" against "17 * 23 = 391"), so a pass@k of 0 is not taken at its word.
+    The command line's note and the Sweep tab's say it alike, each naming its own controls."""
+    return f"the reference {reference!r} is compared with each sample's whole text ({DEFAULT_EXTRACTOR})"
 
 
 def parse_extractor(spec: str | None) -> Extractor:

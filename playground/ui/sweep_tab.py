@@ -101,9 +101,15 @@ class SweepTab:
                      reference: str | None = None) -> analysis.Measures | None:
         """The tab's measures, plus the majority answer's vote share when an extractor is chosen, or
         a reference answer is given (read as the whole text, unless another way is chosen)."""
-        if (reference or "").strip() and answer in (None, NO_ANSWER):
+        if reads_whole_text(answer, reference):
             answer = analysis.DEFAULT_EXTRACTOR
         return with_chosen_answers(self.measures, answer, pattern)
+
+
+def reads_whole_text(answer: str | None, reference: str | None) -> bool:
+    """A reference answer given with no way of reading answers picked: each sample's whole text is
+    its answer (``measures_for``), which the status then says."""
+    return bool((reference or "").strip()) and answer in (None, NO_ANSWER)
 
 
 def declare(measures: analysis.Measures | None = None, chart: list[str] | None = None) -> SweepTab:
@@ -217,7 +223,7 @@ async def run(tab: SweepTab, page, action: Action | None, answer=None, pattern=N
     stopped = len(finished) < len(sweep.values)
     update = (await draw(tab, page, finished, stopped=stopped, measures=measures) if finished
               else {tab.status: status([], stopped=True)})
-    if finished and (sweep.reference or "").strip() and answer in (None, NO_ANSWER):  # measures_for read them so
+    if finished and reads_whole_text(answer, sweep.reference):  # as measures_for read them
         whole = analysis.whole_text_reference(sweep.reference)
         update[tab.status] += (f" ℹ️ With no way of reading answers picked, {whole}: pick one above (last number, "
                                "boxed, a pattern) to read an answer out of the text.")
