@@ -120,10 +120,14 @@ class CompareTab:
     graph_b: gr.Plot | None = None
     keeper: object = None  # the run store's keeper (ui/keeping.py): this browser's saved runs join the lists
 
+    def comparison(self) -> list:
+        """What Compare writes (``compare``'s outputs, in this order)."""
+        return [self.headline, self.pairs, self.changed, self.side_by_side, self.columns, self.report]
+
     def result(self) -> list:
-        """What shows the comparison of A and B (``cleared`` empties them, in this order)."""
-        return [self.headline, self.pairs, self.changed, self.side_by_side, self.columns, self.report, self.graph_a,
-                self.graph_b]
+        """What shows the comparison of A and B: Compare's outputs, and the graphs drawn on demand
+        (``cleared`` empties them, in this order)."""
+        return [*self.comparison(), self.graph_a, self.graph_b]
 
 
 def declare(export_dir, measures: analysis.Measures | None = None) -> CompareTab:
@@ -166,7 +170,7 @@ def connect(tab: CompareTab, history: gr.State, sweep_runs: gr.State, current: g
     sources = [history, tab.uploads, sweep_runs]
     tab.keeper = keeper
     inputs = [tab.a, tab.b, *sources, tab.answer, tab.pattern, tab.by]
-    outputs = tab.result()[:6]  # a comparison's; the graphs are drawn on demand
+    outputs = tab.comparison()
     gr.on([tab.panel.select, tab.refresh_btn.click], partial(lists_opened, tab),
           listed(tab, history, sweep_runs, current, session, keeper), [tab.a, tab.b, *tab.result()],
           api_visibility="private")
