@@ -86,6 +86,11 @@ def percent(share: float) -> str:
     return f"{share:.1%}".replace(".0%", "%")
 
 
+def model_name(model) -> str:
+    """A model as a line names it: a hub id or a folder by its last part ("SmolLM2-135M-Instruct")."""
+    return str(model).rstrip("/").rsplit("/", 1)[-1]
+
+
 def truncate(text: str, width: int) -> str:
     return text if len(text) <= width else text[: width - 1] + "…"
 

@@ -50,6 +50,7 @@ from playground.analysis.convergence import (
     settled_sentence,
 )
 from playground.analysis.diff import diff_rows, pairwise_heatmap, shared_prefix_sentence
+from playground.analysis.display import model_name
 from playground.analysis.graph import graph_sentence, sample_graph
 from playground.analysis.graph_figure import graph_figure
 from playground.analysis.replays import marked, origin_note
@@ -147,7 +148,7 @@ def _model_name(model) -> str:
     """A model as a report for other readers names it: a folder on this machine by its own name
     (the bundle keeps the whole path), a hub id as it is."""
     text = str(model)
-    return text.rstrip("/").rsplit("/", 1)[-1] if text.startswith(("/", "~", "./")) else text
+    return model_name(text) if text.startswith(("/", "~", "./")) else text
 
 
 def _request_table(run: Run) -> pd.DataFrame:

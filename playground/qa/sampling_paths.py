@@ -13,6 +13,7 @@ import threading
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
+from playground.analysis import model_name
 from playground.backends.base import record, record_to_end
 from playground.request import SampleRequest
 from playground.run import Run
@@ -39,7 +40,7 @@ def backend_paths(backend, front_end: str = "async") -> list[SamplingPath]:
     if info.get("backend") == "openai":
         engine = f"{SERVER} {info.get('base_url')}"
     else:
-        engine = f"AsyncLLM ({_short(info.get('model', '?'))})"
+        engine = f"AsyncLLM ({model_name(info.get('model', '?'))})"
 
     async def run(request: SampleRequest) -> Run:
         return await record_to_end(backend, request, watch=True)
@@ -62,7 +63,7 @@ def sync_paths(runner, front_end: str = "sync") -> list[SamplingPath]:
     """The wrapper and native paths of a SyncRunner (LLMEngine). A SyncRunner is not thread-safe,
     so its runs are serialized with one lock; each runs on a worker thread (it blocks)."""
     lock = threading.Lock()
-    engine = f"LLMEngine ({_short(runner.info().get('model', '?'))})"
+    engine = f"LLMEngine ({model_name(runner.info().get('model', '?'))})"
 
     def record_to_end(request: SampleRequest) -> Run:
         with lock:
@@ -82,7 +83,3 @@ def sync_paths(runner, front_end: str = "sync") -> list[SamplingPath]:
         return runner.engine.get_num_unfinished_requests()  # the engine counts children
 
     return [SamplingPath(f"{front_end} {mode}", mode, engine, run, in_flight, stop) for mode in ("wrapper", "native")]
-
-
-def _short(model: str) -> str:
-    return str(model).rstrip("/").rsplit("/", 1)[-1]

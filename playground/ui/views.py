@@ -10,6 +10,7 @@ from playground.analysis import (
     branch_label,
     counted,
     identical_groups,
+    model_name,
     origin_label,
     replayed_from,
     written_by_hand,
@@ -162,7 +163,7 @@ def engine_status(info: dict, last_run: Run | None = None) -> str:
           "⟲ a replay: no engine samples it" if info.get("backend") == "replay" else
           "● engine up" if info.get("up", True) else "✖ engine down")
     where = info.get("base_url") or info.get("device", "")
-    parts = [f"**{_short(info.get('model', '?'))}**", where,
+    parts = [f"**{model_name(info.get('model', '?'))}**", where,
              f"vLLM {info.get('vllm_version', '?')}", up]
     if info.get("output_kind_source"):
         parts.append(info["output_kind_source"])
@@ -184,10 +185,6 @@ def _cache_note(run: Run, block_size: int | None) -> str:
         return "the run on screen: prefix-cache hits not reported per child in this mode"
     return (f"the run on screen: children 1..n-1 read {min(cached)}–{max(cached)} of {prompt} prompt tokens "
             f"from the prefix cache")
-
-
-def _short(model: str) -> str:
-    return model.rstrip("/").rsplit("/", 1)[-1]
 
 
 def rendered_prompt(rendered: str, num_tokens: int) -> str:
