@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import html
 
+import numpy as np
 import plotly.graph_objects as go
 from plotly.colors import qualitative
 
@@ -84,6 +85,12 @@ def first_tokens(k: int) -> str:
 def percent(share: float) -> str:
     """A share as a person reads it: 50%, 12.5% (one of eight, not "12%"), 33.3%."""
     return f"{share:.1%}".replace(".0%", "%")
+
+
+def truth_word(value) -> str | None:
+    """"yes" or "no" for a truth value (Python's or numpy's), as a table for people says it; None
+    for anything else: by type, not equality, since 1 == True and a count of 1 is no "yes"."""
+    return ("yes" if value else "no") if isinstance(value, bool | np.bool_) else None
 
 
 def model_name(model) -> str:

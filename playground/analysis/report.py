@@ -50,7 +50,7 @@ from playground.analysis.convergence import (
     settled_sentence,
 )
 from playground.analysis.diff import diff_rows, pairwise_heatmap, shared_prefix_sentence
-from playground.analysis.display import model_name
+from playground.analysis.display import model_name, truth_word
 from playground.analysis.graph import graph_sentence, sample_graph
 from playground.analysis.graph_figure import graph_figure
 from playground.analysis.replays import marked, origin_note
@@ -94,8 +94,8 @@ def cell(value) -> object:
     """A table cell as a report writes it: ``MISSING`` for a missing value (None, NaN, pandas' NA
     or NaT, a blank text), yes or no for a truth value (not Python's True), a float with three
     decimals, anything else as it is."""
-    if isinstance(value, bool):  # by type, not equality: 1 == True, and a count of 1 is no "yes"
-        return "yes" if value else "no"
+    if (word := truth_word(value)) is not None:
+        return word
     if isinstance(value, str):
         return value if value.strip() else MISSING
     if value is None or (pd.api.types.is_scalar(value) and pd.isna(value)):

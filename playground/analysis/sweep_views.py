@@ -16,7 +16,6 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
-import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
@@ -24,7 +23,7 @@ from plotly.subplots import make_subplots
 from playground.analysis.answers import Answers, Extractor, group_answers, parse_extractor
 from playground.analysis.convergence import pass_at_k, read_reference, settled_at, settled_cell
 from playground.analysis.diff import first_divergence, identical_groups, identical_label
-from playground.analysis.display import message_figure, token_at, truncate
+from playground.analysis.display import message_figure, token_at, truncate, truth_word
 from playground.analysis.diversity import set_diversity
 from playground.run import Run, Sample
 
@@ -71,13 +70,10 @@ def frame_in_words(frame: pd.DataFrame) -> pd.DataFrame:
     said = frame.rename(columns=in_words)
     for column in said.columns:
         values = said[column]
-        if values.dtype == bool or (values.dtype == object and values.map(_is_truth).any()):
-            said[column] = values.map(lambda v: ("yes" if v else "no") if _is_truth(v) else v)
+        words = values.map(truth_word) if values.dtype in (bool, object) else None
+        if words is not None and words.notna().any():
+            said[column] = words.where(words.notna(), values)
     return said
-
-
-def _is_truth(value) -> bool:
-    return isinstance(value, bool | np.bool_)  # by type: a count of 1 is no "yes"
 
 
 def sweep_info(run: Run) -> dict:
