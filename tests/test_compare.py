@@ -286,10 +286,12 @@ def test_a_starts_as_the_run_a_demo_repeats_and_a_new_pair_clears_the_result_bef
     with gr.Blocks():
         tab = compare_tab.declare(tmp_path)
     kept = compare_tab.lists_opened(tab, [first, rerun, again], [], None, again, "history:run-1", "history:run-3")
-    assert list(kept[2:]) == [gr.skip()] * 8  # the same pair: its result stays
+    assert set(kept) == {tab.a, tab.b}  # the same pair: its result stays
     moved = compare_tab.lists_opened(tab, [first, rerun, again], [], None, again, "history:run-1", "history:run-2")
-    assert moved[1]["value"] == "history:run-3"
-    assert moved[2] == "" and moved[3]["visible"] is False and moved[7]["interactive"] is False
+    assert moved[tab.b]["value"] == "history:run-3"
+    assert set(moved) == {tab.a, tab.b, *tab.result()}  # every part of the result before goes
+    assert moved[tab.headline] == "" and moved[tab.pairs]["visible"] is False
+    assert moved[tab.report]["interactive"] is False
 
 
 def test_the_history_note_names_the_runs_that_share_the_most_seeds_first():
@@ -324,9 +326,11 @@ def test_a_run_that_ends_with_the_compare_tab_on_screen_brings_its_lists_up_to_d
     first, second, new = seeded(1, "run-1"), seeded(1, "run-2"), seeded(1, "run-3")
     history = [first, second, new]
     lists = (history, [], None, new, "history:run-1", "history:run-2")
-    assert asyncio.run(refreshed("Diff", *lists)) == (gr.skip(),) * len(outputs)
-    a, b, headline, *_ = asyncio.run(refreshed("Compare", *lists))
-    assert (a["value"], b["value"]) == ("history:run-2", "history:run-3") and headline == ""
+    assert all(update == gr.skip() for update in asyncio.run(refreshed("Diff", *lists)).values())
+    shown = asyncio.run(refreshed("Compare", *lists))
+    assert set(shown) <= set(outputs)
+    assert (shown[tab.a]["value"], shown[tab.b]["value"]) == ("history:run-2", "history:run-3")
+    assert shown[tab.headline] == ""
 
 
 def test_a_run_shown_says_when_an_earlier_run_of_its_prompt_drew_with_its_seeds():

@@ -126,7 +126,7 @@ class CompareTab:
 
     def result(self) -> list:
         """What shows the comparison of A and B: Compare's outputs, and the graphs drawn on demand
-        (``cleared`` empties them, in this order)."""
+        (``cleared`` empties them)."""
         return [*self.comparison(), self.graph_a, self.graph_b]
 
 
@@ -175,7 +175,7 @@ def connect(tab: CompareTab, history: gr.State, sweep_runs: gr.State, current: g
           listed(tab, history, sweep_runs, current, session, keeper), [tab.a, tab.b, *tab.result()],
           api_visibility="private")
     # A pick of another run: what is shown below was the pair before's, and goes.
-    gr.on([tab.a.input, tab.b.input], cleared, None, tab.result(), api_visibility="private")
+    gr.on([tab.a.input, tab.b.input], partial(cleared, tab), None, tab.result(), api_visibility="private")
     tab.compare_btn.click(partial(compare, tab), inputs, outputs, api_visibility="private")
     tab.by.change(partial(pair_again, tab), inputs, outputs, api_visibility="private")
     tab.graphs_btn.click(partial(graphs, tab), [tab.a, tab.b, *sources], [tab.graph_a, tab.graph_b],
@@ -196,7 +196,7 @@ def after_run(tab: CompareTab, page, sweep_runs: gr.State, keeper=None) -> tuple
     cleared), not left naming the pair before; elsewhere nothing, until it is opened."""
     async def refreshed(selected, *lists):
         if selected != "Compare":
-            return (gr.skip(),) * (2 + len(tab.result()))
+            return {tab.a: gr.skip(), tab.b: gr.skip()}  # the rest is left as it is too
         return lists_opened(tab, *lists)
 
     return (refreshed, [page.selected, *listed(tab, page.history, sweep_runs, page.current, page.samples.session,
@@ -274,18 +274,19 @@ def other_run(runs: dict[str, tuple[str, Run]], shown_key: str, saved: list[tupl
 
 
 def lists_opened(tab: CompareTab, history, uploads, sweep_runs, current: Run | None = None, a_key=None, b_key=None,
-                 session=None) -> tuple:
+                 session=None) -> dict:
     """``refresh_lists``, and when it picks other runs for A or B, the pair before's result cleared:
     what the tab shows below A and B is always theirs."""
     a, b = refresh_lists(tab, history, uploads, sweep_runs, current, a_key, b_key, session)
     moved = any("value" in update and update["value"] != key for update, key in ((a, a_key), (b, b_key)))
-    return a, b, *(cleared() if moved else [gr.skip()] * len(tab.result()))
+    return {tab.a: a, tab.b: b, **(cleared(tab) if moved else {})}
 
 
-def cleared() -> tuple:
-    """The result's outputs (``CompareTab.result``) emptied."""
+def cleared(tab: CompareTab) -> dict:
+    """The result's outputs (``CompareTab.result``) emptied, each by name."""
     hidden = gr.update(value=None, visible=False)
-    return "", hidden, hidden, hidden, "", gr.update(value=None, interactive=False), hidden, hidden
+    return {tab.headline: "", tab.pairs: hidden, tab.changed: hidden, tab.side_by_side: hidden, tab.columns: "",
+            tab.report: gr.update(value=None, interactive=False), tab.graph_a: hidden, tab.graph_b: hidden}
 
 
 def _runs(tab: CompareTab, keys: tuple, history, uploads, sweep_runs) -> list[Run] | None:
