@@ -112,7 +112,9 @@ def test_samples_that_never_meet_stay_apart():
     check_shape(graph, texts)
     assert [n.samples for n in graph.nodes] == [[0], [1], [2]] and graph.edges == []
     assert graph.meeting_points() == []
-    assert "part at their first word and **meet again at 0**" in A.graph_sentence(graph)
+    assert "part at their first word and **never meet again**" in A.graph_sentence(graph)
+    same = A.sample_graph(run_of(["Yes.", "Yes."]))
+    assert A.graph_sentence(same).startswith("**2 samples, 1 node**: the samples never part.")
 
 
 def test_the_sentence_counts_the_parting_points_the_json_lists_and_the_first_word_apart():
@@ -120,9 +122,9 @@ def test_the_sentence_counts_the_parting_points_the_json_lists_and_the_first_wor
     prompt, which is no node: the sentence says it in words, not as one more point."""
     graph = A.sample_graph(run_of(["A b c.", "A d c.", "E b c."]))
     assert len(graph.branch_points()) == 1
-    assert "part at their first word and at 1 later point and **meet again at 2**" in A.graph_sentence(graph)
+    assert "part at their first word and at 1 later point and **meet again at 2 points**" in A.graph_sentence(graph)
     graph = A.sample_graph(run_of(["The cat sat.", "The dog sat."]))
-    assert "part at 1 point and **meet again at 1**" in A.graph_sentence(graph)
+    assert "part at 1 point and **meet again at 1 point**" in A.graph_sentence(graph)
 
 
 def test_a_lone_shared_word_meets_in_a_short_stretch_and_in_a_long_one_only_when_it_says_something():

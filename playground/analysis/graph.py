@@ -197,11 +197,14 @@ def graph_sentence(graph: SampleGraph) -> str:
     meets = graph.meeting_points()
     parts = len(graph.branch_points())  # nodes where paths part, as the JSON's branch_points lists them
     if len({graph.paths[i][0] for i in walked}) > 1:  # parted at the prompt, which is no node
-        where = "at their first word" + (f" and at {counted(parts, 'later point')}" if parts else "")
+        where = "part at their first word" + (f" and at {counted(parts, 'later point')}" if parts else "")
+    elif parts:
+        where = f"part at {counted(parts, 'point')}"
     else:
-        where = f"at {counted(parts, 'point')}"
-    said = (f"**{len(walked)} samples, {len(graph.nodes)} nodes**: the samples part {where} and "
-            f"**meet again at {len(meets)}**.")
+        where = "never part"
+    if parts or where != "never part":
+        where += f" and **meet again at {counted(len(meets), 'point')}**" if meets else " and **never meet again**"
+    said = f"**{counted(len(walked), 'sample')}, {counted(len(graph.nodes), 'node')}**: the samples {where}."
     shared = [node for node in graph.nodes if node.count > 1]
     if shared:
         most = max(shared, key=lambda node: (node.count, node.words, -node.id))

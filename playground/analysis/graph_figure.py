@@ -25,7 +25,7 @@ from collections import Counter
 import plotly.graph_objects as go
 
 from playground.analysis.answers import Answers
-from playground.analysis.display import for_hover, message_figure, percent, truncate, visible
+from playground.analysis.display import counted, for_hover, message_figure, percent, truncate, visible
 from playground.analysis.graph import SampleGraph
 from playground.analysis.graph_layout import (
     BOTTOM,
@@ -207,7 +207,8 @@ def graph_figure(graph: SampleGraph, colour: str = "probability", answers: Answe
 def _title_lines(title: str, graph: SampleGraph, fold: int, columns: int, last: int, width: int) -> list[str]:
     """The title and what the figure shows, in lines that fit ``width`` (a line too long for the
     figure is cut at its edge): each phrase whole on a line when it fits."""
-    head = f"{title}: {len(graph.nodes)} nodes, {len(graph.meeting_points())} where samples meet again"
+    meets = len(graph.meeting_points())
+    head = f"{title}: {counted(len(graph.nodes), 'node')}, {meets or 'none'} where samples meet again"
     phrases = ["node size: samples through it", "edge width: samples along it",
                "at a branch: its share of the samples and p, the model's probability of it"]
     if fold > 1:
