@@ -225,7 +225,7 @@ function drawColumns() {
     if (T.length > colDone[i]) { c.text.appendData(T.slice(colDone[i]).join('')); colDone[i] = T.length; }
     if (M.past[i] && !c.past) pastApart(c, M.past[i]);
     const h = header(i);
-    if (h !== c.said) { c.head.textContent = h; c.said = h; }
+    if (h !== c.said) { c.head.textContent = h; c.head.title = h; c.said = h; }  // the title: all of it, when cut
   }
   dirtyCol.clear();
 }
@@ -414,18 +414,20 @@ canvas.addEventListener('mousedown', (e) => {
 });
 
 // --- views and switches ---------------------------------------------------------------------------
+// (each switch says which of its buttons is on to a screen reader too, not by its colour alone)
+const pressed = (b, on) => { b.classList.toggle('on', on); b.setAttribute('aria-pressed', String(on)); };
 function setView(v) {
   if (v !== 'columns' && v !== 'wall') return;
   view = v;
   root.dataset.view = v;
-  for (const b of bar.querySelectorAll('[data-view]')) b.classList.toggle('on', b.dataset.view === v);
+  for (const b of bar.querySelectorAll('[data-view]')) pressed(b, b.dataset.view === v);
   if (v === 'wall') { mapDirty = true; }
   frame();
 }
 function setColour(c) {
   colour = c;
   wall.classList.toggle('by-p', c === 'p'); wall.classList.toggle('by-e', c === 'e');
-  for (const b of bar.querySelectorAll('[data-colour]')) b.classList.toggle('on', b.dataset.colour === c);
+  for (const b of bar.querySelectorAll('[data-colour]')) pressed(b, b.dataset.colour === c);
   mapDirty = true; frame();
 }
 function setCells(c) {
@@ -436,7 +438,7 @@ function setCells(c) {
     for (let p = 0; p < r.done; p++) r.w += cellW(Number(r.row.dataset.i), p);
   }
   spaceH = -1; spaceW = 0; redraw();
-  for (const b of bar.querySelectorAll('[data-cells]')) b.classList.toggle('on', b.dataset.cells === c);
+  for (const b of bar.querySelectorAll('[data-cells]')) pressed(b, b.dataset.cells === c);
 }
 bar.addEventListener('click', (e) => {
   const b = e.target.closest('button');
@@ -503,6 +505,9 @@ wall.addEventListener('mouseover', (e) => {
   tip.style.top = (box.bottom + 4) + 'px';
 });
 wall.addEventListener('mouseleave', () => { tip.hidden = true; });
+// A touch opens the tip with no mouse to leave: a scroll, or a touch anywhere else, closes it.
+window.addEventListener('scroll', () => { tip.hidden = true; }, {capture: true, passive: true});
+document.addEventListener('touchstart', (e) => { if (!wall.contains(e.target)) tip.hidden = true; }, {passive: true});
 
 watch('value', () => { if (props.value) receive(props.value); });
 if (props.value) receive(props.value);

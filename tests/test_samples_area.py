@@ -392,6 +392,10 @@ def test_the_wall_and_the_columns_stream_128_samples_in_chromium(served, page):
     assert tip.locator(".sa-topk tr").count() == len(top) == 5
     alternative = top[-1][2].replace(" ", "·")
     assert alternative in tip.inner_text()
+    page.evaluate("() => document.querySelector('.sa-wall').scrollTop = 40")  # a touch has no mouse to leave:
+    tip.wait_for(state="hidden")  # a scroll (of the page, or of the wall) closes the tip
+    page.evaluate("document.querySelector('.sa-wall').scrollTop = 0")
+    page.evaluate(NEXT_FRAME)
 
     # A click on a row reaches the Python listener with that sample's index.
     row.locator(".sa-label").click()
@@ -426,3 +430,22 @@ def test_a_run_without_logprobs_is_shown_at_once_in_neutral_colours(served, page
     page.locator(".sa-group button[data-view=columns]").click()  # switching needs no server
     page.locator(".sa-columns").wait_for(state="visible")
     assert page.locator(".sa-card").count() == config["n"] and page.errors == []
+    pressed = page.evaluate("() => Object.fromEntries([...document.querySelectorAll('.sa-group button')]"
+                            ".map(b => [b.textContent, b.getAttribute('aria-pressed')]))")
+    assert [name for name, on in pressed.items() if on == "true"] == ["Columns", "probability", "text"], pressed
+
+
+def test_on_a_phone_the_wall_has_the_width_and_a_samples_header_is_read_whole(served, page):
+    """At 390 px the minimap gives the wall its width, and a header wraps, its finish reason last."""
+    _, config, _ = served
+    page.set_viewport_size({"width": 390, "height": 844})
+    try:
+        stream(page, config, "wall")
+        wall = page.evaluate("() => document.querySelector('.sa-wall').getBoundingClientRect().width")
+        assert wall > 300, f"the wall is {wall} px wide on a phone"
+        page.locator(".sa-group button[data-view=columns]").click()
+        head = page.locator(".sa-card .sa-head").first
+        assert head.evaluate("(e) => e.scrollWidth <= e.clientWidth"), "a sample's header is cut on a phone"
+        assert "■ " in head.inner_text() and head.get_attribute("title") == head.inner_text()
+    finally:
+        page.set_viewport_size({"width": 1400, "height": 1000})
