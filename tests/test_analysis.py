@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import random
+import re
 
 import pandas as pd
 import plotly.graph_objects as go
@@ -154,6 +155,11 @@ def test_diff_html_escapes_and_boxes_every_token():
     assert "<b>" not in html and "&lt;b&gt;&amp;" in html
     assert html.count("<span") == 3 and "tok-insert" in html and "tok-equal" in html
     assert A.diff_html([]).startswith("<div")
+    # the key is drawn as the tokens are, and the labels differ by more than colour (solid, dashed)
+    inserted = re.search(r'class="tok tok-insert"[^>]*style="([^"]*)"', html).group(1)
+    legend = A.diff_legend()
+    assert f'style="{inserted}">inserted</span>' in legend and "solid" in inserted
+    assert "dashed" in re.search(r'tok-replace" style="([^"]*)"', legend).group(1)
 
 
 def test_pairwise_heatmap_is_symmetric_and_labelled_with_divergence():

@@ -143,6 +143,22 @@ def diff_samples(ref: Sample, sample: Sample, deleted: bool = False) -> list[tup
     return out
 
 
+# Borders tell the labels apart without their colours: inserted solid, replaced dashed, deleted struck.
+DIFF_BORDERS = {"insert": "2px solid #15803d", "replace": "2px dashed #b45309"}
+
+
+def _token_style(label: str) -> str:
+    style = (f"background:{DIFF_COLORS.get(label, '#ffffff')};border:{DIFF_BORDERS.get(label, '1px solid #9ca3af')};"
+             "border-radius:2px;margin:0 1px")
+    return style + (";text-decoration:line-through" if label == "delete" else "")
+
+
+def diff_legend() -> str:
+    """The diff's key, drawn as its tokens are: "inserted and replaced tokens", each in its style."""
+    return (f'<span class="tok tok-insert" style="{_token_style("insert")}">inserted</span> and '
+            f'<span class="tok tok-replace" style="{_token_style("replace")}">replaced</span> tokens')
+
+
 def diff_html(pairs: list[tuple[str, str | None]], sample: int | None = None) -> str:
     """diff_samples' pairs as escaped HTML: one boxed span per token, coloured by label. With
     ``sample`` each of the sample's own tokens says where it is (``data-s``, ``data-p``: its
@@ -150,12 +166,9 @@ def diff_html(pairs: list[tuple[str, str | None]], sample: int | None = None) ->
     spans, position = [], 0
     for text, label in pairs:
         label = label or "equal"
-        style = (f"background:{DIFF_COLORS.get(label, '#ffffff')};border:1px solid #9ca3af;"
-                 "border-radius:2px;margin:0 1px")
+        style = _token_style(label)
         where = ""
-        if label == "delete":
-            style += ";text-decoration:line-through"
-        elif sample is not None:
+        if label != "delete" and sample is not None:
             where = f' data-s="{sample}" data-p="{position}"'
             position += 1
         spans.append(f'<span class="tok tok-{html.escape(label)}" title="{html.escape(label)}"{where} '

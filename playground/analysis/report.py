@@ -49,7 +49,7 @@ from playground.analysis.convergence import (
     how_many_samples,
     settled_sentence,
 )
-from playground.analysis.diff import diff_rows, pairwise_heatmap, shared_prefix_sentence
+from playground.analysis.diff import diff_legend, diff_rows, pairwise_heatmap, shared_prefix_sentence
 from playground.analysis.display import model_name, truth_word
 from playground.analysis.graph import graph_sentence, sample_graph
 from playground.analysis.graph_figure import graph_figure
@@ -171,7 +171,7 @@ def _columns(run: Run) -> str:
 
 def _diff(run: Run, reference: int = 0) -> str:
     parts = [(f"<p>{shared_prefix_sentence(run)} Each sample token by token "
-              f"against sample {reference}: inserted and replaced tokens highlighted, · a space, ↵ a newline.</p>")]
+              f"against sample {reference}: {diff_legend()} marked, · a space, ↵ a newline.</p>")]
     return "\n".join(parts + diff_rows(run, reference))
 
 

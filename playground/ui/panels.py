@@ -205,8 +205,7 @@ def diff_view(run: Run, reference: int, diff_samples: str | None = None) -> str:
         more += f" Of the samples listed: {'; '.join(beyond)}."
     origin = f"<p>{html.escape(note)}</p>" if (note := analysis.origin_note(run)) else ""
     parts = [f"{origin}<p><b>{analysis.shared_prefix_sentence(run)}</b> Compared with "
-             f"sample {reference} (seed {ref.seed}): <span class='tok tok-insert'>inserted</span> and "
-             f"<span class='tok tok-replace'>replaced</span> tokens are highlighted; each box is one token, · a "
+             f"sample {reference} (seed {ref.seed}): {analysis.diff_legend()} are marked; each box is one token, · a "
              f"space, ↵ a newline. Click a token to branch from it.{more}</p>"]
     return "\n".join(parts + analysis.diff_rows(run, reference, anchored=True, with_similarity=True, only=shown))
 
