@@ -37,6 +37,12 @@ def wait_for_summary(page, text: str, timeout: float = 120_000) -> None:
     page.locator("#run-summary").get_by_text(text).first.wait_for(timeout=timeout)
 
 
+def heard(page, text: str) -> None:
+    """The page's live region (role=status) says ``text``: what a screen reader announces."""
+    page.wait_for_function("(t) => (document.querySelector('#page-status[role=status]')?.textContent || '')"
+                           ".includes(t)", arg=text, timeout=10_000)
+
+
 def in_view(page, selector: str) -> bool:
     """Whether the element's top is on screen with room below it (a person sees its first lines)."""
     return page.evaluate("(s) => { const r = document.querySelector(s).getBoundingClientRect(); "
@@ -56,6 +62,7 @@ def test_a_refusal_leaves_the_page_ready_and_the_samples_come_into_view(browser,
         wait_for_summary(page, "refused", 30_000)
         said = summary(page)
         assert "the prompt is empty" in said and "waiting for a free slot" not in said, said
+        heard(page, "refused: the prompt is empty")  # said to a screen reader too, not only shown
         if width == 1400:  # a prompt past the context, refused the same way
             page.locator("#prompt textarea").fill("word " * 3000)
             page.locator("#run").click()
@@ -74,6 +81,7 @@ def test_a_refusal_leaves_the_page_ready_and_the_samples_come_into_view(browser,
                                                 ).wait_for(timeout=30_000)  # what it changed in folded settings too
         page.locator("#run").click()
         wait_for_summary(page, "finished")
+        heard(page, "✔ finished")
         assert in_view(page, "#samples-area"), "the samples area is out of view after Run"
         assert page.locator("#samples-area .sa-card").count() == 4  # the example's n
         assert all(text.strip() for text in columns(page, 4))
@@ -97,6 +105,7 @@ def test_stop_then_run_and_a_double_click_start_one_run_each(browser, app_url, b
         assert in_view(page, "#store-note")
         page.keyboard.press("Escape")  # Esc presses the Stop beside the summary
         wait_for_summary(page, "stopped", 30_000)
+        heard(page, "■ stopped")
         page.wait_for_function("() => document.querySelector('#stop-near').disabled", timeout=10_000)  # nothing to stop
         assert page.locator("#panels-note").inner_text().strip() == ""
         assert unfinished_after(backend, host, timeout=3) == 0

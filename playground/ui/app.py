@@ -235,6 +235,7 @@ def build_app(backend, sync_runner=None, embedding_model: str | None = None,
         demo.load(partial(controls.on_load, page), [prompt, use_chat], [status, rendered], api_visibility="private")
         demo.load(None, None, None, js=BOUNDS_JS)  # a number typed past a slider's bounds is said
         demo.load(None, None, None, js=KEYS_JS)  # Ctrl+Enter runs, Esc stops
+        demo.load(None, None, None, js=running.SAID_ALOUD_JS)  # a screen reader hears the run's state change
         demo.load(None, None, None, js=set_tab.CLICK_JS)  # a click on an answer group's bar reaches the server
         demo.load(None, None, None, js=branch_tab.PICK_JS)  # a click on a token or a tree box offers a branch
         demo.load(None, None, None, js=graph_tab.CLICK_JS)  # a click on a graph node marks its samples

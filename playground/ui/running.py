@@ -53,6 +53,33 @@ OTHER_ACTIONS = {"What if": "What if's branches were", "Sweep": "the sweep was",
                  "Compare": "the wrapper-vs-native comparison was", "Sample alone": "the rerun of one sample was",
                  "QA matrix": "the QA matrix was"}
 
+# The states said aloud: a screen reader hears the summary's first line when the run's state
+# changes (waiting, running, finished, stopped, refused, error), not every count of a streaming
+# run; the notes beside the buttons are polite live regions of their own.
+SAID_ALOUD_JS = """
+() => {
+  const said = document.createElement('div');
+  said.id = 'page-status';
+  said.setAttribute('role', 'status');
+  said.style.cssText = 'position:absolute;width:1px;height:1px;overflow:hidden;clip-path:inset(50%);white-space:nowrap';
+  document.body.appendChild(said);
+  let state = '';
+  const listen = () => {
+    const summary = document.querySelector('#run-summary');
+    if (!summary) return setTimeout(listen, 200);
+    for (const id of ['store-note', 'branch-note', 'repro-verdict']) {
+      document.getElementById(id)?.setAttribute('role', 'status');
+    }
+    new MutationObserver(() => {
+      const line = summary.innerText.split('\\n')[0].trim();
+      const now = line.split(' · ')[0];
+      if (now && now !== state) { state = now; said.textContent = line; }
+    }).observe(summary, {childList: true, subtree: true, characterData: true});
+  };
+  listen();
+}
+"""
+
 
 class Busy(PlaygroundError):
     """The session's action is still going: a button that would start another is refused, and the
