@@ -160,6 +160,21 @@ def test_sweep_chart_draws_each_measure_against_the_value_with_whiskers():
     assert "no finished run" in A.sweep_chart([]).layout.annotations[0].text
 
 
+def test_sweep_chart_draws_the_values_along_their_scale_and_top_k_off_after_the_largest():
+    """Swept in any order, a chart is read along its axis: 1.2 then 0.2 is drawn 0.2 to 1.2 with
+    each value's own figures, and top_k 0 (off: every token) is no k smaller than 1."""
+    apart = [[1, 2], [1, 3], [1, 4]]
+    runs = [make_run(apart[:n], f"run-{k}", {"param": "temperature", "value": v, "position": k}, temperature=v)
+            for k, (v, n) in enumerate([(1.2, 3), (0.2, 1)])]
+    line = {t.name: t for t in A.sweep_chart(runs).data}["distinct_samples"]
+    assert (list(line.x), list(line.y)) == ([0.2, 1.2], [1, 3])
+    runs = [make_run(apart[:n], f"run-{k}", {"param": "top_k", "value": v, "position": k}, top_k=v)
+            for k, (v, n) in enumerate([(1, 1), (0, 2), (5, 3)])]
+    fig = A.sweep_chart(runs, names=["distinct_samples"])
+    assert (list(fig.data[0].x), list(fig.data[0].y)) == (["1", "5", "0 (off)"], [1, 3, 2])
+    assert fig.layout.xaxis.type == "category"
+
+
 def test_grid_follows_each_seed_down_its_column_and_names_the_first_diverging_token():
     grid = A.sweep_grid(sweep_runs())
     assert [label for label, _ in grid] == ["temperature=0.5", "temperature=1.0", "temperature=1.5"]

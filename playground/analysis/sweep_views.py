@@ -231,11 +231,16 @@ def charted_measures(table: pd.DataFrame) -> list[str]:
     return base + extra
 
 
+# A setting whose "off" (0 or -1) is the far end of its scale, not its start: top_k off keeps every token.
+OFF_AT_THE_END = {"top_k"}
+
+
 def sweep_chart(runs: list[Run], measures: Measures | None = None, names: list[str] | None = None,
                 table: pd.DataFrame | None = None) -> go.Figure:
     """One panel per measure (``names``: default every numeric one) against the swept value;
     whiskers are the min and max across samples. Seeds and run ids are categories (their order
-    means nothing); setting values are numbers. ``table``: ``sweep_table(runs, measures)`` when the
+    means nothing); setting values are numbers, drawn in order along their scale (a top_k "off"
+    last). ``table``: ``sweep_table(runs, measures)`` when the
     caller has it (the set measures cost seconds per run; ``measures`` is then unused).
     """
     table = sweep_table(runs, measures) if table is None else table
@@ -248,6 +253,12 @@ def sweep_chart(runs: list[Run], measures: Measures | None = None, names: list[s
     param = sweep_param(runs)
     numeric = param not in (None, "seed") and table["value"].map(lambda v: isinstance(v, (int, float))).all()
     x = table["value"] if numeric else [value_label(r, param) for r in sweep_order(runs)]
+    if numeric:  # along the scale, whatever order the values were swept in
+        off = table["value"] <= 0 if param in OFF_AT_THE_END else pd.Series(False, index=table.index)
+        table = table.assign(_off=off).sort_values(["_off", "value"], kind="stable")
+        x = table["value"]
+        if off.any():  # "off" is no small value: a category after the largest, named so
+            x, numeric = [f"{v} (off)" if o else str(v) for v, o in zip(table["value"], table["_off"])], False
     fig = make_subplots(rows=len(names), cols=1, shared_xaxes=True, vertical_spacing=0.06,
                         subplot_titles=[CHARTED.get(name, in_words(name)) for name in names])
     for row, name in enumerate(names, 1):
