@@ -23,6 +23,7 @@ from tests.test_browser import (  # noqa: F401  (browser: the fixture)
     columns,
     fill_form,
     open_page,
+    open_sampler_settings,
 )
 
 
@@ -122,6 +123,10 @@ def test_a_sweep_fills_its_grid_and_chart_and_its_file_opens_without_the_engine(
         open_file(page, sweep_file)
         page.locator("#sweep-status").get_by_text("✔ finished · 2 of 2 temperature values").wait_for(timeout=30_000)
         assert "temperature=1.5" in page.locator("#sweep-grid").inner_text()
+        if not page.locator("#temperature").is_visible():
+            open_sampler_settings(page)  # the run on screen (the last value's) is in the form
+        page.wait_for_function("() => document.querySelector('#temperature input[type=number]')?.value === '1.5'",
+                               timeout=10_000)
         page.get_by_role("tab", name="Compare").click()
         page.locator("#compare-run").click()
         page.locator("#compare-headline").get_by_text("samples identical").wait_for(timeout=30_000)

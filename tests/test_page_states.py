@@ -453,8 +453,11 @@ def test_a_sweep_is_the_sessions_action_run_waits_and_any_stop_ends_it(page, loo
     # The picker lists the values that finished; one picked is the run on the page, every tab's.
     assert [label for label, _ in last[sweep.pick]["choices"]] == [sweep_tab.value_label(r) for r in kept]
     assert sweep_tab.value_label(kept[0]).startswith("temperature=0.4 · run-")
-    tab.apply(tab.call(sweep_tab.open_value(page, 0, kept, tab.history, tab.samples, "Diff")))
+    opened = tab.call(sweep_tab.open_value(page, 0, kept, tab.history, tab.samples, "Diff"))
+    tab.apply(opened)
     assert tab.current is kept[0] and tab.summary.startswith(f"✔ finished · `{kept[0].request['request_id']}`")
+    assert opened[page.form["temperature"]] == 0.4  # its settings in the form: Run asks for it again
+    assert opened[page.said].startswith("Opened the sweep's temperature=0.4")
     tab.run(prompt=SHORT, max_tokens=40, ignore_eos=True)
     with pytest.warns(UserWarning, match="A run is streaming into the samples area: press Stop, or wait for it"):
         # a run opened now would be painted over by the streaming run's end

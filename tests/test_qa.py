@@ -958,6 +958,8 @@ def test_the_tab_runs_a_matrix_renders_a_grid_and_a_json_file_and_opens_a_cell(b
     assert opened is matrix.cell("DELTA", "sync native").run
     assert json.loads(update[page.samples.html])["id"] == opened.request["request_id"]  # the samples area shows it
     assert update[tab.opened].startswith("Showing **DELTA × sync native** (LLMEngine")
+    assert update[page.form["output_kind"]] == "DELTA" and update[page.form["mode"]] == "native"
+    assert "its settings are in the form" in update[tab.opened]  # so Run asks for the cell's run again
     assert asyncio.run(qa_tab.open_cell(tab, page, matrix, [], SamplesSession(), "QA matrix",
                                         gr.SelectData(None, {"index": [1, 0], "value": "DELTA"}))) == {}
 

@@ -25,12 +25,11 @@ from playground.run import Run
 from playground.store import RunStore
 from playground.ui import compare_tab, replay_action, saved_runs, sweep_tab
 from playground.ui.compare_tab import CompareTab
-from playground.ui.form import run_in_form
 from playground.ui.messages import refusal, warned
 from playground.ui.page import HISTORY_SIZE
 from playground.ui.running import open_refusal
 from playground.ui.saved_runs import SavedRuns
-from playground.ui.showing import remember, show
+from playground.ui.showing import remember, show_opened
 from playground.ui.sweep_tab import SweepTab
 
 LABEL = "Open a saved run: a bundle (.json) or the JSONL that batch or sweep wrote"
@@ -105,9 +104,8 @@ async def reopen(page, index, history: list, session, selected, live=None, **set
     if why := open_refusal(live):
         return warned(why)
     run = history[int(index)]
-    update = await show(page, run, history, session, selected, settings)
-    form, said = run_in_form(page.form, run)  # as a saved run or a run link opens: Run asks for it again
-    return {**update, **form, **page.saying(f"Opened `{run.request.get('request_id')}`: {said}")}
+    update, said = await show_opened(page, run, history, session, selected, settings)
+    return {**update, **page.saying(f"Opened `{run.request.get('request_id')}`: {said}")}
 
 
 async def open_file(tab: HistoryTab, page, sweep: SweepTab, compare: CompareTab, path, history, session, selected,
@@ -133,12 +131,12 @@ async def open_file(tab: HistoryTab, page, sweep: SweepTab, compare: CompareTab,
         return {tab.opened: f"✖ Not opened: {e.message}"}
     for run in runs[:-1]:
         history = remember(history or [], run)
-    update = await show(page, runs[-1], history, session, selected, settings)
+    update, said = await show_opened(page, runs[-1], history, session, selected, settings)
     if is_a_sweep:
         update.update({**await sweep_tab.draw(sweep, page, runs, measures=measures), sweep.runs: runs,
                        page.tabs: gr.update(selected="sweep"), page.selected: "Sweep"})
     update.update(compare_tab.add(compare, runs, update[page.history], uploads, runs if is_a_sweep else sweep_runs))
-    update[tab.opened] = note(runs, is_a_sweep, path)
+    update[tab.opened] = f"{note(runs, is_a_sweep, path)} The run on screen: {said}"
     return update
 
 

@@ -28,13 +28,13 @@ from playground.errors import InvalidRequest
 from playground.request import Limits, SampleRequest, did_you_mean, fields
 from playground.run import Run
 from playground.store import RunStore
-from playground.ui.form import form_update, request_from_form, run_in_form
+from playground.ui.form import form_update, request_from_form
 from playground.ui.keeping import Keeper
 from playground.ui.messages import refusal
 from playground.ui.page import Page
 from playground.ui.samples_area import SHOW_SAMPLES_JS
 from playground.ui.saved_runs import SavedRuns, stored_run
-from playground.ui.showing import show
+from playground.ui.showing import show_opened
 
 RUN = "run"  # the run link's parameter
 # The page's address with the query the server made: the link, shown and (if allowed) copied.
@@ -237,8 +237,6 @@ async def _open_run(page: Page, store: RunStore | None, links: Links, key: str, 
     if run is None:
         return {links.note: "⚠️ The run this link names is not in the run store: it was deleted, or removed "
                             "to make room (the store keeps a limited number of runs), or the link is mistyped."}
-    update = await show(page, run, history, session, selected, settings)
-    form, said = run_in_form(page.form, run)
-    update.update(form)
+    update, said = await show_opened(page, run, history, session, selected, settings)
     update[links.note] = f"Opened run `{run.request.get('request_id')}` from its link (read-only): {said}"
     return update

@@ -24,7 +24,7 @@ from playground.qa import matrix as qa
 from playground.ui.form import form_request
 from playground.ui.messages import refusal, shown, warned
 from playground.ui.running import BUSY, Action, Busy, open_refusal, plan_action, refused
-from playground.ui.showing import show
+from playground.ui.showing import show_opened
 
 GREEN = "background-color: #dcfce7; color: #14532d"
 RED = "background-color: #fee2e2; color: #7f1d1d"
@@ -177,8 +177,8 @@ async def open_cell(tab: QATab, page, matrix: qa.Matrix | None, history, session
         raise refusal(f"{cell.label} did not run: {cell.error}")
     if why := open_refusal(live):
         return warned(why)
-    update = await show(page, cell.run, history, session, selected, settings)
-    update[tab.opened] = f"Showing **{cell.label}** ({cell.engine}) above: {cell.verdict()}"
+    update, said = await show_opened(page, cell.run, history, session, selected, settings)
+    update[tab.opened] = f"Showing **{cell.label}** ({cell.engine}) above: {cell.verdict()}. Opened: {said}"
     return update
 
 

@@ -25,12 +25,11 @@ import gradio as gr
 from playground.errors import InvalidBundle
 from playground.run import Run
 from playground.store import RunStore, StoreError
-from playground.ui.form import run_in_form
 from playground.ui.keeping import MARKER, OWNER_JS, Keeper
 from playground.ui.messages import refusal, warned
 from playground.ui.page import Page
 from playground.ui.running import open_refusal
-from playground.ui.showing import show
+from playground.ui.showing import show_opened
 from playground.ui.views import status_word
 
 log = logging.getLogger(__name__)
@@ -239,8 +238,6 @@ async def open_saved(saved: SavedRuns, page: Page, key: str | None, history, ses
     run = await asyncio.to_thread(stored_run, saved.keeper.store, key)
     if run is None:
         return warned("That run is no longer in the store: the oldest runs are removed when it is full.")
-    update = await show(page, run, history, session, selected, settings)
-    form, said = run_in_form(page.form, run)
-    update.update(form)
+    update, said = await show_opened(page, run, history, session, selected, settings)
     update[page.said] = f"Opened saved run `{run.request.get('request_id')}`: {said}"
     return update

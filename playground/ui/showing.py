@@ -16,6 +16,7 @@ import gradio as gr
 from playground import analysis
 from playground.run import Run
 from playground.ui import views
+from playground.ui.form import run_in_form
 from playground.ui.keeping import MARKER, keep
 from playground.ui.page import HISTORY_SIZE, Page
 
@@ -39,6 +40,16 @@ async def show(page: Page, run: Run, history: list | None, session, selected: st
     ``reset``: send the samples area the whole run, not what it lacks (after a cancelled stream,
     whose last message may never have reached the browser)."""
     return await asyncio.to_thread(_show, page, run, history, session, selected, settings or {}, reset)
+
+
+async def show_opened(page: Page, run: Run, history: list | None, session, selected: str | None,
+                      settings: dict | None = None) -> tuple[dict, str]:
+    """A run opened (History's Open, a saved run, its link, a sweep's value, a QA cell): ``show``,
+    and its settings in the form, so that Run asks for it again; ``said``: what the form now holds,
+    for the sentence the caller writes where its button is."""
+    update = await show(page, run, history, session, selected, settings)
+    form, said = run_in_form(page.form, run)
+    return {**update, **form}, said
 
 
 async def opened(page: Page, run: Run | None, evt: gr.SelectData, action=None, **settings) -> dict:

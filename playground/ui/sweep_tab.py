@@ -28,8 +28,7 @@ from playground.ui.answer_controls import NO_ANSWER, once_per_run, optional_cont
 from playground.ui.form import request_from_form
 from playground.ui.messages import refusal, shown, warned
 from playground.ui.running import BUSY, Action, Busy, open_refusal, plan_action, refused
-from playground.ui.showing import join_history
-from playground.ui.showing import show as show_run
+from playground.ui.showing import join_history, show_opened
 from playground.ui.streaming import paced
 
 INTRO = ("Runs the request above once per value of one setting (or once per base seed), **one run after "
@@ -163,7 +162,8 @@ def connect(tab: SweepTab, page) -> None:
           [tab.runs, *tab.answer_controls(), tab.reference], [tab.chart, tab.table, tab.report, tab.bundles],
           trigger_mode="always_last", api_visibility="private")
     # A value's run on the page, whole: the summary, the samples area and every tab show it.
-    tab.pick.input(partial(open_value, page), [tab.pick, tab.runs, *page.inputs()], page.outputs(),
+    tab.pick.input(partial(open_value, page), [tab.pick, tab.runs, *page.inputs()],
+                   [*page.outputs(), *page.said_outputs()],
                    inputs_kwargs=page.opening(), api_visibility="private")
     # A seed sweep offers base seeds n apart: runs that share no child seed are independent.
     tab.param.change(lambda param: DEFAULT_VALUES.get(param, ""), tab.param, tab.values, api_visibility="private")
@@ -247,12 +247,15 @@ async def redraw(tab: SweepTab, page, runs: list[Run] | None, answer=None, patte
 
 async def open_value(page, index, runs: list[Run] | None, history: list, session, selected, live=None,
                      **settings) -> dict:
-    """The value's run picked, shown as History's Open shows a run."""
+    """The value's run picked, shown as History's Open shows a run, its settings in the form."""
     if not runs or index is None or not 0 <= int(index) < len(runs):
         return {}
     if why := open_refusal(live):
         return warned(why)
-    return await show_run(page, runs[int(index)], history, session, selected, settings)
+    run = runs[int(index)]
+    update, said = await show_opened(page, run, history, session, selected, settings)
+    return {**update, **page.saying(f"Opened the sweep's {value_label(run)}, `{run.request.get('request_id')}`: "
+                                    f"{said}")}
 
 
 # --- drawing ------------------------------------------------------------------------------------
