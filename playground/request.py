@@ -210,6 +210,19 @@ TOKEN_SETTINGS = tuple(f.name for f, meta in fields() if meta.sampler and not me
 SWEEP_SETTINGS = tuple(f.name for f, meta in fields() if meta.sweep) + ("seed",)  # what a sweep may vary
 
 
+def token_settings_changed(request: dict) -> dict[str, Any]:
+    """The settings that decide the tokens (``TOKEN_SETTINGS``) that a run's request (a record's
+    dict) asked for other than the schema's defaults, in the schema's order: what tells two runs of
+    one prompt and seed apart ("temperature 0.3")."""
+    changed = {}
+    for f, _ in fields():
+        if f.name in TOKEN_SETTINGS and f.name in request:
+            default = f.default_factory() if f.default is dataclasses.MISSING else f.default
+            if request[f.name] != default and request[f.name] is not None:
+                changed[f.name] = request[f.name]
+    return changed
+
+
 def _check_field(request: SampleRequest, name: str, meta: Setting, limits: Limits) -> None:
     value = getattr(request, name)
     if name == "n":

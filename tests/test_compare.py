@@ -210,6 +210,22 @@ def test_pairing_by_seed_sets_the_samples_that_share_one_side_by_side_and_lists_
         assert compare_tab.pair_again(tab, None, "history:run-2", history, [], None, None, None, "seed") == gr.skip()
 
 
+def test_a_runs_name_says_the_sampler_settings_it_changed_so_two_runs_of_one_seed_are_told_apart():
+    """Seed 42 at temperature 0.3 and at 1.3: History, the saved runs' and Compare's lists, and the
+    summary name what decides the tokens when it is not the default; a sweep's value once."""
+    from playground.ui import views
+
+    cold, hot = seeded(42, "run-1"), seeded(42, "run-2")
+    cold.request.update(temperature=0.3, max_tokens=32, stop=["\n"])
+    hot.request.update(temperature=1.3, top_p=1.0, ignore_eos=True)
+    assert views.settings_marks(cold) == ("wrapper · CUMULATIVE · seed 42 · temperature 0.3 · max_tokens 32 · "
+                                          "stop ['\\n']")
+    assert views.settings_marks(hot) == "wrapper · CUMULATIVE · seed 42 · temperature 1.3 · ignore_eos on"
+    assert "· wrapper · CUMULATIVE · temperature 1.3 · ignore_eos on ·" in views.run_summary(hot)
+    hot.request["sweep"] = {"param": "temperature", "value": 1.3, "position": 0}
+    assert views.history_label(hot).count("1.3") == 1  # "⇶ sweep temperature=1.3" says it
+
+
 def test_the_compare_lists_say_which_runs_are_replays(tmp_path):
     """A replay in Run A / Run B's lists is named one, and of which run at what pace, as History
     says it, whether the session holds it or this browser's saved runs do; a sampling is not."""

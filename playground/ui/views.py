@@ -15,6 +15,7 @@ from playground.analysis import (
     replayed_from,
     written_by_hand,
 )
+from playground.request import token_settings_changed
 from playground.run import Run
 
 
@@ -37,7 +38,8 @@ def run_summary(run: Run) -> str:
     else:
         made = (f"{tokens} tokens in {elapsed:.2f} s{f' ({tokens / elapsed:.1f} tok/s)' if elapsed > 0 else ''}"
                 f" · {counted(len(run.events), 'event')}")
-    asked = " · ".join(f"{req[name]}" for name in ("mode", "output_kind") if req.get(name))
+    asked = " · ".join(part for part in (*(f"{req[name]}" for name in ("mode", "output_kind") if req.get(name)),
+                                         sampler_marks(run)) if part)
     # What the run is, before what it did: a replay or samples written by hand say so first.
     origin = f" · {'⟲' if replayed_from(run) else '✎'} {origin}" if (origin := origin_label(run, why=True)) else ""
     text = (f"{state}{origin} · `{req.get('request_id', '')}` · n={run.n} · {asked + ' · ' if asked else ''}{made} "
@@ -208,11 +210,26 @@ def history_label(run: Run) -> str:
 
 
 def settings_marks(run: Run) -> str:
-    """The settings that tell runs of one prompt apart in a list: "wrapper · DELTA · seed 31"
-    (the session's History and the saved runs' list say them alike)."""
+    """The settings that tell runs of one prompt apart in a list: "wrapper · DELTA · seed 31 ·
+    temperature 0.3" (the session's History and the saved runs' list say them alike)."""
     seed = run.request.get("seed")
     return " · ".join(str(part) for part in (run.request.get("mode"), run.request.get("output_kind"),
-                                            f"seed {seed}" if seed is not None else None) if part)
+                                            f"seed {seed}" if seed is not None else None, sampler_marks(run))
+                      if part)
+
+
+def sampler_marks(run: Run) -> str:
+    """The settings that decide the tokens and were not left at their defaults, "temperature 0.3 ·
+    max_tokens 32" (a sweep's value is said by its own mark, ``origin_marks``)."""
+    swept = sweep.get("param") if isinstance(sweep := run.request.get("sweep"), dict) else None
+    return " · ".join(f"{name} {_said(value)}" for name, value in token_settings_changed(run.request).items()
+                      if name != swept)
+
+
+def _said(value) -> str:
+    if isinstance(value, bool):
+        return "on" if value else "off"
+    return repr(value) if isinstance(value, (list, str)) else f"{value:g}" if isinstance(value, float) else str(value)
 
 
 def origin_marks(run: Run) -> str:
