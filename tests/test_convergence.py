@@ -266,7 +266,11 @@ def test_logprob_measures():
     values = dict(zip(table["figure"], table["value"], strict=True))
     assert values["sequence entropy (nats)"] == 2.5 and values["mean token NLL (nats)"] == 1.5
     assert values["EigV (Jaccard)"] == 4.0  # four texts with no word in common
-    assert "raw logprobs" in A.LOGPROB_NOTE and "before temperature" in A.LOGPROB_NOTE
+    raw = A.logprob_note({"logprobs_mode": "raw_logprobs"})
+    assert "raw logprobs" in raw and "before temperature" in raw
+    assert "the distribution the samples were drawn from" in A.logprob_note({"logprobs_mode": "processed_logprobs"})
+    assert "not a probability" in A.logprob_note({"logprobs_mode": "raw_logits"})
+    assert "the record does not name" in A.logprob_note({})  # a remote server's, an older bundle's
     none = A.confidence_table(A.confidence_of(make_run(["x"])))
     assert none.set_index("figure").loc["sequence entropy (nats)", "value"] is None
 
@@ -403,7 +407,8 @@ def test_a_report_of_a_run_with_a_reference_says_how_many_samples_it_needs(tmp_p
         ("2", "0.583", f"{at_least_one(4, 2, 2):.3f}", "0.500"),  # of 6 pairs, sea+sea agree; sea wins 3
         ("4", "0.500", "1.000", "1.000")]
     uncertainty = next(t for t in tables(page) if t and "meaning" in t[0])
-    assert uncertainty[0]["figure"] == "EigV (Jaccard)" and "vLLM's raw logprobs" in page.replace("&#x27;", "'")
+    assert uncertainty[0]["figure"] == "EigV (Jaccard)"
+    assert "before temperature, top-p and penalties" in page.replace("&#x27;", "'")
 
     both = A.comparison_report(dataclasses.replace(run, request={**run.request, "reference": "sea"}),
                                dataclasses.replace(run, request={**run.request, "request_id": "run-b"}),

@@ -123,6 +123,7 @@ def test_the_session_engine_runs_as_planned(host):
     cores = len(os.sched_getaffinity(0))
     assert cores <= resources.SMALL_MACHINE_CORES, "this test describes a small machine"
     assert info["cpu_threads"] == cores and info["OMP_WAIT_POLICY"] == "PASSIVE"
+    assert info["logprobs_mode"] == "raw_logprobs"  # vLLM's default: what a p shown says it is
     config = host.engine.vllm_config
     assert config.parallel_config.distributed_executor_backend == "uni"
     assert info["kv_cache_tokens"] == kv_cache_tokens(Workload(**WORKLOAD), info["max_model_len"],

@@ -281,10 +281,14 @@ def test_comparison_and_sweep_reports_and_the_choice_between_them():
     page = A.comparison_report(a, b)
     check_self_contained(page)
     assert "run-a" in page and "0 of 1 samples identical" in page and "temperature" in page
+    assert "before temperature" not in page  # no logprobs: no probability to say anything of
 
     runs = sweep_runs()
+    for run in runs:
+        run.engine["logprobs_mode"] = "processed_logprobs"
     page = A.sweep_report(runs)
     p = check_self_contained(page)
+    assert "the distribution the samples were drawn from" in page  # what the chart's mean p is
     assert sum(i.startswith("figure-") for i in p.ids) == 7  # the sweep chart, one tree and one graph per value
     assert page.index("temperature=0.5") < page.index("temperature=1.0") < page.index("temperature=1.5")
     assert "sweep-grid" in page

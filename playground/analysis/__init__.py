@@ -50,7 +50,6 @@ from playground.analysis.comparison import (
 )
 from playground.analysis.confidence import (
     CONFIDENCE_COLUMNS,
-    LOGPROB_NOTE,
     Confidence,
     SequenceLogprob,
     confidence_of,
@@ -58,6 +57,8 @@ from playground.analysis.confidence import (
     degmat,
     eigv,
     jaccard_matrix,
+    logprob_note,
+    probabilities_note,
     sequence_logprob,
     word_set,
 )
@@ -206,7 +207,6 @@ __all__ = [
     "EXACT_UP_TO",
     "EXTRACTORS",
     "GROUP_COLUMNS",
-    "LOGPROB_NOTE",
     "MAX_ALTERNATIVES",
     "MAX_HEATMAP",
     "NORMALISATION",
@@ -292,6 +292,7 @@ __all__ = [
     "itl_figure",
     "itl_frame",
     "jaccard_matrix",
+    "logprob_note",
     "maj_at_k",
     "majority_text",
     "marked",
@@ -315,6 +316,7 @@ __all__ = [
     "phases_frame",
     "pieces",
     "prefix_order",
+    "probabilities_note",
     "read_answers",
     "read_reference",
     "replayed_from",

@@ -170,7 +170,8 @@ def aligned(a: Run, b: Run) -> tuple[Run, Run, str | None]:
         note = (f"{name} is a branch of the other run from its sample #{point['sample']} at token {k}: each of "
                 f"{name}'s samples is compared behind that sample's first {k} tokens"
                 f"{' and the forced token' if point.get('forced_token_id') is not None else ''}, the tokens "
-                "it was sent after, so that token positions line up.")
+                "it was sent after, so that token positions line up. The figures side by side are each run's "
+                f"own: {name}'s measure the tokens it sampled after that point, not the ones it was sent after.")
         return (a, grafted, note) if name == "B" else (grafted, b, note)
     return a, b, None
 

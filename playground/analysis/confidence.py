@@ -17,8 +17,9 @@ mean token negative log-likelihood, and its perplexity exp(mean NLL); and the se
 estimate of the sequence entropy, -mean(sequence log-probability) over the samples, in nats
 (Malinin & Gales 2021, "Uncertainty Estimation in Autoregressive Structured Prediction", ICLR).
 vLLM returns the model's raw logprobs by default, before temperature, top-p and penalties, so
-these describe the model rather than the distribution the samples were drawn from: LOGPROB_NOTE
-says so wherever they are shown.
+these describe the model rather than the distribution the samples were drawn from:
+``logprob_note`` says which the run's engine returned (its ``--logprobs-mode``) wherever a
+probability is shown.
 """
 
 from __future__ import annotations
@@ -33,8 +34,35 @@ from scipy import sparse
 
 from playground.run import Run, Sample
 
-LOGPROB_NOTE = ("Log-probabilities are vLLM's raw logprobs (its default): the model's distribution before "
-                "temperature, top-p and penalties, not the distribution the samples were drawn from.")
+LOGPROB_NOTES = {
+    "raw_logprobs": ("Log-probabilities are vLLM's raw logprobs (its default): the model's distribution before "
+                     "temperature, top-p and penalties, not the distribution the samples were drawn from."),
+    "processed_logprobs": ("Log-probabilities are after temperature, top-p, top-k, min-p and penalties (the "
+                           "engine's --logprobs-mode processed_logprobs): the distribution the samples were drawn "
+                           "from."),
+}
+
+
+def probabilities_note(*runs: Run) -> str:
+    """``logprob_note`` of the first of ``runs`` that recorded logprobs ("" when none did): said
+    under a figure of probabilities that several runs share (a sweep's chart, a comparison)."""
+    with_logprobs = [run for run in runs if any(s.logprobs for s in run.samples)]
+    return logprob_note(with_logprobs[0].engine) if with_logprobs else ""
+
+
+def logprob_note(engine: dict | None) -> str:
+    """What a probability shown of a run is, from its engine's ``logprobs_mode`` (a record's
+    ``run.engine``): the model's own (vLLM's default), the one sampled from, or no probability at
+    all (logits); a record that does not say (a remote server, an older bundle) is said so."""
+    mode = (engine or {}).get("logprobs_mode")
+    if mode in LOGPROB_NOTES:
+        return LOGPROB_NOTES[mode]
+    if mode is not None:
+        return (f"The engine returned {mode.replace('_', ' ')} (--logprobs-mode {mode}), not log-probabilities: "
+                "each p shown is exp of that value, not a probability.")
+    return ("Log-probabilities are as the engine reported them, which the record does not name: vLLM's default "
+            "(raw_logprobs) is the model's distribution before temperature, top-p and penalties, not the "
+            "distribution the samples were drawn from.")
 CONFIDENCE_COLUMNS = ["figure", "value", "meaning"]
 
 
@@ -134,8 +162,9 @@ def confidence_of(run: Run) -> Confidence:
     )
 
 
-def confidence_table(c: Confidence) -> pd.DataFrame:
-    """One row per measure for people, in the columns figure, value (rounded; empty when undefined) and meaning."""
+def confidence_table(c: Confidence, engine: dict | None = None) -> pd.DataFrame:
+    """One row per measure for people, in the columns figure, value (rounded; empty when undefined) and meaning;
+    with logprobs, a last row says what they are (``logprob_note`` of the run's ``engine``)."""
     nll = [v for v in c.mean_nll if v is not None]
     perplexity = [v for v in c.perplexity if v is not None]
     over = f"over the {c.with_logprobs} of {len(c.samples)} samples with logprobs"
@@ -151,5 +180,7 @@ def confidence_table(c: Confidence) -> pd.DataFrame:
         ("median perplexity", float(np.median(perplexity)) if perplexity else None,
          "exp(mean token NLL) of the median sample: the model's effective choices per token"),
     ]
+    if c.with_logprobs:
+        rows.append(("(the log-probabilities)", None, logprob_note(engine)))
     return pd.DataFrame([{"figure": name, "value": None if value is None else round(value, 3), "meaning": meaning}
                          for name, value, meaning in rows], columns=CONFIDENCE_COLUMNS, dtype=object)

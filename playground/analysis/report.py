@@ -41,7 +41,7 @@ from playground.analysis.comparison import (
     seed_statement,
     settings_diff,
 )
-from playground.analysis.confidence import LOGPROB_NOTE, confidence_table
+from playground.analysis.confidence import confidence_table, probabilities_note
 from playground.analysis.convergence import (
     CURVE_LABELS,
     Convergence,
@@ -243,9 +243,7 @@ def _how_many(page: Page, run: Run, extractor: Extractor | str | None, charts: b
         page.figure(marked(convergence_figure(c), run))
     page.table(curves_frame(c))
     page.heading("Uncertainty of the set", 4)
-    page.table(confidence_table(how.confidence))
-    if how.confidence.with_logprobs:
-        page.text(LOGPROB_NOTE)
+    page.table(confidence_table(how.confidence, run.engine))
 
 
 def curves_frame(c: Convergence) -> pd.DataFrame:
@@ -298,6 +296,8 @@ def comparison_report(a: Run, b: Run, measures: Measures | None = None, extracto
     page.raw(comparison_html(shown_a, shown_b, frame=pairs, by=by))
     page.heading("Figures")
     page.table(measures_side_by_side(a, b, measures))
+    if note := probabilities_note(a, b):
+        page.text(note)
     for name, run in (("A", a), ("B", b)):
         page.heading(f"Run {name}: {run_label(run)}")
         _run_sections(page, run, measures, charts=False, extractor=extractor)
@@ -319,6 +319,8 @@ def sweep_report(runs: list[Run], measures: Measures | None = None, table: pd.Da
     page.heading("Figures against the value")
     page.figure(sweep_chart(runs, table=table))
     page.table(sweep_table_for_people(table))
+    if note := probabilities_note(*runs):
+        page.text(note)
     page.heading("The grid")
     page.text("Rows are the values in the order they ran, columns the sample indices (sample i keeps its seed in "
               "every row unless the seed is swept); each cell says where it first differs from the cell above.")

@@ -252,6 +252,7 @@ def describe_engine(engine) -> dict[str, Any]:
         "device": "CPU" if current_platform.is_cpu() else current_platform.device_name.upper(),
         "max_model_len": config.model_config.max_model_len,
         "max_logprobs": config.model_config.max_logprobs,
+        "logprobs_mode": str(config.model_config.logprobs_mode),  # what a p shown is (analysis.logprob_note)
         "vocab_size": config.model_config.get_vocab_size(),
         "block_size": config.cache_config.block_size,
         "prefix_caching": bool(config.cache_config.enable_prefix_caching),

@@ -182,8 +182,8 @@ def _context(run: Run, i: int, k: int) -> str:
     lead = (f"{'…' if k > CONTEXT_TOKENS else ''}`{analysis.visible(before, False)}` ▸" if k else
             "its first token ▸")
     here = analysis.pieces(s)[k] if k < len(s.token_ids) else "⏹ (the sample ended here)"
-    known = "" if analysis.alternatives(run, i, k) else (" No logprobs were recorded there: type a token id, or "
-                                                         "let the model choose.")
+    known = (f" The choices' p: {analysis.logprob_note(run.engine)}" if analysis.alternatives(run, i, k) else
+             " No logprobs were recorded there: type a token id, or let the model choose.")
     return (f"Sample **#{i}** (seed {s.seed}) at token **{k}** of `{run.request.get('request_id')}`: "
             f"{lead} `{analysis.visible(here, False)}` (what it sampled).{known}")
 

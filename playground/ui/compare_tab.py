@@ -87,7 +87,8 @@ def comparison(a: Run, b: Run, measures: analysis.Measures | None = None,
             headline += f" {name} is {'a ' if analysis.replayed_from(run) else ''}{origin}."
     if lined_up:
         headline += f" {lined_up}"
-    for statement in (seed_statement(a, b, by), conditions_statement(a, b)):  # the report says the same
+    for statement in (seed_statement(a, b, by), conditions_statement(a, b),  # the report says the same
+                      analysis.probabilities_note(a, b)):
         if statement:
             headline += f"\n\n{statement}"
     side_by_side = analysis.measures_side_by_side(a, b, measures).map(

@@ -115,7 +115,8 @@ def set_values(run: Run, extractor: str | None = None, embedding_model: str | No
                      analysis.answer_groups_figure(measures.answers), analysis.groups_frame(measures.answers),
                      # the headline says the extractor; with a reference, each sample says if it is right
                      analysis.samples_frame(run, measures, reference).drop(columns=["extractor"]), measures,
-                     analysis.convergence_figure(how_many.convergence), analysis.confidence_table(how_many.confidence))
+                     analysis.convergence_figure(how_many.convergence),
+                     analysis.confidence_table(how_many.confidence, run.engine))
 
 
 def settled_live(run: Run, extractor: str | None = None) -> str:

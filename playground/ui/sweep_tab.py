@@ -225,7 +225,7 @@ async def run(tab: SweepTab, page, action: Action | None, answer=None, pattern=N
               else {tab.status: status([], stopped=True)})
     if finished and reads_whole_text(answer, sweep.reference):  # as measures_for read them
         whole = analysis.whole_text_reference(sweep.reference)
-        update[tab.status] += (f" ℹ️ With no way of reading answers picked, {whole}: pick one above (last number, "
+        update[tab.status] += (f"\n\nℹ️ With no way of reading answers picked, {whole}: pick one above (last number, "
                                "boxed, a pattern) to read an answer out of the text.")
     if failed is not None:
         gr.Warning(failed)
@@ -277,6 +277,8 @@ def show(tab: SweepTab, export_dir, runs: list[Run], final: bool = True, stopped
     table = analysis.sweep_table(runs, measures or once_per_run(tab.measures))  # one table: chart, rows, report
     names = [*tab.chart_names, "vote_share"] if tab.chart_names is not None else None
     update[tab.chart] = analysis.sweep_chart(runs, names=names, table=table)
+    if note := analysis.probabilities_note(*runs):  # the chart's "mean p": which distribution's
+        update[tab.status] += f"\n\nℹ️ {note}"
     shown = analysis.sweep_table_for_people(table)  # "not within n", where the chart needs a number
     shown_table = shown.drop(columns=[c for c in HIDDEN_COLUMNS if c in shown]).round(3)
     update[tab.table] = gr.update(value=analysis.frame_in_words(shown_table), visible=True)
