@@ -210,8 +210,11 @@ def test_sweep_tab_draws_a_saved_sweep_and_refuses_a_bad_one(tmp_path):
     assert graded[tab.table]["value"]["pass@1"].tolist()[0] == round(2 / 3, 3), graded[tab.table]["value"]
     bundles = Path(graded[tab.bundles]["value"]).read_text(encoding="utf-8").splitlines()
     assert {Run.from_json(line).request["reference"] for line in bundles} == {answer}
-    with pytest.raises(gr.Error, match="the pattern 'no group' has 0 groups"):
-        asyncio.run(sweep_tab.redraw(tab, page, sweep_runs(), "regex", "no group"))
+    # "regular expression" picked: the tab waits for the pattern, and one that cannot work is a
+    # warning with the chart left as it was, not an error over the tab
+    assert asyncio.run(sweep_tab.redraw(tab, page, sweep_runs(), "regex", " ")) == {}
+    with pytest.warns(UserWarning, match="the pattern 'no group' has 0 groups"):
+        assert asyncio.run(sweep_tab.redraw(tab, page, sweep_runs(), "regex", "no group")) == gr.skip()
     assert "vote share" not in sweep_tab.show(tab, tmp_path, sweep_runs())[tab.table]["value"]  # none read
     settings = {"prompt": "Hi", "use_chat_template": False, "n": 4, "seed": "", "output_kind": "DELTA",
                 "mode": "wrapper", "temperature": 1.0, "top_p": 1.0, "top_k": 0, "min_p": 0.0, "max_tokens": 8,
@@ -312,8 +315,8 @@ def test_compare_tab_takes_an_opened_file_and_compares_two_runs(tmp_path):
     assert by_figure.loc["majority answer", "A"] == "no majority: all 3 answers differ"
     assert by_figure.loc["majority answer", "B"] == "the sea is calm"
     assert by_figure.loc["vote share", "B - A"] == pytest.approx(0.333, abs=1e-3)
-    with pytest.raises(gr.Error, match="the pattern 'x' has 0 groups"):
-        compare_tab.compare(tab, a["value"], b["value"], history, uploads, None, "regex", "x")
+    with pytest.warns(UserWarning, match="the pattern 'x' has 0 groups"):  # said, the comparison on screen stays
+        assert compare_tab.compare(tab, a["value"], b["value"], history, uploads, None, "regex", "x") == gr.skip()
     with pytest.warns(UserWarning, match="Pick two runs first"):  # a toast: nothing on the tab is marked "Error"
         assert compare_tab.compare(tab, None, b["value"], history, uploads, None) == gr.skip()
 

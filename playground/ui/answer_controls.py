@@ -29,6 +29,12 @@ def extractor_spec(choice: str | None, pattern: str | None) -> str:
     return f"regex:{pattern or ''}" if choice == "regex" else choice
 
 
+def waiting_for_pattern(choice: str | None, pattern: str | None) -> bool:
+    """"regular expression" picked and no pattern typed yet: the next thing a person does is type
+    one, so a tab that redraws on the pick waits for it rather than refusing the empty box."""
+    return choice == "regex" and not (pattern or "").strip()
+
+
 def optional_controls(label: str, elem_prefix: str) -> tuple[gr.Dropdown, gr.Textbox]:
     """Declare the two controls, "none" chosen, in the current layout."""
     choice = gr.Dropdown(OPTIONAL_CHOICES, value=NO_ANSWER, label=label, elem_id=f"{elem_prefix}-answer")

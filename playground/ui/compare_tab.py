@@ -313,7 +313,10 @@ def compare(tab: CompareTab, a_key, b_key, history, uploads, sweep_runs, answer=
         return warned(TWO_RUNS)
     a, b = picked
     by = by if by in PAIR_BY else "index"
-    extra = with_chosen_answers(tab.extra_measures, answer, pattern)  # gr.Error: a pattern that cannot work
+    try:
+        extra = with_chosen_answers(tab.extra_measures, answer, pattern)
+    except gr.Error as e:  # a pattern that cannot work: said, and the comparison on screen stays
+        return warned(e.message)
     headline, pairs, changed, side_by_side, columns = comparison(a, b, extra, by)
     if a is b or a.request.get("request_id") == b.request.get("request_id"):  # picked twice: say so, not "identical"
         headline = f"ℹ️ A and B are the same run ({a.request.get('request_id')}): pick another for one of them.\n\n" \

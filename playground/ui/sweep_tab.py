@@ -24,7 +24,13 @@ from playground.backends.live import LiveRun, State
 from playground.errors import InvalidRequest, PlaygroundError
 from playground.run import Run
 from playground.sampling.sweep_request import MAX_SWEEP_VALUES, SWEEP_SETTINGS, SweepRequest, seed_overlap_note
-from playground.ui.answer_controls import NO_ANSWER, once_per_run, optional_controls, with_chosen_answers
+from playground.ui.answer_controls import (
+    NO_ANSWER,
+    once_per_run,
+    optional_controls,
+    waiting_for_pattern,
+    with_chosen_answers,
+)
 from playground.ui.form import request_from_form
 from playground.ui.messages import refusal, shown, warned
 from playground.ui.running import BUSY, Action, Busy, open_refusal, plan_action, refused
@@ -237,10 +243,13 @@ async def run(tab: SweepTab, page, action: Action | None, answer=None, pattern=N
 async def redraw(tab: SweepTab, page, runs: list[Run] | None, answer=None, pattern=None, reference=None) -> dict:
     """The chart, table and downloads of the runs at hand, with answers read the new way, or a
     reference answer typed after the sweep ran (pass@1 and pass@n: the runs' records take it)."""
-    if not runs:
+    if not runs or waiting_for_pattern(answer, pattern):
         return {}
     runs = [with_reference(run, reference) for run in runs]
-    measures = tab.measures_for(answer, pattern, runs[0].request.get("reference"))
+    try:
+        measures = tab.measures_for(answer, pattern, runs[0].request.get("reference"))
+    except gr.Error as e:  # a pattern that cannot work: said, and the chart stays as it was
+        return warned(e.message)
     update = await draw(tab, page, runs, measures=measures)
     return {c: update[c] for c in (tab.chart, tab.table, tab.report, tab.bundles)}
 
