@@ -35,7 +35,8 @@ def test_two_runs_side_by_side_per_index_first_divergence_and_measures():
     said = "2 of 3 sample pairs identical (1 of run B&#x27;s samples have no partner of the same index)"
     assert said in html and "id='compare-sample-1'" in html  # of the pairs, not of B's n
     assert A.identical_pairs(A.pair_frame(a, a)) == "3 of 3 samples identical"
-    assert "tok-replace" in html  # B's sample 1 token by token against A's
+    assert "tok-replace" in html  # B's sample 1 token by token against A's, its strip named B's
+    assert html.count("B against A, token by token:") == 3  # the pairs where both have a sample
     assert "No pair shares its seed" not in (seed_statement(a, b) or "")  # both from seed 10
     said = seed_statement(a, Run(request=b.request, samples=[sample(i, [1], seed=100 + i) for i in range(3)]))
     assert said.startswith("No pair shares its seed (A's sample 0 has seed 10, B's 100)"), said

@@ -27,6 +27,7 @@ import pandas as pd
 from playground.analysis.diff import (
     common_prefix,
     diff_html,
+    diff_legend,
     diff_samples,
     first_divergence,
     identical_groups,
@@ -309,7 +310,7 @@ def comparison_html(a: Run, b: Run, words: int = 40, frame: pd.DataFrame | None 
     of = "of the same index" if by == "index" else "that shares its seed"
     parts = [(f"<p class='compare-headline'><b>{html.escape(identical_pairs(frame, by))}</b> between run A "
               f"(<code>{html.escape(run_label(a))}</code>) and run B (<code>{html.escape(run_label(b))}</code>); "
-              f"below, B's sample token by token against A's sample {of}.</p>")]
+              f"below, B's sample token by token against A's sample {of} ({diff_legend()} marked).</p>")]
     for row in frame.itertuples():
         i, j = (None if pd.isna(k) else int(k) for k in (row.sample_a, row.sample_b))
         sa, sb = a_by.get(i), b_by.get(j)
@@ -322,7 +323,8 @@ def comparison_html(a: Run, b: Run, words: int = 40, frame: pd.DataFrame | None 
             cells.append(f"<div class='compare-cell' style='flex:1;min-width:0'><b>{name}</b>{seed}<br>{text}</div>")
         diff = ""
         if sa is not None and sb is not None:
-            diff = diff_html(diff_samples(sa, sb))
+            diff = ("<div style='font-size:12px;opacity:0.8;margin-top:4px'>B against A, token by token:</div>"
+                    + diff_html(diff_samples(sa, sb)))  # the strip is B's: said, it spans both columns
         if by == "index":
             anchor, title = f"compare-sample-{i if i is not None else j}", f"#{i if i is not None else j}"
         else:
