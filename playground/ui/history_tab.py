@@ -71,7 +71,8 @@ def declare(limits: ReadLimits = DEFAULT_LIMITS, store: RunStore | None = None) 
     """The tab, declared in the current ``gr.Tabs``; ``store``: where runs are kept (None: in memory)."""
     with gr.Tab("History", id="history"):
         saved = saved_runs.declare(store)
-        pick = gr.Dropdown(choices=[], label="Runs of this browser session", type="index", elem_id="history-pick")
+        pick = gr.Dropdown(choices=[], label=f"Runs of this browser session (its last {HISTORY_SIZE}, newest last)",
+                           type="index", elem_id="history-pick")
         reopen_btn = gr.Button("Open", elem_id="reopen")
         replay = replay_action.declare()
         note_ = gr.Markdown(elem_id="history-note")
