@@ -375,3 +375,19 @@ def test_the_diff_says_which_picked_samples_it_left_out_and_the_timing_table_its
     assert "Showing the 2 of the 4 samples listed above." in panels.diff_view(run, 0, "1, 3")
     columns = list(panels.timing(run)["table"].columns)
     assert "ttft (s)" in columns and "total time (s)" in columns and "ttft" not in columns
+
+
+def test_the_diff_lists_the_references_identical_copies_right_after_it():
+    """The reference first, then the samples identical to it, then the rest in the tree's order:
+    a sample that parts from it at once is not set between it and its copies."""
+    import re
+
+    from playground.ui import panels
+
+    run = synthetic_run(5, 6, seed=1)
+    for k in (3, 4):
+        run.samples[k] = dataclasses.replace(run.samples[0], index=k, seed=run.samples[k].seed)
+    assert all(run.samples[k].token_ids != run.samples[0].token_ids for k in (1, 2))
+    rows = [int(i) for i in re.findall(r"id='diff-sample-(\d+)'", panels.diff_view(run, 0))]
+    assert rows[:3] == [0, 3, 4] and sorted(rows) == list(range(5))
+    assert [int(i) for i in re.findall(r"id='diff-sample-(\d+)'", panels.diff_view(run, 3))][:3] == [3, 0, 4]

@@ -196,7 +196,10 @@ def diff_view(run: Run, reference: int, diff_samples: str | None = None) -> str:
     shown, beyond = picked(diff_samples, run.n)
     if shown is None:
         order, _ = analysis.prefix_order([s.token_ids for s in run.samples])
-        shown = [i for i in order if i == reference] + [i for i in order if i != reference][:DIFF_ROWS - 1]
+        # the reference, its identical copies, then the others in the tree's order (a stable sort)
+        others = sorted((i for i in order if i != reference),
+                        key=lambda i: run.samples[i].token_ids != ref.token_ids)
+        shown = [reference, *others[:DIFF_ROWS - 1]]
         more = (f" Showing {len(shown)} of the {run.n} samples (those that share the longest beginnings side by "
                 "side): list others above." if len(shown) < run.n else "")
     else:
