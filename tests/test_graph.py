@@ -325,6 +325,10 @@ def test_a_branch_with_one_way_in_is_labelled_beside_its_node_and_neighbouring_c
     assert shares[ids["dog"]] == ("33%", -1)
     assert ids["cat"] not in shares and ids["ran home."] not in shares  # meeting points: two ways in
     assert sorted(text for text, _, _ in drawn_labels(figure)["edge"]) == ["33%", "67%"]  # A -> cat, cat -> ran home
+    # An arc over a column is labelled in a gap between columns, not at the column it passes, where
+    # its label would read as that column's node's ("The" -> "cat sat." over "big").
+    arc = A.graph_figure(A.sample_graph(run_of(["The cat sat.", "The big cat sat.", "The big cat sat."])))
+    assert [(text, x) for text, x, _ in drawn_labels(arc)["edge"]] == [("33%", 1.5)]
 
 
 # What a language model says when asked "Describe the moon in one sentence." 16 times

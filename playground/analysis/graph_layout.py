@@ -177,8 +177,8 @@ def place_labels(drawn: dict[str, Drawn], edges: list[DrawnEdge], n: int, at: Vi
     marker in even columns and below in odd ones, else on the other side, else cut short, else
     left to the hover; then each branch's share beside its node (``beside``: node key -> the
     label and a shorter one), on the other side than the node's words; then the labels halfway
-    along edges (``on_edges``: edge id -> the two); each where it first fits, else left to the
-    hover."""
+    along edges (``on_edges``: edge id -> the two), in a gap between columns; each where it first
+    fits, else left to the hover."""
     taken: dict[int, list[tuple]] = {}
 
     def cells(b: tuple) -> range:
@@ -220,8 +220,11 @@ def place_labels(drawn: dict[str, Drawn], edges: list[DrawnEdge], n: int, at: Vi
     for e in edges:
         if id(e) in on_edges:
             points = curve(drawn[e.source], drawn[e.target], e.direct)
-            x, y = points[len(points) // 2]
-            placed.append(first([(x, y, text, SMALL) for text in on_edges[id(e)]], "edge"))
+            # in a gap between columns first, nearest the middle: at a column, a label over an arc
+            # sits by that column's node and reads as that node's
+            middle = (len(points) - 1) / 2
+            order = sorted(range(len(points)), key=lambda k: (abs(points[k][0] % 1 - 0.5) > 0.25, abs(k - middle)))
+            placed.append(first([(*points[k], text, SMALL) for k in order for text in on_edges[id(e)]], "edge"))
     return [p for p in placed if p is not None]
 
 
