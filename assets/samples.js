@@ -27,6 +27,7 @@ root.innerHTML = `
   <span class="sa-group" data-for="view"><button data-view="columns">Columns</button><button data-view="wall">Token wall</button></span>
   <span class="sa-group sa-wallonly" data-for="colour">colour by <button data-colour="p">probability</button><button data-colour="e">entropy</button></span>
   <span class="sa-group sa-wallonly" data-for="cells">cells <button data-cells="text">text</button><button data-cells="blocks">blocks</button></span>
+  <span class="sa-legend sa-wallonly"></span>
   <span class="sa-note"></span>
 </div>
 <div class="sa-columns"><div class="sa-empty">The n samples stream here after Run (Ctrl+Enter): a column each, or a row each in the token wall.</div></div>
@@ -424,8 +425,12 @@ function setView(v) {
   if (v === 'wall') { mapDirty = true; }
   frame();
 }
+const legend = bar.querySelector('.sa-legend');  // the colours' key, in words at both ends
 function setColour(c) {
   colour = c;
+  const [low, palette, high] = c === 'e' ? ['0 bits', ENTR, `\u2265 ${(ENTROPY_STEP * 9).toFixed(2)} bits`] :
+    ['p 0 (unlikely)', PROB, 'p 1 (likely)'];
+  legend.innerHTML = `${low} <i style="background:linear-gradient(to right, ${palette.join(',')})"></i> ${high}`;
   wall.classList.toggle('by-p', c === 'p'); wall.classList.toggle('by-e', c === 'e');
   for (const b of bar.querySelectorAll('[data-colour]')) pressed(b, b.dataset.colour === c);
   mapDirty = true; frame();

@@ -396,6 +396,11 @@ def test_the_wall_and_the_columns_stream_128_samples_in_chromium(served, page):
     tip.wait_for(state="hidden")  # a scroll (of the page, or of the wall) closes the tip
     page.evaluate("document.querySelector('.sa-wall').scrollTop = 0")
     page.evaluate(NEXT_FRAME)
+    legend = page.locator(".sa-legend")  # the colours' key says its ends in words, for either colouring
+    assert legend.inner_text().split() == ["p", "0", "(unlikely)", "p", "1", "(likely)"]
+    page.locator(".sa-group button[data-colour=e]").click()
+    assert legend.inner_text().split() == ["0", "bits", "≥", "3.15", "bits"]
+    page.locator(".sa-group button[data-colour=p]").click()
 
     # A click on a row reaches the Python listener with that sample's index.
     row.locator(".sa-label").click()
