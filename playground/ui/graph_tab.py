@@ -62,7 +62,7 @@ CLICK_JS = """
     const samples = point.customdata.split('|')[1];
     picked = {run: runOf(document.querySelector('#graph-chart .js-plotly-plot')), node: point.customdata.split('|')[0]};
     ring();
-    // the samples area marks the node's samples (assets/samples.js)
+    // the samples area marks the node's samples (assets/samples_controls.js)
     document.dispatchEvent(new CustomEvent('sa-mark', {detail: samples ? samples.split(',').map(Number) : []}));
     const box = document.querySelector('#graph-picked textarea, #graph-picked input');
     if (!box) return;

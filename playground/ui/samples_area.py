@@ -2,7 +2,8 @@
 
 The page declares a ``SamplesArea`` inside its Blocks. It holds the component (``area.html``) and a
 per-session ``gr.State`` (``area.session``: a ``SamplesSession``). The browser side is
-``assets/samples.js`` (the component's ``js_on_load``) and ``assets/samples.css`` (its ``head``).
+``assets/samples.js`` and ``assets/samples_controls.js`` (the component's ``js_on_load``, one body)
+and ``assets/samples.css`` (its ``head``).
 
 Messages. The component's value is one compact JSON message at a time (a string: Gradio then sends
 it whole, as one "replace"). The browser applies each to its own model of the run and appends to
@@ -297,7 +298,8 @@ class SamplesArea:
             raise ValueError(f"view must be one of {VIEWS} or 'auto', got {view!r}")
         self.session = gr.State(SamplesSession(window))
         self.html = gr.HTML(
-            None, html_template='<div class="sa"></div>', js_on_load=_asset("samples.js"),
+            None, html_template='<div class="sa"></div>',
+            js_on_load=_asset("samples.js") + _asset("samples_controls.js"),
             head=f"<style data-samples-area>{_asset('samples.css')}</style>", apply_default_css=False,
             elem_id=elem_id, render=render, view=view, columns_up_to=columns_up_to, wall_height=wall_height,
             server_functions=[painted],

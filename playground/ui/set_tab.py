@@ -46,7 +46,7 @@ CLICK_JS = """
     if (!point || !box) return;
     box.value = String(point.customdata) + '@' + Date.now();  // a second click on a bar is a change too
     box.dispatchEvent(new Event('input', {bubbles: true}));
-    // the samples area marks the group's samples (assets/samples.js)
+    // the samples area marks the group's samples (assets/samples_controls.js)
     document.dispatchEvent(new CustomEvent('sa-mark', {detail: String(point.customdata).split(',').map(Number)}));
   };
   const attach = () => {
