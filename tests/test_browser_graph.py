@@ -155,6 +155,19 @@ def test_a_click_on_a_node_of_a_run_written_by_hand_lists_its_samples_in_view(br
         assert page.locator("#graph-chart .graph-picked-node").count() == 1
         page.wait_for_function("() => document.querySelector('#graph-note .graph-sample')"
                                ".getBoundingClientRect().bottom <= window.innerHeight", timeout=10_000)
+        # The keyboard's way: the chart takes focus, and an arrow moves to the next node in reading
+        # order, marking its samples as a click does; the arrow back returns to the node clicked.
+        page.locator("#graph-chart .js-plotly-plot").focus()
+        page.keyboard.press("ArrowRight")
+        page.wait_for_function("(h) => { const p = document.querySelector('#graph-note .graph-note-body p'); "
+                               "return p && !p.innerText.startsWith(h); }", arg=heading[:60], timeout=30_000)
+        moved = body.locator("p").first.inner_text()
+        assert page.evaluate("() => document.querySelector('#samples-area .sa').dataset.marked") == \
+            moved.split()[0]  # "N samples at …": those N are marked
+        assert page.locator("#graph-chart .graph-picked-node").count() == 1
+        page.keyboard.press("ArrowLeft")
+        page.wait_for_function("(h) => document.querySelector('#graph-note .graph-note-body p')?.innerText"
+                               ".startsWith(h)", arg=heading[:60], timeout=30_000)
         page.get_by_role("tab", name="Compare").click()
         page.wait_for_function("() => ['a', 'b'].every((x) => document.querySelector(`#compare-${x} input`)"
                                "?.value.includes('hand-'))", timeout=30_000)

@@ -43,8 +43,9 @@ INTRO = ("The samples as **paths through shared words**: they share a node while
          "where they differ, and **meet again** where they later say the same words (compared lower-cased, without "
          "punctuation at the edges of words). A node is as large as the samples through it, an edge as wide as "
          "the samples along it; at a branch, each branch's share of the samples and the model's probability of its "
-         "first token. Drag to pan; zoom with the buttons above the graph. **Click a node** to mark its samples "
-         "above and to read them here, with a button to branch from that point.")
+         "first token. Drag to pan; zoom with the buttons above the graph. **Click a node** (or Tab to the graph "
+         "and step through its nodes with the arrow keys) to mark its samples above and to read them here, with "
+         "a button to branch from that point.")
 COLOURS = [("token probability", "probability"), ("answer group (the Set tab's extractor)", "answer")]
 SHOWN_SAMPLES = 64  # samples a clicked node lists with their texts
 CONTEXT_CHARS = 40  # characters either side of the node's words in a folded sample
@@ -71,6 +72,29 @@ CLICK_JS = """
   };
   const attach = () => document.querySelectorAll('#graph-chart .js-plotly-plot').forEach((gd) => {
     if (gd._ev && !gd._ev.listeners('plotly_click').includes(handler)) gd.on('plotly_click', handler);
+    if (!gd.hasAttribute('tabindex')) {  // the keyboard's way in: Tab to the chart, arrows pick its nodes
+      gd.tabIndex = 0;
+      gd.setAttribute('role', 'application');
+      gd.setAttribute('aria-label', 'Sample graph: the arrow keys step through its nodes, left to right, and mark '
+                      + "each one's samples as a click does; the list of them follows the chart.");
+    }
+  });
+  let step = -1;  // the node the arrow keys are at, in reading order (column, then top to bottom)
+  document.addEventListener('keydown', (e) => {
+    const gd = e.target && e.target.closest && e.target.closest('#graph-chart .js-plotly-plot');
+    const back = e.key === 'ArrowLeft' || e.key === 'ArrowUp';
+    if (!gd || !gd._fullData || !(back || e.key === 'ArrowRight' || e.key === 'ArrowDown')) return;
+    const nodes = [];
+    gd._fullData.forEach((trace) => (trace.customdata || []).forEach((cd, k) => {
+      if (typeof cd === 'string' && cd.includes('|')) nodes.push({customdata: cd, x: trace.x[k], y: trace.y[k]});
+    }));
+    if (!nodes.length) return;
+    e.preventDefault();
+    nodes.sort((a, b) => a.x - b.x || b.y - a.y);
+    const mine = picked && picked.run === runOf(gd);  // from the node clicked last, else where the keys were
+    const at = mine ? nodes.findIndex((p) => p.customdata.startsWith(picked.node + '|')) : step;
+    step = at < 0 ? (back ? nodes.length - 1 : 0) : (at + (back ? nodes.length - 1 : 1)) % nodes.length;
+    handler({points: [nodes[step]]});
   });
   const runOf = (gd) => {  // whose run the chart draws (layout.meta.run; a replay's origin is beside it)
     const meta = gd && gd.layout && gd.layout.meta;
