@@ -11,7 +11,7 @@ import plotly.graph_objects as go
 import pytest
 
 from playground import analysis as A
-from playground.analysis.tree import LABEL_WIDTH
+from playground.analysis.tree import LABEL_WIDTH, fold
 from playground.run import Event, EventOutput, Run, Sample, TokenLogprob
 
 # A toy vocabulary: token id -> decoded piece. 7 and 8 are the two halves of 'é' (0xC3 0xA9):
@@ -237,6 +237,12 @@ def test_tree_carries_branch_probability_and_alternatives():
     assert [t for t, _ in b3.alternatives] == ["·sea", "·is"]
     assert [p for _, p in b3.alternatives] == pytest.approx([0.6, 0.3])
     assert A.divergence_tree(make_run([[1, 2], [1, 3]])).children[0].prob is None  # no logprobs
+    # Folded, the rare branches' box is as likely as any of their tokens, not drawn as certain.
+    logprobs[2] = [lp(1, {1: 0.9, 2: 0.1}), lp(4, {2: 0.6, 4: 0.05})]
+    logprobs[3] = [lp(1, {1: 0.9, 2: 0.1}), lp(2, {2: 0.6, 3: 0.3})]
+    folded = fold(A.divergence_tree(make_run([[1, 2], [1, 3], [1, 4], [1, 2]], logprobs=logprobs)), 2)
+    others = next(b for b in folded.walk() if b.others)
+    assert others.others == 2 and others.prob == pytest.approx(0.3 + 0.05)
 
 
 def test_tree_figure_traces_counts_and_truncated_labels():

@@ -26,7 +26,9 @@ class Branch:
     ``prob`` is the probability of the branching (first) token and ``alternatives`` the top-k
     at that position, as (visible text, probability): both None/empty without logprobs. An
     ``end`` branch has no tokens: it holds samples that stopped where others went on. An
-    ``others`` branch stands for that many small branches folded together (``fold``).
+    ``others`` branch stands for that many small branches folded together (``fold``); its
+    ``prob`` is theirs together (they part at one position with different tokens: the chance of
+    taking any of them).
     """
 
     key: str
@@ -73,8 +75,10 @@ def fold(branch: Branch, below: int) -> Branch:
     children = [fold(c, below) for c in branch.children if c not in small or len(small) == 1]
     if len(small) > 1:
         samples = sorted(i for c in small for i in c.samples)
+        probs = [c.prob for c in small]
+        together = min(1.0, sum(probs)) if None not in probs else None
         children.append(Branch(f"{branch.key}/others", branch.key, small[0].start, [], [], samples,
-                               others=len(small)))
+                               prob=together, others=len(small)))
     return dataclasses.replace(branch, children=children)
 
 
@@ -176,7 +180,8 @@ def tree_figure(run: Run, maxdepth: int = 8, fold_below: int | None = -1) -> go.
         if b.others:
             labels.append(f"… {b.others} branches")
             hovers.append(f"{b.others} branches of fewer than {below} samples each, folded: {b.count} sample(s)"
-                          f"<br>samples {truncate(str(b.samples), 300)}")
+                          f"<br>samples {truncate(str(b.samples), 300)}"
+                          + (f"<br>p(any of their tokens) = {b.prob:.3f}" if b.prob is not None else ""))
             continue
         labels.append(for_hover(truncate(visible(b.text, multiline=False), LABEL_WIDTH)))
         hover = (f"<b>{for_hover(truncate(joined(b.texts), 600))}</b>"
