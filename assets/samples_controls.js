@@ -95,6 +95,8 @@ wall.addEventListener('mouseover', (e) => {
   const box = cell.getBoundingClientRect();
   tip.style.left = Math.min(window.innerWidth - 260, box.left) + 'px';
   tip.style.top = (box.bottom + 4) + 'px';
+  const high = tip.getBoundingClientRect().height;  // no room below the cell: above it
+  if (box.bottom + 4 + high > window.innerHeight && box.top - 4 - high >= 0) tip.style.top = (box.top - 4 - high) + 'px';
 });
 wall.addEventListener('mouseleave', () => { tip.hidden = true; });
 // A touch opens the tip with no mouse to leave: a scroll, or a touch anywhere else, closes it.

@@ -392,6 +392,16 @@ def test_the_wall_and_the_columns_stream_128_samples_in_chromium(served, page):
     assert tip.locator(".sa-topk tr").count() == len(top) == 5
     alternative = top[-1][2].replace(" ", "·")
     assert alternative in tip.inner_text()
+    bottom = row.evaluate("(r) => r.getBoundingClientRect().bottom")
+    page.set_viewport_size({"width": 1400, "height": int(bottom) + 10})  # the row at the window's foot
+    try:
+        page.mouse.move(0, 0)
+        row.locator(".tk").nth(4).hover()
+        tip.wait_for(state="visible")
+        placed = tip.evaluate("(t) => [t.getBoundingClientRect().top, t.getBoundingClientRect().bottom]")
+        assert 0 <= placed[0] and placed[1] <= bottom + 10, f"the tip is drawn off screen: {placed}"
+    finally:
+        page.set_viewport_size({"width": 1400, "height": 1000})
     page.evaluate("() => document.querySelector('.sa-wall').scrollTop = 40")  # a touch has no mouse to leave:
     tip.wait_for(state="hidden")  # a scroll (of the page, or of the wall) closes the tip
     page.evaluate("document.querySelector('.sa-wall').scrollTop = 0")
