@@ -214,7 +214,7 @@ def _title_lines(title: str, graph: SampleGraph, fold: int, columns: int, last: 
     if fold > 1:
         phrases.append(f"words fewer than {fold} samples said are folded (dashed)")
     if columns > last:
-        phrases.append(f"the first {last + 1} of {columns + 1} columns: drag to see the rest")
+        phrases.append(f"{columns + 1} columns, the first {last + 1} in view at first: drag to see the rest")
     room = 0.95 * width - 40  # the title starts a little in from the figure's left edge
     lines = textwrap.wrap(head, int(room / (text_width("x", TITLE_FONT) - 2)))
     small, line = int(room / (text_width("x", TITLE_FONT * 0.7) - 2)), ""

@@ -52,7 +52,7 @@ from playground.analysis.convergence import (
 from playground.analysis.diff import diff_legend, diff_rows, pairwise_heatmap, shared_prefix_sentence
 from playground.analysis.display import model_name, truth_word
 from playground.analysis.graph import graph_sentence, sample_graph
-from playground.analysis.graph_figure import graph_figure
+from playground.analysis.graph_figure import WIDE, graph_figure
 from playground.analysis.replays import marked, origin_note
 from playground.analysis.sample_set import answer_groups_figure, groups_frame
 from playground.analysis.sweep_views import (
@@ -209,7 +209,7 @@ def _graph(page: Page, run: Run) -> None:
     graph = sample_graph(run)
     page.heading("Sample graph", 3)
     page.text(graph_sentence(graph).replace("**", ""))
-    page.figure(marked(graph_figure(graph), run))
+    page.figure(marked(graph_figure(graph, width=WIDE), run))  # a report is as wide as the Graph tab
 
 
 def _answers(page: Page, run: Run, extractor: Extractor | str | None) -> None:
