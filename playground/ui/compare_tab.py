@@ -149,8 +149,11 @@ def declare(export_dir, measures: analysis.Measures | None = None) -> CompareTab
         with gr.Row():
             changed = gr.Dataframe(label="Settings that differ", interactive=False, visible=False,
                                    elem_id="compare-settings")
+            # read down whole (no inner scroll); a long value (the identical samples of n=256) wraps
+            # in its column rather than pushing B and B - A off the page
             side_by_side = gr.Dataframe(label="Figures side by side", interactive=False, visible=False,
-                                        elem_id="compare-figures", max_height=1200)  # read down whole: no inner scroll
+                                        elem_id="compare-figures", max_height=1200, wrap=True,
+                                        column_widths=["28%", "28%", "28%", "16%"])
         pairs = gr.Dataframe(label=PAIRS_HEADING["index"], interactive=False, visible=False, elem_id="compare-pairs")
         columns = gr.HTML(elem_id="compare-columns")
         report = gr.DownloadButton("Comparison report (HTML)", value=None, interactive=False, elem_id="compare-report")
