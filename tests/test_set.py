@@ -5,6 +5,7 @@ sentence-embedding model (shipped in a wheel, loaded offline) for grouping by me
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import re
@@ -428,3 +429,21 @@ def test_a_click_on_a_bar_tells_its_samples_in_chromium():
 def test_an_empty_pattern_asks_for_one():
     with pytest.raises(A.InvalidExtractor, match="the pattern is empty: type one with one group around the answer"):
         A.parse_extractor("regex:")
+
+
+def test_a_stopped_runs_answers_say_that_they_read_cut_short_samples():
+    """Stopped with most samples unfinished, the majority and every figure that counts answers
+    read texts that were cut short: the Set tab, the report and Compare say how many; a finished
+    run, or a stopped one whose samples had all finished, says nothing."""
+    from playground.ui import set_tab
+
+    run = make_run([("so 7", [1]), ("so 7", [1]), ("so", [2]), ("", [])])
+    for s, reason in zip(run.samples, ("stop", "length", "abort", None)):
+        s.finish_reason = reason
+    run.status = "aborted"
+    said = "2 of the 4 samples were stopped before they finished"
+    assert set_tab.set_values(run, "last-number").headline.startswith(f"⚠️ {said}")
+    assert said in A.run_report(run, extractor="last-number")
+    assert A.cut_short_note(dataclasses.replace(run, status="finished")) == ""
+    whole = dataclasses.replace(run, samples=run.samples[:2])
+    assert A.cut_short_note(whole) == ""  # stopped after every sample had finished

@@ -283,6 +283,20 @@ class Answers:
         return next((k for k, g in enumerate(self.groups) if index in g.indices), None)
 
 
+def cut_short_note(run: Run) -> str:
+    """For a run that was stopped (or failed) with samples unfinished, the sentence that says so:
+    their answers, and what is counted of them, are read from what they had said by then ("" for
+    a run whose samples all finished, and for one still streaming)."""
+    if run.status not in ("aborted", "error"):
+        return ""
+    cut = [s for s in run.samples if s.finish_reason in (None, "abort")]
+    if not cut:
+        return ""
+    were = "was" if len(cut) == 1 else "were"
+    return (f"{len(cut)} of the {run.n} samples {were} stopped before they finished: their answers, and every "
+            "figure that counts them, read what they had said by then.")
+
+
 def group_answers(run: Run, extractor: Extractor | str | None = None) -> Answers:
     """Extract every sample's answer and group equal answers."""
     extractor = extractor if isinstance(extractor, Extractor) else parse_extractor(extractor)

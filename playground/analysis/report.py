@@ -27,7 +27,7 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.offline import get_plotlyjs
 
-from playground.analysis.answers import Extractor, group_answers
+from playground.analysis.answers import Extractor, cut_short_note, group_answers
 from playground.analysis.branching import aligned
 from playground.analysis.comparison import (
     PAIRS_HEADING,
@@ -217,6 +217,8 @@ def _answers(page: Page, run: Run, extractor: Extractor | str | None) -> None:
     when the page writes the report, ``--answer`` for ``analyze``; None: the whole text)."""
     answers = group_answers(run, extractor)
     page.heading(f"Answer groups ({answers.extractor})", 3)
+    if note := cut_short_note(run):
+        page.text(f"⚠️ {note}")
     page.figure(marked(answer_groups_figure(answers), run))
     page.table(groups_frame(answers))
 

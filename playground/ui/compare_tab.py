@@ -85,6 +85,8 @@ def comparison(a: Run, b: Run, measures: analysis.Measures | None = None,
             headline += f" {name} is {branch}."
         if origin := analysis.origin_label(run):
             headline += f" {name} is {'a ' if analysis.replayed_from(run) else ''}{origin}."
+        if cut := analysis.cut_short_note(run):
+            headline += f" ⚠️ In {name}, {cut}"
     if lined_up:
         headline += f" {lined_up}"
     for statement in (seed_statement(a, b, by), conditions_statement(a, b),  # the report says the same

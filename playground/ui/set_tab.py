@@ -105,6 +105,8 @@ def set_values(run: Run, extractor: str | None = None, embedding_model: str | No
                          message_figure("Answer groups", "No answers: the extractor cannot work."), empty,
                          pd.DataFrame(columns=[c for c in analysis.SAMPLE_COLUMNS if c != "extractor"]), None)
     said = headline(measures) + problem
+    if note := analysis.cut_short_note(run):  # a stopped run's answers are those of cut-short texts
+        said = f"⚠️ {note}\n\n{said}"
     if measures.answers.n:
         c = how_many.convergence
         said += f"\n\n{_sentence(analysis.settled_sentence(c.settled, run.n, c.reference))}"
