@@ -297,10 +297,11 @@ async def live_panels(page: Page, action: Action | None, selected: str | None, *
     if live_run is None:
         return
     waited = None  # the tab drawn once with no event yet (FINAL_ONLY's wait): it says so, not the run before
+    drawn = False  # the first drawing comes at once: until it does, the tab shows the run before
     while action.going:
         # the tab on screen: the one opened last while the action goes, else the one on screen when it began
         run, panel = live_run.run, page.live_panel(action.selected or selected)
-        if run is None or panel is None:
+        if run is None or panel is None or not drawn:
             await asyncio.sleep(figures_every(1))
         else:  # the panel's own pace (the graph's, by how long it takes to build), else the page's by n
             await asyncio.sleep(panel.every if panel.every is not None else figures_every(run.n))
@@ -310,6 +311,7 @@ async def live_panels(page: Page, action: Action | None, selected: str | None, *
         waited = panel.tab if not run.events else None
         update = await asyncio.to_thread(panels_now, page, run, panel.tab, settings, True)
         if update and action.going and not run.finished:  # ended meanwhile: ``finish`` draws it whole
+            drawn = True
             yield update
     # Gradio sends a generator's last value again when its event ends, which is after ``finish``
     # drew the panel whole: that must change nothing (it put back the Set tab's last live line).
