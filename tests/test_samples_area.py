@@ -202,6 +202,14 @@ def test_wall_rows_follow_the_divergence_tree_and_shared_prefixes():
     grow(run, 1, "z")
     assert "o" not in json.loads(session.update(run))  # unchanged order: not sent again
 
+    # Admitted in waves, the samples with no token yet are the wall's last rows, not its first.
+    run, session = blank(4), SamplesSession()
+    session.update(run)
+    grow(run, 2, "b", "c")
+    grow(run, 3, "b", "a")
+    delta = json.loads(session.update(run))
+    assert delta["o"] == [3, 2, 0, 1] and delta["c"] == [0, 1, 0, 0]
+
 
 @settings(max_examples=200, deadline=None)
 @given(st.lists(st.lists(st.lists(st.integers(0, 2), max_size=3), min_size=4, max_size=4), min_size=1, max_size=6))

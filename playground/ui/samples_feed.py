@@ -231,7 +231,7 @@ class SamplesFeed:
                 finished.append([s.index, self.told.reasons[s.index], *filter(None, [past_text(s)])])
         if grown:
             out["u"] = _entries(grown)
-            order, shared = prefix_order([s.token_ids for s in run.samples], self.known)
+            order, shared = empty_last(*prefix_order([s.token_ids for s in run.samples], self.known), run.samples)
             if order != self.order or shared != self.shared:
                 out["o"], out["c"] = order, shared
                 self.order, self.shared = order, shared
@@ -240,3 +240,16 @@ class SamplesFeed:
         if run.status != self.status:
             out["st"] = self.status = run.status
         return out
+
+
+def empty_last(order: list[int], shared: list[int], samples) -> tuple[list[int], list[int]]:
+    """The wall's order: the tree's (``prefix_order``), but the samples with no token yet last. The
+    tree's order puts them first (the empty sequence sorts first), and while a run of n=256 is
+    admitted in waves the wall's top rows were empty ones, the streaming rows below the fold."""
+    kept = [(i, k) for i, k in zip(order, shared) if len(samples[i].token_ids)]
+    if len(kept) == len(order):
+        return order, shared
+    if kept:
+        kept[0] = (kept[0][0], 0)  # the first row shares nothing with a row above
+    kept += [(i, 0) for i in order if not len(samples[i].token_ids)]
+    return [i for i, _ in kept], [k for _, k in kept]
