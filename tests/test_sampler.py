@@ -110,6 +110,22 @@ def test_stopping_the_consumer_aborts_every_child(host, how):
     assert host.run(scenario()) == 0
 
 
+@pytest.mark.parametrize("mode", ["wrapper", "native"])
+def test_a_request_the_engine_core_cannot_take_leaves_no_request_behind(host, mode):
+    """A top_k past 64 bits passes vLLM's SamplingParams but not its encoder: add_request fails
+    after vLLM has registered the request, which it then counts unfinished for good unless it is
+    aborted (the page refuses such a top_k before; this is the sampler's own guard)."""
+    sampler = ParallelSampler(host.engine)
+
+    async def scenario():
+        with pytest.raises(OverflowError):
+            await collect(sampler.generate(PROMPT, params(2, top_k=2**70), f"unsendable-{mode}", mode))
+        return await wait_idle(host.engine)
+
+    assert host.run(scenario()) == 0
+    assert len(generate(host, PROMPT, params(2, max_tokens=4), mode, f"after-{mode}")) >= 1  # and it samples on
+
+
 def test_same_seed_mode_gives_identical_samples(host):
     events = generate(host, PROMPT, params(4, kind="FINAL_ONLY"), "same-seed", "same-seed")
     samples = [o.token_ids for o in events[0].outputs]

@@ -181,6 +181,10 @@ def test_validation_happens_before_the_engine(sampler, sync_engine):
     with pytest.raises(InvalidRequest, match="already in use"):
         sampler.add_request("twice", PROMPT, params(2, max_tokens=2), "native")
     drain(sampler)
+    for mode in ("wrapper", "native"):  # a top_k past 64 bits fails in vLLM's encoder, after it registered it
+        with pytest.raises(OverflowError):
+            sampler.add_request(f"unsendable-{mode}", PROMPT, params(2, top_k=2**70), mode)
+        assert sync_engine.get_num_unfinished_requests() == 0, f"{mode}: the request vLLM kept was not aborted"
 
 
 @pytest.fixture(scope="module")

@@ -116,7 +116,7 @@ class ParallelSampler:
         queue = None
         try:
             async with self.gate.together():
-                queue = await self.engine.add_request(request_id, dict(rendered), sampling_params)
+                queue = await self._add(request_id, rendered, sampling_params)
             finished = False
             while not finished:
                 output = queue.get_nowait() or await queue.get()  # raises what vLLM put there (EngineDeadError)
@@ -125,6 +125,18 @@ class ParallelSampler:
         except (asyncio.CancelledError, GeneratorExit):
             if queue is not None:  # the consumer stopped early: the children go, as generate's do
                 await self.engine.abort(queue.request_id, internal=True)
+            raise
+
+    async def _add(self, request_id: str, rendered, params: SamplingParams):
+        """``AsyncLLM.add_request``, and when it fails after vLLM has registered the request (a value
+        its encoder cannot send to the engine core, e.g. an int past 64 bits), the request aborted
+        by its id: vLLM keeps it otherwise, counted unfinished for good."""
+        try:
+            return await self.engine.add_request(request_id, dict(rendered), params)
+        except EngineDeadError:
+            raise
+        except Exception:
+            await self.engine.abort([request_id])
             raise
 
     async def _fan_out(self, rendered, sampling_params, run_plan: plan.Plan, on_child) -> AsyncIterator[RequestOutput]:
@@ -138,7 +150,7 @@ class ParallelSampler:
             self._children[request_id] = []
             async with self.gate.together():
                 for index, (child, params) in enumerate(child_params.children(sampling_params, run_plan)):
-                    queues.append(queue := await self.engine.add_request(child.request_id, dict(rendered), params))
+                    queues.append(queue := await self._add(child.request_id, rendered, params))
                     arrived.watch(queue, index)
                     self._children[request_id].append(queue.request_id)
                     if request_id in self._aborting:  # an abort came between two adds: this child goes too

@@ -99,8 +99,10 @@ class SyncParallelSampler:
         try:
             with self.gate.together_sync():  # a run's requests reach the scheduler in one step
                 for engine_id, index, params in added:
-                    self.engine.add_request(engine_id, dict(rendered), params)
+                    # named before it is added: an add that fails after vLLM registered the request
+                    # (a value its encoder cannot send) leaves it there unless it is aborted too
                     parent.engine_ids.append(engine_id)
+                    self.engine.add_request(engine_id, dict(rendered), params)
                     self._routes[engine_id] = (parent, index)
         except BaseException:
             self._forget(parent, abort=True)  # no child may run for a parent that was refused
