@@ -29,6 +29,9 @@ OUTPUT_KINDS = ("CUMULATIVE", "DELTA", "FINAL_ONLY")
 MODES = ("wrapper", "native", "same-seed")
 GREEDY_EPS = 1e-5  # vLLM treats temperature below this as greedy
 MAX_SEED = 2**63 - 1  # vLLM's seeds are 64-bit signed
+# vLLM keeps top_k as int32 and reads any k past the vocabulary as off; a k past 64 bits cannot
+# even be sent to its engine core
+TOP_K_MOST = 2**31 - 1
 # The most samples of one request, unless --max-n says otherwise: self-consistency takes 20-40
 # samples, RL rollouts 8-64, pass@k curves 100 and more.
 DEFAULT_MAX_N = 256
@@ -111,8 +114,8 @@ class SampleRequest:
                                  help="0 is greedy (needs n=1).")
     top_p: float = setting(1.0, low=0, high=1, open_low=True, slider=(0.01, 1, 0.01), sampler=True, sweep=True,
                            help="Nucleus sampling: the smallest set of tokens whose probability reaches top_p.")
-    top_k: int = setting(0, low=-1, sampler=True, extra=True, sweep=True,
-                         rule="must be -1 or 0 (off) or a positive count",
+    top_k: int = setting(0, low=-1, high=TOP_K_MOST, sampler=True, extra=True, sweep=True,
+                         rule=f"must be -1 or 0 (off) or a positive count up to {TOP_K_MOST}",
                          help="The k most likely tokens (0 or -1: off).")
     min_p: float = setting(0.0, low=0, high=1, slider=(0, 1, 0.01), sampler=True, extra=True, sweep=True,
                            help="Tokens below min_p times the top token's probability are dropped.")

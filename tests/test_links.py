@@ -33,8 +33,8 @@ def test_a_link_holds_what_differs_from_the_starting_form_and_reads_back_the_sam
     assert [name for name, _ in pairs] == ["prompt", "n", "seed", "mode", "temperature", "stop", "stop", "logprobs",
                                            "use_chat_template"], "the schema's order, what differs only"
     assert dict(pairs)["seed"] == "9007199254740993" and ("stop", "\n") in pairs
-    values, problems = read_query(pairs, NAMES, LIMITS)
-    assert problems == []
+    values, problems, twice = read_query(pairs, NAMES, LIMITS)
+    assert problems == twice == []
     asked = dataclasses.asdict(request_from_form(**form))
     assert values == {name: asked[name] for name, _ in pairs}
     again = request_from_form(**{**START, **{name: form_value(name, value) for name, value in values.items()}})
@@ -46,7 +46,7 @@ def test_what_a_link_gets_wrong_is_named_and_the_rest_is_kept():
     pairs = [("n", "0"), ("temperature", "hot"), ("colour", "red"), ("seed", "5"), ("top_p", "1.5"),
              ("output_kind", "sometimes"), ("ignore_eos", "yes"), ("__theme", "dark"), ("run", "x"),
              ("Max-Tokens", "8")]
-    values, problems = read_query(pairs, NAMES, LIMITS)
+    values, problems, _ = read_query(pairs, NAMES, LIMITS)
     assert values == {"seed": 5}
     assert problems == ["`colour` is not a setting of the form",
                         "`Max-Tokens` is not a setting of the form (did you mean max_tokens?)",
@@ -57,16 +57,20 @@ def test_what_a_link_gets_wrong_is_named_and_the_rest_is_kept():
 
 
 def test_a_request_field_the_form_does_not_hold_and_a_setting_given_twice_are_named():
-    values, problems = read_query([("prefix_token_ids", "1,2"), ("n", "3"), ("n", "4")], NAMES, LIMITS)
+    values, problems, twice = read_query([("prefix_token_ids", "1,2"), ("n", "3"), ("n", "4")], NAMES, LIMITS)
     assert values == {"n": 4}
     assert problems == ["`prefix_token_ids` is a setting of a request that the form does not hold (a run's link, or "
-                        "the API, carries it)", "`n` is given 2 times: the last, '4', is used"]
+                        "the API, carries it)"]
+    assert twice == ["`n` is given 2 times: the last, '4', is used"]  # used, not left at its default
+    values, problems, _ = read_query([("top_k", "1e30"), ("n", "2")], NAMES, LIMITS)  # past what vLLM can send
+    assert values == {"n": 2} and problems == ["top_k must be -1 or 0 (off) or a positive count up to 2147483647, "
+                                               "got 1000000000000000000000000000000"]
 
 
 def test_a_setting_is_checked_with_the_links_own_n():
-    values, problems = read_query([("n", "1"), ("temperature", "0")], NAMES, LIMITS)
+    values, problems, _ = read_query([("n", "1"), ("temperature", "0")], NAMES, LIMITS)
     assert values == {"n": 1, "temperature": 0.0} and problems == [], "greedy is fine at n=1"
-    values, problems = read_query([("temperature", "0")], NAMES, LIMITS)
+    values, problems, _ = read_query([("temperature", "0")], NAMES, LIMITS)
     assert values == {} and "greedy sampling (temperature 0) with n=4" in problems[0]
 
 
@@ -82,12 +86,12 @@ def test_a_value_past_a_sliders_bounds_is_named_and_the_control_left_as_it_was()
 
     with gr.Blocks():
         form = setting_controls(LIMITS, NAMES)
-    values, problems = read_query([("top_p", "0.001"), ("n", "2"), ("seed", "5")], NAMES, LIMITS)
+    values, problems, _ = read_query([("top_p", "0.001"), ("n", "2"), ("seed", "5")], NAMES, LIMITS)
     assert problems == [] and values["top_p"] == 0.001, "the schema takes it"
     update, unfit = form_update(form, values)
     assert unfit == ["`top_p`: 0.001 is outside the form's 0.01 to 1"]
     assert update == {form["n"]: 2, form["seed"]: "5"}
-    values, problems = read_query([("logprobs", "0"), ("n", "2")], NAMES, LIMITS)  # the API's 0: no alternatives
+    values, problems, _ = read_query([("logprobs", "0"), ("n", "2")], NAMES, LIMITS)  # the API's 0: no alternatives
     update, unfit = form_update(form, values)
     assert values["logprobs"] == 0 and update == {form["n"]: 2}, "not the slider's 0, which is off"
     assert unfit == ["`logprobs`: 0 (each sampled token's own logprob, no alternatives; asked through the API) cannot "

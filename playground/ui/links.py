@@ -167,10 +167,12 @@ def run_query(keeper: Keeper | None, run: Run | None, session) -> str:
     return "?" + urlencode([(RUN, key)])
 
 
-def read_query(pairs: list[tuple[str, str]], names: list[str], limits: Limits) -> tuple[dict[str, Any], list[str]]:
-    """The form's settings a link asks for (by field, as the request holds them), and a sentence
-    per parameter left out: not a setting of the form, or a value the schema refuses. Each value
-    is checked as the server checks a request (with the link's n, which bounds the seed)."""
+def read_query(pairs: list[tuple[str, str]], names: list[str],
+               limits: Limits) -> tuple[dict[str, Any], list[str], list[str]]:
+    """The form's settings a link asks for (by field, as the request holds them), a sentence per
+    parameter left out (not a setting of the form, or a value the schema refuses), and one per
+    setting given more than once (its last value is used). Each value is checked as the server
+    checks a request (with the link's n, which bounds the seed)."""
     given: dict[str, list[str]] = {}
     for name, value in pairs:
         given.setdefault(name, []).append(value)
@@ -178,8 +180,8 @@ def read_query(pairs: list[tuple[str, str]], names: list[str], limits: Limits) -
     problems = [f"`{name}` is a setting of a request that the form does not hold (a run's link, or the API, carries "
                 "it)" if name in kinds else f"`{name}` is not a setting of the form{did_you_mean(name, names)}"
                 for name in given if name not in names and name != RUN and not name.startswith("__")]
-    problems += [f"`{name}` is given {len(given[name])} times: the last, {given[name][-1]!r}, is used" for name in names
-                 if len(given.get(name, ())) > 1 and not kinds[name].startswith("list[str]")]
+    twice = [f"`{name}` is given {len(given[name])} times: the last, {given[name][-1]!r}, is used" for name in names
+             if len(given.get(name, ())) > 1 and not kinds[name].startswith("list[str]")]
     values: dict[str, Any] = {}
     for name in sorted((n for n in names if n in given), key=lambda n: n != "n"):  # n first
         raw: Any = given[name] if kinds[name].startswith("list[str]") else given[name][-1]
@@ -193,7 +195,7 @@ def read_query(pairs: list[tuple[str, str]], names: list[str], limits: Limits) -
             problems.append(str(e) if str(e).startswith(name) else f"`{name}`: {e}")
             continue
         values[name] = getattr(request, name)
-    return values, problems
+    return values, problems, twice
 
 
 def opening(page: Page, store: RunStore | None, links: Links):
@@ -215,8 +217,8 @@ async def open_link(page: Page, store: RunStore | None, links: Links, pairs: lis
             update[links.note] += (f" The link's {', '.join(f'`{name}`' for name in others)} went unused: a run "
                                    "link opens the run as it was saved.")
         return update
-    values, problems = read_query(pairs, list(page.form), page.backend.limits)
-    if not values and not problems:
+    values, problems, twice = read_query(pairs, list(page.form), page.backend.limits)
+    if not values and not problems and not twice:
         return {links.note: gr.skip()}
     update, unfit = form_update(page.form, values)
     problems += unfit
@@ -224,6 +226,8 @@ async def open_link(page: Page, store: RunStore | None, links: Links, pairs: lis
             if update else "The link set no setting of the form.")
     if problems:
         said += " Left at their defaults: " + "; ".join(problems) + "."
+    if twice:
+        said += " " + "; ".join(twice) + "."
     update[links.note] = said
     return update
 
