@@ -387,6 +387,8 @@ def _float(name: str, value: Any) -> float:
         number = float(value)
     except (TypeError, ValueError):
         raise InvalidRequest(f"{name} must be a number, got {value!r}") from None
+    except OverflowError:  # an int past what a float holds (10**400)
+        number = math.inf
     if not math.isfinite(number):
         raise InvalidRequest(f"{name} must be a finite number, got {value!r}")
     return number
