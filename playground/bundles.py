@@ -16,7 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from playground.errors import InvalidBundle, damaged_bundle
+from playground.errors import InvalidBundle, InvalidRequest, damaged_bundle
+from playground.request import check_record
 from playground.run import Run
 
 
@@ -97,6 +98,9 @@ def csv_header(text: str) -> str | None:
     return first if re.fullmatch(r"\w+(,\w+)+", first) else None
 
 
+DEEP = "its JSON nests deeper than any run bundle does, so it is not one"
+
+
 def parse_bundles(text: str, limits: ReadLimits = DEFAULT_LIMITS,
                   name: str = "the file") -> tuple[list[Located], list[BundleError]]:
     """Every bundle in ``text``, and a sentence per line that is not one (the others still count).
@@ -119,6 +123,8 @@ def parse_bundles(text: str, limits: ReadLimits = DEFAULT_LIMITS,
                                       "sweep")]
     try:
         whole = json.loads(text)
+    except RecursionError:
+        return [], [BundleError(None, DEEP)]
     except json.JSONDecodeError as e:
         if text.lstrip().startswith("{\n") or text.lstrip().startswith("{\r\n"):  # an indented bundle, broken
             return [], [BundleError(e.lineno, f"not valid JSON ({e.msg} at column {e.colno}): the file looks like "
@@ -133,6 +139,9 @@ def parse_bundles(text: str, limits: ReadLimits = DEFAULT_LIMITS,
             continue
         try:
             data = json.loads(line)
+        except RecursionError:
+            errors.append(BundleError(number, DEEP))
+            continue
         except json.JSONDecodeError as e:
             errors.append(BundleError(number, f"not valid JSON ({e.msg} at column {e.colno}), so not a run bundle"))
             continue
@@ -165,9 +174,13 @@ def _one(data: object, line: int | None, limits: ReadLimits,
     try:
         if isinstance(samples, list) and "bundle_version" not in data:
             data = hand_made(data)
-        return [Located(Run.from_dict(data), line, item)], []
+        run = Run.from_dict(data)
+        check_record(run.request)  # each setting of its type: a page puts them in its form, Run sends them
+        return [Located(run, line, item)], []
     except InvalidBundle as e:
         return [], [BundleError(line, str(e), item)]
+    except InvalidRequest as e:
+        return [], [BundleError(line, str(damaged_bundle(f"its request's {e}")), item)]
 
 
 def _matrix(data: object) -> bool:
@@ -272,11 +285,11 @@ def read_bundles(path: str | Path, limits: ReadLimits = DEFAULT_LIMITS) -> tuple
     try:
         size = path.stat().st_size
         if size > limits.max_bytes:
-            raise InvalidBundle(f"{path} is {size / 2**20:.1f} MB, more than the {limits.max_bytes / 2**20:g} MB "
+            raise InvalidBundle(f"{path.name} is {size / 2**20:.1f} MB, more than the {limits.max_bytes / 2**20:g} MB "
                                 "a file of run bundles may have here")
         text = path.read_bytes().decode("utf-8")
     except UnicodeDecodeError as e:
-        raise InvalidBundle(f"{path} is not text (bad UTF-8 at byte {e.start}), so not run bundles") from None
+        raise InvalidBundle(f"{path.name} is not text (bad UTF-8 at byte {e.start}), so not run bundles") from None
     except OSError as e:
         raise InvalidBundle(f"cannot read {path}: {e.strerror or e}") from None
     return parse_bundles(text, limits, path.name)

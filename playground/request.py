@@ -213,6 +213,22 @@ TOKEN_SETTINGS = tuple(f.name for f, meta in fields() if meta.sampler and not me
 SWEEP_SETTINGS = tuple(f.name for f, meta in fields() if meta.sweep) + ("seed",)  # what a sweep may vary
 
 
+def check_record(request: Any) -> None:
+    """A run record's request (a bundle's, however it was written): each setting the schema knows
+    holds a value of its type and, where it has choices, one of them; InvalidRequest names the
+    first that does not. Bounds are not checked: a record made by an engine with other limits
+    opens as it was made, and Run checks the form's values as it checks any."""
+    if not isinstance(request, dict):
+        raise InvalidRequest(f"the request must be an object of settings, got {type(request).__name__}")
+    known = {name: request[name] for name in SETTINGS if name in request}
+    if not isinstance(known.get("prompt", ""), str):
+        raise InvalidRequest(f"prompt must be text, got {known['prompt']!r}")
+    typed = SampleRequest.from_user(**{**known, "prompt": known.get("prompt") or "x"})
+    for f, meta in fields():
+        if meta.choices is not None and f.name in known and getattr(typed, f.name) not in meta.choices:
+            raise InvalidRequest(f"{f.name} must be one of {', '.join(meta.choices)}, got {known[f.name]!r}")
+
+
 def token_settings_changed(request: dict) -> dict[str, Any]:
     """The settings that decide the tokens (``TOKEN_SETTINGS``) that a run's request (a record's
     dict) asked for other than the schema's defaults, in the schema's order: what tells two runs of

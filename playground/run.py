@@ -200,7 +200,9 @@ class Run:
             raise InvalidBundle("this is not a run bundle: a bundle is a JSON object with \"request\" and "
                                 "\"samples\" (what the playground exports, or one line of `batch` output)." + hint)
         version = data.get("bundle_version", 1)
-        if not isinstance(version, int) or version > BUNDLE_VERSION:
+        if not isinstance(version, int) or isinstance(version, bool):
+            raise InvalidBundle(f"this bundle's bundle_version must be a whole number, got {version!r}")
+        if version > BUNDLE_VERSION:
             raise InvalidBundle(f"this bundle has version {version!r}, newer than this playground reads "
                                 f"({BUNDLE_VERSION}): update the playground to open it")
         for k, sample in enumerate(data["samples"]):
@@ -242,6 +244,8 @@ class Run:
             except json.JSONDecodeError as e:
                 raise InvalidBundle(f"this is not a run bundle: not valid JSON ({e.msg} at line {e.lineno}, "
                                     f"column {e.colno})") from None
+            except RecursionError:
+                raise InvalidBundle("this is not a run bundle: its JSON nests deeper than any bundle does") from None
             return cls.from_dict(data)
 
     def tokens_frame(self) -> pd.DataFrame:

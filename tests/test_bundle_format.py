@@ -422,6 +422,33 @@ def test_a_damaged_bundle_in_a_file_of_bundles_is_named_by_its_line():
     assert errors == [] and [x.run for x in found] == runs
 
 
+def test_a_request_whose_settings_are_not_of_their_types_is_refused_by_the_setting(tmp_path):
+    """A page puts an opened run's settings in its form, and Run sends them: a bundle whose request
+    says output_kind "bogus", a prompt of 12345 or a temperature "abc" is named at the reader,
+    not opened to fail every Run after it. So are a version that is no number and JSON nested
+    past the interpreter's depth, and a file that is not text is named by its name."""
+    run = generated_run("DELTA", n=2, tokens=4, seed=1)
+    for field, value, said in (("output_kind", "bogus", "output_kind must be one of CUMULATIVE, DELTA, FINAL_ONLY, "
+                                "got 'bogus'"), ("prompt", 12345, "prompt must be text, got 12345"),
+                               ("temperature", "abc", "temperature must be a number, got 'abc'"),
+                               ("stop", 5, "stop must be a string or a list of strings, got 5")):
+        data = json.loads(run.to_json())
+        data["request"][field] = value
+        found, errors = parse_bundles(json.dumps(data))
+        assert found == [] and [e.message for e in errors] == [f"this run bundle is damaged: its request's {said}"]
+    data = json.loads(run.to_json())
+    data["request"]["temperature"] = 9.5  # past today's bounds, of its type: a record opens as it was made
+    assert [x.run.request["temperature"] for x in parse_bundles(json.dumps(data))[0]] == [9.5]
+    data["bundle_version"] = "5"
+    assert parse_bundles(json.dumps(data))[1][0].message == "this bundle's bundle_version must be a whole number, " \
+                                                            "got '5'"
+    assert parse_bundles("[" * 100_000)[1][0].message.startswith("its JSON nests deeper than any run bundle")
+    binary = tmp_path / "binary.json"
+    binary.write_bytes(b"\x00\x01\xff\xfe")
+    with pytest.raises(InvalidBundle, match="^binary.json is not text"):
+        read_runs(binary)
+
+
 def test_a_file_read_all_or_nothing_names_its_first_bad_line_and_counts_the_rest(tmp_path):
     from playground.errors import InvalidBundle
 
