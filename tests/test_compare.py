@@ -372,6 +372,9 @@ def test_a_run_shown_says_when_an_earlier_run_of_its_prompt_drew_with_its_seeds(
     assert A.seed_reuse_sentence(again, [one]).startswith("ℹ️ The same child seeds as `run-1`, sample for sample: 7 "
                                                           "of 8 samples came out identical to theirs;")
     assert A.seed_reuse_sentence(one, [two, again]) == ""  # both started after it
+    alone, before = at(seeded(4, "run-4", n=1), 8), at(seeded(4, "run-4a", n=1), 7)
+    assert A.seed_reuse_sentence(alone, [before]).endswith(", and the sample came out identical to theirs: the same "
+                                                           "seeds gave the same samples.")  # not "all 1 samples"
     twelve = at(seeded(12, "run-12"), 6)
     assert ", or 2 and below," in A.seed_reuse_sentence(twelve, [at(seeded(10, "run-10"), 3)])
     assert A.seed_reuse_sentence(at(seeded(10, "run-far"), 7), [one, two]) == ""

@@ -390,7 +390,9 @@ def seed_reuse_sentence(run: Run, earlier: Sequence[Run]) -> str:
         alike = sum(sample.token_ids == theirs.get(sample.index) for sample in run.samples)
         head = f"ℹ️ The same child seeds as `{other.request.get('request_id')}`, sample for sample"
         if alike == n:
-            return f"{head}, and all {n} samples came out identical to theirs: the same seeds gave the same samples."
+            every = "the sample came out identical to theirs" if n == 1 else \
+                f"all {n} samples came out identical to theirs"
+            return f"{head}, and {every}: the same seeds gave the same samples."
         return (f"{head}: {alike} of {n} samples came out identical to theirs; where one parts from its partner, "
                 "something other than the seed changed (Compare says what).")
     if not others:
