@@ -398,7 +398,8 @@ def test_a_base_url_with_another_path_says_what_the_address_is(remote_server):
 
 class FakeServer(ThreadingHTTPServer):
     """Just enough of vLLM's API for a RemoteBackend, with a completion endpoint that misbehaves
-    on demand: "stall" sends one chunk and then nothing, "fail" answers HTTP 500. Once ``silent``
+    on demand: "stall" sends one chunk and then nothing, "shutdown" does so and then fails /health
+    (``down``: a server shutting down), "fail" answers HTTP 500. Once ``silent``
     is set, it accepts connections and answers nothing at all; ``held`` counts those requests.
     ``chat=False``: a model without a chat template (vLLM answers such a /tokenize with 400)."""
 
@@ -409,6 +410,7 @@ class FakeServer(ThreadingHTTPServer):
         self.behaviour, self.api_key, self.chat = behaviour, api_key, chat
         self.release = threading.Event()
         self.silent = threading.Event()
+        self.down = threading.Event()  # /health fails, open streams stay open: a server shutting down
         self.held = 0
         self.url = f"http://127.0.0.1:{self.server_address[1]}/v1"
 
@@ -455,6 +457,8 @@ class FakeHandler(BaseHTTPRequestHandler):
     def do_GET(self):
         if self.hold() or not self.authorized():
             return
+        if self.path == "/health" and self.server.down.is_set():
+            return self.answer(503, {"error": {"message": "the server is shutting down", "code": 503}})
         answers = {"/v1/models": {"data": [{"id": "fake", "root": "fake", "max_model_len": 2048}]},
                    "/version": {"version": "0-fake"}, "/health": {}}
         self.answer(200, answers.get(self.path, {}))
@@ -477,6 +481,8 @@ class FakeHandler(BaseHTTPRequestHandler):
                  "choices": [{"index": 0, "text": " a", "token_ids": [5], "finish_reason": None}]}
         self.wfile.write(f"data: {json.dumps(chunk)}\n\n".encode())
         self.wfile.flush()
+        if self.server.behaviour == "shutdown":  # SIGTERM now: the stream stays open, /health fails
+            self.server.down.set()
         self.server.release.wait(60)  # a server that stopped talking
 
 
@@ -488,6 +494,22 @@ def test_a_stalled_stream_times_out_with_a_clear_message():
             run_request(backend, n=2, seed=1, max_tokens=4)
         assert time.monotonic() - started < 10
     assert server.url in str(error.value) and "did not answer within 1 s" in str(error.value)
+
+
+def test_a_server_shutting_down_mid_run_ends_it_in_seconds_not_at_the_timeout():
+    """SIGTERM: vllm serve keeps the open streams open, silent, while /health fails. The stream's
+    silence asks /health, and the run ends with its reason, not --request-timeout later."""
+    from playground.backends.remote.backend import QUIET_FOR
+
+    with FakeServer("shutdown") as server:
+        backend = connect(server.url, request_timeout=60.0)
+        started = time.monotonic()
+        with pytest.raises(RemoteError) as error:
+            run_request(backend, n=2, seed=1, max_tokens=4)
+        assert time.monotonic() - started < QUIET_FOR + 10
+    said = str(error.value)
+    assert server.url.removesuffix("/v1") in said and "HTTP 503" in said and "the server is shutting down" in said
+    assert said.endswith("while streaming: the server stopped answering, and the run ends with what its samples had")
 
 
 def test_a_server_error_gives_the_servers_message():

@@ -40,6 +40,9 @@ OUTPUT_KIND_SOURCE = "client-side (server streams DELTA)"
 ABORT_SOURCE = ("client-side: the server's streams are closed, which aborts its requests; the last output "
                 "(each sample's tokens so far, finish_reason abort) is built on the client")
 DEFAULT_MAX_LOGPROBS = VLLM_MAX_LOGPROBS  # the server does not report its own
+# Seconds a run's streams may be silent before the server's /health is asked whether it is still
+# there: a server shutting down (SIGTERM) keeps open streams open and silent until --request-timeout.
+QUIET_FOR = 3.0
 
 
 class RemoteBackend:
@@ -180,7 +183,14 @@ class RemoteBackend:
             usage = Usage(requests=len(pumps))
             try:
                 while open_streams:
-                    kind, slot, t, item = await inbox.get()
+                    try:
+                        kind, slot, t, item = await asyncio.wait_for(inbox.get(), QUIET_FOR)
+                    except TimeoutError:  # nothing for a while: a server shutting down keeps its streams open
+                        health = await self.health.check(http)
+                        if not health.up:
+                            raise RemoteError(f"{health.problem.rstrip('.')}, while streaming: the server stopped "
+                                              "answering, and the run ends with what its samples had") from None
+                        continue
                     if kind == "end":
                         open_streams -= 1
                     elif kind == "error":
