@@ -628,3 +628,17 @@ def test_the_server_dying_mid_run_is_reported_and_the_app_stays_up(remote_server
         assert remote.info()["up"] is False  # what the UI's engine status shows
     finally:
         demo.close()
+
+
+def test_a_refusal_for_a_server_that_is_down_gives_its_advice_once_on_the_page():
+    """The backend's refusal tells an API caller the request was not run; the page's summary says
+    that in its own words, once, after the server's own question mark."""
+    from playground.backends.remote.server import Health, HealthWatch
+    from playground.ui import views
+
+    asked = "cannot connect to the vLLM server at http://h/v1 while checking its health: connection refused. " \
+            "Is `vllm serve` running there?"
+    refusal = str(HealthWatch.refusal(Health(False, 0.0, asked)))
+    assert refusal == f"{asked} The request was not run; try again once the server answers."
+    assert views.refused_summary(refusal, engine_away=True) == (
+        f"✖ refused: {asked} Nothing was sent to the engine; press Run again once it answers.")

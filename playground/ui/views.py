@@ -15,6 +15,7 @@ from playground.analysis import (
     replayed_from,
     written_by_hand,
 )
+from playground.errors import NOT_RUN
 from playground.request import token_settings_changed
 from playground.run import Run
 
@@ -103,10 +104,12 @@ def refused_summary(reason: str, button: str = "Run", engine_away: bool | None =
     """The line after a request was refused: nothing was sent, the page is ready for the next press
     of ``button`` (``engine_away``: once the engine answers, for nothing in the request is wrong;
     None: there is no engine to answer, and the reason says where to go instead)."""
+    reason = reason.removesuffix(NOT_RUN).rstrip(".")  # said below in the page's words
+    reason += "" if reason.endswith(("?", "!")) else "."
     if engine_away is None:
-        return f"✖ refused: {reason.rstrip('.')}."
+        return f"✖ refused: {reason}"
     then = f"press {button} again once it answers" if engine_away else f"change it and press {button} again"
-    return f"✖ refused: {reason.rstrip('.')}. Nothing was sent to the engine; {then}."
+    return f"✖ refused: {reason} Nothing was sent to the engine; {then}."
 
 
 def beside_run_on_screen(line: str, run: Run | None) -> str:

@@ -39,7 +39,7 @@ from urllib.parse import urlsplit
 import httpx
 import openai
 
-from playground.errors import SPLIT_PREFILL_CRASH, SPLIT_PREFILL_FIX, RemoteError
+from playground.errors import NOT_RUN, SPLIT_PREFILL_CRASH, SPLIT_PREFILL_FIX, RemoteError
 from playground.request import Limits
 
 
@@ -319,8 +319,7 @@ class HealthWatch:
     @staticmethod
     def refusal(health: Health) -> RemoteError:
         problem = health.problem or ""
-        end = " " if problem.endswith((".", "?")) else ". "
-        return RemoteError(f"{problem}{end}The request was not run; try again once the server answers.")
+        return RemoteError(f"{problem}{'' if problem.endswith(('.', '?')) else '.'}{NOT_RUN}")
 
     async def guard(self, http: httpx.AsyncClient, work: Callable[[], Awaitable[T]]) -> T:
         """``work()``'s result, unless the server is down, or first the health check sent beside
