@@ -447,3 +447,18 @@ def test_a_stopped_runs_answers_say_that_they_read_cut_short_samples():
     assert A.cut_short_note(dataclasses.replace(run, status="finished")) == ""
     whole = dataclasses.replace(run, samples=run.samples[:2])
     assert A.cut_short_note(whole) == ""  # stopped after every sample had finished
+
+
+def test_a_branchs_answers_are_read_from_the_whole_text_its_samples_end_up_with():
+    """Branched at "O" of "Orange", the samples say "range", "range" and "live": their answers are
+    read behind the words they continue (the record's branch.prefix_text), in the Set tab, its
+    CSV, the report and analyze alike, as What if reads them; the report names the branch."""
+    run = make_run([("range.", [1]), ("range.", [1]), ("live.", [2])])
+    run.request["branch"] = {"run": "run-p", "sample": 0, "position": 1, "forced_token_id": 46,
+                             "forced_text": "O", "prefix_text": "O"}
+    answers = A.group_answers(run, "normalized")
+    assert answers.winner.answer == "orange" and answers.winner.size == 2
+    assert A.answer_texts(run) == ["Orange.", "Orange.", "Olive."]
+    report = A.run_report(run, extractor="normalized")
+    assert "A branch: branched from #0 at token 1, forced &#x27;O&#x27; of run-p" in report
+    assert "orange" in report and ">range<" not in report

@@ -297,16 +297,26 @@ def cut_short_note(run: Run) -> str:
             "figure that counts them, read what they had said by then.")
 
 
+def answer_texts(run: Run) -> list[str]:
+    """What each sample says, as an answer is read from it: a branch's samples behind the text they
+    continue (its record's ``branch.prefix_text``: the parent's words before the point and the
+    forced token), for "Orange" cut at "O" is "range" alone."""
+    branch = run.request.get("branch")
+    lead = branch.get("prefix_text") or "" if isinstance(branch, dict) else ""
+    return [lead + s.text for s in run.samples]
+
+
 def group_answers(run: Run, extractor: Extractor | str | None = None) -> Answers:
-    """Extract every sample's answer and group equal answers."""
+    """Extract every sample's answer (from ``answer_texts``) and group equal answers."""
     extractor = extractor if isinstance(extractor, Extractor) else parse_extractor(extractor)
-    answers = dict(zip([s.index for s in run.samples], read_answers([s.text for s in run.samples], extractor)))
+    texts = answer_texts(run)
+    answers = dict(zip([s.index for s in run.samples], read_answers(texts, extractor)))
     by_answer: dict[str, AnswerGroup] = {}
-    for s in run.samples:
+    for s, text in zip(run.samples, texts):
         answer = answers[s.index]
         if answer is None:
             continue
-        group = by_answer.setdefault(answer, AnswerGroup(answer, [], [], s.text))
+        group = by_answer.setdefault(answer, AnswerGroup(answer, [], [], text))
         group.indices.append(s.index)
         group.seeds.append(s.seed)
     groups = sorted(by_answer.values(), key=lambda g: (-g.size, g.indices[0]))

@@ -118,9 +118,9 @@ def what_if_table(branches: list[tuple[Alternative, Run]], extractor: Extractor 
     ``before`` (the sampled text before the point), the forced token, then the branch's own."""
     rows = []
     for alternative, run in branches:
-        whole = Run(request=run.request, samples=[Sample(index=s.index, seed=s.seed, token_ids=s.token_ids,
-                                                         text=before + alternative.text + s.text)
-                                                  for s in run.samples])
+        asked = {k: v for k, v in run.request.items() if k != "branch"}  # its lead is said here
+        whole = Run(request=asked, samples=[Sample(index=s.index, seed=s.seed, token_ids=s.token_ids,
+                                                   text=before + alternative.text + s.text) for s in run.samples])
         answers = group_answers(whole, extractor)
         rows.append({"token": visible(alternative.text), "token_id": alternative.token_id,
                      "probability": alternative.probability, "samples": run.n,

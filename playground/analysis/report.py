@@ -28,7 +28,7 @@ import plotly.graph_objects as go
 from plotly.offline import get_plotlyjs
 
 from playground.analysis.answers import Extractor, cut_short_note, group_answers
-from playground.analysis.branching import aligned
+from playground.analysis.branching import aligned, branch_label
 from playground.analysis.comparison import (
     PAIRS_HEADING,
     PairBy,
@@ -183,6 +183,11 @@ def _run_sections(page: Page, run: Run, measures: Measures | None, charts: bool 
     page.heading("The request", 3)
     if note := origin_note(run):
         page.text(note)
+    if branch := branch_label(run):  # its samples continue a parent's sample: say which, and the words
+        lead = (run.request.get("branch") or {}).get("prefix_text")
+        page.text(f"A branch: {branch}. Each sample continues the prompt below"
+                  + (f" and then “{lead}” (the parent's words up to the point, and the forced token), which "
+                     "its answers are read with." if lead else "."))
     page.raw(f"<pre>{html.escape(run.request.get('rendered_prompt') or run.request.get('prompt', ''))}</pre>")
     page.table(_request_table(run))
     page.table(run_row(run).drop(columns=["cached_prompt_tokens"]))

@@ -129,7 +129,7 @@ def analyze(bundle: Located, extractor: Extractor, embedder: Embedder | None = N
             threshold: float = analysis.DEFAULT_SIMILARITY, reference: str | None = None) -> Analysed:
     """``reference``: the right answer; None: the run's own (a batch line's ``reference``)."""
     run = bundle.run
-    embeddings = embedder.embed([s.text for s in run.samples]) if embedder is not None else None
+    embeddings = embedder.embed(analysis.answer_texts(run)) if embedder is not None else None
     measures = analysis.set_measures(run, extractor, embeddings, embedder.model_name if embedder else "", threshold)
     reference = reference if reference is not None else run.request.get("reference")
     return Analysed(bundle, measures, analysis.how_many_samples(run, extractor, reference))

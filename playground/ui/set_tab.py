@@ -91,7 +91,7 @@ def set_values(run: Run, extractor: str | None = None, embedding_model: str | No
     embeddings, problem = None, ""
     if embedding_model:
         try:
-            embeddings = load_embedder(embedding_model).embed([s.text for s in run.samples])
+            embeddings = load_embedder(embedding_model).embed(analysis.answer_texts(run))
         except EmbeddingModelError as e:
             problem = f"\n\n⚠️ Grouping by meaning is off: {_sentence(str(e))}"
     try:
@@ -131,7 +131,7 @@ def settled_live(run: Run, extractor: str | None = None) -> str:
         return f"*The stopping rule reads the samples in index order: waiting for sample 0 of {run.n} to finish.*"
     try:
         extract = analysis.parse_extractor(extractor)
-        answers = analysis.read_answers([s.text for s in run.samples[:finished]], extract)
+        answers = analysis.read_answers(analysis.answer_texts(run)[:finished], extract)
     except InvalidExtractor as e:
         return f"⚠️ {_sentence(str(e))}"
     return f"● {_sentence(analysis.settled_sentence(analysis.settled_at(answers), run.n))}"
