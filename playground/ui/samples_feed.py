@@ -23,6 +23,9 @@ from playground.logprobs import Logprobs
 from playground.run import Run, Sample
 
 LOWEST_LOGPROB = -99.0  # JSON has no -inf; the browser shows p as 0 either way
+# A logprob's decimals in a message: the page shows p = exp(logprob) to 3 decimals, and a logprob
+# rounded to 3 moved one p in thirty to the next thousandth (-0.028575, p 0.9718, read 0.971)
+DECIMALS = 4
 
 
 def encode(message: dict) -> str:
@@ -32,7 +35,7 @@ def encode(message: dict) -> str:
 def _logprob(value: float | None) -> float | None:
     if value is None or math.isnan(value):
         return None
-    return round(max(value, LOWEST_LOGPROB), 3)
+    return round(max(value, LOWEST_LOGPROB), DECIMALS)
 
 
 def _piece(sample: Sample, pos: int) -> str:
@@ -94,10 +97,10 @@ def _entry(sample: Sample, start: int, read: tuple | None) -> list:
         entropies = [None if e is None else round(e, 2) for e in analysis.entropies(recorded, len(recorded))]
         entropies += missing
     times = sample.token_times
-    last = round(times[min(stop, len(times)) - 1], 2) if times else None
+    last = round(times[min(stop, len(times)) - 1], 3) if times else None
     entry = [sample.index, start, last, texts, logprobs, tops, entropies]
     if start == 0:
-        entry.append(round(times[0], 2) if times else None)
+        entry.append(round(times[0], 3) if times else None)
     return entry
 
 
@@ -150,8 +153,8 @@ def _from_arrays(grown: list[tuple[Sample, int]]) -> dict[int, tuple[list, list,
 
 
 def _rounded(values: np.ndarray) -> list[float | None]:
-    """Logprobs as the browser gets them: 3 decimals, -99 for -inf (JSON has none), None for NaN."""
-    rounded = np.round(np.maximum(values, LOWEST_LOGPROB), 3)
+    """Logprobs as the browser gets them: ``DECIMALS`` decimals, -99 for -inf (JSON has none), None for NaN."""
+    rounded = np.round(np.maximum(values, LOWEST_LOGPROB), DECIMALS)
     listed = rounded.tolist()
     if np.isnan(rounded).any():
         listed = [None if math.isnan(v) else v for v in listed]
