@@ -319,6 +319,21 @@ def test_uncertainty_frame_rows_and_missing_logprobs():
     assert frame[frame["sample"] == 1]["prob"].isna().all()  # sample 1 recorded no logprobs
 
 
+def test_the_tokens_export_says_each_tokens_p_and_which_tokens_the_text_leaves_out():
+    """A data reader gets p beside the logprob, each sample's finish_reason on its rows, and
+    which tokens are in its text: vLLM leaves the end-of-turn token (and a stop string) out."""
+    logprobs = {0: [lp(1, {1: 0.8, 2: 0.2}), lp(2, {3: 0.5, 2: 0.4}), lp(3, {3: 0.9})]}
+    run = make_run([[1, 2, 3], [1, 3]], logprobs=logprobs, finished=[0, 1])
+    run.samples[0].text = "".join(run.samples[0].token_texts[:2])  # its last token is past its text
+    table = A.tokens_table(run)
+    assert table.columns.tolist() == ["sample", "seed", "position", "token_id", "token_text", "t", "logprob", "prob",
+                                      "rank", "entropy_lb_bits", "in_text", "finish_reason"]
+    first = table[table["sample"] == 0]
+    assert first["prob"].tolist() == pytest.approx([0.8, 0.4, 0.9]) and first["in_text"].tolist() == [True, True, False]
+    assert table[table["sample"] == 1]["in_text"].tolist() == [True, True]
+    assert set(table["finish_reason"]) == {"length"}
+
+
 def test_agreement_frame_known_shares():
     frame = A.agreement_frame(make_run([[1, 2, 3], [1, 2, 4], [1, 5], [1]])).set_index("position")
     assert list(frame["reached"]) == [4, 3, 2]

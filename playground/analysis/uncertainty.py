@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 from collections import Counter
 
+import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
@@ -45,11 +46,27 @@ def uncertainty_frame(run: Run) -> pd.DataFrame:
 
 
 def tokens_table(run: Run) -> pd.DataFrame:
-    """The tokens export (``Run.tokens_frame``: a row per sample x token) with each token's
-    entropy bound in bits, the number the page shows for that token."""
+    """The tokens export (``Run.tokens_frame``: a row per sample x token) with what the page shows
+    of each token beside it: ``prob`` (exp of the logprob), the entropy bound in bits; and whether
+    it is part of the sample's ``text`` (``in_text``: False for the stop string's token and the
+    end-of-turn token, which vLLM leaves out of the text; empty where the pieces do not spell the
+    text out), and each sample's ``finish_reason``."""
     frame = run.tokens_frame()
+    frame.insert(frame.columns.get_loc("logprob") + 1, "prob", np.exp(frame["logprob"].astype(float)))
     frame["entropy_lb_bits"] = [bits for s in run.samples for bits in entropies(s.logprobs, len(s.token_ids))]
+    frame["in_text"] = [inside for s in run.samples for inside in _in_text(s)]
+    frame["finish_reason"] = [s.finish_reason for s in run.samples for _ in s.token_ids]
     return frame
+
+
+def _in_text(sample) -> list[bool | None]:
+    """Per token: whether its piece ends within the sample's text (None for each, where the pieces
+    do not spell the text out: a record without token texts)."""
+    pieces = sample.token_texts[:len(sample.token_ids)]
+    if len(pieces) < len(sample.token_ids) or not "".join(pieces).startswith(sample.text):
+        return [None] * len(sample.token_ids)
+    ends = np.cumsum([len(piece) for piece in pieces])
+    return [bool(end <= len(sample.text)) for end in ends]
 
 
 def _alternatives(lp: TokenLogprob) -> str:
