@@ -372,6 +372,12 @@ def test_a_run_shown_says_when_an_earlier_run_of_its_prompt_drew_with_its_seeds(
     assert A.seed_reuse_sentence(again, [one]).startswith("ℹ️ The same child seeds as `run-1`, sample for sample: 7 "
                                                           "of 8 samples came out identical to theirs;")
     assert A.seed_reuse_sentence(one, [two, again]) == ""  # both started after it
+    stopped = at(seeded(1, "run-1s"), 0.5)  # stopped early: each sample a beginning of run-1b's
+    for s in stopped.samples:
+        s.token_ids, s.finish_reason = s.token_ids[:1], "abort"
+    assert A.seed_reuse_sentence(at(seeded(1, "run-1c"), 6), [stopped]).endswith(
+        "and all 8 samples came out identical to theirs as far as the stopped samples went: the same seeds gave the "
+        "same samples."), "a stopped run's beginnings are no difference"
     alone, before = at(seeded(4, "run-4", n=1), 8), at(seeded(4, "run-4a", n=1), 7)
     assert A.seed_reuse_sentence(alone, [before]).endswith(", and the sample came out identical to theirs: the same "
                                                            "seeds gave the same samples.")  # not "all 1 samples"

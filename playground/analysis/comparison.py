@@ -361,6 +361,21 @@ def seed_overlaps(runs: Sequence[Run]) -> list[dict[str, int]]:
     return overlaps
 
 
+def _cut_short(sample: Sample) -> bool:
+    """A sample stopped before it finished (Stop, a failure): its tokens are a beginning."""
+    return sample.finish_reason in (None, "abort")
+
+
+def _drew_alike(a: Sample, b: Sample | None) -> bool:
+    """Two samples of one seed drew the same tokens: all of them, or as far as one cut short went."""
+    if b is None:
+        return False
+    if a.token_ids == b.token_ids:
+        return True
+    short, long = (a, b) if len(a.token_ids) < len(b.token_ids) else (b, a)
+    return _cut_short(short) and list(long.token_ids[:len(short.token_ids)]) == list(short.token_ids)
+
+
 def seed_reuse_sentence(run: Run, earlier: Sequence[Run]) -> str:
     """What a run shown says of its seeds when a run of the same prompt that started before it drew
     with some of them (``earlier``: the session's other runs). One with the very same child seeds,
@@ -386,13 +401,15 @@ def seed_reuse_sentence(run: Run, earlier: Sequence[Run]) -> str:
     same = [o for o, pairs in others if len(pairs) == n and all(i == j for i, j in pairs)]
     if same:
         other = same[-1]
-        theirs = {sample.index: sample.token_ids for sample in other.samples}
-        alike = sum(sample.token_ids == theirs.get(sample.index) for sample in run.samples)
+        theirs = {sample.index: sample for sample in other.samples}
+        alike = sum(_drew_alike(sample, theirs.get(sample.index)) for sample in run.samples)
+        cut = any(_cut_short(s) for s in (*run.samples, *other.samples))
         head = f"ℹ️ The same child seeds as `{other.request.get('request_id')}`, sample for sample"
         if alike == n:
             every = "the sample came out identical to theirs" if n == 1 else \
                 f"all {n} samples came out identical to theirs"
-            return f"{head}, and {every}: the same seeds gave the same samples."
+            return (f"{head}, and {every}{' as far as the stopped samples went' if cut else ''}: the same seeds "
+                    "gave the same samples.")
         return (f"{head}: {alike} of {n} samples came out identical to theirs; where one parts from its partner, "
                 "something other than the seed changed (Compare says what).")
     if not others:
