@@ -37,8 +37,8 @@ def run_summary(run: Run) -> str:
     if written_by_hand(run):  # texts alone, never timed
         made = f"{tokens} words"
     else:
-        made = (f"{counted(tokens, 'token')} in {elapsed:.2f} s{f' ({tokens / elapsed:.1f} tok/s)' if elapsed > 0 else ''}"
-                f" · {counted(len(run.events), 'event')}")
+        rate = f" ({tokens / elapsed:.1f} tok/s)" if elapsed > 0 else ""
+        made = f"{counted(tokens, 'token')} in {elapsed:.2f} s{rate} · {counted(len(run.events), 'event')}"
     asked = " · ".join(part for part in (*(f"{req[name]}" for name in ("mode", "output_kind") if req.get(name)),
                                          sampler_marks(run)) if part)
     # What the run is, before what it did: a replay or samples written by hand say so first.
