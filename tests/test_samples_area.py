@@ -64,6 +64,21 @@ def test_a_delta_carries_only_the_new_tokens_of_the_samples_that_grew():
     assert session.update(run) is None  # nothing new: no message
 
 
+def test_a_final_only_run_sends_no_arrival_times_for_a_cards_ttft():
+    """FINAL_ONLY's first output is its last: the time it arrived is no time to first token, and a
+    card says nothing of TTFT or tok/s rather than that (the Timing tab has the engine's own)."""
+    run, session = blank(2), SamplesSession()
+    run.request["output_kind"] = "FINAL_ONLY"
+    session.update(run)
+    grow(run, 0, "a", "b", t=0.7)
+    entry = json.loads(session.update(run))["u"][0]
+    assert entry[2] is None and len(entry) > 7 and entry[7] is None
+    timed, session = blank(2), SamplesSession()
+    session.update(timed)
+    grow(timed, 0, "a", "b", t=0.7)
+    assert json.loads(session.update(timed))["u"][0][7] == 0.7
+
+
 def test_finish_reasons_and_the_status_go_once():
     run, session = blank(2), SamplesSession()
     session.update(run)

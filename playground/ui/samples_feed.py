@@ -69,14 +69,15 @@ def past_text(sample: Sample) -> str:
     return tail if spelled.startswith(text) and len(tail) <= MAX_PAST else ""
 
 
-def _entries(grown: list[tuple[Sample, int]]) -> list[list]:
+def _entries(grown: list[tuple[Sample, int]], timed: bool = True) -> list[list]:
     """The ``u`` entries of the samples that grew (each from the position the browser lacks); the
-    logprobs of all of them read at once from their arrays."""
+    logprobs of all of them read at once from their arrays. ``timed``: with the arrival times a
+    card's TTFT and tok/s are read from; not for FINAL_ONLY, whose first output is its last."""
     arrays = _from_arrays([(s, start) for s, start in grown if isinstance(s.logprobs, Logprobs)])
-    return [_entry(s, start, arrays.get(s.index)) for s, start in grown]
+    return [_entry(s, start, arrays.get(s.index), timed) for s, start in grown]
 
 
-def _entry(sample: Sample, start: int, read: tuple | None) -> list:
+def _entry(sample: Sample, start: int, read: tuple | None, timed: bool = True) -> list:
     """Sample ``sample``'s tokens from ``start`` on, as one ``u`` entry (``read``: its logprobs,
     top-k and entropies, when they came from arrays)."""
     stop = len(sample.token_ids)
@@ -96,7 +97,7 @@ def _entry(sample: Sample, start: int, read: tuple | None) -> list:
         tops += [[]] * len(missing)
         entropies = [None if e is None else round(e, 2) for e in analysis.entropies(recorded, len(recorded))]
         entropies += missing
-    times = sample.token_times
+    times = sample.token_times if timed else []
     last = round(times[min(stop, len(times)) - 1], 3) if times else None
     entry = [sample.index, start, last, texts, logprobs, tops, entropies]
     if start == 0:
@@ -233,7 +234,7 @@ class SamplesFeed:
             if ended:
                 finished.append([s.index, self.told.reasons[s.index], *filter(None, [past_text(s)])])
         if grown:
-            out["u"] = _entries(grown)
+            out["u"] = _entries(grown, timed=run.output_kind != "FINAL_ONLY")
             order, shared = empty_last(*prefix_order([s.token_ids for s in run.samples], self.known), run.samples)
             if order != self.order or shared != self.shared:
                 out["o"], out["c"] = order, shared
