@@ -187,7 +187,9 @@ def _cache_note(run: Run, block_size: int | None) -> str:
                 f"one {block_size}-token cache block)")
     cached = [s.num_cached_tokens for s in run.samples[1:] if s.num_cached_tokens is not None]
     if not cached:
-        return "the run on screen: prefix-cache hits not reported per child in this mode"
+        # vLLM's own fan-out says no child's hits; nor does a server's stream
+        where = "in native mode" if run.request.get("mode") == "native" else "by this backend"
+        return f"the run on screen: prefix-cache hits are not reported per child {where}"
     return (f"the run on screen: children 1..n-1 read {min(cached)}–{max(cached)} of {prompt} prompt tokens "
             f"from the prefix cache")
 
