@@ -467,6 +467,8 @@ class FakeHandler(BaseHTTPRequestHandler):
         body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))) or "{}")
         if self.hold() or not self.authorized():
             return
+        if self.server.down.is_set():  # gone: new requests fail (the streams open before stay open)
+            return self.answer(503, {"error": {"message": "the server is shutting down", "code": 503}})
         if self.path == "/tokenize" and "messages" in body and not self.server.chat:
             message = "Cannot use chat template functions because tokenizer.chat_template is not set"
             return self.answer(400, {"error": {"message": message, "code": 400}})
@@ -504,8 +506,8 @@ def test_a_server_shutting_down_mid_run_ends_it_in_seconds_not_at_the_timeout():
     with FakeServer("shutdown") as server:
         backend = connect(server.url, request_timeout=60.0)
         started = time.monotonic()
-        with pytest.raises(RemoteError) as error:
-            run_request(backend, n=2, seed=1, max_tokens=4)
+        with pytest.raises(RemoteError) as error:  # one stream: a second, opened after, would be refused
+            run_request(backend, n=1, seed=1, max_tokens=4)
         assert time.monotonic() - started < QUIET_FOR + 10
     said = str(error.value)
     assert server.url.removesuffix("/v1") in said and "HTTP 503" in said and "the server is shutting down" in said
@@ -642,3 +644,20 @@ def test_a_refusal_for_a_server_that_is_down_gives_its_advice_once_on_the_page()
     assert refusal == f"{asked} The request was not run; try again once the server answers."
     assert views.refused_summary(refusal, engine_away=True) == (
         f"✖ refused: {asked} Nothing was sent to the engine; press Run again once it answers.")
+
+
+def test_a_server_gone_while_the_page_sat_idle_shows_down_as_soon_as_the_prompt_changes():
+    """The engine line spoke of the last Run press: a change of the prompt asks the server to
+    render it, its health beside, and the line says what that found."""
+    from types import SimpleNamespace
+
+    from playground.ui import controls
+
+    with FakeServer("stall") as server:
+        backend = connect(server.url)
+        page = SimpleNamespace(backend=backend)
+        preview, line = asyncio.run(controls.preview_and_status(page, "Hello", False))
+        assert "● engine up" in line and "output_kind views client-side (server streams DELTA)" in line
+        server.down.set()  # gone meanwhile: /health fails
+        preview, line = asyncio.run(controls.preview_and_status(page, "Hello there", False))
+    assert "✖ engine down" in line and preview.startswith("⚠️") and "HTTP 503" in preview

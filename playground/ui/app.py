@@ -186,8 +186,9 @@ def build_app(backend, sync_runner=None, embedding_model: str | None = None,
         prompt, use_chat = form["prompt"], form["use_chat_template"]
         # One listener for both: an example sets both at once, and two listeners could answer out of
         # order, leaving the preview of a state the form is no longer in.
-        gr.on([prompt.change, use_chat.change], partial(controls.render_prompt, page), [prompt, use_chat], rendered,
-              show_progress="hidden", trigger_mode="always_last", api_visibility="private")
+        gr.on([prompt.change, use_chat.change], partial(controls.preview_and_status, page),
+              [prompt, use_chat, page.current], [rendered, status], show_progress="hidden", trigger_mode="always_last",
+              api_visibility="private")
         # Checked and planned outside the queue: a refusal is shown at once and nothing is stored; else
         # the session holds its action before the run waits for a slot.
         started = run_btn.click(partial(running.begin, page), [page.live, page.current],

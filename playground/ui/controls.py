@@ -23,6 +23,14 @@ async def render_prompt(page: Page, prompt: str, use_chat_template: bool) -> str
     return views.rendered_prompt(rendered, len(token_ids))
 
 
+async def preview_and_status(page: Page, prompt: str, use_chat_template: bool, current=None) -> tuple[str, str]:
+    """``render_prompt``, and the engine line as that left it: a server's rendering asks its health
+    beside it, so a server that went away while the page sat idle shows as down as soon as the
+    prompt changes, not at the next Run (``current``: the run on screen, which the line speaks of)."""
+    preview = await render_prompt(page, prompt, use_chat_template)
+    return preview, views.engine_status(page.backend.info(), current)
+
+
 async def on_load(page: Page, prompt: str, use_chat_template: bool) -> tuple[str, str]:
     """A new session: the engine as it is now (no run of this session yet), and the preview for
     the form's defaults."""

@@ -170,8 +170,8 @@ def engine_status(info: dict, last_run: Run | None = None) -> str:
     where = info.get("base_url") or info.get("device", "")
     parts = [f"**{model_name(info.get('model', '?'))}**", where,
              f"vLLM {info.get('vllm_version', '?')}", up]
-    if info.get("output_kind_source"):
-        parts.append(info["output_kind_source"])
+    if info.get("output_kind_source"):  # what builds the output_kind views: "client-side (server streams DELTA)"
+        parts.append(f"output_kind views {info['output_kind_source']}")
     if info.get("note"):
         parts.append(info["note"])
     if last_run is not None and last_run.n > 1 and not replayed_from(last_run):  # a replay's cache: nobody's
