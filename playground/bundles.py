@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from playground.errors import InvalidBundle, InvalidRequest, damaged_bundle
+from playground.errors import TOO_DEEP, InvalidBundle, InvalidRequest, damaged_bundle
 from playground.request import check_record
 from playground.run import Run
 
@@ -98,7 +98,7 @@ def csv_header(text: str) -> str | None:
     return first if re.fullmatch(r"\w+(,\w+)+", first) else None
 
 
-DEEP = "its JSON nests deeper than any run bundle does, so it is not one"
+DEEP = f"{TOO_DEEP}, so it is not one"
 
 
 def parse_bundles(text: str, limits: ReadLimits = DEFAULT_LIMITS,

@@ -51,6 +51,8 @@ SPLIT_PREFILL_CRASH = (
     "(chunked prefill), and a CPU generator cannot be rewound (\"CPU Generator does not use offset\"): the engine "
     "core dies. Every sample here is seeded, so a run whose n prompts do not fit in one step "
     "(max_num_batched_tokens) kills it")
+# A text whose JSON nests past the interpreter's depth: said alike by every reader of bundles.
+TOO_DEEP = "its JSON nests deeper than any run bundle does"
 # What a refusal for a server that is down adds for a caller with no page to say it (the API, a
 # command): a page's summary says it in its own words (ui/views.refused_summary).
 NOT_RUN = " The request was not run; try again once the server answers."

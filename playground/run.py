@@ -25,7 +25,7 @@ import pandas as pd
 from playground import bundle_format, bundle_v3
 from playground.bundle_events import EventsWriter, compact
 from playground.bundle_table import TableWriter
-from playground.errors import InvalidBundle, damaged_bundle
+from playground.errors import TOO_DEEP, InvalidBundle, damaged_bundle
 from playground.event_output import EventOutput
 from playground.logprobs import Logprobs, TokenLogprob
 
@@ -245,7 +245,7 @@ class Run:
                 raise InvalidBundle(f"this is not a run bundle: not valid JSON ({e.msg} at line {e.lineno}, "
                                     f"column {e.colno})") from None
             except RecursionError:
-                raise InvalidBundle("this is not a run bundle: its JSON nests deeper than any bundle does") from None
+                raise InvalidBundle(f"this is not a run bundle: {TOO_DEEP}") from None
             return cls.from_dict(data)
 
     def tokens_frame(self) -> pd.DataFrame:

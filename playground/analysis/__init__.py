@@ -102,6 +102,7 @@ from playground.analysis.diff import (
 )
 from playground.analysis.display import (
     PARTIAL,
+    continued_text,
     counted,
     first_tokens,
     message_figure,
@@ -260,6 +261,7 @@ __all__ = [
     "condition_changes",
     "confidence_of",
     "confidence_table",
+    "continued_text",
     "convergence_figure",
     "convergence_of",
     "cosine_matrix",

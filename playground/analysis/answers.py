@@ -46,9 +46,9 @@ from dataclasses import dataclass, field
 
 import regex
 
-from playground.analysis.display import truncate
+from playground.analysis.display import continued_text, truncate
 from playground.errors import PlaygroundError
-from playground.run import Run
+from playground.run import Run, Sample
 
 EXTRACTORS = ("normalized", "first-line", "last-number", "boxed", "regex")
 DEFAULT_EXTRACTOR = "normalized"  # defined for every text: a person who did not choose sees literal agreement
@@ -283,13 +283,18 @@ class Answers:
         return next((k for k, g in enumerate(self.groups) if index in g.indices), None)
 
 
+def cut_short(sample: Sample) -> bool:
+    """A sample stopped before it finished (Stop, a failure): its tokens are a beginning."""
+    return sample.finish_reason in (None, "abort")
+
+
 def cut_short_note(run: Run) -> str:
     """For a run that was stopped (or failed) with samples unfinished, the sentence that says so:
     their answers, and what is counted of them, are read from what they had said by then ("" for
     a run whose samples all finished, and for one still streaming)."""
     if run.status not in ("aborted", "error"):
         return ""
-    cut = [s for s in run.samples if s.finish_reason in (None, "abort")]
+    cut = [s for s in run.samples if cut_short(s)]
     if not cut:
         return ""
     were = "was" if len(cut) == 1 else "were"
@@ -299,10 +304,8 @@ def cut_short_note(run: Run) -> str:
 
 def answer_texts(run: Run) -> list[str]:
     """What each sample says, as an answer is read from it: a branch's samples behind the text they
-    continue (its record's ``branch.prefix_text``: the parent's words before the point and the
-    forced token), for "Orange" cut at "O" is "range" alone."""
-    branch = run.request.get("branch")
-    lead = branch.get("prefix_text") or "" if isinstance(branch, dict) else ""
+    continue (``continued_text``), for "Orange" cut at "O" is "range" alone."""
+    lead = continued_text(run)
     return [lead + s.text for s in run.samples]
 
 

@@ -22,7 +22,7 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from playground.analysis.answers import Extractor, group_answers
-from playground.analysis.display import for_hover, pieces, visible
+from playground.analysis.display import continued_text, for_hover, pieces, visible
 from playground.analysis.diversity import distinct_n
 from playground.analysis.tree import tree_figure
 from playground.run import Run, Sample, TokenLogprob
@@ -75,8 +75,7 @@ def branch_lead(parent: Run, sample: int, position: int, forced_text: str | None
     """The text a branch's samples continue, after the prompt: the parent's own lead (a branch of
     a branch), sample ``sample``'s first ``position`` tokens, then the forced token's text. Its
     samples hold only their new tokens, and read as fragments without it."""
-    parent_lead = (parent.request.get("branch") or {}).get("prefix_text") or ""
-    return parent_lead + "".join(pieces(parent.samples[sample])[:position]) + (forced_text or "")
+    return continued_text(parent) + "".join(pieces(parent.samples[sample])[:position]) + (forced_text or "")
 
 
 def alternatives(run: Run, sample: int, position: int, k: int = MAX_ALTERNATIVES) -> list[Alternative]:

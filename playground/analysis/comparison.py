@@ -24,6 +24,7 @@ from typing import Literal
 
 import pandas as pd
 
+from playground.analysis.answers import cut_short
 from playground.analysis.diff import (
     common_prefix,
     diff_html,
@@ -361,11 +362,6 @@ def seed_overlaps(runs: Sequence[Run]) -> list[dict[str, int]]:
     return overlaps
 
 
-def _cut_short(sample: Sample) -> bool:
-    """A sample stopped before it finished (Stop, a failure): its tokens are a beginning."""
-    return sample.finish_reason in (None, "abort")
-
-
 def _drew_alike(a: Sample, b: Sample | None) -> bool:
     """Two samples of one seed drew the same tokens: all of them, or as far as one cut short went."""
     if b is None:
@@ -373,7 +369,7 @@ def _drew_alike(a: Sample, b: Sample | None) -> bool:
     if a.token_ids == b.token_ids:
         return True
     short, long = (a, b) if len(a.token_ids) < len(b.token_ids) else (b, a)
-    return _cut_short(short) and list(long.token_ids[:len(short.token_ids)]) == list(short.token_ids)
+    return cut_short(short) and list(long.token_ids[:len(short.token_ids)]) == list(short.token_ids)
 
 
 def seed_reuse_sentence(run: Run, earlier: Sequence[Run]) -> str:
@@ -403,7 +399,7 @@ def seed_reuse_sentence(run: Run, earlier: Sequence[Run]) -> str:
         other = same[-1]
         theirs = {sample.index: sample for sample in other.samples}
         alike = sum(_drew_alike(sample, theirs.get(sample.index)) for sample in run.samples)
-        cut = any(_cut_short(s) for s in (*run.samples, *other.samples))
+        cut = any(cut_short(s) for s in (*run.samples, *other.samples))
         head = f"ℹ️ The same child seeds as `{other.request.get('request_id')}`, sample for sample"
         if alike == n:
             every = "the sample came out identical to theirs" if n == 1 else \

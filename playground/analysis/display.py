@@ -87,6 +87,13 @@ def percent(share: float) -> str:
     return f"{share:.1%}".replace(".0%", "%")
 
 
+def continued_text(run: Run) -> str:
+    """The words a branch's samples continue after the prompt (its record's ``branch.prefix_text``:
+    the parent's words before the point, then the forced token); "" for a run that is no branch."""
+    branch = run.request.get("branch")
+    return (branch.get("prefix_text") or "") if isinstance(branch, dict) else ""
+
+
 def truth_word(value) -> str | None:
     """"yes" or "no" for a truth value (Python's or numpy's), as a table for people says it; None
     for anything else: by type, not equality, since 1 == True and a count of 1 is no "yes"."""

@@ -201,9 +201,11 @@ def graph_sentence(graph: SampleGraph) -> str:
     elif parts:
         where = f"part at {counted(parts, 'point')}"
     else:
-        where = "never part"
-    if parts or where != "never part":
+        where = ""
+    if where:
         where += f" and **meet again at {counted(len(meets), 'point')}**" if meets else " and **never meet again**"
+    else:
+        where = "never part"
     said = f"**{counted(len(walked), 'sample')}, {counted(len(graph.nodes), 'node')}**: the samples {where}."
     shared = [node for node in graph.nodes if node.count > 1]
     if shared:

@@ -50,7 +50,7 @@ from playground.analysis.convergence import (
     settled_sentence,
 )
 from playground.analysis.diff import diff_legend, diff_rows, pairwise_heatmap, shared_prefix_sentence
-from playground.analysis.display import model_name, truth_word
+from playground.analysis.display import continued_text, model_name, truth_word
 from playground.analysis.graph import graph_sentence, sample_graph
 from playground.analysis.graph_figure import WIDE, graph_figure
 from playground.analysis.replays import marked, origin_note
@@ -184,7 +184,7 @@ def _run_sections(page: Page, run: Run, measures: Measures | None, charts: bool 
     if note := origin_note(run):
         page.text(note)
     if branch := branch_label(run):  # its samples continue a parent's sample: say which, and the words
-        lead = (run.request.get("branch") or {}).get("prefix_text")
+        lead = continued_text(run)
         page.text(f"A branch: {branch}. Each sample continues the prompt below"
                   + (f" and then “{lead}” (the parent's words up to the point, and the forced token), which "
                      "its answers are read with." if lead else "."))

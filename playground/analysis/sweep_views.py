@@ -252,13 +252,14 @@ def sweep_chart(runs: list[Run], measures: Measures | None = None, names: list[s
         return message_figure("Sweep", "no finished run yet")
     param = sweep_param(runs)
     numeric = param not in (None, "seed") and table["value"].map(lambda v: isinstance(v, (int, float))).all()
-    x = table["value"] if numeric else [value_label(r, param) for r in sweep_order(runs)]
     if numeric:  # along the scale, whatever order the values were swept in
         off = table["value"] <= 0 if param in OFF_AT_THE_END else pd.Series(False, index=table.index)
         table = table.assign(_off=off).sort_values(["_off", "value"], kind="stable")
         x = table["value"]
         if off.any():  # "off" is no small value: a category after the largest, named so
             x, numeric = [f"{v} (off)" if o else str(v) for v, o in zip(table["value"], table["_off"])], False
+    else:
+        x = [value_label(r, param) for r in sweep_order(runs)]
     fig = make_subplots(rows=len(names), cols=1, shared_xaxes=True, vertical_spacing=0.06,
                         subplot_titles=[CHARTED.get(name, in_words(name)) for name in names])
     for row, name in enumerate(names, 1):

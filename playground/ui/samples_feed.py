@@ -209,7 +209,7 @@ class SamplesFeed:
         self.known = {}
         message = {"k": "r", "s": seq, "r": self.key, "id": self.request_id, "n": run.n,
                    "sd": [s.seed for s in run.samples]}
-        if lead := (run.request.get("branch") or {}).get("prefix_text"):  # a branch's samples continue it
+        if lead := analysis.continued_text(run):  # a branch's samples continue it
             message["pf"] = lead if len(lead) <= LEAD_CHARS else "…" + lead[-LEAD_CHARS:]
         message.update(self._changes(run))
         return message
