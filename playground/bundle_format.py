@@ -75,11 +75,12 @@ FORMAT_FIELDS = ("bundle_version", "logprobs_float32", "texts", "samples", "even
 
 @contextlib.contextmanager
 def collector_paused() -> Iterator[None]:
-    """Python's cyclic garbage collector held off while a bundle is written or read. A bundle of
-    n=256 x 1,000 tokens makes and reads millions of small lists and strings, none in a cycle, and
-    each 700 of them would start a collection that scans the young objects (more and more often
-    the whole heap): measured, a third of writing and half of reading. Nested and threaded uses
-    are safe: only the outermost one that found it on turns it back on."""
+    """Python's cyclic garbage collector held off while a bundle is written or read (or a sample
+    graph built). A bundle of n=256 x 1,000 tokens makes and reads millions of small lists and
+    strings, none in a cycle, and each 700 of them would start a collection that scans the young
+    objects (more and more often the whole heap): measured, a third of writing and half of
+    reading, and half of building the graph at n=256. Nested and threaded uses are safe: only the
+    outermost one that found it on turns it back on."""
     was_on = gc.isenabled()
     gc.disable()
     try:
@@ -138,7 +139,7 @@ def encode(run, written: EventsWriter | None = None, gathered: TableWriter | Non
 
 def write(data: dict[str, Any], events: list[str] | None = None) -> str:
     """The text of a bundle's ``data`` (``encode``'s, with its version), field by field in one line:
-    the samples by ``samples_json``; ``events``: the events already written, the parts of a JSON
+    the samples by ``samples_json_parts``; ``events``: the events already written, the parts of a JSON
     list, put last (``LiveBundle``). Joined once: at n=256 x 1,000 tokens the text is 16 MB."""
     parts = []
     for name, value in data.items():
@@ -152,11 +153,6 @@ def write(data: dict[str, Any], events: list[str] | None = None) -> str:
     parts[:1] = ["{"]
     parts.append("}")
     return "".join(parts)
-
-
-def samples_json(samples: list[dict[str, Any]]) -> str:
-    """``compact(samples)``, the same text, faster (``samples_json_parts``)."""
-    return "".join(samples_json_parts(samples))
 
 
 def samples_json_parts(samples: list[dict[str, Any]]) -> list[str]:

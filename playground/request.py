@@ -54,6 +54,12 @@ class Limits:
     vocab_size: int | None = None  # token ids below it are the model's; None: the server checks them
 
     @classmethod
+    def of_engine(cls, max_n: int, info: dict) -> Limits:
+        """The limits of an engine in this process, from its description (``describe_engine``)."""
+        return cls(max_n=max_n, max_model_len=info["max_model_len"], max_logprobs=info["max_logprobs"],
+                   vocab_size=info["vocab_size"])
+
+    @classmethod
     def before_engine(cls, max_n: int, max_logprobs: int | None = VLLM_MAX_LOGPROBS) -> Limits:
         """The limits a command line can check before an engine starts, so a typo costs no engine
         start: the engine's context length is not known yet (left open, checked at submission);
@@ -158,7 +164,7 @@ class SampleRequest:
 
     def check(self, limits: Limits) -> None:
         """Every check that needs no tokenizer. Raises InvalidRequest naming the first problem."""
-        _check_prompt_text(self.prompt, limits)
+        check_prompt_text(self.prompt, limits)
         self.check_each([f.name for f, _ in fields()], limits)
         check_seed(self.seed, self.n)
         check_greedy(self.temperature, self.n)
@@ -226,7 +232,7 @@ def check_record(request: Any) -> None:
     typed = SampleRequest.from_user(**{**known, "prompt": known.get("prompt") or "x"})
     for f, meta in fields():
         if meta.choices is not None and f.name in known and getattr(typed, f.name) not in meta.choices:
-            raise InvalidRequest(f"{f.name} must be one of {', '.join(meta.choices)}, got {known[f.name]!r}")
+            check_choice(f.name, known[f.name], meta.choices)  # named as the file wrote it
 
 
 def token_settings_changed(request: dict) -> dict[str, Any]:
@@ -248,8 +254,8 @@ def _check_field(request: SampleRequest, name: str, meta: Setting, limits: Limit
         check_n(value, limits.max_n)
     elif name == "seed":
         check_seed(value, 1)
-    elif meta.choices is not None and value not in meta.choices:
-        raise InvalidRequest(f"{name} must be one of {', '.join(meta.choices)}, got {value!r}")
+    elif meta.choices is not None:
+        check_choice(name, value, meta.choices)
     elif isinstance(value, (int, float)) and not isinstance(value, bool):
         _check_bounds(name, value, meta, limits)
 
@@ -266,8 +272,13 @@ def did_you_mean(name: str, names) -> str:
     return f" (did you mean {close[0]}?)" if close else ""
 
 
+def is_greedy(temperature: float) -> bool:
+    """vLLM samples greedily (the likeliest token, every time) below this temperature."""
+    return temperature < GREEDY_EPS
+
+
 def check_greedy(temperature: float, n: int) -> None:
-    if temperature < GREEDY_EPS and n > 1:
+    if is_greedy(temperature) and n > 1:
         raise InvalidRequest(
             f"greedy sampling (temperature 0) with n={n} would give {n} identical samples, and vLLM "
             "rejects it: raise the temperature or set n=1"
@@ -287,9 +298,15 @@ def check_seed(seed: int | None, n: int) -> None:
         )
 
 
+def check_choice(name: str, value: Any, choices) -> None:
+    """A setting with choices holds one of them: said alike by the form, the API, a record and a
+    caller's own mode."""
+    if value not in choices:
+        raise InvalidRequest(f"{name} must be one of {', '.join(choices)}, got {value!r}")
+
+
 def check_mode(mode: str) -> None:
-    if mode not in MODES:
-        raise InvalidRequest(f"mode must be one of {', '.join(MODES)}, got {mode!r}")
+    check_choice("mode", mode, MODES)
 
 
 def check_context(prompt_tokens: int, max_tokens: int, max_model_len: int, prefix_tokens: int = 0) -> None:
@@ -328,7 +345,9 @@ def _check_bounds(name: str, value: float, meta: Setting, limits: Limits) -> Non
     raise InvalidRequest(f"{name} must be in {left}{low:g}, {high:g}{right}, got {value}")
 
 
-def _check_prompt_text(prompt: str, limits: Limits) -> None:
+def check_prompt_text(prompt: str, limits: Limits) -> None:
+    """The prompt's own checks (text, within --max-prompt-chars): a run's first, and the preview's,
+    so nothing unchecked reaches the tokenizer or a server's as it is typed either."""
     if not prompt.strip():
         raise InvalidRequest("the prompt is empty: type some text to sample from")
     if len(prompt) > limits.max_prompt_chars:

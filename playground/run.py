@@ -25,7 +25,7 @@ import pandas as pd
 from playground import bundle_format, bundle_v3
 from playground.bundle_events import EventsWriter, compact
 from playground.bundle_table import TableWriter
-from playground.errors import TOO_DEEP, InvalidBundle, damaged_bundle
+from playground.errors import TOO_DEEP, InvalidBundle, damaged_bundle, json_problem
 from playground.event_output import EventOutput
 from playground.logprobs import Logprobs, TokenLogprob
 
@@ -37,7 +37,6 @@ from playground.logprobs import Logprobs, TokenLogprob
 # 5: the logprobs' integer arrays in the smallest of one, two or four bytes (a quarter smaller).
 # Versions 1 and 2 are the record as plain data, the layout versions 3 to 5 are decoded into.
 BUNDLE_VERSION = bundle_format.VERSION
-PLAIN_VERSION = 2
 TABLE_EVERY = 2  # LiveBundle's writes between two looks at the samples' new token texts
 # Outputs per sample (a step's, at native n) between two of LiveBundle's writes: each write looks at
 # every sample (and every other one gathers the table), so fewer writes cost less, and the save at
@@ -137,7 +136,7 @@ class Run:
     mutated_events: list[int] | None = None
     # Not part of the record: the bundle written while the run was recorded (``LiveBundle``), so
     # saving it writes only what is left. A class attribute, so that no field of a Run holds it.
-    written = None
+    live_bundle = None
     # Not part of the record either: held while an output is recorded, and by a reader on another
     # thread that must see each output whole (a sample's ids with their texts). A run being
     # recorded has a lock of its own (``RunRecorder``); any other is read by nobody but its reader.
@@ -170,8 +169,8 @@ class Run:
         line with no spaces (a line of JSONL); with it, a field per line and a sample or event per
         line, indented by that many spaces (a bundle to read, not much bigger)."""
         with bundle_format.collector_paused():
-            if indent is None and self.written is not None:
-                written = self.written.to_json(self)
+            if indent is None and self.live_bundle is not None:
+                written = self.live_bundle.to_json(self)
                 if written is not None:
                     return written
             return self._json(indent)
@@ -242,8 +241,8 @@ class Run:
             try:
                 data = json.loads(text)
             except json.JSONDecodeError as e:
-                raise InvalidBundle(f"this is not a run bundle: not valid JSON ({e.msg} at line {e.lineno}, "
-                                    f"column {e.colno})") from None
+                said = json_problem(e, line=True)
+                raise InvalidBundle(f"this is not a run bundle: not valid JSON ({said})") from None
             except RecursionError:
                 raise InvalidBundle(f"this is not a run bundle: {TOO_DEEP}") from None
             return cls.from_dict(data)
@@ -302,7 +301,7 @@ class LiveBundle:
     """
 
     def __init__(self, run: Run, table_every: int = TABLE_EVERY, write_every: int = WRITE_EVERY):
-        # Not the run itself: the run holds its bundle (``Run.written``), and a run with a path back
+        # Not the run itself: the run holds its bundle (``Run.live_bundle``), and a run with a path back
         # to itself is freed by no count of references, only by a full collection, which until then
         # walks its hundreds of thousands of objects every time.
         self._run = weakref.ref(run)

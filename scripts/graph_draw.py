@@ -52,7 +52,7 @@ def app_process(url: str) -> psutil.Process | None:
 
 
 def synthetic_bundle() -> Path:
-    from playground.ui.samples_replay import synthetic_run
+    from playground.backends.synthetic import synthetic_run
 
     run = synthetic_run(256, 128, seed=2)
     for s in run.samples:

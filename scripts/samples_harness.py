@@ -5,7 +5,7 @@
     python scripts/samples_harness.py --bundle run.json    # replay a real run at its recorded pace
 
 Each run is replayed at an engine's pace (synthetic: every unfinished sample gets a token per step,
-``samples_replay.step_for(n)`` s a step, the first token after 0.3 s; a bundle: each token at its
+``synthetic.step_for(n)`` s a step, the first token after 0.3 s; a bundle: each token at its
 recorded time) into a fresh page served on loopback by this process. Figures, per run:
 
 - ``first_ms``: from the Run click to the first frame showing a token (the page's clock; a
@@ -34,9 +34,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from playground.backends.synthetic import synthetic_run  # noqa: E402 (after the path)
 from playground.bench.browser import CHROMIUM_ARGS, WATCH, chromium_path  # noqa: E402 (after the path)
+from playground.bench.probes import free_port  # noqa: E402 (after the path)
+from playground.bench.samples_demo import demo_app  # noqa: E402 (after the path)
 from playground.run import Run  # noqa: E402 (after the path)
-from playground.ui.samples_replay import demo_app, synthetic_run  # noqa: E402 (after the path)
 
 
 def design_config(design: str) -> dict:
@@ -112,7 +114,7 @@ def main(argv: list[str] | None = None) -> int:
                             (lambda c: synthetic_run(c["n"], c["tokens"], seed=c["n"])))
     demo.queue(default_concurrency_limit=8)
     _, url, _ = demo.launch(prevent_thread_lock=True, server_name="127.0.0.1",
-                            server_port=args.port or _free_port(), quiet=True)
+                            server_port=args.port or free_port(), quiet=True)
     rows = []
     try:
         with sync_playwright() as p:
@@ -146,12 +148,6 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _median(values):

@@ -8,16 +8,9 @@ from collections.abc import Callable
 
 from playground.backends import base
 from playground.backends.outputs import observation_from_output
+from playground.bench.probes import free_port  # noqa: F401 (the tests' own port, from here)
 from playground.request import SampleRequest
 from playground.run import Event, Run
-
-
-def free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def wait_until(condition: Callable[[], bool], timeout: float, every: float = 0.02) -> bool:

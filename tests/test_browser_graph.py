@@ -182,7 +182,7 @@ def test_a_click_on_a_node_of_a_run_written_by_hand_lists_its_samples_in_view(br
 
 def test_a_saved_run_of_256_samples_draws_folded_and_a_click_marks_its_rows_in_the_wall(
         browser, app_url, tmp_path):  # noqa: F811
-    from playground.ui.samples_replay import synthetic_run
+    from playground.backends.synthetic import synthetic_run
 
     run = synthetic_run(256, 128, seed=2, logprobs=None)  # the bundle at half the size: the real run has them
     for s in run.samples:

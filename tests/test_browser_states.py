@@ -12,7 +12,7 @@ import signal
 import pytest
 
 from playground.analysis import entropies
-from playground.ui.samples_replay import synthetic_run
+from playground.backends.synthetic import synthetic_run
 from tests.helpers import unfinished_after, wait_until
 from tests.test_browser import (  # noqa: F401  (browser: the fixture)
     ARTIFACTS,

@@ -188,11 +188,11 @@ def test_every_run_reads_back_as_it_was_written_and_its_bundle_is_valid(run):
     "token_texts": st.one_of(st.lists(st.one_of(st.none(), st.text()), max_size=3),
                              st.dictionaries(st.text(max_size=2), st.text(), max_size=2))}), max_size=3))
 def test_the_fast_writing_of_samples_is_the_plain_one(run, entries):
-    """``samples_json`` (orjson where a sample holds no float) writes what ``compact`` writes: for
+    """``samples_json_parts`` (orjson where a sample holds no float) writes what ``compact`` writes: for
     the samples of any run, and for made-up ones with any characters, ints past 64 bits and floats."""
     samples = bundle_format.encode(run)["samples"]
-    assert bundle_format.samples_json(samples) == compact(samples)
-    assert bundle_format.samples_json(entries) == compact(entries)
+    assert "".join(bundle_format.samples_json_parts(samples)) == compact(samples)
+    assert "".join(bundle_format.samples_json_parts(entries)) == compact(entries)
 
 
 def test_the_canonical_form_tells_apart_what_json_would_not():
@@ -232,7 +232,7 @@ def recorded(draw) -> tuple[Run, list[str], str]:
     with_logprobs = draw(st.booleans())
     recorder = RunRecorder({"prompt": "p", "n": n, "output_kind": kind, "request_id": "run-1"}, list(range(n)),
                            texts=alone.get)
-    bundle = recorder.run.written = LiveBundle(recorder.run, table_every=draw(st.sampled_from((1, 2, 16))),
+    bundle = recorder.run.live_bundle = LiveBundle(recorder.run, table_every=draw(st.sampled_from((1, 2, 16))),
                                                write_every=draw(st.sampled_from((1, 2, 8, 32))))
     had = [([], "") for _ in range(n)]  # per sample: its ids and text so far, as the engine said them
     for _ in range(draw(st.integers(1, 10))):
@@ -287,7 +287,7 @@ def test_a_bundle_written_while_its_run_is_recorded_reads_back_as_the_run(case):
 def test_a_run_saved_after_it_was_recorded_writes_only_what_was_left_and_the_same_each_time():
     recorder = RunRecorder({"prompt": "p", "n": 2, "output_kind": "DELTA", "request_id": "run-1"}, [0, 1])
     run = recorder.run
-    bundle = run.written = LiveBundle(run, write_every=1)
+    bundle = run.live_bundle = LiveBundle(run, write_every=1)
     for step in range(4):
         outputs = [EventOutput(i, f" w{step}{i}", [10 * step + i]) for i in range(2)]
         recorder.observe(Observation(Event(recorder.t0 + step, False, outputs),
@@ -298,7 +298,7 @@ def test_a_run_saved_after_it_was_recorded_writes_only_what_was_left_and_the_sam
     assert saved is not None and run.to_json() == saved == run.to_json()  # kept once the run ended
     assert Run.from_json(saved).samples[1].text == " w01 w11 w21 w31"
     copied = copy.deepcopy(run)  # a copy is written whole, and alike
-    assert copied.written is None and copied.to_json() == Run.from_json(saved).to_json()
+    assert copied.live_bundle is None and copied.to_json() == Run.from_json(saved).to_json()
     run.samples[0].token_ids = list(run.samples[0].token_ids)  # replaced, not grown: what it wrote may be stale
     assert bundle.to_json(run) is None and Run.from_json(run.to_json()) == run
 
@@ -306,12 +306,12 @@ def test_a_run_saved_after_it_was_recorded_writes_only_what_was_left_and_the_sam
 def _delta_run(steps: int = 3, write_every: int = 1) -> Run:
     """A DELTA run of two samples grown by the recorder, two tokens per output, its bundle written as it grows."""
     recorder = RunRecorder({"prompt": "p", "n": 2, "output_kind": "DELTA", "request_id": "run-1"}, [0, 1])
-    recorder.run.written = LiveBundle(recorder.run, write_every=write_every)
+    recorder.run.live_bundle = LiveBundle(recorder.run, write_every=write_every)
     for step in range(steps):
         outputs = [EventOutput(i, f" w{step}{i}", [10 * step + i, 100 + step]) for i in range(2)]
         recorder.observe(Observation(Event(recorder.t0 + step, False, outputs),
                                      token_texts={i: [f" w{step}{i}", ""] for i in range(2)}))
-        recorder.run.written.advance()
+        recorder.run.live_bundle.advance()
     return recorder.finish()
 
 
@@ -335,8 +335,8 @@ def test_a_recorded_run_and_its_bundle_are_freed_with_their_last_reference_witho
     gc.disable()
     try:
         run = _delta_run()
-        assert run.written is not None and run.written.run is run and run.to_json()
-        gone = weakref.ref(run), weakref.ref(run.samples[0]), weakref.ref(run.written)
+        assert run.live_bundle is not None and run.live_bundle.run is run and run.to_json()
+        gone = weakref.ref(run), weakref.ref(run.samples[0]), weakref.ref(run.live_bundle)
         del run
         assert all(ref() is None for ref in gone)
     finally:

@@ -163,12 +163,13 @@ def test_a_failed_run_says_why_and_is_valid():
     when it has none; a run stopped is aborted, with a sentence too."""
     from types import SimpleNamespace
 
-    from playground.backends.base import STOPPED, Recording, prepare
+    from playground.backends.base import STOPPED_REASON, Recording, prepare
     from playground.request import Limits
 
     backend = SimpleNamespace(info=lambda: {"model": "none"}, decode=lambda ids: "")
     for error, status, says in ((RuntimeError("the server went away"), "error", "the server went away"),
-                                (ValueError(), "error", "ValueError"), (KeyboardInterrupt(), "aborted", STOPPED)):
+                                (ValueError(), "error", "ValueError"),
+                                (KeyboardInterrupt(), "aborted", STOPPED_REASON)):
         prepared = prepare(Limits(), SampleRequest("A prompt", n=2, seed=None), ("A prompt", [5, 6]))
         data = json.loads(Recording(backend, prepared).fail(error).to_json())
         VALIDATOR.validate(data)

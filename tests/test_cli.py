@@ -234,7 +234,7 @@ def test_ctrl_c_in_a_terminal_stops_the_app_and_its_engine_without_rebuilding_it
     from gradio_client import Client
 
     from playground.bench.browser import start_app
-    from tests.helpers import wait_until
+    from tests.helpers import free_port, wait_until
 
     log, port = tmp_path / "app.log", free_port()
     damaged = tmp_path / "runs.sqlite3"
@@ -296,14 +296,6 @@ def alive(process) -> bool:
         return process.is_running() and process.status() != psutil.STATUS_ZOMBIE
     except psutil.NoSuchProcess:
         return False
-
-
-def free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def test_the_processes_the_benchmark_spawns_are_quiet_too():

@@ -373,6 +373,10 @@ def test_a_seed_sweep_from_count_steps_by_n_so_no_two_runs_share_a_seed():
     assert A.seed_overlaps(runs) == []
     close = SweepRequest.of(SampleRequest("p", n=8), "seed", "1 2 100")
     assert "base seeds 1 and 2 are closer than n=8" in seed_overlap_note(close)
+    same = SweepRequest.of(SampleRequest("p", n=8, mode="same-seed"), "seed", "1 2 100")
+    assert seed_overlap_note(same) is None, "in same-seed mode every sample uses the base seed: 1 and 2 share none"
+    twice = SweepRequest.of(SampleRequest("p", n=8, mode="same-seed"), "seed", "5 5")
+    assert "base seed 5 is swept twice" in (seed_overlap_note(twice) or "")
     for wrong, said in (("1:x", "got COUNT 'x'"), ("1:0", "got COUNT 0"), ("x:4", "seed must be a whole number")):
         with pytest.raises(InvalidRequest, match=said):  # COUNT named as COUNT, never as the request's n
             SweepRequest.of(SampleRequest("p", n=8), "seed", wrong)

@@ -54,7 +54,7 @@ class Tab:
 
     def __init__(self, page, loop):
         self.page, self.loop = page, loop
-        self.live = self.current = None
+        self.action = self.current = None
         self.history: list = []
         self.samples = SamplesSession()
         self.summary = ""
@@ -67,7 +67,7 @@ class Tab:
 
     def apply(self, update: dict) -> None:
         page = self.page
-        for key, attribute in ((page.live, "live"), (page.current, "current"), (page.history, "history")):
+        for key, attribute in ((page.action, "action"), (page.current, "current"), (page.history, "history")):
             if key in update:
                 setattr(self, attribute, update[key])
         summary = update.get(page.summary)
@@ -84,7 +84,7 @@ class Tab:
 
     def run(self, **form) -> None:
         """Press Run: ``begin``, then (as ``.success`` does) its follower in the queue."""
-        self.press(running.begin(self.page, self.live, self.current, **self.form(**form)))
+        self.press(running.begin(self.page, self.action, self.current, **self.form(**form)))
 
     def press(self, begin) -> dict:
         """A button: its ``begin``, then (as ``.success`` does after a value returned, a refusal
@@ -105,11 +105,11 @@ class Tab:
 
     async def _follow(self) -> None:
         """The stream's event, then (as Gradio's ``.then``) the end's."""
-        await self._drain(running.stream(self.page, self.live, self.samples))
+        await self._drain(running.stream(self.page, self.action, self.samples))
         await self.finish()
 
     async def finish(self) -> None:
-        await self._drain(running.finish(self.page, self.live, self.history, self.samples, "Diff"))
+        await self._drain(running.finish(self.page, self.action, self.history, self.samples, "Diff"))
 
     async def _drain(self, handler) -> None:
         async with contextlib.aclosing(handler) as updates:
@@ -120,7 +120,7 @@ class Tab:
         """Press Stop: the follower's event is cancelled, ``stop`` ends the action, and Gradio starts
         the cancelled event's ``.then`` (``finish``), which leaves the end to Stop."""
         self.cancel_follower()
-        self.apply(self.call(running.stop(self.page, self.live, self.history, self.samples, "Diff")))
+        self.apply(self.call(running.stop(self.page, self.action, self.history, self.samples, "Diff")))
         shown = self.current
         self.call(self.finish())
         assert self.current is shown, "the end was shown twice"
@@ -150,7 +150,7 @@ class Tab:
 
     @property
     def going(self) -> bool:
-        return self.live is not None and self.live.going
+        return self.action is not None and self.action.going
 
 
 def engine_idle(backend, host, timeout: float = 5.0) -> bool:
@@ -165,17 +165,28 @@ def test_a_refusal_is_named_stores_nothing_and_the_next_run_works(page, loop, ba
             tab.run(prompt=prompt)  # the step outside Gradio's queue, as Run's first step is: no toast
         assert not [w for w in said if reason in str(w.message)], "a refusal printed on the server's terminal"
         tab.wait()
-        assert tab.live is None, "a refused request was stored for the session"
+        assert tab.action is None, "a refused request was stored for the session"
         assert tab.summary.startswith("✖ refused") and reason in tab.summary, tab.summary
         assert "waiting for a free slot" not in tab.summary
         if tab.current is not None:  # the samples below are the last run's: its line stays, under the refusal
             assert f"On screen: ✔ finished · `{tab.current.request['request_id']}`" in tab.summary, tab.summary
         tab.run(prompt=SHORT)
-        assert isinstance(tab.live, running.Action) and tab.live.going
+        assert isinstance(tab.action, running.Action) and tab.action.going
         tab.wait()
-        assert tab.live.runs[0].state is State.FINISHED and tab.summary.startswith("✔ finished"), tab.summary
-        assert tab.current is tab.live.runs[0].run
+        assert tab.action.runs[0].state is State.FINISHED and tab.summary.startswith("✔ finished"), tab.summary
+        assert tab.current is tab.action.runs[0].run
     assert engine_idle(backend, host)
+
+
+def test_the_preview_checks_the_prompt_as_a_run_does_before_any_tokenizer_sees_it(page, loop):
+    from playground.ui import controls
+
+    limit = page.backend.limits.max_prompt_chars
+    for prompt, said in (("x" * (limit + 1), f"more than the limit of {limit}"), ("a\x00b", "NUL character")):
+        preview = asyncio.run_coroutine_threadsafe(controls.render_prompt(page, prompt, False), loop).result(30)
+        assert preview.startswith("⚠️ No preview:") and said in preview, preview
+    fine = asyncio.run_coroutine_threadsafe(controls.render_prompt(page, SHORT, False), loop).result(30)
+    assert "No preview" not in fine and "token" in fine, fine
 
 
 def test_the_panel_on_screen_streams_its_live_part_beside_the_run(page, loop, backend, host):
@@ -187,7 +198,7 @@ def test_the_panel_on_screen_streams_its_live_part_beside_the_run(page, loop, ba
     for selected, tokens in (("Timing", 1500), ("Diff", 4)):
         tab = Tab(page, loop)
         tab.run(prompt=SHORT, n=2, max_tokens=tokens, ignore_eos=True)
-        action, updates, every = tab.live, [], []
+        action, updates, every = tab.action, [], []
 
         async def follow(selected=selected, action=action, updates=updates, every=every) -> None:
             async with contextlib.aclosing(running.live_panels(page, action, selected)) as panels:
@@ -224,7 +235,7 @@ def test_a_branch_prefix_past_the_context_is_refused_and_a_run_while_a_branch_st
         run = source
         if max_tokens is not None:  # the same point, in a run whose max_tokens no longer fits after the prefix
             run = Run(request={**source.request, "max_tokens": max_tokens}, samples=source.samples)
-        return branch_tab.begin(branch_controls, page, tab.live, run, tab.current, 0, 12, branch_tab.MODEL_CHOOSES,
+        return branch_tab.begin(branch_controls, page, tab.action, run, tab.current, 0, 12, branch_tab.MODEL_CHOOSES,
                                 "", "")
 
     with gr.Blocks():  # the tab's components: the handler writes its note
@@ -234,34 +245,34 @@ def test_a_branch_prefix_past_the_context_is_refused_and_a_run_while_a_branch_st
     limit = backend.limits.max_model_len - source.request["num_prompt_tokens"]
     tab.press(branch(max_tokens=limit - 5))  # fits the prompt alone, not with the 12-token prefix
     tab.wait()
-    assert tab.live is None and "refused" in tab.summary and "max_tokens" in tab.summary, tab.summary
+    assert tab.action is None and "refused" in tab.summary and "max_tokens" in tab.summary, tab.summary
     vocab = backend.limits.vocab_size  # a typed token id the model does not have: named as it was typed
-    tab.press(branch_tab.begin(branch_controls, page, tab.live, source, tab.current, 0, 12, branch_tab.MODEL_CHOOSES,
+    tab.press(branch_tab.begin(branch_controls, page, tab.action, source, tab.current, 0, 12, branch_tab.MODEL_CHOOSES,
                                str(vocab), ""))
-    assert tab.live is None and f"token id {vocab} is not a token of the model: its ids are 0 to {vocab - 1}" \
+    assert tab.action is None and f"token id {vocab} is not a token of the model: its ids are 0 to {vocab - 1}" \
         in tab.summary and "prefix_token_ids" not in tab.summary, tab.summary
-    tab.press(branch_tab.begin(branch_controls, page, tab.live, source, tab.current, 0, 500, branch_tab.MODEL_CHOOSES,
+    tab.press(branch_tab.begin(branch_controls, page, tab.action, source, tab.current, 0, 500, branch_tab.MODEL_CHOOSES,
                                "", ""))  # a point past the sample's end: named in the domain's words
-    assert tab.live is None and "token 500 is not within sample 0's 16 tokens" in tab.summary, tab.summary
+    assert tab.action is None and "token 500 is not within sample 0's 16 tokens" in tab.summary, tab.summary
     assert "unexpected error" not in tab.summary and f"On screen: ✔ finished · `{source.request['request_id']}`" \
         in tab.summary, tab.summary
 
     tab.press(branch())
-    assert wait_until(lambda: tab.live.runs[0].state in (State.STARTING, State.STREAMING, State.FINISHED), 30)
+    assert wait_until(lambda: tab.action.runs[0].state in (State.STARTING, State.STREAMING, State.FINISHED), 30)
     if tab.going:  # a Run while the branch streams is refused, and the branch goes on, followed once
-        branch = tab.live
-        assert tab.press(running.begin(page, tab.live, **tab.form(SHORT))) == {
+        branch = tab.action
+        assert tab.press(running.begin(page, tab.action, **tab.form(SHORT))) == {
             page.summary: gr.skip(), page.said: running.PRESSED_AGAIN}  # the line by the form says so
-        assert tab.live is branch
-        again = tab.press(branch_tab.begin(branch_controls, page, tab.live, source, tab.current, 0, 12,
+        assert tab.action is branch
+        again = tab.press(branch_tab.begin(branch_controls, page, tab.action, source, tab.current, 0, 12,
                                            branch_tab.MODEL_CHOOSES, "", ""))
-        assert again == {branch_controls.note: f"⚠️ {running.BUSY}"} and tab.live is branch
+        assert again == {branch_controls.note: f"⚠️ {running.BUSY}"} and tab.action is branch
     tab.wait()
-    assert tab.live.name == "Branch" and tab.live.runs[0].state is State.FINISHED
+    assert tab.action.name == "Branch" and tab.action.runs[0].state is State.FINISHED
     assert tab.current.request["branch"]["position"] == 12
     tab.run(prompt=SHORT)
     tab.wait()
-    assert tab.live.runs[0].state is State.FINISHED
+    assert tab.action.runs[0].state is State.FINISHED
     assert engine_idle(backend, host)
 
 
@@ -280,10 +291,10 @@ def test_what_if_runs_a_branch_per_top_token_and_reads_each_answer_from_the_whol
         with gr.Tabs():
             controls = branch_tab.declare(context)
     options = analysis.alternatives(source, 0, 2, 2)
-    asked = tab.call(branch_tab.begin_what_if(controls, page, tab.live, None, source, 0, 2, 2, ""))
+    asked = tab.call(branch_tab.begin_what_if(controls, page, tab.action, None, source, 0, 2, 2, ""))
     tab.apply(asked)
     assert "running 2 branches of 2 samples each" in asked[controls.note], asked
-    shown = tab.call(branch_tab.what_if(controls, page, tab.live, tab.history, None, "first-line", ""))
+    shown = tab.call(branch_tab.what_if(controls, page, tab.action, tab.history, None, "first-line", ""))
     table = shown[controls.table]["value"]
     assert table["token id"].tolist() == [o.token_id for o in options]  # headed in words
     before = "".join(analysis.pieces(source.samples[0])[:2])
@@ -316,8 +327,8 @@ def test_what_ifs_branches_are_kept_in_the_run_store_as_shown_runs_are(loop, bac
             context = gr.Textbox()
             with gr.Tabs():
                 controls = branch_tab.declare(context)
-        tab.apply(tab.call(branch_tab.begin_what_if(controls, kept_page, tab.live, None, tab.current, 0, 1, 2, "1")))
-        shown = tab.call(branch_tab.what_if(controls, kept_page, tab.live, tab.history, tab.samples))
+        tab.apply(tab.call(branch_tab.begin_what_if(controls, kept_page, tab.action, None, tab.current, 0, 1, 2, "1")))
+        shown = tab.call(branch_tab.what_if(controls, kept_page, tab.action, tab.history, tab.samples))
         keeper.saving(shown[kept_page.extra[keeping.MARKER]]).result(60)
         branches = [r.request["request_id"] for r in shown[kept_page.history] if analysis.branched_from(r)]
         assert len(branches) == 2
@@ -341,10 +352,11 @@ def test_the_reproducibility_tabs_runs_join_history_and_the_store_marked_as_reru
         with gr.Blocks():
             with gr.Tabs():
                 controls = repro_tab.declare()
-        for begin, follow in ((repro_tab.begin_rerun(controls, kept_page, tab.live, tab.current, 1), repro_tab.rerun),
-                              (repro_tab.begin_compare(controls, kept_page, tab.live, tab.current), repro_tab.compare)):
+        for begin, follow in (
+                (repro_tab.begin_rerun(controls, kept_page, tab.action, tab.current, 1), repro_tab.rerun),
+                (repro_tab.begin_compare(controls, kept_page, tab.action, tab.current), repro_tab.compare)):
             tab.apply(tab.call(begin))
-            shown = tab.call(follow(controls, kept_page, tab.live, tab.history, tab.samples))
+            shown = tab.call(follow(controls, kept_page, tab.action, tab.history, tab.samples))
             assert "joined History" in shown[controls.verdict], shown[controls.verdict]
             keeper.saving(shown[kept_page.extra[keeping.MARKER]]).result(60)
             tab.apply(shown)
@@ -366,11 +378,11 @@ def test_a_run_whose_tab_closed_mid_run_is_kept_in_the_run_store_as_stopped(loop
         keeper = keeping._keepers[id(kept_page.extra[keeping.MARKER])]
         keeper.register(tab.samples, "owner-reload")
         tab.run(prompt=SHORT, max_tokens=1500, ignore_eos=True)
-        assert wait_until(lambda: tab.live.runs[0].run is not None and tab.live.runs[0].run.events, 60)
+        assert wait_until(lambda: tab.action.runs[0].run is not None and tab.action.runs[0].run.events, 60)
         tab.cancel_follower()  # the tab went away
         keeper.settle()
         (entry,) = store.entries("owner-reload")
-        assert entry.request_id == tab.live.runs[0].run.request["request_id"] and entry.status == "aborted"
+        assert entry.request_id == tab.action.runs[0].run.request["request_id"] and entry.status == "aborted"
 
 
 def test_stop_then_run_and_a_closed_tab_then_a_new_one(page, loop, backend, host):
@@ -382,9 +394,9 @@ def test_stop_then_run_and_a_closed_tab_then_a_new_one(page, loop, backend, host
     tab.run(prompt=SHORT, max_tokens=1500, ignore_eos=True)
     assert tab.stop_near and tab.panels_note == ("While this run streams, Graph, Set, Timing and Inspector follow it; "
                                                  "Diff, Tree and Logprobs are drawn when it ends.")
-    assert wait_until(lambda: tab.live.runs[0].state is State.STREAMING, 60)
+    assert wait_until(lambda: tab.action.runs[0].state is State.STREAMING, 60)
     tab.stop()
-    assert tab.live.runs[0].state is State.STOPPED and not tab.going
+    assert tab.action.runs[0].state is State.STOPPED and not tab.going
     assert tab.current.status == "aborted" and all(s.finish_reason == "abort" for s in tab.current.samples)
     assert not tab.stop_near and tab.panels_note == ""
     assert engine_idle(backend, host)
@@ -392,22 +404,22 @@ def test_stop_then_run_and_a_closed_tab_then_a_new_one(page, loop, backend, host
     tab.run(prompt=SHORT)
     assert f"Diff, Tree and Logprobs still show `{stopped}` and are drawn when it ends." in tab.panels_note
     tab.wait()
-    assert tab.live.runs[0].state is State.FINISHED and not tab.stop_near and tab.panels_note == ""
+    assert tab.action.runs[0].state is State.FINISHED and not tab.stop_near and tab.panels_note == ""
     shown = tab.current  # Stop with nothing going: a press that does nothing says so, and changes nothing
-    assert tab.call(running.stop(page, tab.live, tab.history, tab.samples, "Diff")) == {
+    assert tab.call(running.stop(page, tab.action, tab.history, tab.samples, "Diff")) == {
         page.said: running.NOTHING_TO_STOP}
     assert tab.current is shown
 
     closed = Tab(page, loop)
     closed.run(prompt=SHORT, max_tokens=1500, ignore_eos=True)
-    assert wait_until(lambda: closed.live.runs[0].state is State.STREAMING, 60)
+    assert wait_until(lambda: closed.action.runs[0].state is State.STREAMING, 60)
     closed.cancel_follower()  # the tab went away: Gradio closes its handler
-    assert closed.live.runs[0].state is State.STOPPED
+    assert closed.action.runs[0].state is State.STOPPED
     assert engine_idle(backend, host, timeout=3)
     fresh = Tab(page, loop)
     fresh.run(prompt=SHORT)
     fresh.wait()
-    assert fresh.live.runs[0].state is State.FINISHED
+    assert fresh.action.runs[0].state is State.FINISHED
 
 
 def test_a_sweep_is_the_sessions_action_run_waits_and_any_stop_ends_it(page, loop, backend, host):
@@ -421,27 +433,27 @@ def test_a_sweep_is_the_sessions_action_run_waits_and_any_stop_ends_it(page, loo
         with gr.Tabs():
             sweep = sweep_tab.declare()
     tab = Tab(page, loop)
-    refused = tab.call(sweep_tab.begin(sweep, page, tab.live, "temperature", "0.5 1.0", **tab.form(PAST_THE_CONTEXT)))
-    assert refused[page.live] is None and "longer than the context" in refused[sweep.status]
+    refused = tab.call(sweep_tab.begin(sweep, page, tab.action, "temperature", "0.5 1.0", **tab.form(PAST_THE_CONTEXT)))
+    assert refused[page.action] is None and "longer than the context" in refused[sweep.status]
     assert "press Run the sweep again" in refused[sweep.status]
 
     started = tab.call(sweep_tab.begin(sweep, page, None, "temperature", "0.4 0.8 1.2 1.6", reference="391",
                                        **tab.form(SHORT, max_tokens=40, ignore_eos=True)))
     tab.apply(started)
-    assert tab.live.name == "Sweep" and len(tab.live.runs) == 4 and "starting a sweep of 4" in started[sweep.status]
+    assert tab.action.name == "Sweep" and len(tab.action.runs) == 4 and "starting a sweep of 4" in started[sweep.status]
     updates: list[dict] = []
 
     async def follow() -> None:
-        async with contextlib.aclosing(sweep_tab.run(sweep, page, tab.live)) as drawn:
+        async with contextlib.aclosing(sweep_tab.run(sweep, page, tab.action)) as drawn:
             async for update in drawn:
                 updates.append(update)
 
     follower = asyncio.run_coroutine_threadsafe(follow(), loop)  # the queued follower, as Gradio starts it
     assert wait_until(lambda: any(len(u.get(sweep.runs) or []) == 1 for u in updates), 120)
-    said = tab.call(running.begin(page, tab.live, tab.current, **tab.form(SHORT)))
+    said = tab.call(running.begin(page, tab.action, tab.current, **tab.form(SHORT)))
     assert "Run started nothing: the sweep was going on this page. Press Stop (beside Run) first" in said[page.summary]
-    assert page.live not in said
-    assert tab.call(running.stop(page, tab.live, tab.history, tab.samples, "Diff")) == {}  # the sweep draws its end
+    assert page.action not in said
+    assert tab.call(running.stop(page, tab.action, tab.history, tab.samples, "Diff")) == {}  # the sweep draws its end
     follower.result(60)
     last = updates[-1]
     kept = last[sweep.runs]
@@ -462,10 +474,10 @@ def test_a_sweep_is_the_sessions_action_run_waits_and_any_stop_ends_it(page, loo
     with pytest.warns(UserWarning, match="A run is streaming into the samples area: press Stop, or wait for it"):
         # a run opened now would be painted over by the streaming run's end
         assert tab.call(sweep_tab.open_value(page, 0, kept, tab.history, tab.samples, "Diff",
-                                             live=tab.live)) == gr.skip()
+                                             action=tab.action)) == gr.skip()
     tab.wait()
-    assert tab.live.runs[0].state is State.FINISHED
-    tab.apply(tab.call(sweep_tab.open_value(page, 0, kept, tab.history, tab.samples, "Diff", live=tab.live)))
+    assert tab.action.runs[0].state is State.FINISHED
+    tab.apply(tab.call(sweep_tab.open_value(page, 0, kept, tab.history, tab.samples, "Diff", action=tab.action)))
     assert tab.current is kept[0], "once the run has ended, a run opens"
 
 
@@ -488,17 +500,17 @@ class Sessions(RuleBasedStateMachine):
 
     @rule(prompt=PROMPTS, n=st.integers(1, 3), long=st.booleans())
     def press_run(self, prompt, n, long):
-        busy, going = self.tab.going, self.tab.live
+        busy, going = self.tab.going, self.tab.action
         # long: still going when the next steps come (a Stop, a close), and over in seconds when
         # the next step waits for its end
         self.tab.run(prompt=prompt, n=n, max_tokens=48 if long else 4, ignore_eos=long)
         if busy:  # refused: the going action stays the session's, and its followers alone follow it
-            assert self.tab.live is going, "a second action started while one was going"
+            assert self.tab.action is going, "a second action started while one was going"
             return
         if prompt != SHORT:
-            assert self.tab.live is None and self.tab.summary.startswith("✖ refused"), self.tab.summary
+            assert self.tab.action is None and self.tab.summary.startswith("✖ refused"), self.tab.summary
 
-    @precondition(lambda self: self.tab.live is not None)
+    @precondition(lambda self: self.tab.action is not None)
     @rule()
     def press_stop(self):
         self.tab.stop()
@@ -518,7 +530,7 @@ class Sessions(RuleBasedStateMachine):
 
     @invariant()
     def one_run_at_most_and_none_left(self):
-        live = self.tab.live
+        live = self.tab.action
         if live is not None and live.going:
             assert self.host.run(self.backend.num_unfinished()) <= live.runs[0].request.n
         else:
@@ -531,7 +543,7 @@ class Sessions(RuleBasedStateMachine):
             tab.stop()
         tab.run(prompt=SHORT)
         tab.wait()
-        assert tab.live.runs[0].state is State.FINISHED, tab.summary
+        assert tab.action.runs[0].state is State.FINISHED, tab.summary
         assert engine_idle(self.backend, self.host)
 
 
@@ -649,7 +661,7 @@ def test_a_tab_opened_while_a_run_streams_draws_that_run_and_is_followed(page, l
     tab.wait()
     before = tab.current
     tab.run(prompt=SHORT, n=3, max_tokens=1500, ignore_eos=True)  # the Diff tab on screen: no live part
-    action = tab.live
+    action = tab.action
     assert wait_until(lambda: action.streaming_run() is not None and bool(action.streaming_run().events), 120)
     inspector = next(p for p in page.panels if p.tab == "Inspector")
     opened = tab.call(showing.opened(page, before, gr.SelectData(None, {"index": 0, "value": "Inspector"}), action))

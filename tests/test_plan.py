@@ -29,7 +29,11 @@ def test_children_are_named_and_seeded_as_vllm_does():
     assert (run_plan.parent_id, run_plan.mode, run_plan.seed, run_plan.n) == ("run-1", "wrapper", 7, 3)
     assert plan.make_plan("run-1", 3, 7, "same-seed").seeds == [7, 7, 7]
     assert plan.make_plan("run-1", 3, 7, "native").seeds == [7, 8, 9], "vLLM's own rule, for the record"
-    assert plan.make_plan("run-1", 2, None, "wrapper").seeds == [None, None]
+    drawn = plan.make_plan("run-1", 2, None, "wrapper")
+    assert drawn.seed is not None and drawn.seeds == [drawn.seed, drawn.seed + 1], "the wrapper draws a blank seed"
+    assert plan.make_plan("run-1", 2, None, "native").seeds == [None, None], "native leaves it blank, as vLLM"
+    recorded = plan.make_plan("run-1", 2, None, "native", seed_native=True)
+    assert recorded.seeds == [recorded.seed, recorded.seed + 1], "a recorded run is seeded in every mode"
 
 
 def test_the_largest_seeds_fit_and_one_more_is_refused_with_the_range():

@@ -930,7 +930,7 @@ def test_the_tab_runs_a_matrix_renders_a_grid_and_a_json_file_and_opens_a_cell(b
     settings = dict(prompt=PROMPT, use_chat_template=False, n=2, seed="7", output_kind="DELTA", mode="wrapper",
                     temperature=1.0, top_p=1.0, top_k=0, min_p=0.0, max_tokens=3, presence_penalty=0,
                     frequency_penalty=0, repetition_penalty=1, stop="", logprobs=0, ignore_eos=False)
-    action = asyncio.run(qa_tab.begin(tab, page, None, **settings))[page.live]  # the session's action
+    action = asyncio.run(qa_tab.begin(tab, page, None, **settings))[page.action]  # the session's action
     grid, report, json_file, matrix = asyncio.run(
         qa_tab.run(tab, page, action, progress=lambda *a, desc=None, **k: descriptions.append(desc)))
     assert not action.going
@@ -1022,14 +1022,14 @@ def test_the_matrix_is_the_sessions_action_run_waits_for_it_and_stop_ends_it_bet
     form = dict(prompt=PROMPT, use_chat_template=False, n=2, seed="7", max_tokens=3)
 
     async def scenario() -> str:
-        queued = (await qa_tab.begin(tab, page, None, **form))[page.live]
+        queued = (await qa_tab.begin(tab, page, None, **form))[page.action]
         await running.stop(page, queued, [], SamplesSession(), "QA matrix")  # before its follower began: at once
         assert not queued.going
         stopped = await qa_tab.run(tab, page, queued, progress=lambda *a, **k: None)
         assert stopped[1] == "■ The QA matrix was stopped before its first cell."
         second_cell = asyncio.Event()
         update = await qa_tab.begin(tab, page, None, **form)
-        action = update[page.live]
+        action = update[page.action]
         assert action.going and update[tab.report].startswith("⏳ The QA matrix runs one cell at a time")
         assert await qa_tab.begin(tab, page, action, **form) == {tab.report: f"⚠️ {running.BUSY}"}
 
@@ -1044,8 +1044,8 @@ def test_the_matrix_is_the_sessions_action_run_waits_for_it_and_stop_ends_it_bet
         assert not action.going and matrix_run.done()
         grid, report, json_file, matrix = matrix_run.result()
         update = await running.begin(page, action, None, **form)
-        assert update[page.live].name == "Run"  # the next Run starts
-        await update[page.live].stop_and_wait()
+        assert update[page.action].name == "Run"  # the next Run starts
+        await update[page.action].stop_and_wait()
         return grid, report, json_file, matrix
 
     grid, report, json_file, matrix = asyncio.run(scenario())

@@ -19,10 +19,10 @@ from vllm.logprobs import append_logprobs_for_next_position, create_sample_logpr
 
 from playground.backends.outputs import logprobs_from_vllm
 from playground.backends.pieces import DecodedPieces, TokenTable
+from playground.backends.synthetic import synthetic_run
 from playground.logprobs import Logprobs, TokenLogprob
 from playground.run import Sample
 from playground.ui.samples_area import SamplesSession
-from playground.ui.samples_replay import synthetic_run
 from tests.session_start import STARTING
 
 

@@ -6,8 +6,9 @@ from __future__ import annotations
 import asyncio
 import threading
 
+from playground.backends.base import record_to_end
 from playground.backends.engine import LATEST_EVERY_S, EngineHost
-from playground.backends.live import LiveRun, complete
+from playground.backends.live import LiveRun
 from playground.request import SampleRequest
 
 
@@ -87,5 +88,5 @@ def test_a_reader_on_another_thread_sees_every_output_whole(backend):
     run = asyncio.run(main())
     assert run.status == "finished" and all(len(s.token_ids) == 48 for s in run.samples)
     assert checks[0] > 0 and not torn, torn[:5]
-    again = asyncio.run(complete(backend, request))  # the same seed, recorded the same way
+    again = asyncio.run(record_to_end(backend, request))  # the same seed, recorded the same way
     assert [s.token_ids for s in again.samples] == [s.token_ids for s in run.samples]

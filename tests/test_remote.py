@@ -586,14 +586,14 @@ def test_run_refused_while_the_server_is_stuck_works_once_it_answers_again(remot
         refused = asyncio.run(running.begin(page, None, **form))
     finally:
         os.kill(remote_server.process.pid, signal.SIGCONT)
-    assert refused[page.live] is None and "✖ engine down" in refused[page.status], refused
+    assert refused[page.action] is None and "✖ engine down" in refused[page.status], refused
     assert f"did not answer its health check within {HEALTH_TIMEOUT:g} s" in refused[page.summary]
     assert refused[page.summary].endswith("Nothing was sent to the engine; press Run again once it answers.")
     assert remote.info()["up"] is False  # as last seen: nothing asks the server until a press
     planned = asyncio.run(running.begin(page, None, **form))
-    assert planned[page.live] is not None and planned[page.live].runs[0].state == "queued", planned
+    assert planned[page.action] is not None and planned[page.action].runs[0].state == "queued", planned
     assert remote.info()["up"] is True
-    asyncio.run(planned[page.live].stop_and_wait())  # planned, never sent: stopped with nothing in the engine
+    asyncio.run(planned[page.action].stop_and_wait())  # planned, never sent: stopped with nothing in the engine
 
 
 # -- this kills the session's server: destructive, so it runs after every other test ----------------

@@ -274,6 +274,10 @@ def test_the_pages_files_read_answers_as_the_set_tab_does_and_name_a_replay(tmp_
                                                             export_tab.report_file, export_tab.set_file)]
     assert names == ["run-a-replay-of-run-0001.json", "run-a-replay-of-run-0001.csv",
                      "run-a-replay-of-run-0001.html", "run-a-replay-of-run-0001-set.csv"]
+    # Two sessions showing one run (a run link) export it their own way: neither overwrites the other's file.
+    mine, theirs = (export_tab.set_file(tmp_path, run, "regex", pattern) for pattern in ("(1)", "(2)"))
+    assert mine != theirs and Path(mine).name == Path(theirs).name
+    assert Path(mine).read_text(encoding="utf-8") != Path(theirs).read_text(encoding="utf-8")
 
 
 def test_comparison_and_sweep_reports_and_the_choice_between_them():
@@ -461,6 +465,13 @@ def test_a_file_that_is_not_bundles_is_refused_with_a_sentence_naming_the_line(t
     bad.write_text(f"{good}\n{{not json\n", encoding="utf-8")
     with pytest.raises(InvalidBundle, match=r"^mixed.jsonl, line 2: not valid JSON"):
         read_runs(bad)
+    bad.write_text(f'{good}\n{{"request": "cut sho\n', encoding="utf-8")  # the parser's "starting at", said once
+    with pytest.raises(InvalidBundle, match=r"^mixed.jsonl, line 2: not valid JSON \(Unterminated string starting "
+                                            r"at column 13\)"):
+        read_runs(bad)
+    (tmp_path / "empty.jsonl").write_text("", encoding="utf-8")
+    with pytest.raises(InvalidBundle, match=r"^empty.jsonl: the file is empty"):  # the file named once
+        read_runs(tmp_path / "empty.jsonl")
     for name, content in (("empty.json", b""), ("binary.bin", b"\x89PNG\r\n\x1a\n\xff"),
                           ("list.json", b"[\n1\n]")):
         (tmp_path / name).write_bytes(content)
@@ -472,7 +483,7 @@ def test_a_file_that_is_not_bundles_is_refused_with_a_sentence_naming_the_line(t
     damaged = json.loads(good)
     damaged["samples"][0]["token_ids"] = None
     damaged["samples"][0]["unknown_field"] = 1
-    with pytest.raises(InvalidBundle, match="the file: this run bundle is damaged"):
+    with pytest.raises(InvalidBundle, match="^damaged.json: this run bundle is damaged"):
         (tmp_path / "damaged.json").write_text(json.dumps(damaged, indent=1), encoding="utf-8")
         read_runs(tmp_path / "damaged.json")
 

@@ -1,7 +1,7 @@
 """The samples area (playground/ui/samples_area.py): the feed's messages, the pacing by acks, and the
 component in a real Chromium.
 
-The browser test streams a synthetic run (``samples_replay.synthetic_run``, replayed at an engine's
+The browser test streams a synthetic run (``backends.synthetic.synthetic_run``, replayed at an engine's
 pace) into a minimal gr.Blocks page served on loopback: it tests the component alone, at a pace
 a test can set; the page on the real engine is tests/test_browser.py's n=128 test.
 """
@@ -19,10 +19,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from playground.analysis import entropies, prefix_order
+from playground.backends.synthetic import synthetic_run
 from playground.bench.browser import CHROMIUM_ARGS, WATCH
+from playground.bench.samples_demo import demo_app
 from playground.run import Run, Sample, TokenLogprob
 from playground.ui.samples_area import SamplesSession
-from playground.ui.samples_replay import demo_app, synthetic_run
 from tests.helpers import free_port, wait_until
 
 NEXT_FRAME = "() => new Promise((done) => requestAnimationFrame(() => requestAnimationFrame(done)))"

@@ -17,9 +17,7 @@ Pure over one run: the Graph tab, the report, ``analyze --graph`` and Compare al
 from __future__ import annotations
 
 import bisect
-import contextlib
 import functools
-import gc
 import heapq
 import math
 import re
@@ -31,6 +29,7 @@ import numpy as np
 from playground.analysis.display import counted, pieces
 from playground.analysis.graph_align import Aligner
 from playground.analysis.meaning import cluster_by_similarity
+from playground.bundle_format import collector_paused
 from playground.run import Run, Sample
 
 NORMALISATION = "words split at whitespace, compared lower-cased without the punctuation at their edges"
@@ -268,23 +267,8 @@ def synonyms_by_meaning(keys: list[str], embeddings: np.ndarray, threshold: floa
 def sample_graph(run: Run, synonyms: dict[str, str] | None = None, how: str | None = None) -> SampleGraph:
     """The run's sample graph. ``synonyms``: word key -> the key it counts as (words that mean
     the same by an embedding model); ``how``: what the normalisation was, for the record."""
-    with _gc_paused():
+    with collector_paused():  # some 10^5 small objects that all live on, none in a cycle
         return _build(run, synonyms, how)
-
-
-@contextlib.contextmanager
-def _gc_paused():
-    """Python's collector off while the graph is built: the build makes some 10^5 small objects
-    that all live on, and each batch of them sets off a full collection, which walks every
-    object of the process (in the app, millions: the engine's, Gradio's, the runs'). That was
-    half the build's time at n=256 in a bare process. Nothing built here forms a cycle."""
-    was = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was:
-            gc.enable()
 
 
 def _build(run: Run, synonyms: dict[str, str] | None, how: str | None) -> SampleGraph:

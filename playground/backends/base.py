@@ -20,9 +20,9 @@ from typing import Any, Protocol
 from playground.backends.recorder import Observation, RunRecorder
 from playground.request import Limits, SampleRequest, check_context
 from playground.run import LiveBundle, Run
-from playground.sampling.plan import Plan, draw_seed, make_plan
+from playground.sampling.plan import Plan, make_plan
 
-STOPPED = "stopped before the last sample finished"
+STOPPED_REASON = "stopped before the last sample finished"
 
 
 @dataclass
@@ -63,10 +63,12 @@ class Backend(Protocol):
     """What the front ends need of a source of samples. Nothing here may block an event loop:
     ``info()`` answers from what the backend already knows; the rest is awaited.
 
-    Three attributes are optional, looked up by name where they are used, so a backend that
+    Four attributes are optional, looked up by name where they are used, so a backend that
     wraps another must pass on those it has: ``token_table`` (its tokenizer's texts, for
-    ``Recording`` and ``outputs.table_spelling``), ``resolve`` (the request a replay serves, for ``plan_request``) and
-    ``recorded`` (a run recorded on the engine's own thread, for ``follow_planned``)."""
+    ``Recording`` and ``outputs.table_spelling``), ``resolve`` (the request a replay serves, for
+    ``plan_request``), ``engine_of`` (the engine a replay's record names: the one that made the
+    tokens, for ``Recording``) and ``recorded`` (a run recorded on the engine's own thread, for
+    ``follow_planned``)."""
 
     limits: Limits
 
@@ -110,14 +112,14 @@ def prepare(limits: Limits, request: SampleRequest, rendered: tuple[str, list[in
     """Check what needs the rendered prompt, and plan the run, before the engine sees anything
     (``admit`` came before rendering: nothing unchecked reaches the tokenizer).
 
-    A blank seed becomes a random one here, once, in every mode, so the run can be replayed and the
-    UI can show which seed was used (the Prepared request holds it; the caller's is not changed).
+    A blank seed becomes a random one in the plan, once, in every mode, so the run can be replayed
+    and the UI can show which seed was used (the Prepared request holds it; the caller's is not
+    changed).
     """
     text, token_ids = rendered
     check_context(len(token_ids), request.max_tokens, limits.max_model_len, len(request.prefix_token_ids or []))
-    if request.seed is None:
-        request = dataclasses.replace(request, seed=draw_seed())
-    return Prepared(request, text, token_ids, make_plan(new_request_id(), request.n, request.seed, request.mode))
+    plan = make_plan(new_request_id(), request.n, request.seed, request.mode, seed_native=True)
+    return Prepared(dataclasses.replace(request, seed=plan.seed), text, token_ids, plan)
 
 
 class Recording:
@@ -131,12 +133,13 @@ class Recording:
         self.prepared = prepared
         # A backend with a tokenizer of its own has a table of its tokens' texts (backends/pieces.py).
         table = getattr(backend, "token_table", None)
-        self.recorder = RunRecorder(prepared.record_header(), prepared.plan.seeds, backend.info(), backend.decode,
+        # A replay's record describes the engine that made the tokens it plays (``engine_of``).
+        engine_of = getattr(backend, "engine_of", None)
+        engine = engine_of(prepared) if engine_of is not None else backend.info()
+        self.recorder = RunRecorder(prepared.record_header(), prepared.plan.seeds, engine, backend.decode,
                                     pieces=table.stream if table else None, texts=table.alone if table else None)
         self.run: Run = self.recorder.run
-        self.watch = None  # an OutputWatch, when a front end that steps the engine itself keeps one
-        self.so_far = None  # a SoFar, when that front end takes CUMULATIVE outputs as additions
-        self.spelling = None  # a Spelling, when that front end makes the texts from the token table
+        self.reader = None  # its OutputReader, when a front end that steps the engine itself keeps one per run
 
     def observe(self, observation: Observation) -> bool:
         """Take one observation; True when it was an event (the Run visibly changed)."""
@@ -147,7 +150,7 @@ class Recording:
         (an abort by its parent id: Stop, a closed tab) is "aborted", else "finished"."""
         if status is None:
             aborted = any(s.finish_reason == "abort" for s in self.run.samples)
-            status, error = ("aborted", STOPPED) if aborted else ("finished", error)
+            status, error = ("aborted", STOPPED_REASON) if aborted else ("finished", error)
         return self.recorder.finish(status, error)
 
     def fail(self, error: BaseException) -> Run:
@@ -155,7 +158,7 @@ class Recording:
         "aborted"; a failure is "error", with its message."""
         if isinstance(error, Exception):
             return self.finish("error", str(error) or type(error).__name__)
-        return self.finish("aborted", STOPPED)
+        return self.finish("aborted", STOPPED_REASON)
 
 
 async def plan_request(backend: Backend, request: SampleRequest, labels: dict[str, Any] | None = None,
@@ -163,17 +166,19 @@ async def plan_request(backend: Backend, request: SampleRequest, labels: dict[st
     """Check ``request`` (nothing reaches the tokenizer or the server unchecked), render its
     prompt (awaited: a slow server must not hold up the event loop), and plan it: everything
     before the engine. InvalidRequest names what cannot run."""
+    labels = dict(labels or {})
+    after = labels.pop("after", None)  # the run the asking page shows: a replay's "next run" follows it
     resolve = getattr(backend, "resolve", None)  # a replay serves a recorded run's request
     if resolve is not None and not request.prompt.strip():  # no prompt: a replay plays its file's next run
-        request, labels = resolve(request, labels)
+        request, labels = resolve(request, labels, after)
         resolve = None
     request = admit(backend, request)
     if resolve is not None:
-        request, labels = resolve(request, labels)
+        request, labels = resolve(request, labels, after)
         request = admit(backend, request)
     rendered = await backend.render(request.prompt, request.use_chat_template)
     prepared = prepare(backend.limits, request, rendered)
-    prepared.labels = dict(labels or {})
+    prepared.labels = labels
     prepared.watch = watch
     return prepared
 
@@ -247,7 +252,7 @@ async def record_live(backend: Backend, prepared: Prepared,
     thread that records it (``follow_planned``)."""
     async with contextlib.aclosing(record_planned(backend, prepared, observations)) as runs:
         async for run in runs:
-            if run.written is None:  # its first moment
-                run.written = LiveBundle(run)
-            run.written.advance()
+            if run.live_bundle is None:  # its first moment
+                run.live_bundle = LiveBundle(run)
+            run.live_bundle.advance()
             yield run

@@ -16,18 +16,11 @@ import time
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
-from vllm import TokensPrompt
 from vllm.v1.engine.exceptions import EngineDeadError
 
 from playground.backends.base import Prepared, record_live
 from playground.backends.engine import EngineHost, describe_engine
-from playground.backends.outputs import (
-    OutputWatch,
-    SoFar,
-    child_observation,
-    observation_from_output,
-    table_spelling,
-)
+from playground.backends.outputs import OutputReader, child_observation
 from playground.backends.pieces import TokenTable
 from playground.backends.recorder import Observation
 from playground.backends.resources import Workload
@@ -36,7 +29,6 @@ from playground.request import DEFAULT_MAX_N, Limits
 from playground.run import Run
 from playground.sampling import prompts
 from playground.sampling.async_sampler import ParallelSampler
-from playground.sampling.params import sampling_params
 
 log = logging.getLogger(__name__)
 DEAD = "the vLLM engine core has died; the playground is restarting it, try again in a minute"
@@ -90,12 +82,7 @@ class EmbeddedBackend:
     def _describe(self) -> None:
         engine = self.host.engine
         self._info = describe_engine(engine)
-        self.limits = Limits(
-            max_n=self.max_n,
-            max_model_len=self._info["max_model_len"],
-            max_logprobs=self._info["max_logprobs"],
-            vocab_size=self._info["vocab_size"],
-        )
+        self.limits = Limits.of_engine(self.max_n, self._info)
         self.tokenizer = engine.tokenizer
         self.token_table = TokenTable(self.tokenizer, self.decode)  # the texts of its tokens, once each
         self.sampler = ParallelSampler(engine, self.max_n)  # one per engine: abort() finds parents by id
@@ -149,28 +136,20 @@ class EmbeddedBackend:
         """The request's observations, on the engine's loop."""
         self._check_up()
         request = prepared.request
-        spelling = table_spelling(self, prepared)
-        params = sampling_params(request, detokenize=spelling is None)
-        tokens = TokensPrompt(prompt_token_ids=prepared.engine_prompt_ids, prompt=prepared.rendered_prompt)
         # Native FINAL_ONLY builds its one output from the last child to finish, so the output's
         # engine facts cannot be attributed to outputs[0]; the wrapper reports them per child.
         attribute = request.mode == "native" and (request.output_kind != "FINAL_ONLY" or request.n == 1)
+        reader = OutputReader(self, prepared, child_facts=attribute)
         sampler = self.sampler
         facts = Observation()  # what the children said of themselves since the last output
-        watch = OutputWatch() if prepared.watch else None
-        so_far = SoFar() if request.output_kind == "CUMULATIVE" else None
 
         def on_child(index, output):
             child_observation(index, output, facts)
 
         try:
-            async for output in sampler.sample(tokens, params, prepared.plan, on_child=on_child):
-                if watch is not None:
-                    watch.keep(output)
+            async for output in sampler.sample(reader.tokens, reader.params, prepared.plan, on_child=on_child):
                 # Counted as the caller receives the output: vLLM counts each child, not the parent.
-                observation = observation_from_output(output, time.monotonic(), child_facts=attribute,
-                                                      engine_requests=sampler.engine.get_num_unfinished_requests(),
-                                                      so_far=so_far, spelling=spelling)
+                observation = reader.observe(output, time.monotonic(), sampler.engine.get_num_unfinished_requests())
                 # One observation per output: the children's own facts ride along (recorded first).
                 observation.num_cached_tokens = {**facts.num_cached_tokens, **observation.num_cached_tokens}
                 observation.metrics = {**facts.metrics, **observation.metrics}
@@ -179,8 +158,8 @@ class EmbeddedBackend:
         except EngineDeadError as e:
             self.restart()
             raise EngineUnavailable(DEAD) from e
-        if watch is not None:
-            yield Observation(mutated_events=watch.changed())
+        if (last := reader.end()) is not None:
+            yield last
 
     async def abort(self, request_id: str) -> None:
         """Abort a run by its parent id through the sampler (see ``Backend.abort``): the run's own

@@ -34,6 +34,7 @@ from playground.backends.resources import (
     sizes_memory_itself,
 )
 from playground.errors import SPLIT_PREFILL_CRASH, ModelUnavailable
+from playground.request import SampleRequest
 
 log = logging.getLogger(__name__)
 
@@ -271,7 +272,7 @@ def describe_engine(engine) -> dict[str, Any]:
 
 LATEST_EVERY_S = 0.02  # a caller following one changing object is told of its changes at most this often
 
-WARM_UP_LOGPROBS = 5  # the page's default top-k
+WARM_UP_LOGPROBS = SampleRequest.logprobs  # the page's default top-k
 WARM_UP_SIZES = (2, 1)  # batch sizes: compiled for the first, and checked not to recompile for the other
 
 

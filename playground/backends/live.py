@@ -32,7 +32,7 @@ import time
 from collections.abc import AsyncIterator
 from typing import Any
 
-from playground.backends.base import STOPPED, Backend, Prepared, follow_planned, plan_request
+from playground.backends.base import STOPPED_REASON, Backend, Prepared, follow_planned, plan_request
 from playground.errors import InvalidRequest
 from playground.request import SampleRequest
 from playground.run import Run
@@ -65,6 +65,7 @@ class LiveRun:
         self.state = State.QUEUED
         self.reason: str | None = None  # why it ended, when it did not finish
         self.error: Exception | None = None  # what ended it, for a follower to raise
+        self.stop_asked = False  # a stop was asked for (a run may end stopped without one: a replay of a stopped run)
         self.run: Run | None = None  # from the recording's first moment on (before any event)
         self.version = 0  # bumped at every change a reader may want to see
         self._changed = asyncio.Event()
@@ -110,7 +111,7 @@ class LiveRun:
                     self.state = State.STREAMING
                 self._notify()
         except asyncio.CancelledError:  # a stop that could not abort: the recording marked it aborted
-            self._end(State.STOPPED, STOPPED)
+            self._end(State.STOPPED, STOPPED_REASON)
         except InvalidRequest as e:
             self._end(State.REFUSED, str(e), e)
         except Exception as e:
@@ -174,6 +175,7 @@ class LiveRun:
         """Stop, and return once the record says how the run ended: aborted by its parent id, with
         the engine's last output recorded; cancelled if the abort did not land within ``timeout``.
         None when it never began (it ends STOPPED with nothing sent)."""
+        self.stop_asked = True
         if self.state is State.QUEUED:
             self._end(State.STOPPED, NOT_SENT)
             return None
@@ -195,12 +197,3 @@ class LiveRun:
             task.cancel()
             await asyncio.wait({task}, timeout=timeout)
         return self.run
-
-
-async def complete(backend: Backend, request: SampleRequest, labels: dict[str, Any] | None = None) -> Run:
-    """Plan and run ``request`` to its end; its Run (raises what refused or failed it)."""
-    live = await LiveRun.plan(backend, request, labels)
-    async with contextlib.aclosing(live.follow(backend)) as runs:
-        async for _ in runs:
-            pass
-    return live.run

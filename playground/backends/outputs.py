@@ -8,11 +8,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from vllm import TokensPrompt
 from vllm.logprobs import FlatLogprobs
 
 from playground.backends.pieces import Spelling
 from playground.backends.recorder import Observation
 from playground.run import Event, EventOutput, TokenLogprob
+from playground.sampling.params import sampling_params
 
 
 class SoFar:
@@ -98,6 +100,32 @@ def table_spelling(backend: Any, prepared: Any) -> Spelling | None:
         return None
     request = prepared.request
     return table.spelling(prepared.engine_prompt_ids, request.output_kind, request.stop)
+
+
+class OutputReader:
+    """One run's outputs as observations, for both front ends that hold vLLM's outputs (AsyncLLM on
+    its loop, LLMEngine stepped): the texts spelled from the token table (and the engine asked not
+    to detokenize), CUMULATIVE outputs taken as what they added, every output kept when the QA
+    matrix watches. ``params`` and ``tokens`` are what the sampler is given."""
+
+    def __init__(self, backend: Any, prepared: Any, child_facts: bool):
+        request = prepared.request
+        self.spelling = table_spelling(backend, prepared)
+        self.params = sampling_params(request, detokenize=self.spelling is None)
+        self.tokens = TokensPrompt(prompt_token_ids=prepared.engine_prompt_ids, prompt=prepared.rendered_prompt)
+        self.child_facts = child_facts  # see observation_from_output
+        self.watch = OutputWatch() if prepared.watch else None
+        self.so_far = SoFar() if request.output_kind == "CUMULATIVE" else None
+
+    def observe(self, output: Any, t: float, engine_requests: int | None) -> Observation:
+        if self.watch is not None:
+            self.watch.keep(output)
+        return observation_from_output(output, t, child_facts=self.child_facts, engine_requests=engine_requests,
+                                       so_far=self.so_far, spelling=self.spelling)
+
+    def end(self) -> Observation | None:
+        """The run's last observation, when the QA matrix watches: which outputs changed later."""
+        return Observation(mutated_events=self.watch.changed()) if self.watch is not None else None
 
 
 def logprobs_from_vllm(token_ids, positions) -> list[TokenLogprob]:

@@ -13,26 +13,18 @@ import time
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
-from vllm import RequestOutput, TokensPrompt
+from vllm import RequestOutput
 from vllm.v1.engine.exceptions import EngineDeadError
 
 from playground.backends.base import Recording, admit, prepare
 from playground.backends.engine import create_sync_engine, describe_engine, stop_sync_engine
-from playground.backends.outputs import (
-    OutputWatch,
-    SoFar,
-    child_observation,
-    observation_from_output,
-    table_spelling,
-)
+from playground.backends.outputs import OutputReader, child_observation
 from playground.backends.pieces import TokenTable
-from playground.backends.recorder import Observation
 from playground.backends.resources import Workload
 from playground.errors import EngineUnavailable, InvalidRequest
 from playground.request import DEFAULT_MAX_N, Limits, SampleRequest
 from playground.run import Run
 from playground.sampling import prompts
-from playground.sampling.params import sampling_params
 from playground.sampling.sync_sampler import SyncParallelSampler
 
 DEAD = "the vLLM engine core has died; start the command again"
@@ -68,8 +60,7 @@ class SyncRunner:
         self.tokenizer = llm_engine.tokenizer
         self.token_table = TokenTable(self.tokenizer, self.decode)  # the texts of its tokens, once each
         self._info = {**describe_engine(llm_engine), "front_end": "LLMEngine"}
-        self.limits = Limits(max_n=max_n, max_model_len=self._info["max_model_len"],
-                             max_logprobs=self._info["max_logprobs"], vocab_size=self._info["vocab_size"])
+        self.limits = Limits.of_engine(max_n, self._info)
         self._running: dict[str, Recording] = {}  # by parent request id
         self._stopped = threading.Event()
         _watch_core(llm_engine, self._stopped)
@@ -111,18 +102,14 @@ class SyncRunner:
                                                                                     request.use_chat_template)))
         prepared = recording.prepared
         prepared.watch = watch
-        request = prepared.request  # with its seed drawn
-        recording.watch = OutputWatch() if watch else None
-        recording.so_far = SoFar() if request.output_kind == "CUMULATIVE" else None
-        recording.spelling = table_spelling(self, prepared)
-        tokens = TokensPrompt(prompt_token_ids=prepared.engine_prompt_ids, prompt=prepared.rendered_prompt)
+        # Per-child facts come through on_child; the merged output carries one child's only.
+        recording.reader = reader = OutputReader(self, prepared, child_facts=False)
 
         def on_child(index: int, output: RequestOutput) -> None:
             recording.observe(child_observation(index, output))
 
         try:
-            self.sampler.add_planned(tokens, sampling_params(request, detokenize=recording.spelling is None),
-                                     prepared.plan, on_child=on_child)
+            self.sampler.add_planned(reader.tokens, reader.params, prepared.plan, on_child=on_child)
         except EngineDeadError as e:
             raise EngineUnavailable(DEAD) from e
         self._running[prepared.request_id] = recording
@@ -147,14 +134,10 @@ class SyncRunner:
             recording = self._running.get(output.request_id)
             if recording is None:
                 continue
-            if recording.watch is not None:
-                recording.watch.keep(output)
-            # Per-child facts came through on_child; the merged output carries one child's only.
-            recording.observe(observation_from_output(output, t, child_facts=False, engine_requests=engine_requests,
-                                                      so_far=recording.so_far, spelling=recording.spelling))
+            recording.observe(recording.reader.observe(output, t, engine_requests))
             if output.finished:
-                if recording.watch is not None:
-                    recording.observe(Observation(mutated_events=recording.watch.changed()))
+                if (last := recording.reader.end()) is not None:
+                    recording.observe(last)
                 del self._running[output.request_id]
                 finished.append(recording.finish())  # "aborted" when abort() ended it
         if self._running and not self.sampler.has_unfinished_requests():

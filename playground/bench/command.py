@@ -29,7 +29,7 @@ from playground.bench.measure import (
     measurement,
     schedule,
 )
-from playground.bench.probes import cpu_seconds, engine_cores, kv_cache, machine, resident_memory
+from playground.bench.probes import cpu_seconds, engine_cores, free_port, kv_cache, machine, resident_memory
 from playground.bench.results import Report, headline_n, publish
 from playground.commands import exits
 
@@ -245,7 +245,7 @@ def main(argv: list[str] | None = None) -> int:
 
                 demo = build_app(backend)
                 _, app_url, _ = launch_app(demo, prevent_thread_lock=True, server_name="127.0.0.1",
-                                           server_port=_free_port(), quiet=True)
+                                           server_port=free_port(), quiet=True)
                 cleanup.callback(demo.close)
             report = run_benchmark(settings, host, app_url)
         except KeyboardInterrupt:
@@ -284,7 +284,7 @@ def soak(args, engine_kwargs: dict) -> int:
         watched = WatchedBackend(backend)
         demo = build_app(watched)
         _, url, _ = launch_app(demo, concurrency=plan.clients, prevent_thread_lock=True, server_name="127.0.0.1",
-                               server_port=_free_port(), quiet=True)
+                               server_port=free_port(), quiet=True)
         cleanup.callback(demo.close)
         print(f"soaking {url} for {plan.seconds:g} s with {plan.clients} clients...", file=sys.stderr)
         report = run_soak(url, watched, plan)
@@ -298,18 +298,9 @@ def _measure_app(settings: Settings, out: Path) -> dict[str, Any]:
 
     print("starting python app.py and its page in Chromium...", file=sys.stderr)
     try:
-        return measure_app(_free_port(), out, settings.browser_ns, settings.browser_tokens,
+        return measure_app(free_port(), out, settings.browser_ns, settings.browser_tokens,
                            max(1, settings.repetitions), settings.seed)
     except KeyboardInterrupt:
         return {"error": "interrupted"}
     except Exception as e:  # noqa: BLE001 (whatever went wrong, the engine measures above still stand)
         return {"error": f"{type(e).__name__}: {e}"}
-
-
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-

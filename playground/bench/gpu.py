@@ -68,7 +68,7 @@ def add_gpu_flags(group) -> None:
 def run(args, engine_kwargs: dict) -> int:
     """Measure what the flags ask, publish, and end stdout with the summary line(s)."""
     from playground.bench.browser import CHROMIUM_ARGS, chromium_path
-    from playground.bench.command import _free_port
+    from playground.bench.probes import free_port
     from playground.commands import exits
 
     out: Path = args.out
@@ -98,9 +98,9 @@ def run(args, engine_kwargs: dict) -> int:
 
                 for case in args.paced_cases or CASES:
                     print(f"paced: {case.name}...", file=sys.stderr)
-                    paced_rows += measure_case(case, _free_port(), out, browser)
+                    paced_rows += measure_case(case, free_port(), out, browser)
             if args.cpu_per_token:
-                cpu_rows = cpu_through_app(args, engine_kwargs, cpu_rows, out, browser, _free_port(), backend)
+                cpu_rows = cpu_through_app(args, engine_kwargs, cpu_rows, out, browser, free_port(), backend)
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return exits.INTERRUPTED

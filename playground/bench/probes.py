@@ -21,6 +21,15 @@ from pathlib import Path
 from typing import Any
 
 
+def free_port() -> int:
+    """A loopback port no one listens on now: for an app the bench (or a test) starts."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
 def machine() -> dict[str, Any]:
     """What the numbers were measured on (they mean little without it)."""
     import torch

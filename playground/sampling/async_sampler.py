@@ -93,8 +93,7 @@ class ParallelSampler:
         """
         tokens = self.tokenize(prompt)
         child_params.check(tokens["prompt_token_ids"], sampling_params, mode, self.max_n, self.max_model_len)
-        seed = sampling_params.seed if sampling_params.seed is not None or mode == "native" else plan.draw_seed()
-        run_plan = plan.make_plan(request_id, sampling_params.n, seed, mode)
+        run_plan = plan.make_plan(request_id, sampling_params.n, sampling_params.seed, mode)
         async for output in self.sample(tokens, sampling_params, run_plan, on_child=on_child):
             yield output
 

@@ -14,7 +14,7 @@ from vllm.exceptions import VLLMClientError
 from vllm.sampling_params import RequestOutputKind
 
 from playground.errors import InvalidRequest
-from playground.request import SampleRequest, check_context, check_greedy, check_mode, check_n, check_seed
+from playground.request import SampleRequest, check_context, check_greedy, check_n
 from playground.sampling.plan import Child, Plan
 
 
@@ -35,13 +35,11 @@ def sampling_params(request: SampleRequest, detokenize: bool = True) -> Sampling
 
 def check(prompt_token_ids: list[int], params: SamplingParams, mode: str, max_n: int, max_model_len: int) -> None:
     """Checks that must pass before anything reaches the engine (InvalidRequest otherwise), for a
-    caller's own SamplingParams."""
-    check_mode(mode)
+    caller's own SamplingParams (the mode and the seed are checked by the plan, made next)."""
     check_n(params.n, max_n)
     check_greedy(params.temperature, params.n)
     max_tokens = params.max_tokens if params.max_tokens is not None else 1
     check_context(len(prompt_token_ids), max_tokens, max_model_len)
-    check_seed(params.seed, params.n)
 
 
 def children(params: SamplingParams, plan: Plan) -> list[tuple[Child, SamplingParams]]:

@@ -68,9 +68,14 @@ def draw_seed(source: Callable[[int], int] | None = None) -> int:
     return (source or secrets.randbelow)(RANDOM_SEED_BELOW)
 
 
-def make_plan(parent_id: str, n: int, seed: int | None, mode: str) -> Plan:
-    """The children a parent becomes."""
+def make_plan(parent_id: str, n: int, seed: int | None, mode: str, *, seed_native: bool = False) -> Plan:
+    """The children a parent becomes. A blank seed is drawn here, once: the wrapper's samples can
+    then each be run again alone with seed + i. In native mode a blank seed stays blank, as vLLM
+    leaves it, unless ``seed_native``: a caller that records its runs (the backends) draws one in
+    every mode, so every recorded run can be replayed."""
     check_mode(mode)
     check_seed(seed, n)
+    if seed is None and (mode != "native" or seed_native):
+        seed = draw_seed()
     seeds = child_seeds(seed, n, mode)
     return Plan(parent_id, mode, seed, tuple(Child(i, child_request_id(i, parent_id), s) for i, s in enumerate(seeds)))

@@ -17,7 +17,7 @@ from typing import Any
 from playground.errors import InvalidRequest
 from playground.request import SWEEP_SETTINGS, Limits, SampleRequest, check_n
 from playground.run import Run
-from playground.sampling.plan import draw_seed
+from playground.sampling.plan import child_seeds, draw_seed
 
 MAX_SWEEP_VALUES = 12  # each value is a full run, one after another: a sweep should stay a demo
 
@@ -137,15 +137,20 @@ def _seeds_apart(value: Any, n: int) -> list[Any]:
 
 
 def seed_overlap_note(sweep: SweepRequest) -> str | None:
-    """A sentence when the runs of a seed sweep share child seeds (base seeds closer than n)."""
+    """A sentence when the runs of a seed sweep share child seeds (by the plan's rule: base seeds
+    closer than n, or in same-seed mode the same base seed)."""
     if sweep.param != "seed":
         return None
+    n, mode = sweep.base.n, sweep.base.mode
     seeds = sorted(sweep.values)
-    close = [(a, b) for a, b in zip(seeds, seeds[1:]) if b - a < sweep.base.n]
+    close = [(a, b) for a, b in zip(seeds, seeds[1:]) if set(child_seeds(a, n, mode)) & set(child_seeds(b, n, mode))]
     if not close:
         return None
     a, b = close[0]
-    return (f"base seeds {a} and {b} are closer than n={sweep.base.n}: sample i uses seed + i, so those runs share "
+    if mode == "same-seed":
+        return (f"base seed {a} is swept twice: in same-seed mode every sample uses the base seed, so those runs "
+                "are the same run")
+    return (f"base seeds {a} and {b} are closer than n={n}: sample i uses seed + i, so those runs share "
             f"child seeds and their samples are not independent; FROM:COUNT gives seeds n apart")
 
 

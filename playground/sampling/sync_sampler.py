@@ -76,9 +76,8 @@ class SyncParallelSampler:
         # Tokenized once, before any child, as in the async wrapper (same ids on every path).
         tokens = prompts.tokenize(self.engine.tokenizer, prompt)
         child_params.check(tokens["prompt_token_ids"], sampling_params, mode, self.max_n, self.max_model_len)
-        seed = sampling_params.seed if sampling_params.seed is not None or mode == "native" else plan.draw_seed()
-        self.add_planned(tokens, sampling_params, plan.make_plan(request_id, sampling_params.n, seed, mode),
-                         on_child=on_child)
+        run_plan = plan.make_plan(request_id, sampling_params.n, sampling_params.seed, mode)
+        self.add_planned(tokens, sampling_params, run_plan, on_child=on_child)
 
     def add_planned(self, tokens: TokensPrompt, sampling_params: SamplingParams, run_plan: plan.Plan, *,
                     on_child: ChildObserver | None = None) -> None:

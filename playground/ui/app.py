@@ -10,6 +10,8 @@ every path that shows a run shows it in every tab.
 
 from __future__ import annotations
 
+import atexit
+import shutil
 import tempfile
 from functools import partial
 from pathlib import Path
@@ -71,6 +73,12 @@ def example_settings(prompt: str) -> tuple:
                                   f"{'on' if chat else 'off'}; change any of them before Run.")
 
 
+def replayed_files(backend) -> tuple:
+    """The runs a replay-only app plays (``--replay``): Compare lists them beside every session's."""
+    library = getattr(backend, "library", None)
+    return tuple(library.runs) if library is not None else ()
+
+
 def build_app(backend, sync_runner=None, embedding_model: str | None = None,
               max_file_mb: float = PAGE_MAX_MB, store: RunStore | None = None) -> gr.Blocks:
     """The page on ``backend``; ``embedding_model``: a sentence-embedding model the Set tab may group
@@ -82,6 +90,7 @@ def build_app(backend, sync_runner=None, embedding_model: str | None = None,
     # completions (a story's first line, code) switch it off themselves.
     chat_default = bool(backend.info().get("has_chat_template"))
     export_dir = Path(tempfile.mkdtemp(prefix="vllm-playground-exports-"))
+    atexit.register(shutil.rmtree, export_dir, ignore_errors=True)  # the downloads go with the app
     measures = analysis.set_measures_hook()  # the set measures beside a sweep's and a comparison's own
 
     with gr.Blocks(title="vLLM parallel-sampling playground") as demo:
@@ -104,7 +113,7 @@ def build_app(backend, sync_runner=None, embedding_model: str | None = None,
                     rendered = gr.Markdown(elem_id="rendered-prompt")
                 link_row = links.declare()
             with gr.Column(scale=2):
-                form |= setting_controls(limits, ["n", "seed", "output_kind", "mode"], n=min(4, limits.max_n))
+                form |= setting_controls(limits, ["n", "seed", "output_kind", "mode"])
                 with gr.Accordion("Sampler settings", open=False):
                     form |= setting_controls(limits, [f.name for f, meta in fields() if meta.sampler])
         with examples_slot:
@@ -166,7 +175,7 @@ def build_app(backend, sync_runner=None, embedding_model: str | None = None,
             branch = branch_tab.declare(branch_pick)
             repro = repro_tab.declare()
             sweep = sweep_tab.declare(measures)
-            compare = compare_tab.declare(export_dir, measures)
+            compare = compare_tab.declare(export_dir, measures, files=replayed_files(backend))
             export = export_tab.declare()
             history = history_tab.declare(ReadLimits(max_bytes=int(max_file_mb * 2**20), max_samples=limits.max_n),
                                           store)
@@ -175,7 +184,7 @@ def build_app(backend, sync_runner=None, embedding_model: str | None = None,
         page = Page(backend, export_dir, status, form, summary, samples, tabs,
                     [diff, tree, graph.panel(set_), set_.panel(), timing, logprobs, inspector], history.pick,
                     history.note,
-                    live=gr.State(None), current=gr.State(None), history=gr.State([]), selected=gr.State("Diff"),
+                    action=gr.State(None), current=gr.State(None), history=gr.State([]), selected=gr.State("Diff"),
                     extra=saved_runs.extra(history.saved), said=link_row.note, stop_near=stop_near,
                     panels_note=panels_note)
 
@@ -191,8 +200,9 @@ def build_app(backend, sync_runner=None, embedding_model: str | None = None,
               api_visibility="private")
         # Checked and planned outside the queue: a refusal is shown at once and nothing is stored; else
         # the session holds its action before the run waits for a slot.
-        started = run_btn.click(partial(running.begin, page), [page.live, page.current],
-                                [page.live, summary, status, link_row.note, *form.values(), *page.streaming_outputs()],
+        started = run_btn.click(partial(running.begin, page), [page.action, page.current],
+                                [page.action, summary, status, link_row.note, *form.values(),
+                                 *page.streaming_outputs()],
                                 inputs_kwargs=form,
                                 queue=False, show_progress="hidden", api_visibility="private")
         shows = page.controls()  # every handler that shows a run takes the panels' own controls too
@@ -205,12 +215,12 @@ def build_app(backend, sync_runner=None, embedding_model: str | None = None,
                                        show_progress="hidden", api_visibility="private")
         branch_event = branch_tab.connect(branch, page, stream, finish, set_)
         branch.branch_btn.click(None, None, None, js=SHOW_SAMPLES_JS)
-        replay_event = replay_action.connect(history.replay, page, history.pick)
+        replay_event = replay_action.connect(history.replay, page, history.pick, history.saved)
         history.replay.button.click(None, None, None, js=SHOW_SAMPLES_JS)  # a replay streams where a run does
         # Stop ends the session's action itself (any button's, a sweep's too: its follower draws what
         # finished); cancelling the event also takes a queued run off the queue.
         stopped = gr.on([stop_btn.click, stop_near.click, sweep.stop_btn.click], partial(running.stop, page),
-              [page.live, *page.inputs()], [*page.outputs(), *page.said_outputs()], inputs_kwargs=shows,
+              [page.action, *page.inputs()], [*page.outputs(), *page.said_outputs()], inputs_kwargs=shows,
               cancels=[run_event, branch_event, replay_event], queue=False,
               show_progress="hidden", api_visibility="private")
         # A sample picked in the samples area becomes the Diff tab's reference and the sample the
@@ -220,7 +230,7 @@ def build_app(backend, sync_runner=None, embedding_model: str | None = None,
             trigger(lambda run, ref, chosen: panels.diff_view(run, panels.reference_sample(ref, run.n), chosen)
                     if run is not None else gr.skip(), [page.current, reference, diff_samples],
                     diff.components["diff_view"], api_visibility="private")
-        tabs.select(open_tab(page), [page.current, page.live], [page.selected, *[c for p in page.panels
+        tabs.select(open_tab(page), [page.current, page.action], [page.selected, *[c for p in page.panels
                                                                        for c in p.components.values()]],
                     inputs_kwargs=shows, show_progress="hidden", api_visibility="private")
         set_tab.connect(set_, page.current)

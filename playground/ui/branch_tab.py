@@ -27,7 +27,7 @@ from playground import analysis
 from playground.analysis import Alternative, BranchPoint
 from playground.backends.live import State
 from playground.errors import InvalidRequest, PlaygroundError
-from playground.request import SampleRequest
+from playground.request import SampleRequest, is_greedy
 from playground.run import Run
 from playground.ui import views
 from playground.ui.answer_controls import extractor_spec
@@ -138,17 +138,17 @@ def connect(tab: BranchTab, page: Page, stream, finish, set_tab) -> gr.events.De
     page.samples.html.select(on_sample, [page.current], [tab.sample, tab.position, *place, page.tabs, page.selected],
                              api_visibility="private")
     started = tab.branch_btn.click(partial(begin, tab, page),
-                                   [page.live, tab.source, page.current, tab.sample, tab.position, tab.choice,
+                                   [page.action, tab.source, page.current, tab.sample, tab.position, tab.choice,
                                     tab.token_id, tab.n],
-                                   [page.live, page.summary, tab.context, tab.source, tab.note,
+                                   [page.action, page.summary, tab.context, tab.source, tab.note,
                                     *page.streaming_outputs()],
                                    queue=False, show_progress="hidden", api_visibility="private")
     event = run_events(started, page, stream, finish)
     asked = tab.what_if_btn.click(partial(begin_what_if, tab, page),
-                                  [page.live, tab.source, page.current, tab.sample, tab.position, tab.k, tab.n],
-                                  [page.live, tab.context, tab.source, tab.note, tab.table, tab.tree], queue=False,
+                                  [page.action, tab.source, page.current, tab.sample, tab.position, tab.k, tab.n],
+                                  [page.action, tab.context, tab.source, tab.note, tab.table, tab.tree], queue=False,
                                   show_progress="hidden", api_visibility="private")
-    asked.success(partial(what_if, tab, page), [page.live, page.history, page.samples.session, set_tab.extractor,
+    asked.success(partial(what_if, tab, page), [page.action, page.history, page.samples.session, set_tab.extractor,
                                                  set_tab.pattern],
                   [tab.note, tab.table, tab.tree, *page.history_outputs()],
                   concurrency_id="sampling", api_visibility="private")
@@ -246,7 +246,7 @@ def branch_request(run: Run, sample, position, forced: int | None, forced_text: 
     if n is not None and str(n).strip():
         changes["n"] = SampleRequest.from_user(prompt="", n=str(n).strip()).n  # coerced like any n
     request = SampleRequest.from_record(run.request, **changes)
-    if request.n > 1 and request.temperature < 1e-5:
+    if request.n > 1 and is_greedy(request.temperature):
         request.n = 1  # a greedy run of n > 1 is refused: one greedy continuation is what it means
     point = BranchPoint(run.request["request_id"], i, k, forced, forced_text,
                         analysis.branch_lead(run, i, k, forced_text))
@@ -292,9 +292,9 @@ async def begin(tab: BranchTab, page: Page, action: Action | None, source: Run |
         return {tab.note: f"⚠️ {BUSY}"}
     except PlaygroundError as e:  # the summary says what happened to the last press, as for Run
         message = refused(e, "Branch")
-        return {page.live: None, page.summary: views.beside_run_on_screen(message, current), tab.note: message}
+        return {page.action: None, page.summary: views.beside_run_on_screen(message, current), tab.note: message}
     note = analysis.branch_label(Run(request={**request.to_dict(), **labels}, samples=[]))
-    return {page.live: action, page.summary: views.queued_summary(action.runs[0]),
+    return {page.action: action, page.summary: views.queued_summary(action.runs[0]),
             **streaming_marks(page, current), tab.context: _context(run, sample, position), tab.source: run,
             tab.note: f"⎇ {note}: in the samples area above, the summary line says how it goes."}
 
@@ -311,7 +311,7 @@ async def begin_what_if(tab: BranchTab, page: Page, action: Action | None, sourc
     try:
         sample, position = checked_point(run, sample, position)
     except InvalidRequest as e:
-        return {page.live: None, tab.note: refused(e, "What if")}
+        return {page.action: None, tab.note: refused(e, "What if")}
     options = analysis.alternatives(run, sample, position, int(k))
     if not options:
         return {tab.note: f"⚠️ No logprobs were recorded at token {position} of sample {sample}: run with "
@@ -322,9 +322,9 @@ async def begin_what_if(tab: BranchTab, page: Page, action: Action | None, sourc
     except Busy:
         return {tab.note: f"⚠️ {BUSY}"}
     except PlaygroundError as e:
-        return {page.live: None, tab.note: refused(e, "What if")}
+        return {page.action: None, tab.note: refused(e, "What if")}
     action.about = (run, int(sample), int(position), options)
-    return {page.live: action, tab.context: _context(run, sample, position), tab.source: run,
+    return {page.action: action, tab.context: _context(run, sample, position), tab.source: run,
             tab.note: f"⏳ running {len(options)} branches of {requests[0][0].n} samples each…",
             tab.table: gr.update(visible=False), tab.tree: gr.update(visible=False)}
 

@@ -3,6 +3,8 @@ page opens."""
 
 from __future__ import annotations
 
+from playground.errors import InvalidRequest
+from playground.request import check_prompt_text
 from playground.ui import views
 from playground.ui.page import Page
 
@@ -14,6 +16,11 @@ async def render_prompt(page: Page, prompt: str, use_chat_template: bool) -> str
     empty = not prompt or not prompt.strip()
     if empty and not use_chat_template:
         return "The prompt is sent exactly as you type it (no chat template)."
+    if not empty:
+        try:
+            check_prompt_text(prompt, page.backend.limits)
+        except InvalidRequest as e:  # Run would refuse it: nothing is tokenized for a preview
+            return f"⚠️ No preview: {e}."
     try:
         rendered, token_ids = await page.backend.render(PLACEHOLDER if empty else prompt, bool(use_chat_template))
     except Exception as e:  # shown in place; the run itself reports errors properly

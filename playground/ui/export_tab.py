@@ -10,6 +10,7 @@ would cost a second or more at n=256 with logprobs (the report inlines plotly.js
 from __future__ import annotations
 
 import asyncio
+import tempfile
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -65,11 +66,19 @@ async def written(write, export_dir: Path, run: Run | None, *args) -> str:
     return await asyncio.to_thread(write, export_dir, run, *args)
 
 
+def download_path(export_dir: Path, name: str) -> Path:
+    """Where one download is written: a folder of its own in the app's export folder, under the
+    name the person downloads. Two sessions can show one run (a run link) and export it read their
+    own way (the Set tab's extractor, a reference): each write has its own file, never another's."""
+    return Path(tempfile.mkdtemp(dir=export_dir)) / name
+
+
 def _stem(export_dir: Path, run: Run, suffix: str = "") -> Path:
     """The file's name: the run's id, and what it replays when it is a replay (the tokens' times
     in a replay's files are the replay's)."""
     of = analysis.replayed_from(run)
-    return export_dir / (str(run.request.get("request_id", "run")) + (f"-replay-of-{of}" if of else "") + suffix)
+    return download_path(export_dir, str(run.request.get("request_id", "run")) + (f"-replay-of-{of}" if of else "")
+                         + suffix)
 
 
 def bundle_file(export_dir: Path, run: Run) -> str:

@@ -99,10 +99,10 @@ def connect(tab: HistoryTab, page, sweep: SweepTab, compare: CompareTab) -> None
         after(lambda: None, None, tab.upload, show_progress="hidden", api_visibility="private")
 
 
-async def reopen(page, index, history: list, session, selected, live=None, **settings) -> dict:
+async def reopen(page, index, history: list, session, selected, action=None, **settings) -> dict:
     if not history or index is None or not 0 <= int(index) < len(history):
         return warned("Pick a run from the list first.")
-    if why := open_refusal(live):
+    if why := open_refusal(action):
         return warned(why)
     run = history[int(index)]
     update, said = await show_opened(page, run, history, session, selected, settings)
@@ -110,12 +110,12 @@ async def reopen(page, index, history: list, session, selected, live=None, **set
 
 
 async def open_file(tab: HistoryTab, page, sweep: SweepTab, compare: CompareTab, path, history, session, selected,
-                    uploads, sweep_runs, sweep_answer=None, sweep_pattern=None, live=None, **settings) -> dict:
+                    uploads, sweep_runs, sweep_answer=None, sweep_pattern=None, action=None, **settings) -> dict:
     """A file of runs opened: its last run on screen, every run in History and Compare, a sweep in
     the Sweep tab. A file refused is a warning and a line under the box, and nothing else changes:
     raised, the refusal would mark every output of the event "Error", the run on screen included."""
     try:
-        if why := open_refusal(live):
+        if why := open_refusal(action):
             raise refusal(why)
         runs = await asyncio.to_thread(read_upload, path, tab.limits)
         most = page.backend.limits.max_n

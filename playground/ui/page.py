@@ -3,7 +3,7 @@ declared them all, and the per-session states they read.
 
 ``build_app`` declares the layout top to bottom, then makes one ``Page`` of what it declared and
 only then connects the events, each handler given the page whole: no component is looked up or
-filled in later. A browser session's own runs live in ``gr.State`` values (``live``, ``current``,
+filled in later. A browser session's own runs live in ``gr.State`` values (``action``, ``current``,
 ``history`` and the samples area's session), which handlers take and return; nothing here grows
 with the sessions.
 """
@@ -34,7 +34,7 @@ class Page:
     panels: list[Panel]  # the tabs that show any run: Diff, Tree, Set, Timing, Logprobs, Inspector
     history_pick: gr.Dropdown
     history_note: gr.Markdown
-    live: gr.State  # the session's action: the runs one button started (running.Action), or None
+    action: gr.State  # the session's action: the runs one button started (running.Action), or None
     current: gr.State  # the run on screen
     history: gr.State  # the session's last runs
     selected: gr.State  # the label of the tab on screen: only its panel is drawn
@@ -60,9 +60,9 @@ class Page:
 
     def opening(self) -> dict[str, gr.components.Component]:
         """What a button that puts a run on screen (Open, a file, a QA cell, a sweep's value) takes
-        by name: the panels' controls, and the session's action (``live``), which it must not
+        by name: the panels' controls, and the session's action (``action``), which it must not
         paint over while that action streams into the samples area."""
-        return {**self.controls(), "live": self.live}
+        return {**self.controls(), "action": self.action}
 
     def outputs(self) -> list[gr.components.Component]:
         """Every component that showing a run updates."""

@@ -21,6 +21,7 @@ import gradio as gr
 
 from playground.errors import InvalidRequest, PlaygroundError
 from playground.qa import matrix as qa
+from playground.ui.export_tab import download_path
 from playground.ui.form import form_request
 from playground.ui.messages import refusal, shown, warned
 from playground.ui.running import BUSY, Action, Busy, open_refusal, plan_action, refused
@@ -48,9 +49,6 @@ class MatrixPaths:
     async def get(self, progress=None) -> list[qa.SamplingPath]:
         if self._paths is not None:
             return self._paths
-        if self.backend.info().get("backend") == "replay":  # python app.py --replay: nothing to check or start
-            raise refusal("The QA matrix checks an engine, and this app replays saved runs without one: start "
-                           "python app.py without --replay to run it.")
         remote = self.backend.info().get("backend") == "openai"
         paths = qa.backend_paths(self.backend, "remote" if remote else "async")
         if self.sync_runner is None and not remote:
@@ -106,10 +104,10 @@ def connect(tab: QATab, page) -> gr.events.Dependency:
     """Hook up the events; the run form and what showing a run updates come from ``page``. The
     matrix is an action of the browser session (``running.Action``) like a run: checked outside the
     queue, refused while another action goes, and ended by Stop between two cells."""
-    started = tab.run_btn.click(partial(begin, tab, page), [page.live], [page.live, tab.report],
+    started = tab.run_btn.click(partial(begin, tab, page), [page.action], [page.action, tab.report],
                                 inputs_kwargs=page.form, queue=False, show_progress="hidden", api_visibility="private")
     # One matrix at a time in the app: each cell is meant to run alone on its engine.
-    started.success(partial(run, tab, page), [page.live], [tab.grid, tab.report, tab.download, tab.matrix],
+    started.success(partial(run, tab, page), [page.action], [tab.grid, tab.report, tab.download, tab.matrix],
                     concurrency_limit=1, concurrency_id="qa-matrix", show_progress_on=[tab.opened],
                     api_visibility="private")
 
@@ -127,6 +125,8 @@ async def begin(tab: QATab, page, action: Action | None, **settings) -> dict:
     first matrix starts its engine (a minute), becomes the session's action; a refusal is said in
     the tab's line, where the matrix's verdict goes, and nothing is stored."""
     try:
+        if no_engine := getattr(tab.paths.backend, "no_engine", None):  # python app.py --replay: nothing to check
+            raise no_engine("the QA matrix")
         request = form_request(**settings)
         request.check(tab.paths.backend.limits)
         action = await plan_action(page, action, "QA matrix", [])
@@ -135,7 +135,7 @@ async def begin(tab: QATab, page, action: Action | None, **settings) -> dict:
     except PlaygroundError as e:
         return {tab.report: refused(e, "Run the QA matrix")}
     action.about, action.work = request, asyncio.Event()
-    return {page.live: action, tab.report: "⏳ The QA matrix runs one cell at a time (one matrix at a time in the "
+    return {page.action: action, tab.report: "⏳ The QA matrix runs one cell at a time (one matrix at a time in the "
                                            "app); its progress shows here, and Stop (beside Run) ends it."}
 
 
@@ -168,14 +168,14 @@ async def run(tab: QATab, page, action: Action | None, progress=gr.Progress()): 
 
 
 async def open_cell(tab: QATab, page, matrix: qa.Matrix | None, history, session, selected, evt: gr.SelectData,
-                    live=None, **settings):
+                    action=None, **settings):
     """Open the clicked cell's run in the samples area and panels (as the History tab does)."""
     cell = cell_at(matrix, evt.index)
     if cell is None:
         return {}  # the output_kind column, or nothing run yet
     if cell.run is None:
         raise refusal(f"{cell.label} did not run: {cell.error}")
-    if why := open_refusal(live):
+    if why := open_refusal(action):
         return warned(why)
     update, said = await show_opened(page, cell.run, history, session, selected, settings)
     update[tab.opened] = f"Showing **{cell.label}** ({cell.engine}) above: {cell.verdict()}. Opened: {said}"
@@ -183,7 +183,7 @@ async def open_cell(tab: QATab, page, matrix: qa.Matrix | None, history, session
 
 
 def export(export_dir, matrix: qa.Matrix) -> str:
-    path = export_dir / f"qa-matrix-{time.strftime('%Y%m%d-%H%M%S')}-{id(matrix) % 10_000:04d}.json"
+    path = download_path(export_dir, f"qa-matrix-{time.strftime('%Y%m%d-%H%M%S')}.json")
     path.write_text(matrix.to_json(indent=1), encoding="utf-8")
     return str(path)
 

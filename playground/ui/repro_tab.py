@@ -53,15 +53,15 @@ def declare() -> ReproTab:
 def connect(tab: ReproTab, page) -> None:
     """The rerun and Compare are actions of the session like Run (running.py): refused while another
     goes, ended by Stop, their runs checked and planned before they wait for a slot."""
-    outputs = [page.live, tab.verdict, tab.table]
+    outputs = [page.action, tab.verdict, tab.table]
     # The runs they make join History and the run store, as What if's do: the native run of a
     # comparison is one to open in every tab, to inspect its events or compare it whole.
-    ended = [page.live, page.history, page.samples.session]
-    tab.rerun_btn.click(partial(begin_rerun, tab, page), [page.live, page.current, tab.index], outputs,
+    ended = [page.action, page.history, page.samples.session]
+    tab.rerun_btn.click(partial(begin_rerun, tab, page), [page.action, page.current, tab.index], outputs,
                          queue=False, show_progress="hidden", api_visibility="private"
                          ).success(partial(rerun, tab, page), ended, [tab.verdict, tab.table, *page.history_outputs()],
                                    concurrency_id="sampling", api_visibility="private")
-    tab.compare_btn.click(partial(begin_compare, tab, page), [page.live, page.current], outputs, queue=False,
+    tab.compare_btn.click(partial(begin_compare, tab, page), [page.action, page.current], outputs, queue=False,
                           show_progress="hidden", api_visibility="private"
                           ).success(partial(compare, tab, page), ended, [tab.verdict, tab.table,
                                                                          *page.history_outputs()],
@@ -81,9 +81,9 @@ async def _begin(tab: ReproTab, page, action: Action | None, name: str, requests
     except Busy:  # the going action stays as it is
         return {tab.verdict: f"⚠️ {BUSY}"}
     except PlaygroundError as e:
-        return {page.live: None, tab.verdict: refused(e)}
+        return {page.action: None, tab.verdict: refused(e)}
     action.about = about
-    return {page.live: action, tab.verdict: f"⏳ {name}: running…", tab.table: gr.update(visible=False)}
+    return {page.action: action, tab.verdict: f"⏳ {name}: running…", tab.table: gr.update(visible=False)}
 
 
 async def begin_rerun(tab: ReproTab, page, action: Action | None, run: Run | None, index) -> dict:

@@ -1,7 +1,7 @@
 """Run and Stop, and every other button that starts runs (Branch, What if, Replay, Compare, the QA
 matrix): one model of what a browser session has going, written once.
 
-A session holds at most one ``Action`` (in ``page.live``): the runs one button started, each a
+A session holds at most one ``Action`` (in ``page.action``): the runs one button started, each a
 ``LiveRun`` with its state (backends/live.py). Every button is two steps. ``begin`` (outside the
 queue) refuses while the session's action is going, then checks, renders and plans the runs: a
 refusal is shown with its reason and nothing is stored, so the next Run works; otherwise the
@@ -30,6 +30,7 @@ from typing import Any
 
 import gradio as gr
 
+from playground.analysis import replayed_from
 from playground.backends.live import LiveRun, State
 from playground.errors import EngineUnavailable, NoEngine, PlaygroundError
 from playground.request import SampleRequest
@@ -83,7 +84,7 @@ SAID_ALOUD_JS = """
 
 class Busy(PlaygroundError):
     """The session's action is still going: a button that would start another is refused, and the
-    going one is left alone (``page.live`` keeps it, for Stop)."""
+    going one is left alone (``page.action`` keeps it, for Stop)."""
 
 
 @dataclass
@@ -139,7 +140,7 @@ class Action:
 
 async def plan_action(page: Page, action: Action | None, name: str,
                       requests: list[tuple[SampleRequest, dict | None]]) -> Action:
-    """The runs of a new action, checked, rendered and planned; nothing is stored here. gr.Error
+    """The runs of a new action, checked, rendered and planned; nothing is stored here. Busy
     while the session's action is going; the PlaygroundError of the first request that cannot run
     (a setting, the context, an engine that is down)."""
     if action is not None and action.going:
@@ -200,8 +201,11 @@ async def begin(page: Page, action: Action | None, current: Run | None = None, *
     """The Run button: the form, checked and planned, becomes this session's action. A press that
     starts nothing says why in the summary, above the line of the run still on screen
     (``current``)."""
+    # The run on screen (the one it replays, for a replay): without a run of the form's prompt, a
+    # replay page plays its file's next run after it. Never recorded.
+    after = {"after": replayed_from(current) or current.request.get("request_id")} if current is not None else None
     try:
-        action = await plan_action(page, action, "Run", [(form_request(**settings), None)])
+        action = await plan_action(page, action, "Run", [(form_request(**settings), after)])
     except Busy:  # a second press: the summary follows the going run, or says what else goes
         if action.name in STREAMED:  # the line by the form says the press started nothing
             return {page.summary: gr.skip(), **page.saying(PRESSED_AGAIN)}
@@ -211,11 +215,11 @@ async def begin(page: Page, action: Action | None, current: Run | None = None, *
             "finish.",
             current)}
     except EngineUnavailable as e:  # the engine's line too: it may say "up" from before
-        return {page.live: None, page.summary: views.beside_run_on_screen(refused(e), current),
+        return {page.action: None, page.summary: views.beside_run_on_screen(refused(e), current),
                 page.status: views.engine_status(page.backend.info())}
     except PlaygroundError as e:
-        return {page.live: None, page.summary: views.beside_run_on_screen(refused(e), current)}
-    update = {page.live: action, page.summary: views.queued_summary(action.runs[0]), **streaming_marks(page, current),
+        return {page.action: None, page.summary: views.beside_run_on_screen(refused(e), current)}
+    update = {page.action: action, page.summary: views.queued_summary(action.runs[0]), **streaming_marks(page, current),
               **page.saying("")}  # what an earlier press did is over
     if action.runs[0].prepared.labels.get("replay"):  # a replay plays a recorded run: the form shows its settings
         update.update(form_update(page.form, asdict(action.runs[0].request))[0])
@@ -239,11 +243,11 @@ def run_events(started: gr.events.Dependency, page: Page, stream: Callable, fini
     # tracker's pulsing border (a CSS animation that never ends) has the browser composite the page
     # at every frame, a third of the CPU the tab spent on a run of n=256: on a CPU machine, CPU the
     # engine shares.
-    event = started.success(stream, [page.live, page.samples.session], [page.summary, page.samples.html],
+    event = started.success(stream, [page.action, page.samples.session], [page.summary, page.samples.html],
                             concurrency_id="sampling", show_progress="hidden", api_visibility="private")
-    started.success(partial(live_panels, page), [page.live, page.selected], page.live_outputs(),
+    started.success(partial(live_panels, page), [page.action, page.selected], page.live_outputs(),
                     inputs_kwargs=shows, show_progress="hidden", api_visibility="private")
-    finished = event.then(finish, [page.live, *page.inputs()], page.outputs(), inputs_kwargs=shows,
+    finished = event.then(finish, [page.action, *page.inputs()], page.outputs(), inputs_kwargs=shows,
                           show_progress_on=[page.summary], api_visibility="private")
     for after in [*page.after_run, *([ended] if ended is not None else [])]:
         finished.then(*after, show_progress="hidden", api_visibility="private")

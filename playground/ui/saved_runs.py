@@ -83,7 +83,7 @@ def connect(saved: SavedRuns, page: Page, failed: list, demo: gr.Blocks, stopped
     """The listeners: the owner's registration at load, each save's outcome, the list, Open and
     Delete. The page's line by the form (``page.said``) says what must be seen (a run not saved,
     old runs removed, a run opened); ``failed``: the run events whose failure leaves a failed run
-    in ``page.live``; ``stopped``: Stop's event, which shows the stopped run outside Gradio's
+    in ``page.action``; ``stopped``: Stop's event, which shows the stopped run outside Gradio's
     queue, where a State it changes fires no change event: the save's outcome follows it instead."""
     if saved.keeper is None:
         saved.loaded = demo.load(lambda: gr.skip(), None, saved.owner, api_visibility="private")
@@ -96,7 +96,7 @@ def connect(saved: SavedRuns, page: Page, failed: list, demo: gr.Blocks, stopped
         shown(partial(report, saved, say), [saved.marker, session, saved.search], [*listed, say],
               show_progress="hidden", api_visibility="private")
     for event in failed:
-        event.failure(partial(save_failed, saved, say), [page.live, session, saved.search], [*listed, say],
+        event.failure(partial(save_failed, saved, say), [page.action, session, saved.search], [*listed, say],
                       show_progress="hidden", api_visibility="private")
     for trigger in (saved.search.submit, saved.search.change):
         trigger(partial(listing, saved), [session, saved.search], listed, show_progress="hidden",
@@ -141,10 +141,10 @@ async def report(saved: SavedRuns, say, value: str | None, session, search: str 
     return await _outcome(saved, say, future, session, search)
 
 
-async def save_failed(saved: SavedRuns, say, live, session, search: str | None) -> dict:
-    """A run event failed: save what it had recorded. ``live``: the session's run in flight (one
+async def save_failed(saved: SavedRuns, say, action, session, search: str | None) -> dict:
+    """A run event failed: save what it had recorded. ``action``: the session's run in flight (one
     run, or an action holding several, each with its ``run``)."""
-    runs = [live.run] if hasattr(live, "run") else [r.run for r in getattr(live, "runs", ())]
+    runs = [action.run] if hasattr(action, "run") else [r.run for r in getattr(action, "runs", ())]
     update = {saved.note: gr.skip()}
     for run in runs:
         if run is not None:
@@ -227,13 +227,13 @@ def stored_run(store: RunStore, key: str) -> Run | None:
         raise refusal(f"The saved run cannot be opened: {e}.") from None
 
 
-async def open_saved(saved: SavedRuns, page: Page, key: str | None, history, session, selected, live=None,
+async def open_saved(saved: SavedRuns, page: Page, key: str | None, history, session, selected, action=None,
                      **settings) -> dict:
     """A saved run on screen, its settings in the form, as its link opens it, and the line by the
     form (``page.said``) saying so."""
     if not key:
         return warned("Pick a saved run first.")
-    if why := open_refusal(live):
+    if why := open_refusal(action):
         return warned(why)
     run = await asyncio.to_thread(stored_run, saved.keeper.store, key)
     if run is None:

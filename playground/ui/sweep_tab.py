@@ -31,6 +31,7 @@ from playground.ui.answer_controls import (
     waiting_for_pattern,
     with_chosen_answers,
 )
+from playground.ui.export_tab import download_path
 from playground.ui.form import request_from_form
 from playground.ui.messages import refusal, shown, warned
 from playground.ui.running import BUSY, Action, Busy, open_refusal, plan_action, refused
@@ -151,12 +152,12 @@ def connect(tab: SweepTab, page) -> None:
     """Hook up the events; the run form's components come from ``page``. The sweep is the
     session's action while it goes, as a run is (``running``): Run is refused meanwhile, and every
     Stop on the page (this tab's too, connected with the page's) ends it."""
-    started = tab.run_btn.click(partial(begin, tab, page), [page.live, tab.param, tab.values,
+    started = tab.run_btn.click(partial(begin, tab, page), [page.action, tab.param, tab.values,
                                                              *tab.answer_controls(), tab.reference],
-                                [page.live, *tab.outputs()], inputs_kwargs=page.form, queue=False,
+                                [page.action, *tab.outputs()], inputs_kwargs=page.form, queue=False,
                                 show_progress="hidden", api_visibility="private")
     # One sweep at a time on the engine: the runs should share the engine with as little as possible.
-    ran = started.success(partial(run, tab, page), [page.live, *tab.answer_controls()], tab.outputs(),
+    ran = started.success(partial(run, tab, page), [page.action, *tab.answer_controls()], tab.outputs(),
                           concurrency_limit=1, concurrency_id="sweep", api_visibility="private")
     # Then its runs join History (and the run store), each openable in every tab: the sweep's grid
     # shows the texts, the tabs show one value's run whole. A Stop ends the run's event too, with
@@ -192,10 +193,10 @@ async def begin(tab: SweepTab, page, action: Action | None, param, values, answe
     except Busy:  # the going action stays as it is
         return {tab.status: f"⚠️ {BUSY}"}
     except (gr.Error, PlaygroundError) as e:
-        return {page.live: None, tab.status: refused(e, "Run the sweep")}
+        return {page.action: None, tab.status: refused(e, "Run the sweep")}
     action.about = sweep
     note = seed_overlap_note(sweep)
-    return {page.live: action,
+    return {page.action: action,
             tab.status: f"⏳ starting a sweep of {len(sweep.values)} {sweep.param} values…"
                         + (f"\n\n⚠️ {note}" if note else ""),
             tab.grid: "", tab.chart: None, tab.runs: [], tab.table: gr.update(visible=False),
@@ -254,12 +255,12 @@ async def redraw(tab: SweepTab, page, runs: list[Run] | None, answer=None, patte
     return {c: update[c] for c in (tab.chart, tab.table, tab.report, tab.bundles)}
 
 
-async def open_value(page, index, runs: list[Run] | None, history: list, session, selected, live=None,
+async def open_value(page, index, runs: list[Run] | None, history: list, session, selected, action=None,
                      **settings) -> dict:
     """The value's run picked, shown as History's Open shows a run, its settings in the form."""
     if not runs or index is None or not 0 <= int(index) < len(runs):
         return {}
-    if why := open_refusal(live):
+    if why := open_refusal(action):
         return warned(why)
     run = runs[int(index)]
     update, said = await show_opened(page, run, history, session, selected, settings)
@@ -298,7 +299,7 @@ def show(tab: SweepTab, export_dir, runs: list[Run], final: bool = True, stopped
 
 
 def export(export_dir, runs: list[Run], table) -> tuple[str, str]:
-    stem = export_dir / f"sweep-{runs[0].request.get('request_id', 'run')}"
+    stem = download_path(export_dir, f"sweep-{runs[0].request.get('request_id', 'run')}")
     report, bundles = stem.with_suffix(".html"), stem.with_suffix(".jsonl")
     report.write_text(analysis.sweep_report(runs, table=table), encoding="utf-8")
     bundles.write_text("".join(run.to_json() + "\n" for run in runs), encoding="utf-8")

@@ -1,8 +1,7 @@
-"""Runs to feed the samples area without an engine: a replay of any Run at the pace its tokens
-arrived, and a minimal page with the component (the harness and its browser test use it). The
-synthetic runs it plays are made below the UI (``playground.backends.synthetic``), where the replay
-backend plays them too.
-"""
+"""The samples area alone, without an engine, for its harness (``scripts/samples_harness.py``) and
+its browser test: a minimal page with the component, fed a replay of any Run at the pace its
+tokens arrived. A bench tool, not the product's replay (``backends/replay.py``): it paces the
+component alone, with no backend, recorder or page around it."""
 
 from __future__ import annotations
 
@@ -13,7 +12,7 @@ from typing import Any
 
 import gradio as gr
 
-from playground.backends.synthetic import step_for, synthetic_run  # noqa: F401 (the harness and tests import them here)
+from playground.backends.synthetic import synthetic_run
 from playground.run import Run, Sample
 from playground.ui.samples_area import VIEWS, SamplesArea, SamplesSession
 
