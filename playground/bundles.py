@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from playground.errors import TOO_DEEP, InvalidBundle, InvalidRequest, damaged_bundle
+from playground.errors import TOO_DEEP, InvalidBundle, InvalidRequest, damaged_bundle, json_problem
 from playground.request import check_record
 from playground.run import Run
 
@@ -127,7 +127,7 @@ def parse_bundles(text: str, limits: ReadLimits = DEFAULT_LIMITS,
         return [], [BundleError(None, DEEP)]
     except json.JSONDecodeError as e:
         if text.lstrip().startswith("{\n") or text.lstrip().startswith("{\r\n"):  # an indented bundle, broken
-            return [], [BundleError(e.lineno, f"not valid JSON ({e.msg} at column {e.colno}): the file looks like "
+            return [], [BundleError(e.lineno, f"not valid JSON ({json_problem(e)}): the file looks like "
                                               "one indented bundle, cut short or edited")]
     else:
         if "\n" in text.strip() or not isinstance(whole, dict):  # indented: one bundle, any layout
@@ -143,7 +143,7 @@ def parse_bundles(text: str, limits: ReadLimits = DEFAULT_LIMITS,
             errors.append(BundleError(number, DEEP))
             continue
         except json.JSONDecodeError as e:
-            errors.append(BundleError(number, f"not valid JSON ({e.msg} at column {e.colno}), so not a run bundle"))
+            errors.append(BundleError(number, f"not valid JSON ({json_problem(e)}), so not a run bundle"))
             continue
         more, wrong = _one(data, number, limits)
         found += more
@@ -301,5 +301,7 @@ def read_runs(path: str | Path, limits: ReadLimits = DEFAULT_LIMITS) -> list[Run
     found, errors = read_bundles(path, limits)
     if errors:
         more = f" (and {len(errors) - 1} more line(s) that are not bundles either)" if len(errors) > 1 else ""
-        raise InvalidBundle(f"{Path(path).name}, {errors[0]}{more}")
+        first, name = errors[0], Path(path).name  # "runs.jsonl, line 3: …", "run.json: …" (never "the file" too)
+        where = first.where.replace("the file", name, 1) if first.line is None else f"{name}, {first.where}"
+        raise InvalidBundle(f"{where}: {first.message}{more}")
     return [located.run for located in found]

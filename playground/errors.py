@@ -57,3 +57,10 @@ TOO_DEEP = "its JSON nests deeper than any run bundle does"
 # command): a page's summary says it in its own words (ui/views.refused_summary).
 NOT_RUN = " The request was not run; try again once the server answers."
 SPLIT_PREFILL_FIX = "--no-enable-chunked-prefill --max-num-batched-tokens at least --max-model-len"
+
+
+def json_problem(error, line: bool = False) -> str:
+    """The JSON parser's own words and where: "Expecting value at column 5" (``line``: "at line 2,
+    column 5"). Its "Unterminated string starting at" names the string's start: "at" said once."""
+    said = error.msg.removesuffix(" at")
+    return f"{said} at line {error.lineno}, column {error.colno}" if line else f"{said} at column {error.colno}"

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from playground import analysis as A
-from playground.analysis.comparison import seed_statement
+from playground.analysis.comparison import conditions_statement, seed_statement
 from playground.run import Run
 from tests.test_report import make_run, sample
 
@@ -410,3 +410,46 @@ def test_a_same_seed_run_says_what_it_demonstrates_under_its_summary():
     same.samples[0].token_ids = [1]
     assert "so 7 of the 8 samples came out identical" in run_summary(same)
     assert "Same-seed mode" not in run_summary(seeded(3, "run-w"))
+
+
+def test_a_stopped_replay_is_alike_as_far_as_it_went_and_says_nothing_of_seeds_it_did_not_draw():
+    """A replay stopped part way has the tokens of its run as far as it went: Compare counts its
+    pairs identical as far as that, names no condition that differed (nothing parted), and no
+    view takes its seeds for a new draw that repeated (a replay samples nothing)."""
+    a = make_run([[1, 2, 3, 4], [1, 2, 5], [1, 7]], "run-a")
+    b = make_run([[1, 2], [1, 2, 5], [1]], "run-b", replay={"of": "run-a", "pace": "x4"})
+    b.status, b.started_at = "aborted", a.started_at + 1
+    for s in (b.samples[0], b.samples[2]):
+        s.finish_reason = "abort"
+    pairs = A.pair_frame(a, b)
+    assert pairs["verdict"].tolist() == ["identical as far as B went (stopped)", "identical",
+                                         "identical as far as B went (stopped)"]
+    assert pairs["first_divergence"].isna().all()
+    assert A.identical_pairs(pairs) == "3 of 3 samples identical (2 as far as the stopped run went)"
+    assert conditions_statement(a, b) is None
+    assert A.seed_reuse_sentence(b, [a]) == ""
+    b.samples[1].finish_reason = "abort"
+    b.samples[1].token_ids = b.samples[1].token_ids[:1]
+    assert A.identical_pairs(A.pair_frame(a, b)) == "3 of 3 samples identical as far as the stopped run went"
+    b.samples[0].token_ids = [1, 7]  # went another way before it was stopped: that is a parting
+    assert A.pair_frame(a, b)["verdict"][0] == "diverged at token 1"
+
+
+def test_a_replay_apps_runs_are_listed_in_compare_and_a_replay_is_set_beside_the_run_it_plays(tmp_path):
+    """The runs an app replays (``--replay``) are in every session's lists, and a replay on screen
+    gets the run it plays as A."""
+    import gradio as gr
+
+    from playground.ui import compare_tab
+
+    played = make_run([[1, 2, 3]], "run-played")
+    other = make_run([[1, 2]], "run-other")
+    replay = make_run([[1, 2, 3]], "run-replay", replay={"of": "run-played", "pace": "x4"})
+    with gr.Blocks():
+        tab = compare_tab.declare(tmp_path, files=[other, played])
+    a, b = compare_tab.refresh_lists(tab, [replay], [], None, replay)
+    keys = [key for _, key in a["choices"]]
+    assert keys == ["history:run-replay", "file:run-other", "file:run-played"]
+    assert (a["value"], b["value"]) == ("file:run-played", "history:run-replay")
+    said = compare_tab.compare(tab, "file:run-played", "history:run-replay", [replay], [], None)
+    assert "1 of 1 samples identical" in said[0]

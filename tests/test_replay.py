@@ -10,8 +10,10 @@ only for what holds on any machine: no event is emitted before it is due.
 from __future__ import annotations
 
 import asyncio
+import copy
 import dataclasses
 
+import gradio as gr
 import pytest
 
 from playground.backends.base import plan_request, record
@@ -191,6 +193,30 @@ def test_a_replay_gives_back_the_run_it_plays(recorded, kind, mode):
         [(e.finished, e.num_cached_tokens, e.engine_requests,
           [(o.index, o.text, o.token_ids, o.finish_reason) for o in e.outputs]) for e in source.events]
     assert {e.request_id for e in replay.events} == {replay.request["request_id"]}
+    assert replay.engine == source.engine, "its record names the engine that made the tokens it plays"
+
+
+def test_a_replay_of_a_replay_names_the_run_that_sampled_its_tokens(recorded):
+    """Its record says which run it plays and which sampled the tokens; no view takes the two
+    replays for draws that share seeds, and its line says whose tokens they are."""
+    from playground import analysis
+
+    source = recorded["DELTA", "wrapper"]
+    first = replay_of(source)
+    second = replay_of(first)
+    assert second.request["replay"]["of"] == first.request["request_id"]
+    assert second.request["replay"]["sampled"] == source.request["request_id"]
+    assert replay_of(second).request["replay"]["sampled"] == source.request["request_id"]
+    assert analysis.seed_overlaps([first, second]) == [] and analysis.seed_overlaps([source, second]) == []
+    assert f"itself a replay of {source.request['request_id']}" in analysis.origin_label(second)
+    assert f"are {source.request['request_id']}'s" in analysis.origin_note(second)
+    assert [s.token_ids for s in second.samples] == [s.token_ids for s in source.samples]
+    stopped = copy.deepcopy(source)
+    stopped.status = "aborted"  # a run the person stopped: its replay ends where it did, Stop or no Stop
+    said = replay_of(stopped).request["replay"]
+    assert said["stopped"] is True and "sampled" not in said
+    assert "was stopped: the replay ends where it did" in analysis.origin_label(replay_of(stopped))
+    assert "stopped" not in first.request["replay"]
 
 
 def test_a_replay_keeps_its_pace_and_no_event_comes_before_its_time(recorded):
@@ -280,11 +306,21 @@ def test_a_replay_chooses_the_run_of_the_prompt_closest_to_the_request(recorded)
         backend.resolve(asked, {"branch": {"run": "run-x"}})
     from playground.ui.running import refused as said  # for good: no "press Branch again once it answers"
     assert said(refused.value, "Branch") == f"✖ refused: {refused.value}."
-    # A prompt no run has plays the file's next run: the one after the run played last.
+    # A prompt no run has plays the file's next run after the one the asking page shows, else its first:
+    # each page steps through the file from its own place, and no page moves another's.
     other = dataclasses.replace(asked, prompt="Count to three.")
-    played = [backend.resolve(other, None)[1]["replay"]["of"] for _ in range(3)]
-    assert played == [recorded["CUMULATIVE", "native"].request["request_id"], wrapper.request["request_id"],
-                      native.request["request_id"]]
+    played, after = [], None
+    for _ in range(4):
+        played.append(backend.resolve(other, None, after)[1]["replay"]["of"])
+        after = played[-1]
+    ids = [run.request["request_id"] for run in (wrapper, native, recorded["CUMULATIVE", "native"])]
+    assert played == [*ids, ids[0]]
+    assert backend.resolve(other, None)[1]["replay"]["of"] == ids[0], "a page that shows nothing starts at the first"
+    # A setting the record leaves out is the schema's default, as the form shows it: no difference.
+    bare = synthetic_run(3, 4, seed=5, events=True)
+    assert "temperature" not in bare.request
+    chosen, why = ReplayBackend.of([bare]).library.choose(SampleRequest.from_record(bare.request))
+    assert chosen is bare and why is None
 
 
 def test_a_replay_pages_run_plays_the_next_run_for_no_prompt_and_the_form_shows_what_plays(recorded):
@@ -298,11 +334,24 @@ def test_a_replay_pages_run_plays_the_next_run_for_no_prompt_and_the_form_shows_
     untouched = {name: control.value for name, control in page.form.items()}
     for prompt, why in (("", "no prompt was given"), ("Something else entirely", "the file has no run of this prompt")):
         update = asyncio.run(running.begin(page, None, **{**untouched, "prompt": prompt}))
-        action = update[page.live]
+        action = update[page.action]
         assert action is not None and "refused" not in update[page.summary], update[page.summary]
         assert why in action.runs[0].prepared.labels["replay"]["note"]
         assert update[page.form["prompt"]] == source.request["prompt"] and update[page.form["n"]] == source.n
         assert update[page.form["seed"]] == str(source.request["seed"])
+    # The next Run with no prompt plays the run after the one on screen: this page's own place in the file.
+    two = ReplayBackend.of([source, recorded["CUMULATIVE", "native"]])
+    page = build_app(two).playground_page
+    update = asyncio.run(running.begin(page, None, recorded["CUMULATIVE", "native"], **{**untouched, "prompt": ""}))
+    assert update[page.action].runs[0].prepared.labels["replay"]["of"] == source.request["request_id"]
+    assert "after" not in update[page.action].runs[0].prepared.labels, "the page's place is never recorded"
+    # The QA matrix needs an engine: refused in its line as a branch is, nothing stored, no red toast.
+    from playground.ui import qa_tab
+
+    with gr.Blocks():
+        tab = qa_tab.declare(two)
+    said = asyncio.run(qa_tab.begin(tab, page, None, **untouched))
+    assert said == {tab.report: "✖ refused: " + str(two.no_engine("the QA matrix")) + "."}, said
 
 
 def test_a_replay_says_its_engine_counts_are_the_recorded_runs():
@@ -391,3 +440,26 @@ def test_the_diff_lists_the_references_identical_copies_right_after_it():
     rows = [int(i) for i in re.findall(r"id='diff-sample-(\d+)'", panels.diff_view(run, 0))]
     assert rows[:3] == [0, 3, 4] and sorted(rows) == list(range(5))
     assert [int(i) for i in re.findall(r"id='diff-sample-(\d+)'", panels.diff_view(run, 3))][:3] == [3, 0, 4]
+
+
+def test_historys_replay_plays_the_saved_run_picked_when_the_sessions_list_has_none(recorded, tmp_path):
+    """After a reload the session's list is empty and the saved runs are not: Replay plays the saved
+    run picked; with neither picked it says where to pick one."""
+    from playground.store import RunStore
+    from playground.ui import build_app, replay_action
+
+    source = recorded["CUMULATIVE", "wrapper"]
+    rid = source.request["request_id"]
+    with RunStore(tmp_path / "runs.sqlite3") as store:
+        store.save("owner-1", rid, source.request["prompt"], source.status, source.n, source.to_json())
+        key = store.key_of("owner-1", rid)
+        page = build_app(ReplayBackend.of([source])).playground_page
+        with gr.Blocks():
+            controls = replay_action.declare()
+        update = asyncio.run(replay_action.begin(page, controls, None, [], None, "x1000", key, store=store))
+        assert update[page.action].runs[0].prepared.labels["replay"]["of"] == rid, update.get(controls.note)
+        nothing = asyncio.run(replay_action.begin(page, controls, None, [], None, "x1000", None, store=store))
+        assert nothing == {controls.note: "⚠️ Pick a run first, in this session's list or among the saved runs: "
+                                          "Replay streams it again."}
+        gone = asyncio.run(replay_action.begin(page, controls, None, [], None, "x1000", "no-such-key", store=store))
+        assert "no longer in the store" in gone[controls.note]

@@ -56,7 +56,8 @@ def test_app_replay_serves_a_saved_run_without_an_engine(saved, tmp_path):
     assert "no run of this prompt" in run.request["replay"]["note"]
     assert [s.token_ids for s in run.samples] == [s.token_ids for s in source.samples]
     assert [texts[i] for i in range(run.n)] == ["".join(s.token_texts) for s in source.samples]
-    assert run.engine["backend"] == "replay"
+    # Its record names the engine that made the tokens it plays, whole (what Compare and the notes read).
+    assert run.engine == json.loads(json.dumps(source.engine)) and run.engine.get("logprobs_mode")
     log = (tmp_path / "app.log").read_text()
     assert "no engine" in log and re.search(rf"replay: {run.request['request_id']} played", log), log[-2000:]
 

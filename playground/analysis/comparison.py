@@ -36,7 +36,7 @@ from playground.analysis.diff import (
     similarity,
 )
 from playground.analysis.display import token_at
-from playground.analysis.replays import origin_label, replayed_from
+from playground.analysis.replays import origin_label, replayed_from, sampled_by
 from playground.analysis.reproduce import why_different
 from playground.analysis.sweep_views import Measures, all_measures, first_words, in_words, measures_for_people
 from playground.request import SETTINGS, TOKEN_SETTINGS
@@ -148,13 +148,17 @@ def pair_frame(a: Run, b: Run, by: PairBy = "index") -> pd.DataFrame:
                          "verdict": f"only in run {only}"})
             continue
         where = first_divergence(sa.token_ids, sb.token_ids)
+        verdict = "identical" if where is None else f"diverged at token {where}"
+        if where is not None and _drew_alike(sa, sb):  # one was stopped where the other went on alike
+            stopped = "A" if len(sa.token_ids) < len(sb.token_ids) else "B"
+            where, verdict = None, f"identical as far as {stopped} went (stopped)"
         rows.append({
             "sample_a": sa.index, "sample_b": sb.index, "seed_a": sa.seed, "seed_b": sb.seed,
             "tokens_a": len(sa.token_ids), "tokens_b": len(sb.token_ids), "first_divergence": where,
             "token_a": None if where is None else token_at(sa, where),
             "token_b": None if where is None else token_at(sb, where),
             "pair_similarity": similarity(sa.token_ids, sb.token_ids),
-            "verdict": "identical" if where is None else f"diverged at token {where}",
+            "verdict": verdict,
         })
     frame = pd.DataFrame(rows, columns=PAIR_COLUMNS)
     return frame.astype({"sample_a": "Int64", "sample_b": "Int64", "first_divergence": "Int64", "seed_a": "Int64",
@@ -175,12 +179,17 @@ def _indices(indices: Sequence[int]) -> str:
 
 def identical_pairs(frame: pd.DataFrame, by: PairBy = "index") -> str:
     """How many of ``pair_frame``'s pairs are identical, as a headline says it: out of the pairs,
-    and which samples have no partner (of the same index, or of the same seed: ``by``)."""
+    and which samples have no partner (of the same index, or of the same seed: ``by``). A pair
+    with a stopped sample that went as far alike counts, and the headline says how many did."""
     alone_a = [int(i) for i in frame.loc[frame["sample_b"].isna(), "sample_a"].dropna()]
     alone_b = [int(i) for i in frame.loc[frame["sample_a"].isna(), "sample_b"].dropna()]
-    same, pairs = int((frame["verdict"] == "identical").sum()), len(frame) - len(alone_a) - len(alone_b)
+    alike = frame["verdict"].fillna("").str.startswith("identical")
+    same, pairs = int(alike.sum()), len(frame) - len(alone_a) - len(alone_b)
+    so_far = int((alike & (frame["verdict"] != "identical")).sum())
+    identical = ("identical" if not so_far else "identical as far as the stopped run went" if so_far == same
+                 else f"identical ({so_far} as far as the stopped run went)")
     if by == "seed":
-        said = f"{same} of {pairs} same-seed pairs identical" if pairs else "No pair of samples shares a seed"
+        said = f"{same} of {pairs} same-seed pairs {identical}" if pairs else "No pair of samples shares a seed"
         alone = [f"run {name}'s {_indices(ids)}" for name, ids in (("A", alone_a), ("B", alone_b)) if ids]
         if not alone:
             return said
@@ -193,9 +202,9 @@ def identical_pairs(frame: pd.DataFrame, by: PairBy = "index") -> str:
         left = " left (a sample pairs with one of the other run, once)" if paired_already else ""
         return f"{said} ({' and '.join(alone)} {have} no partner of the same seed{left})"
     if not alone_a and not alone_b:
-        return f"{same} of {pairs} samples identical"
+        return f"{same} of {pairs} samples {identical}"
     wider, alone = ("A", alone_a) if alone_a else ("B", alone_b)
-    return (f"{same} of {pairs} sample pairs identical ({len(alone)} of run {wider}'s samples have no "
+    return (f"{same} of {pairs} sample pairs {identical} ({len(alone)} of run {wider}'s samples have no "
             "partner of the same index)")
 
 
@@ -277,7 +286,7 @@ def conditions_statement(a: Run, b: Run) -> str | None:
         return None
     a_by, b_by = {s.index: s for s in a.samples}, {s.index: s for s in b.samples}
     paired = seed_pairs(a, b)
-    parted = sum(a_by[i].token_ids != b_by[j].token_ids for i, j in paired)
+    parted = sum(not _drew_alike(a_by[i], b_by[j]) for i, j in paired)  # a stopped sample went as far as alike
     if not parted:
         return None
     said = (f"⚠️ {parted} of the {len(paired)} pairs of samples that share a seed parted, though A and B asked for "
@@ -350,7 +359,7 @@ def seed_overlaps(runs: Sequence[Run]) -> list[dict[str, int]]:
     """
     seeds = [Counter(s.seed for s in run.samples if s.seed is not None) for run in runs]
     # the sampling each run shows: a replay's is the run it plays
-    sampling = [replayed_from(run) or run.request.get("request_id") for run in runs]
+    sampling = [sampled_by(run) or run.request.get("request_id") for run in runs]
     overlaps = []
     for a in range(len(runs)):
         for b in range(a + 1, len(runs)):
@@ -383,8 +392,8 @@ def seed_reuse_sentence(run: Run, earlier: Sequence[Run]) -> str:
     def prompt_of(r: Run):
         return r.request.get("rendered_prompt") or r.request.get("prompt")
 
-    def on_purpose(r: Run) -> bool:
-        return r.request.get("mode") == "same-seed" or bool(r.request.get("rerun"))
+    def on_purpose(r: Run) -> bool:  # a replay samples nothing: its tokens are its run's, copied
+        return r.request.get("mode") == "same-seed" or bool(r.request.get("rerun")) or bool(replayed_from(r))
 
     if on_purpose(run):
         return ""

@@ -15,6 +15,13 @@ def replayed_from(run: Run | None) -> str | None:
     return (run.request.get("replay") or {}).get("of") if run is not None else None
 
 
+def sampled_by(run: Run | None) -> str | None:
+    """The request id of the run that sampled a replay's tokens: the run it replays, or for a
+    replay of a replay the first run of the chain (None: not a replay)."""
+    replay = (run.request.get("replay") or {}) if run is not None else {}
+    return replay.get("sampled") or replay.get("of")
+
+
 def origin_label(run: Run, why: bool = False) -> str | None:
     """What the run is when it is no sampling of an engine (None when it is one): "replay of
     run-… at x4" (``why``: with the reason the replay chose that run, when the request's settings
@@ -24,6 +31,10 @@ def origin_label(run: Run, why: bool = False) -> str | None:
     if not replay:
         return HAND_MADE if written_by_hand(run) else None
     label = f"replay of {replay.get('of')} {at_pace(replay.get('pace'))}"
+    if replay.get("sampled"):
+        label += f", itself a replay of {replay['sampled']}"
+    if replay.get("stopped"):
+        label += f" ({replay.get('of')} was stopped: the replay ends where it did)"
     if why and replay.get("note"):
         label += f" ({replay['note']})"
     return label
@@ -46,6 +57,9 @@ def origin_note(run: Run) -> str | None:
     """One line a view of the run opens with when the run is no sampling of an engine: a replay's
     tokens are the recorded run's and its times its own; a hand-made run's "tokens" are words."""
     if of := replayed_from(run):
+        if (sampled := sampled_by(run)) != of:
+            return (f"⟲ A replay of {of}, itself a replay of {sampled}: its tokens and the engine's counts are "
+                    f"{sampled}'s, its times the replay's.")
         return f"⟲ A replay of {of}: its tokens and the engine's counts are that run's, its times the replay's."
     return f"✎ A run {HAND_MADE}." if written_by_hand(run) else None
 

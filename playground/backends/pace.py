@@ -22,8 +22,11 @@ MAX_SPEED = 10_000.0
 MAX_RATE = 1e8  # tokens per second
 PACE_HELP = ('"recorded" (as the run streamed), a speed-up like x4 (x0.5: half speed), or a rate of sampled '
              'tokens per second like "10000 tok/s"')
-_SPEED = re.compile(r"^\s*(?:[x×]\s*([0-9.]+)|([0-9.]+)\s*[x×])\s*$", re.IGNORECASE)
-_RATE = re.compile(r"^\s*([0-9.]+)\s*(?:tok(?:ens)?\s*/\s*s|tps)\s*$", re.IGNORECASE)
+# A number as a person may write it, sign and exponent included, so "x-2" and "x1e9" are named as
+# speed-ups out of bounds, not as a pace of no known form.
+_NUMBER = r"([-+]?[0-9.]+(?:e[-+]?[0-9]+)?)"
+_SPEED = re.compile(rf"^\s*(?:[x×]\s*{_NUMBER}|{_NUMBER}\s*[x×])\s*$", re.IGNORECASE)
+_RATE = re.compile(rf"^\s*{_NUMBER}\s*(?:tok(?:ens)?\s*/\s*s|tps)\s*$", re.IGNORECASE)
 
 
 @dataclass(frozen=True)

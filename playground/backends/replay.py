@@ -167,25 +167,42 @@ class ReplayBackend:
     def decode(self, token_ids: list[int]) -> str:
         return self.library.decode(token_ids)
 
-    def resolve(self, request: SampleRequest, labels: dict | None) -> tuple[SampleRequest, dict]:
+    def no_engine(self, what: str) -> NoEngine:
+        """The refusal of what needs an engine (a branch, a sweep, the QA matrix), in one sentence."""
+        return NoEngine(NO_ENGINE.format(name=self.library.name, what=what))
+
+    def engine_of(self, prepared: Prepared) -> dict[str, Any]:
+        """The engine a replay's record names: the recorded run's, whole (its logprobs mode and
+        conditions: what its tokens were made under, which Compare and the notes read); the
+        request's ``replay`` says the times are the replay's."""
+        source = self.library.get(prepared.labels.get("replay", {}).get("of"))
+        return dict(source.engine) if source is not None else self.info()
+
+    def resolve(self, request: SampleRequest, labels: dict | None,
+                after: str | None = None) -> tuple[SampleRequest, dict]:
         """The request this backend serves for ``request``: the recorded run's own (labels that name
-        one, ``{"replay": {"of": id, "pace": ...}}``, get that run; otherwise ``Library.choose``),
-        with the labels that make its record say it is a replay."""
+        one, ``{"replay": {"of": id, "pace": ...}}``, get that run; otherwise ``Library.choose``,
+        ``after`` the run the asking page shows), with the labels that make its record say it is a
+        replay."""
         labels = dict(labels or {})
         asked = labels.pop("replay", None) or {}
         for what, name in (("branch", "a branch"), ("sweep", "a sweep"), ("rerun", "the Reproducibility tab")):
             if what in labels and not asked:
-                raise NoEngine(NO_ENGINE.format(name=self.library.name, what=name))
+                raise self.no_engine(name)
         note = None
         if "of" in asked:
             source = self.library.get(asked["of"])
             if source is None:
                 raise InvalidRequest(f"{self.library.name} holds no run {asked['of']!r} to replay")
         else:
-            source, note = self.library.choose(request)
+            source, note = self.library.choose(request, after)
         pace = Pace.parse(asked["pace"]) if asked.get("pace") else self.pace
         served, said = source_request(source)
         replay = {"of": source.request.get("request_id"), "pace": pace.label, **({"note": note} if note else {})}
+        if source.status == "aborted":  # it ends where the run it plays was stopped, Stop or no Stop
+            replay["stopped"] = True
+        if earlier := source.request.get("replay"):  # a replay of a replay: the run that sampled its tokens, named
+            replay["sampled"] = earlier.get("sampled") or earlier.get("of")
         return served, {**said, **labels, "replay": replay}
 
     # --- streaming ------------------------------------------------------------------------------

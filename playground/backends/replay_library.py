@@ -46,7 +46,6 @@ class Library:
     runs: list[Run]
     name: str = "the runs"
     by_id: dict[str, Run] = field(init=False)
-    _next: int = field(init=False, default=0, repr=False)  # the run after the one played last, by position
     _vocabulary: dict[int, str] | None = field(init=False, default=None, repr=False)
 
     def __post_init__(self):
@@ -111,28 +110,32 @@ class Library:
     def get(self, request_id: str) -> Run | None:
         return self.by_id.get(str(request_id))
 
-    def choose(self, request: SampleRequest) -> tuple[Run, str | None]:
+    def choose(self, request: SampleRequest, after: str | None = None) -> tuple[Run, str | None]:
         """The run ``request`` gets, and why when it is not the run the request describes
-        (None: the run of its prompt with every one of its settings)."""
-        asked = request.to_dict()
+        (None: the run of its prompt with every one of its settings). Without a run of its prompt,
+        the file's next run after ``after`` (the run the asking page shows, by id), else its first:
+        each page steps through the file from its own place, and a rehearsal on one browser never
+        moves what plays first on another."""
         order = list(self.by_id.values())  # by position: a Run compares field by field, samples and all
         same_prompt = [k for k, run in enumerate(order) if run.request.get("prompt") == request.prompt]
         if not same_prompt:
-            k = self._next % len(order)
-            self._next = k + 1
+            ids = list(self.by_id)
+            k = (ids.index(after) + 1) % len(order) if after in self.by_id else 0
             if not request.prompt.strip():
                 return order[k], "no prompt was given: the file's next run plays"
             return order[k], "the file has no run of this prompt: its next run plays"
+        asked = request.to_dict()
+        # A setting a record leaves out (a made-up run's sampler settings, an older bundle's) is
+        # the schema's default, as the run's form shows it.
+        recorded = {k: SampleRequest.from_record(order[k].request).to_dict() for k in same_prompt}
         differs = {k: [name for name in SETTINGS if name not in ("prompt", "use_chat_template")
-                       and asked.get(name) is not None and order[k].request.get(name) != asked.get(name)]
+                       and asked.get(name) is not None and recorded[k].get(name) != asked.get(name)]
                    for k in same_prompt}
         best = min(same_prompt, key=lambda k: len(differs[k]))
-        self._next = best + 1  # "next" is the run after the one played last, whichever chose it
         if not differs[best]:
             return order[best], None
-        names = ", ".join(differs[best])
-        return order[best], ("the file's run of this prompt closest to the form's settings plays (it differs in "
-                             f"{names})")
+        return order[best], f"the file's run of this prompt closest to the form's settings plays; it differs in " \
+                            f"{', '.join(differs[best])}"
 
     def rendered(self, prompt: str, use_chat_template: bool) -> tuple[str, list[int]] | None:
         """The rendered prompt and its token ids of a run of ``prompt`` (None: no run has it)."""

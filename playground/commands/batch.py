@@ -63,7 +63,7 @@ from playground.commands.cli import (
     say_skipped,
 )
 from playground.commands.progress import Ending, print_summary, run_all, start_runner, write_bundles
-from playground.errors import InvalidRequest
+from playground.errors import InvalidRequest, json_problem
 from playground.request import SETTINGS, Limits, SampleRequest, did_you_mean
 from playground.run import Run
 
@@ -134,7 +134,7 @@ def read_lines(path: Path, defaults: dict, max_n: int, reference: str | None = N
     unit, entries = _entries(Path(path).read_text(encoding="utf-8", errors="surrogateescape"))
     for number, data in entries:
         if isinstance(data, json.JSONDecodeError):
-            errors.append(LineError(number, f"not valid JSON ({data.msg} at column {data.pos + 1})", unit))
+            errors.append(LineError(number, f"not valid JSON ({json_problem(data)})", unit))
             continue
         if not isinstance(data, dict):
             errors.append(LineError(number, f'must be a JSON object with a "prompt", got {type(data).__name__}',

@@ -16,6 +16,7 @@ current)`` hooks its events up (the page's History state, the Sweep tab's runs, 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -26,6 +27,7 @@ from playground import analysis
 from playground.analysis.comparison import PAIR_BY, PAIRS_HEADING, PairBy, conditions_statement, seed_statement
 from playground.run import Run
 from playground.ui.answer_controls import optional_controls, with_chosen_answers
+from playground.ui.export_tab import download_path
 from playground.ui.messages import warned
 from playground.ui.saved_runs import label as saved_label
 from playground.ui.saved_runs import stored_run
@@ -48,12 +50,14 @@ PAIR_COLUMNS = ["sample_a", "sample_b", "seed_a", "seed_b", "tokens_a", "tokens_
 BY_CHOICES = [("index (sample i of A with sample i of B)", "index"), ("seed (the samples that share one)", "seed")]
 
 
-def pool(history: list[Run] | None, uploads: list[Run] | None,
-         sweep_runs: list[Run] | None) -> dict[str, tuple[str, Run]]:
+def pool(history: list[Run] | None, uploads: list[Run] | None, sweep_runs: list[Run] | None,
+         files: Sequence[Run] = ()) -> dict[str, tuple[str, Run]]:
     """Every run the session can compare, once each (by request id, the first source that holds it),
-    by a key that stays valid while the lists grow and drop their oldest: key -> (label, run)."""
+    by a key that stays valid while the lists grow and drop their oldest: key -> (label, run).
+    ``files``: the runs the app replays (``--replay``), the same for every session and never changed,
+    so a replay can be compared with the run it plays."""
     found, seen = {}, set()
-    for source, runs in (("history", history), ("upload", uploads), ("sweep", sweep_runs)):
+    for source, runs in (("history", history), ("upload", uploads), ("sweep", sweep_runs), ("file", files)):
         for run in runs or []:
             rid = run.request.get("request_id")
             if rid not in seen:
@@ -122,6 +126,7 @@ class CompareTab:
     graph_a: gr.Plot | None = None
     graph_b: gr.Plot | None = None
     keeper: object = None  # the run store's keeper (ui/keeping.py): this browser's saved runs join the lists
+    files: Sequence[Run] = ()  # the runs the app replays (--replay): every session's lists hold them
 
     def comparison(self) -> list:
         """What Compare writes (``compare``'s outputs, in this order)."""
@@ -133,9 +138,10 @@ class CompareTab:
         return [*self.comparison(), self.graph_a, self.graph_b]
 
 
-def declare(export_dir, measures: analysis.Measures | None = None) -> CompareTab:
+def declare(export_dir, measures: analysis.Measures | None = None, files: Sequence[Run] = ()) -> CompareTab:
     """The tab, declared in the current ``gr.Tabs`` (``export_dir``: where the page writes its
-    downloads; ``measures``: extra per-run measures, e.g. the set measures)."""
+    downloads; ``measures``: extra per-run measures, e.g. the set measures; ``files``: the runs the
+    app replays)."""
     with gr.Tab("Compare", id="compare", elem_id="tab-compare") as panel:
         gr.Markdown(INTRO)
         with gr.Row():
@@ -165,7 +171,8 @@ def declare(export_dir, measures: analysis.Measures | None = None) -> CompareTab
             graph_b = gr.Plot(label="Sample graph of B", visible=False, elem_id="compare-graph-b")
         uploads = gr.State([])
     return CompareTab(panel, a, b, refresh_btn, compare_btn, answer, pattern, by, headline, changed, side_by_side,
-                      pairs, columns, report, uploads, Path(export_dir), measures, graphs_btn, graph_a, graph_b)
+                      pairs, columns, report, uploads, Path(export_dir), measures, graphs_btn, graph_a, graph_b,
+                      files=tuple(files))
 
 
 def connect(tab: CompareTab, history: gr.State, sweep_runs: gr.State, current: gr.State, session=None,
@@ -214,9 +221,9 @@ def after_run(tab: CompareTab, page, sweep_runs: gr.State, keeper=None) -> tuple
 def add(tab: CompareTab, runs: list[Run], history, uploads, sweep_runs) -> dict:
     """An opened file's runs join the session's uploads; with two or more, A and B are its first two."""
     uploads = [*(uploads or []), *runs][-MAX_UPLOADED:]
-    choices = _choices(history, uploads, sweep_runs)
+    choices = _choices(history, uploads, sweep_runs, tab.files)
     opened = {r.request.get("request_id") for r in runs}
-    keys = [key for key, (_, run) in pool(history, uploads, sweep_runs).items()
+    keys = [key for key, (_, run) in pool(history, uploads, sweep_runs, tab.files).items()
             if run.request.get("request_id") in opened]
     a, b = (keys[0], keys[1]) if len(keys) > 1 else (keys[0] if keys else None, None)
     return {tab.uploads: uploads, tab.a: gr.update(choices=choices, value=a),
@@ -227,7 +234,7 @@ def refresh_lists(tab: CompareTab, history, uploads, sweep_runs, current: Run | 
                   session=None):
     """``refresh``, with this browser's saved runs after the session's own."""
     return refresh(history, uploads, sweep_runs, current, a_key, b_key, saved_choices(tab, session, history, uploads,
-                                                                                      sweep_runs))
+                                                                                      sweep_runs), tab.files)
 
 
 def saved_choices(tab: CompareTab, session, history, uploads, sweep_runs) -> list[tuple[str, str]]:
@@ -236,7 +243,7 @@ def saved_choices(tab: CompareTab, session, history, uploads, sweep_runs) -> lis
     owner = tab.keeper.owner(session) if tab.keeper is not None else None
     if owner is None:
         return []
-    held = {run.request.get("request_id") for _, run in pool(history, uploads, sweep_runs).values()}
+    held = {run.request.get("request_id") for _, run in pool(history, uploads, sweep_runs, tab.files).values()}
     return [(f"saved · {saved_label(e)}", f"{SAVED}{e.key}")
             for e in tab.keeper.store.entries(owner) if e.request_id not in held]
 
@@ -245,12 +252,12 @@ SAVED = "saved:"  # a key of the lists that names a saved run by its store key
 
 
 def refresh(history, uploads, sweep_runs, current: Run | None = None, a_key=None, b_key=None,
-            saved: list[tuple[str, str]] = ()):
+            saved: list[tuple[str, str]] = (), files: Sequence[Run] = ()):
     """The lists, up to date (``saved``: choices of runs the store holds for this browser, listed
     after the session's). A and B chosen before stay while the run on screen is one of them;
     else, when the run on screen is a branch of a run they hold, A is that parent and B the branch;
     else A is another run (``other_run``) and B the run on screen."""
-    runs = pool(history, uploads, sweep_runs)
+    runs = pool(history, uploads, sweep_runs, files)
     choices = [(text, key) for key, (text, _) in runs.items()] + list(saved)
     keys = {run.request.get("request_id"): key for key, (_, run) in runs.items()}
     shown_key = keys.get(current.request.get("request_id")) if current is not None else None
@@ -267,11 +274,15 @@ def refresh(history, uploads, sweep_runs, current: Run | None = None, a_key=None
 
 
 def other_run(runs: dict[str, tuple[str, Run]], shown_key: str, saved: list[tuple[str, str]]) -> str | None:
-    """A's default beside the run on screen: the newest other run of the same prompt and n (the run
-    a demo repeats, not a one-sample rerun made in between), else the newest other run, else the
-    newest saved one (after a reload the session holds only the run on screen), else none."""
+    """A's default beside the run on screen: the run it replays, when it is a replay; else the
+    newest other run of the same prompt and n (the run a demo repeats, not a one-sample rerun made
+    in between), else the newest other run, else the newest saved one (after a reload the session
+    holds only the run on screen), else none."""
     shown = runs[shown_key][1]
     others = [key for key in runs if key != shown_key]
+    played = [key for key in others if runs[key][1].request.get("request_id") == analysis.replayed_from(shown)]
+    if played:
+        return played[0]
     alike = [key for key in others if runs[key][1].request.get("prompt") == shown.request.get("prompt")
              and runs[key][1].n == shown.n]
     if alike or others:
@@ -298,7 +309,7 @@ def cleared(tab: CompareTab) -> dict:
 def _runs(tab: CompareTab, keys: tuple, history, uploads, sweep_runs) -> list[Run] | None:
     """The runs the lists' keys name (a saved one read from the store now), or None when one is
     missing (nothing picked, or a saved run deleted meanwhile)."""
-    runs, found = pool(history, uploads, sweep_runs), []
+    runs, found = pool(history, uploads, sweep_runs, tab.files), []
     for key in keys:
         if key in runs:
             found.append(runs[key][1])
@@ -351,10 +362,10 @@ def graphs(tab: CompareTab, a_key, b_key, history, uploads, sweep_runs):
 
 
 def export(tab: CompareTab, a: Run, b: Run, measures: analysis.Measures | None = None, by: PairBy = "index") -> str:
-    path = tab.export_dir / f"compare-{a.request.get('request_id')}-{b.request.get('request_id')}.html"
+    path = download_path(tab.export_dir, f"compare-{a.request.get('request_id')}-{b.request.get('request_id')}.html")
     path.write_text(analysis.comparison_report(a, b, measures, by=by), encoding="utf-8")
     return str(path)
 
 
-def _choices(history, uploads, sweep_runs) -> list[tuple[str, str]]:
-    return [(text, key) for key, (text, _) in pool(history, uploads, sweep_runs).items()]
+def _choices(history, uploads, sweep_runs, files: Sequence[Run] = ()) -> list[tuple[str, str]]:
+    return [(text, key) for key, (text, _) in pool(history, uploads, sweep_runs, files).items()]

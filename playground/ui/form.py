@@ -176,15 +176,19 @@ def form_update(form: dict[str, gr.components.Component], values: dict[str, Any]
     return update, problems
 
 
-def run_in_form(form: dict[str, gr.components.Component], run: Run) -> tuple[dict, str]:
+def run_in_form(form: dict[str, gr.components.Component], run: Run, replaying: bool = False) -> tuple[dict, str]:
     """A run opened (by its link, or from the saved runs): its settings in the form, so that Run
-    asks for it again, and the sentence that says what Run will then ask for."""
+    asks for it again, and the sentence that says what Run will then ask for (``replaying``: the
+    app has no engine, and Run plays its file's run of that prompt)."""
     asked = {name: run.request[name] for name in form if name in run.request}
     update, unfit = form_update(form, asked)
     said = "its settings are in the form"
     if unfit:
         said += (" except what the form cannot hold (" + "; ".join(unfit) + "): Run asks for the others, with the "
                  "form's own value there.")
+    elif replaying:
+        said += (", so Run plays the file's run of its prompt closest to them (this app replays saved runs and has no "
+                 "engine).")
     elif of := analysis.replayed_from(run):
         said += f", so Run asks the engine for them (the run was a replay of `{of}`: Run samples them anew)."
     else:

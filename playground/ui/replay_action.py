@@ -14,6 +14,7 @@ event outside the queue (the browser gets an HTTP 500 and the page only says "Er
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 from dataclasses import dataclass
 from functools import partial
@@ -21,7 +22,7 @@ from functools import partial
 import gradio as gr
 
 from playground.analysis.replays import at_pace
-from playground.backends.live import LiveRun
+from playground.backends.live import LiveRun, State
 from playground.backends.pace import Pace
 from playground.backends.replay import ReplayBackend
 from playground.backends.replay_library import check_replayable, source_request
@@ -29,6 +30,7 @@ from playground.errors import InvalidBundle, PlaygroundError
 from playground.run import Run
 from playground.ui import running
 from playground.ui.page import Page
+from playground.ui.saved_runs import stored_run
 
 SPEEDS = ["recorded", "x2", "x4", "x10", "x100", "1000 tok/s", "10000 tok/s"]
 
@@ -45,32 +47,47 @@ def declare() -> ReplayControls:
     with gr.Row():
         pace = gr.Dropdown(SPEEDS, value="recorded", allow_custom_value=True, label="Replay speed",
                            info="recorded, a speed-up like x4, or a rate like 10000 tok/s", elem_id="replay-pace")
-        button = gr.Button("Replay the run picked above", elem_id="replay")
+        button = gr.Button("Replay the picked run", elem_id="replay")
     note = gr.Markdown(elem_id="replay-note")
     return ReplayControls(pace, button, note)
 
 
-def connect(controls: ReplayControls, page: Page, pick: gr.Dropdown) -> gr.events.Dependency:
+def connect(controls: ReplayControls, page: Page, pick: gr.Dropdown, saved=None) -> gr.events.Dependency:
     """Replay's two steps, as Run's: checked outside the queue, then streamed. Returns the stream's
-    event (Stop cancels it)."""
-    started = controls.button.click(partial(begin, page, controls), [page.live, page.history, pick, controls.pace],
-                                    [page.live, page.summary, controls.note, *page.streaming_outputs(),
+    event (Stop cancels it). ``saved``: the History tab's saved runs (``saved_runs.SavedRuns``), whose
+    picked run is replayed when the session's list has none picked (after a reload it is empty)."""
+    store = saved.keeper.store if saved is not None and saved.keeper is not None and saved.pick is not None else None
+    started = controls.button.click(partial(begin, page, controls, store=store),
+                                    [page.action, page.history, pick, controls.pace,
+                                     *([saved.pick] if store is not None else [])],
+                                    [page.action, page.summary, controls.note, *page.streaming_outputs(),
                                      *page.said_outputs()], queue=False,
                                     show_progress="hidden",
                                     api_visibility="private")
     return running.run_events(started, page, partial(stream, page), partial(finish, page),
-                              ended=(ended_note, [page.live], [controls.note]))
+                              ended=(ended_note, [page.action], [controls.note]))
 
 
 async def begin(page: Page, controls: ReplayControls, action: running.Action | None, history: list | None, index,
-                pace_text: str | None) -> dict:
-    """The picked run and the speed, checked and planned on a ReplayBackend over that run, become
-    this session's action; a refusal is the note's, and nothing else changes."""
+                pace_text: str | None, saved_key: str | None = None, store=None) -> dict:
+    """The picked run (of the session's list, else the saved run picked) and the speed, checked and
+    planned on a ReplayBackend over that run, become this session's action; a refusal is the
+    note's, and nothing else changes."""
     if action is not None and action.going:
         return {controls.note: f"⚠️ {running.BUSY}"}
-    if not history or index is None or not 0 <= int(index) < len(history):
-        return {controls.note: "⚠️ Pick a run from the list first: Replay streams it again."}
-    source: Run = history[int(index)]
+    if history and index is not None and 0 <= int(index) < len(history):
+        source: Run | None = history[int(index)]
+    elif saved_key and store is not None:
+        try:
+            source = await asyncio.to_thread(stored_run, store, saved_key)
+        except gr.Error as e:
+            return {controls.note: f"⚠️ {e.message}"}
+        if source is None:
+            return {controls.note: "⚠️ That saved run is no longer in the store: the oldest are removed when it is "
+                                   "full."}
+    else:
+        return {controls.note: "⚠️ Pick a run first, in this session's list or among the saved runs: Replay streams "
+                               "it again."}
     rid = source.request.get("request_id")
     try:
         pace = Pace.parse(pace_text)
@@ -82,7 +99,7 @@ async def begin(page: Page, controls: ReplayControls, action: running.Action | N
         return {controls.note: f"⚠️ Run `{rid}` cannot be replayed: {e}."}
     except PlaygroundError as e:
         return {controls.note: f"⚠️ {e}"}
-    return {page.live: running.Action("Replay", [live], about=backend),
+    return {page.action: running.Action("Replay", [live], about=backend),
             page.summary: f"⏳ replaying `{rid}` {at_pace(pace.label)}…", **running.streaming_marks(page, source),
             controls.note: f"Replay of `{rid}` {at_pace(pace.label)}: it streams in the samples area above, whose "
                            "summary says how it goes (Stop ends it), and joins History as a run of its own.",
@@ -97,6 +114,8 @@ def ended_note(action: running.Action | None):
     of = live.prepared.labels.get("replay") or {}
     how = {"finished": "played to its end", "stopped": "was stopped"}.get(
         live.state.value, f"ended: {live.state.value}{f' ({live.reason})' if live.reason else ''}")
+    if live.state is State.STOPPED and not live.stop_asked:  # nobody pressed Stop: the run it plays was stopped
+        how = f"played to its end, where `{of.get('of', '?')}` was stopped"
     made = f"; `{live.request_id}` joined History as a run of its own" if live.run is not None else ""
     return f"Replay of `{of.get('of', '?')}` {at_pace(of.get('pace'))} {how}{made}."
 

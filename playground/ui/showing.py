@@ -48,7 +48,7 @@ async def show_opened(page: Page, run: Run, history: list | None, session, selec
     and its settings in the form, so that Run asks for it again; ``said``: what the form now holds,
     for the sentence the caller writes where its button is."""
     update = await show(page, run, history, session, selected, settings)
-    form, said = run_in_form(page.form, run)
+    form, said = run_in_form(page.form, run, replaying=page.backend.info().get("backend") == "replay")
     return {**update, **form}, said
 
 

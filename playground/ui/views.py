@@ -88,7 +88,7 @@ def waiting_summary(run: Run) -> str:
     req = run.request
     why = " (FINAL_ONLY yields nothing until every sample has finished)" if run.output_kind == "FINAL_ONLY" else ""
     elapsed = time.time() - run.started_at
-    origin = f" · ⟲ {origin_label(run)}" if replayed_from(run) else ""
+    origin = f" · ⟲ {origin_label(run, why=True)}" if replayed_from(run) else ""
     return (f"● running{origin} · `{req.get('request_id', '')}` · n={run.n} · {req.get('mode')} · {run.output_kind} · "
             f"waiting for the first output… {elapsed:.1f} s{why} · {_seed_note(run)}")
 
@@ -168,8 +168,9 @@ def engine_status(info: dict, last_run: Run | None = None) -> str:
           "⟲ a replay: no engine samples it" if info.get("backend") == "replay" else
           "● engine up" if info.get("up", True) else "✖ engine down")
     where = info.get("base_url") or info.get("device", "")
-    parts = [f"**{model_name(info.get('model', '?'))}**", where,
-             f"vLLM {info.get('vllm_version', '?')}", up]
+    version = info.get("vllm_version")  # a made-up run's replay names none
+    parts = [f"**{model_name(info.get('model', '?'))}**", where, *([f"vLLM {version}"] if version not in
+                                                                   (None, "?") else []), up]
     if info.get("output_kind_source"):  # what builds the output_kind views: "client-side (server streams DELTA)"
         parts.append(f"output_kind views {info['output_kind_source']}")
     if info.get("note"):
