@@ -16,8 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from playground.errors import TOO_DEEP, InvalidBundle, InvalidRequest, damaged_bundle, json_problem
-from playground.request import check_record
+from playground.errors import TOO_DEEP, TOO_LONG, InvalidBundle, InvalidRequest, damaged_bundle, json_problem
+from playground.request import MAX_SEED, check_record
 from playground.run import Run
 
 
@@ -129,6 +129,8 @@ def parse_bundles(text: str, limits: ReadLimits = DEFAULT_LIMITS,
         if text.lstrip().startswith("{\n") or text.lstrip().startswith("{\r\n"):  # an indented bundle, broken
             return [], [BundleError(e.lineno, f"not valid JSON ({json_problem(e)}): the file looks like "
                                               "one indented bundle, cut short or edited")]
+    except ValueError:
+        return [], [BundleError(None, f"{TOO_LONG}, so it is not one")]
     else:
         if "\n" in text.strip() or not isinstance(whole, dict):  # indented: one bundle, any layout
             return _one(whole, None, limits)
@@ -144,6 +146,9 @@ def parse_bundles(text: str, limits: ReadLimits = DEFAULT_LIMITS,
             continue
         except json.JSONDecodeError as e:
             errors.append(BundleError(number, f"not valid JSON ({json_problem(e)}), so not a run bundle"))
+            continue
+        except ValueError:
+            errors.append(BundleError(number, f"{TOO_LONG}, so it is not one"))
             continue
         more, wrong = _one(data, number, limits)
         found += more
@@ -176,6 +181,7 @@ def _one(data: object, line: int | None, limits: ReadLimits,
             data = hand_made(data)
         run = Run.from_dict(data)
         check_record(run.request)  # each setting of its type: a page puts them in its form, Run sends them
+        check_samples(run)
         return [Located(run, line, item)], []
     except InvalidBundle as e:
         return [], [BundleError(line, str(e), item)]
@@ -217,6 +223,29 @@ def _runs(data: object) -> bool:
     """``data`` is an array of runs (bundles, or runs written by hand), not one run's samples."""
     return (isinstance(data, list) and bool(data)
             and all(isinstance(each, dict) and "samples" in each or _samples_only(each) for each in data))
+
+
+def check_samples(run: Run) -> None:
+    """Each sample's seed a whole number in vLLM's range (or none), its token ids whole numbers of
+    a vocabulary, its finish reason text (or none): every view reads them as such, and a page
+    shows them."""
+    def whole(value: Any) -> bool:
+        return isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= MAX_SEED
+
+    for s in run.samples:
+        if s.seed is not None and not whole(s.seed):
+            raise damaged_bundle(f"sample {s.index}'s seed must be a whole number from 0 to 2**63-1, got {s.seed!r}")
+        if not all(whole(t) for t in s.token_ids):
+            wrong = next(t for t in s.token_ids if not whole(t))
+            raise damaged_bundle(f"sample {s.index}'s token ids must be whole numbers from 0, got {wrong!r}")
+        if s.finish_reason is not None and not isinstance(s.finish_reason, str):
+            raise damaged_bundle(f"sample {s.index}'s finish_reason must be text, got {s.finish_reason!r}")
+        try:  # a JSON escape may write a lone surrogate, which no page, file or terminal can show
+            (s.text or "").encode("utf-8")
+            "".join(t for t in s.token_texts if isinstance(t, str)).encode("utf-8")
+        except UnicodeEncodeError as e:
+            raise damaged_bundle(f"sample {s.index}'s text is not valid UTF-8 (a lone surrogate, "
+                                 f"{e.object[e.start]!r})") from None
 
 
 def hand_made(data: dict[str, Any]) -> dict[str, Any]:

@@ -53,6 +53,8 @@ SPLIT_PREFILL_CRASH = (
     "(max_num_batched_tokens) kills it")
 # A text whose JSON nests past the interpreter's depth: said alike by every reader of bundles.
 TOO_DEEP = "its JSON nests deeper than any run bundle does"
+# Python refuses to read a whole number of more digits (a ValueError, not a JSON error).
+TOO_LONG = "its JSON holds a number of more than 4,300 digits, which no run bundle does"
 # What a refusal for a server that is down adds for a caller with no page to say it (the API, a
 # command): a page's summary says it in its own words (ui/views.refused_summary).
 NOT_RUN = " The request was not run; try again once the server answers."

@@ -18,6 +18,7 @@ import dataclasses
 import difflib
 import math
 import numbers
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from decimal import Decimal, InvalidOperation
@@ -219,6 +220,17 @@ TOKEN_SETTINGS = tuple(f.name for f, meta in fields() if meta.sampler and not me
 SWEEP_SETTINGS = tuple(f.name for f, meta in fields() if meta.sweep) + ("seed",)  # what a sweep may vary
 
 
+# A run's id as records and links name it: what this app makes ("run-1a2b3c4d"), and the ids other
+# tools write (a uuid, "req_12", "exp/3"). Nothing the page could read as markup.
+RUN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:/+=@#-]{0,127}")
+
+
+def check_run_id(value: Any, what: str) -> None:
+    if not isinstance(value, str) or not RUN_ID.fullmatch(value):
+        raise InvalidRequest(f"{what} must be a run's id (a letter or digit, then letters, digits and . _ : / + = @ "
+                             f"# -, at most 128 characters), got {value!r}")
+
+
 def check_record(request: Any) -> None:
     """A run record's request (a bundle's, however it was written): each setting the schema knows
     holds a value of its type and, where it has choices, one of them; InvalidRequest names the
@@ -229,7 +241,14 @@ def check_record(request: Any) -> None:
     known = {name: request[name] for name in SETTINGS if name in request}
     if not isinstance(known.get("prompt", ""), str):
         raise InvalidRequest(f"prompt must be text, got {known['prompt']!r}")
+    if "request_id" in request:
+        check_run_id(request["request_id"], "request_id")
+    for label, key in (("replay", "of"), ("replay", "sampled"), ("branch", "run"), ("rerun", "of")):
+        if isinstance(request.get(label), dict) and request[label].get(key) is not None:
+            check_run_id(request[label][key], f"{label}.{key}")
     typed = SampleRequest.from_user(**{**known, "prompt": known.get("prompt") or "x"})
+    for i, text in enumerate([typed.prompt, *typed.stop]):  # text a page shows and Run sends: no NUL, valid UTF-8
+        _check_text(text, "the prompt" if i == 0 else f"stop string #{i}")
     for f, meta in fields():
         if meta.choices is not None and f.name in known and getattr(typed, f.name) not in meta.choices:
             check_choice(f.name, known[f.name], meta.choices)  # named as the file wrote it

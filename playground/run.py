@@ -25,7 +25,7 @@ import pandas as pd
 from playground import bundle_format, bundle_v3
 from playground.bundle_events import EventsWriter, compact
 from playground.bundle_table import TableWriter
-from playground.errors import TOO_DEEP, InvalidBundle, damaged_bundle, json_problem
+from playground.errors import TOO_DEEP, TOO_LONG, InvalidBundle, damaged_bundle, json_problem
 from playground.event_output import EventOutput
 from playground.logprobs import Logprobs, TokenLogprob
 
@@ -245,6 +245,8 @@ class Run:
                 raise InvalidBundle(f"this is not a run bundle: not valid JSON ({said})") from None
             except RecursionError:
                 raise InvalidBundle(f"this is not a run bundle: {TOO_DEEP}") from None
+            except ValueError:
+                raise InvalidBundle(f"this is not a run bundle: {TOO_LONG}") from None
             return cls.from_dict(data)
 
     def tokens_frame(self) -> pd.DataFrame:

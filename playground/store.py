@@ -193,6 +193,12 @@ class RunStore:
                                    (owner, request_id)).fetchone()
         return row[0] if row else None
 
+    def holds(self, request_id: str) -> bool:
+        """Whether any browser's saved runs hold this run (a run a link opened is its owner's)."""
+        with self._lock:
+            return self._db.execute("SELECT 1 FROM runs WHERE request_id = ? LIMIT 1", (request_id,)).fetchone() \
+                is not None
+
     def delete(self, owner: str, key: str) -> tuple | None:
         """Remove one of ``owner``'s runs; its row (for ``restore``: an Undo), or None when it has
         no run with that key."""

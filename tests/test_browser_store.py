@@ -286,3 +286,45 @@ def test_a_full_store_says_so_the_run_stays_and_removing_old_runs_is_said(browse
         note.get_by_text("the 1 oldest run was removed to keep this one").wait_for(timeout=30_000)
         assert store.totals()[0] == 1
         page.close()
+
+
+# A full-page SVG whose link runs script at the first click anywhere: what Gradio's sanitizer lets through.
+HOSTILE = ('<svg style="position:fixed;inset:0;width:100%;height:100%;z-index:9999"><a href="javascript:'
+           'alert(1)"><rect width="100%" height="100%" fill-opacity=".01"/></a></svg>')
+MARKUP = ("() => [...document.querySelectorAll('.prose svg, .prose form, .prose img, [href^=\"javascript\"], "
+          "[*|href^=\"javascript\"]')].length")
+
+
+def test_words_from_a_link_a_stop_string_or_a_file_are_shown_as_text_and_run_nothing(browser, app_url,  # noqa: F811
+                                                                                      tmp_path):
+    """A link's parameter names and values, a run's stop string and error, and an opened file's
+    name and fields are anybody's words: the page shows them as text, and a click runs nothing."""
+    from urllib.parse import urlencode
+
+    dialogs: list[str] = []
+    query = urlencode([("prompt", "Say hi."), ("n", "1"), ("seed", "1"), ("max_tokens", "2"), ("stop", HOSTILE),
+                       ("x` " + HOSTILE, "1"), ("n", "<img src=x>"), ("temperature", "[t](javascript:alert(2))")])
+    page = open_page(browser, f"{app_url}?{query}")
+    page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
+    try:
+        note = page.locator("#store-note")
+        note.get_by_text("is not a setting of the form").wait_for(timeout=30_000)
+        assert "<svg" in note.inner_text() and "x`" in note.inner_text(), note.inner_text()  # said, as written
+        run_and_wait(page)
+        assert "<svg" in page.locator("#run-summary").inner_text()  # the stop string, as text
+        bad = {"bundle_version": 1, "request": {"prompt": "p", "n": 1, "request_id": "run-hostile1"},
+               "status": "error", "error": f"[phish](javascript:alert(3)) {HOSTILE}",
+               "samples": [{"index": 0, "seed": 1, "text": "a", "token_ids": [1], "token_texts": ["a"],
+                            "finish_reason": "abort"}]}
+        path = tmp_path / "a`<img src=x>.json"
+        path.write_text(__import__("json").dumps(bad), encoding="utf-8")
+        page.get_by_role("tab", name="History").click()
+        page.locator("#upload-runs input[type=file]").set_input_files(str(path))
+        page.locator("#run-summary").get_by_text("run-hostile1").wait_for(timeout=30_000)
+        assert "[phish](javascript:alert(3))" in page.locator("#run-summary").inner_text()
+        assert page.evaluate(MARKUP) == 0, "markup from a link, a run or a file reached the page"
+        page.mouse.click(700, 500)
+        page.locator("#prompt textarea").click()
+        assert dialogs == [], dialogs
+    finally:
+        page.close()

@@ -443,6 +443,21 @@ def test_a_request_whose_settings_are_not_of_their_types_is_refused_by_the_setti
     assert parse_bundles(json.dumps(data))[1][0].message == "this bundle's bundle_version must be a whole number, " \
                                                             "got '5'"
     assert parse_bundles("[" * 100_000)[1][0].message.startswith("its JSON nests deeper than any run bundle")
+    # What a page shows of a run is its ids, seeds and texts: each of its kind, or the file is named.
+    for change, said in (
+            (lambda d: d["request"].update(request_id="x` <svg>"), "request_id must be a run's id"),
+            (lambda d: d["request"].update(replay={"of": "<img src=x>"}), "replay.of must be a run's id"),
+            (lambda d: d["request"].update(stop=["\x00"]), "stop string #1 contains a NUL character"),
+            (lambda d: d["samples"][0].update(seed="x"), "sample 0's seed must be a whole number"),
+            (lambda d: d["samples"][0].update(text="\ud800"), "sample 0's text is not valid UTF-8")):
+        data = json.loads(run.to_json())
+        change(data)
+        errors = parse_bundles(json.dumps(data))[1]
+        assert errors and said in errors[0].message, (said, errors)
+    hand = {"samples": [{"text": "a", "token_ids": [-5], "token_texts": ["a"]}]}  # written by a script
+    assert "sample 0's token ids must be whole numbers from 0, got -5" in parse_bundles(json.dumps(hand))[1][0].message
+    assert parse_bundles('{"request": {"seed": ' + "9" * 5000 + '}, "samples": []}')[1][0].message.startswith(
+        "its JSON holds a number of more than 4,300 digits")
     binary = tmp_path / "binary.json"
     binary.write_bytes(b"\x00\x01\xff\xfe")
     with pytest.raises(InvalidBundle, match="^binary.json is not text"):

@@ -172,3 +172,39 @@ def test_an_auth_protected_app_refuses_a_client_without_credentials(backend):
         assert_valid_request_works(client)
     finally:
         demo.close()
+
+
+def test_a_full_app_refuses_a_new_run_with_a_sentence_where_it_starts_and_nothing_else(backend):
+    """--queue-size counts runs: with one running and one waiting, a call of /sample (plain HTTP)
+    and the page's Run are refused at once with a sentence, nothing stored or left queued; the
+    runs admitted finish, and then a run is admitted again."""
+    import asyncio
+
+    import httpx
+
+    from playground.ui import build_app, launch_app, running
+
+    demo = build_app(backend)
+    _, url, _ = launch_app(demo, concurrency=1, queue_size=1, prevent_thread_lock=True, server_name="127.0.0.1",
+                           server_port=free_port(), quiet=True)
+    page = demo.playground_page
+    try:
+        client = Client(url, verbose=False)
+        long = dict(VALID, n=2, max_tokens=48, output_kind="DELTA")
+        jobs = [client.submit(**long)]
+        assert wait_until(lambda: page.waiting.waiting() == 0 and backend.info()["up"], 30)
+        jobs.append(client.submit(**long))
+        assert wait_until(lambda: page.waiting.waiting() == 1, 60), "the second run never waited"
+        refused = httpx.post(f"{url}gradio_api/call/sample", json={"data": [PROMPT]}, timeout=30)
+        assert refused.status_code == 503 and "the app is full: 1 run waits for a free slot already (at most 1, " \
+            "--queue-size)" in refused.json()["detail"], refused.text
+        form = {name: control.value for name, control in page.form.items()} | {"prompt": PROMPT}
+        said = asyncio.run(running.begin(page, None, **form))
+        assert said[page.action] is None and said[page.summary].startswith("✖ refused: the app is full"), said
+        assert "change it" not in said[page.summary]
+        assert all(Run.from_json(job.result(timeout=300)).status == "finished" for job in jobs)
+        assert wait_until(lambda: page.waiting.waiting() == 0, 30)
+        assert_valid_request_works(client)  # admitted again
+        client.close()
+    finally:
+        demo.close()

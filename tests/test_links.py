@@ -48,8 +48,8 @@ def test_what_a_link_gets_wrong_is_named_and_the_rest_is_kept():
              ("Max-Tokens", "8")]
     values, problems, _ = read_query(pairs, NAMES, LIMITS)
     assert values == {"seed": 5}
-    assert problems == ["`colour` is not a setting of the form",
-                        "`Max-Tokens` is not a setting of the form (did you mean max_tokens?)",
+    assert problems == ["<code>colour</code> is not a setting of the form",
+                        "<code>Max-Tokens</code> is not a setting of the form (did you mean max_tokens?)",
                         "n must be between 1 and 32 (--max-n), got 0",  # each named once
                         "output_kind must be one of CUMULATIVE, DELTA, FINAL_ONLY, got 'SOMETIMES'",
                         "temperature must be a number, got 'hot'",
@@ -59,9 +59,9 @@ def test_what_a_link_gets_wrong_is_named_and_the_rest_is_kept():
 def test_a_request_field_the_form_does_not_hold_and_a_setting_given_twice_are_named():
     values, problems, twice = read_query([("prefix_token_ids", "1,2"), ("n", "3"), ("n", "4")], NAMES, LIMITS)
     assert values == {"n": 4}
-    assert problems == ["`prefix_token_ids` is a setting of a request that the form does not hold (a run's link, or "
-                        "the API, carries it)"]
-    assert twice == ["`n` is given 2 times: the last, '4', is used"]  # used, not left at its default
+    assert problems == ["<code>prefix_token_ids</code> is a setting of a request that the form does not hold (a "
+                        "run's link, or the API, carries it)"]
+    assert twice == ["<code>n</code> is given 2 times: the last, '4', is used"]  # used, not left at its default
     values, problems, _ = read_query([("top_k", "1e30"), ("n", "2")], NAMES, LIMITS)  # past what vLLM can send
     assert values == {"n": 2} and problems == ["top_k must be -1 or 0 (off) or a positive count up to 2147483647, "
                                                "got 1000000000000000000000000000000"]
@@ -112,3 +112,28 @@ def test_every_number_box_of_the_form_passes_what_was_typed_for_the_server_to_ch
     with pytest.raises(gr.Error, match="top_k must be a whole number, got 1.5"):
         request_from_form(**{**START, "top_k": boxes["top_k"].preprocess(1.5)})
     assert request_from_form(**{**START, "top_k": boxes["top_k"].preprocess(40)}).top_k == 40
+
+
+def test_words_from_outside_are_written_as_text_in_every_line_that_quotes_them():
+    """A stop string, a run's error, a forced token, a refused value and a sample's words quoted in
+    the Branch tab's line: written as text (no tag, link or code span of theirs reaches the page's
+    Markdown), and read back as what they were."""
+    import html
+    import re
+
+    from playground.ui import branch_tab, views
+    from playground.ui.markdown import code, plain
+    from tests.test_report import make_run
+
+    hostile = "x` <svg><a href=\"javascript:alert(1)\">[t](javascript:alert(2))"
+
+    def unmarked(text: str) -> bool:  # no tag and no link Markdown would make of it
+        return "<svg" not in text and "](javascript" not in text.replace("\\[t]", "")
+
+    run = make_run([[1, 2, 3]], "run-a", stop=[hostile])
+    run.status, run.error = "error", hostile
+    run.samples[0].token_texts = ["x`", "<svg>", "[t](javascript:alert(2))"]
+    for line in (views.run_summary(run), views.refused_summary(f"got {hostile!r}"),
+                 branch_tab._context(run, 0, 2), plain(hostile), code(hostile)):
+        assert unmarked(line), line
+    assert re.sub(r"\\(.)", r"\1", html.unescape(plain(hostile))) == hostile  # the same words, as text

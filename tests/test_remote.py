@@ -642,8 +642,9 @@ def test_a_refusal_for_a_server_that_is_down_gives_its_advice_once_on_the_page()
             "Is `vllm serve` running there?"
     refusal = str(HealthWatch.refusal(Health(False, 0.0, asked)))
     assert refusal == f"{asked} The request was not run; try again once the server answers."
-    assert views.refused_summary(refusal, engine_away=True) == (
-        f"✖ refused: {asked} Nothing was sent to the engine; press Run again once it answers.")
+    assert views.refused_summary(refusal, engine_away=True) == (  # its words as text, its code as code
+        f"✖ refused: {asked.replace('`vllm serve`', '<code>vllm serve</code>')} Nothing was sent to the engine; "
+        "press Run again once it answers.")
 
 
 def test_a_server_gone_while_the_page_sat_idle_shows_down_as_soon_as_the_prompt_changes():

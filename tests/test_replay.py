@@ -24,6 +24,7 @@ from playground.backends.synthetic import synthetic_run
 from playground.errors import InvalidBundle, InvalidRequest, NoEngine
 from playground.request import OUTPUT_KINDS, SETTINGS, SampleRequest
 from playground.run import Run
+from playground.ui.markdown import plain
 from tests.helpers import record_to_end
 
 
@@ -305,7 +306,7 @@ def test_a_replay_chooses_the_run_of_the_prompt_closest_to_the_request(recorded)
     with pytest.raises(NoEngine, match="has no engine: a branch needs one") as refused:
         backend.resolve(asked, {"branch": {"run": "run-x"}})
     from playground.ui.running import refused as said  # for good: no "press Branch again once it answers"
-    assert said(refused.value, "Branch") == f"✖ refused: {refused.value}."
+    assert said(refused.value, "Branch") == f"✖ refused: {plain(refused.value)}."
     # A prompt no run has plays the file's next run after the one the asking page shows, else its first:
     # each page steps through the file from its own place, and no page moves another's.
     other = dataclasses.replace(asked, prompt="Count to three.")
@@ -351,7 +352,7 @@ def test_a_replay_pages_run_plays_the_next_run_for_no_prompt_and_the_form_shows_
     with gr.Blocks():
         tab = qa_tab.declare(two)
     said = asyncio.run(qa_tab.begin(tab, page, None, **untouched))
-    assert said == {tab.report: "✖ refused: " + str(two.no_engine("the QA matrix")) + "."}, said
+    assert said == {tab.report: "✖ refused: " + plain(two.no_engine("the QA matrix")) + "."}, said
 
 
 def test_a_replay_says_its_engine_counts_are_the_recorded_runs():

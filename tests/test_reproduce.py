@@ -110,10 +110,10 @@ def test_a_replay_that_parts_names_the_two_tokens_where_it_parts():
 
     run_sample = Sample(index=0, seed=1, token_ids=[5, 6, 7], token_texts=["The", " sea", " is"])
     replayed = Sample(index=0, seed=1, token_ids=[5, 8, 7], token_texts=["The", " ocean", " is"])
-    assert parted_at(run_sample, replayed) == ": `·sea` in the run, `·ocean` in the rerun"
+    assert parted_at(run_sample, replayed) == ": <code>·sea</code> in the run, <code>·ocean</code> in the rerun"
     starred = Sample(index=0, seed=1, token_ids=[5, 9, 7], token_texts=["The", " **", " is"])
     quoted = Sample(index=0, seed=1, token_ids=[5, 10, 7], token_texts=["The", " `x`", " is"])
-    assert parted_at(starred, quoted) == ": `·**` in the run, `` ·`x` `` in the rerun"  # shown, never Markdown
+    assert parted_at(starred, quoted) == ": <code>·**</code> in the run, <code>·\\`x\\`</code> in the rerun"
     assert parted_at(run_sample, replayed, as_text) == ": ‘·sea’ in the run, ‘·ocean’ in the rerun"  # a table's cell
     assert parted_at(run_sample, run_sample) == ""  # the same: nothing to name
     assert parted_at(run_sample, Sample(index=0, seed=1, token_ids=[5, 6])) == ""  # a prefix: no token at 2

@@ -48,6 +48,7 @@ from playground.ui.form import BOUNDS_JS, KEYS_JS, setting_controls
 from playground.ui.page import Page
 from playground.ui.panels import panel
 from playground.ui.samples_area import SHOW_SAMPLES_JS, SamplesArea
+from playground.ui.waiting import SampleLimit
 
 ASSETS = Path(__file__).resolve().parents[2] / "assets"
 # Open-ended starts: seeded samples diverge within a few tokens, and the tree shows where. Each with
@@ -290,11 +291,16 @@ def picked_sample(run, evt: gr.SelectData):
 
 def launch_app(demo: gr.Blocks, *, concurrency: int = 8, queue_size: int = 64, **launch_kwargs):
     """Launch with the playground's styles and queue settings (shared by app.py and the tests)."""
-    demo.queue(default_concurrency_limit=concurrency, max_size=queue_size)
+    # Unbounded: --queue-size counts runs, refused where they start (ui/waiting.py), never a run's
+    # later steps or a page's load.
+    demo.queue(default_concurrency_limit=concurrency, max_size=None)
+    room = demo.playground_page.waiting
+    room.blocks, room.limit = demo, queue_size
     gradio_costs.trim(demo)  # what Gradio does per event, yield and idle moment that the app does not need
     app_kwargs = launch_kwargs.pop("app_kwargs", None) or {}
     app_kwargs["exception_handlers"] = {**EXCEPTION_HANDLERS, **app_kwargs.get("exception_handlers", {})}
-    app_kwargs["middleware"] = [Middleware(PositionalCalls), *app_kwargs.get("middleware", [])]
+    app_kwargs["middleware"] = [Middleware(SampleLimit, room=room), Middleware(PositionalCalls),
+                                *app_kwargs.get("middleware", [])]
     return demo.launch(css_paths=[ASSETS / "style.css"], max_file_size=f"{demo.max_file_mb:g}mb",
                        app_kwargs=app_kwargs, **launch_kwargs)
 

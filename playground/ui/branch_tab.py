@@ -31,7 +31,8 @@ from playground.request import SampleRequest, is_greedy
 from playground.run import Run
 from playground.ui import views
 from playground.ui.answer_controls import extractor_spec
-from playground.ui.messages import refusal
+from playground.ui.markdown import code
+from playground.ui.messages import refusal, warn
 from playground.ui.page import Page
 from playground.ui.running import BUSY, Action, Busy, follow_all, plan_action, refused, run_events, streaming_marks
 from playground.ui.showing import join_history
@@ -179,13 +180,14 @@ def _context(run: Run, i: int, k: int) -> str:
     sampled there (``i``, ``k`` checked)."""
     s = run.samples[i]
     before = "".join(analysis.pieces(s)[max(0, k - CONTEXT_TOKENS):k])
-    lead = (f"{'…' if k > CONTEXT_TOKENS else ''}`{analysis.visible(before, False)}` ▸" if k else
+    # The sample's words are the model's (a prompt may ask it for anything): in code type, as text.
+    lead = (f"{'…' if k > CONTEXT_TOKENS else ''}{code(analysis.visible(before, False))} ▸" if k else
             "its first token ▸")
     here = analysis.pieces(s)[k] if k < len(s.token_ids) else "⏹ (the sample ended here)"
     known = (f" The choices' p: {analysis.logprob_note(run.engine)}" if analysis.alternatives(run, i, k) else
              " No logprobs were recorded there: type a token id, or let the model choose.")
     return (f"Sample **#{i}** (seed {s.seed}) at token **{k}** of `{run.request.get('request_id')}`: "
-            f"{lead} `{analysis.visible(here, False)}` (what it sampled).{known}")
+            f"{lead} {code(analysis.visible(here, False))} (what it sampled).{known}")
 
 
 def picked(tab: BranchTab, page: Page, run: Run | None, text: str | None) -> dict:
@@ -343,7 +345,7 @@ async def what_if(tab: BranchTab, page: Page, action: Action | None, history: li
     failed = [live for live in lives if live.state in (State.REFUSED, State.ERROR)]
     if failed or len(branches) < len(lives):
         reason = failed[0].reason if failed else "stopped before every branch started"
-        gr.Warning(reason)
+        warn(reason)
         return {**update, tab.note: f"✖ What if did not complete: {reason}. The branches that ran are in History."}
     run, sample, position, options = action.about
     pairs = list(zip(options, branches))

@@ -21,7 +21,7 @@ from playground import analysis
 from playground.analysis import with_reference
 from playground.run import Run
 from playground.ui.answer_controls import extractor_spec
-from playground.ui.messages import refusal
+from playground.ui.messages import refusal, warn
 
 INTRO = ("The run bundle holds the request, every raw event and the samples; every view on this page is "
          "computed from it. The report is one HTML page of the run (samples, diff, tree, charts, set measures) "
@@ -117,7 +117,7 @@ def report_file(export_dir: Path, run: Run, answer: str | None = None, pattern: 
         extractor = analysis.parse_extractor(extractor_spec(answer, pattern))
         report = analysis.report_for([run], analysis.set_measures_hook(extractor), extractor)
     except analysis.InvalidExtractor as e:
-        gr.Warning(f"The Set tab's answers cannot be read ({e}): the report groups the whole texts instead.")
+        warn(f"The Set tab's answers cannot be read ({e}): the report groups the whole texts instead.")
         report = analysis.report_for([run], analysis.set_measures_hook(), None)
     path = _stem(export_dir, run).with_suffix(".html")
     path.write_text(report, encoding="utf-8")

@@ -17,6 +17,7 @@ from playground import analysis
 from playground.errors import InvalidRequest
 from playground.request import Limits, SampleRequest, fields
 from playground.run import Run
+from playground.ui.markdown import plain
 from playground.ui.messages import refusal
 
 ELEM_IDS = {"use_chat_template": "chat-template", "stop": "stop-strings"}  # "#stop" is the Stop button
@@ -170,7 +171,7 @@ def form_update(form: dict[str, gr.components.Component], values: dict[str, Any]
         if name == "logprobs" and value == 0:  # the engine's 0 is not the slider's 0
             problems.append(f"`logprobs`: {LOGPROBS_ZERO}")
         elif reason := outside(form[name], shown):
-            problems.append(f"`{name}`: {reason}")
+            problems.append(f"`{name}`: {plain(reason)}")
         else:
             update[form[name]] = shown
     return update, problems

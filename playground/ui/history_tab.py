@@ -13,6 +13,7 @@ join the Compare tab's lists.
 from __future__ import annotations
 
 import asyncio
+import html
 from dataclasses import dataclass
 from functools import partial
 
@@ -25,7 +26,8 @@ from playground.run import Run
 from playground.store import RunStore
 from playground.ui import compare_tab, replay_action, saved_runs, sweep_tab
 from playground.ui.compare_tab import CompareTab
-from playground.ui.messages import refusal, warned
+from playground.ui.markdown import plain
+from playground.ui.messages import refusal, warn, warned
 from playground.ui.page import HISTORY_SIZE
 from playground.ui.running import open_refusal
 from playground.ui.saved_runs import SavedRuns
@@ -128,8 +130,8 @@ async def open_file(tab: HistoryTab, page, sweep: SweepTab, compare: CompareTab,
             runs = analysis.sweep_order(runs)
             measures = sweep.measures_for(sweep_answer, sweep_pattern, runs[0].request.get("reference"))
     except gr.Error as e:
-        gr.Warning(e.message)
-        return {tab.opened: f"✖ Not opened: {e.message}"}
+        warn(e.message)
+        return {tab.opened: f"✖ Not opened: {plain(html.unescape(e.message))}"}  # the toast's text, as text here
     for run in runs[:-1]:
         history = remember(history or [], run)
     update, said = await show_opened(page, runs[-1], history, session, selected, settings)
@@ -142,13 +144,13 @@ async def open_file(tab: HistoryTab, page, sweep: SweepTab, compare: CompareTab,
 
 
 def note(runs: list[Run], sweep: bool, path: str) -> str:
-    name = str(path).replace("\\", "/").rsplit("/", 1)[-1]
+    name = plain(str(path).replace("\\", "/").rsplit("/", 1)[-1])  # a file's name is its sender's words
     if len(runs) == 1:
         return f"Opened **{name}**: run `{runs[0].request.get('request_id')}` is on screen, in every panel."
     kept = (f" History keeps the last {HISTORY_SIZE}; every run is in the Compare tab's lists."
             if len(runs) > HISTORY_SIZE else " They are in History and in the Compare tab's lists.")
     if sweep:
         info = analysis.sweep_info(runs[0])
-        return (f"Opened **{name}**: a sweep of {len(runs)} {info.get('param')} values, drawn in the Sweep tab; "
+        return (f"Opened **{name}**: a sweep of {len(runs)} {plain(info.get('param'))} values, drawn in the Sweep tab; "
                 f"the last is on screen.{kept}")
     return f"Opened **{name}**: {len(runs)} runs; the last is on screen.{kept}"

@@ -116,9 +116,11 @@ def save_runs(store: RunStore, owner: str, runs: list[Run]) -> Saved | None:
 
 
 def save_run(store: RunStore, owner: str, run: Run) -> Saved | None:
-    """Keep a run for ``owner`` once (None: it kept it before, nothing written)."""
+    """Keep a run for ``owner`` once (None: it kept it before, or another browser keeps it: a run
+    opened by its link is not written again, where each viewer's copy would push the store's
+    oldest runs out, the link's own run among them; nothing written)."""
     rid = str(run.request.get("request_id") or "")
-    if store.key_of(owner, rid) is not None:
+    if store.key_of(owner, rid) is not None or store.holds(rid):
         return None
     return store.save(owner, rid, str(run.request.get("prompt") or ""), run.status, run.n, run.to_json(),
                       origin_marks(run), settings_marks(run))

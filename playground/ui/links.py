@@ -30,7 +30,8 @@ from playground.run import Run
 from playground.store import RunStore
 from playground.ui.form import form_update, request_from_form
 from playground.ui.keeping import Keeper
-from playground.ui.messages import refusal
+from playground.ui.markdown import code, plain
+from playground.ui.messages import refusal, warn
 from playground.ui.page import Page
 from playground.ui.samples_area import SHOW_SAMPLES_JS
 from playground.ui.saved_runs import SavedRuns, stored_run
@@ -110,7 +111,7 @@ def warned_instead(make_query):
         try:
             return make_query(*args, **kwargs)
         except gr.Error as e:
-            gr.Warning(e.message)
+            warn(e.message)
             return ""
 
     return query
@@ -177,11 +178,13 @@ def read_query(pairs: list[tuple[str, str]], names: list[str],
     for name, value in pairs:
         given.setdefault(name, []).append(value)
     kinds = {f.name: f.type for f, _ in fields()}
-    problems = [f"`{name}` is a setting of a request that the form does not hold (a run's link, or the API, carries "
-                "it)" if name in kinds else f"`{name}` is not a setting of the form{did_you_mean(name, names)}"
+    # Names and values are the link's, anybody's: written as text, never as markup (ui/markdown.py).
+    problems = [f"{code(name)} is a setting of a request that the form does not hold (a run's link, or the API, "
+                "carries it)" if name in kinds else f"{code(name)} is not a setting of the form"
+                f"{plain(did_you_mean(name, names))}"
                 for name in given if name not in names and name != RUN and not name.startswith("__")]
-    twice = [f"`{name}` is given {len(given[name])} times: the last, {given[name][-1]!r}, is used" for name in names
-             if len(given.get(name, ())) > 1 and not kinds[name].startswith("list[str]")]
+    twice = [f"{code(name)} is given {len(given[name])} times: the last, {plain(repr(given[name][-1]))}, is used"
+             for name in names if len(given.get(name, ())) > 1 and not kinds[name].startswith("list[str]")]
     values: dict[str, Any] = {}
     for name in sorted((n for n in names if n in given), key=lambda n: n != "n"):  # n first
         raw: Any = given[name] if kinds[name].startswith("list[str]") else given[name][-1]
@@ -192,7 +195,7 @@ def read_query(pairs: list[tuple[str, str]], names: list[str],
             request = SampleRequest.from_user(**{**context, name: raw})
             request.check(limits)
         except InvalidRequest as e:  # named once: most refusals begin with the setting's name
-            problems.append(str(e) if str(e).startswith(name) else f"`{name}`: {e}")
+            problems.append(plain(e) if str(e).startswith(name) else f"{code(name)}: {plain(e)}")
             continue
         values[name] = getattr(request, name)
     return values, problems, twice
@@ -214,7 +217,7 @@ async def open_link(page: Page, store: RunStore | None, links: Links, pairs: lis
     if keys:
         update = await _open_run(page, store, links, keys[-1], history, session, selected, settings)
         if others := sorted({name for name, _ in pairs if name != RUN and not name.startswith("__")}):
-            update[links.note] += (f" The link's {', '.join(f'`{name}`' for name in others)} went unused: a run "
+            update[links.note] += (f" The link's {', '.join(code(name) for name in others)} went unused: a run "
                                    "link opens the run as it was saved.")
         return update
     values, problems, twice = read_query(pairs, list(page.form), page.backend.limits)

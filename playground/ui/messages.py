@@ -7,6 +7,7 @@ import logging
 import gradio as gr
 
 from playground.errors import PlaygroundError
+from playground.ui.markdown import toast
 
 log = logging.getLogger(__name__)
 
@@ -17,7 +18,7 @@ def refusal(message: str) -> gr.Error:
     "Not done": nothing went wrong, the press was refused and changed nothing (Gradio 6.31's page still
     heads the toast "Error": its front end reads the title from another field than its server sends;
     a refusal that needs no error's end to its event is a ``warned`` one)."""
-    return gr.Error(message, print_exception=False, title="Not done")
+    return gr.Error(toast(message), print_exception=False, title="Not done")
 
 
 def warned(message: str) -> dict:
@@ -25,8 +26,13 @@ def warned(message: str) -> dict:
     and every output of its event as it was. Raised as a ``gr.Error``, the refusal would mark
     every output of the event "Error", and Open's outputs are the whole page. For a queued event
     (the default): elsewhere Gradio cannot deliver the toast."""
-    gr.Warning(message)
+    warn(message)
     return gr.skip()
+
+
+def warn(message: str) -> None:
+    """A warning toast; its text, which may quote a run's or a person's words, shown as text."""
+    gr.Warning(toast(message))
 
 
 def shown(error: Exception) -> gr.Error:

@@ -18,6 +18,7 @@ import gradio as gr
 
 from playground.ui.panels import Panel
 from playground.ui.samples_area import SamplesArea
+from playground.ui.waiting import WaitingRoom
 
 HISTORY_SIZE = 10  # runs a session keeps
 
@@ -45,6 +46,7 @@ class Page:
     # What a tab adds once a streamed run has ended: (handler, inputs, outputs), chained after ``finish``
     # by ``running.run_events`` (the Compare tab's lists, when it is on screen).
     after_run: list[tuple[Any, list, list]] = field(default_factory=list)
+    waiting: WaitingRoom = field(default_factory=WaitingRoom)  # the app's runs waiting for a slot (--queue-size)
 
     def controls(self) -> dict[str, gr.components.Component]:
         """The panels' own settings by name: every handler that shows a run takes them

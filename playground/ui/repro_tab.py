@@ -16,6 +16,8 @@ from playground.backends.live import State
 from playground.errors import PlaygroundError
 from playground.request import SampleRequest
 from playground.run import Run
+from playground.ui.markdown import code
+from playground.ui.messages import warn
 from playground.ui.running import BUSY, Action, Busy, follow_all, plan_action, refused
 from playground.ui.showing import join_history
 
@@ -165,7 +167,7 @@ async def _ended(action: Action | None, backend, name: str, together: bool = Tru
     for live in lives:
         if live.state is not State.FINISHED:
             if live.state in (State.REFUSED, State.ERROR):
-                gr.Warning(live.reason or live.state.value)
+                warn(live.reason or live.state.value)
             return f"■ {live.state.value}: {live.reason or 'it did not finish'}; no verdict."
     return [live.run for live in lives]
 
@@ -210,8 +212,7 @@ def parted_at(a, b, shown=None) -> str:
 
 def as_code(token: str) -> str:
     """A token's text as a Markdown code span, its whitespace drawn (analysis.visible)."""
-    shown = analysis.visible(token, False)
-    return f"`` {shown} ``" if "`" in shown else f"`{shown}`"
+    return code(analysis.visible(token, False))  # the model's words, whatever characters they hold
 
 
 def as_text(token: str) -> str:

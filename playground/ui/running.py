@@ -38,10 +38,11 @@ from playground.run import Run
 from playground.ui import views
 from playground.ui.form import form_request, form_update
 from playground.ui.keeping import MARKER, keep_unshown
-from playground.ui.messages import shown
+from playground.ui.messages import shown, warn
 from playground.ui.page import Page
 from playground.ui.samples_area import QUIET
 from playground.ui.showing import SUMMARY_EVERY, at_once, figures_every, live, panels_now, show
+from playground.ui.waiting import AppFull
 
 # Past tense: the note stays under its button after the run it speaks of has ended, and stays true.
 BUSY = "Started nothing: a run of this page was going. Press Stop first, or wait for it to finish."
@@ -145,6 +146,7 @@ async def plan_action(page: Page, action: Action | None, name: str,
     (a setting, the context, an engine that is down)."""
     if action is not None and action.going:
         raise Busy(BUSY)
+    page.waiting.check()  # the app's queue holds --queue-size runs already: refused here, nothing stored
     info = page.backend.info()
     if not info.get("up", True):  # down when last seen: asked again, for a server may have come back
         info = await page.backend.status()
@@ -193,8 +195,9 @@ def refused(error: Exception, button: str = "Run") -> str:
     """A refusal as the page says it: the sentence for the summary or note. No toast: the first
     step of every button runs outside Gradio's queue (``queue=False``), where gr.Warning cannot
     reach the page and only prints on the server's terminal."""
-    return views.refused_summary(str(shown(error).message), button,
-                                 None if isinstance(error, NoEngine) else isinstance(error, EngineUnavailable))
+    return views.refused_summary(str(shown(error).message), button,  # no engine, a full app: the reason says what next
+                                 None if isinstance(error, (NoEngine, AppFull)) else
+                                 isinstance(error, EngineUnavailable))
 
 
 async def begin(page: Page, action: Action | None, current: Run | None = None, **settings) -> dict:
@@ -342,7 +345,7 @@ async def ended(page: Page, live_run: LiveRun, history: list | None, session, se
                 settings: dict) -> dict:
     """A run that has ended, on screen: the run in every panel when it began, else the reason."""
     if live_run.state in (State.REFUSED, State.ERROR):
-        gr.Warning(live_run.reason or live_run.state.value)
+        warn(live_run.reason or live_run.state.value)
     if live_run.run is None:
         return {page.summary: views.ended_summary(live_run)}
     return await show(page, live_run.run, history, session, selected, settings)

@@ -164,8 +164,8 @@ async def _outcome(saved: SavedRuns, say, future: Future | None, session, search
     update = await listing(saved, session, search)
     if kept is not None and kept.pruned:
         update[say] = update[saved.note] = (
-            f"The run store keeps at most {saved.keeper.store.limits.describe()}: the {kept.pruned} oldest "
-            f"run{'s were' if kept.pruned > 1 else ' was'} removed to keep this one.")
+            f"The run store keeps at most {saved.keeper.store.limits.describe()} for everyone who uses this app: the "
+            f"{kept.pruned} oldest run{'s were' if kept.pruned > 1 else ' was'} removed to keep this one.")
     return update
 
 

@@ -33,7 +33,7 @@ from playground.ui.answer_controls import (
 )
 from playground.ui.export_tab import download_path
 from playground.ui.form import request_from_form
-from playground.ui.messages import refusal, shown, warned
+from playground.ui.messages import refusal, shown, warn, warned
 from playground.ui.running import BUSY, Action, Busy, open_refusal, plan_action, refused
 from playground.ui.showing import join_history, show_opened
 from playground.ui.streaming import paced
@@ -235,7 +235,7 @@ async def run(tab: SweepTab, page, action: Action | None, answer=None, pattern=N
         update[tab.status] += (f"\n\nℹ️ With no way of reading answers picked, {whole}: pick one above (last number, "
                                "boxed, a pattern) to read an answer out of the text.")
     if failed is not None:
-        gr.Warning(failed)
+        warn(failed)
         update[tab.status] = (f"✖ {sweep.param}={sweep.values[len(finished)]} (value {len(finished) + 1} of "
                               f"{len(sweep.values)}) failed: {failed.rstrip('.')}. The values before it are kept.")
     yield {**update, tab.runs: finished}

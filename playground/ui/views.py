@@ -18,6 +18,7 @@ from playground.analysis import (
 from playground.errors import NOT_RUN
 from playground.request import token_settings_changed
 from playground.run import Run
+from playground.ui.markdown import plain
 
 
 def status_word(status: str) -> str:
@@ -39,20 +40,21 @@ def run_summary(run: Run) -> str:
     else:
         rate = f" ({tokens / elapsed:.1f} tok/s)" if elapsed > 0 else ""
         made = f"{counted(tokens, 'token')} in {elapsed:.2f} s{rate} · {counted(len(run.events), 'event')}"
-    asked = " · ".join(part for part in (*(f"{req[name]}" for name in ("mode", "output_kind") if req.get(name)),
-                                         sampler_marks(run)) if part)
+    # A stop string, a forced token's text and an error are anybody's words: written as text (ui/markdown.py).
+    asked = " · ".join(part for part in (*(plain(req[name]) for name in ("mode", "output_kind") if req.get(name)),
+                                         plain(sampler_marks(run))) if part)
     # What the run is, before what it did: a replay or samples written by hand say so first.
     origin = f" · {'⟲' if replayed_from(run) else '✎'} {origin}" if (origin := origin_label(run, why=True)) else ""
     text = (f"{state}{origin} · `{req.get('request_id', '')}` · n={run.n} · {asked + ' · ' if asked else ''}{made} "
             f"· {seeds}")
     if branch := branch_label(run):
-        text += f" · ⎇ {branch}"
+        text += f" · ⎇ {plain(branch)}"
     if run.status == "running":
         text += engine_requests_note(run)
     elif req.get("mode") == "same-seed" and run.n > 1 and req.get("seed") is not None:
         text += "\n\n" + same_seed_note(run)
     if run.status == "error" and run.error:
-        text += f"\n\n{run.error}"
+        text += f"\n\n{plain(run.error)}"
     return text
 
 
@@ -104,7 +106,7 @@ def refused_summary(reason: str, button: str = "Run", engine_away: bool | None =
     """The line after a request was refused: nothing was sent, the page is ready for the next press
     of ``button`` (``engine_away``: once the engine answers, for nothing in the request is wrong;
     None: there is no engine to answer, and the reason says where to go instead)."""
-    reason = reason.removesuffix(NOT_RUN).rstrip(".")  # said below in the page's words
+    reason = plain(reason.removesuffix(NOT_RUN).rstrip("."))  # said below in the page's words; quoted values as text
     reason += "" if reason.endswith(("?", "!")) else "."
     if engine_away is None:
         return f"✖ refused: {reason}"
