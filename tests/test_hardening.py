@@ -174,10 +174,10 @@ def test_an_auth_protected_app_refuses_a_client_without_credentials(backend):
         demo.close()
 
 
-def test_a_full_app_refuses_a_new_run_with_a_sentence_where_it_starts_and_nothing_else(backend):
+def test_a_full_app_refuses_a_new_run_with_a_sentence_where_it_starts_and_nothing_else(backend, host):
     """--queue-size counts runs: with one running and one waiting, a call of /sample (plain HTTP)
-    and the page's Run are refused at once with a sentence, nothing stored or left queued; the
-    runs admitted finish, and then a run is admitted again."""
+    and the page's Run are refused at once with a sentence, nothing stored or left queued; once
+    the two are done (here: cancelled, which aborts them), a run is admitted again."""
     import asyncio
 
     import httpx
@@ -190,9 +190,9 @@ def test_a_full_app_refuses_a_new_run_with_a_sentence_where_it_starts_and_nothin
     page = demo.playground_page
     try:
         client = Client(url, verbose=False)
-        long = dict(VALID, n=2, max_tokens=48, output_kind="DELTA")
+        long = dict(VALID, n=2, max_tokens=1500, output_kind="DELTA", ignore_eos=True)  # cancelled below
         jobs = [client.submit(**long)]
-        assert wait_until(lambda: page.waiting.waiting() == 0 and backend.info()["up"], 30)
+        assert wait_until(lambda: host.run(backend.num_unfinished()) > 0, 60), "the first run never started"
         jobs.append(client.submit(**long))
         assert wait_until(lambda: page.waiting.waiting() == 1, 60), "the second run never waited"
         refused = httpx.post(f"{url}gradio_api/call/sample", json={"data": [PROMPT]}, timeout=30)
@@ -202,8 +202,14 @@ def test_a_full_app_refuses_a_new_run_with_a_sentence_where_it_starts_and_nothin
         said = asyncio.run(running.begin(page, None, **form))
         assert said[page.action] is None and said[page.summary].startswith("✖ refused: the app is full"), said
         assert "change it" not in said[page.summary]
-        assert all(Run.from_json(job.result(timeout=300)).status == "finished" for job in jobs)
-        assert wait_until(lambda: page.waiting.waiting() == 0, 30)
+        page.waiting.limit = 2  # room for one more: admitted, and its line says how many wait before it
+        said = asyncio.run(running.begin(page, None, **form))
+        assert "queued: waiting for a free slot (the app's queue holds 1 run before it)" in said[page.summary]
+        asyncio.run(said[page.action].runs[0].stop_and_wait())  # never sent: this test follows no stream
+        page.waiting.limit = 1
+        for job in reversed(jobs):
+            job.cancel()
+        assert wait_until(lambda: page.waiting.waiting() == 0 and host.run(backend.num_unfinished()) == 0, 60)
         assert_valid_request_works(client)  # admitted again
         client.close()
     finally:

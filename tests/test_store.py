@@ -142,6 +142,21 @@ def test_the_oldest_runs_go_when_the_store_passes_its_limits(tmp_path):
             store.save("me", "run-huge", "p", "finished", 1, bundle("run-huge", 400_000))
 
 
+def test_a_run_another_browser_keeps_is_not_written_again_so_viewers_of_its_link_prune_nothing(tmp_path):
+    """A run opened by its link is its owner's: each viewer's page shows it, none writes a copy,
+    so five viewers of a full store's link push out neither the link's run nor anyone's."""
+    from playground.ui.keeping import save_run
+    from tests.test_report import make_run
+
+    run = make_run([[1, 2]], "run-shared")
+    with RunStore(tmp_path / "runs.sqlite3", StoreLimits(max_runs=2, max_bytes=10**6)) as store:
+        store.save("other", "run-other", "p", "finished", 1, "{}")
+        assert save_run(store, "owner", run) is not None and store.holds("run-shared")
+        assert [save_run(store, f"viewer-{i}", run) for i in range(5)] == [None] * 5
+        assert store.totals()[0] == 2 and store.key_of("owner", "run-shared") is not None
+        assert [e.request_id for e in store.entries("other")] == ["run-other"]
+
+
 def test_the_default_file_is_in_the_users_data_directory(monkeypatch, tmp_path):
     monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path))
     assert default_path() == tmp_path / "vllm-playground" / "runs.sqlite3"

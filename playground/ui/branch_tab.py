@@ -296,7 +296,7 @@ async def begin(tab: BranchTab, page: Page, action: Action | None, source: Run |
         message = refused(e, "Branch")
         return {page.action: None, page.summary: views.beside_run_on_screen(message, current), tab.note: message}
     note = analysis.branch_label(Run(request={**request.to_dict(), **labels}, samples=[]))
-    return {page.action: action, page.summary: views.queued_summary(action.runs[0]),
+    return {page.action: action, page.summary: views.queued_summary(action.runs[0], page.waiting.waiting()),
             **streaming_marks(page, current), tab.context: _context(run, sample, position), tab.source: run,
             tab.note: f"⎇ {note}: in the samples area above, the summary line says how it goes."}
 

@@ -222,7 +222,8 @@ async def begin(page: Page, action: Action | None, current: Run | None = None, *
                 page.status: views.engine_status(page.backend.info())}
     except PlaygroundError as e:
         return {page.action: None, page.summary: views.beside_run_on_screen(refused(e), current)}
-    update = {page.action: action, page.summary: views.queued_summary(action.runs[0]), **streaming_marks(page, current),
+    queued = views.queued_summary(action.runs[0], page.waiting.waiting())
+    update = {page.action: action, page.summary: queued, **streaming_marks(page, current),
               **page.saying("")}  # what an earlier press did is over
     if action.runs[0].prepared.labels.get("replay"):  # a replay plays a recorded run: the form shows its settings
         update.update(form_update(page.form, asdict(action.runs[0].request))[0])

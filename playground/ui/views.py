@@ -95,10 +95,12 @@ def waiting_summary(run: Run) -> str:
             f"waiting for the first output… {elapsed:.1f} s{why} · {_seed_note(run)}")
 
 
-def queued_summary(live_run) -> str:
-    """The line while a checked run waits for a free slot (``live_run``: a queued LiveRun)."""
+def queued_summary(live_run, waiting: int = 0) -> str:
+    """The line while a checked run waits for a free slot (``live_run``: a queued LiveRun;
+    ``waiting``: the app's runs that waited for one when it was pressed, shared with others)."""
     request = live_run.request
-    return (f"⏳ queued: waiting for a free slot · `{live_run.request_id}` · n={request.n} · {request.mode} · "
+    before = f" (the app's queue holds {waiting} run{'s' if waiting != 1 else ''} before it)" if waiting else ""
+    return (f"⏳ queued: waiting for a free slot{before} · `{live_run.request_id}` · n={request.n} · {request.mode} · "
             f"{request.output_kind} · {_seeds(request.seed, request.n, request.mode)}")
 
 
