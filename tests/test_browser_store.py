@@ -323,6 +323,12 @@ def test_words_from_a_link_a_stop_string_or_a_file_are_shown_as_text_and_run_not
         page.locator("#run-summary").get_by_text("run-hostile1").wait_for(timeout=30_000)
         assert "[phish](javascript:alert(3))" in page.locator("#run-summary").inner_text()
         assert page.evaluate(MARKUP) == 0, "markup from a link, a run or a file reached the page"
+        # Behind the escaping, the page's guard: such markup put into a Markdown line anyway loses its teeth.
+        page.evaluate("(html) => { const line = document.createElement('div'); line.id = 'planted'; "
+                      "line.innerHTML = html + '<form action=\"https://x\"><input></form>'; "
+                      "document.querySelector('#run-summary .prose').appendChild(line); }", HOSTILE)
+        page.wait_for_function("() => document.querySelector('#planted') === null || "
+                               "document.querySelector('#planted *') === null", timeout=10_000)
         page.mouse.click(700, 500)
         page.locator("#prompt textarea").click()
         assert dialogs == [], dialogs

@@ -45,6 +45,7 @@ from playground.ui import (
 )
 from playground.ui.api import EXCEPTION_HANDLERS, PositionalCalls, sample_endpoint
 from playground.ui.form import BOUNDS_JS, KEYS_JS, setting_controls
+from playground.ui.markdown import GUARD_JS
 from playground.ui.page import Page
 from playground.ui.panels import panel
 from playground.ui.samples_area import SHOW_SAMPLES_JS, SamplesArea
@@ -245,6 +246,7 @@ def build_app(backend, sync_runner=None, embedding_model: str | None = None,
         links.connect(link_row, page, history.saved)
         qa_tab.connect(qa, page)
         demo.load(partial(controls.on_load, page), [prompt, use_chat], [status, rendered], api_visibility="private")
+        demo.load(None, None, None, js=GUARD_JS)  # markup a run's words carry past the escaping loses its teeth
         demo.load(None, None, None, js=BOUNDS_JS)  # a number typed past a slider's bounds is said
         demo.load(None, None, None, js=KEYS_JS)  # Ctrl+Enter runs, Esc stops
         demo.load(None, None, None, js=running.SAID_ALOUD_JS)  # a screen reader hears the run's state change

@@ -34,3 +34,35 @@ def code(text: object) -> str:
 def toast(text: object) -> str:
     """``text`` for a toast (gr.Warning, gr.Error), which the page writes as HTML, not Markdown."""
     return html.escape(str(text), quote=False)
+
+
+# Behind the escaping above, in the browser: markup a run's or a file's words might still carry into
+# a Markdown component or a toast (a line this module was not asked to write) loses what makes it
+# act: a javascript:, vbscript: or data: link target, a form, a fixed overlay. Cheap per change: a
+# node is looked into only when it is, or holds, such a container (the token wall's spans are not).
+GUARD_JS = r"""
+() => {
+  const HOSTS = '.prose, [data-testid="toast-text"], .toast-body';
+  const ACTIVE = /^(javascript|vbscript|data):/i;
+  const clean = (host) => {
+    for (const el of [host, ...host.querySelectorAll('*')]) {
+      for (const name of ['href', 'xlink:href', 'action', 'formaction']) {
+        const target = el.getAttribute(name);
+        if (target !== null && ACTIVE.test(target.replace(/[\u0000-\u0020]/g, ''))) el.removeAttribute(name);
+      }
+      const style = el.getAttribute('style') || '';
+      if (el.tagName === 'FORM' || /position\s*:\s*fixed/i.test(style)) el.remove();
+    }
+  };
+  const look = (node) => {
+    if (!(node instanceof Element)) return;
+    const host = node.closest(HOSTS);
+    if (host) { clean(node); return; }
+    if (node.firstElementChild) node.querySelectorAll(HOSTS).forEach(clean);
+  };
+  new MutationObserver((changes) => {
+    for (const change of changes) change.addedNodes.forEach(look);
+  }).observe(document.body, {childList: true, subtree: true});
+  document.querySelectorAll(HOSTS).forEach(clean);
+}
+"""
