@@ -28,6 +28,7 @@ from playground.analysis.comparison import PAIR_BY, PAIRS_HEADING, PairBy, condi
 from playground.run import Run
 from playground.ui.answer_controls import optional_controls, with_chosen_answers
 from playground.ui.export_tab import download_path
+from playground.ui.markdown import plain
 from playground.ui.messages import warned
 from playground.ui.saved_runs import label as saved_label
 from playground.ui.saved_runs import stored_run
@@ -81,22 +82,22 @@ def comparison(a: Run, b: Run, measures: analysis.Measures | None = None,
     pairs = analysis.pair_frame(shown_a, shown_b, by)
     changed = analysis.settings_diff(a, b)
     what = ", ".join(f"{r.setting} {r.A} → {r.B}" for r in changed.itertuples())
-    what = f"Differing settings: {what}" if what else "No setting differs"
+    what = f"Differing settings: {plain(what)}" if what else "No setting differs"  # a stop string is anybody's
     headline = (f"**{analysis.identical_pairs(pairs, by)}** between A (`{a.request.get('request_id')}`) and "
                 f"B (`{b.request.get('request_id')}`). {what}.")
     for run, name in ((a, "A"), (b, "B")):
         if branch := analysis.branch_label(run):
-            headline += f" {name} is {branch}."
+            headline += f" {name} is {plain(branch)}."
         if origin := analysis.origin_label(run):
-            headline += f" {name} is {'a ' if analysis.replayed_from(run) else ''}{origin}."
+            headline += f" {name} is {'a ' if analysis.replayed_from(run) else ''}{plain(origin)}."
         if cut := analysis.cut_short_note(run):
             headline += f" ⚠️ In {name}, {cut}"
     if lined_up:
         headline += f" {lined_up}"
     for statement in (seed_statement(a, b, by), conditions_statement(a, b),  # the report says the same
                       analysis.probabilities_note(a, b)):
-        if statement:
-            headline += f"\n\n{statement}"
+        if statement:  # it quotes the records: their settings and engines, as text
+            headline += f"\n\n{plain(statement)}"
     side_by_side = analysis.measures_side_by_side(a, b, measures).map(
         lambda v: round(v, 3) if isinstance(v, float) else v)
     return (headline, analysis.frame_in_words(pairs[PAIR_COLUMNS].round(3)), changed.astype(str), side_by_side,

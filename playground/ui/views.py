@@ -44,7 +44,8 @@ def run_summary(run: Run) -> str:
     asked = " · ".join(part for part in (*(plain(req[name]) for name in ("mode", "output_kind") if req.get(name)),
                                          plain(sampler_marks(run))) if part)
     # What the run is, before what it did: a replay or samples written by hand say so first.
-    origin = f" · {'⟲' if replayed_from(run) else '✎'} {origin}" if (origin := origin_label(run, why=True)) else ""
+    origin = f" · {'⟲' if replayed_from(run) else '✎'} {plain(origin)}" if (origin := origin_label(run, why=True)) \
+        else ""
     text = (f"{state}{origin} · `{req.get('request_id', '')}` · n={run.n} · {asked + ' · ' if asked else ''}{made} "
             f"· {seeds}")
     if branch := branch_label(run):
@@ -90,7 +91,7 @@ def waiting_summary(run: Run) -> str:
     req = run.request
     why = " (FINAL_ONLY yields nothing until every sample has finished)" if run.output_kind == "FINAL_ONLY" else ""
     elapsed = time.time() - run.started_at
-    origin = f" · ⟲ {origin_label(run, why=True)}" if replayed_from(run) else ""
+    origin = f" · ⟲ {plain(origin_label(run, why=True))}" if replayed_from(run) else ""
     return (f"● running{origin} · `{req.get('request_id', '')}` · n={run.n} · {req.get('mode')} · {run.output_kind} · "
             f"waiting for the first output… {elapsed:.1f} s{why} · {_seed_note(run)}")
 
