@@ -325,10 +325,12 @@ def test_words_from_a_link_a_stop_string_or_a_file_are_shown_as_text_and_run_not
         assert page.evaluate(MARKUP) == 0, "markup from a link, a run or a file reached the page"
         # Behind the escaping, the page's guard: such markup put into a Markdown line anyway loses its teeth.
         page.evaluate("(html) => { const line = document.createElement('div'); line.id = 'planted'; "
-                      "line.innerHTML = html + '<form action=\"https://x\"><input></form>'; "
-                      "document.querySelector('#run-summary .prose').appendChild(line); }", HOSTILE)
-        page.wait_for_function("() => document.querySelector('#planted') === null || "
-                               "document.querySelector('#planted *') === null", timeout=10_000)
+                      "line.innerHTML = html + '<form action=\"https://x\"><input></form><input>"
+                      "<div style=\"position:f\\\\69xed;inset:0\">over</div><a href=\"javascript:1\">a</a>'; "
+                      "document.querySelector('#run-summary .md').appendChild(line); }", HOSTILE)
+        page.wait_for_function("() => { const p = document.querySelector('#planted'); return p === null || "
+                               "(p.querySelectorAll('svg, form, input, div').length === 0 && "
+                               "!p.querySelector('[href]')); }", timeout=10_000)
         page.mouse.click(700, 500)
         page.locator("#prompt textarea").click()
         assert dialogs == [], dialogs

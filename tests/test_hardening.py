@@ -198,6 +198,9 @@ def test_a_full_app_refuses_a_new_run_with_a_sentence_where_it_starts_and_nothin
         refused = httpx.post(f"{url}gradio_api/call/sample", json={"data": [PROMPT]}, timeout=30)
         assert refused.status_code == 503 and "the app is full: 1 run waits for a free slot already (at most 1, " \
             "--queue-size)" in refused.json()["detail"], refused.text
+        for path, body in (("call/v2/sample", {"prompt": PROMPT}), ("call/sample/", {"data": [PROMPT]})):
+            other = httpx.post(f"{url}gradio_api/{path}", json=body, timeout=30)  # by name, or with a slash
+            assert other.status_code == 503 and "the app is full" in other.text, (path, other.text)
         form = {name: control.value for name, control in page.form.items()} | {"prompt": PROMPT}
         said = asyncio.run(running.begin(page, None, **form))
         assert said[page.action] is None and said[page.summary].startswith("✖ refused: the app is full"), said

@@ -297,7 +297,7 @@ def launch_app(demo: gr.Blocks, *, concurrency: int = 8, queue_size: int = 64, *
     # later steps or a page's load.
     demo.queue(default_concurrency_limit=concurrency, max_size=None)
     room = demo.playground_page.waiting
-    room.blocks, room.limit = demo, queue_size
+    room.blocks, room.limit, room.action_id = demo, queue_size, demo.playground_page.action._id
     gradio_costs.trim(demo)  # what Gradio does per event, yield and idle moment that the app does not need
     app_kwargs = launch_kwargs.pop("app_kwargs", None) or {}
     app_kwargs["exception_handlers"] = {**EXCEPTION_HANDLERS, **app_kwargs.get("exception_handlers", {})}

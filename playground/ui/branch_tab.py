@@ -289,6 +289,7 @@ async def begin(tab: BranchTab, page: Page, action: Action | None, source: Run |
         sample, position = checked_point(run, sample, position)
         forced, text = forced_token(run, sample, position, choice, token_id, page.backend.limits.vocab_size)
         request, labels = branch_request(run, sample, position, forced, text, n)
+        ahead = page.waiting.waiting()  # the runs its line says wait before it
         action = await plan_action(page, action, "Branch", [(request, labels)])
     except Busy:  # the going action and the summary stay as they are
         return {tab.note: f"⚠️ {BUSY}"}
@@ -296,7 +297,7 @@ async def begin(tab: BranchTab, page: Page, action: Action | None, source: Run |
         message = refused(e, "Branch")
         return {page.action: None, page.summary: views.beside_run_on_screen(message, current), tab.note: message}
     note = analysis.branch_label(Run(request={**request.to_dict(), **labels}, samples=[]))
-    return {page.action: action, page.summary: views.queued_summary(action.runs[0], page.waiting.waiting()),
+    return {page.action: action, page.summary: views.queued_summary(action.runs[0], ahead),
             **streaming_marks(page, current), tab.context: _context(run, sample, position), tab.source: run,
             tab.note: f"⎇ {note}: in the samples area above, the summary line says how it goes."}
 

@@ -130,7 +130,7 @@ async def open_file(tab: HistoryTab, page, sweep: SweepTab, compare: CompareTab,
             runs = analysis.sweep_order(runs)
             measures = sweep.measures_for(sweep_answer, sweep_pattern, runs[0].request.get("reference"))
     except gr.Error as e:
-        warn(e.message)
+        warn(html.unescape(e.message))  # a gr.Error's message is written for a toast already
         return {tab.opened: f"✖ Not opened: {plain(html.unescape(e.message))}"}  # the toast's text, as text here
     for run in runs[:-1]:
         history = remember(history or [], run)

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import html
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote, urlencode
@@ -111,7 +112,7 @@ def warned_instead(make_query):
         try:
             return make_query(*args, **kwargs)
         except gr.Error as e:
-            warn(e.message)
+            warn(html.unescape(e.message))  # a gr.Error's message is written for a toast already
             return ""
 
     return query

@@ -37,27 +37,34 @@ def toast(text: object) -> str:
 
 
 # Behind the escaping above, in the browser: markup a run's or a file's words might still carry into
-# a Markdown component or a toast (a line this module was not asked to write) loses what makes it
-# act: a javascript:, vbscript: or data: link target, a form, a fixed overlay. Cheap per change: a
-# node is looked into only when it is, or holds, such a container (the token wall's spans are not).
+# a Markdown line or a toast (one this module was not asked to write) is taken out as it appears:
+# what loads or acts (images, media, frames, forms and their controls, SVG), any box the page would
+# draw fixed or sticky over others (its computed style: "f\69xed" is fixed too), a background from
+# elsewhere, and link targets that are not web addresses. The page's own Markdown holds none of
+# these. Only Markdown lines (".md") and toasts are looked into: never the samples area or a chart.
 GUARD_JS = r"""
 () => {
-  const HOSTS = '.prose, [data-testid="toast-text"], .toast-body';
-  const ACTIVE = /^(javascript|vbscript|data):/i;
+  const HOSTS = '.md, [data-testid="toast-text"]';
+  const ACTIVE = 'img, image, svg, video, audio, source, picture, iframe, frame, object, embed, form, input, button, '
+    + 'textarea, select, style, link, meta, base';
+  const SAFE_LINK = /^(https?:|mailto:|#|\/|\.|[^:]*$)/i;
   const clean = (host) => {
-    for (const el of [host, ...host.querySelectorAll('*')]) {
-      for (const name of ['href', 'xlink:href', 'action', 'formaction']) {
-        const target = el.getAttribute(name);
-        if (target !== null && ACTIVE.test(target.replace(/[\u0000-\u0020]/g, ''))) el.removeAttribute(name);
+    host.querySelectorAll(ACTIVE).forEach((el) => el.remove());
+    for (const el of host.querySelectorAll('*')) {
+      const target = el.getAttribute('href') ?? el.getAttribute('xlink:href');
+      if (target !== null && !SAFE_LINK.test(target.replace(/[\u0000-\u0020]/g, ''))) {
+        el.removeAttribute('href');
+        el.removeAttribute('xlink:href');
       }
-      const style = el.getAttribute('style') || '';
-      if (el.tagName === 'FORM' || /position\s*:\s*fixed/i.test(style)) el.remove();
+      if (!el.hasAttribute('style')) continue;
+      const position = getComputedStyle(el).position;
+      if (position === 'fixed' || position === 'sticky' || /url\s*\(/i.test(el.getAttribute('style'))) el.remove();
     }
   };
   const look = (node) => {
     if (!(node instanceof Element)) return;
     const host = node.closest(HOSTS);
-    if (host) { clean(node); return; }
+    if (host) { clean(host); return; }
     if (node.firstElementChild) node.querySelectorAll(HOSTS).forEach(clean);
   };
   new MutationObserver((changes) => {

@@ -152,7 +152,9 @@ async def plan_action(page: Page, action: Action | None, name: str,
         info = await page.backend.status()
     if not info.get("up", True):
         raise EngineUnavailable(views.engine_down(info))
-    return Action(name, [await LiveRun.plan(page.backend, request, labels) for request, labels in requests])
+    action = Action(name, [await LiveRun.plan(page.backend, request, labels) for request, labels in requests])
+    page.waiting.admitted(max(1, len(action.runs)))  # counted until its follower is in the queue
+    return action
 
 
 def streaming_marks(page: Page, current: Run | None) -> dict:
@@ -207,6 +209,7 @@ async def begin(page: Page, action: Action | None, current: Run | None = None, *
     # The run on screen (the one it replays, for a replay): without a run of the form's prompt, a
     # replay page plays its file's next run after it. Never recorded.
     after = {"after": replayed_from(current) or current.request.get("request_id")} if current is not None else None
+    ahead = page.waiting.waiting()  # the runs its line says wait before it
     try:
         action = await plan_action(page, action, "Run", [(form_request(**settings), after)])
     except Busy:  # a second press: the summary follows the going run, or says what else goes
@@ -222,7 +225,7 @@ async def begin(page: Page, action: Action | None, current: Run | None = None, *
                 page.status: views.engine_status(page.backend.info())}
     except PlaygroundError as e:
         return {page.action: None, page.summary: views.beside_run_on_screen(refused(e), current)}
-    queued = views.queued_summary(action.runs[0], page.waiting.waiting())
+    queued = views.queued_summary(action.runs[0], ahead)
     update = {page.action: action, page.summary: queued, **streaming_marks(page, current),
               **page.saying("")}  # what an earlier press did is over
     if action.runs[0].prepared.labels.get("replay"):  # a replay plays a recorded run: the form shows its settings

@@ -33,6 +33,7 @@ from playground.ui.answer_controls import (
 )
 from playground.ui.export_tab import download_path
 from playground.ui.form import request_from_form
+from playground.ui.markdown import plain
 from playground.ui.messages import refusal, shown, warn, warned
 from playground.ui.running import BUSY, Action, Busy, open_refusal, plan_action, refused
 from playground.ui.showing import join_history, show_opened
@@ -264,8 +265,8 @@ async def open_value(page, index, runs: list[Run] | None, history: list, session
         return warned(why)
     run = runs[int(index)]
     update, said = await show_opened(page, run, history, session, selected, settings)
-    return {**update, **page.saying(f"Opened the sweep's {value_label(run)}, `{run.request.get('request_id')}`: "
-                                    f"{said}")}
+    return {**update, **page.saying(f"Opened the sweep's {plain(value_label(run))}, "  # a file's words: text
+                                    f"`{run.request.get('request_id')}`: {said}")}
 
 
 # --- drawing ------------------------------------------------------------------------------------
@@ -330,7 +331,7 @@ def status(runs: list[Run], stopped: bool = False) -> str:
         return "■ stopped before the first value finished" if stopped else ""
     info = analysis.sweep_info(runs[0])
     total = len(info.get("values") or runs)
-    done = f"{len(runs)} of {total} {info.get('param', 'setting')} values" if info else f"{len(runs)} runs"
+    done = f"{len(runs)} of {total} {plain(info.get('param', 'setting'))} values" if info else f"{len(runs)} runs"
     seed = runs[0].request.get("seed")
     head = "✔ finished" if len(runs) >= total else "■ stopped" if stopped else "● running"
     return f"{head} · {done} · base seed {seed} · n={runs[0].n}"

@@ -11,10 +11,14 @@ tab) no longer counts."""
 
 from __future__ import annotations
 
+import collections
 import json
+import re
+import time
 
 from starlette.responses import JSONResponse
 
+from playground.backends.live import State
 from playground.errors import PlaygroundError
 
 RUN_GROUPS = ("sampling", "sweep", "qa-matrix")  # the concurrency ids of every event that starts a run
@@ -24,17 +28,48 @@ class AppFull(PlaygroundError):
     """Too many runs wait for a free slot already: refused before anything was stored or sent."""
 
 
+RECENT_S = 1.5  # runs admitted this recently may not have reached Gradio's queue yet: counted as waiting
+
+
 class WaitingRoom:
     """How many runs wait in the app's queue, and whether one more may (``limit``: --queue-size;
-    None: any number). The Blocks is read when asked, as Gradio's queue exists once launched."""
+    None: any number). The Blocks is read when asked, as Gradio's queue exists once launched;
+    ``action_id``: the page's session state that holds a session's action (``Page.action``)."""
 
-    def __init__(self, blocks=None, limit: int | None = None):
-        self.blocks, self.limit = blocks, limit
+    def __init__(self, blocks=None, limit: int | None = None, action_id: int | None = None):
+        self.blocks, self.limit, self.action_id = blocks, limit, action_id
+        self._admitted: collections.deque[float] = collections.deque()
 
     def waiting(self) -> int:
+        """The runs in Gradio's queue of the run groups: each /sample call, each sweep or matrix, and
+        each page's run whose session's action is still queued (the follower of a press that was
+        refused, or stopped, waits there too, and is no run). Or, when more were admitted in the
+        last moments (presses and calls that came together), that many."""
         queue = getattr(self.blocks, "_queue", None)
         groups = getattr(queue, "event_queue_per_concurrency_id", {}) if queue is not None else {}
-        return sum(len(groups[name].queue) for name in RUN_GROUPS if name in groups)
+        queued = sum(self._a_run(event) for name in RUN_GROUPS if name in groups for event in groups[name].queue)
+        now = time.monotonic()
+        while self._admitted and now - self._admitted[0] > RECENT_S:
+            self._admitted.popleft()
+        return max(queued, len(self._admitted))
+
+    def _a_run(self, event) -> bool:
+        if self.action_id is None or getattr(event.fn, "api_name", None) == "sample":
+            return True
+        holder = getattr(self.blocks, "state_holder", None)
+        session = holder.session_data.get(event.session_hash) if holder is not None else None
+        action = session.state_data.get(self.action_id) if session is not None else None
+        runs = getattr(action, "runs", None)
+        return action is not None and (not runs or runs[0].state is State.QUEUED)
+
+    def admitted(self, runs: int = 1) -> None:
+        """``runs`` more admitted (``check`` came first): they count until they are in Gradio's queue."""
+        self._admitted.extend([time.monotonic()] * runs)
+
+    def admit(self) -> None:
+        """``check``, then one more admitted."""
+        self.check()
+        self.admitted()
 
     def sentence(self, waiting: int) -> str:
         runs = "1 run waits" if waiting == 1 else f"{waiting} runs wait"
@@ -66,20 +101,25 @@ class SampleLimit:
     async def __call__(self, scope, receive, send):
         room = self.room
         path = scope.get("path", "") if scope["type"] == "http" and scope.get("method") == "POST" else ""
-        if room is None or room.limit is None or not path.endswith(("/gradio_api/call/sample", "/queue/join")):
+        # /call/sample and /call/v2/sample (by name), with or without a trailing slash; gradio_client's join
+        calls = re.fullmatch(r".*/gradio_api/call/(v2/)?sample/?", path) is not None
+        if room is None or room.limit is None or not (calls or path.endswith("/queue/join")):
             return await self.app(scope, receive, send)
         body, more = b"", True
         while more:
             message = await receive()
             body, more = body + message.get("body", b""), message.get("more_body", False)
-        is_sample = path.endswith("/call/sample")
+        is_sample = calls
         if not is_sample:
             try:
                 is_sample = json.loads(body).get("fn_index") == room.sample_fn()
             except (ValueError, AttributeError):
                 pass
-        if is_sample and (waiting := room.waiting()) >= room.limit:
-            return await JSONResponse({"detail": room.sentence(waiting)}, status_code=503)(scope, receive, send)
+        if is_sample:
+            try:
+                room.admit()
+            except AppFull as e:
+                return await JSONResponse({"detail": str(e)}, status_code=503)(scope, receive, send)
         sent = False
 
         async def again():  # the body, read once here, given to the app as it came
