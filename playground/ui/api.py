@@ -29,6 +29,7 @@ from playground.run import Run
 from playground.ui.messages import shown
 from playground.ui.samples_feed import Told
 from playground.ui.streaming import paced
+from playground.ui.waiting import given_again, read_body
 
 PROGRESS_EVERY = 0.25  # seconds between progress snapshots
 log = logging.getLogger(__name__)
@@ -111,10 +112,7 @@ class PositionalCalls:
     async def __call__(self, scope, receive, send):
         if scope["type"] != "http" or scope["method"] != "POST" or not scope["path"].endswith(self.PATH):
             return await self.app(scope, receive, send)
-        body, more = b"", True
-        while more:
-            message = await receive()
-            body, more = body + message.get("body", b""), message.get("more_body", False)
+        body = await read_body(receive)
         with contextlib.suppress(ValueError, AttributeError):
             call = json.loads(body)
             data = call.get("data")
@@ -128,16 +126,7 @@ class PositionalCalls:
                                           status_code=400)(scope, receive, send)
             if isinstance(data, list) and len(data) < len(DEFAULTS):
                 body = json.dumps({**call, "data": data + DEFAULTS[len(data):]}).encode()
-        sent = False
-
-        async def again():  # the body, read once here, given to the app as it came
-            nonlocal sent
-            if not sent:
-                sent = True
-                return {"type": "http.request", "body": body, "more_body": False}
-            return await receive()
-
-        await self.app(scope, again, send)
+        await self.app(scope, given_again(body, receive), send)
 
 
 async def _with_tokens(runs: AsyncIterator[Run]) -> AsyncIterator[Run]:

@@ -61,14 +61,17 @@ GUARD_JS = r"""
       if (position === 'fixed' || position === 'sticky' || /url\s*\(/i.test(el.getAttribute('style'))) el.remove();
     }
   };
-  const look = (node) => {
+  // Each host a batch of changes touched, cleaned once (a line drawn anew adds many nodes at once).
+  const hosts = (node, found) => {
     if (!(node instanceof Element)) return;
     const host = node.closest(HOSTS);
-    if (host) { clean(host); return; }
-    if (node.firstElementChild) node.querySelectorAll(HOSTS).forEach(clean);
+    if (host) found.add(host);
+    else if (node.firstElementChild) node.querySelectorAll(HOSTS).forEach((h) => found.add(h));
   };
   new MutationObserver((changes) => {
-    for (const change of changes) change.addedNodes.forEach(look);
+    const found = new Set();
+    for (const change of changes) change.addedNodes.forEach((node) => hosts(node, found));
+    found.forEach(clean);
   }).observe(document.body, {childList: true, subtree: true});
   document.querySelectorAll(HOSTS).forEach(clean);
 }

@@ -102,14 +102,10 @@ class SampleLimit:
         room = self.room
         path = scope.get("path", "") if scope["type"] == "http" and scope.get("method") == "POST" else ""
         # /call/sample and /call/v2/sample (by name), with or without a trailing slash; gradio_client's join
-        calls = re.fullmatch(r".*/gradio_api/call/(v2/)?sample/?", path) is not None
-        if room is None or room.limit is None or not (calls or path.endswith("/queue/join")):
+        is_sample = re.fullmatch(r".*/gradio_api/call/(v2/)?sample/?", path) is not None
+        if room.limit is None or not (is_sample or path.endswith("/queue/join")):
             return await self.app(scope, receive, send)
-        body, more = b"", True
-        while more:
-            message = await receive()
-            body, more = body + message.get("body", b""), message.get("more_body", False)
-        is_sample = calls
+        body = await read_body(receive)
         if not is_sample:
             try:
                 is_sample = json.loads(body).get("fn_index") == room.sample_fn()
@@ -120,13 +116,28 @@ class SampleLimit:
                 room.admit()
             except AppFull as e:
                 return await JSONResponse({"detail": str(e)}, status_code=503)(scope, receive, send)
-        sent = False
+        await self.app(scope, given_again(body, receive), send)
 
-        async def again():  # the body, read once here, given to the app as it came
-            nonlocal sent
-            if not sent:
-                sent = True
-                return {"type": "http.request", "body": body, "more_body": False}
-            return await receive()
 
-        await self.app(scope, again, send)
+async def read_body(receive) -> bytes:
+    """An ASGI request's whole body, for a middleware that reads it before the app does."""
+    body, more = b"", True
+    while more:
+        message = await receive()
+        body, more = body + message.get("body", b""), message.get("more_body", False)
+    return body
+
+
+def given_again(body: bytes, receive):
+    """The ``receive`` an app gets after a middleware read ``body``: the body once, as it came
+    (perhaps rewritten), then whatever the connection says next."""
+    sent = False
+
+    async def again():
+        nonlocal sent
+        if not sent:
+            sent = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        return await receive()
+
+    return again
