@@ -4,6 +4,7 @@ vLLM is already imported (each fresh interpreter spends ~20 s importing it)."""
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -243,7 +244,11 @@ def test_ctrl_c_in_a_terminal_stops_the_app_and_its_engine_without_rebuilding_it
     try:
         children = psutil.Process(proc.pid).children(recursive=True)
         assert any("EngineCore" in c.name() for c in children), [c.name() for c in children]
-        job = Client(f"http://127.0.0.1:{port}/", verbose=False).submit(
+        client = Client(f"http://127.0.0.1:{port}/", verbose=False)
+        with pytest.raises(Exception, match="the prompt is empty"):
+            client.predict(prompt="", n=2, api_name="/sample")
+        done = json.loads(client.predict(prompt="Once upon a time", n=2, seed=1, max_tokens=3, api_name="/sample"))
+        job = client.submit(
             prompt="Once upon a time", n=4, seed=1, max_tokens=2000, ignore_eos=True, api_name="/sample")
         assert wait_until(lambda: any(json.loads(v).get("samples") for v in job.outputs()), timeout=120)
         os.killpg(proc.pid, signal.SIGINT)
@@ -262,6 +267,13 @@ def test_ctrl_c_in_a_terminal_stops_the_app_and_its_engine_without_rebuilding_it
         assert noise not in first_screen, first_screen
     assert "start: engine start" in first_screen
     assert "--share adds a public gradio.live link" in text and "share=True" not in text  # our flag, not Gradio's
+    # Each run's end is a line for whoever runs the app, without its prompt or text
+    runs = [line for line in text.splitlines() if re.match(r"\d\d:\d\d:\d\d \S+ \(/sample\) ", line)]
+    assert any(" refused (/sample) before it began: n=2, the prompt is empty" in line for line in runs), runs
+    tokens = sum(len(sample["token_ids"]) for sample in done["samples"])
+    assert any(re.search(f" {done['request']['request_id']} \\(/sample\\) finished: n=2, wrapper, CUMULATIVE, "
+                         f"{tokens} tokens in [0-9.]+ s", line) for line in runs), runs
+    assert not any("Once upon" in line for line in runs), runs
     # ...and so does the last: no report of objects alive at exit from Triton's bindings, no
     # semaphore left to Python's resource tracker by the engine core's progress bar, and no
     # traceback for the engine core's end on the same Ctrl-C.

@@ -33,11 +33,16 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from playground.backends.base import STOPPED_REASON, Backend, Prepared, follow_planned, plan_request
-from playground.errors import InvalidRequest
+from playground.errors import InvalidRequest, PlaygroundError
 from playground.request import SampleRequest
 from playground.run import Run
 
 log = logging.getLogger(__name__)
+# One line per run at its end (and per request refused before it began), for whoever runs the app:
+# which path asked, its shape, how it ended. Never the prompt or the text: a shared app's runs are
+# their people's. The app turns it on (``python app.py``); the batch and sweep commands keep it off.
+RUNS_LOG = "playground.runs"
+runs_log = logging.getLogger(RUNS_LOG)
 ABORT_WAIT_S = 5.0  # how long a stop waits for the run's last output before it cancels the recording
 ABORT_RETRY_S = 0.1  # an abort that came before the run's children reached the engine is asked again
 NOT_SENT = "stopped before it started: nothing was sent to the engine"
@@ -60,8 +65,10 @@ GOING = frozenset({State.QUEUED, State.STARTING, State.STREAMING, State.STOPPING
 class LiveRun:
     """A planned request and, once it has begun, its Run and the task that records it."""
 
-    def __init__(self, prepared: Prepared):
+    def __init__(self, prepared: Prepared, caller: str = ""):
         self.prepared = prepared
+        self.caller = caller  # who asked, for the runs' log: "/sample", "the page's Run", ...
+        self._asked_at = time.monotonic()
         self.state = State.QUEUED
         self.reason: str | None = None  # why it ended, when it did not finish
         self.error: Exception | None = None  # what ended it, for a follower to raise
@@ -74,10 +81,15 @@ class LiveRun:
         self._backend: Backend | None = None
 
     @classmethod
-    async def plan(cls, backend: Backend, request: SampleRequest, labels: dict[str, Any] | None = None) -> LiveRun:
+    async def plan(cls, backend: Backend, request: SampleRequest, labels: dict[str, Any] | None = None,
+                   caller: str = "") -> LiveRun:
         """Check, render and plan ``request``: InvalidRequest (or EngineUnavailable) before anything
         exists; then a QUEUED LiveRun."""
-        return cls(await plan_request(backend, request, labels))
+        try:
+            return cls(await plan_request(backend, request, labels), caller)
+        except PlaygroundError as e:
+            runs_log.info("refused%s before it began: n=%s, %s", _by(caller), request.n, e)
+            raise
 
     @property
     def request(self) -> SampleRequest:
@@ -124,6 +136,20 @@ class LiveRun:
         self.state, self.reason, self.error = state, reason, error
         self._over.set()
         self._notify()
+        if runs_log.isEnabledFor(logging.INFO):
+            runs_log.info("%s", self.log_line())
+
+    def log_line(self) -> str:
+        """The run's line in the runs' log: id, caller, end, shape, tokens and time; why, when it
+        did not finish."""
+        request = self.request
+        tokens = sum(len(sample.token_ids) for sample in self.run.samples) if self.run is not None else 0
+        took = time.monotonic() - self._asked_at
+        line = (f"{self.request_id}{_by(self.caller)} {self.state}: n={request.n}, {request.mode}, "
+                f"{request.output_kind}, {tokens} tokens in {took:.1f} s")
+        if tokens and took > 0:
+            line += f" ({tokens / took:,.0f} tok/s)"
+        return f"{line}: {self.reason}" if self.reason else line
 
     def _notify(self) -> None:
         self.version += 1
@@ -197,3 +223,7 @@ class LiveRun:
             task.cancel()
             await asyncio.wait({task}, timeout=timeout)
         return self.run
+
+
+def _by(caller: str) -> str:
+    return f" ({caller})" if caller else ""

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import logging
 import os
 import signal
 import sys
@@ -40,6 +41,9 @@ def add_serve_flags(group) -> None:
     group.add_argument("--auth", default=os.environ.get("PLAYGROUND_AUTH"),
                        help="user:password required to open the page and call the API "
                             "(or set PLAYGROUND_AUTH). Off by default.")
+    group.add_argument("--quiet-runs", action="store_true",
+                       help="No line per run in the terminal (by default each run's end is logged: its id, who asked, "
+                            "its shape and tokens, never its prompt or text).")
     group.add_argument("--share", action="store_true",
                        help="Create a public gradio.live link. Off unless asked for.")
     group.add_argument("--concurrency", type=positive_int(256), default=DEFAULT_CONCURRENCY,
@@ -230,6 +234,8 @@ def main(argv: list[str]) -> int:
         if store is not None:  # said here, not on the page, which may be open to others
             print(f"runs: kept in {store.path} (--runs-db moves them; --no-store keeps each tab's in memory only)",
                   file=sys.stderr)
+        if not args.quiet_runs:
+            log_runs()
         # Gradio's own lines would end with its advice for a public link, `share=True` in `launch()`:
         # here that is --share, so the address is said by the app (Gradio's, with --share).
         launch_app(demo, concurrency=args.concurrency, queue_size=args.queue_size, server_name=args.host,
@@ -239,3 +245,16 @@ def main(argv: list[str]) -> int:
         clock.phase(f"answering on port {args.port}")
         demo.block_thread()
     return 0
+
+
+def log_runs() -> None:
+    """Each run's end on stderr, one line with the time, as a server's access log has: for whoever
+    runs a shared app, the only sign of what its people do (``backends/live.runs_log``)."""
+    from playground.backends.live import RUNS_LOG
+
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(message)s", "%H:%M:%S"))
+    runs = logging.getLogger(RUNS_LOG)
+    runs.addHandler(handler)
+    runs.setLevel(logging.INFO)
+    runs.propagate = False

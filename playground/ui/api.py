@@ -48,7 +48,7 @@ def sample_endpoint(backend):
         """Sample n completions. Streams progress snapshots as JSON; the final value is the run bundle."""
         try:
             request = SampleRequest.from_user(**dict(zip(NAMES, values)))
-            live = await LiveRun.plan(backend, request)
+            live = await LiveRun.plan(backend, request, caller="/sample")
             latest, told = None, Progress()
             # aclosing: a cancelled call aborts its run now, not when the generator is collected.
             stream = paced(_with_tokens(live.follow(backend, every=PROGRESS_EVERY)), interval=PROGRESS_EVERY)

@@ -94,7 +94,7 @@ async def begin(page: Page, controls: ReplayControls, action: running.Action | N
         check_replayable(source)
         backend = ReplayBackend.of([source], name=f"run {rid}", max_n=page.backend.limits.max_n)
         request, _ = source_request(source)
-        live = await LiveRun.plan(backend, request, {"replay": {"of": rid, "pace": pace.label}})
+        live = await LiveRun.plan(backend, request, {"replay": {"of": rid, "pace": pace.label}}, "page: Replay")
     except InvalidBundle as e:
         return {controls.note: f"⚠️ Run `{rid}` cannot be replayed: {e}."}
     except PlaygroundError as e:

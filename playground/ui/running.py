@@ -152,7 +152,8 @@ async def plan_action(page: Page, action: Action | None, name: str,
         info = await page.backend.status()
     if not info.get("up", True):
         raise EngineUnavailable(views.engine_down(info))
-    action = Action(name, [await LiveRun.plan(page.backend, request, labels) for request, labels in requests])
+    action = Action(name, [await LiveRun.plan(page.backend, request, labels, f"page: {name}")
+                           for request, labels in requests])
     page.waiting.admitted(max(1, len(action.runs)))  # counted until its follower is in the queue
     return action
 
