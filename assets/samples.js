@@ -174,14 +174,14 @@ function finishLabel(i) {
   if (M.fin[i]) return '\u25a0 ' + M.fin[i];
   return M.st === 'aborted' ? '\u25a0 stopped' : '';
 }
-function header(i) {
+function header(i) {  // how the sample ended before its timing: a narrow column cuts the end, and the title keeps it all
   const n = M.T[i].length, parts = ['#' + i, M.seeds[i] === null || M.seeds[i] === undefined ? 'unseeded' : 'seed ' + M.seeds[i], n + ' tok'];
+  const f = finishLabel(i);
+  if (f) parts.push(f);
   if (M.t0[i] !== null) {
     parts.push('TTFT ' + M.t0[i].toFixed(2) + ' s');
     if (n > 1 && M.t1[i] > M.t0[i]) parts.push(((n - 1) / (M.t1[i] - M.t0[i])).toFixed(1) + ' tok/s');
   }
-  const f = finishLabel(i);
-  if (f) parts.push(f);
   return parts.join(' \u00b7 ');
 }
 

@@ -37,6 +37,18 @@ def wait_for_summary(page, text: str, timeout: float = 120_000) -> None:
     page.locator("#run-summary").get_by_text(text).first.wait_for(timeout=timeout)
 
 
+# Everything the page's live regions (role=status) say from now on, in window.__heard
+HEARD_JS = """() => {
+  window.__heard = [];
+  new MutationObserver(() => {
+    for (const region of document.querySelectorAll('body > [role=status]')) {
+      const text = region.textContent;
+      if (text && region.dataset.heard !== text) { region.dataset.heard = text; window.__heard.push(text); }
+    }
+  }).observe(document.body, {childList: true, subtree: true, characterData: true});
+}"""
+
+
 def heard(page, text: str) -> None:
     """The page's live region (role=status) says ``text``: what a screen reader announces."""
     page.wait_for_function("(t) => (document.querySelector('#page-status[role=status]')?.textContent || '')"
@@ -93,6 +105,7 @@ def test_a_refusal_leaves_the_page_ready_and_the_samples_come_into_view(browser,
 def test_stop_then_run_and_a_double_click_start_one_run_each(browser, app_url, backend, host):  # noqa: F811
     page = open_page(browser, app_url)
     try:
+        page.evaluate(HEARD_JS)
         start_long_run(page, n=4)
         page.wait_for_function("() => (document.querySelector(\"#samples-area .sa-card[data-i='0'] .sa-text\")"
                                "?.textContent || '').length > 0", timeout=120_000)
@@ -103,9 +116,14 @@ def test_stop_then_run_and_a_double_click_start_one_run_each(browser, app_url, b
         page.locator("#run").click()  # pressed again at the form: the line there says it started nothing, in view
         page.locator("#store-note").get_by_text("Run was pressed while a run was going").wait_for(timeout=30_000)
         assert in_view(page, "#store-note")
-        page.keyboard.press("Escape")  # Esc presses the Stop beside the summary
+        page.locator("#ignore-eos input").focus()  # Esc, from a checkbox too, presses the Stop by the summary
+        page.keyboard.press("Escape")
         wait_for_summary(page, "stopped", 30_000)
         heard(page, "■ stopped")
+        # What a screen reader heard: the lines' words, never Gradio's progress timer drawn over them
+        said = page.evaluate("() => window.__heard")
+        assert any("Run was pressed while a run was going" in line for line in said), said
+        assert not any(re.search(r"processing|queue:|\d\.\ds\b", line) for line in said), said
         page.wait_for_function("() => document.querySelector('#stop-near').disabled", timeout=10_000)  # nothing to stop
         assert page.locator("#panels-note").inner_text().strip() == ""
         assert unfinished_after(backend, host, timeout=3) == 0
@@ -131,6 +149,52 @@ def test_stop_then_run_and_a_double_click_start_one_run_each(browser, app_url, b
                                "return s.includes('finished') && !s.includes(old); }", arg=first, timeout=120_000)
     finally:
         page.close()
+
+
+def test_the_form_by_keyboard_radio_groups_hints_and_focus(browser, app_url):  # noqa: F811
+    """A radio group is one Tab stop, its arrows pick the next option; a slider shows where the
+    keyboard is; the hints are readable (contrast at least 4.5:1 on their background)."""
+    page = open_page(browser, app_url)
+    try:
+        kinds = page.locator("#output-kind input[type=radio]")
+        assert kinds.count() == 3
+        page.locator("#output-kind").get_by_label("CUMULATIVE").check()
+        kinds.nth(0).focus()
+        page.keyboard.press("ArrowRight")
+        assert page.locator("#output-kind").get_by_label("DELTA").is_checked()
+        assert page.evaluate("() => document.activeElement.value") == "DELTA"
+        page.keyboard.press("ArrowLeft")
+        page.keyboard.press("ArrowLeft")  # round the end, as a radio group goes
+        assert page.locator("#output-kind").get_by_label("FINAL_ONLY").is_checked()
+        page.keyboard.press("Tab")  # out of the group in one press, whichever option is picked
+        assert page.evaluate("() => !document.activeElement.closest('#output-kind')")
+        page.keyboard.press("Shift+Tab")  # and back to the option picked
+        assert page.evaluate("() => document.activeElement.value") == "FINAL_ONLY"
+        page.locator("#output-kind").get_by_label("CUMULATIVE").check()
+
+        slider = page.locator("#n input[type=range]")
+        slider.focus()
+        page.keyboard.press("ArrowRight")
+        assert page.evaluate("(e) => getComputedStyle(e).outlineStyle", slider.element_handle()) == "solid"
+        contrast = page.evaluate(CONTRAST_JS, "#output-kind .info-text, [data-testid='block-info']")
+        assert contrast >= 4.5, f"a hint's contrast is {contrast:.2f}:1"
+    finally:
+        page.close()
+
+
+# The lowest contrast of the elements' text against white (the light theme's blocks), WCAG's formula
+CONTRAST_JS = """(selector) => {
+  const lum = (rgb) => {
+    const [r, g, b] = rgb.match(/[\\d.]+/g).slice(0, 3).map((v) => {
+      const c = Number(v) / 255;
+      return c <= 0.03928 ? c / 12.92 : ((c + 0.055) / 1.055) ** 2.4;
+    });
+    return 0.2126 * r + 0.7152 * g + 0.0722 * b;
+  };
+  const found = [...document.querySelectorAll(selector)];
+  if (!found.length) return 0;
+  return Math.min(...found.map((e) => 1.05 / (lum(getComputedStyle(e).color) + 0.05)));
+}"""
 
 
 def test_a_sweep_is_the_tabs_action_run_waits_and_the_forms_stop_ends_it(browser, app_url, backend, host):  # noqa: F811

@@ -453,7 +453,7 @@ def test_the_wall_and_the_columns_stream_128_samples_in_chromium(served, page):
     assert texts == [s.text or "".join(s.token_texts) for s in run.samples]
     header = page.locator(".sa-card .sa-head").nth(5).inner_text()
     s = run.samples[5]
-    assert f"#5 · seed {s.seed} · {len(s.token_ids)} tok · TTFT" in header and f"■ {s.finish_reason}" in header
+    assert f"#5 · seed {s.seed} · {len(s.token_ids)} tok · ■ {s.finish_reason} · TTFT" in header, header
     assert page.errors == []
 
 

@@ -91,14 +91,39 @@ BOUNDS_JS = """
 # dropdown's Esc closes its list) and not when a component has taken the key already.
 KEYS_JS = """
 () => {
+  // Esc in a one-line box closes its list (a dropdown's); on a checkbox, radio, slider or number it stops.
+  const KEEPS_ESC = new Set(['text', 'search', 'email', 'url', 'password']);
+  const ARROWS = {ArrowRight: 1, ArrowDown: 1, ArrowLeft: -1, ArrowUp: -1};
+  // Gradio names each option of a radio group apart, so the browser sees groups of one: the arrows
+  // do nothing and every option is a Tab stop. The page does what a radio group does: the arrows
+  // pick the next option, and Tab stops at the one picked (roving tabindex).
+  const radios = (group) => [...group.querySelectorAll(':scope > label > input[type=radio]')];
+  const rove = () => {
+    for (const group of document.querySelectorAll('.wrap:has(> label > input[type=radio])')) {
+      const options = radios(group), picked = options.find((o) => o.checked) || options[0];
+      for (const o of options) o.tabIndex = o === picked ? 0 : -1;
+    }
+  };
   document.addEventListener('keydown', (event) => {
     if (event.defaultPrevented || event.isComposing) return;
+    const target = event.target;
     if (event.key === 'Enter' && (event.ctrlKey || event.metaKey) && !event.shiftKey && !event.altKey) {
       const run = document.querySelector('#run');
       if (run && !run.disabled) { event.preventDefault(); run.click(); }
-    } else if (event.key === 'Escape' && !(event.target instanceof HTMLInputElement)) {
+    } else if (event.key === 'Escape' && !(target instanceof HTMLInputElement && KEEPS_ESC.has(target.type))) {
       const stop = document.querySelector('#stop-near');
       if (stop && !stop.disabled) { event.preventDefault(); stop.click(); }
+    } else if (event.key in ARROWS && target instanceof HTMLInputElement && target.type === 'radio'
+               && !event.altKey && !event.ctrlKey && !event.metaKey) {
+      const group = target.closest('.wrap'), options = group ? radios(group).filter((o) => !o.disabled) : [];
+      if (options.length < 2) return;
+      const next = options[(options.indexOf(target) + ARROWS[event.key] + options.length) % options.length];
+      event.preventDefault();
+      next.click();
+      next.focus();
+      rove();
+    } else if (event.key === 'Tab') {
+      rove();
     }
   });
 }

@@ -57,26 +57,40 @@ OTHER_ACTIONS = {"What if": "What if's branches were", "Sweep": "the sweep was",
 
 # The states said aloud: a screen reader hears the summary's first line when the run's state
 # changes (waiting, running, finished, stopped, refused, error), not every count of a streaming
-# run; the notes beside the buttons are polite live regions of their own.
+# run; the notes beside the buttons are heard once each time they say something new. Each has a
+# live region of its own that holds the line's text alone: a region on the line's own block would
+# read out Gradio's progress timer ("processing | 0.1/1.7s") drawn over it while an event runs.
 SAID_ALOUD_JS = """
 () => {
-  const said = document.createElement('div');
-  said.id = 'page-status';
-  said.setAttribute('role', 'status');
-  said.style.cssText = 'position:absolute;width:1px;height:1px;overflow:hidden;clip-path:inset(50%);white-space:nowrap';
-  document.body.appendChild(said);
-  let state = '';
+  const region = (id) => {
+    const said = document.createElement('div');
+    said.id = id;
+    said.setAttribute('role', 'status');
+    said.style.cssText = 'position:absolute;width:1px;height:1px;overflow:hidden;'
+      + 'clip-path:inset(50%);white-space:nowrap';
+    document.body.appendChild(said);
+    return said;
+  };
+  const words = (block) => (block.querySelector('.prose, .md')?.innerText || '').trim();
+  const firstLine = (text) => text.split('\\n')[0].trim();
+  // pick: what must change for the block to be heard again (the summary: its state word)
+  const echo = (block, said, pick, say) => {
+    let last = '';
+    new MutationObserver(() => {
+      const text = words(block), key = pick(text);
+      if (key && key !== last) { last = key; said.textContent = say(text); }
+      if (!key) last = '';
+    }).observe(block, {childList: true, subtree: true, characterData: true});
+  };
+  const said = region('page-status');
   const listen = () => {
     const summary = document.querySelector('#run-summary');
     if (!summary) return setTimeout(listen, 200);
+    echo(summary, said, (text) => firstLine(text).split(' · ')[0], firstLine);
     for (const id of ['store-note', 'branch-note', 'repro-verdict']) {
-      document.getElementById(id)?.setAttribute('role', 'status');
+      const note = document.getElementById(id);
+      if (note) echo(note, region(id + '-said'), (text) => text, (text) => text.replace(/\\s+/g, ' '));
     }
-    new MutationObserver(() => {
-      const line = summary.innerText.split('\\n')[0].trim();
-      const now = line.split(' · ')[0];
-      if (now && now !== state) { state = now; said.textContent = line; }
-    }).observe(summary, {childList: true, subtree: true, characterData: true});
   };
   listen();
 }
