@@ -240,3 +240,45 @@ def test_a_token_clicked_in_the_diff_branches_the_run_with_the_token_chosen_ther
                                timeout=30_000)
     finally:
         page.close()
+
+
+def test_the_charts_a_run_replaces_let_go_of_their_memory(browser, app_url):  # noqa: F811
+    """Gradio's plot draws a new chart for each value and leaves the old one's resize listener on
+    the window, which keeps the old chart alive (1.7 MB a run with the Timing tab open, until a
+    reload); the page purges a chart taken off it. Runs with the Timing tab open leave no more
+    resize listeners than there are charts on the page."""
+    from tests.helpers import wait_until
+
+    page = open_page(browser, app_url)
+    try:
+        cdp = page.context.new_cdp_session(page)
+
+        def unheld() -> int:  # the window's resize listeners that no chart on the page owns
+            window = cdp.send("Runtime.evaluate", {"expression": "window"})["result"]["objectId"]
+            listeners = cdp.send("DOMDebugger.getEventListeners", {"objectId": window})["listeners"]
+            charts = page.evaluate("() => document.querySelectorAll('.js-plotly-plot').length")
+            return sum(listener["type"] == "resize" for listener in listeners) - charts
+
+        def settled() -> int:  # once every chart is drawn: the same reading twice, a second apart
+            readings = [unheld()]
+            assert wait_until(lambda: readings.append(unheld()) or readings[-1] == readings[-2], timeout=15,
+                              every=1.0)
+            return readings[-1]
+
+        page.get_by_role("tab", name="Timing").click()
+        fill_form(page, "Name a colour.", n=2, seed=1, max_tokens=4)
+        shown: list[str] = []
+        for _ in range(3):
+            page.locator("#run").click()
+            page.wait_for_function(
+                "(seen) => { const line = document.querySelector('#run-summary').innerText.split('\\n')[0]; "
+                "const id = (line.match(/run-[0-9a-f]{8}/) || [''])[0]; "
+                "return line.includes('✔ finished') && id && !seen.includes(id); }", arg=shown, timeout=120_000)
+            shown.append(re.search(r"run-[0-9a-f]{8}", page.locator("#run-summary").inner_text()).group(0))
+            page.wait_for_function("() => document.querySelectorAll('.js-plotly-plot').length >= 4")
+            if len(shown) == 1:
+                before = settled()
+        assert wait_until(lambda: unheld() <= before, timeout=10), (
+            f"{unheld() - before} more resize listeners than charts after two more runs: old charts kept")
+    finally:
+        page.close()

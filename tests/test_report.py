@@ -280,6 +280,37 @@ def test_the_pages_files_read_answers_as_the_set_tab_does_and_name_a_replay(tmp_
     assert Path(mine).read_text(encoding="utf-8") != Path(theirs).read_text(encoding="utf-8")
 
 
+def test_downloads_do_not_pile_up_a_stopped_apps_folder_and_old_files_are_removed(tmp_path, monkeypatch):
+    """Gradio serves its own copy of a download, so the app's file is kept ten minutes only; the
+    export folders of the app's processes that are gone (a kill -9) go at the next start, while a
+    running process's folder stays."""
+    import os
+    import subprocess
+    import sys
+    import tempfile
+
+    from playground.ui import export_tab
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    stale = tmp_path / f"{export_tab.EXPORTS_PREFIX}{int(gone.stdout)}-abc"
+    running = tmp_path / f"{export_tab.EXPORTS_PREFIX}{os.getppid()}-def"
+    for folder in (stale, running):
+        (folder / "one").mkdir(parents=True)
+    folder = export_tab.export_folder()
+    assert folder.parent == tmp_path and folder.name.startswith(f"{export_tab.EXPORTS_PREFIX}{os.getpid()}-")
+    assert not stale.exists() and running.exists()
+
+    old = export_tab.download_path(folder, "old.json")
+    old.write_text("{}")
+    past = old.parent.stat().st_mtime - export_tab.KEEP_S - 1
+    os.utime(old.parent, (past, past))
+    recent = export_tab.download_path(folder, "recent.json")
+    recent.write_text("{}")
+    newest = export_tab.download_path(folder, "newest.json")
+    assert not old.parent.exists() and recent.exists() and newest.parent.is_dir()
+
+
 def test_comparison_and_sweep_reports_and_the_choice_between_them():
     a, b = make_run([[1, 2, 3]], "run-a"), make_run([[1, 2, 5]], "run-b", temperature=0.7)
     page = A.comparison_report(a, b)

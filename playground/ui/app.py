@@ -10,9 +10,6 @@ every path that shows a run shows it in every tab.
 
 from __future__ import annotations
 
-import atexit
-import shutil
-import tempfile
 from functools import partial
 from pathlib import Path
 
@@ -91,11 +88,12 @@ def build_app(backend, sync_runner=None, embedding_model: str | None = None,
     # An instruct model answers a question only inside its chat template; the examples that are
     # completions (a story's first line, code) switch it off themselves.
     chat_default = bool(backend.info().get("has_chat_template"))
-    export_dir = Path(tempfile.mkdtemp(prefix="vllm-playground-exports-"))
-    atexit.register(shutil.rmtree, export_dir, ignore_errors=True)  # the downloads go with the app
+    export_dir = export_tab.export_folder()  # the downloads go with the app
     measures = analysis.set_measures_hook()  # the set measures beside a sweep's and a comparison's own
 
-    with gr.Blocks(title="vLLM parallel-sampling playground") as demo:
+    # Gradio keeps its own copy of every download and upload: emptied by age (a day), checked
+    # hourly, and whole when the app stops, so an afternoon of reports does not stay in /tmp.
+    with gr.Blocks(title="vLLM parallel-sampling playground", delete_cache=(3600, 86400)) as demo:
         # --- the form -------------------------------------------------------------------------
         gr.Markdown("# vLLM parallel-sampling playground\n"
                     "One prompt, n samples: watch them stream side by side, then see **where** and "
@@ -255,10 +253,33 @@ def build_app(backend, sync_runner=None, embedding_model: str | None = None,
         demo.load(None, None, None, js=graph_tab.CLICK_JS)  # a click on a graph node marks its samples
         if preload := plotly_preload_js():
             demo.load(None, None, None, js=preload)
+        demo.load(None, None, None, js=PURGE_PLOTS_JS)  # a chart taken off the page lets go of its memory
         gr.api(sample_endpoint(backend), api_name="sample", concurrency_id="sampling")
     demo.max_file_mb = max_file_mb  # for launch_app: Gradio refuses bigger uploads before they are read
     demo.playground_page = page  # what the handlers are given (tests drive them directly)
     return demo
+
+
+# Gradio's plot draws a new chart for each value and never purges the one it replaced: the old
+# chart's window resize listener (a responsive chart's) keeps it and its nodes alive, about 1.7 MB
+# a run with the Timing tab open, until a reload. A chart taken off the page and not put back by
+# the next frame is purged.
+PURGE_PLOTS_JS = """
+() => {
+  const purge = (chart) => requestAnimationFrame(() => {
+    if (!chart.isConnected && window.Plotly) window.Plotly.purge(chart);
+  });
+  new MutationObserver((changes) => {
+    for (const change of changes) {
+      for (const node of change.removedNodes) {
+        if (node.nodeType !== 1) continue;
+        if (node.classList.contains('js-plotly-plot')) purge(node);
+        for (const chart of node.querySelectorAll('.js-plotly-plot')) purge(chart);
+      }
+    }
+  }).observe(document.body, {childList: true, subtree: true});
+}
+"""
 
 
 def plotly_preload_js() -> str | None:

@@ -89,7 +89,7 @@ def engine_requests_note(run: Run) -> str:
 def waiting_summary(run: Run) -> str:
     """The line while no event has arrived yet (FINAL_ONLY is silent until every sample is done)."""
     req = run.request
-    why = " (FINAL_ONLY yields nothing until every sample has finished)" if run.output_kind == "FINAL_ONLY" else ""
+    why = " (FINAL_ONLY yields nothing until every sample is done)" if run.output_kind == "FINAL_ONLY" else ""
     elapsed = time.time() - run.started_at
     origin = f" · ⟲ {plain(origin_label(run, why=True))}" if replayed_from(run) else ""
     return (f"● running{origin} · `{req.get('request_id', '')}` · n={run.n} · {req.get('mode')} · {run.output_kind} · "
