@@ -251,6 +251,7 @@ def test_ctrl_c_in_a_terminal_stops_the_app_and_its_engine_without_rebuilding_it
         job = client.submit(
             prompt="Once upon a time", n=4, seed=1, max_tokens=2000, ignore_eos=True, api_name="/sample")
         assert wait_until(lambda: any(json.loads(v).get("samples") for v in job.outputs()), timeout=120)
+        job_id = json.loads(job.outputs()[-1])["request_id"]
         os.killpg(proc.pid, signal.SIGINT)
         proc.wait(120)
         assert wait_until(lambda: not any(alive(c) for c in children), timeout=30), "a process outlived the app"
@@ -274,6 +275,8 @@ def test_ctrl_c_in_a_terminal_stops_the_app_and_its_engine_without_rebuilding_it
     assert any(re.search(f" {done['request']['request_id']} \\(/sample\\) finished: n=2, wrapper, CUMULATIVE, "
                          f"{tokens} tokens in [0-9.]+ s", line) for line in runs), runs
     assert not any("Once upon" in line for line in runs), runs
+    cut = [line for line in runs if job_id in line]  # the run going at Ctrl-C: one line, said as the stop came
+    assert len(cut) == 1 and " (/sample) cut short by the app's stop: n=4, wrapper" in cut[0], runs
     # ...and so does the last: no report of objects alive at exit from Triton's bindings, no
     # semaphore left to Python's resource tracker by the engine core's progress bar, and no
     # traceback for the engine core's end on the same Ctrl-C.
@@ -299,6 +302,19 @@ def test_a_run_store_that_is_not_one_stops_the_start_with_a_sentence(tmp_path):
     unset = app("--runs-db", "", timeout=300)  # `--runs-db "$DB"` with $DB unset: not the default store
     assert unset.returncode == 2 and unset.stderr.strip().splitlines()[-1] == (
         "python app.py: error: argument --runs-db: needs a file's path, and was given an empty one")
+
+
+def test_a_proxys_path_is_a_path_or_an_address():
+    """--root-path (or GRADIO_ROOT_PATH): the path a reverse proxy serves the app under; anything
+    else is named before the engine starts."""
+    import argparse
+
+    from playground.commands.serve import _root_path
+
+    assert _root_path("/playground/") == "/playground" and _root_path("") == ""
+    assert _root_path("https://example.org/lab") == "https://example.org/lab"
+    with pytest.raises(argparse.ArgumentTypeError, match="must start with / .* got 'playground'"):
+        _root_path("playground")
 
 
 def alive(process) -> bool:

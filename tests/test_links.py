@@ -9,6 +9,8 @@ from urllib.parse import parse_qsl, urlsplit
 
 import gradio as gr
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from playground.request import Limits, fields
 from playground.ui.form import form_value, request_from_form
@@ -137,3 +139,18 @@ def test_words_from_outside_are_written_as_text_in_every_line_that_quotes_them()
                  branch_tab._context(run, 0, 2), plain(hostile), code(hostile)):
         assert unmarked(line), line
     assert re.sub(r"\\(.)", r"\1", html.unescape(plain(hostile))) == hostile  # the same words, as text
+
+
+@given(st.lists(st.text(min_size=1, max_size=12).filter(lambda s: "\x00" not in s), min_size=1, max_size=4))
+def test_stop_strings_go_into_the_form_and_come_back_as_they_were(stops):
+    """Any stop string (a newline, a tab, a carriage return or a backslash in it, a path's
+    C:\\new) shown in the form's box and read back is itself: a link or a reopened run that puts it
+    there asks for the same request when Run is pressed."""
+    asked = request_from_form(**{**START, "stop": form_value("stop", stops)}).stop
+    assert asked == [s for s in stops if s != ""]
+
+
+def test_a_path_in_a_stop_string_keeps_its_backslash():
+    assert form_value("stop", ["C:\\new", "a\tb"]) == "C:\\\\new\na\\tb"
+    assert request_from_form(**{**START, "stop": "C:\\\\new\na\\tb\nkept \\as typed"}).stop == [
+        "C:\\new", "a\tb", "kept \\as typed"]

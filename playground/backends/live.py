@@ -29,6 +29,7 @@ import contextlib
 import enum
 import logging
 import time
+import weakref
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -43,6 +44,8 @@ log = logging.getLogger(__name__)
 # their people's. The app turns it on (``python app.py``); the batch and sweep commands keep it off.
 RUNS_LOG = "playground.runs"
 runs_log = logging.getLogger(RUNS_LOG)
+_going: weakref.WeakSet[LiveRun] = weakref.WeakSet()  # begun and not ended: for the log's lines at the app's stop
+_said: weakref.WeakSet[LiveRun] = weakref.WeakSet()  # their lines written then: not again at their end
 ABORT_WAIT_S = 5.0  # how long a stop waits for the run's last output before it cancels the recording
 ABORT_RETRY_S = 0.1  # an abort that came before the run's children reached the engine is asked again
 NOT_SENT = "stopped before it started: nothing was sent to the engine"
@@ -113,6 +116,7 @@ class LiveRun:
             return False
         self.state, self._backend = State.STARTING, backend
         self._task = asyncio.ensure_future(self._record())
+        _going.add(self)
         return True
 
     async def _record(self) -> None:
@@ -136,16 +140,17 @@ class LiveRun:
         self.state, self.reason, self.error = state, reason, error
         self._over.set()
         self._notify()
-        if runs_log.isEnabledFor(logging.INFO):
+        _going.discard(self)
+        if runs_log.isEnabledFor(logging.INFO) and self not in _said:
             runs_log.info("%s", self.log_line())
 
-    def log_line(self) -> str:
+    def log_line(self, state: str | None = None) -> str:
         """The run's line in the runs' log: id, caller, end, shape, tokens and time; why, when it
         did not finish."""
         request = self.request
         tokens = sum(len(sample.token_ids) for sample in self.run.samples) if self.run is not None else 0
         took = time.monotonic() - self._asked_at
-        line = (f"{self.request_id}{_by(self.caller)} {self.state}: n={request.n}, {request.mode}, "
+        line = (f"{self.request_id}{_by(self.caller)} {state or self.state}: n={request.n}, {request.mode}, "
                 f"{request.output_kind}, {tokens} tokens in {took:.1f} s")
         if tokens and took > 0:
             line += f" ({tokens / took:,.0f} tok/s)"
@@ -227,3 +232,16 @@ class LiveRun:
 
 def _by(caller: str) -> str:
     return f" ({caller})" if caller else ""
+
+
+def log_cut_short() -> None:
+    """The app is stopping: each run still going gets its line now, as the app's stop ends it."""
+    for live in list(_going):
+        if live.going and live not in _said:
+            _said.add(live)
+            runs_log.info("%s", live.log_line("cut short by the app's stop"))
+
+
+def log_refused(caller: str, why: str) -> None:
+    """A call refused before it became a request (a setting the endpoint does not have)."""
+    runs_log.info("refused%s before it began: %s", _by(caller), why)

@@ -41,6 +41,10 @@ def add_serve_flags(group) -> None:
     group.add_argument("--auth", default=os.environ.get("PLAYGROUND_AUTH"),
                        help="user:password required to open the page and call the API "
                             "(or set PLAYGROUND_AUTH). Off by default.")
+    group.add_argument("--root-path", type=_root_path, default=os.environ.get("GRADIO_ROOT_PATH", ""),
+                       metavar="PATH", help="The path a reverse proxy serves the app under, e.g. /playground (or "
+                                            "GRADIO_ROOT_PATH): the page's own addresses, its login and its links "
+                                            "then carry it.")
     group.add_argument("--quiet-runs", action="store_true",
                        help="No line per run in the terminal (by default each run's end is logged: its id, who asked, "
                             "its shape and tokens, never its prompt or text).")
@@ -124,6 +128,13 @@ def open_store(args) -> RunStore | None:
                          "--runs-db PATH, or start with --no-store to keep runs in each tab's memory only.") from None
 
 
+def _root_path(value: str) -> str:
+    """A path from the proxy's root ("/playground"), or the public address it ends ("https://host/playground")."""
+    if value and not value.startswith(("/", "http://", "https://")):
+        raise argparse.ArgumentTypeError(f"must start with / (a path such as /playground) or http(s)://, got {value!r}")
+    return value.rstrip("/")
+
+
 def parse_auth(value: str | None, parser: argparse.ArgumentParser) -> tuple[str, str] | None:
     if not value:
         return None
@@ -149,12 +160,20 @@ class StartClock:
         self.last = now
 
 
+def _stopping() -> None:
+    """The app is stopping on a signal: the engine's end is no news, and each run still going says
+    in the terminal that the stop cut it short (the log its end would have written)."""
+    terminal.stopping()
+    if (live := sys.modules.get("playground.backends.live")) is not None:
+        live.log_cut_short()
+
+
 def stopping_on(signum: int, backend) -> None:
     """On ``signum`` the backend stops rebuilding its engine, then the signal does what it did."""
     previous = signal.getsignal(signum)
 
     def stop(number, frame):
-        terminal.stopping()
+        _stopping()
         if hasattr(backend, "stop_watching"):
             backend.stop_watching()
         if callable(previous):
@@ -169,7 +188,7 @@ def main(argv: list[str]) -> int:
     clock = StartClock()
     # `kill` (SIGTERM) ends the app like Ctrl-C: the engine-core process is shut down with it,
     # rather than left running without its parent.
-    signal.signal(signal.SIGTERM, lambda *_: (terminal.stopping(), sys.exit(128 + signal.SIGTERM)))
+    signal.signal(signal.SIGTERM, lambda *_: (_stopping(), sys.exit(128 + signal.SIGTERM)))
     early = early_flags(argv)
     early_parser = argparse.ArgumentParser(prog="python app.py", usage=usage_line())
     if early is not None and early.replay_pace != "recorded" and not early.replay:
@@ -239,9 +258,13 @@ def main(argv: list[str]) -> int:
         # Gradio's own lines would end with its advice for a public link, `share=True` in `launch()`:
         # here that is --share, so the address is said by the app (Gradio's, with --share).
         launch_app(demo, concurrency=args.concurrency, queue_size=args.queue_size, server_name=args.host,
-                   server_port=args.port, share=args.share, auth=auth, prevent_thread_lock=True, quiet=not args.share)
+                   server_port=args.port, share=args.share, auth=auth, prevent_thread_lock=True, quiet=not args.share,
+                   root_path=args.root_path)
         if not args.share:
             print(f"* Running on local URL:  {demo.local_url}  (--share adds a public gradio.live link)", flush=True)
+        if args.root_path:
+            print(f"* Served under {args.root_path} by your proxy (--root-path): the page, its login and its links "
+                  "use that path", flush=True)
         clock.phase(f"answering on port {args.port}")
         demo.block_thread()
     return 0

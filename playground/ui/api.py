@@ -23,7 +23,7 @@ from collections.abc import AsyncIterator
 
 from starlette.responses import JSONResponse, PlainTextResponse
 
-from playground.backends.live import LiveRun
+from playground.backends.live import LiveRun, log_refused
 from playground.request import SampleRequest, did_you_mean, fields
 from playground.run import Run
 from playground.ui.messages import shown
@@ -79,17 +79,21 @@ async def call_not_fitting(request, error: TypeError):
     out) is the caller's mistake: a 400 with the sentence, not Gradio's bare 500. Any other
     TypeError is a bug, answered and logged as one."""
     said = str(error)
+
+    def refused(sentence: str) -> JSONResponse:
+        log_refused("/sample", sentence)
+        return JSONResponse({"error": sentence}, status_code=400)
+
     if "/call/v2/" in request.url.path:
         if (found := _NOT_A_PARAMETER.search(said)) and found["name"] == "data":  # a positional call, sent by name
-            return JSONResponse({"error": "data is not a parameter of this endpoint: a list of values in order "
-                                          "goes to /gradio_api/call/sample; /gradio_api/call/v2/sample takes the "
-                                          "parameters by name"}, status_code=400)
+            return refused("data is not a parameter of this endpoint: a list of values in order goes to "
+                           "/gradio_api/call/sample; /gradio_api/call/v2/sample takes the parameters by name")
         for pattern, sentence in ((_NOT_A_PARAMETER, "{name} is not a parameter of this endpoint"),
                                   (_MISSING, "{name} is required"), (_TWICE, "{name} is given twice")):
             if found := pattern.search(said):
                 close = did_you_mean(found["name"], NAMES) if pattern is _NOT_A_PARAMETER else ""
-                return JSONResponse({"error": sentence.format(name=found["name"]) + close + ": /gradio_api/info "
-                                              "lists the parameters, with their defaults"}, status_code=400)
+                return refused(sentence.format(name=found["name"]) + close + ": /gradio_api/info lists the "
+                               "parameters, with their defaults")
     log.error("unexpected error in %s", request.url.path, exc_info=error)
     return PlainTextResponse("Internal Server Error", status_code=500)
 

@@ -9,6 +9,7 @@ new setting in the schema is a new control here without a line written for it.
 from __future__ import annotations
 
 import dataclasses
+import re
 from typing import Any
 
 import gradio as gr
@@ -42,7 +43,7 @@ def _control(f, meta, limits: Limits, value: Any) -> gr.components.Component:
     if f.type.startswith("bool"):
         return gr.Checkbox(value=bool(default), **common)
     if f.type == "list[str]":
-        return gr.Textbox(lines=2, placeholder="one per line; \\n stands for a newline", **common)
+        return gr.Textbox(lines=2, placeholder="one per line; \\n stands for a newline, \\\\ for a backslash", **common)
     if name == "seed":  # text: a 19-digit seed must not go through a float
         return gr.Textbox(placeholder="blank = random (shown after the run)", **common)
     if name == "prompt":
@@ -134,7 +135,8 @@ def form_request(**settings: Any) -> SampleRequest:
     """The form's values -> a SampleRequest (numbers arrive as floats, stop strings as lines, the
     logprobs slider's 0 means off); InvalidRequest names a value that cannot be one."""
     if "stop" in settings:
-        settings["stop"] = [_unescape(line) for line in (settings["stop"] or "").splitlines() if line != ""]
+        lines = (settings["stop"] or "").replace("\r\n", "\n").split("\n")
+        settings["stop"] = [_unescape(line) for line in lines if line != ""]
     if "logprobs" in settings:
         settings["logprobs"] = settings["logprobs"] or None
     return SampleRequest.from_user(**settings)
@@ -171,12 +173,19 @@ def outside(control: gr.components.Component, value: Any) -> str | None:
     return f"{value:g} is outside the form's {control.minimum:g} to {control.maximum:g}"
 
 
+# A stop string is one line of its box: a newline in it is written \n, a carriage return \r, a tab
+# \t, and a backslash itself \\ (so a path's C:\\new is not read as a newline). Any other
+# backslash is kept as typed.
+_ESCAPES = {"\\": "\\", "n": "\n", "r": "\r", "t": "\t"}
+_ESCAPED = re.compile(r"\\([\\nrt])")
+
+
 def _unescape(line: str) -> str:
-    return line.replace("\\n", "\n").replace("\\t", "\t")
+    return _ESCAPED.sub(lambda found: _ESCAPES[found[1]], line)
 
 
 def _escape(line: str) -> str:
-    return line.replace("\n", "\\n").replace("\t", "\\t")
+    return line.replace("\\", "\\\\").replace("\n", "\\n").replace("\r", "\\r").replace("\t", "\\t")
 
 
 # The engine's logprobs=0 records each sampled token's own logprob and no alternative; the form's
