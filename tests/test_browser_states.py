@@ -178,6 +178,16 @@ def test_the_form_by_keyboard_radio_groups_hints_and_focus(browser, app_url):  #
         assert page.evaluate("(e) => getComputedStyle(e).outlineStyle", slider.element_handle()) == "solid"
         contrast = page.evaluate(CONTRAST_JS, "#output-kind .info-text, [data-testid='block-info']")
         assert contrast >= 4.5, f"a hint's contrast is {contrast:.2f}:1"
+
+        # Run pressed by keyboard on a projector's screen: the page moves to the run, and so does
+        # the focus (Tab goes on from the run's line, not from a button out of view)
+        page.set_viewport_size({"width": 1024, "height": 768})
+        fill_form(page, "Name a colour.", n=2, seed=1, max_tokens=4)
+        page.locator("#run").focus()
+        page.keyboard.press("Enter")
+        wait_for_summary(page, "finished")
+        assert page.evaluate("() => document.activeElement.id") == "run-summary"
+        assert in_view(page, "#run-summary")
     finally:
         page.close()
 

@@ -88,6 +88,14 @@ SHOW_SAMPLES_JS = """
   const top = (echo && !echo.hidden ? echo : summary).getBoundingClientRect().top;
   if (top < 0 || top > window.innerHeight * 0.6) {
     (echo && !echo.hidden ? echo : summary).scrollIntoView({behavior: 'smooth', block: 'start'});
+    // A button pressed (Run, Branch) would keep the focus out of view: it follows the page to the
+    // run's line, so Tab goes on from there. A text box keeps it (Ctrl+Enter, then edit the prompt).
+    const pressed = document.activeElement;
+    const line = document.querySelector('#run-summary');
+    if (line && pressed && pressed.tagName === 'BUTTON' && !summary.contains(pressed)) {
+      line.tabIndex = -1;
+      line.focus({preventScroll: true});
+    }
   }
 }
 """
