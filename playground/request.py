@@ -144,6 +144,11 @@ class SampleRequest:
     ignore_eos: bool = setting(False, sampler=True, extra=True, help="Always run to max_tokens.")
     prefix_token_ids: list[int] | None = setting(None, help="Token ids sent after the rendered prompt as they are, "
                                                             "never re-tokenized: where a branch of another run starts.")
+    # Last of the schema, so that a positional call of /sample written before it still fits.
+    min_tokens: int = setting(0, low=0, limit="max_model_len", slider=(0, None, 1), sampler=True, extra=True,
+                              rule="must be 0 or more",
+                              help="Fewest tokens per sample: neither its end-of-sequence token nor a stop string "
+                                   "ends it sooner.")
 
     @classmethod
     def from_user(cls, **raw: Any) -> SampleRequest:
@@ -172,6 +177,9 @@ class SampleRequest:
         if self.max_tokens >= limits.max_model_len:
             raise InvalidRequest(f"max_tokens={self.max_tokens} does not fit the context of {limits.max_model_len} "
                                  "tokens")
+        if self.min_tokens > self.max_tokens:
+            raise InvalidRequest(f"min_tokens={self.min_tokens} is more than max_tokens={self.max_tokens}: a sample "
+                                 "cannot be held to more tokens than it may have")
         if len(self.stop) > limits.max_stop_strings:
             raise InvalidRequest(f"at most {limits.max_stop_strings} stop strings are allowed, got {len(self.stop)}")
         for i, stop in enumerate(self.stop, 1):

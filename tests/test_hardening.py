@@ -53,7 +53,22 @@ BAD_INPUT = [
     (dict(output_kind="EVERYTHING"), "output_kind must be one of CUMULATIVE, DELTA, FINAL_ONLY"),
     (dict(mode="turbo"), "mode must be one of wrapper, native, same-seed"),
     (dict(prompt="hello\x00world"), "NUL character"),
+    (dict(min_tokens=-1), "min_tokens must be"),
+    (dict(min_tokens=20, max_tokens=10), "min_tokens=20 is more than max_tokens=10"),
 ]
+
+
+def test_min_tokens_holds_every_sample_past_its_natural_end_on_both_paths(client):
+    """A short answer ends early by itself; with min_tokens its end-of-sequence token cannot end it
+    before then, in the wrapper's children and in vLLM's own fan-out alike."""
+    asked = dict(prompt="Say yes.", n=3, seed=2, max_tokens=24, use_chat_template=True, api_name="/sample")
+    free = Run.from_json(client.predict(**asked))
+    assert any(s.finish_reason == "stop" and len(s.token_ids) < 12 for s in free.samples), \
+        [(s.finish_reason, len(s.token_ids)) for s in free.samples]
+    for mode in ("wrapper", "native"):
+        held = Run.from_json(client.predict(**asked, min_tokens=12, mode=mode))
+        assert held.request["min_tokens"] == 12
+        assert all(len(s.token_ids) >= 12 for s in held.samples), [len(s.token_ids) for s in held.samples]
 
 
 @pytest.mark.parametrize("bad, message", BAD_INPUT, ids=[m.split()[0] + str(i) for i, (_, m) in enumerate(BAD_INPUT)])
