@@ -357,7 +357,7 @@ def _check_bounds(name: str, value: float, meta: Setting, limits: Limits) -> Non
     upper one from ``limits`` when the Setting names a limit."""
     low, high = meta.low, getattr(limits, meta.limit) if meta.limit else meta.high
     if meta.limit == "max_model_len":
-        high = None  # max_tokens: checked against the context with a sentence of its own
+        high = None  # max_tokens and min_tokens: against the context and each other, with sentences of their own
     too_low = low is not None and (value <= low if meta.open_low else value < low)
     too_high = high is not None and (value >= high if meta.open_high else value > high)
     if not (too_low or too_high):

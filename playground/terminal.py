@@ -26,6 +26,7 @@ import re
 import sys
 import tempfile
 import warnings
+from collections.abc import Callable
 
 # Messages that say nothing a person of the playground can act on, with why.
 NOISE = {
@@ -51,6 +52,7 @@ STOPPING_NOISE = {
 }
 _STOPPING_NOISE = re.compile("|".join(STOPPING_NOISE))
 _stopping = False
+_at_stop: list[Callable[[], None]] = []
 # torch's deprecation of an alias that vLLM's CPU Triton shim reads when it is imported.
 FUTURE_WARNINGS = ("vllm.triton_utils.dispatcher",)
 LOG_FORMAT = "(%(vllm_process_name)s pid=%(process)d) %(levelname)s %(asctime)s [%(fileinfo)s:%(lineno)d] %(message)s"
@@ -107,9 +109,17 @@ def quiet() -> None:
 
 
 def stopping() -> None:
-    """The app is stopping on a signal: from now on, the engine's end is no news (``STOPPING_NOISE``)."""
+    """The app is stopping on a signal: from now on, the engine's end is no news (``STOPPING_NOISE``),
+    and what asked to hear of the stop (``at_stop``) says its last."""
     global _stopping
     _stopping = True
+    while _at_stop:
+        _at_stop.pop()()
+
+
+def at_stop(said: Callable[[], None]) -> None:
+    """``said`` is called once when the app is stopping on a signal (the runs' log: the runs it cuts short)."""
+    _at_stop.append(said)
 
 
 def _no_process_lock_for_progress_bars() -> None:

@@ -683,3 +683,16 @@ def test_a_tab_opened_while_a_run_streams_draws_that_run_and_is_followed(page, l
     tab.wait()
     assert updates and inspector.components["timeline"] in updates[0], "the tab opened mid-run is followed"
     assert engine_idle(backend, host)
+
+
+def test_a_refusals_words_are_escaped_once_wherever_they_come_from():
+    """A refusal quotes what was typed ("12&3", "<b>"): the summary shows it as typed, whether the
+    refusal came as our error or as a toast's (a gr.Error, written for HTML already)."""
+    from playground.errors import InvalidRequest
+    from playground.ui.messages import refusal, said
+
+    typed = "seed must be a whole number, got '12&3 <b>'"
+    for error in (InvalidRequest(typed), refusal(typed)):
+        assert said(error) == typed
+        line = running.refused(error)
+        assert "12&amp;3 &lt;b&gt;" in line and "&amp;amp;" not in line and "&amp;lt;" not in line, line

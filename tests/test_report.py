@@ -289,25 +289,25 @@ def test_downloads_do_not_pile_up_a_stopped_apps_folder_and_old_files_are_remove
     import sys
     import tempfile
 
-    from playground.ui import export_tab
+    from playground.ui import downloads
 
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
     gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
-    stale = tmp_path / f"{export_tab.EXPORTS_PREFIX}{int(gone.stdout)}-abc"
-    running = tmp_path / f"{export_tab.EXPORTS_PREFIX}{os.getppid()}-def"
+    stale = tmp_path / f"{downloads.EXPORTS_PREFIX}{int(gone.stdout)}-abc"
+    running = tmp_path / f"{downloads.EXPORTS_PREFIX}{os.getppid()}-def"
     for folder in (stale, running):
         (folder / "one").mkdir(parents=True)
-    folder = export_tab.export_folder()
-    assert folder.parent == tmp_path and folder.name.startswith(f"{export_tab.EXPORTS_PREFIX}{os.getpid()}-")
+    folder = downloads.export_folder()
+    assert folder.parent == tmp_path and folder.name.startswith(f"{downloads.EXPORTS_PREFIX}{os.getpid()}-")
     assert not stale.exists() and running.exists()
 
-    old = export_tab.download_path(folder, "old.json")
+    old = downloads.download_path(folder, "old.json")
     old.write_text("{}")
-    past = old.parent.stat().st_mtime - export_tab.KEEP_S - 1
+    past = old.parent.stat().st_mtime - downloads.KEEP_S - 1
     os.utime(old.parent, (past, past))
-    recent = export_tab.download_path(folder, "recent.json")
+    recent = downloads.download_path(folder, "recent.json")
     recent.write_text("{}")
-    newest = export_tab.download_path(folder, "newest.json")
+    newest = downloads.download_path(folder, "newest.json")
     assert not old.parent.exists() and recent.exists() and newest.parent.is_dir()
 
 

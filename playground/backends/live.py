@@ -1,5 +1,5 @@
 """One run in flight, from the moment it is asked for to its end: the run controller that the page
-(a browser session keeps one in ``gr.State``) and ``/sample`` share.
+(a browser session's action, kept in ``gr.State``, holds its runs' LiveRuns) and ``/sample`` share.
 
 A run has one state at a time, and every button and path moves it by the same rules:
 
@@ -45,7 +45,6 @@ log = logging.getLogger(__name__)
 RUNS_LOG = "playground.runs"
 runs_log = logging.getLogger(RUNS_LOG)
 _going: weakref.WeakSet[LiveRun] = weakref.WeakSet()  # begun and not ended: for the log's lines at the app's stop
-_said: weakref.WeakSet[LiveRun] = weakref.WeakSet()  # their lines written then: not again at their end
 ABORT_WAIT_S = 5.0  # how long a stop waits for the run's last output before it cancels the recording
 ABORT_RETRY_S = 0.1  # an abort that came before the run's children reached the engine is asked again
 NOT_SENT = "stopped before it started: nothing was sent to the engine"
@@ -70,7 +69,8 @@ class LiveRun:
 
     def __init__(self, prepared: Prepared, caller: str = ""):
         self.prepared = prepared
-        self.caller = caller  # who asked, for the runs' log: "/sample", "the page's Run", ...
+        self.caller = caller  # who asked, for the runs' log: "/sample", "page: Run", ...
+        self.logged = False  # its line is in the runs' log (written at its end, or as the app stopped)
         self._asked_at = time.monotonic()
         self.state = State.QUEUED
         self.reason: str | None = None  # why it ended, when it did not finish
@@ -91,7 +91,7 @@ class LiveRun:
         try:
             return cls(await plan_request(backend, request, labels), caller)
         except PlaygroundError as e:
-            runs_log.info("refused%s before it began: n=%s, %s", _by(caller), request.n, e)
+            log_refused(caller, f"n={request.n}, {e}")
             raise
 
     @property
@@ -141,7 +141,8 @@ class LiveRun:
         self._over.set()
         self._notify()
         _going.discard(self)
-        if runs_log.isEnabledFor(logging.INFO) and self not in _said:
+        if not self.logged and runs_log.isEnabledFor(logging.INFO):
+            self.logged = True
             runs_log.info("%s", self.log_line())
 
     def log_line(self, state: str | None = None) -> str:
@@ -237,11 +238,11 @@ def _by(caller: str) -> str:
 def log_cut_short() -> None:
     """The app is stopping: each run still going gets its line now, as the app's stop ends it."""
     for live in list(_going):
-        if live.going and live not in _said:
-            _said.add(live)
+        if live.going and not live.logged:
+            live.logged = True
             runs_log.info("%s", live.log_line("cut short by the app's stop"))
 
 
 def log_refused(caller: str, why: str) -> None:
-    """A call refused before it became a request (a setting the endpoint does not have)."""
+    """A request refused before it began (a check, or a call with a setting the endpoint lacks)."""
     runs_log.info("refused%s before it began: %s", _by(caller), why)

@@ -1,8 +1,7 @@
 """Sample a file of prompts with no browser: ``python app.py batch INPUT.jsonl [--out runs.jsonl] ...``
 
-Each input line is a JSON object with a "prompt" and, optionally, any SampleRequest setting
-(n, seed, output_kind, mode, temperature, top_p, top_k, min_p, max_tokens, presence_penalty,
-frequency_penalty, repetition_penalty, stop, logprobs, use_chat_template, ignore_eos, min_tokens). The
+Each input line is a JSON object with a "prompt" and, optionally, any setting of the request schema
+(``playground/request.py``: n, seed, output_kind, mode, the sampler settings, ...). The
 command-line settings are the defaults; a line's own settings win. Blank lines are skipped. A
 file that is one JSON array of such objects is read item by item, and one object spread over lines
 (pretty-printed) is one prompt.

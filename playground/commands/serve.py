@@ -160,20 +160,12 @@ class StartClock:
         self.last = now
 
 
-def _stopping() -> None:
-    """The app is stopping on a signal: the engine's end is no news, and each run still going says
-    in the terminal that the stop cut it short (the log its end would have written)."""
-    terminal.stopping()
-    if (live := sys.modules.get("playground.backends.live")) is not None:
-        live.log_cut_short()
-
-
 def stopping_on(signum: int, backend) -> None:
     """On ``signum`` the backend stops rebuilding its engine, then the signal does what it did."""
     previous = signal.getsignal(signum)
 
     def stop(number, frame):
-        _stopping()
+        terminal.stopping()
         if hasattr(backend, "stop_watching"):
             backend.stop_watching()
         if callable(previous):
@@ -188,7 +180,7 @@ def main(argv: list[str]) -> int:
     clock = StartClock()
     # `kill` (SIGTERM) ends the app like Ctrl-C: the engine-core process is shut down with it,
     # rather than left running without its parent.
-    signal.signal(signal.SIGTERM, lambda *_: (_stopping(), sys.exit(128 + signal.SIGTERM)))
+    signal.signal(signal.SIGTERM, lambda *_: (terminal.stopping(), sys.exit(128 + signal.SIGTERM)))
     early = early_flags(argv)
     early_parser = argparse.ArgumentParser(prog="python app.py", usage=usage_line())
     if early is not None and early.replay_pace != "recorded" and not early.replay:
@@ -273,7 +265,7 @@ def main(argv: list[str]) -> int:
 def log_runs() -> None:
     """Each run's end on stderr, one line with the time, as a server's access log has: for whoever
     runs a shared app, the only sign of what its people do (``backends/live.runs_log``)."""
-    from playground.backends.live import RUNS_LOG
+    from playground.backends.live import RUNS_LOG, log_cut_short
 
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(logging.Formatter("%(asctime)s %(message)s", "%H:%M:%S"))
@@ -281,3 +273,4 @@ def log_runs() -> None:
     runs.addHandler(handler)
     runs.setLevel(logging.INFO)
     runs.propagate = False
+    terminal.at_stop(log_cut_short)

@@ -24,6 +24,7 @@ from playground.ui import (
     branch_tab,
     compare_tab,
     controls,
+    downloads,
     export_tab,
     gradio_costs,
     graph_tab,
@@ -46,7 +47,7 @@ from playground.ui.markdown import GUARD_JS
 from playground.ui.page import Page
 from playground.ui.panels import panel
 from playground.ui.samples_area import SHOW_SAMPLES_JS, SamplesArea
-from playground.ui.waiting import SampleLimit
+from playground.ui.waiting import SAMPLING, SampleLimit
 
 ASSETS = Path(__file__).resolve().parents[2] / "assets"
 # Open-ended starts: seeded samples diverge within a few tokens, and the tree shows where. Each with
@@ -88,7 +89,7 @@ def build_app(backend, sync_runner=None, embedding_model: str | None = None,
     # An instruct model answers a question only inside its chat template; the examples that are
     # completions (a story's first line, code) switch it off themselves.
     chat_default = bool(backend.info().get("has_chat_template"))
-    export_dir = export_tab.export_folder()  # the downloads go with the app
+    export_dir = downloads.export_folder()  # the downloads go with the app
     measures = analysis.set_measures_hook()  # the set measures beside a sweep's and a comparison's own
 
     # Gradio keeps its own copy of every download and upload: emptied by age (a day), checked
@@ -254,7 +255,7 @@ def build_app(backend, sync_runner=None, embedding_model: str | None = None,
         if preload := plotly_preload_js():
             demo.load(None, None, None, js=preload)
         demo.load(None, None, None, js=PURGE_PLOTS_JS)  # a chart taken off the page lets go of its memory
-        gr.api(sample_endpoint(backend), api_name="sample", concurrency_id="sampling")
+        gr.api(sample_endpoint(backend), api_name="sample", concurrency_id=SAMPLING)
     demo.max_file_mb = max_file_mb  # for launch_app: Gradio refuses bigger uploads before they are read
     demo.playground_page = page  # what the handlers are given (tests drive them directly)
     return demo
@@ -313,7 +314,7 @@ def picked_sample(run, evt: gr.SelectData):
 
 
 def launch_app(demo: gr.Blocks, *, concurrency: int = 8, queue_size: int = 64, **launch_kwargs):
-    """Launch with the playground's styles and queue settings (shared by app.py and the tests)."""
+    """Launch with the playground's styles and queue settings (shared by the serve command and the tests)."""
     # Unbounded: --queue-size counts runs, refused where they start (ui/waiting.py), never a run's
     # later steps or a page's load.
     demo.queue(default_concurrency_limit=concurrency, max_size=None)

@@ -36,6 +36,7 @@ from playground.ui.messages import refusal, warn
 from playground.ui.page import Page
 from playground.ui.running import BUSY, Action, Busy, follow_all, plan_action, refused, run_events, streaming_marks
 from playground.ui.showing import join_history
+from playground.ui.waiting import SAMPLING
 
 MODEL_CHOOSES = "the model's own choice"
 CONTEXT_TOKENS = 12  # tokens shown before the branch point
@@ -152,7 +153,7 @@ def connect(tab: BranchTab, page: Page, stream, finish, set_tab) -> gr.events.De
     asked.success(partial(what_if, tab, page), [page.action, page.history, page.samples.session, set_tab.extractor,
                                                  set_tab.pattern],
                   [tab.note, tab.table, tab.tree, *page.history_outputs()],
-                  concurrency_id="sampling", api_visibility="private")
+                  concurrency_id=SAMPLING, api_visibility="private")
     return event
 
 

@@ -27,9 +27,9 @@ from playground import analysis
 from playground.analysis.comparison import PAIR_BY, PAIRS_HEADING, PairBy, conditions_statement, seed_statement
 from playground.run import Run
 from playground.ui.answer_controls import optional_controls, with_chosen_answers
-from playground.ui.export_tab import download_path
+from playground.ui.downloads import download_path
 from playground.ui.markdown import plain
-from playground.ui.messages import warned
+from playground.ui.messages import said, warned
 from playground.ui.saved_runs import label as saved_label
 from playground.ui.saved_runs import stored_run
 from playground.ui.views import history_label
@@ -333,7 +333,7 @@ def compare(tab: CompareTab, a_key, b_key, history, uploads, sweep_runs, answer=
     try:
         extra = with_chosen_answers(tab.extra_measures, answer, pattern)
     except gr.Error as e:  # a pattern that cannot work: said, and the comparison on screen stays
-        return warned(e.message)
+        return warned(said(e))
     headline, pairs, changed, side_by_side, columns = comparison(a, b, extra, by)
     if a is b or a.request.get("request_id") == b.request.get("request_id"):  # picked twice: say so, not "identical"
         headline = f"ℹ️ A and B are the same run ({a.request.get('request_id')}): pick another for one of them.\n\n" \

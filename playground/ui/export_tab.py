@@ -10,12 +10,6 @@ would cost a second or more at n=256 with logprobs (the report inlines plotly.js
 from __future__ import annotations
 
 import asyncio
-import atexit
-import contextlib
-import os
-import shutil
-import tempfile
-import time
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -26,6 +20,7 @@ from playground import analysis
 from playground.analysis import with_reference
 from playground.run import Run
 from playground.ui.answer_controls import extractor_spec
+from playground.ui.downloads import download_path
 from playground.ui.messages import refusal, warn
 
 INTRO = ("The run bundle holds the request, every raw event and the samples; every view on this page is "
@@ -69,48 +64,6 @@ async def written(write, export_dir: Path, run: Run | None, *args) -> str:
     if run is None:
         raise refusal("Run something first, or open a saved run: the export is of the run on screen.")
     return await asyncio.to_thread(write, export_dir, run, *args)
-
-
-EXPORTS_PREFIX = "vllm-playground-exports-"
-KEEP_S = 600.0  # a download's own file, once Gradio has its copy (made as the handler returns)
-
-
-def export_folder() -> Path:
-    """The app's export folder, named by its process, and gone with the app (atexit). Folders of
-    this app's processes that are gone (a kill -9 leaves its downloads behind) are removed."""
-    temp = Path(tempfile.gettempdir())
-    for old in temp.glob(f"{EXPORTS_PREFIX}*-*"):
-        pid = old.name.removeprefix(EXPORTS_PREFIX).split("-")[0]
-        if pid.isdigit() and not _alive(int(pid)):
-            shutil.rmtree(old, ignore_errors=True)
-    folder = Path(tempfile.mkdtemp(prefix=f"{EXPORTS_PREFIX}{os.getpid()}-"))
-    atexit.register(shutil.rmtree, folder, ignore_errors=True)
-    return folder
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # another user's process
-        return True
-    return True
-
-
-def download_path(export_dir: Path, name: str) -> Path:
-    """Where one download is written: a folder of its own in the app's export folder, under the
-    name the person downloads. Two sessions can show one run (a run link) and export it read their
-    own way (the Set tab's extractor, a reference): each write has its own file, never another's.
-    Gradio serves a copy of its own (its cache, which it empties by age, ``launch_app``), so the
-    folders of downloads older than ``KEEP_S`` are removed here: an afternoon of reports (5 MB each)
-    does not pile up twice."""
-    now = time.time()
-    for old in export_dir.iterdir():
-        with contextlib.suppress(OSError):
-            if now - old.stat().st_mtime > KEEP_S:
-                shutil.rmtree(old, ignore_errors=True)
-    return Path(tempfile.mkdtemp(dir=export_dir)) / name
 
 
 def _stem(export_dir: Path, run: Run, suffix: str = "") -> Path:

@@ -13,7 +13,6 @@ join the Compare tab's lists.
 from __future__ import annotations
 
 import asyncio
-import html
 from dataclasses import dataclass
 from functools import partial
 
@@ -27,7 +26,7 @@ from playground.store import RunStore
 from playground.ui import compare_tab, replay_action, saved_runs, sweep_tab
 from playground.ui.compare_tab import CompareTab
 from playground.ui.markdown import plain
-from playground.ui.messages import refusal, warn, warned
+from playground.ui.messages import refusal, said, warn, warned
 from playground.ui.page import HISTORY_SIZE
 from playground.ui.running import open_refusal
 from playground.ui.saved_runs import SavedRuns
@@ -107,8 +106,8 @@ async def reopen(page, index, history: list, session, selected, action=None, **s
     if why := open_refusal(action):
         return warned(why)
     run = history[int(index)]
-    update, said = await show_opened(page, run, history, session, selected, settings)
-    return {**update, **page.saying(f"Opened `{run.request.get('request_id')}`: {said}")}
+    update, told = await show_opened(page, run, history, session, selected, settings)
+    return {**update, **page.saying(f"Opened `{run.request.get('request_id')}`: {told}")}
 
 
 async def open_file(tab: HistoryTab, page, sweep: SweepTab, compare: CompareTab, path, history, session, selected,
@@ -130,16 +129,16 @@ async def open_file(tab: HistoryTab, page, sweep: SweepTab, compare: CompareTab,
             runs = analysis.sweep_order(runs)
             measures = sweep.measures_for(sweep_answer, sweep_pattern, runs[0].request.get("reference"))
     except gr.Error as e:
-        warn(html.unescape(e.message))  # a gr.Error's message is written for a toast already
-        return {tab.opened: f"✖ Not opened: {plain(html.unescape(e.message))}"}  # the toast's text, as text here
+        warn(said(e))
+        return {tab.opened: f"✖ Not opened: {plain(said(e))}"}
     for run in runs[:-1]:
         history = remember(history or [], run)
-    update, said = await show_opened(page, runs[-1], history, session, selected, settings)
+    update, told = await show_opened(page, runs[-1], history, session, selected, settings)
     if is_a_sweep:
         update.update({**await sweep_tab.draw(sweep, page, runs, measures=measures), sweep.runs: runs,
                        page.tabs: gr.update(selected="sweep"), page.selected: "Sweep"})
     update.update(compare_tab.add(compare, runs, update[page.history], uploads, runs if is_a_sweep else sweep_runs))
-    update[tab.opened] = f"{note(runs, is_a_sweep, path)} The run on screen: {said}"
+    update[tab.opened] = f"{note(runs, is_a_sweep, path)} The run on screen: {told}"
     return update
 
 

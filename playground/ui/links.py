@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import html
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote, urlencode
@@ -32,7 +31,7 @@ from playground.store import RunStore
 from playground.ui.form import form_update, request_from_form
 from playground.ui.keeping import Keeper
 from playground.ui.markdown import code, plain
-from playground.ui.messages import refusal, warn
+from playground.ui.messages import refusal, said, warn
 from playground.ui.page import Page
 from playground.ui.samples_area import SHOW_SAMPLES_JS
 from playground.ui.saved_runs import SavedRuns, stored_run
@@ -112,7 +111,7 @@ def warned_instead(make_query):
         try:
             return make_query(*args, **kwargs)
         except gr.Error as e:
-            warn(html.unescape(e.message))  # a gr.Error's message is written for a toast already
+            warn(said(e))
             return ""
 
     return query

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import html
 import logging
 
 import gradio as gr
@@ -35,12 +36,18 @@ def warn(message: str) -> None:
     gr.Warning(toast(message))
 
 
-def shown(error: Exception) -> gr.Error:
-    """Ours as written; anything else (a check vLLM makes that we do not, a bug) with its type,
-    and logged with its traceback (once: here)."""
+def said(error: Exception) -> str:
+    """An error's sentence as plain text, escaped once where it is shown: ours as written (a
+    ``gr.Error``'s is written for a toast already, and is read back); anything else (a check vLLM
+    makes that we do not, a bug) with its type, and logged with its traceback (once: here)."""
     if isinstance(error, gr.Error):
-        return error
+        return html.unescape(error.message)
     if isinstance(error, PlaygroundError):
-        return refusal(str(error))
+        return str(error)
     log.error("unexpected error in a run", exc_info=error)
-    return refusal(f"unexpected error ({type(error).__name__}): {error}")
+    return f"unexpected error ({type(error).__name__}): {error}"
+
+
+def shown(error: Exception) -> gr.Error:
+    """The error as a toast: a ``gr.Error`` as it is, anything else with its sentence (``said``)."""
+    return error if isinstance(error, gr.Error) else refusal(said(error))

@@ -21,11 +21,12 @@ import gradio as gr
 
 from playground.errors import InvalidRequest, PlaygroundError
 from playground.qa import matrix as qa
-from playground.ui.export_tab import download_path
+from playground.ui.downloads import download_path
 from playground.ui.form import form_request
 from playground.ui.messages import refusal, shown, warned
 from playground.ui.running import BUSY, Action, Busy, open_refusal, plan_action, refused
 from playground.ui.showing import show_opened
+from playground.ui.waiting import QA_MATRIX
 
 GREEN = "background-color: #dcfce7; color: #14532d"
 RED = "background-color: #fee2e2; color: #7f1d1d"
@@ -108,7 +109,7 @@ def connect(tab: QATab, page) -> gr.events.Dependency:
                                 inputs_kwargs=page.form, queue=False, show_progress="hidden", api_visibility="private")
     # One matrix at a time in the app: each cell is meant to run alone on its engine.
     started.success(partial(run, tab, page), [page.action], [tab.grid, tab.report, tab.download, tab.matrix],
-                    concurrency_limit=1, concurrency_id="qa-matrix", show_progress_on=[tab.opened],
+                    concurrency_limit=1, concurrency_id=QA_MATRIX, show_progress_on=[tab.opened],
                     api_visibility="private")
 
     async def on_cell(matrix, history, session, selected, evt: gr.SelectData, **settings):  # Gradio reads evt's type

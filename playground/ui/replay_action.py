@@ -22,13 +22,15 @@ from functools import partial
 import gradio as gr
 
 from playground.analysis.replays import at_pace
-from playground.backends.live import LiveRun, State
+from playground.backends.live import State
 from playground.backends.pace import Pace
 from playground.backends.replay import ReplayBackend
 from playground.backends.replay_library import check_replayable, source_request
 from playground.errors import InvalidBundle, PlaygroundError
 from playground.run import Run
 from playground.ui import running
+from playground.ui.markdown import plain
+from playground.ui.messages import said
 from playground.ui.page import Page
 from playground.ui.saved_runs import stored_run
 
@@ -73,7 +75,7 @@ async def begin(page: Page, controls: ReplayControls, action: running.Action | N
     """The picked run (of the session's list, else the saved run picked) and the speed, checked and
     planned on a ReplayBackend over that run, become this session's action; a refusal is the
     note's, and nothing else changes."""
-    if action is not None and action.going:
+    if action is not None and action.going:  # said before a run is looked for
         return {controls.note: f"⚠️ {running.BUSY}"}
     if history and index is not None and 0 <= int(index) < len(history):
         source: Run | None = history[int(index)]
@@ -81,7 +83,7 @@ async def begin(page: Page, controls: ReplayControls, action: running.Action | N
         try:
             source = await asyncio.to_thread(stored_run, store, saved_key)
         except gr.Error as e:
-            return {controls.note: f"⚠️ {e.message}"}
+            return {controls.note: f"⚠️ {plain(said(e))}"}
         if source is None:
             return {controls.note: "⚠️ That saved run is no longer in the store: the oldest are removed when it is "
                                    "full."}
@@ -94,12 +96,13 @@ async def begin(page: Page, controls: ReplayControls, action: running.Action | N
         check_replayable(source)
         backend = ReplayBackend.of([source], name=f"run {rid}", max_n=page.backend.limits.max_n)
         request, _ = source_request(source)
-        live = await LiveRun.plan(backend, request, {"replay": {"of": rid, "pace": pace.label}}, "page: Replay")
+        labels = {"replay": {"of": rid, "pace": pace.label}}
+        action = await running.plan_action(page, action, "Replay", [(request, labels)], backend=backend)
     except InvalidBundle as e:
-        return {controls.note: f"⚠️ Run `{rid}` cannot be replayed: {e}."}
+        return {controls.note: f"⚠️ Run `{rid}` cannot be replayed: {plain(e)}."}
     except PlaygroundError as e:
-        return {controls.note: f"⚠️ {e}"}
-    return {page.action: running.Action("Replay", [live], about=backend),
+        return {controls.note: f"⚠️ {plain(e)}"}
+    return {page.action: action,
             page.summary: f"⏳ replaying `{rid}` {at_pace(pace.label)}…", **running.streaming_marks(page, source),
             controls.note: f"Replay of `{rid}` {at_pace(pace.label)}: it streams in the samples area above, whose "
                            "summary says how it goes (Stop ends it), and joins History as a run of its own.",

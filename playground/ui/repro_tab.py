@@ -20,6 +20,7 @@ from playground.ui.markdown import code
 from playground.ui.messages import warn
 from playground.ui.running import BUSY, Action, Busy, follow_all, plan_action, refused
 from playground.ui.showing import join_history
+from playground.ui.waiting import SAMPLING
 
 KEPT = {1: "\n\nThe rerun joined History (marked ↻ rerun), to open whole in every tab.",
         2: "\n\nThe two runs joined History (marked ↻ rerun), to open whole in every tab."}
@@ -62,12 +63,12 @@ def connect(tab: ReproTab, page) -> None:
     tab.rerun_btn.click(partial(begin_rerun, tab, page), [page.action, page.current, tab.index], outputs,
                          queue=False, show_progress="hidden", api_visibility="private"
                          ).success(partial(rerun, tab, page), ended, [tab.verdict, tab.table, *page.history_outputs()],
-                                   concurrency_id="sampling", api_visibility="private")
+                                   concurrency_id=SAMPLING, api_visibility="private")
     tab.compare_btn.click(partial(begin_compare, tab, page), [page.action, page.current], outputs, queue=False,
                           show_progress="hidden", api_visibility="private"
                           ).success(partial(compare, tab, page), ended, [tab.verdict, tab.table,
                                                                          *page.history_outputs()],
-                                    concurrency_id="sampling", api_visibility="private")
+                                    concurrency_id=SAMPLING, api_visibility="private")
 
 
 async def _begin(tab: ReproTab, page, action: Action | None, name: str, requests: list[SampleRequest],

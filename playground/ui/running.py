@@ -38,11 +38,11 @@ from playground.run import Run
 from playground.ui import views
 from playground.ui.form import form_request, form_update
 from playground.ui.keeping import MARKER, keep_unshown
-from playground.ui.messages import shown, warn
+from playground.ui.messages import said, shown, warn
 from playground.ui.page import Page
 from playground.ui.samples_area import QUIET
 from playground.ui.showing import SUMMARY_EVERY, at_once, figures_every, live, panels_now, show
-from playground.ui.waiting import AppFull
+from playground.ui.waiting import SAMPLING, AppFull
 
 # Past tense: the note stays under its button after the run it speaks of has ended, and stays true.
 BUSY = "Started nothing: a run of this page was going. Press Stop first, or wait for it to finish."
@@ -104,8 +104,9 @@ class Busy(PlaygroundError):
 
 @dataclass
 class Action:
-    """One action of a browser session (Run, Branch, What if, Replay, Compare) and the runs it
-    started: what Stop ends, and what keeps another action from starting while it goes."""
+    """One action of a browser session (Run, Branch, What if, Replay, a sweep, a rerun or comparison
+    of the Reproducibility tab, the QA matrix) and the runs it started: what Stop ends, and what
+    keeps another action from starting while it goes."""
 
     name: str
     runs: list[LiveRun]
@@ -154,20 +155,23 @@ class Action:
 
 
 async def plan_action(page: Page, action: Action | None, name: str,
-                      requests: list[tuple[SampleRequest, dict | None]]) -> Action:
+                      requests: list[tuple[SampleRequest, dict | None]], backend=None) -> Action:
     """The runs of a new action, checked, rendered and planned; nothing is stored here. Busy
     while the session's action is going; the PlaygroundError of the first request that cannot run
-    (a setting, the context, an engine that is down)."""
+    (a setting, the context, an engine that is down). ``backend``: another than the page's (a
+    History replay's, over the run it replays), which needs no engine."""
     if action is not None and action.going:
         raise Busy(BUSY)
     page.waiting.check()  # the app's queue holds --queue-size runs already: refused here, nothing stored
-    info = page.backend.info()
-    if not info.get("up", True):  # down when last seen: asked again, for a server may have come back
-        info = await page.backend.status()
-    if not info.get("up", True):
-        raise EngineUnavailable(views.engine_down(info))
-    action = Action(name, [await LiveRun.plan(page.backend, request, labels, f"page: {name}")
-                           for request, labels in requests])
+    about = backend  # the follower of a run on another backend streams from it
+    if backend is None:
+        backend, info = page.backend, page.backend.info()
+        if not info.get("up", True):  # down when last seen: asked again, for a server may have come back
+            info = await backend.status()
+        if not info.get("up", True):
+            raise EngineUnavailable(views.engine_down(info))
+    action = Action(name, [await LiveRun.plan(backend, request, labels, f"page: {name}")
+                           for request, labels in requests], about=about)
     page.waiting.admitted(max(1, len(action.runs)))  # counted until its follower is in the queue
     return action
 
@@ -212,7 +216,7 @@ def refused(error: Exception, button: str = "Run") -> str:
     """A refusal as the page says it: the sentence for the summary or note. No toast: the first
     step of every button runs outside Gradio's queue (``queue=False``), where gr.Warning cannot
     reach the page and only prints on the server's terminal."""
-    return views.refused_summary(str(shown(error).message), button,  # no engine, a full app: the reason says what next
+    return views.refused_summary(said(error), button,  # no engine, a full app: the reason says what next
                                  None if isinstance(error, (NoEngine, AppFull)) else
                                  isinstance(error, EngineUnavailable))
 
@@ -266,7 +270,7 @@ def run_events(started: gr.events.Dependency, page: Page, stream: Callable, fini
     # at every frame, a third of the CPU the tab spent on a run of n=256: on a CPU machine, CPU the
     # engine shares.
     event = started.success(stream, [page.action, page.samples.session], [page.summary, page.samples.html],
-                            concurrency_id="sampling", show_progress="hidden", api_visibility="private")
+                            concurrency_id=SAMPLING, show_progress="hidden", api_visibility="private")
     started.success(partial(live_panels, page), [page.action, page.selected], page.live_outputs(),
                     inputs_kwargs=shows, show_progress="hidden", api_visibility="private")
     finished = event.then(finish, [page.action, *page.inputs()], page.outputs(), inputs_kwargs=shows,

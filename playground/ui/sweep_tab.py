@@ -31,13 +31,14 @@ from playground.ui.answer_controls import (
     waiting_for_pattern,
     with_chosen_answers,
 )
-from playground.ui.export_tab import download_path
+from playground.ui.downloads import download_path
 from playground.ui.form import request_from_form
 from playground.ui.markdown import plain
-from playground.ui.messages import refusal, shown, warn, warned
+from playground.ui.messages import refusal, said, warn, warned
 from playground.ui.running import BUSY, Action, Busy, open_refusal, plan_action, refused
 from playground.ui.showing import join_history, show_opened
 from playground.ui.streaming import paced
+from playground.ui.waiting import SWEEP
 
 INTRO = ("Runs the request above once per value of one setting (or once per base seed), **one run after "
          "another, with the same seeds**: sample i keeps seed + i in every row, so what changes down a column "
@@ -159,7 +160,7 @@ def connect(tab: SweepTab, page) -> None:
                                 show_progress="hidden", api_visibility="private")
     # One sweep at a time on the engine: the runs should share the engine with as little as possible.
     ran = started.success(partial(run, tab, page), [page.action, *tab.answer_controls()], tab.outputs(),
-                          concurrency_limit=1, concurrency_id="sweep", api_visibility="private")
+                          concurrency_limit=1, concurrency_id=SWEEP, api_visibility="private")
     # Then its runs join History (and the run store), each openable in every tab: the sweep's grid
     # shows the texts, the tabs show one value's run whole. A Stop ends the run's event too, with
     # the runs that finished in ``tab.runs``.
@@ -225,7 +226,7 @@ async def run(tab: SweepTab, page, action: Action | None, answer=None, pattern=N
                 elif len(finished) < len(sweep.values):
                     yield {**await draw(tab, page, finished, final=False, measures=measures), tab.runs: finished}
     except Exception as e:  # a value's run failed (a dead engine, a refusal only the engine makes)
-        failed = shown(e).message
+        failed = said(e)
     finally:  # failed or closed: the values not begun never will, and the next Run works
         await asyncio.shield(action.stop_and_wait())
     stopped = len(finished) < len(sweep.values)
@@ -251,7 +252,7 @@ async def redraw(tab: SweepTab, page, runs: list[Run] | None, answer=None, patte
     try:
         measures = tab.measures_for(answer, pattern, runs[0].request.get("reference"))
     except gr.Error as e:  # a pattern that cannot work: said, and the chart stays as it was
-        return warned(e.message)
+        return warned(said(e))
     update = await draw(tab, page, runs, measures=measures)
     return {c: update[c] for c in (tab.chart, tab.table, tab.report, tab.bundles)}
 

@@ -21,7 +21,10 @@ from starlette.responses import JSONResponse
 from playground.backends.live import State
 from playground.errors import PlaygroundError
 
-RUN_GROUPS = ("sampling", "sweep", "qa-matrix")  # the concurrency ids of every event that starts a run
+# The concurrency ids of every event that starts a run: each such event names its group from here,
+# so that none escapes the count.
+SAMPLING, SWEEP, QA_MATRIX = "sampling", "sweep", "qa-matrix"
+RUN_GROUPS = (SAMPLING, SWEEP, QA_MATRIX)
 
 
 class AppFull(PlaygroundError):
