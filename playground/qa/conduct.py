@@ -1,10 +1,10 @@
 """Rules of a path's conduct beyond the values it yields: what it hands out, under which id, what
 the engine counts, and whether it returned a run at all.
 
-These come from vLLM's open bugs of n > 1: earlier CUMULATIVE outputs changed by later
-tokens, outputs keyed by a child's id, and reviewers' doubts about whether the engine counts a
-parent or its children. Where a path cannot show a fact (a remote server's objects, its per-output
-counts) the rule says so (``unchecked``) instead of passing or failing on nothing.
+These are the ways n > 1 has gone wrong: earlier CUMULATIVE outputs changed by later tokens, outputs
+keyed by a child's id, and an engine that counts a parent where it runs its children. Where a path
+cannot show a fact (a remote server's objects, its per-output counts) the rule says so
+(``unchecked``) instead of passing or failing on nothing.
 """
 
 from __future__ import annotations

@@ -48,7 +48,7 @@ class ParentAggregator:
         completion = output.outputs[0]
         completion.index = index
         if self.output_kind != RequestOutputKind.DELTA:
-            # vLLM 0.32 hands a CUMULATIVE child its live token list, which later tokens keep
+            # the pinned vLLM hands a CUMULATIVE child its live token list, which later tokens keep
             # growing; the parent's outputs must not change once yielded (QA rule no-mutation).
             completion.token_ids = list(completion.token_ids)
         child_finished = completion.finished()

@@ -1,11 +1,11 @@
 """The fan-out plan: which child requests a parent becomes, with which ids and seeds.
 
-This is vLLM's rule (``vllm/v1/engine/parallel_sampling.py``), written once and decided once per
+This is vLLM's own rule for n > 1 (its parallel-sampling parent request), written once and decided once per
 run: the async sampler over AsyncLLM, the sync sampler over LLMEngine, the remote backend over
 HTTP and the run record all take the same ``Plan``. A parent with n samples becomes n children
 with n = 1; child i is called ``f"{i}_{parent_id}"`` and gets ``seed + i``. In "same-seed" mode
-every child gets the parent's seed, on purpose: that is the V0 bug the seed + i rule fixed (all n
-samples came out identical).
+every child gets the parent's seed, on purpose: the bug the seed + i rule fixed (all n samples
+came out identical), shown as it was.
 
 No vLLM here: the remote backend plans its HTTP requests with it on a machine without vLLM.
 """

@@ -89,7 +89,7 @@ def connect(tab: HistoryTab, page, sweep: SweepTab, compare: CompareTab) -> None
     outputs = [*page.outputs(), *sweep.outputs(), compare.uploads, compare.a, compare.b, tab.opened, page.tabs,
                page.selected]
     # A refused file is a warning and the note under the box; nothing else changes. Either way the box
-    # is emptied for the next file: the note names the one just read. (Gradio 6.31 runs a .then()
+    # is emptied for the next file: the note names the one just read. (the pinned Gradio runs a .then()
     # only after a success, so the emptying follows both outcomes.)
     opened = tab.upload.upload(partial(open_file, tab, page, sweep, compare),
                                [tab.upload, *page.inputs(), compare.uploads, sweep.runs], outputs,

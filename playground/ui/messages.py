@@ -16,7 +16,7 @@ log = logging.getLogger(__name__)
 def refusal(message: str) -> gr.Error:
     """A refusal the person can act on (pick a run first, a bad value): a toast on the page, not a
     traceback in the terminal, where Gradio prints one for every ``gr.Error`` unless told not to. Titled
-    "Not done": nothing went wrong, the press was refused and changed nothing (Gradio 6.31's page still
+    "Not done": nothing went wrong, the press was refused and changed nothing (the pinned Gradio's page still
     heads the toast "Error": its front end reads the title from another field than its server sends;
     a refusal that needs no error's end to its event is a ``warned`` one)."""
     return gr.Error(toast(message), print_exception=False, title="Not done")

@@ -8,7 +8,7 @@ a branch is. Stop ends it as it ends any run: aborted, each sample's tokens so f
 engine is not touched.
 
 A refusal (no run picked, a speed that is not one, a run with nothing to replay, a run still going)
-is written beside the button rather than raised: Gradio 6.31 shows no toast for an error of an
+is written beside the button rather than raised: the pinned Gradio shows no toast for an error of an
 event outside the queue (the browser gets an HTTP 500 and the page only says "Error").
 """
 

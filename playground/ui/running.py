@@ -6,7 +6,7 @@ A session holds at most one ``Action`` (in ``page.action``): the runs one button
 queue) refuses while the session's action is going, then checks, renders and plans the runs: a
 refusal is shown with its reason and nothing is stored, so the next Run works; otherwise the
 session holds the action before it waits for a free slot. A refusal is returned, never raised:
-outside the queue Gradio 6.31 shows neither a raised error's message nor a toast (the page gets an
+outside the queue the pinned Gradio shows neither a raised error's message nor a toast (the page gets an
 HTTP 500, the terminal a traceback), so its sentence goes to the summary or the button's note, and
 the followers Gradio then starts find nothing of theirs to follow (``Action.claim``). The action's
 follower (queued) then records it: ``stream`` into the samples area for Run and Branch, one delta
@@ -260,7 +260,7 @@ def run_events(started: gr.events.Dependency, page: Page, stream: Callable, fini
     ``ended`` (a handler, its inputs and outputs), when given, what the button's own note says of
     the end. Returns the stream's event: Stop cancels it, and Gradio then starts ``finish`` too.
 
-    Three events, not one, because Gradio 6.31 treats every output a yield leaves out as an update
+    Three events, not one, because the pinned Gradio treats every output a yield leaves out as an update
     of its properties: it builds that component anew, with its configuration, at each yield (the
     samples area's alone takes milliseconds). The stream yields several times a second, so its
     event lists only the two outputs it gives a value at every yield."""
