@@ -63,12 +63,14 @@ class Backend(Protocol):
     """What the front ends need of a source of samples. Nothing here may block an event loop:
     ``info()`` answers from what the backend already knows; the rest is awaited.
 
-    Four attributes are optional, looked up by name where they are used, so a backend that
+    Seven attributes are optional, looked up by name where they are used, so a backend that
     wraps another must pass on those it has: ``token_table`` (its tokenizer's texts, for
     ``Recording`` and ``outputs.table_spelling``), ``resolve`` (the request a replay serves, for
     ``plan_request``), ``engine_of`` (the engine a replay's record names: the one that made the
-    tokens, for ``Recording``) and ``recorded`` (a run recorded on the engine's own thread, for
-    ``follow_planned``)."""
+    tokens, for ``Recording``), ``recorded`` (a run recorded on the engine's own thread, for
+    ``follow_planned``), ``library`` (a replay app's runs, listed for Compare), ``no_engine``
+    (what a replay app says where an engine is needed, for the QA matrix) and ``stop_watching``
+    (an embedded engine stops rebuilding itself as the app stops)."""
 
     limits: Limits
 
