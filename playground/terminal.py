@@ -25,6 +25,7 @@ import os
 import re
 import sys
 import tempfile
+import traceback
 import warnings
 from collections.abc import Callable
 
@@ -68,6 +69,28 @@ class Quiet(logging.Filter):
         except Exception:  # a record that cannot format: not ours to judge
             return True
         return not (_NOISE.search(message) or (_stopping and _STOPPING_NOISE.search(message)))
+
+
+class GoneStreams(logging.Filter):
+    """Drops the traceback of a page's event stream that Gradio ends after its page went away: a
+    reload just as a run ends makes Gradio's ``sse_stream`` raise a 404 (or a KeyError of the
+    session it forgot) after the response began, and the server prints it as an error. Nothing was
+    lost: the run was kept as it ended, and the reloaded page shows it. Any other error shows."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        error = record.exc_info[1] if record.exc_info else None
+        while error is not None:
+            if isinstance(error, KeyError) or getattr(error, "status_code", None) == 404:
+                frames = traceback.extract_tb(error.__traceback__)
+                if any(f.name == "sse_stream" and os.path.join("gradio", "routes.py") in f.filename for f in frames):
+                    return False
+            error = error.__cause__ or error.__context__
+        return True
+
+
+def quiet_gone_streams() -> None:
+    """``GoneStreams`` on the server's error log (uvicorn's)."""
+    logging.getLogger("uvicorn.error").addFilter(GoneStreams())
 
 
 def logging_config(level: str) -> dict:

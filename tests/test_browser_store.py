@@ -14,7 +14,14 @@ import pytest
 from playground.run import Run
 from playground.store import RunStore, StoreLimits
 from tests.helpers import free_port, wait_until
-from tests.test_browser import browser, columns, fill_form, open_page, set_slider  # noqa: F401  (browser: a fixture)
+from tests.test_browser import (  # noqa: F401  (browser: a fixture)
+    browser,
+    columns,
+    fill_form,
+    open_page,
+    set_slider,
+    start_long_run,
+)
 from tests.test_browser_states import in_view
 
 RUN_ID = re.compile(r"run-[0-9a-f]{8}")
@@ -177,6 +184,15 @@ def test_a_form_link_fills_the_form_and_its_seeded_run_gives_the_same_tokens(bro
         assert again.locator("#run-summary").inner_text().strip() == ""
         run_and_wait(again)
         rerun = exported(again)
+        before = link_of(again, "#copy-run-link")
+        start_long_run(again, n=2)  # while the next run streams, the run on screen is that one: no link yet
+        again.wait_for_function("() => !document.querySelector('#stop-near').disabled", timeout=60_000)
+        again.locator("#copy-run-link").click()
+        again.locator(".toast-body").filter(has_text="still streaming").wait_for(timeout=30_000)
+        assert again.locator("#link textarea, #link input").first.input_value() == "", "the run before's link"
+        again.keyboard.press("Escape")
+        again.locator("#run-summary").get_by_text("stopped").wait_for(timeout=30_000)
+        assert link_of(again, "#copy-run-link") not in ("", before)  # kept as it ended: its own link
     finally:
         again.close()
     assert rerun.request["request_id"] != ran.request["request_id"]

@@ -245,6 +245,7 @@ def main(argv: list[str]) -> int:
         if store is not None:  # said here, not on the page, which may be open to others
             print(f"runs: kept in {store.path} (--runs-db moves them; --no-store keeps each tab's in memory only)",
                   file=sys.stderr)
+        terminal.quiet_gone_streams()
         if not args.quiet_runs:
             log_runs()
         # Gradio's own lines would end with its advice for a public link, `share=True` in `launch()`:

@@ -84,9 +84,9 @@ def connect(links: Links, page: Page, saved: SavedRuns) -> None:
     keeper = saved.keeper
     made = links.form_btn.click(warned_instead(lambda **form: settings_query(defaults, **form)), None, links.query,
                                 inputs_kwargs=page.form, show_progress="hidden", api_visibility="private")
-    run_made = links.run_btn.click(warned_instead(lambda run, session: run_query(keeper, run, session)),
-                                   [page.current, page.samples.session], links.query, show_progress="hidden",
-                                   api_visibility="private")
+    run_made = links.run_btn.click(warned_instead(lambda run, session, action: run_query(keeper, run, session, action)),
+                                   [page.current, page.samples.session, page.action], links.query,
+                                   show_progress="hidden", api_visibility="private")
     for event in (made, run_made):
         event.then(None, links.query, links.link, js=ADDRESS_JS, show_progress="hidden", api_visibility="private")
     for component in page.form.values():  # in the browser alone: no request per keystroke
@@ -149,11 +149,15 @@ def _text(value: Any) -> str:
     return repr(value) if isinstance(value, float) else str(value)
 
 
-def run_query(keeper: Keeper | None, run: Run | None, session) -> str:
-    """The query of the run on screen's link; gr.Error when it has none (yet)."""
+def run_query(keeper: Keeper | None, run: Run | None, session, action=None) -> str:
+    """The query of the run on screen's link; gr.Error when it has none (yet). While a run streams
+    into the samples area, the run on screen is that one, which is kept (and has a link) once it
+    ends: never the one before it."""
     if keeper is None:
         raise refusal("Runs are not kept (the app was started with --no-store), so a run has no link: "
                        "Export the run as a file instead.")
+    if action is not None and action.streams:
+        raise refusal("The run on screen is still streaming: it is kept as it ends, and its link can be made then.")
     if run is None:
         raise refusal("There is no run on screen yet.")
     owner, rid = keeper.owner(session), str(run.request.get("request_id") or "")
