@@ -129,8 +129,9 @@ async def open_file(tab: HistoryTab, page, sweep: SweepTab, compare: CompareTab,
             runs = analysis.sweep_order(runs)
             measures = sweep.measures_for(sweep_answer, sweep_pattern, runs[0].request.get("reference"))
     except gr.Error as e:
-        warn(said(e))
-        return {tab.opened: f"✖ Not opened: {plain(said(e))}"}
+        reason = said(e)
+        warn(reason)
+        return {tab.opened: f"✖ Not opened: {plain(reason)}"}
     for run in runs[:-1]:
         history = remember(history or [], run)
     update, told = await show_opened(page, runs[-1], history, session, selected, settings)

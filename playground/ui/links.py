@@ -229,13 +229,13 @@ async def open_link(page: Page, store: RunStore | None, links: Links, pairs: lis
         return {links.note: gr.skip()}
     update, unfit = form_update(page.form, values)
     problems += unfit
-    said = (f"The link set {len(update)} setting{'s' if len(update) != 1 else ''} of the form; press Run to run it."
+    note = (f"The link set {len(update)} setting{'s' if len(update) != 1 else ''} of the form; press Run to run it."
             if update else "The link set no setting of the form.")
     if problems:
-        said += " Left at their defaults: " + "; ".join(problems) + "."
+        note += " Left at their defaults: " + "; ".join(problems) + "."
     if twice:
-        said += " " + "; ".join(twice) + "."
-    update[links.note] = said
+        note += " " + "; ".join(twice) + "."
+    update[links.note] = note
     return update
 
 
@@ -248,6 +248,6 @@ async def _open_run(page: Page, store: RunStore | None, links: Links, key: str, 
     if run is None:
         return {links.note: "⚠️ The run this link names is not in the run store: it was deleted, or removed "
                             "to make room (the store keeps a limited number of runs), or the link is mistyped."}
-    update, said = await show_opened(page, run, history, session, selected, settings)
-    update[links.note] = f"Opened run `{run.request.get('request_id')}` from its link (read-only): {said}"
+    update, told = await show_opened(page, run, history, session, selected, settings)
+    update[links.note] = f"Opened run `{run.request.get('request_id')}` from its link (read-only): {told}"
     return update

@@ -289,7 +289,7 @@ async def stream(page: Page, action: Action | None, session):
     if live_run is None or live_run.state is not State.QUEUED or not action.claim("stream"):
         yield {page.summary: gr.skip()}
         return
-    said, said_at, said_running = views.queued_summary(live_run), time.monotonic(), False
+    line, line_at, line_running = views.queued_summary(live_run), time.monotonic(), False
     try:
         # aclosing: a closed tab or a cancelled event stops the LiveRun now, not when collected.
         async with contextlib.aclosing(session.paced(live_run.follow(page.backend))) as snapshots:
@@ -298,14 +298,14 @@ async def stream(page: Page, action: Action | None, session):
                 update = {}
                 if run is not None and not run.finished:  # a finished run: ``finish`` draws its end
                     now = time.monotonic()  # the line is redrawn once a second, and at the first output
-                    due = snapshot is None or now - said_at >= SUMMARY_EVERY or (bool(run.events) and not said_running)
+                    due = snapshot is None or now - line_at >= SUMMARY_EVERY or (bool(run.events) and not line_running)
                     update = live(page, run, session, summary=due)
                     if page.summary in update:
-                        said, said_at, said_running = update[page.summary], now, bool(run.events)
+                        line, line_at, line_running = update[page.summary], now, bool(run.events)
                     if not update:  # the samples' message went back as the answer to the browser's ack
                         continue
                 # a heartbeat always yields: Gradio notices a closed tab (its acks stopped) only then
-                yield {page.summary: said, page.samples.html: QUIET, **update}
+                yield {page.summary: line, page.samples.html: QUIET, **update}
     except Exception as e:  # the LiveRun's state says what happened; a bug is logged here
         shown(e)
     except (GeneratorExit, asyncio.CancelledError):

@@ -265,9 +265,9 @@ async def open_value(page, index, runs: list[Run] | None, history: list, session
     if why := open_refusal(action):
         return warned(why)
     run = runs[int(index)]
-    update, said = await show_opened(page, run, history, session, selected, settings)
+    update, told = await show_opened(page, run, history, session, selected, settings)
     return {**update, **page.saying(f"Opened the sweep's {plain(value_label(run))}, "  # a file's words: text
-                                    f"`{run.request.get('request_id')}`: {said}")}
+                                    f"`{run.request.get('request_id')}`: {told}")}
 
 
 # --- drawing ------------------------------------------------------------------------------------
