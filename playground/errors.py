@@ -17,6 +17,11 @@ class EngineUnavailable(PlaygroundError, RuntimeError):
     """The engine died, is restarting, or the remote server cannot be reached."""
 
 
+# Said by the embedded backend to a request that comes while it rebuilds the engine, and by the
+# page's engine line for the same state, read from the backend's description.
+RESTARTING = "the vLLM engine is restarting after a failure; try again in a minute"
+
+
 class NoEngine(EngineUnavailable):
     """This app has no engine at all (it replays saved runs): what needs one is refused for good,
     not until the engine answers again."""

@@ -257,7 +257,9 @@ def test_a_branch_prefix_past_the_context_is_refused_and_a_run_while_a_branch_st
     assert "unexpected error" not in tab.summary and f"On screen: ✔ finished · `{source.request['request_id']}`" \
         in tab.summary, tab.summary
 
-    tab.press(branch())
+    queued = tab.press(branch())  # its first line says where it starts, as its run's line will
+    assert f"⏳ queued: waiting for a free slot · `{tab.action.runs[0].request_id}`" in queued[page.summary], queued
+    assert f"⎇ branched from #0 at token 12 of {source.request['request_id']}" in queued[page.summary], queued
     assert wait_until(lambda: tab.action.runs[0].state in (State.STARTING, State.STREAMING, State.FINISHED), 30)
     if tab.going:  # a Run while the branch streams is refused, and the branch goes on, followed once
         branch = tab.action

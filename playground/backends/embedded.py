@@ -24,7 +24,7 @@ from playground.backends.outputs import OutputReader, child_observation
 from playground.backends.pieces import TokenTable
 from playground.backends.recorder import Observation
 from playground.backends.resources import Workload
-from playground.errors import EngineUnavailable
+from playground.errors import RESTARTING, EngineUnavailable
 from playground.request import DEFAULT_MAX_N, Limits
 from playground.run import Run
 from playground.sampling import prompts
@@ -32,7 +32,6 @@ from playground.sampling.async_sampler import ParallelSampler
 
 log = logging.getLogger(__name__)
 DEAD = "the vLLM engine core has died; the playground is restarting it, try again in a minute"
-RESTARTING = "the vLLM engine is restarting after a failure; try again in a minute"
 
 
 def _exit(message: str) -> None:

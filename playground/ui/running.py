@@ -172,7 +172,7 @@ async def plan_action(page: Page, action: Action | None, name: str,
             raise EngineUnavailable(views.engine_down(info))
     action = Action(name, [await LiveRun.plan(backend, request, labels, f"page: {name}")
                            for request, labels in requests], about=about)
-    page.waiting.admitted(max(1, len(action.runs)))  # counted until its follower is in the queue
+    page.waiting.admitted(action.runs or 1)  # counted until its follower is in the queue (or the runs start)
     return action
 
 

@@ -15,7 +15,7 @@ from playground.analysis import (
     replayed_from,
     written_by_hand,
 )
-from playground.errors import NOT_RUN
+from playground.errors import NOT_RUN, RESTARTING
 from playground.request import token_settings_changed
 from playground.run import Run
 from playground.ui.markdown import plain
@@ -101,8 +101,11 @@ def queued_summary(live_run, waiting: int = 0) -> str:
     ``waiting``: the app's runs that waited for one when it was pressed, shared with others)."""
     request = live_run.request
     before = f" (the app's queue holds {waiting} run{'s' if waiting != 1 else ''} before it)" if waiting else ""
+    # A branch says where it starts from as its run's line will (the labels are its caller's)
+    branch = branch_label(Run(request=dict(live_run.prepared.labels), samples=[]))
     return (f"⏳ queued: waiting for a free slot{before} · `{live_run.request_id}` · n={request.n} · {request.mode} · "
-            f"{request.output_kind} · {_seeds(request.seed, request.n, request.mode)}")
+            f"{request.output_kind} · {_seeds(request.seed, request.n, request.mode)}"
+            f"{f' · ⎇ {plain(branch)}' if branch else ''}")
 
 
 def refused_summary(reason: str, button: str = "Run", engine_away: bool | None = False) -> str:
@@ -146,7 +149,7 @@ def ended_summary(live_run) -> str:
 def engine_down(info: dict) -> str:
     """Why no run can start now, from the backend's description."""
     if info.get("restarting"):
-        return "the vLLM engine is restarting after a failure; try again in a minute"
+        return RESTARTING
     where = info.get("base_url")
     if info.get("problem"):  # what the last health check found
         return str(info["problem"])

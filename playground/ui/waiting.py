@@ -15,6 +15,7 @@ import collections
 import json
 import re
 import time
+from typing import Any
 
 from starlette.responses import JSONResponse
 
@@ -41,7 +42,9 @@ class WaitingRoom:
 
     def __init__(self, blocks=None, limit: int | None = None, action_id: int | None = None):
         self.blocks, self.limit, self.action_id = blocks, limit, action_id
-        self._admitted: collections.deque[float] = collections.deque()
+        # (when, its LiveRun): admitted runs not yet in Gradio's queue; a page's run counts while
+        # it is queued (a quick one may be over within the window), a /sample call's (None) until then
+        self._admitted: collections.deque[tuple[float, Any]] = collections.deque()
 
     def waiting(self) -> int:
         """The runs in Gradio's queue of the run groups: each /sample call, each sweep or matrix, and
@@ -52,9 +55,10 @@ class WaitingRoom:
         groups = getattr(queue, "event_queue_per_concurrency_id", {}) if queue is not None else {}
         queued = sum(self._a_run(event) for name in RUN_GROUPS if name in groups for event in groups[name].queue)
         now = time.monotonic()
-        while self._admitted and now - self._admitted[0] > RECENT_S:
+        while self._admitted and now - self._admitted[0][0] > RECENT_S:
             self._admitted.popleft()
-        return max(queued, len(self._admitted))
+        recent = sum(run is None or run.state is State.QUEUED for _, run in self._admitted)
+        return max(queued, recent)
 
     def _a_run(self, event) -> bool:
         if self.action_id is None or getattr(event.fn, "api_name", None) == "sample":
@@ -65,9 +69,11 @@ class WaitingRoom:
         runs = getattr(action, "runs", None)
         return action is not None and (not runs or runs[0].state is State.QUEUED)
 
-    def admitted(self, runs: int = 1) -> None:
-        """``runs`` more admitted (``check`` came first): they count until they are in Gradio's queue."""
-        self._admitted.extend([time.monotonic()] * runs)
+    def admitted(self, runs: list | int = 1) -> None:
+        """``runs`` more admitted (``check`` came first): they count until they are in Gradio's queue
+        (a list of LiveRuns: while they are queued too; a number: that many calls of ``/sample``)."""
+        now = time.monotonic()
+        self._admitted.extend([(now, run) for run in runs] if isinstance(runs, list) else [(now, None)] * runs)
 
     def admit(self) -> None:
         """``check``, then one more admitted."""
