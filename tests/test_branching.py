@@ -83,3 +83,30 @@ def test_the_point_is_read_from_the_run_on_screen_unless_that_run_is_the_tabs_ru
     assert point_run(None, None) is None and point_run(a, None) is a and point_run(None, b) is b
     assert point_run(a, a) is a and point_run(a, branch_of_a) is a
     assert point_run(a, b) is b  # not the run the tab was opened on: that one is no longer on screen
+
+
+@pytest.mark.parametrize("output_kind, stop", [("DELTA", []), ("CUMULATIVE", []), ("DELTA", ["。"]),
+                                               ("FINAL_ONLY", ["。"])])
+def test_a_branch_from_inside_a_character_reads_from_that_character_on(backend, output_kind, stop):
+    """A branch point inside a character (a CJK character is three bytes, often cut across
+    tokens): the prompt the engine gets ends inside it. Each sample's text and pieces read from
+    the character the prefix began, never the prompt's text before it, which vLLM's own
+    detokenizer would put there (vLLM issue #48853): spelled from the token table without stop
+    strings, and vLLM's text with the echo taken off with them."""
+    table = backend.token_table
+    prompt = "日本の首都は"
+    word = backend.tokenizer.encode("東京です。", add_special_tokens=False)
+    k = next(k for k in range(1, len(word)) if table.pending(word[:k]))  # inside the first character
+    request = SampleRequest(prompt, n=4, seed=2, max_tokens=10, use_chat_template=False, output_kind=output_kind,
+                            stop=stop, prefix_token_ids=word[:k])
+    run = record_to_end(backend, request)
+    before = backend.decode(word[:k]).rstrip("\ufffd")  # the prefix's whole characters
+    for s in run.samples:
+        whole = backend.decode(word[:k] + s.token_ids)[len(before):]
+        assert s.text and prompt not in s.text, s.text
+        if s.finish_reason == "stop" and stop:  # vLLM cut it at the stop string
+            assert whole.startswith(s.text) and whole[len(s.text):].startswith(stop[0]), (s.text, whole)
+        else:
+            assert s.text == whole.removesuffix("\ufffd"), (s.text, whole)
+        assert "".join(s.token_texts).startswith(s.text), s.token_texts
+        assert not s.token_texts[0].startswith("\ufffd"), s.token_texts  # the first piece completes it

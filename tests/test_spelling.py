@@ -115,7 +115,40 @@ def test_the_table_leaves_vllm_the_runs_it_cannot_spell(vllm_tokenizer, table, p
     assert table.spelling(prompt, "DELTA", []) is not None
     assert table.spelling(prompt, "DELTA", ["\n"]) is None  # vLLM finds stop strings in its own text
     lead = next(i for i in partial if table.bytes_of(i) in (b"\xe2", b"\xf0"))
-    assert table.spelling([*prompt, lead], "DELTA", []) is None  # the prompt ends inside a character
+    assert table.spelling([*prompt, lead], "DELTA", []).pending == table.bytes_of(lead)  # spelled from inside it
+
+
+def test_a_prompt_that_ends_inside_a_character_reads_as_vllms_text_without_the_prompts_echo(vllm_tokenizer, table):
+    """A branch from a point inside a character sends a prompt that ends inside it. vLLM's fast
+    detokenizer then puts the whole prompt's text before a sample's first text (vLLM issue #48853);
+    the table spells what it would have written without that echo: the character the sample
+    completes, then the rest. ``PromptEcho`` takes the echo off vLLM's own texts (a run with stop
+    strings) alike, for every output_kind and any cut of the tokens into outputs."""
+    from playground.backends.outputs import PromptEcho
+
+    ids = vllm_tokenizer.encode("Q: 日本の首都は東京です 🙂 ok", add_special_tokens=False)
+    head = vllm_tokenizer.encode("Say it:")
+    cuts = [k for k in range(1, len(ids)) if table.pending(head + ids[:k])]
+    assert len(cuts) >= 4  # several points inside a character
+    for k in cuts:
+        prompt, rest = head + ids[:k], ids[k:]
+        assert table.echo(prompt) == vllm_tokenizer.decode(prompt).rstrip("\ufffd")
+        for size in (1, 2):
+            for kind, delta in (("DELTA", True), ("CUMULATIVE", False), ("FINAL_ONLY", False)):
+                chunks = [rest] if kind == "FINAL_ONLY" else [rest[j:j + size] for j in range(0, len(rest), size)]
+                vllms = vllm_texts(vllm_tokenizer, prompt, chunks, False, delta)
+                assert any(t.startswith(table.echo(prompt)) for t in vllms), "vLLM no longer echoes the prompt"
+                echo = PromptEcho(table.echo(prompt), cumulative=not delta)
+                without = [echo.text(0, t) for t in vllms]
+                spelling, seen, spelled = table.spelling(prompt, kind, []), [], []
+                for chunk in chunks:
+                    seen += chunk
+                    spelled.append(spelling.read(0, chunk if delta else list(seen), None)[0])
+                assert spelled == without, (k, kind, size)
+                whole = without[-1] if not delta else "".join(without)  # the character the prompt began, then on
+                assert whole == vllm_tokenizer.decode(prompt + rest)[len(table.echo(prompt)):], (k, kind)
+                stream = table.stream(table.pending(prompt))
+                assert "".join(stream.add(rest)) == whole  # the record's pieces read the same
 
 
 @pytest.mark.parametrize("output_kind", ["DELTA", "FINAL_ONLY"])  # CUMULATIVE: the LLMEngine's test below

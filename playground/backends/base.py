@@ -138,8 +138,11 @@ class Recording:
         # A replay's record describes the engine that made the tokens it plays (``engine_of``).
         engine_of = getattr(backend, "engine_of", None)
         engine = engine_of(prepared) if engine_of is not None else backend.info()
+        # A sample's pieces start inside the character a prompt left incomplete (a branch's point)
+        pending = table.pending(prepared.engine_prompt_ids) if table else b""
         self.recorder = RunRecorder(prepared.record_header(), prepared.plan.seeds, engine, backend.decode,
-                                    pieces=table.stream if table else None, texts=table.alone if table else None)
+                                    pieces=(lambda: table.stream(pending)) if table else None,
+                                    texts=table.alone if table else None)
         self.run: Run = self.recorder.run
         self.reader = None  # its OutputReader, when a front end that steps the engine itself keeps one per run
 

@@ -38,8 +38,26 @@ class SoFar:
         return EventOutput(index, text, list(ids), c.finish_reason, c.stop_reason)
 
 
+class PromptEcho:
+    """vLLM's own texts without the prompt's text its fast detokenizer puts before a sample's
+    first text when the prompt ends inside a character (``TokenTable.echo``; vLLM issue #48853),
+    as a branch from a point inside a character does. Where a stop string is in that echo, vLLM
+    stopped the sample there: its text is kept as vLLM gave it."""
+
+    def __init__(self, lead: str, cumulative: bool):
+        self.lead, self.cumulative = lead, cumulative
+        self.begun: set[int] = set()  # DELTA: the indices whose first text came
+
+    def text(self, index: int, text: str) -> str:
+        if not text or (not self.cumulative and index in self.begun):
+            return text
+        self.begun.add(index)
+        return text[len(self.lead):] if text.startswith(self.lead) else text
+
+
 def observation_from_output(output: Any, t: float, child_facts: bool = True, engine_requests: int | None = None,
-                            so_far: SoFar | None = None, spelling: Spelling | None = None) -> Observation:
+                            so_far: SoFar | None = None, spelling: Spelling | None = None,
+                            echo: PromptEcho | None = None) -> Observation:
     """Copy a vLLM RequestOutput into an Observation, at once.
 
     In CUMULATIVE mode vLLM hands out its live token list, which keeps growing after the output
@@ -52,7 +70,8 @@ def observation_from_output(output: Any, t: float, child_facts: bool = True, eng
     skips that attribution where it does not hold (FINAL_ONLY with n > 1) or where the caller
     observes each child directly (the wrapper). ``engine_requests``: how many requests the engine
     had unfinished when this output was yielded. ``spelling``: the run's texts come from the token
-    table (the engine was asked not to detokenize), with one piece per new token.
+    table (the engine was asked not to detokenize), with one piece per new token; else ``echo``,
+    when vLLM's texts begin with the prompt's.
     """
     observation = Observation()
     texts, logprobs = observation.token_texts, observation.logprobs
@@ -65,6 +84,8 @@ def observation_from_output(output: Any, t: float, child_facts: bool = True, eng
         index, ids, text = c.index, c.token_ids, c.text
         if read is not None:
             text, texts[index] = read(index, ids, c.finish_reason)
+        elif echo is not None:
+            text = echo.text(index, text)
         outputs.append(so_far.output(c, text, observation) if so_far is not None else
                        EventOutput(index, text, ids if fresh else list(ids), c.finish_reason, c.stop_reason))
         if c.logprobs:
@@ -111,6 +132,10 @@ class OutputReader:
     def __init__(self, backend: Any, prepared: Any, child_facts: bool):
         request = prepared.request
         self.spelling = table_spelling(backend, prepared)
+        table = getattr(backend, "token_table", None)
+        lead = table.echo(prepared.engine_prompt_ids) if table is not None and self.spelling is None else ""
+        # vLLM's own texts, when they begin with the prompt's (not for the QA matrix: it checks them as they are)
+        self.echo = PromptEcho(lead, request.output_kind != "DELTA") if lead and not prepared.watch else None
         self.params = sampling_params(request, detokenize=self.spelling is None)
         self.tokens = TokensPrompt(prompt_token_ids=prepared.engine_prompt_ids, prompt=prepared.rendered_prompt)
         self.child_facts = child_facts  # see observation_from_output
@@ -121,7 +146,7 @@ class OutputReader:
         if self.watch is not None:
             self.watch.keep(output)
         return observation_from_output(output, t, child_facts=self.child_facts, engine_requests=engine_requests,
-                                       so_far=self.so_far, spelling=self.spelling)
+                                       so_far=self.so_far, spelling=self.spelling, echo=self.echo)
 
     def end(self) -> Observation | None:
         """The run's last observation, when the QA matrix watches: which outputs changed later."""

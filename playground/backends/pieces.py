@@ -104,24 +104,41 @@ class TokenTable:
                                              if self.kind else self.decode([token_id]))
         return found
 
-    def stream(self) -> TablePieces | DecodedPieces:
-        """A decoder of one sample's pieces, token by token."""
-        return TablePieces(self) if self.kind else DecodedPieces(self.decode)
+    def stream(self, pending: bytes = b"") -> TablePieces | DecodedPieces:
+        """A decoder of one sample's pieces, token by token (``pending``: the bytes of a character
+        its prompt left incomplete, which its first tokens complete)."""
+        return TablePieces(self, pending) if self.kind else DecodedPieces(self.decode)
+
+    def pending(self, prompt_ids: list[int]) -> bytes:
+        """The bytes of the character a prompt's last tokens leave incomplete (a branch from a
+        point inside a character), else none: a sample's first piece completes it."""
+        if not self.kind:
+            return b""
+        tail = codecs.getincrementaldecoder("utf-8")("replace")
+        for token_id in prompt_ids[-8:]:
+            if token_id not in self.special:
+                tail.decode(self.bytes_of(token_id))
+        return tail.getstate()[0]
+
+    def echo(self, prompt_ids: list[int]) -> str:
+        """What vLLM's fast detokenizer puts before a sample's first text when the prompt ends
+        inside a character (vLLM issue #48853: tokenizers' DecodeStream, primed with such a prompt,
+        releases the whole prompt's text with the character it completes): the prompt's text
+        without special tokens, up to that character. "" for a prompt that ends on a whole one."""
+        if not self.pending(prompt_ids):
+            return ""
+        spelled = b"".join(self.bytes_of(token_id) for token_id in prompt_ids if token_id not in self.special)
+        return spelled.decode("utf-8", "replace").rstrip("\ufffd")
 
     def spelling(self, prompt_ids: list[int], output_kind: str, stop: list[str]) -> Spelling | None:
         """A run's texts from this table instead of vLLM's detokenizer, when they are the same:
-        a byte-level tokenizer (whose pieces are context-free), no stop strings (vLLM finds those
-        in the text it detokenizes), and a prompt that ends on a whole character (vLLM's decoder
-        starts from the prompt's last tokens; a sample that completes the prompt's character
-        would read otherwise)."""
+        a byte-level tokenizer (whose pieces are context-free) and no stop strings (vLLM finds
+        those in the text it detokenizes). A prompt that ends inside a character gives each sample
+        its pending bytes, so the first text is the character the sample completes (vLLM's
+        detokenizer would put the whole prompt's text before it: ``echo``)."""
         if self.kind != "byte-level" or stop:
             return None
-        tail = codecs.getincrementaldecoder("utf-8")("replace")
-        for token_id in prompt_ids[-8:]:
-            tail.decode(self.bytes_of(token_id))
-        if tail.getstate()[0]:
-            return None
-        return Spelling(self, cumulative=output_kind != "DELTA")
+        return Spelling(self, cumulative=output_kind != "DELTA", pending=self.pending(prompt_ids))
 
 
 class _Whole(dict):
@@ -162,9 +179,11 @@ class TablePieces:
     """One sample's pieces from the table's bytes, through one incremental UTF-8 decoder (its
     ``buffer``: the bytes of a character not yet complete)."""
 
-    def __init__(self, texts: TokenTable):
+    def __init__(self, texts: TokenTable, pending: bytes = b""):
         self.bytes_of, self.whole = texts.bytes_of, texts.whole
         self.utf8 = codecs.getincrementaldecoder("utf-8")("replace")
+        if pending:  # a character the prompt began: the sample's first tokens complete it
+            self.utf8.setstate((pending, 0))
 
     def add(self, new_ids: list[int]) -> list[str]:
         utf8, whole, bytes_of = self.utf8, self.whole, self.bytes_of
@@ -220,9 +239,11 @@ class Spelling:
     whole in the text), so from there on the text has a decoder of its own.
     """
 
-    def __init__(self, table: TokenTable, cumulative: bool):
+    def __init__(self, table: TokenTable, cumulative: bool, pending: bytes = b""):
         self.table = table
         self.cumulative = cumulative
+        self.pending = pending  # a character the prompt left incomplete: every sample starts inside it
+        self.begun: set[int] = set()  # the indices read so far (with ``pending``)
         self.pieces: dict[int, TablePieces] = {}
         self.counts: dict[int, int] = {}  # ids read so far, per index (cumulative kinds)
         self.texts: dict[int, str] = {}  # the text released so far, per index (cumulative kinds)
@@ -230,6 +251,9 @@ class Spelling:
         self.own: dict[int, codecs.IncrementalDecoder] = {}  # the text's decoder, once it parts from the pieces'
 
     def read(self, index: int, token_ids: list[int], finish_reason: str | None) -> tuple[str, list[str]]:
+        if self.pending and index not in self.begun:  # its first tokens complete the prompt's character
+            self.begun.add(index)
+            self.pieces[index] = TablePieces(self.table, self.pending)
         if len(token_ids) == 1 and not self.cumulative and index not in self.pieces and finish_reason != "stop":
             # Most DELTA outputs: one plain token, from a sample with nothing pending (a stream of
             # its pieces, its own decoder and its held text are all kept on the way below).
@@ -242,6 +266,8 @@ class Spelling:
             if len(token_ids) < count:  # not a continuation: read it anew
                 for kept in (self.pieces, self.own):
                     kept.pop(index, None)
+                if self.pending:
+                    self.pieces[index] = TablePieces(self.table, self.pending)
                 self.texts[index], self.held[index], count = "", "", 0
             new = token_ids[count:]
             self.counts[index] = len(token_ids)
