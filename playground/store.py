@@ -32,6 +32,8 @@ import zlib
 from dataclasses import dataclass
 from pathlib import Path
 
+from playground.text import fold
+
 APPLICATION_ID = 0x76706C67  # "vplg": what marks a SQLite file as this playground's run store
 # 2: each run's origin (a replay, a branch), for the list; 3: its settings in a few words (mode,
 # output_kind, seed), so that runs of one prompt can be told apart. An older store gains the columns.
@@ -163,12 +165,13 @@ class RunStore:
         return len(gone)
 
     def entries(self, owner: str, search: str = "", limit: int = 200) -> list[Entry]:
-        """``owner``'s runs, newest first; ``search``: only those whose prompt holds it (any case)."""
+        """``owner``'s runs, newest first; ``search``: only those whose prompt holds it (any case, in
+        any script: ``text.fold``)."""
         with self._lock:
             rows = self._db.execute(
                 "SELECT key, request_id, saved_at, prompt, status, n, bytes, origin, settings FROM runs "
-                "WHERE owner = ? AND instr(lower(prompt), lower(?)) > 0 ORDER BY saved_at DESC, rowid DESC LIMIT ?",
-                (owner, search, limit)).fetchall()
+                "WHERE owner = ? AND instr(fold(prompt), ?) > 0 ORDER BY saved_at DESC, rowid DESC LIMIT ?",
+                (owner, fold(search), limit)).fetchall()
         return [Entry(*row) for row in rows]
 
     def count(self, owner: str) -> int:
@@ -267,6 +270,7 @@ def _open(path: Path) -> sqlite3.Connection:
     if not path.exists():
         os.close(os.open(path, os.O_CREAT | os.O_WRONLY, 0o600))  # readable by its user only
     db = sqlite3.connect(path, timeout=BUSY_TIMEOUT_S, isolation_level=None, check_same_thread=False)
+    db.create_function("fold", 1, fold, deterministic=True)  # History's search: any case, in any script
     try:
         _check(db, path)
     except BaseException:

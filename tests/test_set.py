@@ -105,6 +105,11 @@ def test_after_divergence_ignores_the_shared_prefix():
     ("normalized", "  Hello,   World!!\n", "hello world"),
     ("normalized", "Café—au lait", "café au lait"),
     ("normalized", " ... ", None),
+    ("normalized", "ＣＡＦＥ", "cafe"),  # full-width letters: the text's compatibility form
+    ("normalized", "cafe\u0301 STRASSE", "café strasse"),  # a combining accent; folded, not lowered
+    ("last-number", "٣٫٥ or ７", "7"),  # digits of any script, written in ASCII
+    ("last-number", "الجواب ١٬٠٠٠", "1000"),  # Arabic-Indic digits, the Arabic thousands separator
+    ("last-number", "它是٣٫٥", "3.5"),  # the Arabic decimal separator
     ("first-line", "\n\n  Paris.\nMore text", "Paris."),
     ("first-line", "  \n ", None),
     ("last-number", "3 apples and 1,234.50 pears.", "1234.5"),

@@ -88,6 +88,10 @@ def test_a_run_is_kept_for_its_owner_found_by_its_prompt_and_opened_by_its_key(t
         assert first.new and not again.new and again.key == first.key, "a run is kept once per owner"
         assert [e.request_id for e in store.entries("alice")] == ["run-2", "run-1"], "newest first"
         assert [e.request_id for e in store.entries("alice", "ONCE")] == ["run-1"]
+        store.save("alice", "run-4", "Где находится Café Straße？", "finished", 1, '{"a": 4}')
+        for search in ("где", "CAFÉ", "cafe\u0301", "STRASSE", "straße?"):  # any case and form, in any script
+            assert [e.request_id for e in store.entries("alice", search)] == ["run-4"], search
+        store.delete("alice", store.key_of("alice", "run-4"))
         assert [e.request_id for e in store.entries("bob")] == ["run-3"] and store.entries("carol") == []
         assert store.load(first.key) == '{"a": 1}' and store.load("no-such-key") is None
         keys = {first.key, store.key_of("alice", "run-2"), store.key_of("bob", "run-3")}

@@ -49,11 +49,13 @@ import regex
 from playground.analysis.display import continued_text, truncate
 from playground.errors import PlaygroundError
 from playground.run import Run, Sample
+from playground.text import fold
 
 EXTRACTORS = ("normalized", "first-line", "last-number", "boxed", "regex")
 DEFAULT_EXTRACTOR = "normalized"  # defined for every text: a person who did not choose sees literal agreement
 PATTERN_SECONDS = 2.0  # what a typed pattern may spend on all of one run's samples
 
+_ARABIC_SEPARATORS = str.maketrans({"\u066b": ".", "\u066c": ","})  # Arabic decimal and thousands separators
 _NUMBER = re.compile(r"(?:(?<![\w.])-)?(?:(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?|(?<![\d.])\.\d+)")  # "2-3": 3
 
 
@@ -83,8 +85,9 @@ class Extractor:
 
 
 def normalized(text: str) -> str:
-    """Case-folded, punctuation (Unicode category P*) dropped, whitespace collapsed."""
-    kept = "".join(" " if unicodedata.category(ch).startswith("P") else ch for ch in text.casefold())
+    """Folded (``text.fold``: any case, compatibility forms), punctuation (Unicode category P*)
+    dropped, whitespace collapsed."""
+    kept = "".join(" " if unicodedata.category(ch).startswith("P") else ch for ch in fold(text))
     return " ".join(kept.split())
 
 
@@ -93,12 +96,13 @@ def first_line(text: str) -> str | None:
 
 
 def last_number(text: str) -> str | None:
-    """The last number, written plainly: thousands separators dropped, trailing decimal zeros
-    dropped, so "1,000.0" and "1000" are the same answer."""
-    found = _NUMBER.findall(text)
+    """The last number, written plainly: in ASCII digits whatever digits it was written in
+    ("٣٫٥", "７" and "7" are numbers of one kind), thousands separators dropped, trailing decimal
+    zeros dropped, so "1,000.0" and "1000" are the same answer."""
+    found = _NUMBER.findall(unicodedata.normalize("NFKC", text).translate(_ARABIC_SEPARATORS))
     if not found:
         return None
-    number = found[-1].replace(",", "")
+    number = "".join(str(unicodedata.decimal(ch, ch)) for ch in found[-1]).replace(",", "")
     if "." in number:
         number = number.rstrip("0").rstrip(".")
     number = re.sub(r"^(-?)\.", r"\g<1>0.", number)  # ".5" -> "0.5"

@@ -33,6 +33,7 @@ import pandas as pd
 from scipy import sparse
 
 from playground.run import Run, Sample
+from playground.text import fold
 
 LOGPROB_NOTES = {
     "raw_logprobs": ("Log-probabilities are vLLM's raw logprobs (its default): the model's distribution before "
@@ -67,7 +68,7 @@ CONFIDENCE_COLUMNS = ["figure", "value", "meaning"]
 
 
 def word_set(text: str) -> frozenset[str]:
-    return frozenset(text.lower().split())
+    return frozenset(fold(text).split())
 
 
 def jaccard_matrix(texts: Sequence[str]) -> np.ndarray:

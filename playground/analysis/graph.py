@@ -31,6 +31,7 @@ from playground.analysis.graph_align import Aligner
 from playground.analysis.meaning import cluster_by_similarity
 from playground.bundle_format import collector_paused
 from playground.run import Run, Sample
+from playground.text import fold
 
 NORMALISATION = "words split at whitespace, compared lower-cased without the punctuation at their edges"
 WORD_SIMILARITY = 0.9  # words whose embeddings are this similar count as one (a lone word's is less sure than a text's)
@@ -237,7 +238,7 @@ def normalise(word: str) -> str:
     """A word as compared: Unicode-compatibility form, lower case, without the punctuation at its
     edges ("Mat." and "mat" match; "don't" keeps its apostrophe); a word of punctuation only
     stays itself ("..." matches "...")."""
-    word = unicodedata.normalize("NFKC", word.strip()).casefold()
+    word = fold(word.strip())
     start, end = 0, len(word)
     while start < end and unicodedata.category(word[start]).startswith("P"):
         start += 1
