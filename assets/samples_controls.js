@@ -83,8 +83,12 @@ wall.addEventListener('mouseover', (e) => {
       (h === null || h === undefined ? '' : ` \u00b7 <span class="sa-entropy">entropy \u2265 ${h.toFixed(2)} bits</span>`) + '</div>';
     if (top && top.length) {
       html += '<table class="sa-topk">';
+      // The sampled token's row: the first with its log-probability (rounded alike), as texts may
+      // repeat (the parts of characters) or differ from the piece shown (a character completed).
+      let found = false;
       for (let j = 0; j < top.length; j += 2) {
-        const mine = top[j] === text ? ' class="mine"' : '';
+        const mine = !found && top[j + 1] === lp ? ' class="mine"' : '';
+        found = found || mine !== '';
         html += `<tr${mine}><td>${esc(visible(top[j]))}</td><td>${Math.exp(top[j + 1]).toFixed(3)}</td></tr>`;
       }
       html += '</table>';

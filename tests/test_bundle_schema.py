@@ -99,7 +99,7 @@ def test_a_bundle_another_client_wrote_to_the_schema_opens_without_the_text_of_e
     (run,) = read_runs(path)
     assert [(s.text, s.token_ids, s.token_texts) for s in run.samples] == [("The cat sat.", [1, 2, 3], []),
                                                                           ("A cat sat.", [4, 2, 3], [])]
-    assert analysis.pieces(run.samples[0]) == ["⟨id 1⟩", "⟨id 2⟩", "⟨id 3⟩"]
+    assert analysis.pieces(run.samples[0]) == ["⟨id:1⟩", "⟨id:2⟩", "⟨id:3⟩"]
     graph = analysis.sample_graph(run)
     shared = [node for node in graph.nodes if node.samples == [0, 1]]
     assert [node.text for node in shared] == ["cat sat."] and graph.text_of(1) == "A cat sat."

@@ -698,3 +698,31 @@ def test_a_refusals_words_are_escaped_once_wherever_they_come_from():
         assert said(error) == typed
         line = running.refused(error)
         assert "12&amp;3 &lt;b&gt;" in line and "&amp;amp;" not in line and "&amp;lt;" not in line, line
+
+
+def test_tokens_that_are_parts_of_a_character_are_named_by_their_ids_in_every_list_of_alternatives():
+    """A byte-level tokenizer's parts of a character read "\ufffd" alone: several at one position
+    (a CJK or emoji character cut across tokens) would read alike in the token wall's hover, the
+    Branch tab's choices, the Logprobs table and the tree's hover. Each says its id beside it."""
+    from playground import analysis
+    from playground.backends.synthetic import synthetic_run
+    from playground.ui.samples_feed import SamplesFeed
+
+    run = synthetic_run(2, 6, seed=3, events=True)
+    top = analysis.alternatives(run, 0, 2)
+    texts = run.samples[0].logprobs.texts
+    for a in top[:2]:
+        texts[a.token_id] = "\ufffd"  # two parts of characters among the top-k at token 2
+    named = [f"\ufffd⟨id:{a.token_id}⟩" for a in top[:2]]
+    with gr.Blocks():
+        context = gr.Textbox()
+        with gr.Tabs():
+            tab = branch_tab.declare(context)
+    choices = branch_tab.point_view(tab, run, 0, 2)[tab.choice]["choices"][1:]  # after the model's own choice
+    assert [label.split("  p=")[0] for label, _ in choices[:2]] == named, choices
+    sample = next(entry for entry in SamplesFeed(run, 1).reset(run, 1)["u"] if entry[0] == 0)
+    hover = sample[5][2]  # the wall's top-k at token 2: text, logprob, text, logprob, ...
+    assert hover[0:4:2] == named, hover
+    table = analysis.uncertainty_frame(run)
+    listed = table[(table["sample"] == 0) & (table["position"] == 2)]["alternatives"].iloc[0]
+    assert all(name in listed for name in named), listed

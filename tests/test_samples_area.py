@@ -417,6 +417,9 @@ def test_the_wall_and_the_columns_stream_128_samples_in_chromium(served, page):
     assert tip.locator(".sa-topk tr").count() == len(top) == 5
     alternative = top[-1][2].replace(" ", "·")
     assert alternative in tip.inner_text()
+    marked = tip.locator(".sa-topk tr").evaluate_all("rows => rows.map(r => r.classList.contains('mine'))")
+    sampled = [token_id for token_id, _, _ in top].index(run.samples[i].token_ids[3])
+    assert marked == [k == sampled for k in range(len(top))], marked  # the sampled token's row, and it alone
     bottom = row.evaluate("(r) => r.getBoundingClientRect().bottom")
     page.set_viewport_size({"width": 1400, "height": int(bottom) + 10})  # the row at the window's foot
     try:

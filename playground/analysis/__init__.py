@@ -102,6 +102,7 @@ from playground.analysis.diff import (
 )
 from playground.analysis.display import (
     PARTIAL,
+    alternative,
     continued_text,
     counted,
     first_tokens,
@@ -245,6 +246,7 @@ __all__ = [
     "agreement_frame",
     "aligned",
     "all_measures",
+    "alternative",
     "alternatives",
     "answer_groups_figure",
     "answer_texts",

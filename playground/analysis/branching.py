@@ -22,7 +22,7 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from playground.analysis.answers import Extractor, group_answers
-from playground.analysis.display import continued_text, for_hover, pieces, visible
+from playground.analysis.display import continued_text, for_hover, pieces, token_name, visible
 from playground.analysis.diversity import distinct_n
 from playground.analysis.tree import tree_figure
 from playground.run import Run, Sample, TokenLogprob
@@ -85,7 +85,7 @@ def alternatives(run: Run, sample: int, position: int, k: int = MAX_ALTERNATIVES
     if position >= len(logprobs):
         return []
     at: TokenLogprob = logprobs[position]
-    return [Alternative(token_id, _probability(logprob), text if text is not None else f"⟨id {token_id}⟩")
+    return [Alternative(token_id, _probability(logprob), text if text is not None else token_name(token_id))
             for token_id, logprob, text in at.top[:k]]
 
 
@@ -159,7 +159,7 @@ def aligned(a: Run, b: Run) -> tuple[Run, Run, str | None]:
         source, k = parent.samples[point["sample"]], point["position"]
         lead_ids = source.token_ids[:k] + ([point["forced_token_id"]] if point.get("forced_token_id") is not None
                                            else [])
-        lead_texts = pieces(source)[:k] + ([point.get("forced_text") or f"⟨id {point['forced_token_id']}⟩"]
+        lead_texts = pieces(source)[:k] + ([point.get("forced_text") or token_name(point['forced_token_id'])]
                                            if point.get("forced_token_id") is not None else [])
         lead = "".join(lead_texts)
         behind = [replace(s, text=lead + s.text, token_ids=lead_ids + s.token_ids,

@@ -46,13 +46,26 @@ def visible(piece: str, multiline: bool = True) -> str:
     return "".join(out)
 
 
+def token_name(token_id: int) -> str:
+    """A token named by its id where no text says it (no space inside: views draw spaces as '·')."""
+    return f"⟨id:{token_id}⟩"
+
+
+def alternative(text: str | None, token_id: int) -> str:
+    """A top-k token as hovers and lists name it: its text, or, when it has none or is a part of a
+    character (whose text alone is U+FFFD: several at one position would read alike), its id too."""
+    if text and "\ufffd" not in text:
+        return text
+    return f"{text or ''}{token_name(token_id)}"
+
+
 def pieces(sample: Sample) -> list[str]:
     """One text piece per token id, even when the record has fewer (no decoder, or a run caught
     mid-event): the logprob's decoded token, or else the token id, fills the gap."""
     texts = list(sample.token_texts[: len(sample.token_ids)])
     for pos in range(len(texts), len(sample.token_ids)):
         lp = sample.logprobs[pos] if sample.logprobs and pos < len(sample.logprobs) else None
-        texts.append(lp.text if lp is not None and lp.text else f"⟨id {sample.token_ids[pos]}⟩")
+        texts.append(lp.text if lp is not None and lp.text else token_name(sample.token_ids[pos]))
     return texts
 
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 import plotly.graph_objects as go
 
-from playground.analysis.display import for_hover, height_for, joined, pieces, truncate, visible
+from playground.analysis.display import alternative, for_hover, height_for, joined, pieces, truncate, visible
 from playground.run import Run
 
 LABEL_WIDTH = 24  # characters of a branch's text shown in the figure; the hover has it all
@@ -146,7 +146,7 @@ def _branch_point(run: Run, group: list[int], pos: int) -> tuple[float | None, l
         logprobs = run.samples[i].logprobs
         if logprobs and pos < len(logprobs) and logprobs[pos].logprob is not None:
             lp = logprobs[pos]
-            alternatives = [(visible(text or f"⟨id {tid}⟩", multiline=False), math.exp(value))
+            alternatives = [(visible(alternative(text, tid), multiline=False), math.exp(value))
                             for tid, value, text in lp.top]
             return math.exp(lp.logprob), alternatives
     return None, []

@@ -17,7 +17,15 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from playground.analysis.display import drawn_samples, for_hover, message_figure, pieces, sample_color, visible
+from playground.analysis.display import (
+    alternative,
+    drawn_samples,
+    for_hover,
+    message_figure,
+    pieces,
+    sample_color,
+    visible,
+)
 from playground.analysis.entropy import entropies, per_position
 from playground.run import Run, TokenLogprob
 
@@ -70,7 +78,7 @@ def _in_text(sample) -> list[bool | None]:
 
 
 def _alternatives(lp: TokenLogprob) -> str:
-    return ", ".join(f"{visible(text or f'⟨id {tid}⟩', False)} {math.exp(v):.3f}" for tid, v, text in lp.top)
+    return ", ".join(f"{visible(alternative(text, tid), False)} {math.exp(v):.3f}" for tid, v, text in lp.top)
 
 
 def agreement_frame(run: Run) -> pd.DataFrame:

@@ -169,8 +169,10 @@ def point_view(tab: BranchTab, run: Run | None, sample, position) -> dict:
     except (TypeError, ValueError) as e:
         return {tab.context: f"⚠️ {e}" if run is not None else "Run something first, or open a saved run.",
                 tab.choice: gr.update(choices=[MODEL_CHOOSES], value=MODEL_CHOOSES), tab.source: run}
-    options = [(f"{analysis.visible(a.text, False)}  p={a.probability:.3f}" if a.probability is not None
-                else analysis.visible(a.text, False), str(a.token_id)) for a in analysis.alternatives(run, i, k)]
+    named = [(analysis.visible(analysis.alternative(a.text, a.token_id), False), a)
+             for a in analysis.alternatives(run, i, k)]
+    options = [(f"{name}  p={a.probability:.3f}" if a.probability is not None else name, str(a.token_id))
+               for name, a in named]
     return {tab.context: _context(run, i, k), tab.choice: gr.update(choices=[MODEL_CHOOSES, *options],
                                                                       value=MODEL_CHOOSES),
             tab.token_id: "", tab.source: run}

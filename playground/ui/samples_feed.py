@@ -18,6 +18,7 @@ import numpy as np
 
 from playground import analysis
 from playground.analysis import entropy
+from playground.analysis.display import alternative, token_name
 from playground.analysis.tree import prefix_order
 from playground.logprobs import Logprobs
 from playground.run import Run, Sample
@@ -43,7 +44,7 @@ def _piece(sample: Sample, pos: int) -> str:
     if pos < len(sample.token_texts):
         return sample.token_texts[pos]
     lp = sample.logprobs[pos] if sample.logprobs and pos < len(sample.logprobs) else None
-    return lp.text if lp is not None and lp.text else f"⟨id {sample.token_ids[pos]}⟩"
+    return lp.text if lp is not None and lp.text else token_name(sample.token_ids[pos])
 
 
 def finish_text(sample: Sample) -> str | None:
@@ -92,8 +93,8 @@ def _entry(sample: Sample, start: int, read: tuple | None, timed: bool = True) -
         recorded = sample.logprobs[start:stop]
         missing = [None] * (stop - start - len(recorded))
         logprobs = [_logprob(lp.logprob) for lp in recorded] + missing
-        tops = [[x for tid, value, text in lp.top for x in (text if text is not None else f"⟨id {tid}⟩",
-                                                              _logprob(value))] for lp in recorded]
+        tops = [[x for tid, value, text in lp.top for x in (alternative(text, tid), _logprob(value))]
+                for lp in recorded]
         tops += [[]] * len(missing)
         entropies = [None if e is None else round(e, 2) for e in analysis.entropies(recorded, len(recorded))]
         entropies += missing
@@ -134,7 +135,7 @@ def _from_arrays(grown: list[tuple[Sample, int]]) -> dict[int, tuple[list, list,
     shown = _rounded(sampled_np)
     alternatives = _rounded(np.frombuffer(values, dtype=np.float32).astype(np.float64))
     table = spans[0][0].logprobs.texts
-    names = [name if (name := table.get(t)) is not None else f"⟨id {t}⟩" for t in ids]
+    names = [alternative(table.get(t), t) for t in ids]
     result, p, a = {}, 0, 0
     for s, start, length in spans:
         tops = []
@@ -144,8 +145,7 @@ def _from_arrays(grown: list[tuple[Sample, int]]) -> dict[int, tuple[list, list,
             top[::2], top[1::2] = names[a:a + c], alternatives[a:a + c]
             if rank[q] > c:  # the sampled token below the top-k: listed after it
                 token_id = s.logprobs.ids[start + q - p]
-                name = table.get(token_id)
-                top += [name if name is not None else f"⟨id {token_id}⟩", shown[q]]
+                top += [alternative(table.get(token_id), token_id), shown[q]]
             tops.append(top)
             a += c
         result[s.index] = (shown[p:p + length], tops, bits[p:p + length])
