@@ -4,7 +4,7 @@
 // highest message painted (trigger('ack')), which lets the server send the next one.
 const root = element.querySelector('.sa') || element;
 const PARTIAL = '\u27e8\u2026\u27e9';
-const MARKS = {' ': '\u00b7', '\t': '\u2192', '\r': '\u240d', '\n': '\u21b5'};
+const MARKS = {' ': '\u00b7', '\t': '\u2192', '\r': '\u240d', '\n': '\u21b5', '\u00a0': '\u237d'};
 // 10 buckets each: probability of the sampled token (red: unlikely, green: likely) and the token's
 // entropy in bits (light: sure, dark: spread), 0.35 bit per bucket. The entropy is the server's
 // number (a lower bound from the top-k, analysis.token_entropy): the page never derives its own.
@@ -52,7 +52,11 @@ let dirtyCol = new Set(), dirtyWall = new Set(), mapDirty = true;
 const stats = root.__sa = {tokens: 0, painted: 0, messages: 0, bytes: 0, resets: 0, applyMs: 0, drawMs: 0, mapMs: 0,
   view: () => view, status: () => M.st, model: () => M};
 
-const visible = (piece) => piece === '' ? PARTIAL : piece.replace(/[ \t\r\n]/g, (c) => MARKS[c]);
+// As the Python views draw a token (analysis/display.py, visible): whitespace marked, control and
+// invisible format characters (zero-width, direction marks and overrides) by their code point.
+const codePoint = (c) => `\u27e8U+${c.codePointAt(0).toString(16).toUpperCase().padStart(4, '0')}\u27e9`;
+const visible = (piece) => piece === '' ? PARTIAL
+  : piece.replace(/[ \t\r\n\u00a0]/g, (c) => MARKS[c]).replace(/[\x00-\x1f\x7f\p{Cf}]/gu, codePoint);
 const prob = (lp) => lp === null || lp === undefined ? null : Math.exp(lp);
 const bucket = (x, step) => Math.max(0, Math.min(9, Math.floor(x / step)));
 

@@ -18,7 +18,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from playground.analysis import entropies, prefix_order
+from playground.analysis import entropies, prefix_order, visible
 from playground.backends.synthetic import synthetic_run
 from playground.bench.browser import CHROMIUM_ARGS, WATCH
 from playground.bench.samples_demo import demo_app
@@ -492,3 +492,15 @@ def test_on_a_phone_the_wall_has_the_width_and_a_samples_header_is_read_whole(se
         assert "■ " in head.inner_text() and head.get_attribute("title") == head.inner_text()
     finally:
         page.set_viewport_size({"width": 1400, "height": 1000})
+
+
+def test_the_token_wall_draws_a_cell_as_the_python_views_draw_the_token(page):
+    """Its ``visible``, taken from the file the page loads, over pieces a reader could not see."""
+    from tests.test_display_text import PIECES
+
+    source = (Path(__file__).parent.parent / "assets" / "samples.js").read_text(encoding="utf-8")
+    wanted = "\n".join(line for line in source.splitlines() if line.startswith(
+        ("const MARKS", "const PARTIAL", "const codePoint", "const visible", "  : piece")))
+    drawn = page.evaluate("([source, pieces]) => pieces.map(new Function(source + '; return visible;')())",
+                          [wanted, PIECES])
+    assert drawn == [visible(p, multiline=False) for p in PIECES]

@@ -15,6 +15,7 @@ import html
 
 import numpy as np
 import plotly.graph_objects as go
+import regex
 from plotly.colors import qualitative
 
 from playground.run import Run, Sample
@@ -22,14 +23,18 @@ from playground.run import Run, Sample
 # A token that ends inside a multibyte UTF-8 character decodes to '' (the next token carries the
 # character); it still is a token and must take up room in every view.
 PARTIAL = "⟨…⟩"
-_MARKS = {" ": "·", "\t": "→", "\r": "␍"}
+_MARKS = {" ": "·", "\t": "→", "\r": "␍", "\u00a0": "⍽"}
+_FORMAT = regex.compile(r"\p{Cf}")  # invisible: zero-width spaces and joiners, direction marks
 
 
 def visible(piece: str, multiline: bool = True) -> str:
-    """``piece`` with whitespace drawn: space '·', tab '→', CR '␍', newline '↵'.
+    """``piece`` with whitespace drawn: space '·', tab '→', CR '␍', newline '↵', no-break space '⍽'.
 
     ``multiline`` keeps a real line break after '↵' (text views); labels and hovers want one line.
-    Other control characters are shown as their code point.
+    Other control characters, and the invisible format characters (a zero-width space or joiner,
+    a direction mark or override, which would also turn the text after it around), are shown as
+    their code point: a token that is one of them takes room, and says so. The token wall draws
+    its cells alike (``assets/samples.js``, ``visible``).
     """
     if piece == "":
         return PARTIAL
@@ -39,7 +44,7 @@ def visible(piece: str, multiline: bool = True) -> str:
             out.append("↵\n" if multiline else "↵")
         elif ch in _MARKS:
             out.append(_MARKS[ch])
-        elif ord(ch) < 32 or ord(ch) == 127:
+        elif ord(ch) < 32 or ord(ch) == 127 or (ord(ch) > 127 and _FORMAT.match(ch)):
             out.append(f"⟨U+{ord(ch):04X}⟩")
         else:
             out.append(ch)
@@ -118,8 +123,20 @@ def model_name(model) -> str:
     return str(model).rstrip("/").rsplit("/", 1)[-1]
 
 
+_GRAPHEME = regex.compile(r"\X")  # what a reader sees as one character: a letter and its marks, a flag, a family
+
+
 def truncate(text: str, width: int) -> str:
-    return text if len(text) <= width else text[: width - 1] + "…"
+    """``text`` in at most ``width`` code points, cut at a whole character as a reader sees one
+    (never half a flag, an emoji family without its last member, or a letter without its accent)."""
+    if len(text) <= width:
+        return text
+    end = 0
+    for grapheme in _GRAPHEME.finditer(text):  # lazily: it stops at the cut
+        if grapheme.end() > width - 1:
+            break
+        end = grapheme.end()
+    return text[:end] + "…"
 
 
 def for_hover(text: str) -> str:

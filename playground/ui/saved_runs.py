@@ -22,6 +22,7 @@ from functools import partial
 
 import gradio as gr
 
+from playground.analysis import truncate
 from playground.errors import InvalidBundle
 from playground.run import Run
 from playground.store import RunStore, StoreError
@@ -190,7 +191,7 @@ def _listing(saved: SavedRuns, owner: str | None, search: str | None) -> dict:
 def label(entry) -> str:
     when = datetime.datetime.fromtimestamp(entry.saved_at).strftime("%Y-%m-%d %H:%M")
     prompt = " ".join(entry.prompt.split())
-    prompt = prompt[:50] + ("…" if len(prompt) > 50 else "")
+    prompt = truncate(prompt, 51)
     origin = f" · {entry.origin}" if entry.origin else ""
     settings = f" · {entry.settings}" if entry.settings else ""
     return f"{when} · {status_word(entry.status)} · n={entry.n}{settings}{origin} · “{prompt}” · {entry.request_id}"

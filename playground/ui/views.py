@@ -13,6 +13,7 @@ from playground.analysis import (
     model_name,
     origin_label,
     replayed_from,
+    truncate,
     written_by_hand,
 )
 from playground.errors import NOT_RUN, RESTARTING
@@ -217,7 +218,7 @@ def template_preview(rendered: str) -> str:
 
 def history_label(run: Run) -> str:
     prompt = " ".join(run.request.get("prompt", "").split())
-    prompt = prompt[:40] + ("…" if len(prompt) > 40 else "")
+    prompt = truncate(prompt, 41)
     of = f" · {origin}" if (origin := origin_marks(run)) else ""
     return (f"{run.request.get('request_id')} · n={run.n} · {settings_marks(run)} · "
             f"{status_word(run.status)}{of} · “{prompt}”")
