@@ -93,6 +93,18 @@ def test_two_samples_that_differ_in_their_first_word_meet_at_the_rest():
     assert [v.text for v in shared.visits] == [" cat sat on the mat."] * 2  # each sample's own text, spaces too
 
 
+def test_samples_in_a_script_written_without_spaces_part_and_meet_again_by_its_characters():
+    """Chinese, Japanese and Thai put no spaces between words: each character (with its marks) is a
+    word of the graph, so such samples share their beginnings and meet again as English ones do."""
+    texts = ["日本の首都は東京です。", "日本の首都は大阪です。", "สวัสดีครับ"]
+    graph = A.sample_graph(run_of(texts))
+    check_shape(graph, texts)
+    start, tokyo, osaka, end = (node_with(graph, t) for t in ("日本の首都は", "東京", "大阪", "です。"))
+    assert start.samples == [0, 1] and tokyo.samples == [0] and osaka.samples == [1] and end.samples == [0, 1]
+    assert graph.meeting_points() == [end.id] and start.id in graph.branch_points()
+    assert [w for w, _ in words("สวัสดีครับ")] == ["ส", "วั", "ส", "ดี", "ค", "รั", "บ"]  # never a mark alone
+
+
 def test_samples_that_part_and_meet_again_count_each_way():
     texts = ["I like red apples", "I like green apples", "I like green pears", "I LIKE green apples!"]
     graph = A.sample_graph(run_of(texts))

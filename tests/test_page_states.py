@@ -387,6 +387,43 @@ def test_a_run_whose_tab_closed_mid_run_is_kept_in_the_run_store_as_stopped(loop
         assert entry.request_id == tab.action.runs[0].run.request["request_id"] and entry.status == "aborted"
 
 
+def test_a_run_that_ends_while_its_browser_is_away_is_kept_and_a_later_showing_reports_that_save(loop, backend,
+                                                                                                 tmp_path):
+    """A browser offline as its run ends never asks for the end to be shown (Gradio's ``.then``
+    comes from the browser, which reloads the page once back): the run is saved as its stream
+    ends. Where the browser is there, showing the run reports that very save (nothing written twice)."""
+    from playground.store import RunStore
+    from playground.ui import build_app, keeping
+
+    with RunStore(tmp_path / "runs.sqlite3") as store:
+        kept_page = build_app(backend, store=store).playground_page
+        keeper = keeping._keepers[id(kept_page.extra[keeping.MARKER])]
+        away = Tab(kept_page, loop)
+        keeper.register(away.samples, "owner-away")
+        away.apply(away.call(running.begin(kept_page, away.action, **away.form(SHORT, max_tokens=6))))
+        away.call(away._drain(running.stream(kept_page, away.action, away.samples)))  # no finish: nobody asks
+        keeper.settle()
+        (entry,) = store.entries("owner-away")
+        assert entry.request_id == away.action.runs[0].run.request["request_id"] and entry.status == "finished"
+
+        there, marker, values = Tab(kept_page, loop), kept_page.extra[keeping.MARKER], []
+        keeper.register(there.samples, "owner-there")
+        there.apply(there.call(running.begin(kept_page, there.action, **there.form(SHORT, max_tokens=6))))
+
+        async def follow() -> None:  # the stream, then the end shown: the marker's value names the save
+            for handler in (running.stream(kept_page, there.action, there.samples),
+                            running.finish(kept_page, there.action, there.history, there.samples, "Diff")):
+                async with contextlib.aclosing(handler) as updates:
+                    async for update in updates:
+                        there.apply(update)
+                        values.extend([update[marker]] if isinstance(update.get(marker), str) else [])
+
+        there.call(follow())
+        saved = keeper.saving(values[-1]).result(60)
+        assert saved is not None and saved.new, "the page heard of a save that wrote nothing"
+        assert [e.request_id for e in store.entries("owner-there")] == [there.current.request["request_id"]]
+
+
 def test_stop_then_run_and_a_closed_tab_then_a_new_one(page, loop, backend, host):
     """The Stop beside the summary is enabled while a run streams there, and the line over the tabs
     says which of them follow it; both go when it ends, stopped or finished."""

@@ -20,11 +20,11 @@ import bisect
 import functools
 import heapq
 import math
-import re
 import unicodedata
 from dataclasses import dataclass, field
 
 import numpy as np
+import regex
 
 from playground.analysis.display import counted, pieces
 from playground.analysis.graph_align import Aligner
@@ -33,9 +33,13 @@ from playground.bundle_format import collector_paused
 from playground.run import Run, Sample
 from playground.text import fold
 
-NORMALISATION = "words split at whitespace, compared lower-cased without the punctuation at their edges"
+NORMALISATION = ("words split at whitespace (each character a word in scripts written without spaces), compared "
+                 "case-folded in compatibility form without the punctuation at their edges")
 WORD_SIMILARITY = 0.9  # words whose embeddings are this similar count as one (a lone word's is less sure than a text's)
-_WORD = re.compile(r"\s*(\S+)")
+# A word: what whitespace parts, or one character (with its marks) of a script written without spaces (Chinese,
+# Japanese, Thai, ...), where samples could otherwise share no word and never meet.
+_UNSPACED = r"\p{Han}\p{Hiragana}\p{Katakana}\p{Thai}\p{Lao}\p{Khmer}\p{Myanmar}"
+_WORD = regex.compile(rf"\s*((?=[{_UNSPACED}])\X|[^\s{_UNSPACED}]+)")  # \X: a character with its marks
 
 
 @dataclass
@@ -220,7 +224,8 @@ def _short(text: str, width: int = 80) -> str:
 
 
 def words(text: str) -> list[tuple[str, int]]:
-    """The text cut at whitespace into spans that together are the text: each span is a word with
+    """The text cut into words (at whitespace; each character of a script written without spaces
+    a word of its own) as spans that together are the text: each span is a word with
     the whitespace before it (the last also takes the whitespace after it), with the offset of
     its first non-space character. A text of whitespace only has no words: like an empty text, it
     has no path through the graph (a node of no words would be drawn with no text)."""

@@ -3,7 +3,9 @@
 Every run the page shows at its end is saved right where it is shown (``showing.show`` calls
 ``keep``), on the server, for the browser whose page shows it: nothing waits for the browser to
 ask, so a reload or a closed tab just as a run ends still keeps it; a run whose tab went away
-mid-run is kept as it stopped (``keep_unshown``). The save runs in a thread of
+mid-run is kept as it stopped, and a streamed run is saved as its stream ends, before the browser
+asks for its end to be shown (``keep_unshown``): a browser offline then, which reloads the page
+when it is back, would never ask. The save runs in a thread of
 its own (a long run's bundle takes seconds to write) and the page does not wait for it; the
 History tab's listener (ui/saved_runs.py) reports how it went when the browser is still there.
 
@@ -54,6 +56,7 @@ class Keeper:
         self._owners: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # session object -> owner token
         self._pool = ThreadPoolExecutor(1, thread_name_prefix="run-store")
         self._saves: dict[str, Future] = {}  # by marker value, until the page asks how it went
+        self._early: dict[str, Future] = {}  # by request id: saves begun before the run was shown
         self._lock = threading.Lock()
         _keepers[id(marker)] = self
 
@@ -73,7 +76,9 @@ class Keeper:
         finished = [run for run in runs if run.finished]
         if owner is not None and finished:
             with self._lock:
-                self._saves[value] = self._pool.submit(save_runs, self.store, owner, finished)
+                early = self._early.pop(str(runs[0].request.get("request_id")), None) if len(runs) == 1 else None
+                # a run saved as its stream ended: the page hears how that save went (a prune, a full disk)
+                self._saves[value] = early or self._pool.submit(save_runs, self.store, owner, finished)
                 while len(self._saves) > MAX_UNREPORTED:  # pages that went away before asking
                     self._saves.pop(next(iter(self._saves)))
         return value
@@ -82,6 +87,16 @@ class Keeper:
         """Save ``run`` now (a failed run, which is not shown)."""
         owner = self.owner(session)
         return None if owner is None or not run.finished else self._pool.submit(save_run, self.store, owner, run)
+
+    def save_early(self, run: Run, session) -> None:
+        """Save ``run`` before it is shown; showing it then reports this save (``keep``)."""
+        owner = self.owner(session)
+        if owner is not None and run.finished:
+            with self._lock:
+                self._early[str(run.request.get("request_id"))] = self._pool.submit(save_runs, self.store, owner,
+                                                                                    [run])
+                while len(self._early) > MAX_UNREPORTED:  # runs never shown (their pages went away)
+                    self._early.pop(next(iter(self._early)))
 
     def settle(self, timeout: float = 60.0) -> None:
         """Wait for the saves under way (they run one after another)."""
@@ -101,11 +116,12 @@ def keep(marker, runs: list[Run], session) -> str | None:
 
 
 def keep_unshown(marker, run: Run, session) -> None:
-    """Save a run that ended with nobody to show it (its tab closed or reloaded mid-run: stopped
-    as its stream closed), so that the browser's History has it after the reload all the same."""
+    """Save a run whose stream ended, before it is shown: its tab may be closed or reloaded mid-run
+    (stopped as its stream closed), or offline as it ends, and never ask for its end; the
+    browser's History has it after the reload all the same."""
     keeper = _keepers.get(id(marker))
     if keeper is not None:
-        keeper.save(run, session)
+        keeper.save_early(run, session)
 
 
 def save_runs(store: RunStore, owner: str, runs: list[Run]) -> Saved | None:

@@ -316,6 +316,9 @@ async def stream(page: Page, action: Action | None, session):
             keep_unshown(page.extra[MARKER], live_run.run, session)
         raise
     action.streamed = True
+    if live_run.run is not None and live_run.run.finished and MARKER in page.extra:
+        # saved now: the browser asks for the end to be shown (``finish``) only if it is still there
+        keep_unshown(page.extra[MARKER], live_run.run, session)
 
 
 async def live_panels(page: Page, action: Action | None, selected: str | None, **settings):
