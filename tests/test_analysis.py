@@ -332,6 +332,11 @@ def test_the_tokens_export_says_each_tokens_p_and_which_tokens_the_text_leaves_o
     assert first["prob"].tolist() == pytest.approx([0.8, 0.4, 0.9]) and first["in_text"].tolist() == [True, True, False]
     assert table[table["sample"] == 1]["in_text"].tolist() == [True, True]
     assert set(table["finish_reason"]) == {"length"}
+    # parts of characters (empty pieces): in the text with the token that completes their character;
+    # a character the sample's end cut in two is not in its text (vLLM drops it)
+    run.samples[0].token_ids, run.samples[0].token_texts, run.samples[0].text = [7, 8, 9, 7], ["", "日", " ", ""], "日 "
+    run.samples[0].logprobs = None
+    assert A.tokens_table(run)[lambda t: t["sample"] == 0]["in_text"].tolist() == [True, True, True, False]
 
 
 def test_agreement_frame_known_shares():

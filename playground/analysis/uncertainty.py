@@ -69,12 +69,17 @@ def tokens_table(run: Run) -> pd.DataFrame:
 
 def _in_text(sample) -> list[bool | None]:
     """Per token: whether its piece ends within the sample's text (None for each, where the pieces
-    do not spell the text out: a record without token texts)."""
+    do not spell the text out: a record without token texts). A part of a character (an empty
+    piece) is in the text when the token that completes its character is: a character the
+    sample's end cut in two is not in its text."""
     pieces = sample.token_texts[:len(sample.token_ids)]
     if len(pieces) < len(sample.token_ids) or not "".join(pieces).startswith(sample.text):
         return [None] * len(sample.token_ids)
     ends = np.cumsum([len(piece) for piece in pieces])
-    return [bool(end <= len(sample.text)) for end in ends]
+    inside, carried = [False] * len(pieces), False
+    for k in reversed(range(len(pieces))):  # a part takes the answer of the token that carries its character
+        inside[k] = carried = carried if pieces[k] == "" else bool(ends[k] <= len(sample.text))
+    return inside
 
 
 def _alternatives(lp: TokenLogprob) -> str:
