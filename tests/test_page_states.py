@@ -178,6 +178,46 @@ def test_a_refusal_is_named_stores_nothing_and_the_next_run_works(page, loop, ba
     assert engine_idle(backend, host)
 
 
+def test_a_live_figure_waits_while_the_browser_has_not_painted_the_samples_areas_last_message(page, loop, backend,
+                                                                                             host):
+    """A slow browser (a small laptop drawing the Timing or Graph tab's figures) falls behind in
+    painting the samples area first: while its last message is unpainted for ``BEHIND_S``, no live
+    figure is sent; once it paints, they come again. Here the browser is held behind for several
+    of the figures' rounds, then acknowledges."""
+    import time
+
+    from playground.ui.showing import figures_every
+
+    tab = Tab(page, loop)
+    tab.run(prompt=SHORT, n=2, max_tokens=1500, ignore_eos=True)
+    action, session, figures = tab.action, SamplesSession(), []
+    session.show(Run(request={"request_id": "on-screen"}, samples=[]))  # a message the browser never painted
+    held = 4 * figures_every(2)  # rounds in which a browser that kept up would have had figures
+    caught_up = []
+
+    async def follow() -> None:
+        async with contextlib.aclosing(running.live_panels(page, action, "Timing", session)) as panels:
+            async for update in panels:
+                if isinstance(update, dict) and update.get("__type__") != "update":
+                    figures.append(time.monotonic())
+                    if len(figures) == 1:  # the first comes at once; then the browser is behind
+                        session.waiting_since = time.monotonic() - running.BEHIND_S
+
+                        def paint() -> None:
+                            caught_up.append(time.monotonic())
+                            session.ack({"s": session.seq})
+
+                        asyncio.get_running_loop().call_later(held, paint)
+                    elif len(figures) == 2:
+                        await action.stop_and_wait()
+
+    tab.call(follow(), timeout=180)
+    tab.wait()
+    assert len(figures) == 2 and caught_up, figures
+    assert figures[1] >= caught_up[0], f"a figure went to a browser {figures[1] - figures[0]:.1f} s behind"
+    assert engine_idle(backend, host)
+
+
 def test_the_preview_checks_the_prompt_as_a_run_does_before_any_tokenizer_sees_it(page, loop):
     from playground.ui import controls
 

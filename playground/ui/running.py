@@ -50,6 +50,7 @@ PRESSED_AGAIN = ("Run was pressed while a run was going, and started nothing: th
                  "next Run (Stop ends the one going).")
 NOTHING_TO_STOP = "Stop found nothing to stop: no run of this page was going."
 STREAMED = ("Run", "Branch", "Replay")  # the actions whose run streams into the samples area
+BEHIND_S = 1.0  # s a browser may leave the samples' last message unpainted before a live figure waits for it
 # What the summary calls an action that streams elsewhere, when Run is pressed while it goes.
 OTHER_ACTIONS = {"What if": "What if's branches were", "Sweep": "the sweep was",
                  "Compare": "the wrapper-vs-native comparison was", "Sample alone": "the rerun of one sample was",
@@ -271,8 +272,8 @@ def run_events(started: gr.events.Dependency, page: Page, stream: Callable, fini
     # engine shares.
     event = started.success(stream, [page.action, page.samples.session], [page.summary, page.samples.html],
                             concurrency_id=SAMPLING, show_progress="hidden", api_visibility="private")
-    started.success(partial(live_panels, page), [page.action, page.selected], page.live_outputs(),
-                    inputs_kwargs=shows, show_progress="hidden", api_visibility="private")
+    started.success(partial(live_panels, page), [page.action, page.selected, page.samples.session],
+                    page.live_outputs(), inputs_kwargs=shows, show_progress="hidden", api_visibility="private")
     finished = event.then(finish, [page.action, *page.inputs()], page.outputs(), inputs_kwargs=shows,
                           show_progress_on=[page.summary], api_visibility="private")
     for after in [*page.after_run, *([ended] if ended is not None else [])]:
@@ -321,10 +322,13 @@ async def stream(page: Page, action: Action | None, session):
         keep_unshown(page.extra[MARKER], live_run.run, session)
 
 
-async def live_panels(page: Page, action: Action | None, selected: str | None, **settings):
+async def live_panels(page: Page, action: Action | None, selected: str | None, session=None, **settings):
     """The live parts of the panel on screen while the action's run streams (a figure travels whole:
     every ``figures_every(n)`` s), an event of its own beside the stream; a tab opened meanwhile is
-    followed from then on. Nothing while the tab on screen has no live part."""
+    followed from then on. Nothing while the tab on screen has no live part, or while the browser
+    has not painted the samples area's last message for ``BEHIND_S`` (``session``): a slow
+    browser drawing each figure longer than the pace would fall further behind with every one,
+    the run's own tokens and Stop behind them."""
     live_run = action.runs[0] if action is not None and action.runs and action.claim("panels") else None
     yield gr.skip()  # one yield at least: a generator that yields nothing would clear its outputs
     if live_run is None:
@@ -340,6 +344,8 @@ async def live_panels(page: Page, action: Action | None, selected: str | None, *
             await asyncio.sleep(panel.every if panel.every is not None else figures_every(run.n))
         run, panel = live_run.run, page.live_panel(action.selected or selected)
         if run is None or panel is None or run.finished or (not run.events and waited == panel.tab):
+            continue
+        if drawn and session is not None and session.behind() > BEHIND_S:  # the browser catches up first
             continue
         waited = panel.tab if not run.events else None
         update = await asyncio.to_thread(panels_now, page, run, panel.tab, settings, True)

@@ -119,6 +119,7 @@ class SamplesSession:
         self.feed: SamplesFeed | None = None
         self.seq = 0  # the last message's number
         self.acked = 0  # the highest number the browser painted
+        self.waiting_since: float | None = None  # since when the browser has a message it has not painted
         self.acks = 0
         self.runs = 0
         self.need_reset = False
@@ -177,6 +178,8 @@ class SamplesSession:
 
     def _send(self, message: dict) -> str:
         self.seq = message["s"]
+        if self.waiting_since is None:
+            self.waiting_since = time.monotonic()
         text = encode(message)
         if len(self.sent) < SENT_KEPT:
             self.sent.append((time.monotonic(), len(text.encode())))
@@ -187,6 +190,12 @@ class SamplesSession:
     @property
     def in_flight(self) -> int:
         return self.seq - self.acked
+
+    def behind(self) -> float:
+        """Seconds the browser has had a message it has not painted (0: it painted them all): a
+        slow or busy browser (a small laptop drawing a large chart) falls behind here first."""
+        since = self.waiting_since
+        return 0.0 if since is None else time.monotonic() - since
 
     @property
     def streaming(self) -> bool:
@@ -205,6 +214,7 @@ class SamplesSession:
         if len(self.acked_at) < SENT_KEPT:
             self.acked_at.append((time.monotonic(), painted))
         self.acked = max(self.acked, min(painted, self.seq))
+        self.waiting_since = None if self.acked >= self.seq else time.monotonic()  # it painted: not stuck
         if data.get("r"):
             self.need_reset = True
         if self._loop is not None and self._wake is not None:
