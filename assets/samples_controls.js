@@ -83,13 +83,14 @@ wall.addEventListener('mouseover', (e) => {
       (h === null || h === undefined ? '' : ` \u00b7 <span class="sa-entropy">entropy \u2265 ${h.toFixed(2)} bits</span>`) + '</div>';
     if (top && top.length) {
       html += '<table class="sa-topk">';
-      // The sampled token's row: the first with its log-probability (rounded alike), as texts may
-      // repeat (the parts of characters) or differ from the piece shown (a character completed).
-      let found = false;
+      // The sampled token's row: the one with its log-probability (rounded alike) and its text, else
+      // the first with its log-probability (texts repeat in the parts of characters, and differ from
+      // the piece shown where a token completes a character; tokens tie in bf16).
+      let mine = -1;
+      for (let j = 0; j < top.length && mine < 0; j += 2) if (top[j + 1] === lp && top[j] === text) mine = j;
+      for (let j = 0; j < top.length && mine < 0; j += 2) if (top[j + 1] === lp) mine = j;
       for (let j = 0; j < top.length; j += 2) {
-        const mine = !found && top[j + 1] === lp ? ' class="mine"' : '';
-        found = found || mine !== '';
-        html += `<tr${mine}><td>${esc(visible(top[j]))}</td><td>${Math.exp(top[j + 1]).toFixed(3)}</td></tr>`;
+        html += `<tr${j === mine ? ' class="mine"' : ''}><td>${esc(visible(top[j]))}</td><td>${Math.exp(top[j + 1]).toFixed(3)}</td></tr>`;
       }
       html += '</table>';
     }

@@ -314,9 +314,9 @@ def test_headline_and_everything_for_json():
     how_many = A.how_many_samples(make_run(TEXTS), "last-number", "7")
     # Two blocks of identical texts with no word in common: W is block-diagonal with blocks of ones,
     # D^-1/2 W D^-1/2 has eigenvalues 1, 1, 0...: EigV 2.
-    assert how_many.headline() == "settled after 7 of 8 on the reference · pass@1 0.75 · pass@8 1.00 · EigV 2.00"
+    assert how_many.headline() == "settled after 7 of 8 on the reference · pass@1 0.750 · pass@8 1.000 · EigV 2.00"
     assert A.how_many_samples(make_run(TEXTS), "last-number", "9").headline().startswith(
-        "settled after 7 of 8 on '7', not the reference · pass@1 0.00")  # a settled majority, and a wrong one
+        "settled after 7 of 8 on '7', not the reference · pass@1 0.000")  # a settled majority, and a wrong one
     assert A.how_many_samples(make_run(TEXTS), "last-number").headline() == "settled after 7 of 8 · EigV 2.00"
     assert A.how_many_samples(make_run(["a", "b"])).headline() == "not settled within 2 · EigV 2.00"
     d = how_many.to_dict()
@@ -346,7 +346,8 @@ def test_analyze_prints_the_headline_and_writes_every_measure_and_the_shared_see
     assert analyze.main([str(path), "--answer", "last-number", "--json", str(out)]) == exits.OK
     printed = capsys.readouterr()
     lines = printed.out.splitlines()
-    assert lines[0].endswith("settled after 7 of 8 on the reference · pass@1 0.75 · pass@8 1.00 · EigV 2.00"), lines[0]
+    assert lines[0].endswith("settled after 7 of 8 on the reference · pass@1 0.750 · pass@8 1.000 · EigV 2.00"), \
+        lines[0]
     assert lines[1].endswith("settled after 7 of 8 · EigV 2.00"), lines[1]  # no reference: no pass@k
     assert "line 1 and line 2 share 7 child seeds" in printed.err
     document = json.loads(out.read_text(encoding="utf-8"))
@@ -403,7 +404,7 @@ def test_a_report_of_a_run_with_a_reference_says_how_many_samples_it_needs(tmp_p
     figures = sum(i.startswith("figure-") for i in check_self_contained(page).ids)
     assert figures == sum(i.startswith("figure-") for i in check_self_contained(plain).ids) + 1
     assert f"{HOW_MANY} ({read}, against the reference “sea”)" in page
-    assert "The majority was not settled within 4 samples. pass@1 0.50, pass@4 1.00." in page
+    assert "The majority was not settled within 4 samples. pass@1 0.500, pass@4 1.000." in page
     assert "How many samples: k of the 4 drawn at random (exact)" in page  # the chart's title
     curves = next(t for t in tables(page) if t and "pass@k" in t[0])
     assert [(r["k"], r["agreement@k"], r["pass@k"], r["maj@k"]) for r in curves] == [

@@ -179,7 +179,8 @@ def confidence_table(c: Confidence, engine: dict | None = None) -> pd.DataFrame:
         ("mean token NLL (nats)", float(np.mean(nll)) if nll else None,
          f"a token's negative log-likelihood, averaged per sample then {over}"),
         ("median perplexity", float(np.median(perplexity)) if perplexity else None,
-         "exp(mean token NLL) of the median sample: the model's effective choices per token"),
+         "the median of the samples' exp(mean token NLL) (of the two middle samples' for an even count): "
+         "the model's effective choices per token"),
     ]
     if c.with_logprobs:
         rows.append(("(the log-probabilities)", None, logprob_note(engine)))

@@ -13,7 +13,8 @@ For every k = 1..n, what k samples drawn at random from the n would have given:
 
 agreement@k and maj@k are exact (by counting subsets) up to EXACT_UP_TO samples, and estimated
 beyond from DRAWS random k-subsets per k (exact still at k = 1 and k = n, where they are plain
-shares), with a 95% interval of the estimate: mean ± 1.96 standard errors for agreement@k,
+shares), with a 95% interval of the estimate at each k (one set of draws serves every k, so the errors at
+nearby k move together): mean ± 1.96 standard errors for agreement@k,
 Wilson's interval for maj@k, a share of successes.
 
 **settled_at** is the stopping rule of Adaptive-Consistency (Aggarwal et al. 2023, "Let's Sample
@@ -267,7 +268,7 @@ def convergence_figure(c: Convergence) -> go.Figure:
     if c.settled.at is not None:
         fig.add_vline(x=c.settled.at, line_dash="dot", line_color="#6b7280",
                       annotation_text=f"settled after {c.settled.at}", annotation_position="top left")
-    how = "exact" if c.exact else f"estimated from {c.draws} draws per k, bands: 95%"
+    how = "exact" if c.exact else f"estimated from {c.draws} draws, bands: 95% at each k"
     fig.update_layout(title=f"{title}: k of the {c.n} drawn at random ({how})", height=400,
                       xaxis_title="k (samples drawn)", yaxis={"title": "probability", "range": [0, 1.04]},
                       showlegend=True,  # a single curve (no reference) is named too, not only in its hover
@@ -281,7 +282,7 @@ class HowMany:
     confidence: Confidence
 
     def headline(self) -> str:
-        """E.g. "settled after 12 of 32 on the reference · pass@1 0.41 · pass@32 0.97 · EigV 3.20"
+        """E.g. "settled after 12 of 32 on the reference · pass@1 0.406 · pass@32 0.969 · EigV 3.20"
         (with a reference: whether the majority settled on it, and pass@k; pass@n only when it
         differs from pass@1, i.e. n > 1)."""
         c = self.convergence
@@ -291,7 +292,7 @@ class HowMany:
         parts = [f"settled after {settled} of {c.n}" if settled is not None else f"not settled within {c.n}"]
         parts[0] += on_reference(c.settled, c.reference)
         if c.pass_at_k is not None:
-            parts += [f"pass@{k} {c.pass_at_k.at(k):.2f}" for k in sorted({1, c.n})]
+            parts += [f"pass@{k} {c.pass_at_k.at(k):.3f}" for k in sorted({1, c.n})]
         if self.confidence.eigv_jaccard is not None:
             parts.append(f"EigV {self.confidence.eigv_jaccard:.2f}")
         return " · ".join(parts)

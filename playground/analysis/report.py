@@ -242,7 +242,7 @@ def _how_many(page: Page, run: Run, extractor: Extractor | str | None, charts: b
     settled = settled_sentence(c.settled, run.n, c.reference)
     said = f"{settled[0].upper()}{settled[1:]}."
     if c.pass_at_k is not None:
-        said += f" pass@1 {c.pass_at_k.at(1):.2f}, pass@{c.n} {c.pass_at_k.at(c.n):.2f}."
+        said += f" pass@1 {c.pass_at_k.at(1):.3f}, pass@{c.n} {c.pass_at_k.at(c.n):.3f}."
     how_read = ("exact" if c.exact else f"estimated from {c.draws} random subsets per k, "
                 "the 95% band's ends beside each estimate")
     page.text(f"{said} Below, what k of the {c.n} samples drawn at random would have given ({how_read}).")

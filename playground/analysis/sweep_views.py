@@ -30,7 +30,7 @@ from playground.run import Run, Sample
 Measures = Callable[[Run], dict]
 FIRST_WORDS = 8
 # Per-run measures drawn by default, with their labels; extra measures are drawn after them.
-CHARTED = {"mean_tokens": "mean length (tokens)", "mean_prob": "mean p(sampled token)",
+CHARTED = {"mean_tokens": "mean length (tokens)", "mean_prob": "mean p(sampled token), per sample",
            "distinct_samples": "distinct samples", "distinct_2": "distinct-2",
            "effective_samples": "effective number of distinct samples (Vendi)",
            "similarity": "mean pairwise similarity", "vote_share": "vote share of the most common answer"}
@@ -45,7 +45,7 @@ WORDS = {
     **{f"{what}_{side}": f"{side.upper()}'s {said}" for side in "ab"
        for what, said in (("sample", "sample"), ("seed", "seed"), ("tokens", "tokens"), ("token", "token there"))},
     "mean_tokens": "mean length (tokens)", "mean_tokens_min": "shortest (tokens)",
-    "mean_tokens_max": "longest (tokens)", "mean_prob": "mean p(sampled token)",
+    "mean_tokens_max": "longest (tokens)", "mean_prob": "mean p(sampled token), per sample",
     "mean_prob_min": "lowest sample's mean p", "mean_prob_max": "highest sample's mean p",
     "distinct_2": "distinct-2", "effective_samples": "effective samples (Vendi)",
     "similarity": "mean pairwise similarity", "similarity_min": "least similar pair",

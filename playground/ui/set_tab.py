@@ -111,8 +111,8 @@ def set_values(run: Run, extractor: str | None = None, embedding_model: str | No
         c = how_many.convergence
         said += f"\n\n{_sentence(analysis.settled_sentence(c.settled, run.n, c.reference))}"
         if c.reference is not None and c.pass_at_k is not None:
-            said += (f" Against the reference `{_code(c.reference)}`: pass@1 **{c.pass_at_k.at(1):.2f}**, "
-                     f"pass@{run.n} **{c.pass_at_k.at(run.n):.2f}**.")
+            said += (f" Against the reference `{_code(c.reference)}`: pass@1 **{c.pass_at_k.at(1):.3f}**, "
+                     f"pass@{run.n} **{c.pass_at_k.at(run.n):.3f}**.")
     return SetValues(said, analysis.measures_table(measures.diversity),
                      analysis.answer_groups_figure(measures.answers), analysis.groups_frame(measures.answers),
                      # the headline says the extractor; with a reference, each sample says if it is right
