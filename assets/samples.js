@@ -175,7 +175,7 @@ function ack() {
 }
 
 function finishLabel(i) {
-  if (M.fin[i]) return '\u25a0 ' + M.fin[i];
+  if (M.fin[i]) return M.fin[i];  // its words and mark from the server (samples_feed.finish_text)
   return M.st === 'aborted' ? '\u25a0 stopped' : '';
 }
 function header(i) {  // how the sample ended before its timing: a narrow column cuts the end, and the title keeps it all

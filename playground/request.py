@@ -110,7 +110,8 @@ class SampleRequest:
     n: int = setting(4, low=1, limit="max_n", slider=(1, None, 1), help="Samples (child requests) of the one prompt.")
     seed: int | None = setting(None, help="Base seed: sample i uses seed + i. Blank: a random one, recorded.")
     output_kind: str = setting("CUMULATIVE", choices=OUTPUT_KINDS,
-                               help="How outputs are yielded: CUMULATIVE, DELTA or FINAL_ONLY.")
+                               help="What each output holds: CUMULATIVE, a sample's text so far · DELTA, only "
+                                    "what is new · FINAL_ONLY, one output at the end.")
     mode: str = setting("wrapper", choices=MODES,
                         help="wrapper: our fan-out, sample i seeded seed+i · native: n handed to vLLM · "
                              "same-seed: every sample gets the same seed (the old bug, on purpose)")

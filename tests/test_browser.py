@@ -220,7 +220,7 @@ def test_stop_before_the_first_event_keeps_what_final_only_made(page, backend, h
     assert wait_until(lambda: all(t.strip() for t in columns(page, 8)), timeout=10), columns(page, 8)
     texts = columns(page, 8)
     for i in range(8):
-        assert "■ abort" in header(page, i)
+        assert "■ stopped (abort)" in header(page, i)
     page.locator("#inspector-note").get_by_text("This run was stopped: its one event is the stop's").wait_for(
         timeout=30_000)
     page.get_by_role("tab", name="Export").click()

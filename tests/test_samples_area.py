@@ -87,7 +87,7 @@ def test_finish_reasons_and_the_status_go_once():
     run.samples[0].add_text("a")
     run.samples[0].finish_reason, run.samples[0].stop_reason = "stop", "\n\n"
     delta = json.loads(session.update(run))
-    assert delta["f"] == [[0, "stop ('\\n\\n')"]]
+    assert delta["f"] == [[0, "✔ stop string '\\n\\n'"]]
     run.status = "aborted"
     delta = json.loads(session.update(run))
     assert delta == {"k": "d", "s": delta["s"], "r": delta["r"], "st": "aborted"}
@@ -104,7 +104,7 @@ def test_what_a_sample_sampled_past_its_text_goes_with_its_finish():
         run.samples[i].add_text(text)
         run.samples[i].finish_reason, run.samples[i].stop_reason = "stop", stop
     delta = json.loads(session.update(run))
-    assert delta["f"] == [[0, "stop", "<|im_end|>"], [1, "stop ('\\n\\n')", "\n\n"], [2, "stop"]]
+    assert delta["f"] == [[0, "✔ EOS", "<|im_end|>"], [1, "✔ stop string '\\n\\n'", "\n\n"], [2, "✔ EOS"]]
 
 
 def test_a_reset_carries_everything_and_follows_a_request_for_one():

@@ -14,7 +14,7 @@ import gradio as gr
 from playground import analysis
 from playground.ui.messages import refusal
 
-LABELS = {"normalized": "whole text (normalised)", "first-line": "first line", "last-number": "last number",
+LABELS = {"normalized": "whole text (normalized)", "first-line": "first line", "last-number": "last number",
           "boxed": "\\boxed{…}", "regex": "regular expression"}
 CHOICES = [(LABELS.get(name, name), name) for name in analysis.EXTRACTORS]  # the Set tab's radio
 NO_ANSWER = "none"

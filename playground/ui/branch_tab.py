@@ -187,7 +187,8 @@ def _context(run: Run, i: int, k: int) -> str:
     lead = (f"{'…' if k > CONTEXT_TOKENS else ''}{code(analysis.visible(before, False))} ▸" if k else
             "its first token ▸")
     here = analysis.pieces(s)[k] if k < len(s.token_ids) else "⏹ (the sample ended here)"
-    known = (f" The choices' p: {analysis.logprob_note(run.engine)}" if analysis.alternatives(run, i, k) else
+    known = (f" About the p beside each choice: {analysis.logprob_note(run.engine)}"
+             if analysis.alternatives(run, i, k) else
              " No logprobs were recorded there: type a token id, or let the model choose.")
     return (f"Sample **#{i}** (seed {s.seed}) at token **{k}** of `{run.request.get('request_id')}`: "
             f"{lead} {code(analysis.visible(here, False))} (what it sampled).{known}")

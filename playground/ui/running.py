@@ -48,7 +48,7 @@ from playground.ui.waiting import SAMPLING, AppFull
 BUSY = "Started nothing: a run of this page was going. Press Stop first, or wait for it to finish."
 PRESSED_AGAIN = ("Run was pressed while a run was going, and started nothing: the form as it is then runs at the "
                  "next Run (Stop ends the one going).")
-NOTHING_TO_STOP = "Stop found nothing to stop: no run of this page was going."
+NOTHING_TO_STOP = "Nothing to stop: no run of this page was going."
 STREAMED = ("Run", "Branch", "Replay")  # the actions whose run streams into the samples area
 BEHIND_S = 1.0  # s a browser may leave the samples' last message unpainted before a live figure waits for it
 # What the summary calls an action that streams elsewhere, when Run is pressed while it goes.

@@ -48,11 +48,18 @@ def _piece(sample: Sample, pos: int) -> str:
 
 
 def finish_text(sample: Sample) -> str | None:
-    """The finish reason as the column header says it (a stop string in quotes)."""
-    reason = sample.finish_reason
-    if reason and sample.stop_reason is not None and reason == "stop":
-        reason += f" ({sample.stop_reason!r})"
-    return reason
+    """How a sample ended, as its card and row say it, with the marks the summary uses (✔ ended,
+    ■ stopped by Stop or a closed tab) and vLLM's finish reason beside, for a QA reader: "✔ EOS",
+    "✔ stop string '\\n'", "✔ length", "■ stopped (abort)". A bare "■ stop" read as stopped."""
+    reason, why = sample.finish_reason, sample.stop_reason
+    if reason is None:
+        return None
+    if reason == "abort":
+        return "■ stopped (abort)"
+    if reason == "stop":
+        said = "EOS" if why is None else f"stop token {why}" if isinstance(why, int) else f"stop string {why!r}"
+        return f"✔ {said}"
+    return f"✔ {reason}" if reason == "length" else f"✖ {reason}"
 
 
 MAX_PAST = 200  # characters: a longer tail past the text is not a stop string or a special token
