@@ -119,7 +119,7 @@ def test_a_reset_carries_everything_and_follows_a_request_for_one():
         assert len(u[4]) == len(u[5]) == len(u[6]) == len(s.token_ids)
         # Each token's entropy is the Logprobs tab's number, in bits: the browser derives none.
         assert u[6] == [round(e, 2) for e in entropies(s.logprobs, len(s.token_ids))]
-    assert sorted(reset["f"]) == [[s.index, s.finish_reason] for s in run.samples]
+    assert sorted(reset["f"]) == [[s.index, f"✔ {s.finish_reason}"] for s in run.samples]  # all "length" here
     assert (reset["o"], reset["c"]) == tuple(map(list, prefix_order([s.token_ids for s in run.samples])))
     assert session.update(run) is None
     session.ack({"s": reset["s"], "r": 1})  # the browser lost the run: the next message is a reset
@@ -456,7 +456,7 @@ def test_the_wall_and_the_columns_stream_128_samples_in_chromium(served, page):
     assert texts == [s.text or "".join(s.token_texts) for s in run.samples]
     header = page.locator(".sa-card .sa-head").nth(5).inner_text()
     s = run.samples[5]
-    assert f"#5 · seed {s.seed} · {len(s.token_ids)} tok · ■ {s.finish_reason} · TTFT" in header, header
+    assert f"#5 · seed {s.seed} · {len(s.token_ids)} tok · ✔ {s.finish_reason} · TTFT" in header, header
     assert page.errors == []
 
 
@@ -489,7 +489,7 @@ def test_on_a_phone_the_wall_has_the_width_and_a_samples_header_is_read_whole(se
         page.locator(".sa-group button[data-view=columns]").click()
         head = page.locator(".sa-card .sa-head").first
         assert head.evaluate("(e) => e.scrollWidth <= e.clientWidth"), "a sample's header is cut on a phone"
-        assert "■ " in head.inner_text() and head.get_attribute("title") == head.inner_text()
+        assert "✔ length" in head.inner_text() and head.get_attribute("title") == head.inner_text()
     finally:
         page.set_viewport_size({"width": 1400, "height": 1000})
 
