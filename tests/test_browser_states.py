@@ -243,7 +243,7 @@ def test_a_number_typed_past_a_sliders_bounds_is_said_and_stop_with_nothing_runn
     page.on("response", lambda r: failed.append(r.url) if r.status >= 500 else None)
     try:
         page.locator("#stop").click()
-        page.locator("#store-note").get_by_text("Nothing to stop: no run of this page was going").wait_for(timeout=30_000)
+        page.locator("#store-note").get_by_text("Nothing to stop: no run of this page").wait_for(timeout=30_000)
         page.locator("#prompt textarea").fill(HAIKU)
         box = page.locator("#n input[type=number]")
         box.fill("0")

@@ -346,7 +346,7 @@ def test_what_if_runs_a_branch_per_top_token_and_reads_each_answer_from_the_whol
     assert f"What if**, at token 2 of sample #0 of `{source.request['request_id']}`" in shown[controls.note]
     assert sum(analysis.branched_from(r) == source.request["request_id"] for r in shown[page.history]) == 2
     tree = shown[controls.tree]["value"]  # one tree of the 2 x 2 samples, numbered on across the branches
-    assert tree.data[0].values[0] == 4 and re.search(r"numbered across the branches: .+ 0–1 · .+ 2–3</sup>",
+    assert tree.data[0].values[0] == 4 and re.search(r"numbered across the branches: “.+” #0–1; “.+” #2–3</sup>",
                                                       tree.layout.title.text), tree.layout.title.text
     assert engine_idle(backend, host)
 

@@ -182,11 +182,11 @@ def what_if_tree(branches: list[tuple[Alternative, Run]]) -> go.Figure:
     fig = tree_figure(graft(branches))
     spans, first = [], 0
     for alternative, run in branches:
-        spans.append(f"{visible(alternative.text)} {first}–{first + run.n - 1}" if run.n > 1
-                     else f"{visible(alternative.text)} {first}")
+        token = f"“{visible(alternative.text, multiline=False)}”"  # quoted: its own '·' is a space, not a separator
+        spans.append(f"{token} #{first}–{first + run.n - 1}" if run.n > 1 else f"{token} #{first}")
         first += run.n
     fig.update_layout(title_text=f"{fig.layout.title.text}<br><sup>samples numbered across the branches: "
-                                 f"{for_hover(' · '.join(spans))}</sup>")
+                                 f"{for_hover('; '.join(spans))}</sup>")
     return fig
 
 
