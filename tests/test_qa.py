@@ -492,7 +492,7 @@ def test_red_cells_divergence_and_batch_composition_are_reported():
     assert any(n.startswith("DELTA × sync wrapper differs from CUMULATIVE × sync wrapper: sample 0 first diverges "
                             "at token 1 (id 2 vs id 3). Same engine (LLMEngine), both alone") for n in notes), notes
     text = matrix.report()
-    assert "Verdict: 1 of 12 cells break a contract rule." in text and "Broken rules:" in text
+    assert "Verdict: 1 of 12 cells breaks a contract rule." in text and "Broken rules:" in text
     assert all(n in text for n in notes)
 
 
@@ -699,7 +699,7 @@ def test_healthy_engines_hold_every_rule_but_the_findings(healthy):
     table = printed.split("\n\n")[0].splitlines()
     assert table[0].split() == ["async", "wrapper", "async", "native", "sync", "wrapper", "sync", "native"]
     assert table[4].split() == ["FINAL_ONLY"] + ["✔"] * 4
-    assert (f"Verdict: {broken} of 12 cells break a contract rule." if broken else
+    assert (f"Verdict: {broken} of 12 cells {'breaks' if broken == 1 else 'break'} a contract rule." if broken else
             "Verdict: every rule holds in all 12 cells.") in printed
     assert all(f" {name}," in printed for name in ("no-mutation", "parent-id", "accounting")), "the rules are listed"
     assert {"no-mutation", "parent-id", "accounting"} <= set(matrix.to_dict()["rules"])
@@ -939,7 +939,7 @@ def test_the_tab_runs_a_matrix_renders_a_grid_and_a_json_file_and_opens_a_cell(b
     red = [c.label for c in matrix.cells if not c.ok]
     assert red == [c.label for c in matrix.cells if findings(c)] and len(matrix.cells) == 12, matrix.report()
     assert ("✔ Every contract rule holds in all 12 cells." if not red else
-            f"✖ {len(red)} of 12 cells break a contract rule.") in report
+            f"✖ {len(red)} of 12 cells {'breaks' if len(red) == 1 else 'break'} a contract rule.") in report
     assert descriptions[0] == "cell 1 of 12: CUMULATIVE × async wrapper" and len(descriptions) == 12
     assert grid["column_widths"] == ["12%"] + ["22.0%"] * 4
     shown = tab.grid.postprocess(grid["value"])

@@ -184,7 +184,8 @@ class Matrix:
         lines.append(f"Verdict: every rule holds in all {len(self.cells)} cells." if self.ok and not partial else
                      f"Verdict: no cell breaks a rule; in {partial} of {len(self.cells)} cells some could not be "
                      "checked (above)." if self.ok else
-                     f"Verdict: {count} of {len(self.cells)} cells break a contract rule.")
+                     f"Verdict: {count} of {len(self.cells)} cells {'breaks' if count == 1 else 'break'} a "
+                     "contract rule.")
         return "\n".join(lines)
 
     def unchecked(self) -> dict[tuple[str, str], list[Cell]]:

@@ -228,7 +228,7 @@ def report(matrix: qa.Matrix) -> str:
                 f"**✔ No cell breaks a contract rule; in {partial} of {len(matrix.cells)} cells some could not be "
                 "checked** (other requests on the engine, say: the report names them; run the matrix again "
                 "with the engine to itself)." if matrix.ok else
-                f"**✖ {count} of {len(matrix.cells)} cells break a contract rule.**")
+                f"**✖ {count} of {len(matrix.cells)} cells {'breaks' if count == 1 else 'break'} a contract rule.**")
     broken = [c for c in matrix.cells if not c.ok]
     if broken and all(c.mode == "native" for c in broken):  # whose the break is, before the details
         headline += (" Each is on vLLM's native path (its own fan-out of n), so the break is vLLM's own "
