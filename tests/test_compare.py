@@ -312,15 +312,19 @@ def test_a_starts_as_the_run_a_demo_repeats_and_a_new_pair_clears_the_result_bef
 
 
 def test_the_history_note_names_the_runs_that_share_the_most_seeds_first():
-    """A one-sample rerun shares one seed with each run of its base seed; two runs of one base seed
-    share all n: those lead the note, and the rest are counted."""
+    """Runs that drew with the very same seeds (a sweep's values, one request again) are said once,
+    together, as paired; of the other pairs, those that share the most lead (a one-sample rerun
+    shares one seed with each run of its base seed), and the rest are counted."""
     from playground.ui.showing import overlap_note
 
-    runs = [seeded(1, "run-1"), seeded(3, "run-2", n=1), seeded(1, "run-3"), seeded(2, "run-4"), seeded(5, "run-5")]
-    note = overlap_note(runs)
-    named = [sentence.split(" share ")[0] for sentence in note.removeprefix("⚠️ ").split("; ")[:3]]
-    assert named == ["`run-1` and `run-3`", "`run-3` and `run-4`", "`run-1` and `run-4`"], note  # 8, 7, 7 seeds
-    assert "`run-2`" not in note and note.endswith("; and 6 more pairs."), note
+    runs = [seeded(1, "run-1"), seeded(3, "run-2", n=1), seeded(1, "run-3"), seeded(2, "run-4"), seeded(5, "run-5"),
+            seeded(1, "run-6")]
+    paired, warned = overlap_note(runs).split("\n\n")
+    assert paired == ("ℹ️ `run-1`, `run-3` and `run-6` drew with the same child seeds (1–8), sample for sample: "
+                      "their samples are paired, not independent."), paired
+    named = [sentence.split(" share ")[0] for sentence in warned.removeprefix("⚠️ ").split("; ")[:3]]
+    assert named == ["`run-4` and `run-6`", "`run-3` and `run-4`", "`run-1` and `run-4`"], warned  # 7 seeds each
+    assert "`run-2`" not in warned and warned.endswith("; and 8 more pairs."), warned
 
 
 def test_a_run_that_ends_with_the_compare_tab_on_screen_brings_its_lists_up_to_date(tmp_path):

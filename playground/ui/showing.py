@@ -145,14 +145,31 @@ def remember(history: list, run: Run) -> list:
 
 
 def overlap_note(runs: list[Run]) -> str:
-    """A warning for the runs of a list that share child seeds: sample i uses seed + i, so runs
-    whose base seeds are closer than n share samples' seeds, and comparing them compares
-    samples that are not independent. The pairs that share the most come first (a one-sample
-    rerun's single shared seed after two runs of one base seed), the newest first among equals."""
+    """A note on the runs of a list that share child seeds: sample i uses seed + i, so runs whose
+    base seeds are closer than n share samples' seeds, and comparing them compares samples that
+    are not independent. Runs that drew with the very same seeds (a sweep's values, a request run
+    again) are said once together: their samples are paired. Then a warning for the other pairs,
+    those that share the most first (a one-sample rerun's single shared seed after two runs of one
+    base seed), the newest first among equals."""
     names = [f"`{r.request.get('request_id')}`" for r in runs]
-    overlaps = sorted(analysis.seed_overlaps(runs), key=lambda o: (-o["shared"], -o["b"], -o["a"]))
+    groups: dict[tuple[int, ...], list[int]] = {}
+    for k, run in enumerate(runs):
+        if seeds := tuple(sorted(s.seed for s in run.samples if s.seed is not None)):
+            groups.setdefault(seeds, []).append(k)
+    alike = [(seeds, ks) for seeds, ks in groups.items() if len(ks) > 1]
+    together = {frozenset((a, b)) for _, ks in alike for a in ks for b in ks if a != b}
+    lines = [f"ℹ️ {_listed([names[k] for k in ks])} drew with the same child seeds "
+             f"({seeds[0]}{f'–{seeds[-1]}' if len(seeds) > 1 else ''}), sample for sample: their samples are "
+             "paired, not independent." for seeds, ks in alike]
+    overlaps = sorted((o for o in analysis.seed_overlaps(runs) if frozenset((o["a"], o["b"])) not in together),
+                      key=lambda o: (-o["shared"], -o["b"], -o["a"]))
     sentences = [analysis.seed_overlap_sentence(o, names) for o in overlaps]
-    if not sentences:
-        return ""
-    more = len(sentences) - 3
-    return "⚠️ " + "; ".join(sentences[:3]) + (f"; and {analysis.counted(more, 'more pair')}" if more > 0 else "") + "."
+    if sentences:
+        more = len(sentences) - 3
+        lines.append("⚠️ " + "; ".join(sentences[:3]) +
+                     (f"; and {analysis.counted(more, 'more pair')}" if more > 0 else "") + ".")
+    return "\n\n".join(lines)
+
+
+def _listed(names: list[str]) -> str:
+    return names[0] if len(names) == 1 else f"{', '.join(names[:-1])} and {names[-1]}"
