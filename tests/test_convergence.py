@@ -118,9 +118,9 @@ def test_settles_at_a_known_sample():
 def test_a_set_that_never_settles():
     never = A.settled_at(list("ABABABABAB"))  # every even k a tie; every odd k one ahead: P <= 2/3
     assert never == A.Settled(None, None, 10)
-    assert A.settled_sentence(never) == "no majority settled within the 10 samples"
+    assert A.settled_sentence(never) == "the majority did not settle within the 10 samples"
     assert A.settled_sentence(A.settled_at(["A", None, "A"]), 32) == (
-        "no majority settled within the first 3 of 32 samples")
+        "the majority did not settle within the first 3 of 32 samples")
     assert A.settled_at([None] * 5).at is None and A.settled_at([]).at is None
 
 
@@ -404,7 +404,7 @@ def test_a_report_of_a_run_with_a_reference_says_how_many_samples_it_needs(tmp_p
     figures = sum(i.startswith("figure-") for i in check_self_contained(page).ids)
     assert figures == sum(i.startswith("figure-") for i in check_self_contained(plain).ids) + 1
     assert f"{HOW_MANY} ({read}, against the reference “sea”)" in page
-    assert "No majority settled within the 4 samples. pass@1 0.500, pass@4 1.000." in page
+    assert "The majority did not settle within the 4 samples. pass@1 0.500, pass@4 1.000." in page
     assert "How many samples: k of the 4 drawn at random (exact)" in page  # the chart's title
     curves = next(t for t in tables(page) if t and "pass@k" in t[0])
     assert [(r["k"], r["agreement@k"], r["pass@k"], r["maj@k"]) for r in curves] == [

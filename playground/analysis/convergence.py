@@ -174,8 +174,8 @@ def settled_sentence(settled: Settled, n: int | None = None, reference: str | No
     if settled.at is not None:
         return f"the majority was settled after {settled.at} of {total} samples{on_reference(settled, reference)}"
     if total != settled.samples:
-        return f"no majority settled within the first {settled.samples} of {total} samples"
-    return f"no majority settled within the {settled.samples} samples"
+        return f"the majority did not settle within the first {settled.samples} of {total} samples"
+    return f"the majority did not settle within the {settled.samples} samples"
 
 
 def on_reference(settled: Settled, reference: str | None) -> str:
