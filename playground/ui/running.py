@@ -309,17 +309,13 @@ async def stream(page: Page, action: Action | None, session):
                 yield {page.summary: line, page.samples.html: QUIET, **update}
     except Exception as e:  # the LiveRun's state says what happened; a bug is logged here
         shown(e)
-    except (GeneratorExit, asyncio.CancelledError):
-        # The tab went away (closed, reloaded) or Stop cancelled the stream: the run was stopped
-        # as it closed. Kept as it ended, for nobody may be left to show it (when Stop shows it,
-        # its save finds it kept and writes nothing).
+    finally:
+        # Saved as the stream ends, however it ends: the browser asks for the end to be shown
+        # (``finish``) only if it is still there, and a tab that went away (closed, reloaded: the
+        # run stopped as its stream closed) never asks. Showing it later reports this save.
         if live_run.run is not None and live_run.run.finished and MARKER in page.extra:
             keep_unshown(page.extra[MARKER], live_run.run, session)
-        raise
     action.streamed = True
-    if live_run.run is not None and live_run.run.finished and MARKER in page.extra:
-        # saved now: the browser asks for the end to be shown (``finish``) only if it is still there
-        keep_unshown(page.extra[MARKER], live_run.run, session)
 
 
 async def live_panels(page: Page, action: Action | None, selected: str | None, session=None, **settings):
