@@ -99,7 +99,7 @@ def last_number(text: str) -> str | None:
     """The last number, written plainly: in ASCII digits whatever digits it was written in
     ("٣٫٥", "７" and "7" are numbers of one kind), thousands separators dropped, trailing decimal
     zeros dropped, so "1,000.0" and "1000" are the same answer."""
-    found = _NUMBER.findall(unicodedata.normalize("NFKC", text).translate(_ARABIC_SEPARATORS))
+    found = _NUMBER.findall(fold(text).translate(_ARABIC_SEPARATORS))  # full-width digits folded too
     if not found:
         return None
     number = "".join(str(unicodedata.decimal(ch, ch)) for ch in found[-1]).replace(",", "")
