@@ -157,6 +157,7 @@ def test_the_form_by_keyboard_radio_groups_hints_and_focus(browser, app_url):  #
     page = open_page(browser, app_url)
     try:
         kinds = page.locator("#output-kind input[type=radio]")
+        kinds.first.wait_for()  # the form's controls come after the prompt box: a count must not run ahead
         assert kinds.count() == 3
         page.locator("#output-kind").get_by_label("CUMULATIVE").check()
         kinds.nth(0).focus()
